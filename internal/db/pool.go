@@ -1,0 +1,46 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PoolConfig parses a DSN (URL or keyword/value form, with libpq's
+// environment variables as defaults) into a pool configuration that names
+// the application in pg_stat_activity.
+func PoolConfig(dsn, application string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's message never contains the password.
+		return nil, fmt.Errorf("parse DSN: %w", err)
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = application
+	}
+	return cfg, nil
+}
+
+// Open creates a pool from cfg and pings the server, so that an unreachable
+// or misconfigured database is an error here rather than at first use.
+func Open(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create pool: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to %s: %w", describe(cfg), err)
+	}
+	return pool, nil
+}
+
+// describe names a server and database without the password.
+func describe(cfg *pgxpool.Config) string {
+	c := cfg.ConnConfig
+	return fmt.Sprintf("database %q on %s:%d as %q", c.Database, c.Host, c.Port, c.User)
+}

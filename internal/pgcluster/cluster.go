@@ -1,0 +1,280 @@
+// Package pgcluster starts a throw-away PostgreSQL cluster from the server
+// binaries installed on this machine: tests, benchmarks and the demo use it.
+//
+// The cluster lives in a temporary directory, listens only on a Unix socket
+// in that directory (no TCP port), trusts local connections, and runs as an
+// unprivileged OS user when the process runs as root. Nothing is downloaded.
+package pgcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Superuser is the bootstrap superuser of a throw-away cluster.
+const Superuser = "postgres"
+
+// port only names the socket file (.s.PGSQL.5432); nothing listens on TCP.
+const port = 5432
+
+// dirPrefix names the temporary directories of clusters, so that a later
+// start can remove the ones a killed process left behind.
+const dirPrefix = "opsdesk-pg-"
+
+// ErrServerNotInstalled means the PostgreSQL server binaries were not found.
+var ErrServerNotInstalled = errors.New("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found " +
+	"on PATH or under /usr/lib/postgresql/*/bin; install them " +
+	"(Debian/Ubuntu: apt-get install -y postgresql; macOS: brew install postgresql) " +
+	"or point OPSDESK_TEST_DSN at an existing server")
+
+// Options tune a throw-away cluster.
+type Options struct {
+	// Durable keeps fsync and synchronous commit on. Tests leave it off:
+	// a throw-away cluster need not survive a power cut.
+	Durable bool
+	// MaxConnections defaults to 200.
+	MaxConnections int
+}
+
+// Cluster is a running throw-away PostgreSQL server.
+type Cluster struct {
+	dir     string
+	binDir  string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	waitErr error
+}
+
+// Start creates and starts a cluster. The caller must call Stop, which also
+// removes the cluster's directory.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	binDir, err := FindBinDir()
+	if err != nil {
+		return nil, err
+	}
+	removeAbandoned()
+
+	runAs, err := serverUser()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", dirPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("create cluster directory: %w", err)
+	}
+	c := &Cluster{dir: dir, binDir: binDir, exited: make(chan struct{})}
+	if err := c.start(ctx, runAs, opts); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context, runAs *syscall.Credential, opts Options) error {
+	if err := os.WriteFile(filepath.Join(c.dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return fmt.Errorf("write owner pid: %w", err)
+	}
+	if runAs != nil {
+		// initdb and postgres refuse to run as root: hand the directory to
+		// the unprivileged user they run as.
+		if err := os.Chown(c.dir, int(runAs.Uid), int(runAs.Gid)); err != nil {
+			return fmt.Errorf("hand cluster directory to uid %d: %w", runAs.Uid, err)
+		}
+	}
+
+	data := filepath.Join(c.dir, "data")
+	initdb := exec.CommandContext(ctx, filepath.Join(c.binDir, "initdb"),
+		"--pgdata", data, "--username", Superuser, "--auth", "trust",
+		"--encoding", "UTF8", "--no-locale", "--no-sync", "--no-instructions")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: runAs}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+
+	maxConns := opts.MaxConnections
+	if maxConns == 0 {
+		maxConns = 200
+	}
+	args := []string{
+		"-D", data,
+		"-k", c.dir,
+		"-p", strconv.Itoa(port),
+		"-c", "listen_addresses=",
+		"-c", "max_connections=" + strconv.Itoa(maxConns),
+		"-c", "shared_buffers=128MB",
+	}
+	if !opts.Durable {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	logFile, err := os.Create(filepath.Join(c.dir, "postgres.log"))
+	if err != nil {
+		return fmt.Errorf("create server log: %w", err)
+	}
+	defer logFile.Close()
+
+	// Not CommandContext: the server outlives the start-up context.
+	c.cmd = exec.Command(filepath.Join(c.binDir, "postgres"), args...)
+	c.cmd.Stdout = logFile
+	c.cmd.Stderr = logFile
+	c.cmd.SysProcAttr = serverProcAttr(runAs)
+	if err := c.cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	go func() {
+		c.waitErr = c.cmd.Wait()
+		close(c.exited)
+	}()
+	return c.waitReady(ctx)
+}
+
+// waitReady connects until the server answers, the server exits, or 60
+// seconds pass.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+		if err == nil {
+			return conn.Close(ctx)
+		}
+		select {
+		case <-c.exited:
+			return fmt.Errorf("postgres exited during start-up: %v\n%s", c.waitErr, c.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("postgres did not accept connections: %w\n%s", err, c.logTail())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// DSN returns a keyword/value connection string for a database of the
+// cluster, as its superuser.
+func (c *Cluster) DSN(database string) string {
+	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", c.dir, port, Superuser, database)
+}
+
+// Dir is the cluster's directory: its data, socket and server log.
+func (c *Cluster) Dir() string { return c.dir }
+
+// Stop shuts the server down (fast shutdown, then kill after 30 seconds) and
+// removes the cluster's directory. It is safe to call more than once.
+func (c *Cluster) Stop() error {
+	var err error
+	if c.cmd != nil && c.cmd.Process != nil {
+		select {
+		case <-c.exited:
+		default:
+			_ = c.cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-c.exited:
+			case <-time.After(30 * time.Second):
+				_ = c.cmd.Process.Kill()
+				<-c.exited
+				err = errors.New("postgres did not shut down within 30s and was killed")
+			}
+		}
+	}
+	if rerr := os.RemoveAll(c.dir); rerr != nil && err == nil {
+		err = fmt.Errorf("remove cluster directory: %w", rerr)
+	}
+	return err
+}
+
+func (c *Cluster) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, "postgres.log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return "server log:\n" + strings.Join(lines, "\n")
+}
+
+// FindBinDir returns the directory holding initdb, pg_ctl and postgres: the
+// one on PATH, else the newest under /usr/lib/postgresql (Debian's layout).
+func FindBinDir() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		if dir := filepath.Dir(p); hasServer(dir) {
+			return dir, nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	slices.SortFunc(dirs, func(a, b string) int { return majorOf(b) - majorOf(a) })
+	for _, dir := range dirs {
+		if hasServer(dir) {
+			return dir, nil
+		}
+	}
+	return "", ErrServerNotInstalled
+}
+
+func hasServer(dir string) bool {
+	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// majorOf reads the major version from /usr/lib/postgresql/<major>/bin.
+func majorOf(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+// serverUser returns the credential to run the server with: nil when not
+// root, else the postgres user, else nobody.
+func serverUser() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
+	}
+	return nil, errors.New("running as root and neither a postgres nor a nobody user exists to run the server as")
+}
+
+// removeAbandoned removes the directories of clusters whose owning process
+// is gone (killed before it could call Stop). Their servers died with it:
+// see serverProcAttr.
+func removeAbandoned() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, "owner.pid"))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+		if err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		_ = os.RemoveAll(dir)
+	}
+}
+
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
