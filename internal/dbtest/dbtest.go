@@ -1,0 +1,241 @@
+// Package dbtest gives every test its own freshly migrated database on a real
+// PostgreSQL: a throw-away cluster started for the test binary, or the server
+// OPSDESK_TEST_DSN points at.
+//
+// A package's TestMain calls Main; each test calls New, which clones a
+// migrated template database, so tests can run with t.Parallel().
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/internal/pgcluster"
+)
+
+// EnvDSN names the environment variable that points tests at an existing
+// server (as a superuser, or a role that may create databases and roles).
+const EnvDSN = "OPSDESK_TEST_DSN"
+
+// ServiceRole is a login role granted opsdesk_service: the library's tests
+// connect as it, never as the superuser, so they prove the grants suffice.
+const ServiceRole = "opsdesk_test_service"
+
+const servicePassword = "opsdesk-test"
+
+// server is the test binary's database server, set up by Main.
+var server struct {
+	adminDSN string
+	template string
+	seq      atomic.Int64
+}
+
+// Main runs the package's tests against a throw-away cluster (or
+// OPSDESK_TEST_DSN) and exits. The cluster is stopped and removed when the
+// tests end, whether they passed or not. A missing server is a failure that
+// says how to install one, never a skip.
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	server.adminDSN = os.Getenv(EnvDSN)
+	if server.adminDSN == "" {
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "dbtest: start PostgreSQL: %v\n", err)
+			return 1
+		}
+		defer func() {
+			if err := cluster.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "dbtest: stop PostgreSQL: %v\n", err)
+			}
+		}()
+		server.adminDSN = cluster.DSN("postgres")
+	}
+	server.template = "opsdesk_tmpl_" + randomSuffix()
+	if err := createTemplate(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "dbtest: prepare template database: %v\n", err)
+		return 1
+	}
+	cancel()
+	code := m.Run()
+
+	dropCtx, dropCancel := context.WithTimeout(context.Background(), time.Minute)
+	defer dropCancel()
+	if err := exec(dropCtx, server.adminDSN, `DROP DATABASE IF EXISTS `+pgx.Identifier{server.template}.Sanitize()+` WITH (FORCE)`); err != nil {
+		fmt.Fprintf(os.Stderr, "dbtest: drop template database: %v\n", err)
+	}
+	return code
+}
+
+// createTemplate creates and migrates the database every test clones, and
+// the login roles tests connect as.
+func createTemplate(ctx context.Context) error {
+	if err := exec(ctx, server.adminDSN, `CREATE DATABASE `+pgx.Identifier{server.template}.Sanitize()); err != nil {
+		return err
+	}
+	dsn, err := WithDatabase(server.adminDSN, server.template, "", "")
+	if err != nil {
+		return err
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return err
+	}
+	if _, err := db.Migrate(ctx, cfg); err != nil {
+		return err
+	}
+	// Roles are cluster-wide: several test binaries may race to create it.
+	return exec(ctx, server.adminDSN, fmt.Sprintf(`
+DO $$
+BEGIN
+    CREATE ROLE %[1]s LOGIN PASSWORD '%[2]s' IN ROLE opsdesk_service;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    ALTER ROLE %[1]s LOGIN PASSWORD '%[2]s';
+    GRANT opsdesk_service TO %[1]s;
+END
+$$`, ServiceRole, servicePassword))
+}
+
+// DB is one test's database.
+type DB struct {
+	// Name is the database's name.
+	Name string
+	// AdminDSN connects as the superuser: for setting up fixtures and
+	// inspecting results, never for what a test proves about privileges.
+	AdminDSN string
+	// ServiceDSN connects as ServiceRole.
+	ServiceDSN string
+	// Admin and Service are pools for the two DSNs. Both set an empty
+	// search_path, so a query that forgets the opsdesk schema fails.
+	Admin   *pgxpool.Pool
+	Service *pgxpool.Pool
+}
+
+// New creates a fresh migrated database for t, dropped when t ends.
+func New(t testing.TB) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, drop, err := Create(ctx)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Errorf("dbtest: %v", err)
+		}
+	})
+	d.Admin = Pool(t, d.AdminDSN)
+	d.Service = Pool(t, d.ServiceDSN)
+	return d
+}
+
+// Create creates a fresh migrated database outside a test (for examples and
+// benchmarks' helpers); the pools are left nil. drop removes it.
+func Create(ctx context.Context) (d *DB, drop func() error, err error) {
+	if server.template == "" {
+		return nil, nil, errors.New("the package's TestMain must call dbtest.Main")
+	}
+	name := fmt.Sprintf("opsdesk_test_%s_%d", randomSuffix(), server.seq.Add(1))
+	err = exec(ctx, server.adminDSN, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s`,
+		pgx.Identifier{name}.Sanitize(), pgx.Identifier{server.template}.Sanitize()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("create database: %w", err)
+	}
+	drop = func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := exec(ctx, server.adminDSN, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
+			return fmt.Errorf("drop database %s: %w", name, err)
+		}
+		return nil
+	}
+	d = &DB{Name: name}
+	if d.AdminDSN, err = WithDatabase(server.adminDSN, name, "", ""); err == nil {
+		d.ServiceDSN, err = WithDatabase(server.adminDSN, name, ServiceRole, servicePassword)
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, drop())
+	}
+	return d, drop, nil
+}
+
+// Pool opens a pool on dsn with an empty search_path, closed when t ends.
+func Pool(t testing.TB, dsn string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := db.PoolConfig(dsn, "opsdesk-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = ""
+	cfg.MaxConns = 16
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := db.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// WithDatabase returns dsn with its database replaced, and its user and
+// password too when user is not empty. It understands both URL and
+// keyword/value DSNs.
+func WithDatabase(dsn, database, user, password string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", fmt.Errorf("parse %s: %w", EnvDSN, err)
+		}
+		u.Path = "/" + database
+		if user != "" {
+			u.User = url.UserPassword(user, password)
+		}
+		return u.String(), nil
+	}
+	// In keyword/value form a later keyword overrides an earlier one.
+	out := dsn + " dbname=" + quote(database)
+	if user != "" {
+		out += " user=" + quote(user) + " password=" + quote(password)
+	}
+	return out, nil
+}
+
+func quote(v string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+}
+
+func exec(ctx context.Context, dsn, sql string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func randomSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // never fails: crypto/rand crashes the program instead
+	return hex.EncodeToString(b)
+}

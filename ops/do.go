@@ -1,0 +1,366 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Disposition says how a call was answered.
+type Disposition string
+
+const (
+	// Created: the effect ran in this call. Attempt is above 1 when it ran
+	// again after a takeover or a release.
+	Created Disposition = "created"
+	// Replayed: an earlier attempt's stored result was returned and
+	// nothing ran.
+	Replayed Disposition = "replayed"
+)
+
+// Outcome is a successful call's answer.
+type Outcome[R any] struct {
+	// Result is the function's result, or the stored one when Replayed.
+	Result      R
+	Disposition Disposition
+	OperationID int64
+	Attempt     int
+}
+
+// ResultReferencer is implemented by results that carry the provider's
+// reference for the effect (a ticket number, a charge id). It is stored in
+// the record's result_ref so that operators and Lookup can see it.
+type ResultReferencer interface {
+	ResultRef() string
+}
+
+// writeTimeout bounds the write that records an external call's outcome,
+// which runs even when the caller's context is done: the effect may have
+// happened, and the record must say so.
+const writeTimeout = 15 * time.Second
+
+// DoTx runs a local effect exactly once per identity. It reserves the
+// record, calls fn with the same transaction for the business writes, stores
+// the result and commits once. An error from fn (other than Reject) rolls
+// everything back and is returned as it is. An equivalent retry replays the
+// stored result; a concurrent one waits for this transaction and replays.
+func DoTx[R any](ctx context.Context, s *Store, req Request, fn func(ctx context.Context, tx pgx.Tx) (R, error)) (out Outcome[R], err error) {
+	c, err := s.newCall(req, false)
+	defer func() { s.logCall(ctx, c, out.OperationID, out.Attempt, out.Disposition, err) }()
+	if err != nil {
+		return out, err
+	}
+	for range maxRaces {
+		out, err = doTxOnce(ctx, s, c, fn)
+		if !errors.Is(err, errRace) {
+			return out, err
+		}
+	}
+	return out, fmt.Errorf("%s: record kept changing during %d tries: %w", c.Identity, maxRaces, err)
+}
+
+func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Context, pgx.Tx) (R, error)) (Outcome[R], error) {
+	var out Outcome[R]
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return out, fmt.Errorf("begin transaction: %w", mapDBError(err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+
+	l, ok, err := s.reserve(ctx, tx, c)
+	if err != nil {
+		return out, fmt.Errorf("reserve %s: %w", c.Identity, mapDBError(err))
+	}
+	if !ok {
+		var prior *priorResult
+		l, prior, err = s.resolveExisting(ctx, tx, c)
+		if errors.Is(err, ErrIntentConflict) {
+			// The refused attempt must be on record even though nothing
+			// else happens.
+			if cerr := tx.Commit(ctx); cerr != nil {
+				return out, fmt.Errorf("record intent conflict on %s: %w", c.Identity, mapDBError(cerr))
+			}
+		}
+		if err != nil {
+			return out, err
+		}
+		if prior != nil {
+			return replay[R](c, prior)
+		}
+	}
+
+	r, ferr := fn(ctx, tx)
+	outcome, payload := OutcomeSucceeded, any(r)
+	var rej *rejection
+	if ferr != nil {
+		if !errors.As(ferr, &rej) {
+			return out, ferr
+		}
+		outcome, payload = OutcomeRejected, rej.payload
+	}
+	result, ref, err := encodeResult(payload)
+	if err != nil {
+		return out, err
+	}
+	if err := s.complete(ctx, tx, c, l, outcome, result, ref); err != nil {
+		return out, fmt.Errorf("complete %s: %w", c.Identity, mapDBError(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		// Whether the commit happened is unknown, but a retry is safe: it
+		// replays if it did and executes if it did not.
+		return out, fmt.Errorf("commit %s: %w", c.Identity, mapDBError(err))
+	}
+	if rej != nil {
+		return out, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: result}
+	}
+	return Outcome[R]{Result: r, Disposition: Created, OperationID: l.ID, Attempt: l.Attempt}, nil
+}
+
+// Attempt is what an external call needs to know about its attempt.
+type Attempt struct {
+	// Identity's Key is the idempotency key to send to the provider: the
+	// same for every attempt of the operation.
+	Identity
+	OperationID int64
+	// Number counts attempts: 1, then one more per takeover or release.
+	// It is the fencing token of the record's lease.
+	Number int
+}
+
+// DoExternal runs an external effect at most once per identity unless the
+// provider deduplicates by key. It commits a pending reservation first,
+// renews its lease while fn runs (fn's context is cancelled, with cause
+// ErrLeaseLost, when the lease cannot be renewed), then stores the result
+// with a compare-and-set on (owner, attempt).
+//
+// fn classifies its failures: NotApplied(err) when the effect definitely did
+// not happen (the reservation is released), Reject(payload) for a business
+// rejection (stored and replayed), and any other error when the outcome is
+// unknown: the record stays pending and is never deleted or marked failed.
+func DoExternal[R any](ctx context.Context, s *Store, req Request, fn func(ctx context.Context, a Attempt) (R, error)) (out Outcome[R], err error) {
+	c, err := s.newCall(req, true)
+	defer func() { s.logCall(ctx, c, out.OperationID, out.Attempt, out.Disposition, err) }()
+	if err != nil {
+		return out, err
+	}
+	var l lease
+	for try := 0; ; try++ {
+		if try == maxRaces {
+			return out, fmt.Errorf("%s: record kept changing during %d tries: %w", c.Identity, maxRaces, errRace)
+		}
+		var prior *priorResult
+		l, prior, err = s.acquire(ctx, c)
+		if errors.Is(err, errRace) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		if prior != nil {
+			return replay[R](c, prior)
+		}
+		break
+	}
+	return runExternal(ctx, s, c, l, fn)
+}
+
+// acquire reserves the record or takes over an existing one, outside any
+// transaction: the reservation must be durable before the provider is
+// called.
+func (s *Store) acquire(ctx context.Context, c *call) (lease, *priorResult, error) {
+	l, ok, err := s.reserve(ctx, s.pool, c)
+	if err != nil {
+		return l, nil, fmt.Errorf("reserve %s: %w", c.Identity, mapDBError(err))
+	}
+	if ok {
+		return l, nil, nil
+	}
+	return s.resolveExisting(ctx, s.pool, c)
+}
+
+func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func(context.Context, Attempt) (R, error)) (Outcome[R], error) {
+	out := Outcome[R]{OperationID: l.ID, Attempt: l.Attempt}
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := s.keepLease(ctx, c, l, cancel)
+	r, ferr := func() (R, error) {
+		defer stop() // also when fn panics
+		return fn(callCtx, Attempt{Identity: c.Identity, OperationID: l.ID, Number: l.Attempt})
+	}()
+
+	// Record what happened even if the caller's context is done.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer wcancel()
+	var rej *rejection
+	switch {
+	case ferr == nil:
+		out.Result = r
+		result, ref, err := encodeResult(r)
+		if err != nil {
+			return out, fmt.Errorf("%s: the effect was applied but its result cannot be stored; the record stays pending: %w", c.Identity, err)
+		}
+		if err := s.complete(wctx, s.pool, c, l, OutcomeSucceeded, result, ref); err != nil {
+			return out, fmt.Errorf("%s: the effect was applied but its completion was not recorded: %w", c.Identity, mapDBError(err))
+		}
+		out.Disposition = Created
+		return out, nil
+
+	case errors.As(ferr, &rej):
+		result, ref, err := encodeResult(rej.payload)
+		if err != nil {
+			return out, fmt.Errorf("%s: the rejection cannot be stored; the record stays pending: %w", c.Identity, err)
+		}
+		if err := s.complete(wctx, s.pool, c, l, OutcomeRejected, result, ref); err != nil {
+			return out, fmt.Errorf("%s: the rejection was not recorded: %w", c.Identity, mapDBError(err))
+		}
+		return out, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: result}
+
+	case errors.Is(ferr, ErrNotApplied):
+		if _, err := s.pool.Exec(wctx, releaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt); err != nil {
+			return out, fmt.Errorf("%s: %w; releasing the reservation failed, it stays pending: %w", c.Identity, ferr, mapDBError(err))
+		}
+		return out, ferr
+
+	default:
+		if c.policy.Effect == EffectIdempotentProvider {
+			// The provider deduplicates by key, so the next attempt may
+			// take over at once instead of waiting out the lease. Best
+			// effort: the lease expires by itself anyway.
+			_, _ = s.pool.Exec(wctx, expireLeaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt)
+		}
+		return out, &OutcomeUnknownError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Err: ferr}
+	}
+}
+
+// The attempt-owned writes: each is a compare-and-set on (owner, attempt)
+// of a pending record.
+const (
+	releaseSQL = `
+UPDATE opsdesk.operations
+SET state = 'released', updated_at = now(), version = version + 1
+WHERE tenant = $1 AND tool = $2 AND key = $3 AND owner = $4 AND attempt = $5 AND state = 'pending'`
+
+	// Renewal does not bump the version: it changes nothing an operator
+	// decides on, and a takeover re-checks the lease itself. An expired
+	// lease is not renewed: once expired, it belongs to whoever takes it.
+	renewLeaseSQL = `
+UPDATE opsdesk.operations
+SET lease_expires_at = now() + $6 * interval '1 microsecond'
+WHERE tenant = $1 AND tool = $2 AND key = $3 AND owner = $4 AND attempt = $5 AND state = 'pending'
+  AND lease_expires_at > now()`
+
+	expireLeaseSQL = `
+UPDATE opsdesk.operations
+SET lease_expires_at = least(lease_expires_at, now())
+WHERE tenant = $1 AND tool = $2 AND key = $3 AND owner = $4 AND attempt = $5 AND state = 'pending'`
+)
+
+// keepLease renews the lease every heartbeat interval until stop is
+// called. When the record is no longer this attempt's, or renewals fail for
+// longer than the lease, it cancels the call with cause ErrLeaseLost.
+func (s *Store) keepLease(ctx context.Context, c *call, l lease, lost context.CancelCauseFunc) (stop func()) {
+	interval := s.heartbeat
+	if interval == 0 {
+		interval = c.policy.Lease / 3
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		renewed := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			rctx, cancel := context.WithTimeout(ctx, interval)
+			tag, err := s.pool.Exec(rctx, renewLeaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt, c.policy.Lease.Microseconds())
+			cancel()
+			switch {
+			case err == nil && tag.RowsAffected() == 1:
+				renewed = time.Now()
+			case err == nil:
+				lost(ErrLeaseLost)
+				return
+			case time.Since(renewed) >= c.policy.Lease:
+				lost(fmt.Errorf("%w: %w", ErrLeaseLost, err))
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+// priorResult is what an earlier attempt stored.
+type priorResult struct {
+	rec    Record
+	result []byte
+}
+
+// resolveExisting applies the state machine to an identity that already has
+// a record: it takes the record over (returning the new lease), returns the
+// stored result to replay, or refuses the attempt. Conflicts are recorded
+// through q.
+func (s *Store) resolveExisting(ctx context.Context, q dbtx, c *call) (lease, *priorResult, error) {
+	rec, result, err := load(ctx, q, c.Identity)
+	if err != nil {
+		return lease{}, nil, fmt.Errorf("read %s: %w", c.Identity, mapDBError(err))
+	}
+	if rec.State == StateAbsent {
+		return lease{}, nil, errRace // purged between the insert and the read
+	}
+	switch d := decide(c, &rec); d {
+	case decideReplay:
+		return lease{}, &priorResult{rec: rec, result: result}, nil
+	case decideConflict:
+		return lease{}, nil, s.recordConflict(ctx, q, c, &rec)
+	case decideTakeOver:
+		l, ok, err := s.takeOver(ctx, q, c, rec.Version)
+		if err != nil {
+			return l, nil, fmt.Errorf("take over %s: %w", c.Identity, mapDBError(err))
+		}
+		if !ok {
+			return l, nil, errRace
+		}
+		return l, nil, nil
+	default:
+		return lease{}, nil, refusal(c, &rec, d)
+	}
+}
+
+// replay answers with an earlier attempt's stored outcome.
+func replay[R any](c *call, prior *priorResult) (Outcome[R], error) {
+	out := Outcome[R]{Disposition: Replayed, OperationID: prior.rec.ID, Attempt: prior.rec.Attempt}
+	if prior.rec.Outcome == OutcomeRejected {
+		out.Disposition = ""
+		return out, &RejectedError{Identity: c.Identity, OperationID: prior.rec.ID, Payload: prior.result, Replayed: true}
+	}
+	if err := json.Unmarshal(prior.result, &out.Result); err != nil {
+		return Outcome[R]{}, fmt.Errorf("%s: stored result does not decode into %T: %w", c.Identity, out.Result, err)
+	}
+	return out, nil
+}
+
+// encodeResult marshals a result or rejection for storage.
+func encodeResult(v any) (result []byte, ref *string, err error) {
+	result, err = json.Marshal(v)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode result as JSON: %w", err)
+	}
+	if r, ok := v.(ResultReferencer); ok {
+		s := r.ResultRef()
+		ref = &s
+	}
+	return result, ref, nil
+}

@@ -1,0 +1,18 @@
+// Package ops runs mutating operations so that a retry never duplicates an
+// effect and an effect whose outcome nobody saw is never guessed.
+//
+// Every operation is recorded in the PostgreSQL operation store under its
+// identity (tenant, tool, key) with the SHA-256 fingerprint of its canonical
+// intent. An equivalent retry replays the stored result; a retry with a
+// changed intent is refused and recorded; concurrent attempts are serialized
+// by the database.
+//
+// Local effects run in one transaction with their record ([DoTx]). External
+// effects commit a pending reservation under an expiring lease first, call the
+// provider with the same key, and complete with a compare-and-set on the
+// attempt number ([DoExternal]). A record whose outcome is unknown stays
+// pending; once its lease expires it is taken over automatically only where
+// that is safe, and otherwise waits for a person ([ErrNeedsReconciliation]).
+//
+// All lease and age arithmetic uses the database clock.
+package ops

@@ -1,0 +1,79 @@
+package ops
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"strings"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Fingerprint is the SHA-256 of an operation's canonical intent.
+type Fingerprint [sha256.Size]byte
+
+// Short is the prefix people compare: "sha256:" and 12 hex digits.
+func (f Fingerprint) Short() string { return "sha256:" + hex.EncodeToString(f[:6]) }
+
+func (f Fingerprint) String() string { return "sha256:" + hex.EncodeToString(f[:]) }
+
+// canonicalEnvelope is what the fingerprint covers. The key is not in it:
+// the key identifies the intent, it is not part of it.
+type canonicalEnvelope struct {
+	Tool    string `json:"tool"`
+	Version string `json:"version"`
+	Intent  any    `json:"intent"`
+}
+
+// Canonical returns the RFC 8785 (JCS) canonical JSON of
+// {tool, version, intent} and its SHA-256. Field order, whitespace and
+// string escapes in the intent do not change it.
+func Canonical(tool, version string, intent any) ([]byte, Fingerprint, error) {
+	raw, err := json.Marshal(canonicalEnvelope{Tool: tool, Version: version, Intent: intent})
+	if err != nil {
+		return nil, Fingerprint{}, &InvalidRequestError{Field: "intent", Problem: "cannot be encoded as JSON: " + trimPrefix(err.Error(), "json: "), Err: err}
+	}
+	if err := checkIntegers(raw); err != nil {
+		return nil, Fingerprint{}, err
+	}
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		return nil, Fingerprint{}, &InvalidRequestError{Field: "intent", Problem: "cannot be canonicalized: " + err.Error(), Err: err}
+	}
+	return canon, sha256.Sum256(canon), nil
+}
+
+// checkIntegers refuses integers that an IEEE 754 double cannot hold
+// exactly. RFC 8785 reads every number as a double, so 9007199254740993 and
+// 9007199254740992 would canonicalize alike and a changed intent would pass
+// as a replay.
+func checkIntegers(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return &InvalidRequestError{Field: "intent", Problem: "is not valid JSON: " + err.Error(), Err: err}
+		}
+		n, ok := tok.(json.Number)
+		if !ok || strings.ContainsAny(string(n), ".eE") {
+			continue
+		}
+		exact, ok := new(big.Int).SetString(string(n), 10)
+		if !ok {
+			continue
+		}
+		if _, acc := new(big.Float).SetInt(exact).Float64(); acc != big.Exact {
+			return &InvalidRequestError{Field: "intent", Problem: fmt.Sprintf(
+				"integer %s cannot be represented exactly as a JSON number (beyond ±2^53); send it as a string", n)}
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package ops
+
+import (
+	"fmt"
+	"time"
+)
+
+// Effect says where an operation's effect happens, and so what is safe to do
+// with an attempt whose outcome nobody observed.
+type Effect string
+
+const (
+	// EffectLocal is a write to the same PostgreSQL database, committed in
+	// one transaction with the record. An abandoned attempt left nothing
+	// behind, so takeover is always safe.
+	EffectLocal Effect = "local"
+	// EffectIdempotentProvider is an external call to a provider that
+	// honours the operation's key as its idempotency key: calling it again
+	// with the same key cannot apply the effect twice, so an expired lease
+	// is taken over automatically.
+	EffectIdempotentProvider Effect = "external_idempotent"
+	// EffectUnknownOutcome is an external call whose outcome cannot be
+	// deduplicated by the provider. An expired lease means nobody knows
+	// whether the effect happened: a person must reconcile it.
+	EffectUnknownOutcome Effect = "external_unknown"
+)
+
+func (e Effect) valid() bool {
+	switch e {
+	case EffectLocal, EffectIdempotentProvider, EffectUnknownOutcome:
+		return true
+	}
+	return false
+}
+
+// Defaults for a Policy's zero fields.
+const (
+	DefaultLease     = 30 * time.Second
+	DefaultRetention = 7 * 24 * time.Hour
+)
+
+// Policy is how one tool's operations are run and kept.
+type Policy struct {
+	// Effect is required.
+	Effect Effect
+	// Lease is how long an external attempt owns its record without
+	// renewing it (default DefaultLease). The library renews it while the
+	// provider call runs; a record whose lease expired is "stuck".
+	Lease time.Duration
+	// Retention is how long a completed record is kept after completion
+	// (default DefaultRetention).
+	Retention time.Duration
+}
+
+func (p Policy) withDefaults(tool string) (Policy, error) {
+	if !p.Effect.valid() {
+		return p, fmt.Errorf("tool %q: effect %q is not one of %q, %q, %q",
+			tool, p.Effect, EffectLocal, EffectIdempotentProvider, EffectUnknownOutcome)
+	}
+	if p.Lease == 0 {
+		p.Lease = DefaultLease
+	}
+	if p.Lease < 100*time.Millisecond {
+		return p, fmt.Errorf("tool %q: lease %v is shorter than the minimum of 100ms", tool, p.Lease)
+	}
+	if p.Retention == 0 {
+		p.Retention = DefaultRetention
+	}
+	if p.Retention < 0 {
+		return p, fmt.Errorf("tool %q: retention %v is negative", tool, p.Retention)
+	}
+	return p, nil
+}

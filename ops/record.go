@@ -1,0 +1,160 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// State is a record's state. StateAbsent means there is no record.
+type State string
+
+// The states of a record.
+const (
+	StateAbsent    State = "absent"
+	StatePending   State = "pending"
+	StateCompleted State = "completed"
+	StateReleased  State = "released"
+)
+
+// Outcomes of a completed record.
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeRejected  = "rejected"
+)
+
+// Record is an operation's record as the store holds it, read at DBTime.
+// It never carries the stored intent or result.
+type Record struct {
+	Identity
+	ID          int64
+	ToolVersion string
+	Fingerprint Fingerprint
+	Effect      Effect
+	State       State
+	// Outcome is OutcomeSucceeded or OutcomeRejected when completed.
+	Outcome        string
+	Owner          string
+	Attempt        int
+	LeasedAt       time.Time
+	LeaseExpiresAt time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	CompletedAt    time.Time
+	// ExpiresAt is when retention allows purging the record (zero: never).
+	ExpiresAt      time.Time
+	ResultRef      string
+	Version        int64
+	ConflictCount  int
+	LastConflictAt time.Time
+	// DBTime is the database clock when the record was read. Lease
+	// arithmetic uses it, never the local clock.
+	DBTime time.Time
+}
+
+// LeaseRemaining is the time left on the lease by the database clock;
+// negative once it expired.
+func (r *Record) LeaseRemaining() time.Duration { return r.LeaseExpiresAt.Sub(r.DBTime) }
+
+// LeaseExpired tells whether the lease had expired at DBTime.
+func (r *Record) LeaseExpired() bool { return !r.LeaseExpiresAt.After(r.DBTime) }
+
+// Stuck is a pending record whose owner's lease expired.
+func (r *Record) Stuck() bool { return r.State == StatePending && r.LeaseExpired() }
+
+// Lookup reads the record of an identity without executing anything. A
+// missing record is a Record with State StateAbsent, not an error. Callers
+// that saw a timeout ask before they decide what to do.
+func (s *Store) Lookup(ctx context.Context, id Identity) (Record, error) {
+	for field, v := range map[string]string{"tenant": id.Tenant, "tool": id.Tool} {
+		if err := checkName(field, v, maxNameBytes); err != nil {
+			return Record{}, err
+		}
+	}
+	if err := checkName("key", id.Key, MaxKeyBytes); err != nil {
+		return Record{}, err
+	}
+	rec, _, err := load(ctx, s.pool, id)
+	if err != nil {
+		return Record{}, fmt.Errorf("look up %s: %w", id, mapDBError(err))
+	}
+	return rec, nil
+}
+
+const loadSQL = `
+SELECT id, tool_version, fingerprint, effect, state, coalesce(outcome, '') AS outcome,
+       coalesce(owner, '') AS owner, attempt, leased_at, lease_expires_at, created_at, updated_at,
+       completed_at, expires_at, coalesce(result_ref, '') AS result_ref, version, conflict_count,
+       last_conflict_at, result, now() AS db_now
+FROM opsdesk.operations
+WHERE tenant = $1 AND tool = $2 AND key = $3`
+
+// recordRow is loadSQL's row; nullable times are pointers.
+type recordRow struct {
+	ID             int64      `db:"id"`
+	ToolVersion    string     `db:"tool_version"`
+	Fingerprint    []byte     `db:"fingerprint"`
+	Effect         string     `db:"effect"`
+	State          string     `db:"state"`
+	Outcome        string     `db:"outcome"`
+	Owner          string     `db:"owner"`
+	Attempt        int32      `db:"attempt"`
+	LeasedAt       *time.Time `db:"leased_at"`
+	LeaseExpiresAt *time.Time `db:"lease_expires_at"`
+	CreatedAt      time.Time  `db:"created_at"`
+	UpdatedAt      time.Time  `db:"updated_at"`
+	CompletedAt    *time.Time `db:"completed_at"`
+	ExpiresAt      *time.Time `db:"expires_at"`
+	ResultRef      string     `db:"result_ref"`
+	Version        int64      `db:"version"`
+	ConflictCount  int32      `db:"conflict_count"`
+	LastConflictAt *time.Time `db:"last_conflict_at"`
+	Result         []byte     `db:"result"`
+	DBNow          time.Time  `db:"db_now"`
+}
+
+// load reads a record and its stored result (JSON); a missing record has
+// StateAbsent.
+func load(ctx context.Context, q dbtx, id Identity) (Record, []byte, error) {
+	rows, _ := q.Query(ctx, loadSQL, id.Tenant, id.Tool, id.Key)
+	row, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[recordRow])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Record{Identity: id, State: StateAbsent}, nil, nil
+	}
+	if err != nil {
+		return Record{}, nil, err
+	}
+	rec := Record{
+		Identity:       id,
+		ID:             row.ID,
+		ToolVersion:    row.ToolVersion,
+		Effect:         Effect(row.Effect),
+		State:          State(row.State),
+		Outcome:        row.Outcome,
+		Owner:          row.Owner,
+		Attempt:        int(row.Attempt),
+		LeasedAt:       deref(row.LeasedAt),
+		LeaseExpiresAt: deref(row.LeaseExpiresAt),
+		CreatedAt:      row.CreatedAt,
+		UpdatedAt:      row.UpdatedAt,
+		CompletedAt:    deref(row.CompletedAt),
+		ExpiresAt:      deref(row.ExpiresAt),
+		ResultRef:      row.ResultRef,
+		Version:        row.Version,
+		ConflictCount:  int(row.ConflictCount),
+		LastConflictAt: deref(row.LastConflictAt),
+		DBTime:         row.DBNow,
+	}
+	copy(rec.Fingerprint[:], row.Fingerprint)
+	return rec, row.Result, nil
+}
+
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}

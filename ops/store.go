@@ -1,0 +1,297 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config configures a Store.
+type Config struct {
+	// Tools is the policy of every tool this store runs. A request for a
+	// tool not listed here is refused with ErrUnknownTool.
+	Tools map[string]Policy
+	// Owner names this worker in lease records and conflicts (default:
+	// hostname/pid). It should be unique per process.
+	Owner string
+	// Logger receives one record per call (tenant, tool, version, key,
+	// fingerprint prefix, disposition, latency), never raw intents or
+	// results. Nil: no logging.
+	Logger *slog.Logger
+	// HeartbeatInterval is how often an external attempt renews its lease
+	// (default: a third of the lease).
+	HeartbeatInterval time.Duration
+}
+
+// Store runs operations against the operation store.
+type Store struct {
+	pool      *pgxpool.Pool
+	tools     map[string]Policy
+	owner     string
+	logger    *slog.Logger
+	heartbeat time.Duration
+}
+
+// New returns a Store over pool, which must reach a database migrated by
+// opsdesk migrate, as a role granted opsdesk_service.
+func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("ops: nil pool")
+	}
+	tools := make(map[string]Policy, len(cfg.Tools))
+	for name, p := range cfg.Tools {
+		if err := checkName("tool", name, maxNameBytes); err != nil {
+			return nil, fmt.Errorf("ops: tool policy: %w", err)
+		}
+		p, err := p.withDefaults(name)
+		if err != nil {
+			return nil, fmt.Errorf("ops: %w", err)
+		}
+		tools[name] = p
+	}
+	owner := cfg.Owner
+	if owner == "" {
+		host, _ := os.Hostname()
+		owner = host + "/" + strconv.Itoa(os.Getpid())
+	}
+	if err := checkName("owner", owner, maxNameBytes); err != nil {
+		return nil, fmt.Errorf("ops: %w", err)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HeartbeatInterval < 0 {
+		return nil, fmt.Errorf("ops: heartbeat interval %v is negative", cfg.HeartbeatInterval)
+	}
+	return &Store{pool: pool, tools: tools, owner: owner, logger: logger, heartbeat: cfg.HeartbeatInterval}, nil
+}
+
+// Owner is the name this store's attempts are recorded under.
+func (s *Store) Owner() string { return s.owner }
+
+// call is a validated request with its policy and fingerprint.
+type call struct {
+	Request
+	policy      Policy
+	fingerprint Fingerprint
+	start       time.Time
+}
+
+// newCall validates req for a call of the given kind (local or external).
+func (s *Store) newCall(req Request, external bool) (*call, error) {
+	c := &call{Request: req, start: time.Now()}
+	if err := req.validate(); err != nil {
+		return c, err
+	}
+	p, ok := s.tools[req.Tool]
+	if !ok {
+		return c, fmt.Errorf("tool %q has no policy in this store: %w", req.Tool, ErrUnknownTool)
+	}
+	c.policy = p
+	if (p.Effect != EffectLocal) != external {
+		want := "DoTx"
+		if p.Effect != EffectLocal {
+			want = "DoExternal"
+		}
+		return c, fmt.Errorf("tool %q has effect %q: run it with %s: %w", req.Tool, p.Effect, want, ErrWrongEffect)
+	}
+	_, fp, err := Canonical(req.Tool, req.Version, req.Intent)
+	if err != nil {
+		return c, err
+	}
+	c.fingerprint = fp
+	return c, nil
+}
+
+// dbtx is what both a pool and a transaction offer.
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// lease is an attempt's ownership of a record.
+type lease struct {
+	ID      int64
+	Attempt int
+	Version int64
+}
+
+const reserveSQL = `
+INSERT INTO opsdesk.operations
+    (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt, leased_at, lease_expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, 1, now(), now() + $8 * interval '1 microsecond')
+ON CONFLICT (tenant, tool, key) DO NOTHING
+RETURNING id, attempt, version`
+
+// reserve inserts a pending record; ok is false when the identity exists.
+// A concurrent reservation of the same identity blocks until it commits or
+// rolls back: the primary key serializes attempts.
+func (s *Store) reserve(ctx context.Context, q dbtx, c *call) (l lease, ok bool, err error) {
+	err = q.QueryRow(ctx, reserveSQL, c.Tenant, c.Tool, c.Key, c.Version, c.fingerprint[:],
+		string(c.policy.Effect), s.owner, c.policy.Lease.Microseconds()).Scan(&l.ID, &l.Attempt, &l.Version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return l, false, nil
+	}
+	return l, err == nil, err
+}
+
+const takeOverSQL = `
+UPDATE opsdesk.operations
+SET state = 'pending', owner = $5, attempt = attempt + 1,
+    leased_at = now(), lease_expires_at = now() + $6 * interval '1 microsecond',
+    updated_at = now(), version = version + 1
+WHERE tenant = $1 AND tool = $2 AND key = $3 AND version = $4
+  AND (state = 'released' OR (state = 'pending' AND lease_expires_at <= now()))
+RETURNING id, attempt, version`
+
+// takeOver leases a released record or one whose lease expired, as a new
+// attempt. ok is false when the record changed since it was read (the
+// caller reads it again); the lease condition is checked again because lease
+// renewals do not bump the version.
+func (s *Store) takeOver(ctx context.Context, q dbtx, c *call, seen int64) (l lease, ok bool, err error) {
+	err = q.QueryRow(ctx, takeOverSQL, c.Tenant, c.Tool, c.Key, seen, s.owner,
+		c.policy.Lease.Microseconds()).Scan(&l.ID, &l.Attempt, &l.Version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return l, false, nil
+	}
+	return l, err == nil, err
+}
+
+const completeSQL = `
+UPDATE opsdesk.operations
+SET state = 'completed', outcome = $6, result = $7, result_ref = $8,
+    completed_at = now(), expires_at = now() + $9 * interval '1 microsecond',
+    updated_at = now(), version = version + 1
+WHERE tenant = $1 AND tool = $2 AND key = $3 AND owner = $4 AND attempt = $5 AND state = 'pending'`
+
+// complete stores an attempt's result: a compare-and-set on (owner,
+// attempt) so that a zombie can never overwrite a newer owner's or an
+// operator's decision.
+func (s *Store) complete(ctx context.Context, q dbtx, c *call, l lease, outcome string, result []byte, ref *string) error {
+	tag, err := q.Exec(ctx, completeSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt,
+		outcome, result, ref, c.policy.Retention.Microseconds())
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return &LostOwnershipError{Identity: c.Identity, OperationID: l.ID, Owner: s.owner, Attempt: l.Attempt}
+	}
+	return nil
+}
+
+const conflictSQL = `
+WITH refused AS (
+    INSERT INTO opsdesk.conflicts
+        (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    RETURNING id
+)
+UPDATE opsdesk.operations
+SET conflict_count = conflict_count + 1, last_conflict_at = now(), version = version + 1
+WHERE tenant = $1 AND tool = $2 AND key = $3
+RETURNING (SELECT id FROM refused)`
+
+// recordConflict records a refused attempt and counts it on the original
+// record, whose state and result stay as they are.
+func (s *Store) recordConflict(ctx context.Context, q dbtx, c *call, rec *Record) error {
+	conflict := &IntentConflictError{
+		Identity: c.Identity, OperationID: rec.ID, Stored: rec.Fingerprint, Attempted: c.fingerprint,
+		StoredVersion: rec.ToolVersion, AttemptedVersion: c.Version,
+	}
+	err := q.QueryRow(ctx, conflictSQL, c.Tenant, c.Tool, c.Key, rec.ID, c.Version,
+		c.fingerprint[:], rec.Fingerprint[:], s.owner).Scan(&conflict.ConflictID)
+	if err != nil {
+		return fmt.Errorf("record intent conflict on %s: %w", c.Identity, mapDBError(err))
+	}
+	return conflict
+}
+
+// decision is what an attempt does with an existing record.
+type decision int
+
+const (
+	decideReplay decision = iota
+	decideConflict
+	decideInProgress
+	decideNeedsReconciliation
+	decideTakeOver
+)
+
+// decide applies the state machine to an existing record.
+func decide(c *call, rec *Record) decision {
+	if rec.Fingerprint != c.fingerprint {
+		return decideConflict
+	}
+	switch rec.State {
+	case StateCompleted:
+		return decideReplay
+	case StateReleased:
+		return decideTakeOver
+	}
+	if !rec.LeaseExpired() {
+		return decideInProgress
+	}
+	// Decide by the effect the abandoned attempt ran under.
+	if rec.Effect == EffectUnknownOutcome {
+		return decideNeedsReconciliation
+	}
+	return decideTakeOver
+}
+
+// refusal is the error for an attempt that may not run now.
+func refusal(c *call, rec *Record, d decision) error {
+	switch d {
+	case decideInProgress:
+		return &InProgressError{Identity: c.Identity, OperationID: rec.ID, Owner: rec.Owner,
+			Attempt: rec.Attempt, RetryAfter: rec.LeaseRemaining()}
+	case decideNeedsReconciliation:
+		return &NeedsReconciliationError{Identity: c.Identity, OperationID: rec.ID, Owner: rec.Owner,
+			Attempt: rec.Attempt, LeaseExpiredFor: -rec.LeaseRemaining()}
+	}
+	return nil
+}
+
+// errRace means the record changed between reading it and acting on it;
+// the attempt starts over.
+var errRace = errors.New("record changed concurrently")
+
+// maxRaces bounds how often one call starts over after losing a race.
+const maxRaces = 8
+
+// mapDBError turns driver errors into the library's: an unreachable server
+// is ErrUnavailable. Callers never need pgx to classify an error.
+func mapDBError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return &UnavailableError{Err: err}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if pgconn.Timeout(err) {
+		return &UnavailableError{Err: err}
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42501": // insufficient_privilege
+			return fmt.Errorf("the connected role lacks a privilege (is it granted opsdesk_service?): %w", err)
+		case "3F000", "42P01": // invalid_schema_name, undefined_table
+			return fmt.Errorf("no operation store in this database (run opsdesk migrate): %w", err)
+		}
+	}
+	return err
+}
