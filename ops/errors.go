@@ -120,7 +120,7 @@ type NeedsReconciliationError struct {
 func (e *NeedsReconciliationError) Error() string {
 	return fmt.Sprintf("operation %s (%d) needs reconciliation: attempt %d by %s may or may not have taken effect "+
 		"(lease expired %v ago); it will not be executed again until an operator decides",
-		e.Identity, e.OperationID, e.Attempt, e.Owner, e.LeaseExpiredFor.Round(time.Second))
+		e.Identity, e.OperationID, e.Attempt, e.Owner, e.LeaseExpiredFor.Round(time.Millisecond))
 }
 
 func (e *NeedsReconciliationError) Is(target error) bool { return target == ErrNeedsReconciliation }

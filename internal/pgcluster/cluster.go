@@ -205,6 +205,10 @@ func (c *Cluster) logTail() string {
 // FindBinDir returns the directory holding initdb, pg_ctl and postgres: the
 // one on PATH, else the newest under /usr/lib/postgresql (Debian's layout).
 func FindBinDir() (string, error) {
+	return findBinDir("/usr/lib/postgresql/*/bin")
+}
+
+func findBinDir(debianGlob string) (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if real, err := filepath.EvalSymlinks(p); err == nil {
 			p = real
@@ -213,7 +217,7 @@ func FindBinDir() (string, error) {
 			return dir, nil
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	dirs, _ := filepath.Glob(debianGlob)
 	slices.SortFunc(dirs, func(a, b string) int { return majorOf(b) - majorOf(a) })
 	for _, dir := range dirs {
 		if hasServer(dir) {
