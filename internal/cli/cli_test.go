@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+func run(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = Main(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	code, out, _ := run("version")
+	require.Equal(t, ExitOK, code)
+	require.Regexp(t, `^opsdesk \S+ \(schema \d+, go\S+\)\n$`, out)
+}
+
+func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
+
+	t.Run("UsageErrorsExitTwo", func(t *testing.T) {
+		t.Parallel()
+		code, _, errOut := run("migrate")
+		require.Equal(t, ExitUsage, code)
+		require.Contains(t, errOut, "--dsn is required")
+
+		code, _, errOut = run("migrate", "--dsn", "postgres://u:sekrit@[bad")
+		require.Equal(t, ExitUsage, code)
+		require.NotContains(t, errOut, "sekrit", "passwords never appear in output")
+
+		code, _, _ = run("migrate", "--no-such-flag")
+		require.Equal(t, ExitUsage, code)
+		code, _, _ = run("version", "extra")
+		require.Equal(t, ExitUsage, code)
+	})
+
+	t.Run("UnreachableDatabaseExitsOne", func(t *testing.T) {
+		t.Parallel()
+		code, _, errOut := run("migrate", "--dsn", "host="+t.TempDir()+" user=x password=sekrit dbname=y connect_timeout=2")
+		require.Equal(t, ExitFailure, code)
+		require.NotEmpty(t, errOut)
+		require.NotContains(t, errOut, "sekrit")
+	})
+
+	t.Run("InstallsThenReportsNothingToDo", func(t *testing.T) {
+		t.Parallel()
+		d := dbtest.New(t)
+		name := d.Name + "_fresh"
+		_, err := d.Admin.Exec(t.Context(), `CREATE DATABASE `+pgx.Identifier{name}.Sanitize())
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_, _ = d.Admin.Exec(context.Background(), `DROP DATABASE `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`)
+		})
+		dsn, err := dbtest.WithDatabase(d.AdminDSN, name, "", "")
+		require.NoError(t, err)
+
+		code, out, errOut := run("migrate", "--dsn", dsn)
+		require.Equal(t, ExitOK, code, errOut)
+		require.Contains(t, out, "schema migrated from version 0 to ")
+		code, out, _ = run("migrate", "--dsn", dsn)
+		require.Equal(t, ExitOK, code)
+		require.Equal(t, "schema already at version "+itoa(db.LatestVersion())+"\n", out)
+	})
+}
+
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := run("demo")
+	require.Equal(t, ExitOK, code, errOut)
+	for _, want := range []string{
+		"-> created ticket T-1",
+		"-> replayed ticket T-1",
+		"intent conflict",
+		"(attempt 2; the provider sent 1 email)",
+		"needs reconciliation",
+		"stuck (pending, lease expired)",
+	} {
+		require.Contains(t, out, want)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/opsdesk/opsdesk/internal/db"
+)
+
+type migrateOptions struct {
+	DSN string
+}
+
+func newMigrateCmd() *cobra.Command {
+	var opts migrateOptions
+	cmd := &cobra.Command{
+		Use:   "migrate --dsn DSN",
+		Short: "Install or upgrade the opsdesk schema",
+		Long: "Install or upgrade the opsdesk schema (schema opsdesk, role opsdesk_service) in the\n" +
+			"database DSN names, and print the version reached. Safe to run again and from\n" +
+			"several processes at once. Connect as the database owner or a superuser.",
+		Example: "  opsdesk migrate --dsn 'postgres://admin@db.example.com/opsdesk'",
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runMigrate(cmd.Context(), opts, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&opts.DSN, "dsn", "", "PostgreSQL connection string (URL or key=value); required")
+	return cmd
+}
+
+func runMigrate(ctx context.Context, opts migrateOptions, stdout io.Writer) error {
+	if strings.TrimSpace(opts.DSN) == "" {
+		return usagef("--dsn is required: the database to migrate, for example --dsn 'postgres://admin@localhost/opsdesk'")
+	}
+	cfg, err := pgx.ParseConfig(opts.DSN)
+	if err != nil {
+		// pgx's parse errors never contain the password.
+		return usagef("--dsn: %w", err)
+	}
+	cfg.RuntimeParams["application_name"] = "opsdesk migrate"
+	res, err := db.Migrate(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if len(res.Applied) == 0 {
+		_, err = fmt.Fprintf(stdout, "schema already at version %d\n", res.To)
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "schema migrated from version %d to %d (%s)\n", res.From, res.To, strings.Join(res.Applied, ", "))
+	return err
+}

@@ -1,0 +1,80 @@
+// Package cli holds opsdesk's commands. It is the only package that imports
+// cobra; each command has an options struct and a run function that tests
+// call with buffers.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // the command ran and failed
+	ExitUsage   = 2 // bad flags, arguments or configuration
+)
+
+// usageError marks errors that are the caller's to fix.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// Main runs opsdesk with args and returns the exit code. It is the one
+// place that maps errors to exit codes.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(stderr, "opsdesk:", err)
+	var usage *usageError
+	if errors.As(err, &usage) {
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "opsdesk",
+		Short: "Make retried operations safe, and fix the ones that went wrong",
+		Long: "opsdesk records every mutating operation under a stable identity so that retries\n" +
+			"replay instead of repeating, and helps on-call engineers reconcile the operations\n" +
+			"whose outcome nobody saw.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	// Flag errors are usage errors (exit 2), not runtime failures.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd())
+	return root
+}
+
+// exactArgs is cobra.ExactArgs as a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return &usageError{err: err}
+		}
+		return nil
+	}
+}
