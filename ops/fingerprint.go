@@ -5,11 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/gowebpki/jcs"
 )
@@ -38,12 +37,12 @@ func Canonical(tool, version string, intent any) ([]byte, Fingerprint, error) {
 	if err != nil {
 		return nil, Fingerprint{}, &InvalidRequestError{Field: "intent", Problem: "cannot be encoded as JSON: " + trimPrefix(err.Error(), "json: "), Err: err}
 	}
-	if err := checkNumbers(raw); err != nil {
-		return nil, Fingerprint{}, err
-	}
 	canon, err := jcs.Transform(raw)
 	if err != nil {
 		return nil, Fingerprint{}, &InvalidRequestError{Field: "intent", Problem: "cannot be canonicalized: " + err.Error(), Err: err}
+	}
+	if err := checkNumbers(canon); err != nil {
+		return nil, Fingerprint{}, err
 	}
 	return canon, sha256.Sum256(canon), nil
 }
@@ -51,28 +50,39 @@ func Canonical(tool, version string, intent any) ([]byte, Fingerprint, error) {
 // maxSafeNumber is 2^53: above it, neighbouring integers share a double.
 const maxSafeNumber = 1 << 53
 
-// checkNumbers refuses numbers of magnitude 2^53 or more. RFC 8785 reads
-// every number as an IEEE 754 double, so 9007199254740993 and
-// 9007199254740992 would canonicalize alike and a changed intent would pass
-// as a replay. Below 2^53 every integer is exact.
-func checkNumbers(raw []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return &InvalidRequestError{Field: "intent", Problem: "is not valid JSON: " + err.Error(), Err: err}
-		}
-		n, ok := tok.(json.Number)
-		if !ok {
-			continue
-		}
-		if f, err := strconv.ParseFloat(string(n), 64); err != nil || math.Abs(f) >= maxSafeNumber {
-			return &InvalidRequestError{Field: "intent", Problem: fmt.Sprintf(
-				"number %s is too large to compare exactly (magnitude 2^53 or more); send it as a string", n)}
+// checkNumbers refuses numbers of magnitude 2^53 or more in canonical JSON.
+// RFC 8785 reads every number as an IEEE 754 double, so 9007199254740993 and
+// 9007199254740992 canonicalize alike and a changed intent would pass as a
+// replay. Below 2^53 every integer is exact.
+//
+// It scans the canonical form (valid JSON, numbers in ECMAScript form)
+// instead of decoding it: this runs on every call.
+func checkNumbers(canon []byte) error {
+	for i := 0; i < len(canon); i++ {
+		switch c := canon[i]; {
+		case c == '"':
+			// Skip the string; an escaped quote is preceded by a backslash.
+			for i++; i < len(canon) && canon[i] != '"'; i++ {
+				if canon[i] == '\\' {
+					i++
+				}
+			}
+		case c == '-' || ('0' <= c && c <= '9'):
+			start := i
+			for i+1 < len(canon) && strings.IndexByte("0123456789.eE+-", canon[i+1]) >= 0 {
+				i++
+			}
+			n := canon[start : i+1]
+			if len(n) < 16 { // too short to reach 2^53 ≈ 9.007e15 but for an exponent
+				if bytes.IndexAny(n, "eE") < 0 {
+					continue
+				}
+			}
+			if f, err := strconv.ParseFloat(string(n), 64); err != nil || math.Abs(f) >= maxSafeNumber {
+				return &InvalidRequestError{Field: "intent", Problem: fmt.Sprintf(
+					"number %s is too large to compare exactly (magnitude 2^53 or more); send it as a string", n)}
+			}
 		}
 	}
+	return nil
 }

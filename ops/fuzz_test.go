@@ -3,6 +3,7 @@ package ops_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/opsdesk/opsdesk/ops"
@@ -62,4 +63,28 @@ func FuzzCanonical(f *testing.F) {
 			t.Fatalf("re-encoding changed the fingerprint: %q vs %q", raw, re)
 		}
 	})
+}
+
+func TestCanonicalNumbers(t *testing.T) {
+	t.Parallel()
+	for raw, ok := range map[string]bool{
+		`{"n":9007199254740991}`:    true, // 2^53 - 1
+		`{"n":-9007199254740991}`:   true,
+		`{"n":123456789012345.5}`:   true,
+		`{"n":1e-300}`:              true,
+		`{"s":"9007199254740993"}`:  true, // large numbers travel as strings
+		`{"n":9007199254740992}`:    false,
+		`{"n":-9007199254740993}`:   false,
+		`{"n":1e16}`:                false,
+		`{"n":1.5e300}`:             false,
+		`{"a":[1,{"b":[2,1e400]}]}`: false,
+	} {
+		_, _, err := ops.Canonical("tool", "1", json.RawMessage(raw))
+		if ok && err != nil {
+			t.Errorf("%s refused: %v", raw, err)
+		}
+		if !ok && !errors.Is(err, ops.ErrInvalidRequest) {
+			t.Errorf("%s accepted (err %v), want ErrInvalidRequest", raw, err)
+		}
+	}
 }
