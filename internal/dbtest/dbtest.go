@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,6 +42,9 @@ var server struct {
 	adminDSN string
 	template string
 	seq      atomic.Int64
+
+	mu    sync.Mutex
+	drops []func() error // databases Create made, dropped when the tests end
 }
 
 // Main runs the package's tests against a throw-away cluster (or
@@ -76,6 +80,14 @@ func run(m *testing.M) int {
 	}
 	cancel()
 	code := m.Run()
+
+	server.mu.Lock()
+	for _, drop := range server.drops {
+		if err := drop(); err != nil {
+			fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
+		}
+	}
+	server.mu.Unlock()
 
 	dropCtx, dropCancel := context.WithTimeout(context.Background(), time.Minute)
 	defer dropCancel()
@@ -148,8 +160,9 @@ func New(t testing.TB) *DB {
 	return d
 }
 
-// Create creates a fresh migrated database outside a test (for examples and
-// benchmarks' helpers); the pools are left nil. drop removes it.
+// Create creates a fresh migrated database outside a test (for examples);
+// the pools are left nil. drop removes it; whatever is left is dropped when
+// the tests end.
 func Create(ctx context.Context) (d *DB, drop func() error, err error) {
 	if server.template == "" {
 		return nil, nil, errors.New("the package's TestMain must call dbtest.Main")
@@ -160,14 +173,17 @@ func Create(ctx context.Context) (d *DB, drop func() error, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("create database: %w", err)
 	}
-	drop = func() error {
+	drop = sync.OnceValue(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := exec(ctx, server.adminDSN, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
 			return fmt.Errorf("drop database %s: %w", name, err)
 		}
 		return nil
-	}
+	})
+	server.mu.Lock()
+	server.drops = append(server.drops, drop)
+	server.mu.Unlock()
 	d = &DB{Name: name}
 	if d.AdminDSN, err = WithDatabase(server.adminDSN, name, "", ""); err == nil {
 		d.ServiceDSN, err = WithDatabase(server.adminDSN, name, ServiceRole, servicePassword)

@@ -1,0 +1,175 @@
+package ops
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+)
+
+// The benchmarks run 8 concurrent clients over a pool of 8 connections, as
+// a service role, on the throw-away cluster. `make bench` runs the pair
+// DoTxCreate / RawCreate in one process per round and reports the ratio.
+
+const benchClients = 8
+
+type benchIntent struct {
+	Title    string   `json:"title"`
+	Priority int      `json:"priority"`
+	Labels   []string `json:"labels"`
+}
+
+type benchResult struct {
+	TicketID int64 `json:"ticket_id"`
+}
+
+var benchPolicies = map[string]Policy{
+	"create-ticket": {Effect: EffectLocal},
+	"send-email":    {Effect: EffectIdempotentProvider},
+}
+
+// benchSetup returns a pool of benchClients connections as the service role
+// on a fresh database with a business table, and a store over it.
+func benchSetup(b *testing.B) (*pgxpool.Pool, *Store) {
+	b.Helper()
+	d := dbtest.New(b)
+	_, err := d.Admin.Exec(context.Background(), `
+CREATE SCHEMA biz;
+CREATE TABLE biz.tickets (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, tenant text NOT NULL, title text NOT NULL);
+GRANT USAGE ON SCHEMA biz TO opsdesk_service;
+GRANT SELECT, INSERT ON biz.tickets TO opsdesk_service;`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(d.ServiceDSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns, cfg.MinConns = benchClients, benchClients
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	store, err := New(pool, Config{Tools: benchPolicies, Owner: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pool, store
+}
+
+// runClients runs body from benchClients goroutines.
+func runClients(b *testing.B, body func(ctx context.Context, i int64) error) {
+	b.Helper()
+	b.SetParallelism((benchClients + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	var seq atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			if err := body(ctx, seq.Add(1)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
+}
+
+func insertTicket(ctx context.Context, tx pgx.Tx) (benchResult, error) {
+	var r benchResult
+	err := tx.QueryRow(ctx, `INSERT INTO biz.tickets (tenant, title) VALUES ('acme', 'Printer on fire') RETURNING id`).Scan(&r.TicketID)
+	return r, err
+}
+
+func benchRequest(tool string, i int64) Request {
+	return Request{
+		Identity: Identity{Tenant: "acme", Tool: tool, Key: fmt.Sprintf("run-%d:%s", i, tool)},
+		Version:  "1",
+		Intent:   benchIntent{Title: "Printer on fire", Priority: 2, Labels: []string{"hardware", "urgent"}},
+	}
+}
+
+// BenchmarkDoTxCreate: a new key each iteration, with a one-row business
+// insert in the same transaction.
+func BenchmarkDoTxCreate(b *testing.B) {
+	_, store := benchSetup(b)
+	runClients(b, func(ctx context.Context, i int64) error {
+		_, err := DoTx(ctx, store, benchRequest("create-ticket", i), insertTicket)
+		return err
+	})
+}
+
+// BenchmarkRawCreate issues the statements DoTx must issue anyway (begin,
+// reserve, business insert, complete, commit) directly with pgx: the
+// baseline DoTxCreate is compared with.
+func BenchmarkRawCreate(b *testing.B) {
+	pool, _ := benchSetup(b)
+	fp := sha256.Sum256([]byte("fixed"))
+	lease, retention := DefaultLease.Microseconds(), DefaultRetention.Microseconds()
+	runClients(b, func(ctx context.Context, i int64) error {
+		key := fmt.Sprintf("run-%d:create-ticket", i)
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		var id, version int64
+		var attempt int
+		if err := tx.QueryRow(ctx, reserveSQL, "acme", "create-ticket", key, "1", fp[:], "local", "bench", lease).
+			Scan(&id, &attempt, &version); err != nil {
+			return err
+		}
+		r, err := insertTicket(ctx, tx)
+		if err != nil {
+			return err
+		}
+		ref := fmt.Sprintf("T-%d", r.TicketID)
+		if _, err := tx.Exec(ctx, completeSQL, "acme", "create-ticket", key, "bench", attempt,
+			OutcomeSucceeded, []byte(fmt.Sprintf(`{"ticket_id":%d}`, r.TicketID)), &ref, retention); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
+}
+
+// BenchmarkDoTxReplay: every iteration replays one of 1,000 completed
+// operations.
+func BenchmarkDoTxReplay(b *testing.B) {
+	_, store := benchSetup(b)
+	const keys = 1000
+	for i := range int64(keys) {
+		if _, err := DoTx(context.Background(), store, benchRequest("create-ticket", i), insertTicket); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runClients(b, func(ctx context.Context, i int64) error {
+		out, err := DoTx(ctx, store, benchRequest("create-ticket", i%keys), insertTicket)
+		if err == nil && out.Disposition != Replayed {
+			err = fmt.Errorf("disposition %s, want replayed", out.Disposition)
+		}
+		return err
+	})
+}
+
+// BenchmarkDoExternal: a new key each iteration; the reservation commits
+// before a provider call that answers at once, then completion commits.
+func BenchmarkDoExternal(b *testing.B) {
+	_, store := benchSetup(b)
+	runClients(b, func(ctx context.Context, i int64) error {
+		_, err := DoExternal(ctx, store, benchRequest("send-email", i), func(_ context.Context, a Attempt) (benchResult, error) {
+			return benchResult{TicketID: a.OperationID}, nil
+		})
+		return err
+	})
+}

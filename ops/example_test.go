@@ -1,0 +1,109 @@
+package ops_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/ops"
+)
+
+// CreateTicket is a tool's intent: the validated request, without the key.
+type CreateTicket struct {
+	Title    string `json:"title"`
+	Priority int    `json:"priority"`
+}
+
+// Validate is called by ops.DecodeIntent.
+func (c CreateTicket) Validate() error {
+	if c.Title == "" {
+		return errors.New("title is required")
+	}
+	return nil
+}
+
+type Ticket struct {
+	ID int64 `json:"id"`
+}
+
+// The README's example: a local effect in one transaction with its record,
+// retried with the same key.
+func Example() {
+	dsn := exampleDSN() // a role granted opsdesk_service
+	ctx := context.Background()
+
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := ops.New(pool, ops.Config{
+		Tools: map[string]ops.Policy{"create-ticket": {Effect: ops.EffectLocal}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Raw arguments from an agent: unknown fields are refused.
+	intent, err := ops.DecodeIntent[CreateTicket]([]byte(`{"title": "Printer on fire", "priority": 2}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	req := ops.Request{
+		Identity: ops.Identity{Tenant: "acme", Tool: "create-ticket", Key: "run-42:create-ticket"},
+		Version:  "1",
+		Intent:   intent,
+	}
+	create := func(ctx context.Context, tx pgx.Tx) (Ticket, error) {
+		var t Ticket
+		err := tx.QueryRow(ctx, `INSERT INTO biz.tickets (tenant, key, title) VALUES ('acme', 'run-42', $1) RETURNING id`,
+			intent.Title).Scan(&t.ID)
+		return t, err
+	}
+
+	for range 2 { // the second call is a retry after a lost response
+		out, err := ops.DoTx(ctx, store, req, create)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(out.Disposition, "ticket", out.Result.ID)
+	}
+
+	// The same key with another intent is refused, and recorded.
+	req.Intent = CreateTicket{Title: "Printer on fire", Priority: 1}
+	_, err = ops.DoTx(ctx, store, req, create)
+	fmt.Println(errors.Is(err, ops.ErrIntentConflict))
+
+	// Output:
+	// created ticket 1
+	// replayed ticket 1
+	// true
+}
+
+// exampleDSN prepares a fresh database like the tests' and returns the
+// service role's DSN. It is dropped when the test binary exits.
+func exampleDSN() string {
+	ctx := context.Background()
+	d, _, err := dbtest.Create(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, d.AdminDSN)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `
+CREATE SCHEMA biz;
+CREATE TABLE biz.tickets (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, tenant text NOT NULL, key text NOT NULL, title text NOT NULL);
+GRANT USAGE ON SCHEMA biz TO opsdesk_service;
+GRANT SELECT, INSERT ON biz.tickets TO opsdesk_service;`); err != nil {
+		log.Fatal(err)
+	}
+	return d.ServiceDSN
+}
