@@ -1,0 +1,29 @@
+# The two commands of the README: `make demo` and `make test`.
+GO ?= go
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: build demo test bench fuzz vet
+
+build:
+	$(GO) build -o bin/opsdesk ./cmd/opsdesk
+
+# Runs the library on a throw-away PostgreSQL and shows what it does.
+demo: build
+	./bin/opsdesk demo
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+
+# Every test, against a real PostgreSQL each test binary starts itself
+# (or OPSDESK_TEST_DSN), with the race detector. Fuzz seeds run as tests.
+test: vet
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The benchmarks and the DoTxCreate/RawCreate ratio (docs/benchmarks.md).
+bench:
+	scripts/bench.sh $(ROUNDS) $(BENCHTIME)
+
+# Explores canonicalization beyond the seed corpus.
+fuzz:
+	$(GO) test ./ops -run '^$$' -fuzz FuzzCanonical -fuzztime $(or $(FUZZTIME),60s)
