@@ -220,8 +220,14 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 		return out, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: result}
 
 	case errors.Is(ferr, ErrNotApplied):
-		if _, err := s.pool.Exec(wctx, releaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt); err != nil {
+		tag, err := s.pool.Exec(wctx, releaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt)
+		if err != nil {
 			return out, fmt.Errorf("%s: %w; releasing the reservation failed, it stays pending: %w", c.Identity, ferr, mapDBError(err))
+		}
+		if tag.RowsAffected() == 0 {
+			// A newer attempt or an operator owns the record now: nothing
+			// was released, and saying so would be false.
+			return out, fmt.Errorf("%w (this attempt was %w)", &LostOwnershipError{Identity: c.Identity, OperationID: l.ID, Owner: s.owner, Attempt: l.Attempt}, ferr)
 		}
 		return out, ferr
 

@@ -83,6 +83,7 @@ func TestDoTx(t *testing.T) {
 		first, err := b.doTicket(t, "acme", "k1", printer)
 		require.NoError(t, err)
 
+		before := b.lookup(t, toolTicket, "acme", "k1")
 		changed := ticketIntent{Title: "Printer on fire", Priority: 1}
 		_, err = b.doTicket(t, "acme", "k1", changed)
 		require.ErrorIs(t, err, ops.ErrIntentConflict)
@@ -102,6 +103,8 @@ func TestDoTx(t *testing.T) {
 		rec := b.lookup(t, toolTicket, "acme", "k1")
 		require.Equal(t, 1, rec.ConflictCount)
 		require.False(t, rec.LastConflictAt.IsZero())
+		require.Equal(t, before.Version, rec.Version, "a conflict must not invalidate an operator's compare-and-set")
+		require.Equal(t, before.State, rec.State)
 
 		// The original record is untouched: the original intent still replays.
 		again, err := b.doTicket(t, "acme", "k1", printer)

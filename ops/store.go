@@ -26,9 +26,6 @@ type Config struct {
 	// fingerprint prefix, disposition, latency), never raw intents or
 	// results. Nil: no logging.
 	Logger *slog.Logger
-	// HeartbeatInterval is how often an external attempt renews its lease
-	// (default: a third of the lease).
-	HeartbeatInterval time.Duration
 }
 
 // Store runs operations against the operation store.
@@ -37,6 +34,8 @@ type Store struct {
 	tools     map[string]Policy
 	owner     string
 	logger    *slog.Logger
+	// heartbeat overrides the lease renewal interval (a third of the
+	// tool's lease) in tests that play a paused process.
 	heartbeat time.Duration
 }
 
@@ -69,10 +68,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.HeartbeatInterval < 0 {
-		return nil, fmt.Errorf("ops: heartbeat interval %v is negative", cfg.HeartbeatInterval)
-	}
-	return &Store{pool: pool, tools: tools, owner: owner, logger: logger, heartbeat: cfg.HeartbeatInterval}, nil
+	return &Store{pool: pool, tools: tools, owner: owner, logger: logger}, nil
 }
 
 // Owner is the name this store's attempts are recorded under.
@@ -197,12 +193,14 @@ WITH refused AS (
     RETURNING id
 )
 UPDATE opsdesk.operations
-SET conflict_count = conflict_count + 1, last_conflict_at = now(), version = version + 1
+SET conflict_count = conflict_count + 1, last_conflict_at = now()
 WHERE tenant = $1 AND tool = $2 AND key = $3
 RETURNING (SELECT id FROM refused)`
 
 // recordConflict records a refused attempt and counts it on the original
-// record, whose state and result stay as they are.
+// record, whose state, result and version stay as they are: a caller
+// retrying with a changed intent must not invalidate the decision an
+// operator is about to make on the record.
 func (s *Store) recordConflict(ctx context.Context, q dbtx, c *call, rec *Record) error {
 	conflict := &IntentConflictError{
 		Identity: c.Identity, OperationID: rec.ID, Stored: rec.Fingerprint, Attempted: c.fingerprint,

@@ -30,8 +30,9 @@ CREATE TABLE opsdesk.operations (
     expires_at       timestamptz,
     result           jsonb,
     result_ref       text,
-    -- Bumped by every change of state, ownership or result (not by lease
-    -- renewals); operators compare-and-set on it.
+    -- Bumped by every change of state, ownership or result; operators
+    -- compare-and-set on it. Lease renewals and conflict counts leave it
+    -- alone: they change nothing an operator decides on.
     version          bigint      NOT NULL DEFAULT 1,
     conflict_count   integer     NOT NULL DEFAULT 0,
     last_conflict_at timestamptz,
