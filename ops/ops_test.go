@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,16 @@ import (
 	"github.com/opsdesk/opsdesk/ops"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+// envHelperRole marks a helper process of process_test.go: it is given its
+// database in the environment and needs no server of its own.
+const envHelperRole = "OPSDESK_HELPER_ROLE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envHelperRole) != "" {
+		os.Exit(m.Run())
+	}
+	dbtest.Main(m)
+}
 
 // Tools the tests run: mirrors of everyday agent tools.
 const (
