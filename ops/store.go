@@ -30,10 +30,10 @@ type Config struct {
 
 // Store runs operations against the operation store.
 type Store struct {
-	pool      *pgxpool.Pool
-	tools     map[string]Policy
-	owner     string
-	logger    *slog.Logger
+	pool   *pgxpool.Pool
+	tools  map[string]Policy
+	owner  string
+	logger *slog.Logger
 	// heartbeat overrides the lease renewal interval (a third of the
 	// tool's lease) in tests that play a paused process.
 	heartbeat time.Duration
