@@ -23,7 +23,8 @@ func newMigrateCmd() *cobra.Command {
 		Short: "Install or upgrade the opsdesk schema",
 		Long: "Install or upgrade the opsdesk schema (schema opsdesk, role opsdesk_service) in the\n" +
 			"database DSN names, and print the version reached. Safe to run again and from\n" +
-			"several processes at once. Connect as the database owner or a superuser.",
+			"several processes at once. Connect as a superuser, or as the database's owner\n" +
+			"with CREATEROLE (the first run creates the role opsdesk_service).",
 		Example: "  opsdesk migrate --dsn 'postgres://admin@db.example.com/opsdesk'",
 		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -35,7 +35,7 @@ const port = 5432
 const dirPrefix = "opsdesk-pg-"
 
 // ErrServerNotInstalled means the PostgreSQL server binaries were not found.
-var ErrServerNotInstalled = errors.New("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found " +
+var ErrServerNotInstalled = errors.New("PostgreSQL server binaries (initdb, postgres) not found " +
 	"on PATH or under /usr/lib/postgresql/*/bin; install them " +
 	"(Debian/Ubuntu: apt-get install -y postgresql; macOS: brew install postgresql) " +
 	"or point OPSDESK_TEST_DSN at an existing server")
@@ -125,7 +125,9 @@ func (c *Cluster) start(ctx context.Context, runAs *syscall.Credential, opts Opt
 	}
 	defer logFile.Close()
 
-	// Not CommandContext: the server outlives the start-up context.
+	// The server runs as our child rather than through pg_ctl, so that the
+	// kernel stops it when this process dies (see serverProcAttr). Not
+	// CommandContext: the server outlives the start-up context.
 	c.cmd = exec.Command(filepath.Join(c.binDir, "postgres"), args...)
 	c.cmd.Stdout = logFile
 	c.cmd.Stderr = logFile
@@ -202,8 +204,8 @@ func (c *Cluster) logTail() string {
 	return "server log:\n" + strings.Join(lines, "\n")
 }
 
-// FindBinDir returns the directory holding initdb, pg_ctl and postgres: the
-// one on PATH, else the newest under /usr/lib/postgresql (Debian's layout).
+// FindBinDir returns the directory holding initdb and postgres: the one on
+// PATH, else the newest under /usr/lib/postgresql (Debian's layout).
 func FindBinDir() (string, error) {
 	return findBinDir("/usr/lib/postgresql/*/bin")
 }
@@ -228,7 +230,7 @@ func findBinDir(debianGlob string) (string, error) {
 }
 
 func hasServer(dir string) bool {
-	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
+	for _, name := range []string{"initdb", "postgres"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			return false
 		}
