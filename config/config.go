@@ -1,0 +1,351 @@
+// Package config reads opsdesk's configuration: named contexts (which
+// operation store to open, and how) and the tool catalog. It is the only
+// package that imports viper.
+//
+// Precedence, highest first: flags, environment (OPSDESK_…), the config
+// file ($OPSDESK_CONFIG, else $XDG_CONFIG_HOME/opsdesk/config.yaml), defaults.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// EnvPrefix prefixes every environment variable opsdesk reads.
+const EnvPrefix = "OPSDESK"
+
+// Defaults of a context's settings.
+const (
+	DefaultRefresh    = 2 * time.Second
+	DefaultStuckAfter = 0 * time.Second
+	MinRefresh        = 250 * time.Millisecond
+)
+
+// Context is one operation store and how the console treats it.
+type Context struct {
+	// Name is the context's name in the file ("default" when none is
+	// configured and the DSN comes from a flag or the environment).
+	Name string `mapstructure:"-"`
+	// DSN reaches the operation store. Empty means libpq's environment
+	// (PGHOST, PGDATABASE, …) when UseLibpqEnv is set.
+	DSN string `mapstructure:"dsn"`
+	// ReadDSN, when set, serves the console's reads (a replica).
+	ReadDSN string `mapstructure:"read_dsn"`
+	// UseLibpqEnv allows an empty DSN, taking libpq's environment.
+	UseLibpqEnv bool `mapstructure:"libpq_env"`
+	// ReadOnly disables and hides every write.
+	ReadOnly bool `mapstructure:"read_only"`
+	// Refresh is the console's polling interval.
+	Refresh time.Duration `mapstructure:"refresh"`
+	// StuckAfter is how long past its lease expiry a pending record must
+	// be before the console counts it as stuck (0: at once).
+	StuckAfter time.Duration `mapstructure:"stuck_after"`
+}
+
+// Tool is a tool's entry in the catalog.
+type Tool struct {
+	// Effect is local, external_idempotent or external_unknown.
+	Effect    string        `mapstructure:"effect"`
+	Lease     time.Duration `mapstructure:"lease"`
+	Retention time.Duration `mapstructure:"retention"`
+	// Runbook is shown to the operator reconciling the tool's records.
+	Runbook string `mapstructure:"runbook"`
+	// Lookup asks the provider for an operation's outcome by key.
+	Lookup *Lookup `mapstructure:"lookup"`
+}
+
+// Lookup is an HTTP outcome lookup (used by reconciliation).
+type Lookup struct {
+	// URL is a template over {tenant}, {tool} and {key}.
+	URL     string        `mapstructure:"url"`
+	Timeout time.Duration `mapstructure:"timeout"`
+}
+
+// Config is the resolved configuration.
+type Config struct {
+	// File is the config file read; empty when there was none.
+	File string
+	// Context is the selected context with flags and environment applied.
+	Context Context
+	// Contexts lists the names of every context in the file.
+	Contexts []string
+	// Tools is the catalog by tool name.
+	Tools map[string]Tool
+}
+
+// file is the config file's shape.
+type file struct {
+	CurrentContext string             `mapstructure:"current_context"`
+	Contexts       map[string]Context `mapstructure:"contexts"`
+	Tools          map[string]Tool    `mapstructure:"tools"`
+}
+
+// Options say where to look and what overrides the file.
+type Options struct {
+	// File overrides $OPSDESK_CONFIG and the default path.
+	File string
+	// Context selects a context, overriding $OPSDESK_CONTEXT and the
+	// file's current_context.
+	Context string
+	// Flags may define dsn, read-dsn, libpq-env, read-only, refresh and
+	// stuck-after; those the user set override everything else.
+	Flags *pflag.FlagSet
+}
+
+// Error is a configuration error: the file (if any) and the key at fault.
+type Error struct {
+	File string
+	Key  string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File + ": ")
+	}
+	if e.Key != "" {
+		b.WriteString(e.Key + ": ")
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Load reads and resolves the configuration.
+func Load(opts Options) (*Config, error) {
+	getenv := os.Getenv
+	path, explicit := configPath(opts.File, getenv)
+
+	var f file
+	cfg := &Config{}
+	if path != "" {
+		if _, err := os.Stat(path); err == nil || explicit {
+			cfg.File = path
+			if err := readFile(path, &f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for name := range f.Contexts {
+		cfg.Contexts = append(cfg.Contexts, name)
+	}
+	slices.Sort(cfg.Contexts)
+
+	name, err := selectContext(opts.Context, getenv(EnvPrefix+"_CONTEXT"), f, cfg.File)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := resolveContext(name, f.Contexts[name], opts.Flags, cfg.File)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Context = ctx
+
+	cfg.Tools = f.Tools
+	if cfg.Tools == nil {
+		cfg.Tools = map[string]Tool{}
+	}
+	for name, t := range cfg.Tools {
+		if err := t.validate(); err != nil {
+			return nil, &Error{File: cfg.File, Key: "tools." + name, Err: err}
+		}
+	}
+	return cfg, nil
+}
+
+// configPath is --config, else $OPSDESK_CONFIG, else the XDG default;
+// explicit says the user named it, so it must exist.
+func configPath(flag string, getenv func(string) string) (path string, explicit bool) {
+	if flag != "" {
+		return flag, true
+	}
+	if p := getenv(EnvPrefix + "_CONFIG"); p != "" {
+		return p, true
+	}
+	dir := getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		home := getenv("HOME")
+		if home == "" {
+			return "", false
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "opsdesk", "config.yaml"), false
+}
+
+func readFile(path string, f *file) error {
+	v := viper.New()
+	v.SetConfigFile(path)
+	if filepath.Ext(path) == "" {
+		v.SetConfigType("yaml")
+	}
+	if err := v.ReadInConfig(); err != nil {
+		return &Error{File: path, Err: err}
+	}
+	err := v.UnmarshalExact(f, viper.DecodeHook(durationHook))
+	if err != nil {
+		return &Error{File: path, Err: describeDecodeError(err)}
+	}
+	return nil
+}
+
+// describeDecodeError turns mapstructure's messages into ones that name
+// the key to fix.
+func describeDecodeError(err error) error {
+	msg := err.Error()
+	msg = strings.ReplaceAll(msg, "decoding failed due to the following error(s):\n\n", "")
+	msg = strings.ReplaceAll(msg, "has invalid keys:", "has unknown keys:")
+	msg = strings.ReplaceAll(msg, "'' has", "the top level has")
+	return errors.New(strings.TrimSpace(msg))
+}
+
+func selectContext(flag, env string, f file, path string) (string, error) {
+	name := flag
+	if name == "" {
+		name = env
+	}
+	if name == "" {
+		name = f.CurrentContext
+	}
+	if name == "" {
+		switch len(f.Contexts) {
+		case 0:
+			return "default", nil
+		case 1:
+			for only := range f.Contexts {
+				return only, nil
+			}
+		default:
+			return "", &Error{File: path, Key: "current_context",
+				Err: errors.New("several contexts and none selected: pass --context NAME or set current_context")}
+		}
+	}
+	if _, ok := f.Contexts[name]; !ok && len(f.Contexts) > 0 {
+		known := make([]string, 0, len(f.Contexts))
+		for k := range f.Contexts {
+			known = append(known, k)
+		}
+		slices.Sort(known)
+		return "", &Error{File: path, Key: "contexts",
+			Err: fmt.Errorf("no context named %q (known: %s)", name, strings.Join(known, ", "))}
+	}
+	return name, nil
+}
+
+// contextKeys maps a context's settings to their flag names.
+var contextKeys = map[string]string{
+	"dsn":         "dsn",
+	"read_dsn":    "read-dsn",
+	"libpq_env":   "libpq-env",
+	"read_only":   "read-only",
+	"refresh":     "refresh",
+	"stuck_after": "stuck-after",
+}
+
+// resolveContext layers flags over environment over the file's entry over
+// defaults, with viper's precedence.
+func resolveContext(name string, fromFile Context, flags *pflag.FlagSet, path string) (Context, error) {
+	v := viper.New()
+	v.SetDefault("refresh", DefaultRefresh.String())
+	v.SetDefault("stuck_after", DefaultStuckAfter.String())
+	v.SetDefault("read_only", false)
+	v.SetDefault("libpq_env", false)
+	v.SetDefault("dsn", "")
+	v.SetDefault("read_dsn", "")
+	if err := v.MergeConfigMap(map[string]any{
+		"dsn": fromFile.DSN, "read_dsn": fromFile.ReadDSN, "libpq_env": fromFile.UseLibpqEnv,
+		"read_only": fromFile.ReadOnly, "refresh": nonZero(fromFile.Refresh, DefaultRefresh).String(),
+		"stuck_after": fromFile.StuckAfter.String(),
+	}); err != nil {
+		return Context{}, &Error{File: path, Err: err}
+	}
+	v.SetEnvPrefix(EnvPrefix)
+	for key, flag := range contextKeys {
+		if err := v.BindEnv(key); err != nil { // OPSDESK_READ_ONLY for read_only
+			return Context{}, err
+		}
+		if flags != nil {
+			if f := flags.Lookup(flag); f != nil {
+				if err := v.BindPFlag(key, f); err != nil {
+					return Context{}, err
+				}
+			}
+		}
+	}
+	var ctx Context
+	if err := v.Unmarshal(&ctx, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+		durationHook, mapstructure.StringToBasicTypeHookFunc()))); err != nil {
+		return Context{}, &Error{File: path, Key: "contexts." + name, Err: describeDecodeError(err)}
+	}
+	ctx.Name = name
+	return ctx, ctx.validate(path)
+}
+
+// durationHook decodes durations written as strings ("2s", "1m30s") with
+// an error that shows the value and the expected form.
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[time.Duration]() || from.Kind() != reflect.String {
+		return data, nil
+	}
+	d, err := time.ParseDuration(data.(string))
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a duration (write it like 500ms, 2s or 1m30s)", data)
+	}
+	return d, nil
+}
+
+func nonZero(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+func (c Context) validate(path string) error {
+	fail := func(key string, err error) error {
+		return &Error{File: path, Key: "contexts." + c.Name + "." + key, Err: err}
+	}
+	if c.DSN == "" && !c.UseLibpqEnv {
+		return fail("dsn", errors.New("no DSN: set dsn in the context, OPSDESK_DSN, or --dsn "+
+			"(or libpq_env: true to use PGHOST, PGDATABASE, …)"))
+	}
+	if c.Refresh < MinRefresh {
+		return fail("refresh", fmt.Errorf("%v is below the minimum of %v", c.Refresh, MinRefresh))
+	}
+	if c.StuckAfter < 0 {
+		return fail("stuck_after", fmt.Errorf("%v is negative", c.StuckAfter))
+	}
+	return nil
+}
+
+func (t Tool) validate() error {
+	switch t.Effect {
+	case "local", "external_idempotent", "external_unknown":
+	default:
+		return fmt.Errorf("effect %q is not one of local, external_idempotent, external_unknown", t.Effect)
+	}
+	if t.Lease < 0 || t.Retention < 0 {
+		return errors.New("lease and retention must not be negative")
+	}
+	if t.Lookup != nil {
+		if t.Lookup.URL == "" {
+			return errors.New("lookup.url is required when lookup is set")
+		}
+		if t.Lookup.Timeout < 0 {
+			return errors.New("lookup.timeout must not be negative")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,173 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+)
+
+const sample = `
+current_context: prod-eu
+contexts:
+  prod-eu:
+    dsn: postgres://alice:sekrit@db-eu/opsdesk
+    read_dsn: postgres://alice@replica-eu/opsdesk
+    refresh: 5s
+    stuck_after: 1m
+  staging:
+    dsn: postgres://alice@db-staging/opsdesk
+    read_only: true
+tools:
+  create-ticket:
+    effect: local
+    runbook: Check the ticket queue first.
+  charge-card:
+    effect: external_unknown
+    lease: 30s
+    lookup:
+      url: http://provider/charges/{tenant}/{key}
+      timeout: 2s
+`
+
+// isolate points every config location at a fresh directory and clears
+// the environment opsdesk reads.
+func isolate(t *testing.T, content string) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	for _, k := range []string{"CONFIG", "CONTEXT", "DSN", "READ_DSN", "LIBPQ_ENV", "READ_ONLY", "REFRESH", "STUCK_AFTER"} {
+		t.Setenv(EnvPrefix+"_"+k, "")
+		os.Unsetenv(EnvPrefix + "_" + k)
+	}
+	if content == "" {
+		return ""
+	}
+	path := filepath.Join(dir, "opsdesk", "config.yaml")
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+func flags(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	fs.String("dsn", "", "")
+	fs.String("read-dsn", "", "")
+	fs.Bool("libpq-env", false, "")
+	fs.Bool("read-only", false, "")
+	fs.Duration("refresh", 0, "")
+	fs.Duration("stuck-after", 0, "")
+	require.NoError(t, fs.Parse(args))
+	return fs
+}
+
+func TestFileIsReadFromXDG(t *testing.T) {
+	path := isolate(t, sample)
+	cfg, err := Load(Options{Flags: flags(t)})
+	require.NoError(t, err)
+	require.Equal(t, path, cfg.File)
+	require.Equal(t, "prod-eu", cfg.Context.Name)
+	require.Equal(t, "postgres://alice:sekrit@db-eu/opsdesk", cfg.Context.DSN)
+	require.Equal(t, "postgres://alice@replica-eu/opsdesk", cfg.Context.ReadDSN)
+	require.Equal(t, 5*time.Second, cfg.Context.Refresh)
+	require.Equal(t, time.Minute, cfg.Context.StuckAfter)
+	require.False(t, cfg.Context.ReadOnly)
+	require.Equal(t, []string{"prod-eu", "staging"}, cfg.Contexts)
+	require.Equal(t, "external_unknown", cfg.Tools["charge-card"].Effect)
+	require.Equal(t, 2*time.Second, cfg.Tools["charge-card"].Lookup.Timeout)
+	require.Equal(t, "Check the ticket queue first.", cfg.Tools["create-ticket"].Runbook)
+}
+
+func TestPrecedenceFlagsOverEnvOverFileOverDefaults(t *testing.T) {
+	isolate(t, sample)
+
+	// File over defaults: staging sets read_only, keeps the default refresh.
+	cfg, err := Load(Options{Context: "staging"})
+	require.NoError(t, err)
+	require.True(t, cfg.Context.ReadOnly)
+	require.Equal(t, DefaultRefresh, cfg.Context.Refresh)
+
+	// Environment over file.
+	t.Setenv("OPSDESK_CONTEXT", "staging")
+	t.Setenv("OPSDESK_REFRESH", "7s")
+	t.Setenv("OPSDESK_READ_ONLY", "false")
+	cfg, err = Load(Options{Flags: flags(t)})
+	require.NoError(t, err)
+	require.Equal(t, "staging", cfg.Context.Name)
+	require.Equal(t, 7*time.Second, cfg.Context.Refresh)
+	require.False(t, cfg.Context.ReadOnly)
+
+	// Flags over environment.
+	cfg, err = Load(Options{Context: "prod-eu", Flags: flags(t, "--refresh", "9s", "--read-only", "--dsn", "postgres://bob@elsewhere/x")})
+	require.NoError(t, err)
+	require.Equal(t, "prod-eu", cfg.Context.Name)
+	require.Equal(t, 9*time.Second, cfg.Context.Refresh)
+	require.True(t, cfg.Context.ReadOnly)
+	require.Equal(t, "postgres://bob@elsewhere/x", cfg.Context.DSN)
+}
+
+func TestEnvironmentAloneNeedsNoFile(t *testing.T) {
+	isolate(t, "")
+	t.Setenv("OPSDESK_DSN", "postgres://svc@db/opsdesk")
+	cfg, err := Load(Options{})
+	require.NoError(t, err)
+	require.Empty(t, cfg.File)
+	require.Equal(t, "default", cfg.Context.Name)
+	require.Equal(t, "postgres://svc@db/opsdesk", cfg.Context.DSN)
+	require.Equal(t, DefaultRefresh, cfg.Context.Refresh)
+}
+
+func TestOPSDESKCONFIGPointsAtAnotherFile(t *testing.T) {
+	isolate(t, "")
+	path := filepath.Join(t.TempDir(), "elsewhere.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("contexts:\n  only:\n    dsn: postgres://x@y/z\n"), 0o600))
+	t.Setenv("OPSDESK_CONFIG", path)
+	cfg, err := Load(Options{})
+	require.NoError(t, err)
+	require.Equal(t, path, cfg.File)
+	require.Equal(t, "only", cfg.Context.Name, "a single context needs no selection")
+}
+
+func TestErrorsNameTheFileAndKey(t *testing.T) {
+	cases := map[string]struct {
+		content string
+		opts    Options
+		want    []string
+	}{
+		"UnknownTopLevelKey": {content: "contexts: {a: {dsn: x}}\ncolour: red\n", want: []string{"colour"}},
+		"UnknownContextKey":  {content: "contexts:\n  a:\n    dsn: x\n    refesh: 2s\n", want: []string{"refesh"}},
+		"UnknownToolKey":     {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    retry: 3\n", want: []string{"retry"}},
+		"BadDuration":        {content: "contexts:\n  a:\n    dsn: x\n    refresh: soon\n", want: []string{"refresh", "soon"}},
+		"RefreshTooFast":     {content: "contexts:\n  a:\n    dsn: x\n    refresh: 1ms\n", want: []string{"contexts.a.refresh", "minimum"}},
+		"MissingDSN":         {content: "contexts:\n  a:\n    refresh: 2s\n", want: []string{"contexts.a.dsn", "OPSDESK_DSN"}},
+		"BadEffect":          {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: remote\n", want: []string{"tools.t", "remote"}},
+		"UnknownContext":     {content: sample, opts: Options{Context: "prod-us"}, want: []string{"prod-us", "known: prod-eu, staging"}},
+		"NoContextSelected":  {content: "contexts:\n  a: {dsn: x}\n  b: {dsn: y}\n", want: []string{"current_context", "--context"}},
+		"NotYAML":            {content: "contexts: [\n", want: []string{"config.yaml"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := isolate(t, tc.content)
+			_, err := Load(tc.opts)
+			require.Error(t, err)
+			var cfgErr *Error
+			require.ErrorAs(t, err, &cfgErr)
+			require.Equal(t, path, cfgErr.File)
+			require.Contains(t, err.Error(), path)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+			require.NotContains(t, err.Error(), "sekrit")
+		})
+	}
+}
+
+func TestExplicitFileMustExist(t *testing.T) {
+	isolate(t, "")
+	_, err := Load(Options{File: filepath.Join(t.TempDir(), "missing.yaml")})
+	require.ErrorContains(t, err, "missing.yaml")
+}
