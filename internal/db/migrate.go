@@ -12,6 +12,7 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -84,6 +85,12 @@ func Migrate(ctx context.Context, cfg *pgx.ConnConfig) (MigrateResult, error) {
 	}
 	results, err := p.Up(ctx)
 	if err != nil && !errors.Is(err, goose.ErrNoNextVersion) {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+			return MigrateResult{}, fmt.Errorf("migrate as %q: %s; connect as a superuser or the database's owner "+
+				"with CREATEROLE, or have an administrator run CREATE ROLE opsdesk_service NOLOGIN first "+
+				"(nothing was changed: each migration runs in one transaction)", cfg.User, pgErr.Message)
+		}
 		return MigrateResult{}, fmt.Errorf("migrate: %w", err)
 	}
 	to, err := p.GetDBVersion(ctx)

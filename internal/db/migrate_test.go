@@ -91,6 +91,30 @@ func TestMigrate(t *testing.T) {
 		require.Equal(t, 1, applied, "exactly one run applies the migrations")
 	})
 
+	t.Run("DatabaseOwnerWithoutCreateRoleCanMigrate", func(t *testing.T) {
+		t.Parallel()
+		// opsdesk_service exists (the template created it): an owner who
+		// may not create roles still installs the schema.
+		d := dbtest.New(t)
+		owner := d.Name + "_owner"
+		name := d.Name + "_owned"
+		_, err := d.Admin.Exec(t.Context(), `CREATE ROLE `+pgx.Identifier{owner}.Sanitize()+` LOGIN NOCREATEROLE NOSUPERUSER PASSWORD 'owner-pw'`)
+		require.NoError(t, err)
+		_, err = d.Admin.Exec(t.Context(), `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()+` OWNER `+pgx.Identifier{owner}.Sanitize())
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_, _ = d.Admin.Exec(context.Background(), `DROP DATABASE `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`)
+			_, _ = d.Admin.Exec(context.Background(), `DROP ROLE `+pgx.Identifier{owner}.Sanitize())
+		})
+		dsn, err := dbtest.WithDatabase(d.AdminDSN, name, owner, "owner-pw")
+		require.NoError(t, err)
+		cfg, err := pgx.ParseConfig(dsn)
+		require.NoError(t, err)
+		res, err := db.Migrate(t.Context(), cfg)
+		require.NoError(t, err)
+		require.Equal(t, db.LatestVersion(), res.To)
+	})
+
 	t.Run("ServiceRoleIsNotALoginRole", func(t *testing.T) {
 		t.Parallel()
 		d := dbtest.New(t)
