@@ -65,7 +65,10 @@ func DoTx[R any](ctx context.Context, s *Store, req Request, fn func(ctx context
 
 func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Context, pgx.Tx) (R, error)) (Outcome[R], error) {
 	var out Outcome[R]
-	tx, err := s.pool.Begin(ctx)
+	// Read committed: a reservation blocked by a concurrent twin sees its
+	// committed record once the twin commits, whatever the database's
+	// default isolation is.
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return out, fmt.Errorf("begin transaction: %w", mapDBError(err))
 	}
@@ -93,7 +96,7 @@ func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Con
 		}
 	}
 
-	r, ferr := fn(ctx, tx)
+	r, ferr := fn(ctx, callerTx{tx})
 	outcome, payload := OutcomeSucceeded, any(r)
 	var rej *rejection
 	if ferr != nil {
@@ -110,9 +113,9 @@ func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Con
 		return out, fmt.Errorf("complete %s: %w", c.Identity, mapDBError(err))
 	}
 	if err := tx.Commit(ctx); err != nil {
-		// Whether the commit happened is unknown, but a retry is safe: it
-		// replays if it did and executes if it did not.
-		return out, fmt.Errorf("commit %s: %w", c.Identity, mapDBError(err))
+		// Not ErrUnavailable: the commit may have happened. A retry is
+		// safe either way: it replays if it did and executes if not.
+		return out, fmt.Errorf("commit %s: outcome unknown, a retry replays or executes it: %w", c.Identity, err)
 	}
 	if rej != nil {
 		return out, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: result}
@@ -201,10 +204,10 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 		out.Result = r
 		result, ref, err := encodeResult(r)
 		if err != nil {
-			return out, fmt.Errorf("%s: the effect was applied but its result cannot be stored; the record stays pending: %w", c.Identity, err)
+			return out, &NotRecordedError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Err: err}
 		}
 		if err := s.complete(wctx, s.pool, c, l, OutcomeSucceeded, result, ref); err != nil {
-			return out, fmt.Errorf("%s: the effect was applied but its completion was not recorded: %w", c.Identity, mapDBError(err))
+			return out, notRecorded(c, l, err)
 		}
 		out.Disposition = Created
 		return out, nil
@@ -212,10 +215,10 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 	case errors.As(ferr, &rej):
 		result, ref, err := encodeResult(rej.payload)
 		if err != nil {
-			return out, fmt.Errorf("%s: the rejection cannot be stored; the record stays pending: %w", c.Identity, err)
+			return out, &NotRecordedError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Err: err}
 		}
 		if err := s.complete(wctx, s.pool, c, l, OutcomeRejected, result, ref); err != nil {
-			return out, fmt.Errorf("%s: the rejection was not recorded: %w", c.Identity, mapDBError(err))
+			return out, notRecorded(c, l, err)
 		}
 		return out, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: result}
 
@@ -278,7 +281,9 @@ func (s *Store) keepLease(ctx context.Context, c *call, l lease, lost context.Ca
 		defer close(finished)
 		ticker := time.NewTicker(interval)
 		defer ticker.Stop()
-		renewed := time.Now()
+		// validUntil is a conservative local bound on the lease: the
+		// lease length from when the last successful renewal was sent.
+		validUntil := time.Now().Add(c.policy.Lease)
 		for {
 			select {
 			case <-done:
@@ -287,16 +292,19 @@ func (s *Store) keepLease(ctx context.Context, c *call, l lease, lost context.Ca
 				return
 			case <-ticker.C:
 			}
+			sent := time.Now()
 			rctx, cancel := context.WithTimeout(ctx, interval)
 			tag, err := s.pool.Exec(rctx, renewLeaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt, c.policy.Lease.Microseconds())
 			cancel()
 			switch {
 			case err == nil && tag.RowsAffected() == 1:
-				renewed = time.Now()
+				validUntil = sent.Add(c.policy.Lease)
 			case err == nil:
 				lost(ErrLeaseLost)
 				return
-			case time.Since(renewed) >= c.policy.Lease:
+			case time.Until(validUntil) <= interval:
+				// The lease may lapse before the next try: stop the call
+				// before a takeover can run beside it.
 				lost(fmt.Errorf("%w: %w", ErrLeaseLost, err))
 				return
 			}
@@ -344,6 +352,26 @@ func (s *Store) resolveExisting(ctx context.Context, q dbtx, c *call) (lease, *p
 		return lease{}, nil, refusal(c, &rec, d)
 	}
 }
+
+// notRecorded is the error for an external effect whose outcome happened
+// but could not be stored.
+func notRecorded(c *call, l lease, err error) error {
+	var lost *LostOwnershipError
+	if errors.As(err, &lost) {
+		return err
+	}
+	return &NotRecordedError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Err: err}
+}
+
+// callerTx is the transaction DoTx lends to fn: fn may write through it
+// but not end it, since the record must commit with the business writes.
+type callerTx struct{ pgx.Tx }
+
+// errTxLent is what fn gets when it tries to end DoTx's transaction.
+var errTxLent = errors.New("ops: the transaction belongs to DoTx: return from fn instead of committing or rolling back")
+
+func (callerTx) Commit(context.Context) error   { return errTxLent }
+func (callerTx) Rollback(context.Context) error { return errTxLent }
 
 // replay answers with an earlier attempt's stored outcome.
 func replay[R any](c *call, prior *priorResult) (Outcome[R], error) {

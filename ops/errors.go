@@ -40,9 +40,13 @@ var (
 	// ErrNotApplied: the external call said the effect definitely did not
 	// happen; the reservation was released. See NotApplied.
 	ErrNotApplied = errors.New("effect not applied")
-	// ErrUnavailable: the operation store could not be reached. Nothing
-	// was written.
+	// ErrUnavailable: the operation store could not be reached before
+	// anything was written.
 	ErrUnavailable = errors.New("operation store unavailable")
+	// ErrNotRecorded: an external call finished (applied or rejected) but
+	// its outcome could not be stored. The record stays pending and needs
+	// reconciliation once its lease expires. See *NotRecordedError.
+	ErrNotRecorded = errors.New("outcome not recorded")
 	// ErrLeaseLost is the cause of an external call's context
 	// cancellation when its lease could not be renewed.
 	ErrLeaseLost = errors.New("lease could not be renewed")
@@ -219,3 +223,21 @@ func (n *notApplied) Error() string { return "not applied: " + n.err.Error() }
 func (n *notApplied) Unwrap() error { return n.err }
 
 func (n *notApplied) Is(target error) bool { return target == ErrNotApplied }
+
+// NotRecordedError: the external call finished but the store could not
+// record how. The effect may well have happened: do not assume otherwise.
+type NotRecordedError struct {
+	Identity
+	OperationID int64
+	Attempt     int
+	Err         error
+}
+
+func (e *NotRecordedError) Error() string {
+	return fmt.Sprintf("operation %s (%d) attempt %d: the provider call finished but its outcome was not recorded; "+
+		"the record stays pending for reconciliation: %v", e.Identity, e.OperationID, e.Attempt, e.Err)
+}
+
+func (e *NotRecordedError) Is(target error) bool { return target == ErrNotRecorded }
+
+func (e *NotRecordedError) Unwrap() error { return e.Err }

@@ -34,19 +34,22 @@ func disposition(d Disposition, err error) string {
 		return "outcome_unknown"
 	case errors.Is(err, ErrNotApplied):
 		return "not_applied"
+	case errors.Is(err, ErrNotRecorded):
+		return "not_recorded"
 	case errors.Is(err, ErrUnavailable):
 		return "unavailable"
 	}
 	return "error"
 }
 
-// logCall writes one record per call. It never logs the intent or result:
-// only the identity, the fingerprint prefix and what happened.
+// logCall writes one record per call. It never logs the intent, the result
+// or error text: only the identity, the fingerprint prefix and what
+// happened.
 func (s *Store) logCall(ctx context.Context, c *call, id int64, attempt int, d Disposition, err error) {
 	level := slog.LevelInfo
 	name := disposition(d, err)
 	switch name {
-	case "conflict", "needs_reconciliation", "lost_ownership", "outcome_unknown", "unavailable", "error", "misconfigured":
+	case "conflict", "needs_reconciliation", "lost_ownership", "outcome_unknown", "not_recorded", "unavailable", "error", "misconfigured":
 		level = slog.LevelWarn
 	}
 	if !s.logger.Enabled(ctx, level) {
@@ -66,8 +69,11 @@ func (s *Store) logCall(ctx context.Context, c *call, id int64, attempt int, d D
 	if id != 0 {
 		attrs = append(attrs, slog.Int64("operation_id", id), slog.Int("attempt", attempt))
 	}
-	if err != nil {
-		attrs = append(attrs, slog.String("error", err.Error()))
+	// No error text: messages from validation and from fn can quote the
+	// intent. The disposition and, for bad requests, the field say enough.
+	var invalid *InvalidRequestError
+	if errors.As(err, &invalid) {
+		attrs = append(attrs, slog.String("invalid_field", invalid.Field))
 	}
 	s.logger.LogAttrs(ctx, level, "opsdesk operation", attrs...)
 }

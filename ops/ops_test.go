@@ -35,7 +35,7 @@ const (
 	toolTicket = "create-ticket" // local
 	toolEmail  = "send-email"    // provider honours the key
 	toolCharge = "charge-card"   // unknown outcome
-	testLease  = 400 * time.Millisecond
+	testLease  = time.Second
 )
 
 var testTools = map[string]ops.Policy{
@@ -195,7 +195,14 @@ func TestLogsNeverCarryIntentOrResult(t *testing.T) {
 		_, err := ops.DoTx(b.ctx, store, req, createTicket("acme", "k-log", "Secret printer"))
 		require.NoError(t, err)
 	}
+	// Errors from fn can quote the intent: their text is not logged either.
+	_, err := ops.DoTx(b.ctx, store, ticketReq("acme", "k-log-2", ticketIntent{Title: "Secret printer", Priority: 2}),
+		func(context.Context, pgx.Tx) (ticketResult, error) {
+			return ticketResult{}, errors.New("Secret printer jammed")
+		})
+	require.Error(t, err)
 	logs := buf.String()
+	require.Contains(t, logs, `"disposition":"error"`)
 	require.Contains(t, logs, `"disposition":"created"`)
 	require.Contains(t, logs, `"disposition":"replayed"`)
 	require.Contains(t, logs, `"key":"k-log"`)

@@ -100,6 +100,11 @@ func (s *Store) newCall(req Request, external bool) (*call, error) {
 		}
 		return c, fmt.Errorf("tool %q has effect %q: run it with %s: %w", req.Tool, p.Effect, want, ErrWrongEffect)
 	}
+	if v, ok := req.Intent.(Validator); ok {
+		if err := v.Validate(); err != nil {
+			return c, &InvalidRequestError{Field: "intent", Problem: err.Error(), Err: err}
+		}
+	}
 	_, fp, err := Canonical(req.Tool, req.Version, req.Intent)
 	if err != nil {
 		return c, err
@@ -143,7 +148,7 @@ func (s *Store) reserve(ctx context.Context, q dbtx, c *call) (l lease, ok bool,
 
 const takeOverSQL = `
 UPDATE opsdesk.operations
-SET state = 'pending', owner = $5, attempt = attempt + 1,
+SET state = 'pending', owner = $5, attempt = attempt + 1, effect = $7,
     leased_at = now(), lease_expires_at = now() + $6 * interval '1 microsecond',
     updated_at = now(), version = version + 1
 WHERE tenant = $1 AND tool = $2 AND key = $3 AND version = $4
@@ -151,12 +156,12 @@ WHERE tenant = $1 AND tool = $2 AND key = $3 AND version = $4
 RETURNING id, attempt, version`
 
 // takeOver leases a released record or one whose lease expired, as a new
-// attempt. ok is false when the record changed since it was read (the
+// attempt under the tool's current effect. ok is false when the record changed since it was read (the
 // caller reads it again); the lease condition is checked again because lease
 // renewals do not bump the version.
 func (s *Store) takeOver(ctx context.Context, q dbtx, c *call, seen int64) (l lease, ok bool, err error) {
 	err = q.QueryRow(ctx, takeOverSQL, c.Tenant, c.Tool, c.Key, seen, s.owner,
-		c.policy.Lease.Microseconds()).Scan(&l.ID, &l.Attempt, &l.Version)
+		c.policy.Lease.Microseconds(), string(c.policy.Effect)).Scan(&l.ID, &l.Attempt, &l.Version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, false, nil
 	}
@@ -239,11 +244,14 @@ func decide(c *call, rec *Record) decision {
 	if !rec.LeaseExpired() {
 		return decideInProgress
 	}
-	// Decide by the effect the abandoned attempt ran under.
-	if rec.Effect == EffectUnknownOutcome {
-		return decideNeedsReconciliation
+	// An abandoned attempt may be run again only when the provider
+	// deduplicates by key, both as the attempt was made and as the tool is
+	// configured now. A pending local record cannot be left by a
+	// transaction that kept its atomicity, so it is not trusted either.
+	if rec.Effect == EffectIdempotentProvider && c.policy.Effect == EffectIdempotentProvider {
+		return decideTakeOver
 	}
-	return decideTakeOver
+	return decideNeedsReconciliation
 }
 
 // refusal is the error for an attempt that may not run now.

@@ -78,23 +78,28 @@ CREATE TABLE opsdesk.conflicts (
 
     CONSTRAINT conflicts_pkey PRIMARY KEY (tenant, id),
     CONSTRAINT conflicts_operation_fkey FOREIGN KEY (tenant, tool, key)
-        REFERENCES opsdesk.operations (tenant, tool, key) ON DELETE CASCADE,
+        REFERENCES opsdesk.operations (tenant, tool, key) ON DELETE RESTRICT,
     CONSTRAINT conflicts_fingerprint_length CHECK (octet_length(fingerprint) = 32),
     CONSTRAINT conflicts_original_fingerprint_length CHECK (octet_length(original_fingerprint) = 32),
     CONSTRAINT conflicts_reviewed CHECK ((reviewed_at IS NULL) = (reviewed_by IS NULL))
 );
 
 -- A record's conflicting attempts (detail view), and the foreign key's
--- cascade when a record is purged.
+-- check when a record is purged: a record keeps its conflicts, so purging
+-- one must deal with them first.
 CREATE INDEX conflicts_identity_idx ON opsdesk.conflicts (tenant, tool, key);
 
 -- The library's group role. Services log in with their own roles and are
--- granted this one. Roles are cluster-wide, so several databases may race to
--- create it: the loser of the race carries on.
+-- granted this one. Roles are cluster-wide: a role that exists is used as it
+-- is (so a database owner without CREATEROLE can migrate once an
+-- administrator created it), and several databases may race to create it:
+-- the loser of the race carries on.
 -- +goose StatementBegin
 DO $$
 BEGIN
-    CREATE ROLE opsdesk_service NOLOGIN;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'opsdesk_service') THEN
+        CREATE ROLE opsdesk_service NOLOGIN;
+    END IF;
 EXCEPTION WHEN duplicate_object OR unique_violation THEN
     NULL;
 END
@@ -104,12 +109,18 @@ $$;
 REVOKE ALL ON SCHEMA opsdesk FROM PUBLIC;
 GRANT USAGE ON SCHEMA opsdesk TO opsdesk_service;
 
--- Reserve, complete, release and take over records; never delete them.
-GRANT SELECT, INSERT ON opsdesk.operations TO opsdesk_service;
-GRANT UPDATE (owner, attempt, state, outcome, leased_at, lease_expires_at, updated_at,
+-- Reserve, complete, release and take over records; never delete them,
+-- rewrite their identity or fingerprint, or insert them complete.
+GRANT SELECT ON opsdesk.operations TO opsdesk_service;
+GRANT INSERT (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt,
+              leased_at, lease_expires_at)
+    ON opsdesk.operations TO opsdesk_service;
+GRANT UPDATE (effect, owner, attempt, state, outcome, leased_at, lease_expires_at, updated_at,
               completed_at, expires_at, result, result_ref, version, conflict_count,
               last_conflict_at)
     ON opsdesk.operations TO opsdesk_service;
 -- Record refused attempts (and learn the new row's id); never read their
 -- contents, change or review them.
-GRANT INSERT, SELECT (id) ON opsdesk.conflicts TO opsdesk_service;
+GRANT INSERT (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner),
+      SELECT (id)
+    ON opsdesk.conflicts TO opsdesk_service;
