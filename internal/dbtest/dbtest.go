@@ -31,17 +31,17 @@ import (
 // server (as a superuser, or a role that may create databases and roles).
 const EnvDSN = "OPSDESK_TEST_DSN"
 
-// ServiceRole is a login role granted opsdesk_service: the library's tests
-// connect as it, never as the superuser, so they prove the grants suffice.
-const ServiceRole = "opsdesk_test_service"
-
-const servicePassword = "opsdesk-test"
-
 // server is the test binary's database server, set up by Main.
 var server struct {
 	adminDSN string
 	template string
 	seq      atomic.Int64
+	// serviceRole is this test binary's login role granted
+	// opsdesk_service, with a random password: the library's tests connect
+	// as it, never as the superuser, so they prove the grants suffice. It
+	// is dropped when the tests end.
+	serviceRole     string
+	servicePassword string
 
 	mu    sync.Mutex
 	drops []func() error // databases Create made, dropped when the tests end
@@ -73,7 +73,10 @@ func run(m *testing.M) int {
 		}()
 		server.adminDSN = cluster.DSN("postgres")
 	}
-	server.template = "opsdesk_tmpl_" + randomSuffix()
+	suffix := randomSuffix()
+	server.template = "opsdesk_tmpl_" + suffix
+	server.serviceRole = "opsdesk_test_service_" + suffix
+	server.servicePassword = randomSuffix() + randomSuffix()
 	if err := createTemplate(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "dbtest: prepare template database: %v\n", err)
 		return 1
@@ -94,11 +97,14 @@ func run(m *testing.M) int {
 	if err := exec(dropCtx, server.adminDSN, `DROP DATABASE IF EXISTS `+pgx.Identifier{server.template}.Sanitize()+` WITH (FORCE)`); err != nil {
 		fmt.Fprintf(os.Stderr, "dbtest: drop template database: %v\n", err)
 	}
+	if err := exec(dropCtx, server.adminDSN, `DROP ROLE IF EXISTS `+pgx.Identifier{server.serviceRole}.Sanitize()); err != nil {
+		fmt.Fprintf(os.Stderr, "dbtest: drop role: %v\n", err)
+	}
 	return code
 }
 
 // createTemplate creates and migrates the database every test clones, and
-// the login roles tests connect as.
+// the login role tests connect as.
 func createTemplate(ctx context.Context) error {
 	if err := exec(ctx, server.adminDSN, `CREATE DATABASE `+pgx.Identifier{server.template}.Sanitize()); err != nil {
 		return err
@@ -114,16 +120,8 @@ func createTemplate(ctx context.Context) error {
 	if _, err := db.Migrate(ctx, cfg); err != nil {
 		return err
 	}
-	// Roles are cluster-wide: several test binaries may race to create it.
-	return exec(ctx, server.adminDSN, fmt.Sprintf(`
-DO $$
-BEGIN
-    CREATE ROLE %[1]s LOGIN PASSWORD '%[2]s' IN ROLE opsdesk_service;
-EXCEPTION WHEN duplicate_object OR unique_violation THEN
-    ALTER ROLE %[1]s LOGIN PASSWORD '%[2]s';
-    GRANT opsdesk_service TO %[1]s;
-END
-$$`, ServiceRole, servicePassword))
+	return exec(ctx, server.adminDSN, fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s' IN ROLE opsdesk_service`,
+		pgx.Identifier{server.serviceRole}.Sanitize(), server.servicePassword))
 }
 
 // DB is one test's database.
@@ -133,7 +131,7 @@ type DB struct {
 	// AdminDSN connects as the superuser: for setting up fixtures and
 	// inspecting results, never for what a test proves about privileges.
 	AdminDSN string
-	// ServiceDSN connects as ServiceRole.
+	// ServiceDSN connects as a login role granted opsdesk_service.
 	ServiceDSN string
 	// Admin and Service are pools for the two DSNs. Both set an empty
 	// search_path, so a query that forgets the opsdesk schema fails.
@@ -186,7 +184,7 @@ func Create(ctx context.Context) (d *DB, drop func() error, err error) {
 	server.mu.Unlock()
 	d = &DB{Name: name}
 	if d.AdminDSN, err = WithDatabase(server.adminDSN, name, "", ""); err == nil {
-		d.ServiceDSN, err = WithDatabase(server.adminDSN, name, ServiceRole, servicePassword)
+		d.ServiceDSN, err = WithDatabase(server.adminDSN, name, server.serviceRole, server.servicePassword)
 	}
 	if err != nil {
 		return nil, nil, errors.Join(err, drop())

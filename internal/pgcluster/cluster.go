@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -132,13 +133,23 @@ func (c *Cluster) start(ctx context.Context, runAs *syscall.Credential, opts Opt
 	c.cmd.Stdout = logFile
 	c.cmd.Stderr = logFile
 	c.cmd.SysProcAttr = serverProcAttr(runAs)
-	if err := c.cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	go func() {
+		// The parent-death signal fires when the thread that started the
+		// server exits, not the process: keep this goroutine on its own
+		// thread, alive for as long as the server runs.
+		runtime.LockOSThread()
+		defer close(c.exited)
+		if err := c.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		c.waitErr = c.cmd.Wait()
+	}()
+	if err := <-started; err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
-	go func() {
-		c.waitErr = c.cmd.Wait()
-		close(c.exited)
-	}()
 	return c.waitReady(ctx)
 }
 
