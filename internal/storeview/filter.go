@@ -1,0 +1,206 @@
+package storeview
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Filter narrows a list. Values within one field are alternatives (OR);
+// fields combine with AND. The zero Filter matches everything.
+type Filter struct {
+	States  []State
+	Tenants []string
+	Tools   []string
+	Owners  []string
+	// Keys are patterns: '*' matches any run of characters; without '*'
+	// the key must match exactly.
+	Keys []string
+	IDs  []int64
+	// Conflicted keeps records with unreviewed conflicts.
+	Conflicted bool
+	// MinAge and MaxAge bound the lease age (time since the current
+	// attempt took its lease); zero means unbounded.
+	MinAge, MaxAge time.Duration
+}
+
+// FilterHelp describes the filter language, for help screens and flags.
+const FilterHelp = `state:stuck|pending|completed|rejected|released|conflicted  tenant:T  tool:T  owner:O
+key:run-42*  id:48213  age>10m  age<1h   (a,b: either; terms combine with AND; "quote values with spaces")`
+
+// ParseFilter reads the filter language, for example
+//
+//	state:stuck tool:create-ticket tenant:acme key:run-42* owner:worker-3 age>10m
+//
+// Errors say which term is wrong and how to write it.
+func ParseFilter(s string) (Filter, error) {
+	var f Filter
+	terms, err := splitTerms(s)
+	if err != nil {
+		return f, err
+	}
+	seen := map[string]bool{}
+	for _, term := range terms {
+		field, op, value, ok := cutTerm(term)
+		if !ok {
+			return f, fmt.Errorf("%q: write field:value (fields: state, tenant, tool, owner, key, id) or age>10m / age<1h", term)
+		}
+		if seen[field+op] {
+			return f, fmt.Errorf("%q: %s is given twice; list alternatives as %s%sa,b", term, field, field, op)
+		}
+		seen[field+op] = true
+		if value == "" {
+			return f, fmt.Errorf("%q: %s needs a value", term, field)
+		}
+		if field == "age" {
+			d, err := time.ParseDuration(value)
+			if err != nil || d <= 0 {
+				return f, fmt.Errorf("%q: age needs a positive duration such as 90s, 10m or 2h", term)
+			}
+			if op == ">" {
+				f.MinAge = d
+			} else {
+				f.MaxAge = d
+			}
+			continue
+		}
+		values := strings.Split(value, ",")
+		for _, v := range values {
+			if v == "" {
+				return f, fmt.Errorf("%q: empty alternative in %q", term, value)
+			}
+		}
+		switch field {
+		case "state":
+			for _, v := range values {
+				if v == "conflicted" {
+					f.Conflicted = true
+					continue
+				}
+				if !slices.Contains(States, State(v)) {
+					return f, fmt.Errorf("%q: unknown state %q (states: pending, stuck, completed, rejected, released, conflicted)", term, v)
+				}
+				f.States = append(f.States, State(v))
+			}
+		case "tenant":
+			f.Tenants = values
+		case "tool":
+			f.Tools = values
+		case "owner":
+			f.Owners = values
+		case "key":
+			f.Keys = values
+		case "id":
+			for _, v := range values {
+				id, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || id <= 0 {
+					return f, fmt.Errorf("%q: id needs a record number such as 48213", term)
+				}
+				f.IDs = append(f.IDs, id)
+			}
+		default:
+			return f, fmt.Errorf("%q: unknown field %q (fields: state, tenant, tool, owner, key, id, age)", term, field)
+		}
+	}
+	if f.MinAge > 0 && f.MaxAge > 0 && f.MinAge >= f.MaxAge {
+		return f, fmt.Errorf("age>%v and age<%v match nothing", f.MinAge, f.MaxAge)
+	}
+	return f, nil
+}
+
+// cutTerm splits field:value, age>d and age<d.
+func cutTerm(term string) (field, op, value string, ok bool) {
+	if i := strings.IndexAny(term, ":<>"); i > 0 {
+		return strings.ToLower(term[:i]), term[i : i+1], term[i+1:], isAgeOp(term[:i], term[i])
+	}
+	return "", "", "", false
+}
+
+// isAgeOp accepts < and > only after age, and : everywhere but after age.
+func isAgeOp(field string, op byte) bool {
+	if strings.EqualFold(field, "age") {
+		return op == '<' || op == '>'
+	}
+	return op == ':'
+}
+
+// splitTerms splits on spaces outside double quotes and removes the quotes.
+func splitTerms(s string) ([]string, error) {
+	if !utf8.ValidString(s) {
+		return nil, fmt.Errorf("the filter is not valid UTF-8")
+	}
+	var (
+		terms   []string
+		cur     strings.Builder
+		quoted  bool
+		started bool
+	)
+	for _, r := range s {
+		switch {
+		case r == '"':
+			quoted = !quoted
+			started = true
+		case unicode.IsSpace(r) && !quoted:
+			if started {
+				terms = append(terms, cur.String())
+				cur.Reset()
+				started = false
+			}
+		case unicode.IsControl(r):
+			return nil, fmt.Errorf("the filter contains a control character")
+		default:
+			cur.WriteRune(r)
+			started = true
+		}
+	}
+	if quoted {
+		return nil, fmt.Errorf("unterminated quote in %q", s)
+	}
+	if started {
+		terms = append(terms, cur.String())
+	}
+	return terms, nil
+}
+
+// String writes the filter back in the language (canonical order).
+func (f Filter) String() string {
+	var terms []string
+	states := make([]string, 0, len(f.States)+1)
+	for _, s := range f.States {
+		states = append(states, string(s))
+	}
+	if f.Conflicted {
+		states = append(states, "conflicted")
+	}
+	add := func(field string, values []string) {
+		if len(values) == 0 {
+			return
+		}
+		v := strings.Join(values, ",")
+		if strings.ContainsAny(v, " \t\"") {
+			v = `"` + strings.ReplaceAll(v, `"`, "") + `"`
+		}
+		terms = append(terms, field+":"+v)
+	}
+	add("state", states)
+	add("tenant", f.Tenants)
+	add("tool", f.Tools)
+	add("owner", f.Owners)
+	add("key", f.Keys)
+	ids := make([]string, len(f.IDs))
+	for i, id := range f.IDs {
+		ids[i] = strconv.FormatInt(id, 10)
+	}
+	add("id", ids)
+	if f.MinAge > 0 {
+		terms = append(terms, "age>"+f.MinAge.String())
+	}
+	if f.MaxAge > 0 {
+		terms = append(terms, "age<"+f.MaxAge.String())
+	}
+	return strings.Join(terms, " ")
+}

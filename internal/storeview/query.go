@@ -1,0 +1,471 @@
+package storeview
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/opsdesk/opsdesk/internal/db"
+)
+
+// Sort orders a list. Every sort ends with the id, so pages never skip or
+// repeat a row.
+type Sort string
+
+// Sorts.
+const (
+	SortNewest  Sort = "newest"  // id, newest first
+	SortLease   Sort = "lease"   // lease expiry, the longest stuck first
+	SortExpires Sort = "expires" // retention expiry, the soonest first
+)
+
+// Sorts lists the sorts in the order the console cycles through them.
+var Sorts = []Sort{SortNewest, SortLease, SortExpires}
+
+// Cursor continues a list after the last row of a page (keyset paging).
+type Cursor struct {
+	At time.Time
+	ID int64
+}
+
+// Query asks for one page of a list.
+type Query struct {
+	Filter Filter
+	Sort   Sort
+	// Limit defaults to 50 and is capped at 1000.
+	Limit int
+	// After continues from the previous page's Next.
+	After *Cursor
+}
+
+// Page is one page of a list.
+type Page struct {
+	Rows   []Row
+	DBTime time.Time
+	// Next is nil on the last page.
+	Next *Cursor
+}
+
+// Options tune the store.
+type Options struct {
+	// StuckAfter is how long past its lease expiry a pending record must be
+	// to count as stuck.
+	StuckAfter time.Duration
+	// StatementTimeout bounds each query (default 5s).
+	StatementTimeout time.Duration
+}
+
+// Store runs the read queries.
+type Store struct {
+	pool *pgxpool.Pool
+	opts Options
+}
+
+// New returns a Store over pool.
+func New(pool *pgxpool.Pool, opts Options) *Store {
+	if opts.StatementTimeout == 0 {
+		opts.StatementTimeout = 5 * time.Second
+	}
+	return &Store{pool: pool, opts: opts}
+}
+
+// ConfigurePool names the console in pg_stat_activity and bounds every
+// statement, as the console's connections must.
+func ConfigurePool(cfg *pgxpool.Config, statementTimeout time.Duration) {
+	cfg.ConnConfig.RuntimeParams["application_name"] = "opsdesk"
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(statementTimeout.Milliseconds(), 10)
+}
+
+// builder collects SQL conditions and binds every value as a parameter.
+// User input never becomes SQL text.
+type builder struct {
+	conds []string
+	args  []any
+}
+
+// arg binds v and returns its placeholder.
+func (b *builder) arg(v any) string {
+	b.args = append(b.args, v)
+	return "$" + strconv.Itoa(len(b.args))
+}
+
+func (b *builder) where(format string, args ...any) {
+	placeholders := make([]any, len(args))
+	for i, a := range args {
+		placeholders[i] = b.arg(a)
+	}
+	b.conds = append(b.conds, fmt.Sprintf(format, placeholders...))
+}
+
+func (b *builder) sql() string {
+	if len(b.conds) == 0 {
+		return "TRUE"
+	}
+	return strings.Join(b.conds, " AND ")
+}
+
+// stateCondition is the SQL for one state; $stuck is the stuck-after
+// interval's placeholder.
+func stateCondition(s State, stuck string) string {
+	switch s {
+	case StatePending:
+		return "(o.state = 'pending' AND o.lease_expires_at + " + stuck + " > now())"
+	case StateStuck:
+		return "(o.state = 'pending' AND o.lease_expires_at + " + stuck + " <= now())"
+	case StateCompleted:
+		return "(o.state = 'completed' AND o.outcome = 'succeeded')"
+	case StateRejected:
+		return "(o.state = 'completed' AND o.outcome = 'rejected')"
+	default:
+		return "o.state = 'released'"
+	}
+}
+
+const conflictedSQL = `(o.conflict_count > 0 AND EXISTS (
+    SELECT 1 FROM opsdesk.conflicts c
+    WHERE c.tenant = o.tenant AND c.tool = o.tool AND c.key = o.key AND c.reviewed_at IS NULL))`
+
+// likePattern turns a '*' pattern into a LIKE pattern with '\' escapes.
+func likePattern(p string) string {
+	p = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p)
+	return strings.ReplaceAll(p, "*", "%")
+}
+
+// apply adds the filter's conditions.
+func (b *builder) apply(f Filter, stuck string) {
+	if len(f.States) > 0 {
+		alts := make([]string, len(f.States))
+		for i, s := range f.States {
+			alts[i] = stateCondition(s, stuck)
+		}
+		b.conds = append(b.conds, "("+strings.Join(alts, " OR ")+")")
+	}
+	if f.Conflicted {
+		b.conds = append(b.conds, conflictedSQL)
+	}
+	if len(f.Tenants) > 0 {
+		b.where("o.tenant = ANY(%s)", f.Tenants)
+	}
+	if len(f.Tools) > 0 {
+		b.where("o.tool = ANY(%s)", f.Tools)
+	}
+	if len(f.Owners) > 0 {
+		b.where("o.owner = ANY(%s)", f.Owners)
+	}
+	if len(f.IDs) > 0 {
+		b.where("o.id = ANY(%s)", f.IDs)
+	}
+	if len(f.Keys) > 0 {
+		var exact, patterns []string
+		for _, k := range f.Keys {
+			if strings.Contains(k, "*") {
+				patterns = append(patterns, likePattern(k))
+			} else {
+				exact = append(exact, k)
+			}
+		}
+		var alts []string
+		if len(exact) > 0 {
+			alts = append(alts, "o.key = ANY("+b.arg(exact)+")")
+		}
+		if len(patterns) > 0 {
+			alts = append(alts, "o.key LIKE ANY("+b.arg(patterns)+")")
+		}
+		b.conds = append(b.conds, "("+strings.Join(alts, " OR ")+")")
+	}
+	if f.MinAge > 0 {
+		b.where("o.leased_at <= now() - %s * interval '1 microsecond'", f.MinAge.Microseconds())
+	}
+	if f.MaxAge > 0 {
+		b.where("o.leased_at > now() - %s * interval '1 microsecond'", f.MaxAge.Microseconds())
+	}
+}
+
+// rowColumns selects a Row; $1 is the stuck-after interval.
+const rowColumns = `o.id, o.tenant, o.tool, o.key,
+    CASE WHEN o.state = 'pending' AND o.lease_expires_at + $1 * interval '1 microsecond' <= now() THEN 'stuck'
+         WHEN o.state = 'pending' THEN 'pending'
+         WHEN o.outcome = 'rejected' THEN 'rejected'
+         ELSE o.state END AS view_state,
+    ` + conflictedSQL + ` AS conflicted,
+    o.conflict_count, coalesce(o.owner, '') AS owner, o.attempt, o.version,
+    o.leased_at, o.lease_expires_at, o.created_at, o.updated_at, o.completed_at, o.expires_at,
+    now() AS db_now`
+
+type rowScan struct {
+	ID             int64      `db:"id"`
+	Tenant         string     `db:"tenant"`
+	Tool           string     `db:"tool"`
+	Key            string     `db:"key"`
+	State          string     `db:"view_state"`
+	Conflicted     bool       `db:"conflicted"`
+	ConflictCount  int32      `db:"conflict_count"`
+	Owner          string     `db:"owner"`
+	Attempt        int32      `db:"attempt"`
+	Version        int64      `db:"version"`
+	LeasedAt       *time.Time `db:"leased_at"`
+	LeaseExpiresAt *time.Time `db:"lease_expires_at"`
+	CreatedAt      time.Time  `db:"created_at"`
+	UpdatedAt      time.Time  `db:"updated_at"`
+	CompletedAt    *time.Time `db:"completed_at"`
+	ExpiresAt      *time.Time `db:"expires_at"`
+	DBNow          time.Time  `db:"db_now"`
+}
+
+func (r rowScan) row() Row {
+	return Row{
+		ID: r.ID, Tenant: r.Tenant, Tool: r.Tool, Key: r.Key, State: State(r.State),
+		Conflicted: r.Conflicted, ConflictCount: int(r.ConflictCount), Owner: r.Owner,
+		Attempt: int(r.Attempt), Version: r.Version,
+		LeasedAt: deref(r.LeasedAt), LeaseExpiresAt: deref(r.LeaseExpiresAt),
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		CompletedAt: deref(r.CompletedAt), ExpiresAt: deref(r.ExpiresAt), DBTime: r.DBNow,
+	}
+}
+
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+// sortKey is the SQL of each sort's leading column; rows without a value
+// (for the lease sort: rows that are not pending) sort last.
+var sortKey = map[Sort]string{
+	SortLease:   "(CASE WHEN o.state = 'pending' THEN o.lease_expires_at ELSE 'infinity' END)",
+	SortExpires: "coalesce(o.expires_at, 'infinity')",
+}
+
+// List returns one page of operations.
+func (s *Store) List(ctx context.Context, q Query) (Page, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 1000)
+	sort := q.Sort
+	if sort == "" {
+		sort = SortNewest
+	}
+	b := &builder{}
+	stuck := b.arg(s.opts.StuckAfter.Microseconds()) + " * interval '1 microsecond'"
+	b.apply(q.Filter, stuck)
+
+	var order string
+	switch sort {
+	case SortNewest:
+		if q.After != nil {
+			b.where("o.id < %s", q.After.ID)
+		}
+		order = "o.id DESC"
+	case SortLease, SortExpires:
+		key := sortKey[sort]
+		if q.After != nil {
+			b.where("("+key+", o.id) > (%s, %s)", afterTime(q.After.At), q.After.ID)
+		}
+		order = key + ", o.id"
+	default:
+		return Page{}, fmt.Errorf("unknown sort %q (sorts: newest, lease, expires)", sort)
+	}
+	sql := "SELECT " + rowColumns + " FROM opsdesk.operations o WHERE " + b.sql() +
+		" ORDER BY " + order + " LIMIT " + strconv.Itoa(limit+1)
+	rows, err := s.pool.Query(ctx, sql, b.args...)
+	if err != nil {
+		return Page{}, fmt.Errorf("list operations: %w", err)
+	}
+	scanned, err := pgx.CollectRows(rows, pgx.RowToStructByName[rowScan])
+	if err != nil {
+		return Page{}, fmt.Errorf("list operations: %w", err)
+	}
+	page := Page{Rows: make([]Row, 0, min(len(scanned), limit))}
+	for i, r := range scanned {
+		if i == limit {
+			last := page.Rows[limit-1]
+			page.Next = &Cursor{ID: last.ID, At: cursorTime(sort, last)}
+			break
+		}
+		page.Rows = append(page.Rows, r.row())
+	}
+	if len(scanned) > 0 {
+		page.DBTime = scanned[0].DBNow
+	} else if err := s.pool.QueryRow(ctx, "SELECT now()").Scan(&page.DBTime); err != nil {
+		return Page{}, fmt.Errorf("read database time: %w", err)
+	}
+	return page, nil
+}
+
+// cursorTime is a row's value of the sort's leading column; zero (sent as
+// infinity) for rows without one.
+func cursorTime(sort Sort, r Row) time.Time {
+	switch {
+	case sort == SortExpires:
+		return r.ExpiresAt
+	case r.State == StatePending || r.State == StateStuck:
+		return r.LeaseExpiresAt
+	}
+	return time.Time{}
+}
+
+// afterTime maps a zero cursor time (no value: sorted last) to infinity.
+func afterTime(t time.Time) pgtype.Timestamptz {
+	if t.IsZero() {
+		return pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
+	}
+	return pgtype.Timestamptz{Time: t, Valid: true}
+}
+
+// Get returns one record by id.
+func (s *Store) Get(ctx context.Context, id int64) (Detail, error) {
+	return s.detail(ctx, "o.id = $2", id)
+}
+
+// GetByIdentity returns one record by its identity.
+func (s *Store) GetByIdentity(ctx context.Context, tenant, tool, key string) (Detail, error) {
+	return s.detail(ctx, "o.tenant = $2 AND o.tool = $3 AND o.key = $4", tenant, tool, key)
+}
+
+type detailScan struct {
+	rowScan
+	ToolVersion    string     `db:"tool_version"`
+	Fingerprint    []byte     `db:"fingerprint"`
+	Effect         string     `db:"effect"`
+	Outcome        string     `db:"outcome"`
+	ResultRef      string     `db:"result_ref"`
+	HasResult      bool       `db:"has_result"`
+	LastConflictAt *time.Time `db:"last_conflict_at"`
+}
+
+func (s *Store) detail(ctx context.Context, where string, args ...any) (Detail, error) {
+	sql := "SELECT " + rowColumns + `, o.tool_version, o.fingerprint, o.effect, coalesce(o.outcome, '') AS outcome,
+    coalesce(o.result_ref, '') AS result_ref, o.result IS NOT NULL AS has_result, o.last_conflict_at
+FROM opsdesk.operations o WHERE ` + where
+	rows, err := s.pool.Query(ctx, sql, append([]any{s.opts.StuckAfter.Microseconds()}, args...)...)
+	if err != nil {
+		return Detail{}, fmt.Errorf("read operation: %w", err)
+	}
+	d, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[detailScan])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Detail{}, ErrNotFound
+	}
+	if err != nil {
+		return Detail{}, fmt.Errorf("read operation: %w", err)
+	}
+	out := Detail{
+		Row: d.row(), ToolVersion: d.ToolVersion, FingerprintPrefix: prefix(d.Fingerprint),
+		Effect: d.Effect, Outcome: d.Outcome, ResultRef: d.ResultRef, HasResult: d.HasResult,
+		LastConflictAt: deref(d.LastConflictAt),
+	}
+	crow, err := s.pool.Query(ctx, `
+SELECT id, attempted_at, owner, tool_version, fingerprint, reviewed_at IS NOT NULL AS reviewed
+FROM opsdesk.conflicts WHERE tenant = $1 AND tool = $2 AND key = $3 ORDER BY id`, d.Tenant, d.Tool, d.Key)
+	if err != nil {
+		return Detail{}, fmt.Errorf("read conflicts: %w", err)
+	}
+	out.Conflicts, err = pgx.CollectRows(crow, func(r pgx.CollectableRow) (Conflict, error) {
+		var c Conflict
+		var fp []byte
+		err := r.Scan(&c.ID, &c.AttemptedAt, &c.Owner, &c.ToolVersion, &fp, &c.Reviewed)
+		c.FingerprintPrefix = prefix(fp)
+		return c, err
+	})
+	if err != nil {
+		return Detail{}, fmt.Errorf("read conflicts: %w", err)
+	}
+	return out, nil
+}
+
+func prefix(fp []byte) string {
+	if len(fp) < 6 {
+		return ""
+	}
+	return "sha256:" + hex.EncodeToString(fp[:6])
+}
+
+// Overview counts records per state. Pending, stuck, rejected, released and
+// conflicted counts are exact; the succeeded count is the planner's
+// estimate once the table is large.
+func (s *Store) Overview(ctx context.Context) (Overview, error) {
+	var o Overview
+	stuckAfter := s.opts.StuckAfter.Microseconds()
+	err := s.pool.QueryRow(ctx, `
+SELECT now(),
+    count(*) FILTER (WHERE lease_expires_at + $1 * interval '1 microsecond' > now()),
+    count(*) FILTER (WHERE lease_expires_at + $1 * interval '1 microsecond' <= now())
+FROM opsdesk.operations WHERE state = 'pending'`, stuckAfter).Scan(&o.DBTime, &o.Pending, &o.Stuck)
+	if err != nil {
+		return o, fmt.Errorf("count pending: %w", err)
+	}
+	err = s.pool.QueryRow(ctx, `
+SELECT
+    (SELECT count(*) FROM opsdesk.operations WHERE state = 'completed' AND outcome = 'rejected'),
+    (SELECT count(*) FROM opsdesk.operations WHERE state = 'released'),
+    (SELECT count(*) FROM opsdesk.operations o WHERE `+conflictedSQL+`),
+    (SELECT count(*) FROM opsdesk.operations WHERE state = 'completed' AND expires_at > now()
+        AND expires_at <= now() + interval '24 hours')`).Scan(&o.Rejected, &o.Released, &o.Conflicted, &o.ExpiringSoon)
+	if err != nil {
+		return o, fmt.Errorf("count records: %w", err)
+	}
+	if err := s.countCompleted(ctx, &o); err != nil {
+		return o, err
+	}
+	if o.Stuck > 0 {
+		page, err := s.List(ctx, Query{Filter: Filter{States: []State{StateStuck}}, Sort: SortLease, Limit: 1})
+		if err != nil {
+			return o, err
+		}
+		if len(page.Rows) > 0 {
+			o.OldestStuck = &page.Rows[0]
+		}
+	}
+	return o, nil
+}
+
+// exactCountLimit is the table size up to which completed records are
+// counted exactly.
+const exactCountLimit = 100_000
+
+// countCompleted counts succeeded records exactly on small tables and
+// estimates them from the planner's statistics on large ones.
+func (s *Store) countCompleted(ctx context.Context, o *Overview) error {
+	var estimate float64
+	err := s.pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'opsdesk.operations'::regclass`).Scan(&estimate)
+	if err != nil {
+		return fmt.Errorf("estimate records: %w", err)
+	}
+	if estimate < exactCountLimit {
+		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM opsdesk.operations WHERE state = 'completed' AND outcome = 'succeeded'`).Scan(&o.Completed)
+		if err != nil {
+			return fmt.Errorf("count completed: %w", err)
+		}
+		return nil
+	}
+	o.CompletedEstimated = true
+	o.Completed = max(0, int64(estimate)-o.Pending-o.Stuck-o.Rejected-o.Released)
+	return nil
+}
+
+// Info describes the connection: where, as whom, and the schema version.
+func (s *Store) Info(ctx context.Context) (Info, error) {
+	var i Info
+	err := s.pool.QueryRow(ctx, `SELECT current_database(), session_user, current_setting('server_version'), now()`).
+		Scan(&i.Database, &i.Role, &i.Version, &i.DBTime)
+	if err != nil {
+		return i, fmt.Errorf("read server info: %w", err)
+	}
+	cfg := s.pool.Config().ConnConfig
+	i.Server = cfg.Host + ":" + strconv.Itoa(int(cfg.Port))
+	if strings.HasPrefix(cfg.Host, "/") {
+		i.Server = "socket " + cfg.Host
+	}
+	i.Schema, err = db.CheckSchema(ctx, s.pool)
+	return i, err
+}

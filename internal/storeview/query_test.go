@@ -1,0 +1,233 @@
+package storeview
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// fixtures is a hand-counted store: the expected figures below are
+// counted from this SQL, not computed by the code under test.
+const fixtures = `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner, attempt,
+    leased_at, lease_expires_at, created_at, completed_at, expires_at, result, result_ref, conflict_count)
+VALUES
+ -- 2 pending with live leases
+ ('acme',   'charge-card',   'ord-1',        '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'pending', NULL, 'worker-1', 1,
+  now() - interval '3s',  now() + interval '27s', now() - interval '3s', NULL, NULL, NULL, NULL, 0),
+ ('globex', 'send-email',    'mail-1',       '1', decode(repeat('02', 32), 'hex'), 'external_idempotent', 'pending', NULL, 'worker-2', 1,
+  now() - interval '1s',  now() + interval '29s', now() - interval '1s', NULL, NULL, NULL, NULL, 0),
+ -- 3 stuck: leases expired 41m, 5m and 30s ago
+ ('acme',   'create-ticket', 'run-42:create-ticket', '1', decode(repeat('03', 32), 'hex'), 'external_unknown', 'pending', NULL, 'worker-3', 1,
+  now() - interval '42m', now() - interval '41m', now() - interval '42m', NULL, NULL, NULL, NULL, 0),
+ ('acme',   'charge-card',   'ord-2',        '1', decode(repeat('04', 32), 'hex'), 'external_unknown', 'pending', NULL, 'worker-3', 2,
+  now() - interval '6m',  now() - interval '5m',  now() - interval '20m', NULL, NULL, NULL, NULL, 0),
+ ('initech','deploy-service','deploy-7',     '1', decode(repeat('05', 32), 'hex'), 'external_unknown', 'pending', NULL, 'worker-1', 1,
+  now() - interval '90s', now() - interval '30s', now() - interval '90s', NULL, NULL, NULL, NULL, 0),
+ -- 4 completed succeeded: one expiring within 24h; one with a 50%_off key
+ ('acme',   'create-ticket', 'run-43:create-ticket', '1', decode(repeat('06', 32), 'hex'), 'local', 'completed', 'succeeded', 'worker-1', 1,
+  now() - interval '2d', now() - interval '2d', now() - interval '2d', now() - interval '2d', now() + interval '5h', '{"id":1}', 'T-1', 2),
+ ('acme',   'create-ticket', 'run-44:create-ticket', '1', decode(repeat('07', 32), 'hex'), 'local', 'completed', 'succeeded', 'worker-2', 1,
+  now() - interval '1h', now() - interval '1h', now() - interval '1h', now() - interval '1h', now() + interval '6d', '{"id":2}', 'T-2', 0),
+ ('globex', 'send-email',    'promo-50%_off','1', decode(repeat('08', 32), 'hex'), 'external_idempotent', 'completed', 'succeeded', 'worker-2', 3,
+  now() - interval '1h', now() - interval '1h', now() - interval '3h', now() - interval '1h', now() + interval '3d', '{}', 'MSG-1', 0),
+ ('globex', 'send-email',    'promo-5000-off','1', decode(repeat('09', 32), 'hex'), 'external_idempotent', 'completed', 'succeeded', 'worker-2', 1,
+  now() - interval '1h', now() - interval '1h', now() - interval '1h', now() - interval '1h', now() + interval '3d', '{}', 'MSG-2', 0),
+ -- 1 rejected, 1 released
+ ('initech','charge-card',   'ord-3',        '1', decode(repeat('0a', 32), 'hex'), 'external_unknown', 'completed', 'rejected', 'worker-1', 1,
+  now() - interval '2h', now() - interval '2h', now() - interval '2h', now() - interval '2h', now() + interval '7d', '{"reason":"card declined"}', NULL, 0),
+ ('acme',   'send-email',    'mail-2',       '1', decode(repeat('0b', 32), 'hex'), 'external_idempotent', 'released', NULL, 'worker-1', 1,
+  now() - interval '3h', now() - interval '3h', now() - interval '3h', NULL, NULL, NULL, NULL, 0);
+
+-- run-43 has two conflicting attempts, one of them reviewed: it is conflicted.
+INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner, reviewed_at, reviewed_by)
+SELECT tenant, tool, key, id, '2', decode(repeat('ff', 32), 'hex'), fingerprint, 'worker-9', NULL, NULL
+FROM opsdesk.operations WHERE key = 'run-43:create-ticket'
+UNION ALL
+SELECT tenant, tool, key, id, '1', decode(repeat('fe', 32), 'hex'), fingerprint, 'worker-8', now(), 'alice'
+FROM opsdesk.operations WHERE key = 'run-43:create-ticket';
+`
+
+func setup(t *testing.T) (*Store, context.Context) {
+	t.Helper()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), fixtures)
+	require.NoError(t, err)
+	return New(d.Admin, Options{}), t.Context()
+}
+
+func keys(rows []Row) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.Key
+	}
+	return out
+}
+
+func list(t *testing.T, s *Store, filter string) []string {
+	t.Helper()
+	f, err := ParseFilter(filter)
+	require.NoError(t, err)
+	page, err := s.List(t.Context(), Query{Filter: f, Limit: 100})
+	require.NoError(t, err)
+	got := keys(page.Rows)
+	slices.Sort(got)
+	return got
+}
+
+func TestListFilters(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	cases := map[string][]string{
+		"":                             nil, // all 11, checked below
+		"state:pending":                {"mail-1", "ord-1"},
+		"state:stuck":                  {"deploy-7", "ord-2", "run-42:create-ticket"},
+		"state:completed":              {"promo-50%_off", "promo-5000-off", "run-43:create-ticket", "run-44:create-ticket"},
+		"state:rejected":               {"ord-3"},
+		"state:released":               {"mail-2"},
+		"state:conflicted":             {"run-43:create-ticket"},
+		"state:stuck,released":         {"deploy-7", "mail-2", "ord-2", "run-42:create-ticket"},
+		"tenant:globex":                {"mail-1", "promo-50%_off", "promo-5000-off"},
+		"tool:charge-card state:stuck": {"ord-2"},
+		"key:run-42*":                  {"run-42:create-ticket"},
+		"key:*:create-ticket":          {"run-42:create-ticket", "run-43:create-ticket", "run-44:create-ticket"},
+		"key:promo-50%_off":            {"promo-50%_off"},
+		"key:promo-50%_*":              {"promo-50%_off"}, // % and _ are literal, not wildcards
+		"key:ord-1,mail-*":             {"mail-1", "mail-2", "ord-1"},
+		"owner:worker-3":               {"ord-2", "run-42:create-ticket"},
+		"state:stuck age>10m":          {"run-42:create-ticket"},
+		"state:stuck age>2m age<1h":    {"ord-2", "run-42:create-ticket"},
+		"tenant:nobody":                {},
+	}
+	for filter, want := range cases {
+		got := list(t, s, filter)
+		if filter == "" {
+			require.Len(t, got, 11)
+			continue
+		}
+		if len(want) == 0 {
+			require.Empty(t, got, filter)
+			continue
+		}
+		require.Equal(t, want, got, filter)
+	}
+}
+
+func TestListRowFields(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	f, err := ParseFilter("key:run-42:create-ticket")
+	require.NoError(t, err)
+	page, err := s.List(ctx, Query{Filter: f})
+	require.NoError(t, err)
+	require.Len(t, page.Rows, 1)
+	r := page.Rows[0]
+	require.Equal(t, StateStuck, r.State)
+	require.True(t, r.Stuck())
+	require.Equal(t, "worker-3", r.Owner)
+	// Ages come from the database clock of the same query.
+	require.InDelta(t, (42 * time.Minute).Seconds(), r.LeaseAge().Seconds(), 1)
+	require.InDelta(t, (-41 * time.Minute).Seconds(), r.LeaseExpiresIn().Seconds(), 1)
+	require.Equal(t, page.DBTime, r.DBTime)
+}
+
+func TestStuckAfterDelaysStuck(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), fixtures)
+	require.NoError(t, err)
+	s := New(d.Admin, Options{StuckAfter: 2 * time.Minute})
+	// deploy-7's lease expired 30s ago: not stuck yet under a 2m threshold.
+	require.Equal(t, []string{"ord-2", "run-42:create-ticket"}, list(t, s, "state:stuck"))
+	require.Equal(t, []string{"deploy-7", "mail-1", "ord-1"}, list(t, s, "state:pending"))
+}
+
+func TestKeysetPagingVisitsEveryRowOnce(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	for _, sort := range Sorts {
+		var seen []int64
+		q := Query{Sort: sort, Limit: 3}
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 10, "paging does not end")
+			page, err := s.List(ctx, q)
+			require.NoError(t, err)
+			for _, r := range page.Rows {
+				seen = append(seen, r.ID)
+			}
+			if page.Next == nil {
+				break
+			}
+			q.After = page.Next
+		}
+		require.Len(t, seen, 11, sort)
+		sorted := slices.Clone(seen)
+		slices.Sort(sorted)
+		require.Len(t, slices.Compact(sorted), 11, "%s: a row came twice", sort)
+	}
+	// Lease order puts the longest stuck first.
+	page, err := s.List(ctx, Query{Sort: SortLease, Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, "run-42:create-ticket", page.Rows[0].Key)
+}
+
+func TestOverviewMatchesHandCountedFixtures(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	o, err := s.Overview(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), o.Pending)
+	require.Equal(t, int64(3), o.Stuck)
+	require.Equal(t, int64(4), o.Completed)
+	require.False(t, o.CompletedEstimated)
+	require.Equal(t, int64(1), o.Rejected)
+	require.Equal(t, int64(1), o.Released)
+	require.Equal(t, int64(1), o.Conflicted)
+	require.Equal(t, int64(1), o.ExpiringSoon)
+	require.NotNil(t, o.OldestStuck)
+	require.Equal(t, "run-42:create-ticket", o.OldestStuck.Key)
+}
+
+func TestDetail(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	d, err := s.GetByIdentity(ctx, "acme", "create-ticket", "run-43:create-ticket")
+	require.NoError(t, err)
+	require.Equal(t, StateCompleted, d.State)
+	require.True(t, d.Conflicted)
+	require.Equal(t, "sha256:060606060606", d.FingerprintPrefix)
+	require.Equal(t, "T-1", d.ResultRef)
+	require.True(t, d.HasResult)
+	require.Len(t, d.Conflicts, 2)
+	require.Equal(t, "sha256:ffffffffffff", d.Conflicts[0].FingerprintPrefix)
+	require.False(t, d.Conflicts[0].Reviewed)
+	require.True(t, d.Conflicts[1].Reviewed)
+
+	byID, err := s.Get(ctx, d.ID)
+	require.NoError(t, err)
+	require.Equal(t, d.Key, byID.Key)
+
+	_, err = s.Get(ctx, 999999)
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = s.GetByIdentity(ctx, "acme", "create-ticket", "never")
+	require.ErrorIs(t, err, ErrNotFound)
+}
+
+func TestInfo(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	i, err := s.Info(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, i.Database)
+	require.NotEmpty(t, i.Role)
+	require.NotEmpty(t, i.Server)
+	require.Positive(t, i.Schema)
+	require.False(t, i.DBTime.IsZero())
+}

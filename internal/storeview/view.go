@@ -1,0 +1,128 @@
+// Package storeview reads the operation store for people: the console and
+// the non-interactive commands run the same queries. Every time on a Row or
+// an Overview comes from the database clock of the query that read it.
+package storeview
+
+import (
+	"errors"
+	"time"
+)
+
+// State is a record's state as an operator sees it. It refines the stored
+// state with the lease (live or stuck) and the outcome (rejected).
+type State string
+
+// The states shown in the console.
+const (
+	StatePending   State = "pending" // pending, lease live
+	StateStuck     State = "stuck"   // pending, lease expired (past the context's stuck_after)
+	StateCompleted State = "completed"
+	StateRejected  State = "rejected" // completed with a business rejection
+	StateReleased  State = "released"
+)
+
+// States lists every state, in the order the console shows them.
+var States = []State{StatePending, StateStuck, StateCompleted, StateRejected, StateReleased}
+
+// ErrNotFound means no record matched.
+var ErrNotFound = errors.New("no such operation")
+
+// Row is one operation in a list.
+type Row struct {
+	ID     int64  `json:"id"`
+	Tenant string `json:"tenant"`
+	Tool   string `json:"tool"`
+	Key    string `json:"key"`
+	State  State  `json:"state"`
+	// Conflicted: the record has conflicting attempts nobody reviewed.
+	Conflicted    bool   `json:"conflicted"`
+	ConflictCount int    `json:"conflict_count"`
+	Owner         string `json:"owner"`
+	Attempt       int    `json:"attempt"`
+	Version       int64  `json:"version"`
+	// Zero times were never set (no lease, not completed, no expiry).
+	LeasedAt       time.Time `json:"leased_at"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	CompletedAt    time.Time `json:"completed_at"`
+	ExpiresAt      time.Time `json:"expires_at"`
+	// DBTime is the database clock when the row was read; ages use it.
+	DBTime time.Time `json:"db_time"`
+}
+
+// LeaseAge is how long the current attempt has held its lease.
+func (r Row) LeaseAge() time.Duration {
+	if r.LeasedAt.IsZero() {
+		return 0
+	}
+	return r.DBTime.Sub(r.LeasedAt)
+}
+
+// LeaseExpiresIn is the time left on the lease; negative once expired.
+func (r Row) LeaseExpiresIn() time.Duration {
+	if r.LeaseExpiresAt.IsZero() {
+		return 0
+	}
+	return r.LeaseExpiresAt.Sub(r.DBTime)
+}
+
+// Stuck tells whether the row is pending with an expired lease.
+func (r Row) Stuck() bool { return r.State == StateStuck }
+
+// Detail is everything about one record but its intent and result, which
+// stay hidden (revealing them is an audited action).
+type Detail struct {
+	Row
+	ToolVersion string `json:"tool_version"`
+	// FingerprintPrefix is "sha256:" and 12 hex digits.
+	FingerprintPrefix string     `json:"fingerprint_prefix"`
+	Effect            string     `json:"effect"`
+	Outcome           string     `json:"outcome"`
+	ResultRef         string     `json:"result_ref"`
+	HasResult         bool       `json:"has_result"`
+	LastConflictAt    time.Time  `json:"last_conflict_at"`
+	Conflicts         []Conflict `json:"conflicts"`
+}
+
+// Conflict is a refused attempt that reused the record's key with another
+// intent.
+type Conflict struct {
+	ID                int64     `json:"id"`
+	AttemptedAt       time.Time `json:"attempted_at"`
+	Owner             string    `json:"owner"`
+	ToolVersion       string    `json:"tool_version"`
+	FingerprintPrefix string    `json:"fingerprint_prefix"`
+	Reviewed          bool      `json:"reviewed"`
+}
+
+// Overview is the console's first screen.
+type Overview struct {
+	DBTime time.Time `json:"db_time"`
+	// Exact counts (indexed).
+	Pending  int64 `json:"pending"`
+	Stuck    int64 `json:"stuck"`
+	Rejected int64 `json:"rejected"`
+	Released int64 `json:"released"`
+	// Conflicted counts records with unreviewed conflicts.
+	Conflicted int64 `json:"conflicted"`
+	// Completed counts succeeded records; over large tables it is the
+	// planner's estimate, and CompletedEstimated says so.
+	Completed          int64 `json:"completed"`
+	CompletedEstimated bool  `json:"completed_estimated"`
+	// OldestStuck is the stuck record whose lease expired first.
+	OldestStuck *Row `json:"oldest_stuck,omitempty"`
+	// ExpiringSoon counts completed records whose retention ends within
+	// the next 24 hours.
+	ExpiringSoon int64 `json:"expiring_soon"`
+}
+
+// Info describes the connection, for the status bar and doctor.
+type Info struct {
+	Server   string    `json:"server"`   // host or socket, and port
+	Database string    `json:"database"` // database name
+	Role     string    `json:"role"`     // session_user: who the server says we are
+	Version  string    `json:"server_version"`
+	Schema   int64     `json:"schema_version"`
+	DBTime   time.Time `json:"db_time"`
+}
