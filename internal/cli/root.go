@@ -65,7 +65,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	// Flag errors are usage errors (exit 2), not runtime failures.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
-	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd())
+	var g globalFlags
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newOpsCmd(&g), newDoctorCmd(&g))
 	return root
 }
 

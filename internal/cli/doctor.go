@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/opsdesk/opsdesk/config"
+	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/internal/storeview"
+)
+
+func newDoctorCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the operation store: reachability, schema, role, clock and row counts",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd, g)
+			if err != nil {
+				return err
+			}
+			return runDoctor(cmd.Context(), cfg, cmd.OutOrStdout())
+		},
+	}
+	addGlobalFlags(cmd.Flags(), g)
+	return cmd
+}
+
+// errDoctor marks a failed check; the checks already said what is wrong.
+var errDoctor = errors.New("some checks failed")
+
+func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
+	failed := false
+	check := func(ok bool, what, detail string) {
+		mark := "✓"
+		if !ok {
+			mark, failed = "✗", true
+		}
+		fmt.Fprintf(w, "%s %-12s %s\n", mark, what, detail)
+	}
+	source := "flags and environment"
+	if cfg.File != "" {
+		source = cfg.File
+	}
+	fmt.Fprintf(w, "context %s (from %s)\n", cfg.Context.Name, source)
+
+	dsn := cfg.Context.DSN
+	if cfg.Context.ReadDSN != "" {
+		dsn = cfg.Context.ReadDSN
+	}
+	poolCfg, err := db.PoolConfig(dsn, "opsdesk doctor")
+	if err != nil {
+		return &usageError{err: err}
+	}
+	storeview.ConfigurePool(poolCfg, statementTimeout)
+	poolCfg.MaxConns = 2
+	start := time.Now()
+	pool, err := db.Open(ctx, poolCfg)
+	if err != nil {
+		check(false, "reachable", err.Error())
+		return errDoctor
+	}
+	defer pool.Close()
+	check(true, "reachable", fmt.Sprintf("%s:%d/%s in %v", poolCfg.ConnConfig.Host, poolCfg.ConnConfig.Port,
+		poolCfg.ConnConfig.Database, time.Since(start).Round(time.Millisecond)))
+
+	version, err := db.CheckSchema(ctx, pool)
+	switch {
+	case err != nil:
+		check(false, "schema", err.Error())
+	default:
+		check(true, "schema", fmt.Sprintf("version %d (this opsdesk needs %d)", version, db.LatestVersion()))
+	}
+
+	doctorRole(ctx, pool, check)
+	doctorClock(ctx, pool, check)
+	if err == nil {
+		doctorCounts(ctx, pool, check)
+	}
+	if failed {
+		return errDoctor
+	}
+	return nil
+}
+
+func doctorRole(ctx context.Context, pool *pgxpool.Pool, check func(bool, string, string)) {
+	var role string
+	var super, service, read, write bool
+	err := pool.QueryRow(ctx, `
+SELECT session_user, r.rolsuper,
+    pg_has_role(session_user, 'opsdesk_service', 'MEMBER'),
+    to_regclass('opsdesk.operations') IS NOT NULL AND has_table_privilege(session_user, 'opsdesk.operations', 'SELECT'),
+    to_regclass('opsdesk.operations') IS NOT NULL AND has_table_privilege(session_user, 'opsdesk.operations', 'UPDATE')
+FROM pg_roles r WHERE r.rolname = session_user`).Scan(&role, &super, &service, &read, &write)
+	if err != nil {
+		check(false, "role", "cannot read the connected role: "+err.Error())
+		return
+	}
+	var may []string
+	switch {
+	case super:
+		may = append(may, "superuser: everything")
+	default:
+		if read {
+			may = append(may, "read operations")
+		}
+		if write {
+			may = append(may, "update operations")
+		}
+		if service {
+			may = append(may, "run the library (opsdesk_service)")
+		}
+	}
+	if len(may) == 0 {
+		check(false, "role", role+" may not read the operation store; grant it SELECT or a role that has it")
+		return
+	}
+	check(true, "role", role+": "+strings.Join(may, ", "))
+}
+
+func doctorClock(ctx context.Context, pool *pgxpool.Pool, check func(bool, string, string)) {
+	var dbNow time.Time
+	before := time.Now()
+	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&dbNow); err != nil {
+		check(false, "clock", err.Error())
+		return
+	}
+	rtt := time.Since(before)
+	skew := time.Until(dbNow) + rtt/2 // the server read its clock about halfway through
+	detail := fmt.Sprintf("client is %v %s the database (round trip %v); opsdesk uses the database clock",
+		abs(skew).Round(time.Millisecond), map[bool]string{true: "behind", false: "ahead of"}[skew > 0], rtt.Round(time.Millisecond))
+	check(abs(skew) < 5*time.Second, "clock", detail)
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+func doctorCounts(ctx context.Context, pool *pgxpool.Pool, check func(bool, string, string)) {
+	o, err := storeview.New(pool, storeview.Options{}).Overview(ctx)
+	if err != nil {
+		check(false, "rows", err.Error())
+		return
+	}
+	approx := ""
+	if o.CompletedEstimated {
+		approx = "~"
+	}
+	check(true, "rows", fmt.Sprintf("%d pending, %d stuck, %s%d completed, %d rejected, %d released, %d conflicted",
+		o.Pending, o.Stuck, approx, o.Completed, o.Rejected, o.Released, o.Conflicted))
+}

@@ -1,0 +1,395 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+)
+
+func newOpsCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ops",
+		Short: "List, show and look up operations (the console's queries, for scripts)",
+	}
+	addGlobalFlags(cmd.PersistentFlags(), g)
+	cmd.AddCommand(newOpsListCmd(g), newOpsShowCmd(g), newOpsGetCmd(g))
+	return cmd
+}
+
+type opsListOptions struct {
+	State, Tenant, Tool, Filter string
+	Sort                        string
+	Limit                       int
+	Output                      string
+}
+
+func newOpsListCmd(g *globalFlags) *cobra.Command {
+	var opts opsListOptions
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List operations, newest first",
+		Long:  "List operations. Filter with flags or the console's filter language:\n  " + storeview.FilterHelp,
+		Example: "  opsdesk ops list --state stuck --tool create-ticket\n" +
+			"  opsdesk ops list --filter 'state:stuck tenant:acme age>10m' -o json",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withView(cmd, g, func(ctx context.Context, v *storeview.Store) error {
+				return runOpsList(ctx, v, opts, cmd.OutOrStdout())
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.State, "state", "", "pending|stuck|completed|rejected|released|conflicted (a,b for either)")
+	f.StringVar(&opts.Tenant, "tenant", "", "only this tenant")
+	f.StringVar(&opts.Tool, "tool", "", "only this tool")
+	f.StringVar(&opts.Filter, "filter", "", "a filter in the console's language")
+	f.StringVar(&opts.Sort, "sort", string(storeview.SortNewest), "newest|lease|expires")
+	f.IntVar(&opts.Limit, "limit", 50, "at most this many operations (1-1000)")
+	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
+	return cmd
+}
+
+// withView loads the configuration, opens the read store and runs fn.
+func withView(cmd *cobra.Command, g *globalFlags, fn func(context.Context, *storeview.Store) error) error {
+	cfg, err := loadConfig(cmd, g)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	view, pool, err := openView(ctx, cfg.Context)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return fn(ctx, view)
+}
+
+// listFilter combines --filter with the shorthand flags through the filter
+// language, so the same rules (and errors) apply.
+func (o opsListOptions) listFilter() (storeview.Filter, error) {
+	terms := []string{o.Filter}
+	for field, v := range map[string]string{"state": o.State, "tenant": o.Tenant, "tool": o.Tool} {
+		if v != "" {
+			terms = append(terms, field+":"+strconv.Quote(v))
+		}
+	}
+	f, err := storeview.ParseFilter(strings.Join(terms, " "))
+	if err != nil {
+		return f, usagef("filter: %w", err)
+	}
+	return f, nil
+}
+
+func runOpsList(ctx context.Context, v *storeview.Store, opts opsListOptions, w io.Writer) error {
+	if err := checkOutput(opts.Output); err != nil {
+		return err
+	}
+	if opts.Limit < 1 || opts.Limit > 1000 {
+		return usagef("--limit %d: give a number from 1 to 1000", opts.Limit)
+	}
+	f, err := opts.listFilter()
+	if err != nil {
+		return err
+	}
+	sort := storeview.Sort(opts.Sort)
+	if !validSort(sort) {
+		return usagef("--sort %q: one of newest, lease, expires", opts.Sort)
+	}
+	page, err := v.List(ctx, storeview.Query{Filter: f, Sort: sort, Limit: opts.Limit})
+	if err != nil {
+		return err
+	}
+	if opts.Output == "json" {
+		items := make([]listItem, len(page.Rows))
+		for i, r := range page.Rows {
+			items[i] = newListItem(r)
+		}
+		return writeJSON(w, items)
+	}
+	return writeTable(w, page.Rows)
+}
+
+func validSort(s storeview.Sort) bool {
+	for _, known := range storeview.Sorts {
+		if s == known {
+			return true
+		}
+	}
+	return false
+}
+
+func checkOutput(o string) error {
+	if o != "table" && o != "json" {
+		return usagef("-o %q: one of table, json", o)
+	}
+	return nil
+}
+
+// listItem is a row in `ops list -o json`.
+type listItem struct {
+	ID                    int64      `json:"id"`
+	Tenant                string     `json:"tenant"`
+	Tool                  string     `json:"tool"`
+	Key                   string     `json:"key"`
+	State                 string     `json:"state"`
+	Stuck                 bool       `json:"stuck"`
+	Conflicted            bool       `json:"conflicted"`
+	Owner                 string     `json:"owner"`
+	Attempt               int        `json:"attempt"`
+	LeaseAgeSeconds       *float64   `json:"lease_age_seconds"`
+	LeaseExpiresInSeconds *float64   `json:"lease_expires_in_seconds"`
+	ExpiresAt             *time.Time `json:"expires_at"`
+	Version               int64      `json:"version"`
+	DBTime                time.Time  `json:"db_time"`
+}
+
+func newListItem(r storeview.Row) listItem {
+	it := listItem{
+		ID: r.ID, Tenant: r.Tenant, Tool: r.Tool, Key: r.Key, State: string(r.State), Stuck: r.Stuck(),
+		Conflicted: r.Conflicted, Owner: r.Owner, Attempt: r.Attempt, Version: r.Version, DBTime: r.DBTime,
+	}
+	if pending(r) {
+		age, in := seconds(r.LeaseAge()), seconds(r.LeaseExpiresIn())
+		it.LeaseAgeSeconds, it.LeaseExpiresInSeconds = &age, &in
+	}
+	if !r.ExpiresAt.IsZero() {
+		it.ExpiresAt = &r.ExpiresAt
+	}
+	return it
+}
+
+// pending rows are the ones whose lease means something.
+func pending(r storeview.Row) bool {
+	return r.State == storeview.StatePending || r.State == storeview.StateStuck
+}
+
+func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// stateLabels puts a glyph beside every state word.
+var stateLabels = map[storeview.State]string{
+	storeview.StatePending:   "◷ pending",
+	storeview.StateStuck:     "⚠ stuck",
+	storeview.StateCompleted: "✓ completed",
+	storeview.StateRejected:  "✗ rejected",
+	storeview.StateReleased:  "○ released",
+}
+
+func stateLabel(r storeview.Row) string {
+	s := stateLabels[r.State]
+	if r.Conflicted {
+		s += " ≠"
+	}
+	return s
+}
+
+func writeTable(w io.Writer, rows []storeview.Row) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTENANT\tTOOL\tKEY\tSTATE\tOWNER\tLEASE AGE\tLEASE\tTRY\tRETENTION")
+	for _, r := range rows {
+		age, lease := "-", "-"
+		if pending(r) {
+			age, lease = human(r.LeaseAge()), relative(r.LeaseExpiresIn())
+		}
+		retention := "-"
+		if !r.ExpiresAt.IsZero() {
+			retention = relative(r.ExpiresAt.Sub(r.DBTime))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Tenant, r.Tool, r.Key, stateLabel(r),
+			dash(r.Owner), age, lease, r.Attempt, retention)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(tw, "(no operations match)")
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// human writes a duration the way people read ages: 3s, 42m, 5h12m, 3d4h.
+func human(d time.Duration) string {
+	if d < 0 {
+		d = -d
+	}
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(int(d/time.Second)) + "s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + "m"
+	case d < 24*time.Hour:
+		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+		if m == 0 {
+			return strconv.Itoa(h) + "h"
+		}
+		return fmt.Sprintf("%dh%dm", h, m)
+	default:
+		days, h := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour)
+		if h == 0 {
+			return strconv.Itoa(days) + "d"
+		}
+		return fmt.Sprintf("%dd%dh", days, h)
+	}
+}
+
+// relative writes "in 27s" or "41m ago".
+func relative(d time.Duration) string {
+	if d >= 0 {
+		return "in " + human(d)
+	}
+	return human(d) + " ago"
+}
+
+type opsShowOptions struct {
+	Output string
+}
+
+func newOpsShowCmd(g *globalFlags) *cobra.Command {
+	var opts opsShowOptions
+	cmd := &cobra.Command{
+		Use:     "show ID",
+		Short:   "Show one operation by its number",
+		Example: "  opsdesk ops show 48213",
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return usagef("%q is not an operation number (such as 48213)", args[0])
+			}
+			if err := checkOutput(opts.Output); err != nil {
+				return err
+			}
+			return withView(cmd, g, func(ctx context.Context, v *storeview.Store) error {
+				d, err := v.Get(ctx, id)
+				if errors.Is(err, storeview.ErrNotFound) {
+					return fmt.Errorf("no operation %d", id)
+				}
+				if err != nil {
+					return err
+				}
+				return writeDetail(cmd.OutOrStdout(), d, opts.Output)
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "table", "table|json")
+	return cmd
+}
+
+type opsGetOptions struct {
+	Tenant, Tool, Key string
+	Output            string
+}
+
+func newOpsGetCmd(g *globalFlags) *cobra.Command {
+	var opts opsGetOptions
+	cmd := &cobra.Command{
+		Use:     "get --tenant T --tool T --key K",
+		Short:   "Look up an operation by its identity, or explain why there is none",
+		Example: "  opsdesk ops get --tenant acme --tool create-ticket --key run-42:create-ticket",
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Tenant == "" || opts.Tool == "" || opts.Key == "" {
+				return usagef("--tenant, --tool and --key are all required")
+			}
+			if err := checkOutput(opts.Output); err != nil {
+				return err
+			}
+			return withView(cmd, g, func(ctx context.Context, v *storeview.Store) error {
+				return runOpsGet(ctx, v, opts, cmd.OutOrStdout())
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Tenant, "tenant", "", "tenant (required)")
+	f.StringVar(&opts.Tool, "tool", "", "tool (required)")
+	f.StringVar(&opts.Key, "key", "", "idempotency key (required)")
+	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
+	return cmd
+}
+
+// absentExplanation says what an absent identity means. Later releases add
+// "released by whom and when" and "purged when".
+const absentExplanation = "no attempt was ever recorded for this identity: the next call with it will execute"
+
+func runOpsGet(ctx context.Context, v *storeview.Store, opts opsGetOptions, w io.Writer) error {
+	d, err := v.GetByIdentity(ctx, opts.Tenant, opts.Tool, opts.Key)
+	if errors.Is(err, storeview.ErrNotFound) {
+		if opts.Output == "json" {
+			return writeJSON(w, map[string]string{
+				"tenant": opts.Tenant, "tool": opts.Tool, "key": opts.Key, "state": "absent", "explanation": absentExplanation,
+			})
+		}
+		_, err := fmt.Fprintf(w, "%s/%s/%s: absent\n%s\n", opts.Tenant, opts.Tool, opts.Key, absentExplanation)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	return writeDetail(w, d, opts.Output)
+}
+
+func writeDetail(w io.Writer, d storeview.Detail, output string) error {
+	if output == "json" {
+		return writeJSON(w, d)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 MST") + " (" + relative(t.Sub(d.DBTime)) + ")"
+	}
+	line("id", strconv.FormatInt(d.ID, 10))
+	line("identity", d.Tenant+"/"+d.Tool+"/"+d.Key)
+	line("state", stateLabel(d.Row))
+	if d.Outcome != "" {
+		line("outcome", d.Outcome)
+	}
+	line("effect", d.Effect)
+	line("tool version", d.ToolVersion)
+	line("fingerprint", d.FingerprintPrefix)
+	line("owner", dash(d.Owner))
+	line("attempt", strconv.Itoa(d.Attempt))
+	line("version", strconv.FormatInt(d.Version, 10))
+	line("created", at(d.CreatedAt))
+	line("leased", at(d.LeasedAt))
+	if pending(d.Row) {
+		line("lease expires", at(d.LeaseExpiresAt))
+	}
+	line("completed", at(d.CompletedAt))
+	line("retention ends", at(d.ExpiresAt))
+	line("result ref", dash(d.ResultRef))
+	line("intent, result", "hidden (revealing them is an audited action, coming with the audit trail)")
+	line("conflicts", fmt.Sprintf("%d (last %s)", d.ConflictCount, at(d.LastConflictAt)))
+	for _, c := range d.Conflicts {
+		reviewed := "unreviewed"
+		if c.Reviewed {
+			reviewed = "reviewed"
+		}
+		line("", fmt.Sprintf("#%d %s by %s: %s (version %s) vs original %s (version %s), %s",
+			c.ID, at(c.AttemptedAt), c.Owner, c.FingerprintPrefix, c.ToolVersion, d.FingerprintPrefix, d.ToolVersion, reviewed))
+	}
+	line("database time", d.DBTime.UTC().Format(time.RFC3339))
+	return tw.Flush()
+}
