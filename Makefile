@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: build demo test bench fuzz vet
+.PHONY: build demo test bench bench-console fuzz vet
 
 build:
 	$(GO) build -o bin/opsdesk ./cmd/opsdesk
@@ -23,6 +23,11 @@ test: vet
 # The benchmarks and the DoTxCreate/RawCreate ratio (docs/benchmarks.md).
 bench:
 	scripts/bench.sh $(ROUNDS) $(BENCHTIME)
+
+# The console's queries over a seeded store (OPSDESK_BENCH_ROWS, default
+# 1,000,000): p95 of each, see docs/benchmarks.md.
+bench-console:
+	$(GO) test ./internal/storeview -run '^$$' -bench ConsoleQueries -benchtime 40x -timeout 60m
 
 # Explores canonicalization beyond the seed corpus.
 fuzz:
