@@ -76,20 +76,4 @@ func TestMigrateCommand(t *testing.T) {
 	})
 }
 
-func TestDemo(t *testing.T) {
-	t.Parallel()
-	code, out, errOut := run("demo")
-	require.Equal(t, ExitOK, code, errOut)
-	for _, want := range []string{
-		"-> created ticket T-1",
-		"-> replayed ticket T-1",
-		"intent conflict",
-		"(attempt 2; the provider sent 1 email)",
-		"needs reconciliation",
-		"stuck (pending, lease expired)",
-	} {
-		require.Contains(t, out, want)
-	}
-}
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

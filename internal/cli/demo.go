@@ -2,8 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -14,61 +21,216 @@ import (
 )
 
 type demoOptions struct {
-	Hold bool
+	Headless bool
+	Keep     bool
+	Rate     float64
+	Workers  int
+	// Seed is used when SeedSet; otherwise the run draws one and prints it.
+	Seed    uint64
+	SeedSet bool
+	// summaryEvery is how often the live summary prints.
+	summaryEvery time.Duration
 }
 
+// Limits of the demo's flags: enough to look busy, modest on a laptop.
+const (
+	maxDemoRate    = 100
+	maxDemoWorkers = 32
+)
+
 func newDemoCmd() *cobra.Command {
-	var opts demoOptions
+	opts := demoOptions{summaryEvery: 5 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the operation store on a throw-away PostgreSQL and show what it does",
+		Short: "Run a living operation store on a throw-away PostgreSQL",
 		Long: "Start a throw-away PostgreSQL from the server binaries installed on this machine,\n" +
-			"migrate it, and run everyday agent tools through the ops library: a replayed retry,\n" +
-			"a refused intent change, a provider call taken over safely, and a charge whose\n" +
-			"outcome nobody saw left for reconciliation. Everything is removed on exit.\n" +
-			"The interactive console arrives in a later release.",
-		Args: exactArgs(0),
+			"migrate it, and run a simulated fleet of workers through the ops library against a\n" +
+			"simulated provider on 127.0.0.1. Faults are injected so that every state keeps\n" +
+			"appearing: replayed retries, business rejections, released reservations, slow calls\n" +
+			"holding live leases, conflicts, and stuck records whose outcome only the provider's\n" +
+			"lookup can tell. A tool catalog for the console is written next to the cluster.\n" +
+			"Until interrupted it prints how many records are in each state; then everything is\n" +
+			"stopped and removed, unless --keep.\n\n" +
+			"With --headless it prints OPSDESK_DSN=… and PROVIDER_URL=… and nothing else on\n" +
+			"standard output, and runs until SIGINT or SIGTERM: scripts and tests use the store.",
+		Example: "  opsdesk demo\n  opsdesk demo --rate 10 --seed 42 --keep\n  opsdesk demo --headless > demo.env &",
+		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDemo(cmd.Context(), opts, cmd.OutOrStdout())
+			opts.SeedSet = cmd.Flags().Changed("seed")
+			return runDemo(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().BoolVar(&opts.Hold, "hold", false, "keep the database running until interrupted, to explore it with psql")
+	f := cmd.Flags()
+	f.BoolVar(&opts.Headless, "headless", false, "print OPSDESK_DSN and PROVIDER_URL, then run quietly until SIGINT or SIGTERM")
+	f.BoolVar(&opts.Keep, "keep", false, "on exit, stop the server but keep its data directory, and say how to start it again")
+	f.Float64Var(&opts.Rate, "rate", demo.DefaultRate, "jobs per second the fleet starts (each a request and its retries)")
+	f.IntVar(&opts.Workers, "workers", demo.DefaultWorkers, "workers in the fleet, each with its own lease owner")
+	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the fleet's random choices, to replay a run (default: a random seed, printed)")
+	// --hold kept the scripted demo's database up until interrupted: the
+	// demo now always runs until interrupted.
+	f.Bool("hold", false, "")
+	_ = f.MarkDeprecated("hold", "the demo now runs until interrupted")
 	return cmd
 }
 
-// demoRole is the login role the demo's service connects as.
+// demoRole is the login role the fleet connects as.
 const demoRole = "opsdesk_demo_service"
 
-func runDemo(ctx context.Context, opts demoOptions, w io.Writer) (err error) {
-	fmt.Fprintln(w, "starting a throw-away PostgreSQL...")
+// demoDatabase is the demo's database in its cluster.
+const demoDatabase = "opsdesk"
+
+func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err error) {
+	if opts.Rate <= 0 || opts.Rate > maxDemoRate {
+		return usagef("--rate %g: give jobs per second above 0 and at most %d", opts.Rate, maxDemoRate)
+	}
+	if opts.Workers < 1 || opts.Workers > maxDemoWorkers {
+		return usagef("--workers %d: give 1 to %d", opts.Workers, maxDemoWorkers)
+	}
+	seed := opts.Seed
+	if !opts.SeedSet {
+		seed = rand.Uint64()
+	}
+	// In headless mode standard output carries the two lines scripts read
+	// and nothing else.
+	info := stdout
+	if opts.Headless {
+		info = stderr
+	}
+	say := func(format string, args ...any) { fmt.Fprintf(info, format+"\n", args...) }
+
+	say("starting a throw-away PostgreSQL...")
 	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
 	if err != nil {
 		return err
 	}
+	dsn := superuserDSN(cluster)
+	catalog := filepath.Join(cluster.Dir(), "opsdesk.yaml")
 	defer func() {
-		if serr := cluster.Stop(); serr != nil && err == nil {
-			err = serr
+		if opts.Keep {
+			err = errors.Join(err, keepCluster(cluster, dsn, catalog, info))
+			return
 		}
+		err = errors.Join(err, cluster.Stop())
 	}()
 
+	if err := prepareDemoDatabase(ctx, cluster); err != nil {
+		return err
+	}
+	adminCfg, err := db.PoolConfig(dsn, "opsdesk demo")
+	if err != nil {
+		return err
+	}
+	adminCfg.MaxConns = 2
+	admin, err := db.Open(ctx, adminCfg)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	fleetCfg, err := db.PoolConfig(cluster.DSN(demoDatabase)+" user="+demoRole, "opsdesk demo fleet")
+	if err != nil {
+		return err
+	}
+	// A connection per call and one per lease renewal, with room for a
+	// double submit.
+	fleetCfg.MaxConns = int32(2*opts.Workers + 4)
+	pool, err := db.Open(ctx, fleetCfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	provider, err := demo.StartProvider()
+	if err != nil {
+		return err
+	}
+	defer provider.Close()
+	if err := demo.WriteCatalog(catalog, demo.CatalogParams{DSN: dsn, ProviderURL: provider.URL(), Lease: demo.DefaultLease}); err != nil {
+		return err
+	}
+	fleet, err := demo.StartFleet(ctx, demo.FleetConfig{
+		Pool: pool, ProviderURL: provider.URL(), Workers: opts.Workers, Rate: opts.Rate, Seed: seed,
+	})
+	if err != nil {
+		return err
+	}
+	defer fleet.Stop()
+
+	fleetLine := fmt.Sprintf("%d workers, %g jobs/s, seed %d, tenants %s",
+		opts.Workers, opts.Rate, seed, strings.Join(demo.DefaultTenants, ", "))
+	if opts.Headless {
+		if _, err := fmt.Fprintf(stdout, "OPSDESK_DSN=%s\nPROVIDER_URL=%s\n", dsn, provider.URL()); err != nil {
+			return err
+		}
+		say("opsdesk demo: fleet running (%s); tool catalog %s; stop with SIGINT or SIGTERM", fleetLine, catalog)
+	} else {
+		say("the demo is running:")
+		say("  database  %s", dsn)
+		say("  provider  %s  (outcome lookups: %s)", provider.URL(), demo.LookupPath)
+		say("  catalog   %s  (OPSDESK_CONFIG for the console)", catalog)
+		say("  fleet     %s", fleetLine)
+		say("explore with:  psql '%s'", dsn)
+		if opts.Keep {
+			say("press ctrl-c to stop; the data directory is kept (--keep)")
+		} else {
+			say("press ctrl-c to stop and remove everything")
+		}
+	}
+
+	watchDemo(ctx, opts, admin, fleet, stdout, stderr)
+	say("stopping...")
+	fleet.Stop()
+	return nil
+}
+
+// watchDemo prints the live summary (not when headless) and the fleet's
+// unexpected errors until ctx is done.
+func watchDemo(ctx context.Context, opts demoOptions, admin db.Querier, fleet *demo.Fleet, stdout, stderr io.Writer) {
+	tick := time.NewTicker(opts.summaryEvery)
+	defer tick.Stop()
+	reported := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !opts.Headless {
+			counts, err := demo.CountStates(ctx, admin)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				fmt.Fprintf(stderr, "opsdesk demo: %v\n", err)
+			default:
+				fmt.Fprintf(stdout, "%s  %s\n", time.Now().Format(time.TimeOnly), counts)
+			}
+		}
+		if err := fleet.Err(); err != nil && !reported {
+			reported = true
+			fmt.Fprintf(stderr, "opsdesk demo: the fleet misbehaved (a bug in the demo or the library):\n%v\n", err)
+		}
+	}
+}
+
+// prepareDemoDatabase creates and migrates the demo's database, the
+// business tables the local tools write, and the fleet's login role.
+func prepareDemoDatabase(ctx context.Context, cluster *pgcluster.Cluster) error {
 	admin, err := pgx.Connect(ctx, cluster.DSN("postgres"))
 	if err != nil {
 		return err
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
-	if _, err := admin.Exec(ctx, `CREATE DATABASE opsdesk`); err != nil {
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+demoDatabase); err != nil {
 		return fmt.Errorf("create database: %w", err)
 	}
-	ownerCfg, err := pgx.ParseConfig(cluster.DSN("opsdesk"))
+	ownerCfg, err := pgx.ParseConfig(cluster.DSN(demoDatabase))
 	if err != nil {
 		return err
 	}
-	res, err := db.Migrate(ctx, ownerCfg)
-	if err != nil {
+	ownerCfg.RuntimeParams["application_name"] = "opsdesk demo"
+	if _, err := db.Migrate(ctx, ownerCfg); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "schema migrated to version %d in %s\n\n", res.To, cluster.Dir())
-
 	owner, err := pgx.ConnectConfig(ctx, ownerCfg)
 	if err != nil {
 		return err
@@ -76,28 +238,44 @@ func runDemo(ctx context.Context, opts demoOptions, w io.Writer) (err error) {
 	defer owner.Close(context.WithoutCancel(ctx))
 	if _, err := owner.Exec(ctx, demo.Schema+`
 CREATE ROLE `+demoRole+` LOGIN IN ROLE opsdesk_service;`); err != nil {
-		return fmt.Errorf("prepare demo tables: %w", err)
+		return fmt.Errorf("prepare the demo's tables and role: %w", err)
 	}
+	return nil
+}
 
-	poolCfg, err := db.PoolConfig(cluster.DSN("opsdesk")+" user="+demoRole, "opsdesk demo")
+// superuserDSN is the demo database's DSN as the cluster's superuser, as a
+// URL: one word, so that scripts can pass it around unquoted.
+func superuserDSN(cluster *pgcluster.Cluster) string {
+	cfg, err := pgx.ParseConfig(cluster.DSN(demoDatabase))
 	if err != nil {
-		return err
+		// The cluster's own DSN always parses.
+		panic(fmt.Sprintf("parse the cluster's DSN: %v", err))
 	}
-	pool, err := db.Open(ctx, poolCfg)
-	if err != nil {
-		return err
+	u := url.URL{
+		Scheme: "postgres",
+		User:   url.User(cfg.User),
+		Path:   "/" + cfg.Database,
+		RawQuery: url.Values{
+			"host":    {cfg.Host},
+			"port":    {strconv.Itoa(int(cfg.Port))},
+			"sslmode": {"disable"},
+		}.Encode(),
 	}
-	defer pool.Close()
-	if err := demo.Run(ctx, w, pool); err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
+	return u.String()
+}
 
-	if !opts.Hold {
-		fmt.Fprintln(w, "\nthe database is removed now; run `opsdesk demo --hold` to explore it with psql.")
-		return nil
+// keepCluster shuts the server down cleanly but keeps its directory, and
+// says how to start it again.
+func keepCluster(cluster *pgcluster.Cluster, dsn, catalog string, w io.Writer) error {
+	if err := cluster.StopAndKeep(); err != nil {
+		return fmt.Errorf("keep the demo's data: %w", err)
 	}
-	fmt.Fprintf(w, "\nexplore with:  psql %q\npress ctrl-c to stop and remove it\n", cluster.DSN("opsdesk"))
-	<-ctx.Done()
-	fmt.Fprintln(w, "stopping...")
+	dir := cluster.Dir()
+	data, start := filepath.Join(dir, "data"), cluster.StartCommand()
+	fmt.Fprintf(w, "kept the demo's data directory: %s (server log %s)\n", data, filepath.Join(dir, "postgres.log"))
+	fmt.Fprintf(w, "start the server again with:\n  %s &\n", start)
+	fmt.Fprintf(w, "then connect with:\n  psql '%s'\n", dsn)
+	fmt.Fprintf(w, "tool catalog: %s (its lookups need a running demo provider)\n", catalog)
+	fmt.Fprintf(w, "remove it all with:\n  rm -rf %s\n", dir)
 	return nil
 }

@@ -54,9 +54,11 @@ type Options struct {
 type Cluster struct {
 	dir     string
 	binDir  string
+	runAs   *syscall.Credential
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
+	kept    bool
 }
 
 // Start creates and starts a cluster. The caller must call Stop, which also
@@ -76,7 +78,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create cluster directory: %w", err)
 	}
-	c := &Cluster{dir: dir, binDir: binDir, exited: make(chan struct{})}
+	c := &Cluster{dir: dir, binDir: binDir, runAs: runAs, exited: make(chan struct{})}
 	if err := c.start(ctx, runAs, opts); err != nil {
 		c.Stop()
 		return nil, err
@@ -185,25 +187,59 @@ func (c *Cluster) Dir() string { return c.dir }
 // Stop shuts the server down (fast shutdown, then kill after 30 seconds) and
 // removes the cluster's directory. It is safe to call more than once.
 func (c *Cluster) Stop() error {
-	var err error
-	if c.cmd != nil && c.cmd.Process != nil {
-		select {
-		case <-c.exited:
-		default:
-			_ = c.cmd.Process.Signal(syscall.SIGINT)
-			select {
-			case <-c.exited:
-			case <-time.After(30 * time.Second):
-				_ = c.cmd.Process.Kill()
-				<-c.exited
-				err = errors.New("postgres did not shut down within 30s and was killed")
-			}
-		}
+	err := c.stopServer()
+	if c.kept {
+		return err
 	}
 	if rerr := os.RemoveAll(c.dir); rerr != nil && err == nil {
 		err = fmt.Errorf("remove cluster directory: %w", rerr)
 	}
 	return err
+}
+
+// StopAndKeep shuts the server down but keeps its directory (data and
+// server log) for later inspection: a later Start does not sweep it, and a
+// later Stop does not remove it. StartCommand says how to start it again.
+func (c *Cluster) StopAndKeep() error {
+	err := c.stopServer()
+	if rerr := os.Remove(filepath.Join(c.dir, "owner.pid")); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
+		err = rerr
+	}
+	c.kept = true
+	return err
+}
+
+// StartCommand is a shell command that starts the server of a kept cluster
+// again, as the user that owns its data.
+func (c *Cluster) StartCommand() string {
+	cmd := fmt.Sprintf("%s -D %s -k %s -p %d -c listen_addresses=",
+		filepath.Join(c.binDir, "postgres"), filepath.Join(c.dir, "data"), c.dir, port)
+	if c.runAs != nil {
+		if u, err := user.LookupId(strconv.Itoa(int(c.runAs.Uid))); err == nil {
+			cmd = "runuser -u " + u.Username + " -- " + cmd
+		}
+	}
+	return cmd
+}
+
+func (c *Cluster) stopServer() error {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return nil
+	}
+	select {
+	case <-c.exited:
+		return nil
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-c.exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		return errors.New("postgres did not shut down within 30s and was killed")
+	}
 }
 
 func (c *Cluster) logTail() string {

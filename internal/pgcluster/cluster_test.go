@@ -61,3 +61,17 @@ func TestAbandonedDirectoriesAreRemoved(t *testing.T) {
 	require.NoError(t, err, "a live owner's cluster stays")
 	require.True(t, strings.HasPrefix(filepath.Base(live), dirPrefix))
 }
+
+func TestStopAndKeep(t *testing.T) {
+	c, err := Start(t.Context(), Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(c.Dir()) })
+	require.NoError(t, c.StopAndKeep())
+	require.NoError(t, c.Stop(), "a kept cluster's Stop is harmless")
+	removeAbandoned()
+	_, err = os.Stat(filepath.Join(c.Dir(), "data", "PG_VERSION"))
+	require.NoError(t, err, "the data directory is kept")
+	_, err = os.Stat(filepath.Join(c.Dir(), "data", "postmaster.pid"))
+	require.True(t, os.IsNotExist(err), "the server shut down cleanly")
+	require.Contains(t, c.StartCommand(), "-D "+filepath.Join(c.Dir(), "data"))
+}

@@ -46,9 +46,9 @@ func seed(b *testing.B, pool *pgxpool.Pool, n int) {
 		created := now.Add(-time.Duration(rng.Int64N(int64(30 * 24 * time.Hour))))
 		tool := benchTools[i%len(benchTools)]
 		var (
-			state, outcome                  any = "completed", "succeeded"
-			leaseExp, completed, expires    any = created.Add(30 * time.Second), created.Add(time.Second), created.Add(7 * 24 * time.Hour)
-			conflicts                           = 0
+			state, outcome               any = "completed", "succeeded"
+			leaseExp, completed, expires any = created.Add(30 * time.Second), created.Add(time.Second), created.Add(7 * 24 * time.Hour)
+			conflicts                        = 0
 		)
 		switch r := rng.IntN(100_000); {
 		case r < 10: // 0.01% stuck

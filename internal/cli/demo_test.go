@@ -1,0 +1,233 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/demo"
+)
+
+func TestDemo(t *testing.T) {
+	t.Parallel()
+
+	t.Run("UsageErrorsExitTwo", func(t *testing.T) {
+		t.Parallel()
+		for _, args := range [][]string{
+			{"demo", "--rate", "0"},
+			{"demo", "--rate", "1000"},
+			{"demo", "--workers", "0"},
+			{"demo", "extra"},
+		} {
+			code, _, _ := run(args...)
+			require.Equal(t, ExitUsage, code, args)
+		}
+	})
+
+	// cli.Main builds its own signal context, so the headless demo runs as
+	// a real process that gets a real SIGINT.
+	t.Run("HeadlessRunsUntilInterrupted", func(t *testing.T) {
+		t.Parallel()
+		bin := buildOpsdesk(t)
+		cmd := exec.Command(bin, "demo", "--headless", "--rate", "10", "--seed", "7")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		exited := make(chan error, 1)
+		var rest bytes.Buffer
+		lines := make(chan string, 2)
+		go func() {
+			r := bufio.NewReader(stdout)
+			for range 2 {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					break
+				}
+				lines <- strings.TrimSuffix(line, "\n")
+			}
+			close(lines)
+			_, _ = io.Copy(&rest, r) // anything after the two lines
+			exited <- cmd.Wait()
+		}()
+		stopped := false
+		t.Cleanup(func() {
+			if !stopped {
+				_ = cmd.Process.Kill()
+				<-exited
+				t.Logf("opsdesk demo's standard error:\n%s", stderr.String())
+			}
+		})
+
+		first, second := readLine(t, lines), readLine(t, lines)
+		dsn, ok := strings.CutPrefix(first, "OPSDESK_DSN=")
+		require.True(t, ok, "first line: %q", first)
+		providerURL, ok := strings.CutPrefix(second, "PROVIDER_URL=")
+		require.True(t, ok, "second line: %q", second)
+		require.Regexp(t, `^http://127\.0\.0\.1:\d+$`, providerURL)
+		u, err := url.Parse(dsn)
+		require.NoError(t, err)
+		clusterDir := u.Query().Get("host")
+		require.DirExists(t, clusterDir)
+		require.FileExists(t, filepath.Join(clusterDir, "opsdesk.yaml"), "the tool catalog sits next to the cluster")
+
+		conn, err := pgx.Connect(t.Context(), dsn)
+		require.NoError(t, err)
+		var id struct{ tenant, tool, key, ref string }
+		var counts demo.Counts
+		waitFor(t, 2*time.Minute, "records appear in the demo's store", func() bool {
+			counts, err = demo.CountStates(t.Context(), conn)
+			require.NoError(t, err)
+			if counts.Succeeded == 0 || counts.Rejected == 0 {
+				return false
+			}
+			err := conn.QueryRow(t.Context(), `
+SELECT tenant, tool, key, result_ref FROM opsdesk.operations
+WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local' LIMIT 1`).Scan(&id.tenant, &id.tool, &id.key, &id.ref)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return false
+			}
+			require.NoError(t, err)
+			return true
+		})
+		t.Logf("records: %v", counts)
+
+		// PROVIDER_URL is the provider the fleet calls: it knows the effect.
+		resp, err := http.Get(providerURL + "/lookup/" + id.tenant + "/" + id.tool + "/" + url.PathEscape(id.key))
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		require.JSONEq(t, `{"found":true,"ref":"`+id.ref+`"}`, string(body))
+		require.NoError(t, conn.Close(t.Context()))
+
+		require.NoError(t, cmd.Process.Signal(os.Interrupt))
+		select {
+		case err = <-exited:
+		case <-time.After(time.Minute):
+			t.Fatal("opsdesk demo did not stop within a minute of SIGINT")
+		}
+		stopped = true
+		require.NoError(t, err, "exit status 0; standard error:\n%s", stderr.String())
+		require.Empty(t, rest.String(), "standard output holds the two lines only")
+		require.NoDirExists(t, clusterDir, "the cluster is removed")
+		require.NotContains(t, stderr.String(), "misbehaved")
+	})
+
+	t.Run("KeepLeavesTheDataDirectory", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(context.Background())
+		var out, errOut syncBuffer
+		var runErr error
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			runErr = runDemo(ctx, demoOptions{Keep: true, Rate: 20, Workers: 2, Seed: 3, SeedSet: true,
+				summaryEvery: 100 * time.Millisecond}, &out, &errOut)
+		}()
+		kept := regexp.MustCompile(`kept the demo's data directory: (\S+)/data `)
+		t.Cleanup(func() {
+			// Also when the test failed half-way: the kept directory has
+			// no owner mark, so nothing else would ever remove it.
+			cancel()
+			<-finished
+			if m := kept.FindStringSubmatch(out.String()); m != nil {
+				_ = os.RemoveAll(m[1])
+			}
+		})
+		summary := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  live \d+  stuck \d+  succeeded [1-9]\d*  rejected \d+  released \d+  conflicts \d+$`)
+		waitFor(t, 2*time.Minute, "a live summary with records", func() bool {
+			select {
+			case <-finished:
+				t.Fatalf("the demo ended before it was interrupted: %v\n%s%s", runErr, out.String(), errOut.String())
+			default:
+			}
+			return summary.MatchString(out.String())
+		})
+		cancel()
+		<-finished
+		require.NoError(t, runErr, errOut.String())
+
+		m := kept.FindStringSubmatch(out.String())
+		require.NotNil(t, m, out.String())
+		dir := m[1]
+		require.FileExists(t, filepath.Join(dir, "data", "PG_VERSION"))
+		require.FileExists(t, filepath.Join(dir, "opsdesk.yaml"))
+		require.NoFileExists(t, filepath.Join(dir, "data", "postmaster.pid"), "the server was shut down cleanly")
+		require.NoFileExists(t, filepath.Join(dir, "owner.pid"), "a later cluster start does not sweep it")
+		require.Contains(t, out.String(), "psql 'postgres://postgres@/opsdesk?host=")
+		require.Contains(t, out.String(), "seed 3,")
+		require.Contains(t, out.String(), "-D "+filepath.Join(dir, "data"))
+	})
+}
+
+// buildOpsdesk builds the opsdesk binary into the test's directory.
+func buildOpsdesk(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go") // go test puts its own go first on PATH
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "opsdesk")
+	out, err := exec.Command(goBin, "build", "-o", bin, "github.com/opsdesk/opsdesk/cmd/opsdesk").CombinedOutput()
+	require.NoError(t, err, "go build:\n%s", out)
+	return bin
+}
+
+// waitFor polls cond, in the test's goroutine, until it holds or timeout
+// passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v in vain for: %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func readLine(t *testing.T, lines <-chan string) string {
+	t.Helper()
+	select {
+	case line, ok := <-lines:
+		require.True(t, ok, "standard output ended early")
+		return line
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no line on standard output within 2 minutes")
+		return ""
+	}
+}
+
+// syncBuffer is a bytes.Buffer the demo writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
