@@ -1,4 +1,20 @@
-// Package ui will hold the Bubble Tea console: the overview, the operations
-// browser and the reconciliation flow. It arrives with the console issue;
-// until then the package is empty on purpose.
+// Package ui is the opsdesk console: a Bubble Tea program over the
+// operation store's read API (internal/storeview).
+//
+// The root Model owns the global keys (help, the ":" command line, back,
+// quit, refresh control), the window size, polling and navigation; it
+// forwards everything else to the active screen. The screens are the
+// overview (what needs attention), the operations list (filter, sort,
+// keyset pages) and the detail of one record; each is a tea.Model with its
+// own key help and size, and drops answers to all but its latest request.
+//
+// Every age on screen is computed from the database time of the read that
+// produced it, never from the local clock. Refresh polls at an interval
+// the operator can change or pause, and holds for a moment after the
+// operator's last movement so rows do not jump. The console says when the
+// database is unreachable and recovers by itself when it answers again.
+//
+// Styles are built from one lipgloss renderer; every colour stands beside
+// a glyph and a word, so NO_COLOR and monochrome terminals lose nothing.
+// The package reads through the Source interface and never imports pgx.
 package ui

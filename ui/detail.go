@@ -1,0 +1,430 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+)
+
+// detailScreen shows one record: every field, a timeline and its
+// conflicting attempts. Its intent and result stay hidden.
+type detailScreen struct {
+	deps
+	navigator
+	w, h int
+
+	// The record asked for: by id, or by identity for :key.
+	recID int64
+	ident *identity
+
+	seq      int
+	loading  bool
+	d        *storeview.Detail
+	notFound bool
+	err      error
+
+	offset int
+	lines  []string
+}
+
+func newDetail(d deps) *detailScreen {
+	s := &detailScreen{deps: d}
+	s.updateKeys()
+	return s
+}
+
+func (s *detailScreen) id() screenID          { return screenDetail }
+func (s *detailScreen) Init() tea.Cmd         { return nil }
+func (s *detailScreen) current(seq int) bool  { return seq == s.seq }
+func (s *detailScreen) capturing() bool       { return false }
+func (s *detailScreen) back() (bool, tea.Cmd) { return false, nil }
+
+func (s *detailScreen) asOf() time.Time {
+	if s.d == nil {
+		return time.Time{}
+	}
+	return s.d.DBTime
+}
+
+func (s *detailScreen) SetSize(w, h int) {
+	s.w, s.h = w, h
+	s.render()
+}
+
+// open shows another record.
+func (s *detailScreen) open(id int64, ident *identity) tea.Cmd {
+	s.recID, s.ident = id, ident
+	s.d, s.err, s.notFound = nil, nil, false
+	s.offset = 0
+	s.render()
+	return s.fetch()
+}
+
+func (s *detailScreen) fetch() tea.Cmd {
+	s.seq++
+	s.loading = true
+	if s.recID == 0 && s.ident != nil {
+		return s.f.identity(s.seq, *s.ident)
+	}
+	return s.f.get(s.seq, s.recID)
+}
+
+func (s *detailScreen) refresh() tea.Cmd {
+	if s.loading {
+		return nil
+	}
+	return s.fetch()
+}
+
+func (s *detailScreen) updateKeys() {
+	scroll := len(s.lines) > s.h
+	for _, b := range []*key.Binding{&s.keys.Up, &s.keys.Down, &s.keys.Top, &s.keys.Bottom, &s.keys.NextPage, &s.keys.PrevPage} {
+		b.SetEnabled(scroll)
+	}
+	s.keys.NextPage.SetHelp("pgdn", "page down")
+	s.keys.PrevPage.SetHelp("pgup", "page up")
+}
+
+// ShortHelp implements help.KeyMap.
+func (s *detailScreen) ShortHelp() []key.Binding {
+	return []key.Binding{combined("↑/↓", "scroll", s.keys.Up, s.keys.Down)}
+}
+
+// FullHelp implements help.KeyMap.
+func (s *detailScreen) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{s.keys.Up, s.keys.Down, s.keys.NextPage, s.keys.PrevPage, s.keys.Top, s.keys.Bottom}}
+}
+
+func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case detailMsg:
+		if msg.seq != s.seq {
+			return s, nil // a stale answer
+		}
+		s.loading = false
+		switch {
+		case errors.Is(msg.err, storeview.ErrNotFound):
+			s.d, s.notFound, s.err = nil, true, nil
+		case msg.err != nil:
+			s.err = msg.err
+		default:
+			d := msg.d
+			s.d, s.notFound, s.err = &d, false, nil
+			s.recID = d.ID
+		}
+		s.render()
+	case tea.KeyMsg:
+		page := max(1, s.h-1)
+		switch {
+		case key.Matches(msg, s.keys.Up):
+			s.offset--
+		case key.Matches(msg, s.keys.Down):
+			s.offset++
+		case key.Matches(msg, s.keys.PrevPage):
+			s.offset -= page
+		case key.Matches(msg, s.keys.NextPage):
+			s.offset += page
+		case key.Matches(msg, s.keys.Top):
+			s.offset = 0
+		case key.Matches(msg, s.keys.Bottom):
+			s.offset = len(s.lines)
+		}
+		s.clamp()
+	}
+	return s, nil
+}
+
+func (s *detailScreen) clamp() {
+	room := s.h
+	if len(s.lines) > s.h {
+		room = max(1, s.h-1) // the last line tells the position
+	}
+	s.offset = min(max(0, s.offset), max(0, len(s.lines)-room))
+}
+
+func (s *detailScreen) View() string {
+	if s.h <= 0 {
+		return ""
+	}
+	if len(s.lines) <= s.h {
+		return strings.Join(s.lines, "\n")
+	}
+	// Longer than the screen: the last line says where we are.
+	room := max(1, s.h-1)
+	off := min(s.offset, max(0, len(s.lines)-room))
+	end := min(len(s.lines), off+room)
+	more := fmt.Sprintf(" lines %d–%d of %d · ↑/↓ scroll", off+1, end, len(s.lines))
+	return strings.Join(s.lines[off:end], "\n") + "\n" + s.st.Muted.Render(truncate(more, s.w))
+}
+
+// render lays the record out in lines; the view scrolls through them.
+func (s *detailScreen) render() {
+	s.lines = s.buildLines()
+	s.clamp()
+	s.updateKeys()
+}
+
+func (s *detailScreen) buildLines() []string {
+	w := s.w
+	if w <= 0 {
+		return nil
+	}
+	var out []string
+	add := func(l ...string) { out = append(out, l...) }
+	title := func(t string) string { return " " + s.st.Title.Render(t) }
+
+	if s.d == nil {
+		switch {
+		case s.notFound && s.recID == 0 && s.ident != nil:
+			add(title("Look up "+truncate(s.ident.String(), w-10)), "")
+			for _, l := range wrap("No attempt was ever recorded for this identity.", w-2) {
+				add(" " + s.st.Bold.Render(l))
+			}
+			add("")
+			for _, l := range wrap("tenant "+clean(s.ident.Tenant)+" · tool "+clean(s.ident.Tool)+" · key "+clean(s.ident.Key), w-2) {
+				add(" " + l)
+			}
+			add("")
+			for _, l := range wrap("A call with this identity would run as a first attempt. Check the tenant, the tool and the key for typos: the key must match exactly.", w-2) {
+				add(" " + s.st.Muted.Render(l))
+			}
+		case s.notFound:
+			add(title("Operation "+strconv.FormatInt(s.recID, 10)), "")
+			for _, l := range wrap("There is no operation "+strconv.FormatInt(s.recID, 10)+" in the store any more.", w-2) {
+				add(" " + l)
+			}
+		case s.err != nil:
+			add(title("Operation"), "")
+			for _, l := range wrap("✗ could not read the record: "+clean(s.err.Error()), w-2) {
+				add(" " + s.st.Error.Render(l))
+			}
+		default:
+			add(" loading the record…")
+		}
+		return out
+	}
+
+	d := s.d
+	now := d.DBTime
+	head := "Operation " + strconv.FormatInt(d.ID, 10)
+	add(title(head) + "  " + truncate(clean(d.Tenant)+" / "+clean(d.Tool)+" / "+clean(d.Key), max(1, w-width(head)-4)))
+	summary := s.st.state(d.State).Render(stateText(d.State))
+	switch n := unreviewed(d.Conflicts); {
+	case n > 0:
+		summary += "  " + s.st.Conflict.Render(fmt.Sprintf("%s %d unreviewed conflicting attempt%s", glyphConflicted, n, plural(n)))
+	case len(d.Conflicts) > 0:
+		summary += "  " + fmt.Sprintf("%s %d conflicting attempt%s, all reviewed", glyphConflicted, len(d.Conflicts), plural(len(d.Conflicts)))
+	}
+	add(" "+summary, "")
+
+	const labelW = 14
+	field := func(label, value string) {
+		vw := max(1, w-labelW-2)
+		for i, l := range wrap(value, vw) {
+			if i == 0 {
+				add(" " + s.st.Muted.Render(pad(label, labelW)) + " " + l)
+			} else {
+				add(" " + strings.Repeat(" ", labelW) + " " + l)
+			}
+		}
+	}
+	field("tenant", clean(d.Tenant))
+	field("tool", clean(d.Tool)+" · version "+clean(d.ToolVersion)+" · effect "+orDash(clean(d.Effect)))
+	field("key", clean(d.Key))
+	field("state", stateText(d.State)+stateNote(d.Row))
+	field("owner", orDash(clean(d.Owner))+" · attempt "+strconv.Itoa(d.Attempt)+" (its fencing token) · record version "+strconv.FormatInt(d.Version, 10))
+	lease := "-"
+	if !d.LeasedAt.IsZero() {
+		lease = "taken " + stamp(d.LeasedAt, now) + " (" + since(d.LeasedAt, now) + ")"
+		if !d.LeaseExpiresAt.IsZero() {
+			verb := "expires "
+			if !d.LeaseExpiresAt.After(now) {
+				verb = "expired "
+			}
+			lease += " · " + verb + stamp(d.LeaseExpiresAt, now) + " (" + since(d.LeaseExpiresAt, now) + ")"
+		}
+	}
+	field("lease", lease)
+	field("created", stamp(d.CreatedAt, now)+" ("+since(d.CreatedAt, now)+") · updated "+stamp(d.UpdatedAt, now)+" ("+since(d.UpdatedAt, now)+")")
+	completed := "-"
+	if !d.CompletedAt.IsZero() {
+		completed = stamp(d.CompletedAt, now) + " (" + since(d.CompletedAt, now) + ")"
+	}
+	if d.Outcome != "" {
+		completed += " · outcome " + clean(d.Outcome)
+	}
+	if d.ResultRef != "" {
+		completed += " · result ref " + clean(d.ResultRef)
+	}
+	field("completed", completed)
+	retention := "-"
+	if !d.ExpiresAt.IsZero() {
+		retention = "until " + stamp(d.ExpiresAt, now) + " (" + since(d.ExpiresAt, now) + ")"
+	}
+	field("retention", retention)
+	field("fingerprint", orDash(clean(d.FingerprintPrefix))+" (prefix)")
+	stored := "no result stored"
+	if d.HasResult {
+		stored = "a result is stored"
+	}
+	field("intent/result", "hidden ("+stored+"). Revealing them is an audited action; it arrives with the audit feature.")
+
+	add("", title("Timeline")+s.st.Muted.Render("  (database time, UTC)"))
+	events := timeline(d)
+	tw := 0
+	for _, e := range events {
+		tw = max(tw, width(stamp(e.at, now)))
+	}
+	for _, e := range events {
+		for i, l := range wrap(e.what, max(1, w-tw-5)) {
+			if i == 0 {
+				add("   " + pad(stamp(e.at, now), tw) + "  " + l)
+			} else {
+				add("   " + strings.Repeat(" ", tw) + "  " + l)
+			}
+		}
+	}
+
+	if len(d.Conflicts) > 0 {
+		add("", title("Conflicting attempts")+s.st.Muted.Render("  (side by side with the original)"))
+		add(s.conflictTable(d)...)
+	}
+	return out
+}
+
+// conflictTable puts the original attempt and its conflicting attempts
+// side by side, as many as fit.
+func (s *detailScreen) conflictTable(d *storeview.Detail) []string {
+	const labelW, colW = 14, 22
+	now := d.DBTime
+	fit := max(1, (s.w-3-labelW)/(colW+1))
+	type attempt struct{ head, at, owner, version, fp, reviewed string }
+	cols := []attempt{{
+		head: "ORIGINAL", at: stamp(d.CreatedAt, now), owner: orDash(clean(d.Owner)) + " (now)",
+		version: clean(d.ToolVersion), fp: clean(d.FingerprintPrefix), reviewed: "-",
+	}}
+	for i, c := range d.Conflicts {
+		rev := "no"
+		if c.Reviewed {
+			rev = "yes"
+		}
+		cols = append(cols, attempt{
+			head: "ATTEMPT " + strconv.Itoa(i+1), at: stamp(c.AttemptedAt, now), owner: orDash(clean(c.Owner)),
+			version: clean(c.ToolVersion), fp: clean(c.FingerprintPrefix), reviewed: rev,
+		})
+	}
+	hidden := 0
+	if len(cols) > fit {
+		hidden = len(cols) - fit
+		cols = cols[:fit]
+	}
+	row := func(label string, get func(attempt) string) string {
+		var b strings.Builder
+		b.WriteString("   " + pad(label, labelW))
+		for _, c := range cols {
+			b.WriteString(" " + pad(get(c), colW))
+		}
+		return strings.TrimRight(b.String(), " ")
+	}
+	out := []string{
+		s.st.Bold.Render(row("", func(a attempt) string { return a.head })),
+		row("at", func(a attempt) string { return a.at }),
+		row("owner", func(a attempt) string { return a.owner }),
+		row("tool version", func(a attempt) string { return a.version }),
+		row("fingerprint", func(a attempt) string { return a.fp }),
+		row("reviewed", func(a attempt) string { return a.reviewed }),
+	}
+	if hidden > 0 {
+		out = append(out, s.st.Muted.Render(fmt.Sprintf("   and %d more attempt%s: widen the terminal to see them", hidden, plural(hidden))))
+	}
+	return out
+}
+
+type event struct {
+	at   time.Time
+	what string
+}
+
+// timeline lists what happened to a record, in database-time order; only
+// what has happened by the time of the read.
+func timeline(d *storeview.Detail) []event {
+	now := d.DBTime
+	ev := []event{{d.CreatedAt, "created"}}
+	if !d.LeasedAt.IsZero() {
+		what := "leased by " + orDash(clean(d.Owner)) + " · attempt " + strconv.Itoa(d.Attempt)
+		if !d.LeaseExpiresAt.IsZero() {
+			what += " · lease until " + stamp(d.LeaseExpiresAt, now)
+		}
+		ev = append(ev, event{d.LeasedAt, what})
+	}
+	if leaseRelevant(d.Row) && !d.LeaseExpiresAt.IsZero() && !d.LeaseExpiresAt.After(now) {
+		ev = append(ev, event{d.LeaseExpiresAt, "lease expired without a completion"})
+	}
+	if !d.CompletedAt.IsZero() {
+		what := "completed"
+		if d.Outcome != "" {
+			what += ": " + clean(d.Outcome)
+		}
+		if d.State == storeview.StateReleased {
+			what = "released"
+		}
+		ev = append(ev, event{d.CompletedAt, what})
+	}
+	for i, c := range d.Conflicts {
+		what := fmt.Sprintf("%s conflicting attempt %d by %s (tool version %s, %s)",
+			glyphConflicted, i+1, orDash(clean(c.Owner)), clean(c.ToolVersion), clean(c.FingerprintPrefix))
+		if c.Reviewed {
+			what += ", reviewed"
+		}
+		ev = append(ev, event{c.AttemptedAt, what})
+	}
+	sort.SliceStable(ev, func(i, j int) bool { return ev[i].at.Before(ev[j].at) })
+	return ev
+}
+
+// stateNote explains a state in the detail's words.
+func stateNote(r storeview.Row) string {
+	switch r.State {
+	case storeview.StateStuck:
+		return ": pending, its lease expired " + since(r.LeaseExpiresAt, r.DBTime) + " and nobody completed it"
+	case storeview.StatePending:
+		return ": " + orDash(clean(r.Owner)) + " holds a live lease"
+	case storeview.StateRejected:
+		return ": completed with a business rejection"
+	case storeview.StateReleased:
+		return ": released; the next attempt runs again"
+	}
+	return ""
+}
+
+func unreviewed(cs []storeview.Conflict) int {
+	n := 0
+	for _, c := range cs {
+		if !c.Reviewed {
+			n++
+		}
+	}
+	return n
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

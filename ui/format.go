@@ -1,0 +1,325 @@
+package ui
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/charmbracelet/x/ansi"
+	"github.com/rivo/uniseg"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+)
+
+// stateGlyph pairs every state with a glyph, so that state is never told by
+// colour alone.
+func stateGlyph(s storeview.State) string {
+	switch s {
+	case storeview.StatePending:
+		return "◷"
+	case storeview.StateStuck:
+		return "⚠"
+	case storeview.StateCompleted:
+		return "✓"
+	case storeview.StateRejected:
+		return "✗"
+	case storeview.StateReleased:
+		return "○"
+	}
+	return "?"
+}
+
+// glyphConflicted marks records with unreviewed conflicting attempts.
+const glyphConflicted = "≠"
+
+// stateText is the glyph and the word of a state.
+func stateText(s storeview.State) string {
+	return stateGlyph(s) + " " + string(s)
+}
+
+// rowStateText is what the list shows for a row: a stuck record stays
+// "stuck" (the most urgent fact); otherwise a record with unreviewed
+// conflicts reads "conflicted". The detail screen shows both.
+func rowStateText(r storeview.Row) string {
+	if r.Conflicted && r.State != storeview.StateStuck {
+		return glyphConflicted + " conflicted"
+	}
+	return stateText(r.State)
+}
+
+// leaseRelevant tells whether the row holds a lease worth showing: only
+// pending records (live or stuck) do.
+func leaseRelevant(r storeview.Row) bool {
+	return r.State == storeview.StatePending || r.State == storeview.StateStuck
+}
+
+// shortDur writes a duration the way an operator reads it at a glance:
+// 27s, 41m, 3h05m, 2d03h, 45d. The sign is dropped.
+func shortDur(d time.Duration) string {
+	if d < 0 {
+		d = -d
+	}
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(int(d/time.Second)) + "s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + "m"
+	case d < 24*time.Hour:
+		h := int(d / time.Hour)
+		m := int((d % time.Hour) / time.Minute)
+		if m == 0 {
+			return strconv.Itoa(h) + "h"
+		}
+		return fmt.Sprintf("%dh%02dm", h, m)
+	case d < 10*24*time.Hour:
+		days := int(d / (24 * time.Hour))
+		h := int((d % (24 * time.Hour)) / time.Hour)
+		if h == 0 {
+			return strconv.Itoa(days) + "d"
+		}
+		return fmt.Sprintf("%dd%02dh", days, h)
+	default:
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+}
+
+// relative writes a signed duration from now: "in 27s" or "41m ago".
+func relative(d time.Duration) string {
+	switch {
+	case d > 0 && d >= time.Second:
+		return "in " + shortDur(d)
+	case d < 0 && d <= -time.Second:
+		return shortDur(d) + " ago"
+	}
+	return "now"
+}
+
+// since writes how long ago t was, measured on the database clock now.
+func since(t, now time.Time) string {
+	if t.IsZero() || now.IsZero() {
+		return "-"
+	}
+	return relative(t.Sub(now))
+}
+
+// count writes an exact count with thousands separators.
+func count(n int64) string {
+	if n < 0 {
+		return "-" + count(-n)
+	}
+	s := strconv.FormatInt(n, 10)
+	if len(s) <= 3 {
+		return s
+	}
+	var b strings.Builder
+	lead := len(s) % 3
+	b.WriteString(s[:lead])
+	for i := lead; i < len(s); i += 3 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s[i : i+3])
+	}
+	return b.String()
+}
+
+// approx writes an estimated count: "~" and a compact number, so nobody
+// mistakes an estimate for a count.
+func approx(n int64) string {
+	switch {
+	case n >= 10_000_000:
+		return fmt.Sprintf("~%dM", (n+500_000)/1_000_000)
+	case n >= 1_000_000:
+		return fmt.Sprintf("~%.1fM", float64(n)/1e6)
+	case n >= 10_000:
+		return fmt.Sprintf("~%dk", (n+500)/1000)
+	}
+	return "~" + count(n)
+}
+
+// clock writes a database time as the status bar does.
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return "--:--:--"
+	}
+	return t.UTC().Format("15:04:05")
+}
+
+// stamp writes a database time: the clock alone on the same UTC day as
+// ref, the date too otherwise.
+func stamp(t, ref time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	t = t.UTC()
+	if !ref.IsZero() && t.Format(time.DateOnly) == ref.UTC().Format(time.DateOnly) {
+		return t.Format("15:04:05")
+	}
+	return t.Format("2006-01-02 15:04:05")
+}
+
+// clean makes stored text safe to print: control characters (escape
+// sequences included) would otherwise reach the terminal.
+func clean(s string) string {
+	ok := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "�")
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '�'
+		}
+		return r
+	}, s)
+}
+
+// isASCII tells whether s is printable ASCII, for the fast width path.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// width is the display width of plain or styled text.
+func width(s string) int {
+	if isASCII(s) {
+		return len(s)
+	}
+	return ansi.StringWidth(s)
+}
+
+// truncate cuts s to w cells with an ellipsis at the end.
+func truncate(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	if isASCII(s) {
+		if len(s) <= w {
+			return s
+		}
+		return s[:w-1] + "…"
+	}
+	return ansi.Truncate(s, w, "…")
+}
+
+// truncateMiddle cuts s to w cells keeping its start and its end, which
+// is where keys differ ("run-42:cr…-ticket").
+func truncateMiddle(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	sw := width(s)
+	if sw <= w {
+		return s
+	}
+	if w == 1 {
+		return "…"
+	}
+	head := (w - 1 + 1) / 2
+	tail := w - 1 - head
+	if isASCII(s) {
+		return s[:head] + "…" + s[len(s)-tail:]
+	}
+	// Take whole grapheme clusters from each end, so wide characters
+	// never overflow and accents stay with their letters.
+	var clusters []string
+	var widths []int
+	g := uniseg.NewGraphemes(s)
+	for g.Next() {
+		clusters = append(clusters, g.Str())
+		widths = append(widths, g.Width())
+	}
+	var hb strings.Builder
+	hw, i := 0, 0
+	for ; i < len(clusters) && hw+widths[i] <= head; i++ {
+		hb.WriteString(clusters[i])
+		hw += widths[i]
+	}
+	tw, j := 0, len(clusters)
+	for j > i && tw+widths[j-1] <= tail {
+		j--
+		tw += widths[j]
+	}
+	out := hb.String() + "…" + strings.Join(clusters[j:], "")
+	// A wide character that did not fit leaves a cell: keep columns aligned.
+	return out + strings.Repeat(" ", max(0, w-hw-1-tw))
+}
+
+// pad fills s with spaces up to w cells (left-aligned), truncating first.
+func pad(s string, w int) string {
+	s = truncate(s, w)
+	if n := w - width(s); n > 0 {
+		return s + strings.Repeat(" ", n)
+	}
+	return s
+}
+
+// padLeft right-aligns s in w cells.
+func padLeft(s string, w int) string {
+	s = truncate(s, w)
+	if n := w - width(s); n > 0 {
+		return strings.Repeat(" ", n) + s
+	}
+	return s
+}
+
+// wrap breaks text into lines of at most w cells, at spaces where it can.
+func wrap(s string, w int) []string {
+	if w <= 0 {
+		return nil
+	}
+	var lines []string
+	for _, para := range strings.Split(s, "\n") {
+		words := strings.Fields(para)
+		var cur string
+		for _, word := range words {
+			for width(word) > w {
+				if cur != "" {
+					lines = append(lines, cur)
+					cur = ""
+				}
+				head := ansi.Truncate(word, w, "")
+				lines = append(lines, head)
+				word = ansi.TruncateLeft(word, width(head), "")
+			}
+			switch {
+			case cur == "":
+				cur = word
+			case width(cur)+1+width(word) <= w:
+				cur += " " + word
+			default:
+				lines = append(lines, cur)
+				cur = word
+			}
+		}
+		lines = append(lines, cur)
+	}
+	return lines
+}
+
+// spread puts left and right on one line of w cells, truncating the left
+// part when both do not fit.
+func spread(left, right string, w int) string {
+	rw := width(right)
+	if rw >= w {
+		return truncate(right, w)
+	}
+	room := w - rw - 1
+	left = truncate(left, room)
+	return left + strings.Repeat(" ", w-rw-width(left)) + right
+}

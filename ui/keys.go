@@ -1,0 +1,87 @@
+package ui
+
+import "github.com/charmbracelet/bubbles/key"
+
+// KeyMap holds every key binding of the console. The help screen and the
+// footer are generated from it; a binding that does not apply where the
+// operator is gets disabled, so it is neither shown nor matched.
+type KeyMap struct {
+	// Moving.
+	Up, Down, Left, Right key.Binding
+	Top, Bottom           key.Binding
+	NextPage, PrevPage    key.Binding
+	// Acting on what is selected.
+	Open   key.Binding
+	Filter key.Binding
+	Sort   key.Binding
+	// Going places.
+	Back    key.Binding
+	Command key.Binding
+	Help    key.Binding
+	Quit    key.Binding
+	// ForceQuit quits from anywhere, even while typing.
+	ForceQuit key.Binding
+	// Refresh control.
+	Pause  key.Binding
+	Faster key.Binding
+	Slower key.Binding
+	// Retry reconnects now when the database could not be reached at start.
+	Retry key.Binding
+	// Accept and Cancel apply inside the filter bar and the command line.
+	Accept key.Binding
+	Cancel key.Binding
+}
+
+// DefaultKeyMap returns the console's key bindings.
+func DefaultKeyMap() KeyMap {
+	return KeyMap{
+		Up:        key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+		Down:      key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		Left:      key.NewBinding(key.WithKeys("left", "h"), key.WithHelp("←/h", "left")),
+		Right:     key.NewBinding(key.WithKeys("right", "l"), key.WithHelp("→/l", "right")),
+		Top:       key.NewBinding(key.WithKeys("home", "g"), key.WithHelp("g/home", "first")),
+		Bottom:    key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("G/end", "last")),
+		NextPage:  key.NewBinding(key.WithKeys("n", "pgdown"), key.WithHelp("n/pgdn", "next page")),
+		PrevPage:  key.NewBinding(key.WithKeys("p", "pgup"), key.WithHelp("p/pgup", "prev page")),
+		Open:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),
+		Filter:    key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		Sort:      key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
+		Back:      key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
+		Command:   key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "go to")),
+		Help:      key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+		Quit:      key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
+		ForceQuit: key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit")),
+		Pause:     key.NewBinding(key.WithKeys(" "), key.WithHelp("space", "pause")),
+		Faster:    key.NewBinding(key.WithKeys("+", "="), key.WithHelp("+", "faster")),
+		Slower:    key.NewBinding(key.WithKeys("-", "_"), key.WithHelp("-", "slower")),
+		Retry:     key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "retry now"), key.WithDisabled()),
+		Accept:    key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply")),
+		Cancel:    key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
+	}
+}
+
+// combined is one help entry for several bindings ("↑/↓ move"), for the
+// footer. It holds their keys and shows only when one of them is enabled.
+func combined(help, desc string, bs ...key.Binding) key.Binding {
+	var keys []string
+	enabled := false
+	for _, x := range bs {
+		keys = append(keys, x.Keys()...)
+		enabled = enabled || x.Enabled()
+	}
+	b := key.NewBinding(key.WithKeys(keys...), key.WithHelp(help, desc))
+	b.SetEnabled(enabled)
+	return b
+}
+
+// helpKeys adapts a set of bindings to help.KeyMap.
+type helpKeys struct {
+	short []key.Binding
+	full  [][]key.Binding
+}
+
+// ShortHelp implements help.KeyMap.
+func (h helpKeys) ShortHelp() []key.Binding { return h.short }
+
+// FullHelp implements help.KeyMap.
+func (h helpKeys) FullHelp() [][]key.Binding { return h.full }

@@ -1,0 +1,463 @@
+package ui
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/cursor"
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+)
+
+// listScreen browses operations: a filter, a sort, and keyset pages.
+type listScreen struct {
+	deps
+	navigator
+	w, h int
+
+	filter     storeview.Filter
+	filterText string
+	sort       storeview.Sort
+	// pages holds the cursor each visited page starts after; the last one
+	// is the current page (nil: the first).
+	pages []*storeview.Cursor
+
+	seq     int
+	loading bool
+	loaded  bool
+	page    storeview.Page
+	err     error
+	sel     int
+
+	// cells caches the formatted rows of the page; widths their layout.
+	cells   [][colCount]string
+	measure measure
+	widths  [colCount]int
+
+	editing  bool
+	input    textinput.Model
+	inputErr error
+}
+
+func newList(d deps) *listScreen {
+	in := textinput.New()
+	in.Prompt = "/ "
+	in.CharLimit = 500
+	in.Placeholder = "state:stuck tool:create-ticket age>10m"
+	in.PromptStyle = d.st.Bold
+	in.TextStyle = d.st.Input
+	in.PlaceholderStyle = d.st.Muted
+	in.Cursor.Style = d.st.Selected
+	in.Cursor.TextStyle = d.st.Input
+	in.Cursor.SetMode(cursor.CursorStatic)
+	s := &listScreen{deps: d, sort: storeview.SortNewest, pages: []*storeview.Cursor{nil}, input: in}
+	s.updateKeys()
+	return s
+}
+
+func (s *listScreen) id() screenID         { return screenList }
+func (s *listScreen) Init() tea.Cmd        { return nil }
+func (s *listScreen) current(seq int) bool { return seq == s.seq }
+func (s *listScreen) capturing() bool      { return s.editing }
+func (s *listScreen) asOf() time.Time      { return s.page.DBTime }
+
+// SetSize lays the table out again; a page of another size comes with the
+// next refresh.
+func (s *listScreen) SetSize(w, h int) {
+	s.w, s.h = w, h
+	s.input.Width = max(1, w-4)
+	s.relayout()
+	s.clampSel()
+}
+
+// limit is how many rows fit: the title, the header and the filter line
+// take three lines.
+func (s *listScreen) limit() int { return max(1, s.h-3) }
+
+// open shows a new filter and sort from the first page.
+func (s *listScreen) open(f storeview.Filter, text string, sort storeview.Sort) tea.Cmd {
+	if sort == "" {
+		sort = storeview.SortNewest
+	}
+	s.filter, s.filterText, s.sort = f, text, sort
+	s.editing, s.inputErr = false, nil
+	s.input.Blur()
+	return s.restart()
+}
+
+// restart goes back to the first page and fetches it.
+func (s *listScreen) restart() tea.Cmd {
+	s.pages = []*storeview.Cursor{nil}
+	s.sel = 0
+	s.loaded = false
+	s.page = storeview.Page{}
+	s.cells = nil
+	s.relayout()
+	s.updateKeys()
+	return s.fetch()
+}
+
+func (s *listScreen) query() storeview.Query {
+	return storeview.Query{Filter: s.filter, Sort: s.sort, Limit: s.limit(), After: s.pages[len(s.pages)-1]}
+}
+
+// fetch asks for the current page; an older request's answer will be
+// dropped.
+func (s *listScreen) fetch() tea.Cmd {
+	s.seq++
+	s.loading = true
+	return s.f.list(s.seq, s.query())
+}
+
+func (s *listScreen) refresh() tea.Cmd {
+	if s.loading {
+		return nil
+	}
+	return s.fetch()
+}
+
+func (s *listScreen) back() (bool, tea.Cmd) {
+	if s.filterText == "" {
+		return false, nil
+	}
+	return true, s.open(storeview.Filter{}, "", s.sort)
+}
+
+func (s *listScreen) selected() (storeview.Row, bool) {
+	if s.sel < 0 || s.sel >= s.visibleRows() {
+		return storeview.Row{}, false
+	}
+	return s.page.Rows[s.sel], true
+}
+
+func (s *listScreen) visibleRows() int { return min(len(s.page.Rows), s.limit()) }
+
+func (s *listScreen) clampSel() {
+	s.sel = min(max(0, s.sel), max(0, s.visibleRows()-1))
+}
+
+func (s *listScreen) updateKeys() {
+	rows := s.visibleRows() > 0
+	s.keys.Up.SetEnabled(rows)
+	s.keys.Down.SetEnabled(rows)
+	s.keys.Top.SetEnabled(rows)
+	s.keys.Bottom.SetEnabled(rows)
+	s.keys.Open.SetEnabled(rows)
+	s.keys.NextPage.SetEnabled(s.page.Next != nil)
+	s.keys.PrevPage.SetEnabled(len(s.pages) > 1)
+	s.keys.Sort.SetHelp("s", "sort by "+sortName(nextSort(s.sort)).short())
+	s.keys.NextPage.SetHelp("n", "next page")
+	s.keys.PrevPage.SetHelp("p", "prev page")
+}
+
+// ShortHelp implements help.KeyMap.
+func (s *listScreen) ShortHelp() []key.Binding {
+	if s.editing {
+		return []key.Binding{s.keys.Accept, s.keys.Cancel}
+	}
+	return []key.Binding{combined("↑/↓", "move", s.keys.Up, s.keys.Down), s.keys.Open, s.keys.Filter, s.keys.NextPage, s.keys.PrevPage}
+}
+
+// FullHelp implements help.KeyMap.
+func (s *listScreen) FullHelp() [][]key.Binding {
+	return [][]key.Binding{
+		{s.keys.Up, s.keys.Down, s.keys.Top, s.keys.Bottom},
+		{s.keys.Open, s.keys.NextPage, s.keys.PrevPage, s.keys.Sort, s.keys.Filter},
+	}
+}
+
+func (s *listScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case pageMsg:
+		s.receive(msg)
+		return s, nil
+	case tea.KeyMsg:
+		if s.editing {
+			return s, s.edit(msg)
+		}
+		return s, s.key(msg)
+	}
+	if s.editing {
+		var cmd tea.Cmd
+		s.input, cmd = s.input.Update(msg)
+		return s, cmd
+	}
+	return s, nil
+}
+
+// receive takes a page, keeping the selected record selected when it is
+// still there.
+func (s *listScreen) receive(msg pageMsg) {
+	if msg.seq != s.seq {
+		return // a stale answer: a newer request is on its way
+	}
+	s.loading = false
+	s.err = msg.err
+	if msg.err != nil {
+		s.updateKeys()
+		return
+	}
+	var keep int64
+	if r, ok := s.selected(); ok {
+		keep = r.ID
+	}
+	s.page = msg.page
+	s.loaded = true
+	s.cells = make([][colCount]string, len(s.page.Rows))
+	for i, r := range s.page.Rows {
+		s.cells[i] = rowCells(r)
+	}
+	s.measure = measureCells(s.cells)
+	s.relayout()
+	if i := slices.IndexFunc(s.page.Rows, func(r storeview.Row) bool { return r.ID == keep }); keep != 0 && i >= 0 {
+		s.sel = i
+	}
+	s.clampSel()
+	s.updateKeys()
+}
+
+func (s *listScreen) relayout() {
+	if s.cells == nil {
+		s.measure = measureCells(nil)
+	}
+	s.widths = layoutColumns(s.measure, s.w)
+}
+
+func (s *listScreen) key(msg tea.KeyMsg) tea.Cmd {
+	switch {
+	case key.Matches(msg, s.keys.Up):
+		s.sel--
+	case key.Matches(msg, s.keys.Down):
+		s.sel++
+	case key.Matches(msg, s.keys.Top):
+		s.sel = 0
+	case key.Matches(msg, s.keys.Bottom):
+		s.sel = s.visibleRows() - 1
+	case key.Matches(msg, s.keys.Open):
+		if r, ok := s.selected(); ok {
+			s.goTo(navMsg{to: screenDetail, id: r.ID})
+		}
+	case key.Matches(msg, s.keys.NextPage):
+		s.pages = append(s.pages, s.page.Next)
+		s.sel = 0
+		s.updateKeys()
+		return s.fetch()
+	case key.Matches(msg, s.keys.PrevPage):
+		s.pages = s.pages[:len(s.pages)-1]
+		s.sel = 0
+		s.updateKeys()
+		return s.fetch()
+	case key.Matches(msg, s.keys.Sort):
+		s.sort = nextSort(s.sort)
+		return s.restart()
+	case key.Matches(msg, s.keys.Filter):
+		return s.startEdit()
+	}
+	s.clampSel()
+	return nil
+}
+
+// startEdit opens the filter bar on the current filter.
+func (s *listScreen) startEdit() tea.Cmd {
+	s.editing = true
+	s.inputErr = nil
+	// A trailing space, so a term typed at once adds to the filter.
+	value := s.filterText
+	if value != "" {
+		value += " "
+	}
+	s.input.SetValue(value)
+	s.input.CursorEnd()
+	return s.input.Focus()
+}
+
+// edit handles a key in the filter bar. A filter that does not parse is an
+// inline error and the list keeps its previous filter.
+func (s *listScreen) edit(msg tea.KeyMsg) tea.Cmd {
+	switch {
+	case key.Matches(msg, s.keys.Accept):
+		text := strings.TrimSpace(s.input.Value())
+		f, err := storeview.ParseFilter(text)
+		if err != nil {
+			s.inputErr = err
+			return nil
+		}
+		s.editing = false
+		s.inputErr = nil
+		s.input.Blur()
+		return s.open(f, f.String(), s.sort)
+	case key.Matches(msg, s.keys.Cancel):
+		s.editing = false
+		s.inputErr = nil
+		s.input.Blur()
+		return nil
+	}
+	var cmd tea.Cmd
+	s.input, cmd = s.input.Update(msg)
+	return cmd
+}
+
+func nextSort(cur storeview.Sort) storeview.Sort {
+	i := slices.Index(storeview.Sorts, cur)
+	return storeview.Sorts[(i+1)%len(storeview.Sorts)]
+}
+
+// sortName describes a sort for people.
+type sortName storeview.Sort
+
+func (s sortName) short() string {
+	switch storeview.Sort(s) {
+	case storeview.SortLease:
+		return "lease expiry"
+	case storeview.SortExpires:
+		return "retention"
+	}
+	return "newest"
+}
+
+func (s *listScreen) View() string {
+	w := s.w
+	rowsH := s.limit()
+	lines := make([]string, 0, s.h)
+
+	left := " " + s.st.Title.Render("Operations")
+	if s.filterText != "" {
+		left += "  filter: " + clean(s.filterText)
+	} else {
+		left += "  all records"
+	}
+	left += "  sort: " + sortName(s.sort).short()
+	right := "page " + strconv.Itoa(len(s.pages))
+	switch {
+	case !s.loaded && s.loading:
+		right += " · loading…"
+	case s.loaded:
+		right += " · " + strconv.Itoa(s.visibleRows()) + " rows"
+		if s.page.Next != nil {
+			right += " · more"
+		} else {
+			right += " · end"
+		}
+	}
+	lines = append(lines, spread(left, right+" ", w))
+
+	// Header.
+	var hb strings.Builder
+	hb.WriteString(strings.Repeat(" ", markWidth))
+	first := true
+	for c := range colCount {
+		cw := s.widths[c]
+		if cw == 0 {
+			continue
+		}
+		if !first {
+			hb.WriteString("  ")
+		}
+		first = false
+		hb.WriteString(fitCell(c, columns[c].title, cw))
+	}
+	lines = append(lines, s.st.Bold.Render(hb.String()))
+
+	// Rows.
+	body := s.bodyLines(rowsH)
+	lines = append(lines, body...)
+	for len(lines) < rowsH+2 {
+		lines = append(lines, "")
+	}
+
+	// The filter line, with an inline error above it when the filter is
+	// wrong.
+	if s.editing {
+		if s.inputErr != nil {
+			errs := wrap("✗ "+clean(s.inputErr.Error())+" (the list keeps "+s.keptFilter()+")", w-2)
+			if len(errs) > 3 {
+				errs = errs[:3]
+			}
+			n := len(errs)
+			lines = lines[:len(lines)-n]
+			for _, e := range errs {
+				lines = append(lines, " "+s.st.Error.Render(e))
+			}
+		}
+		lines = append(lines, " "+s.input.View())
+	} else {
+		hint := " / filter, for example state:stuck tool:create-ticket age>10m"
+		if s.filterText != "" {
+			hint = " filter " + clean(s.filterText) + " · esc clears it · / edits it"
+		}
+		lines = append(lines, s.st.Muted.Render(truncate(hint, w)))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (s *listScreen) keptFilter() string {
+	if s.filterText == "" {
+		return "no filter"
+	}
+	return "filter " + clean(s.filterText)
+}
+
+// bodyLines renders the table rows, or why there are none.
+func (s *listScreen) bodyLines(rowsH int) []string {
+	if !s.loaded {
+		switch {
+		case s.err != nil && !errors.Is(s.err, storeview.ErrNotFound):
+			return []string{"  " + s.st.Error.Render(truncate("✗ could not list operations: "+clean(s.err.Error()), s.w-2))}
+		default:
+			return []string{s.st.Muted.Render("  loading…")}
+		}
+	}
+	n := s.visibleRows()
+	if n == 0 {
+		msg := "  no operations recorded yet"
+		switch {
+		case len(s.pages) > 1:
+			msg = "  no more records on this page · p goes back"
+		case s.filterText != "":
+			msg = "  no operations match " + clean(s.filterText) + " · esc clears the filter"
+		}
+		return []string{s.st.Muted.Render(truncate(msg, s.w))}
+	}
+	out := make([]string, 0, n)
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		b.Reset()
+		selected := i == s.sel
+		if selected {
+			b.WriteString("▸ ")
+		} else {
+			b.WriteString("  ")
+		}
+		first := true
+		for c := range colCount {
+			cw := s.widths[c]
+			if cw == 0 {
+				continue
+			}
+			if !first {
+				b.WriteString("  ")
+			}
+			first = false
+			cell := fitCell(c, s.cells[i][c], cw)
+			if c == colState && !selected {
+				cell = s.st.row(s.page.Rows[i]).Render(cell)
+			}
+			b.WriteString(cell)
+		}
+		line := b.String()
+		if selected {
+			line = s.st.Selected.Render(line)
+		}
+		out = append(out, line)
+	}
+	if s.err != nil && len(out) < rowsH {
+		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+clean(s.err.Error()), s.w-2)))
+	}
+	return out
+}

@@ -1,0 +1,710 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+)
+
+// The smallest terminal the console lays out in.
+const (
+	minWidth  = 60
+	minHeight = 20
+)
+
+// refreshSteps are the intervals + and - step through.
+var refreshSteps = []time.Duration{
+	500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second,
+	10 * time.Second, 30 * time.Second, time.Minute,
+}
+
+// refresher is the polling state: the interval, pause, and the freeze
+// that holds refresh while the operator moves through a list.
+type refresher struct {
+	every  time.Duration
+	paused bool
+	frozen bool
+	// due records a refresh skipped while frozen, to run at the thaw.
+	due bool
+	// gen numbers the tick chain; a pause or a new interval starts a new
+	// one and the old chain's ticks are ignored.
+	gen int
+	// moves numbers the operator's movements; only the last one thaws.
+	moves int
+}
+
+// Model is the console's root model. It handles global keys, the window
+// size, refresh and navigation, and forwards everything else to the
+// active screen.
+type Model struct {
+	opts  Options
+	keys  KeyMap
+	st    Styles
+	f     fetcher
+	after func(time.Duration, tea.Msg) tea.Cmd
+
+	w, h int
+
+	connected   bool
+	info        storeview.Info
+	dbTime      time.Time
+	lastErr     error
+	unreachable bool
+	downSince   time.Time
+	probeSeq    int
+	probing     bool
+	note        string
+
+	refresh  refresher
+	showHelp bool
+	cmd      cmdline
+	help     help.Model
+
+	connect  *connectScreen
+	overview *overviewScreen
+	list     *listScreen
+	detail   *detailScreen
+	stack    []screen
+}
+
+// New returns the console's model over src.
+func New(src Source, opts Options) tea.Model {
+	return newModel(context.Background(), src, opts, nil)
+}
+
+// newModel builds the model; a nil renderer means one on stdout that
+// honours NO_COLOR.
+func newModel(ctx context.Context, src Source, opts Options, r *lipgloss.Renderer) *Model {
+	opts = opts.withDefaults()
+	if r == nil {
+		r = lipgloss.NewRenderer(os.Stdout)
+	}
+	if opts.NoColor {
+		r.SetColorProfile(termenv.Ascii)
+	}
+	st := NewStyles(r)
+	keys := DefaultKeyMap()
+	d := deps{keys: keys, st: st, f: fetcher{src: src, ctx: ctx, timeout: opts.Timeout}}
+	h := help.New()
+	h.ShortSeparator = " · "
+	h.Styles = help.Styles{
+		ShortKey: st.HelpKey, ShortDesc: st.HelpDesc, ShortSeparator: st.HelpSep, Ellipsis: st.HelpSep,
+		FullKey: st.HelpKey, FullDesc: st.HelpDesc, FullSeparator: st.HelpSep,
+	}
+	m := &Model{
+		opts: opts, keys: keys, st: st, f: d.f,
+		after:    func(d time.Duration, msg tea.Msg) tea.Cmd { return tea.Tick(d, func(time.Time) tea.Msg { return msg }) },
+		refresh:  refresher{every: opts.Refresh},
+		cmd:      newCmdline(keys, st),
+		help:     h,
+		connect:  newConnect(d, opts.Context),
+		overview: newOverview(d),
+		list:     newList(d),
+		detail:   newDetail(d),
+	}
+	m.connect.every = opts.Refresh
+	m.stack = []screen{m.connect}
+	m.syncKeys()
+	return m
+}
+
+// Init connects and starts the refresh clock.
+func (m *Model) Init() tea.Cmd {
+	return tea.Batch(m.connect.fetch(), m.tick())
+}
+
+// Update is a short dispatch; the work is in the handlers.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	var cmd tea.Cmd
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		cmd = m.resize(msg.Width, msg.Height)
+	case tea.KeyMsg:
+		cmd = m.handleKey(msg)
+	case tickMsg:
+		cmd = m.onTick(msg)
+	case thawMsg:
+		cmd = m.onThaw(msg)
+	case connectMsg:
+		cmd = m.onConnect(msg)
+	case probeMsg:
+		m.onProbe(msg)
+	case noteMsg:
+		m.note = string(msg)
+	case result:
+		cmd = m.deliver(msg)
+	default:
+		cmd = m.forward(m.active(), msg)
+	}
+	m.syncKeys()
+	return m, cmd
+}
+
+func (m *Model) active() screen { return m.stack[len(m.stack)-1] }
+
+func (m *Model) bodyHeight() int { return max(1, m.h-3) }
+
+func (m *Model) resize(w, h int) tea.Cmd {
+	m.w, m.h = w, h
+	m.help.Width = max(1, w-1)
+	for _, s := range []screen{m.connect, m.overview, m.list, m.detail} {
+		s.SetSize(w, m.bodyHeight())
+	}
+	if m.connected {
+		return m.active().refresh()
+	}
+	return nil
+}
+
+// handleKey: ctrl+c always quits; an open command line or filter bar takes
+// every other key; then the global keys; the rest goes to the screen.
+func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
+	m.note = ""
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste {
+		// Keys typed quickly arrive together (":ops", "jjj"): take them
+		// one at a time, as they were typed.
+		cmds := make([]tea.Cmd, 0, len(msg.Runes))
+		for _, r := range msg.Runes {
+			cmds = append(cmds, m.handleKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: msg.Alt}))
+			m.syncKeys()
+		}
+		return tea.Batch(cmds...)
+	}
+	if key.Matches(msg, m.keys.ForceQuit) {
+		return tea.Quit
+	}
+	if m.cmd.active {
+		out, cmd := m.cmd.update(msg)
+		return tea.Batch(cmd, m.command(out))
+	}
+	if m.tooSmall() {
+		if key.Matches(msg, m.keys.Quit) {
+			return tea.Quit
+		}
+		return nil
+	}
+	if m.showHelp {
+		if key.Matches(msg, m.keys.Help, m.keys.Back, m.keys.Quit) {
+			m.showHelp = false
+		}
+		return nil
+	}
+	s := m.active()
+	if s.capturing() {
+		return m.forward(s, msg)
+	}
+	switch {
+	case key.Matches(msg, m.keys.Quit):
+		if len(m.stack) == 1 {
+			return tea.Quit
+		}
+		return m.goBack()
+	case key.Matches(msg, m.keys.Back):
+		if handled, cmd := s.back(); handled {
+			return cmd
+		}
+		return m.goBack()
+	case key.Matches(msg, m.keys.Help):
+		m.showHelp = true
+		return nil
+	case key.Matches(msg, m.keys.Command):
+		return m.cmd.open()
+	case key.Matches(msg, m.keys.Pause):
+		return m.togglePause()
+	case key.Matches(msg, m.keys.Faster):
+		return m.step(-1)
+	case key.Matches(msg, m.keys.Slower):
+		return m.step(+1)
+	case key.Matches(msg, m.keys.Retry):
+		return m.connect.fetch()
+	case m.moving(msg):
+		return tea.Batch(m.forward(s, msg), m.freeze())
+	}
+	return m.forward(s, msg)
+}
+
+// forward hands a message to a screen and goes where the screen asks.
+func (m *Model) forward(s screen, msg tea.Msg) tea.Cmd {
+	_, cmd := s.Update(msg)
+	if n, ok := s.follow(); ok {
+		return tea.Batch(cmd, m.navigate(n))
+	}
+	return cmd
+}
+
+// moving tells whether a key moves the cursor (which freezes refresh).
+func (m *Model) moving(msg tea.KeyMsg) bool {
+	k := m.keys
+	return key.Matches(msg, k.Up, k.Down, k.Left, k.Right, k.Top, k.Bottom)
+}
+
+// command acts on an entered command line.
+func (m *Model) command(out tea.Msg) tea.Cmd {
+	switch out := out.(type) {
+	case nil:
+		return nil
+	case tea.QuitMsg:
+		return tea.Quit
+	case noteMsg:
+		m.note = string(out)
+		return nil
+	case navMsg:
+		if !m.connected {
+			m.note = "not connected yet: the command runs once the database answers"
+			return nil
+		}
+		return m.navigate(out)
+	}
+	return nil
+}
+
+// navigate shows a screen. The overview is always at the bottom of the
+// stack, the list above it, then details.
+func (m *Model) navigate(n navMsg) tea.Cmd {
+	if !m.connected {
+		return nil
+	}
+	m.showHelp = false
+	switch n.to {
+	case screenOverview:
+		m.stack = []screen{m.overview}
+		return m.overview.fetch()
+	case screenList:
+		m.stack = []screen{m.overview, m.list}
+		cmd := m.list.open(n.filter, n.filterText, n.sort)
+		if n.edit {
+			return tea.Batch(cmd, m.list.startEdit())
+		}
+		return cmd
+	case screenDetail:
+		if m.active() != m.detail {
+			m.stack = append(m.stack, m.detail)
+		}
+		return m.detail.open(n.id, n.ident)
+	}
+	return nil
+}
+
+func (m *Model) goBack() tea.Cmd {
+	if len(m.stack) <= 1 {
+		return nil
+	}
+	m.stack = m.stack[:len(m.stack)-1]
+	return m.active().refresh()
+}
+
+// deliver hands an answer to the screen that asked, if it is that
+// screen's latest request, and keeps the status (database time, last
+// error, reachability) from it.
+func (m *Model) deliver(r result) tea.Cmd {
+	var s screen
+	switch r.owner() {
+	case screenOverview:
+		s = m.overview
+	case screenList:
+		s = m.list
+	case screenDetail:
+		s = m.detail
+	default:
+		return nil
+	}
+	if !s.current(r.sequence()) {
+		return nil // stale: a newer request is on its way
+	}
+	_, cmd := s.Update(r)
+	switch err := r.failure(); {
+	case err == nil:
+		if t := r.asOf(); t.After(m.dbTime) {
+			m.dbTime = t
+		}
+		m.lastErr = nil
+		m.unreachable = false
+	case errors.Is(err, storeview.ErrNotFound):
+		// The screen explains it; the database answered.
+		m.unreachable = false
+	default:
+		m.lastErr = err
+		return tea.Batch(cmd, m.probe())
+	}
+	return cmd
+}
+
+// probe asks for the server info after a failed poll, to tell an
+// unreachable database from a failing query.
+func (m *Model) probe() tea.Cmd {
+	if m.probing {
+		return nil
+	}
+	m.probing = true
+	m.probeSeq++
+	return m.f.probe(m.probeSeq)
+}
+
+func (m *Model) onProbe(msg probeMsg) {
+	if msg.seq != m.probeSeq {
+		return
+	}
+	m.probing = false
+	if msg.reachable() {
+		if msg.err == nil {
+			m.info = msg.info
+		}
+		m.unreachable = false
+		return
+	}
+	if !m.unreachable {
+		m.unreachable = true
+		m.downSince = m.dbTime
+	}
+	m.lastErr = msg.err
+}
+
+func (m *Model) onConnect(msg connectMsg) tea.Cmd {
+	if !m.connect.current(msg.seq) {
+		return nil
+	}
+	m.connect.Update(msg)
+	if !msg.reachable() || m.connected {
+		return nil
+	}
+	m.connected = true
+	m.info = msg.info
+	m.dbTime = msg.info.DBTime
+	m.lastErr = msg.err // an old schema, say: reachable but worth saying
+	return m.navigate(navMsg{to: screenOverview})
+}
+
+// tick schedules the next refresh of the current chain.
+func (m *Model) tick() tea.Cmd {
+	return m.after(m.refresh.every, tickMsg{gen: m.refresh.gen})
+}
+
+func (m *Model) onTick(msg tickMsg) tea.Cmd {
+	if msg.gen != m.refresh.gen || m.refresh.paused {
+		return nil
+	}
+	next := m.tick()
+	if m.refresh.frozen {
+		m.refresh.due = true
+		return next
+	}
+	return tea.Batch(next, m.poll())
+}
+
+// poll refreshes what is on screen.
+func (m *Model) poll() tea.Cmd {
+	if !m.connected {
+		return m.connect.refresh()
+	}
+	return m.active().refresh()
+}
+
+// freeze holds refresh for a moment after the operator moved, so rows do
+// not jump under the cursor.
+func (m *Model) freeze() tea.Cmd {
+	m.refresh.moves++
+	m.refresh.frozen = true
+	return m.after(freezeFor, thawMsg{seq: m.refresh.moves})
+}
+
+func (m *Model) onThaw(msg thawMsg) tea.Cmd {
+	if msg.seq != m.refresh.moves {
+		return nil // the operator moved again since
+	}
+	m.refresh.frozen = false
+	if m.refresh.due && !m.refresh.paused {
+		m.refresh.due = false
+		return m.poll()
+	}
+	return nil
+}
+
+func (m *Model) togglePause() tea.Cmd {
+	m.refresh.paused = !m.refresh.paused
+	m.refresh.gen++
+	m.connect.paused = m.refresh.paused
+	if m.refresh.paused {
+		return nil
+	}
+	m.refresh.due = false
+	return tea.Batch(m.tick(), m.poll())
+}
+
+// step makes refresh faster (-1) or slower (+1), within 500ms..60s.
+func (m *Model) step(dir int) tea.Cmd {
+	cur := m.refresh.every
+	next := cur
+	if dir < 0 {
+		for i := len(refreshSteps) - 1; i >= 0; i-- {
+			if refreshSteps[i] < cur {
+				next = refreshSteps[i]
+				break
+			}
+		}
+	} else {
+		for _, s := range refreshSteps {
+			if s > cur {
+				next = s
+				break
+			}
+		}
+	}
+	if next == cur {
+		m.note = "refresh stays every " + interval(cur) + " (between " + interval(MinRefresh) + " and " + interval(MaxRefresh) + ")"
+		return nil
+	}
+	m.refresh.every = next
+	m.connect.every = next
+	m.note = "refresh every " + interval(next)
+	m.refresh.gen++
+	if m.refresh.paused {
+		return nil
+	}
+	return m.tick()
+}
+
+// syncKeys enables the global bindings that apply where the operator is,
+// and words them for it.
+func (m *Model) syncKeys() {
+	top := len(m.stack) == 1
+	s := m.active()
+	filtered := s == m.list && m.list.filterText != ""
+	switch {
+	case m.showHelp:
+		m.keys.Back.SetEnabled(true)
+		m.keys.Back.SetHelp("esc", "close help")
+	case filtered:
+		m.keys.Back.SetEnabled(true)
+		m.keys.Back.SetHelp("esc", "clear filter")
+	default:
+		m.keys.Back.SetEnabled(!top)
+		m.keys.Back.SetHelp("esc", "back")
+	}
+	if top {
+		m.keys.Quit.SetHelp("q", "quit")
+	} else {
+		m.keys.Quit.SetHelp("q", "back")
+	}
+	if m.refresh.paused {
+		m.keys.Pause.SetHelp("space", "resume")
+	} else {
+		m.keys.Pause.SetHelp("space", "pause")
+	}
+	m.keys.Command.SetEnabled(m.connected)
+	m.keys.Retry.SetEnabled(!m.connected && m.connect.err != nil)
+}
+
+// View renders the status bar, the active screen, the message line and
+// the footer. It only reads state.
+func (m *Model) View() string {
+	if m.w <= 0 || m.h <= 0 {
+		return ""
+	}
+	if m.tooSmall() {
+		return m.tooSmallView()
+	}
+	var b strings.Builder
+	b.Grow(m.w * m.h * 2)
+	b.WriteString(m.statusBar())
+	b.WriteByte('\n')
+	var body string
+	if m.showHelp {
+		body = m.helpView()
+	} else {
+		body = m.active().View()
+	}
+	bh := m.bodyHeight()
+	n := 0
+	for line := range strings.SplitSeq(body, "\n") {
+		if n == bh {
+			break
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+		n++
+	}
+	for ; n < bh; n++ {
+		b.WriteByte('\n')
+	}
+	b.WriteString(m.messageLine())
+	b.WriteByte('\n')
+	// help truncates with an ellipsis, but adds an item anyway when even
+	// the ellipsis does not fit: cut the line to the width.
+	b.WriteString(truncate(" "+m.help.ShortHelpView(m.footerKeys()), m.w))
+	return b.String()
+}
+
+func (m *Model) tooSmall() bool { return m.w < minWidth || m.h < minHeight }
+
+func (m *Model) tooSmallView() string {
+	lines := []string{
+		"terminal too small",
+		"need " + strconv.Itoa(minWidth) + "x" + strconv.Itoa(minHeight) + ", have " + strconv.Itoa(m.w) + "x" + strconv.Itoa(m.h),
+		"q quits",
+	}
+	var out []string
+	top := max(0, (m.h-len(lines))/2)
+	for range top {
+		out = append(out, "")
+	}
+	for _, l := range lines {
+		l = truncate(l, m.w)
+		out = append(out, strings.Repeat(" ", max(0, (m.w-width(l))/2))+l)
+	}
+	return strings.Join(out, "\n")
+}
+
+// statusBar: context, server and database, role, database time, refresh.
+func (m *Model) statusBar() string {
+	left := " " + m.st.Brand.Render("opsdesk") + "  "
+	if m.opts.Context != "" {
+		left += clean(m.opts.Context) + " · "
+	}
+	if m.connected {
+		left += clean(m.info.Server) + "/" + clean(m.info.Database) + " · you: " + clean(m.info.Role)
+	} else {
+		left += "not connected"
+	}
+	if m.opts.ReadOnly {
+		left += " · " + m.st.ReadOnly.Render("read-only")
+	}
+	asOf := m.active().asOf()
+	if asOf.IsZero() {
+		asOf = m.dbTime
+	}
+	right := func(long bool) string {
+		if !m.connected {
+			return m.refreshLabel(long) + " "
+		}
+		return "db " + clock(asOf) + " UTC · " + m.refreshLabel(long) + " "
+	}
+	r := right(true)
+	if width(left)+width(r)+1 > m.w {
+		r = right(false)
+	}
+	return spread(left, r, m.w)
+}
+
+// refreshLabel says what refresh does; long for wide terminals.
+func (m *Model) refreshLabel(long bool) string {
+	switch {
+	case m.refresh.paused:
+		return "⏸ paused"
+	case m.refresh.frozen && long:
+		return "⟳ frozen while moving"
+	case m.refresh.frozen:
+		return "⟳ frozen"
+	}
+	return "⟳ " + interval(m.refresh.every)
+}
+
+// messageLine: the command line, else the unreachable banner, else the
+// last error, else a note.
+func (m *Model) messageLine() string {
+	switch {
+	case m.cmd.active:
+		return m.cmd.View(m.w)
+	case m.unreachable:
+		text := "⚠ database unreachable since " + clock(m.downSince) + " UTC (last answer) · "
+		if m.refresh.paused {
+			text += "refresh paused, space resumes"
+		} else {
+			text += "retrying every " + interval(m.refresh.every)
+		}
+		if m.lastErr != nil {
+			text += " · " + clean(m.lastErr.Error())
+		}
+		return m.st.Banner.Render(pad(" "+text, m.w))
+	case m.lastErr != nil && m.connected:
+		return " " + m.st.Error.Render(truncate("✗ last error: "+clean(m.lastErr.Error()), m.w-2))
+	case m.note != "":
+		return " " + m.st.Muted.Render(truncate(m.note, m.w-2))
+	}
+	return ""
+}
+
+// footerKeys are the screen's bindings and the global ones that apply.
+func (m *Model) footerKeys() []key.Binding {
+	if m.showHelp {
+		return []key.Binding{m.keys.Back, m.keys.ForceQuit}
+	}
+	if m.cmd.active {
+		return []key.Binding{m.keys.Accept, m.keys.Cancel}
+	}
+	s := m.active()
+	if s.capturing() {
+		return s.ShortHelp()
+	}
+	keys := append([]key.Binding{m.keys.Help}, s.ShortHelp()...)
+	back, quit := m.keys.Back, m.keys.Quit
+	if back.Enabled() && back.Help().Desc == "back" {
+		// esc and q both go back here: one entry says so.
+		back = combined("esc/q", "back", m.keys.Back, m.keys.Quit)
+		quit.SetEnabled(false)
+	}
+	return append(keys, m.keys.Retry, back, quit, m.keys.Command, m.keys.Pause)
+}
+
+// helpView is the full help: the active screen's keys and the global ones,
+// the commands, the filter language and the glyphs.
+func (m *Model) helpView() string {
+	s := m.active()
+	groups := append([][]key.Binding{}, s.FullHelp()...)
+	groups = append(groups,
+		[]key.Binding{m.keys.Back, m.keys.Command, m.keys.Help, m.keys.Quit, m.keys.ForceQuit, m.keys.Retry},
+		[]key.Binding{m.keys.Pause, m.keys.Faster, m.keys.Slower},
+	)
+	hm := m.help
+	hm.ShowAll = true
+	var blocks [][]string
+	blocks = append(blocks, prefixed(strings.Split(hm.FullHelpView(groups), "\n")))
+	section := func(name string, text ...string) []string {
+		out := []string{" " + m.st.Title.Render(name)}
+		for _, t := range text {
+			for _, l := range wrap(t, m.w-2) {
+				out = append(out, " "+l)
+			}
+		}
+		return out
+	}
+	blocks = append(blocks, section("States", "◷ pending (live lease) · ⚠ stuck (lease expired) · ✓ completed · ✗ rejected · ≠ conflicted · ○ released"))
+	if s == m.list {
+		blocks = append(blocks, section("Filter (/)", strings.Split(storeview.FilterHelp, "\n")...))
+	}
+	goTo := []string{" " + m.st.Title.Render("Go to (:)")}
+	for _, c := range commandHelp {
+		goTo = append(goTo, " "+truncate(pad(c[0], 22)+" "+c[1], m.w-2))
+	}
+	blocks = append(blocks, goTo)
+	// Blank lines between the blocks when they fit.
+	n := len(blocks) - 1
+	for _, b := range blocks {
+		n += len(b)
+	}
+	var lines []string
+	for i, b := range blocks {
+		if i > 0 && n <= m.bodyHeight() {
+			lines = append(lines, "")
+		}
+		lines = append(lines, b...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func prefixed(lines []string) []string {
+	for i, l := range lines {
+		lines[i] = " " + l
+	}
+	return lines
+}

@@ -1,0 +1,291 @@
+package ui
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+)
+
+// tile is one selectable item of the overview: the three "needs
+// attention" tiles, then each state of the states line.
+type tile int
+
+const (
+	tileStuck tile = iota
+	tileConflicted
+	tileExpiring
+	tilePending
+	tileStuckState
+	tileCompleted
+	tileRejected
+	tileReleased
+	tileCount
+)
+
+// target is the list a tile opens.
+func (t tile) target() navMsg {
+	st := func(s ...storeview.State) storeview.Filter { return storeview.Filter{States: s} }
+	switch t {
+	case tileStuck, tileStuckState:
+		return listOf(st(storeview.StateStuck), storeview.SortLease)
+	case tileConflicted:
+		return listOf(storeview.Filter{Conflicted: true}, storeview.SortNewest)
+	case tileExpiring:
+		// Retention ends for completed records, succeeded or rejected;
+		// sorted by retention expiry the next 24 hours come first.
+		return listOf(st(storeview.StateCompleted, storeview.StateRejected), storeview.SortExpires)
+	case tilePending:
+		return listOf(st(storeview.StatePending), storeview.SortLease)
+	case tileCompleted:
+		return listOf(st(storeview.StateCompleted), storeview.SortNewest)
+	case tileRejected:
+		return listOf(st(storeview.StateRejected), storeview.SortNewest)
+	}
+	return listOf(st(storeview.StateReleased), storeview.SortNewest)
+}
+
+// overviewScreen is the first screen: what needs attention, and counts.
+type overviewScreen struct {
+	deps
+	navigator
+	w, h    int
+	seq     int
+	loading bool
+	ov      *storeview.Overview
+	err     error
+	sel     tile
+}
+
+func newOverview(d deps) *overviewScreen {
+	s := &overviewScreen{deps: d}
+	s.updateKeys()
+	return s
+}
+
+func (s *overviewScreen) id() screenID          { return screenOverview }
+func (s *overviewScreen) Init() tea.Cmd         { return nil }
+func (s *overviewScreen) SetSize(w, h int)      { s.w, s.h = w, h }
+func (s *overviewScreen) current(seq int) bool  { return seq == s.seq }
+func (s *overviewScreen) capturing() bool       { return false }
+func (s *overviewScreen) back() (bool, tea.Cmd) { return false, nil }
+
+func (s *overviewScreen) asOf() time.Time {
+	if s.ov == nil {
+		return time.Time{}
+	}
+	return s.ov.DBTime
+}
+
+func (s *overviewScreen) fetch() tea.Cmd {
+	s.seq++
+	s.loading = true
+	return s.f.overview(s.seq)
+}
+
+func (s *overviewScreen) refresh() tea.Cmd {
+	if s.loading {
+		return nil
+	}
+	return s.fetch()
+}
+
+func (s *overviewScreen) updateKeys() {
+	loaded := s.ov != nil
+	s.keys.Up.SetEnabled(loaded)
+	s.keys.Down.SetEnabled(loaded)
+	s.keys.Left.SetEnabled(loaded)
+	s.keys.Right.SetEnabled(loaded)
+	s.keys.Open.SetEnabled(loaded)
+	s.keys.Filter.SetEnabled(loaded)
+	s.keys.Filter.SetHelp("/", "filter")
+	s.keys.Open.SetHelp("enter", "open")
+}
+
+// ShortHelp implements help.KeyMap.
+func (s *overviewScreen) ShortHelp() []key.Binding {
+	return []key.Binding{combined("↑/↓", "select", s.keys.Up, s.keys.Down), s.keys.Open, s.keys.Filter}
+}
+
+// FullHelp implements help.KeyMap.
+func (s *overviewScreen) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{s.keys.Up, s.keys.Down, s.keys.Left, s.keys.Right}, {s.keys.Open, s.keys.Filter}}
+}
+
+func (s *overviewScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case overviewMsg:
+		if msg.seq != s.seq {
+			return s, nil // a stale answer
+		}
+		s.loading = false
+		s.err = msg.err
+		if msg.err == nil {
+			ov := msg.ov
+			s.ov = &ov
+		}
+		s.updateKeys()
+	case tea.KeyMsg:
+		switch {
+		case key.Matches(msg, s.keys.Up, s.keys.Left):
+			s.sel = (s.sel + tileCount - 1) % tileCount
+		case key.Matches(msg, s.keys.Down, s.keys.Right):
+			s.sel = (s.sel + 1) % tileCount
+		case key.Matches(msg, s.keys.Open):
+			s.goTo(s.sel.target())
+		case key.Matches(msg, s.keys.Filter):
+			s.goTo(navMsg{to: screenList, sort: storeview.SortNewest, edit: true})
+		}
+	}
+	return s, nil
+}
+
+func (s *overviewScreen) View() string {
+	if s.ov == nil {
+		switch {
+		case s.err != nil && !errors.Is(s.err, storeview.ErrNotFound):
+			return " " + s.st.Error.Render("✗ could not read the overview: "+clean(s.err.Error()))
+		default:
+			return " loading the overview…"
+		}
+	}
+	ov := s.ov
+	w := s.w
+	cw := max(1, w-4) // inside the box and its padding
+	var lines []string
+	lines = append(lines, s.boxRule("┌", "Needs attention", "┐"))
+
+	oldest := "nothing stuck"
+	if ov.OldestStuck != nil {
+		r := ov.OldestStuck
+		oldest = "oldest lease expired " + since(r.LeaseExpiresAt, r.DBTime) +
+			" (" + clean(r.Tool) + ", " + clean(r.Tenant) + ")"
+	}
+	counts := []string{count(ov.Stuck), count(ov.Conflicted), count(ov.ExpiringSoon)}
+	nw := 5
+	for _, c := range counts {
+		nw = max(nw, width(c))
+	}
+	lines = append(lines,
+		s.boxLine(s.tileLine(tileStuck, "⚠ stuck", counts[0], nw, oldest, cw), cw),
+		s.boxLine(s.tileLine(tileConflicted, glyphConflicted+" conflicted", counts[1], nw, "unreviewed", cw), cw),
+		s.boxLine(s.tileLine(tileExpiring, "⌛ expiring", counts[2], nw, "retention ends in the next 24h", cw), cw),
+	)
+	lines = append(lines, s.boxRule("├", "States", "┤"))
+
+	completed := count(ov.Completed)
+	if ov.CompletedEstimated {
+		completed = approx(ov.Completed)
+	}
+	items := []struct {
+		t    tile
+		st   storeview.State
+		text string
+	}{
+		{tilePending, storeview.StatePending, count(ov.Pending) + " pending"},
+		{tileStuckState, storeview.StateStuck, count(ov.Stuck) + " stuck"},
+		{tileCompleted, storeview.StateCompleted, completed + " completed"},
+		{tileRejected, storeview.StateRejected, count(ov.Rejected) + " rejected"},
+		{tileReleased, storeview.StateReleased, count(ov.Released) + " released"},
+	}
+	// The states line wraps on narrow terminals; the selected state is
+	// marked with ▸ (and reversed where there is colour).
+	var row string
+	rowW := 0
+	for i, it := range items {
+		part := stateGlyph(it.st) + " " + it.text
+		if s.sel == it.t {
+			part = s.st.Selected.Render("▸" + part)
+		} else {
+			part = s.st.state(it.st).Render(stateGlyph(it.st)) + " " + it.text
+		}
+		pw := width(part)
+		sep := ""
+		if i < len(items)-1 {
+			sep = " ·"
+		}
+		if rowW > 0 && rowW+1+pw+len(sep) > cw {
+			lines = append(lines, s.boxLine(row, cw))
+			row, rowW = "", 0
+		}
+		if rowW > 0 {
+			row += " "
+			rowW++
+		}
+		row += part + sep
+		rowW += pw + len(sep)
+	}
+	lines = append(lines, s.boxLine(row, cw))
+	lines = append(lines, s.st.Box.Render("└"+strings.Repeat("─", max(0, w-2))+"┘"))
+
+	lines = append(lines, "")
+	note := " " + s.sel.describe() + " · enter opens it"
+	lines = append(lines, s.st.Muted.Render(truncate(note, w)))
+	asOf := " counts as of db time " + clock(ov.DBTime) + " UTC"
+	if ov.CompletedEstimated {
+		asOf += "; ~ marks the planner's estimate of completed records, the others are exact"
+	}
+	for _, l := range wrap(asOf, w-1) {
+		lines = append(lines, s.st.Muted.Render(" "+l))
+	}
+	if s.err != nil {
+		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good counts: "+clean(s.err.Error()), w-1)))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// describe says what a tile opens.
+func (t tile) describe() string {
+	switch t {
+	case tileStuck, tileStuckState:
+		return "stuck records, the longest expired lease first"
+	case tileConflicted:
+		return "records with unreviewed conflicting attempts"
+	case tileExpiring:
+		return "completed records, the soonest retention expiry first"
+	case tilePending:
+		return "pending records with a live lease"
+	case tileCompleted:
+		return "completed records, newest first"
+	case tileRejected:
+		return "records completed with a business rejection"
+	}
+	return "records released by an operator"
+}
+
+// tileLine is one "needs attention" tile: marker, label, count, note.
+func (s *overviewScreen) tileLine(t tile, label, n string, nw int, note string, cw int) string {
+	const labelW = 12
+	mark := " "
+	if s.sel == t {
+		mark = "▸"
+	}
+	rest := pad(padLeft(n, nw)+"   "+note, max(0, cw-2-labelW))
+	if s.sel == t {
+		return s.st.Selected.Render(mark + " " + pad(label, labelW) + rest)
+	}
+	// Colour the label only; its glyph and word already say it.
+	st := s.st.Stuck
+	switch t {
+	case tileConflicted:
+		st = s.st.Conflict
+	case tileExpiring:
+		st = s.st.Expiring
+	}
+	return mark + " " + st.Render(pad(label, labelW)) + rest
+}
+
+func (s *overviewScreen) boxLine(content string, cw int) string {
+	return s.st.Box.Render("│") + " " + pad(content, cw) + " " + s.st.Box.Render("│")
+}
+
+func (s *overviewScreen) boxRule(left, title, right string) string {
+	inner := max(0, s.w-2)
+	t := " " + title + " "
+	fill := max(0, inner-width(t))
+	return s.st.Box.Render(left) + s.st.Title.Render(t) + s.st.Box.Render(strings.Repeat("─", fill)+right)
+}

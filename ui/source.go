@@ -1,0 +1,210 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+)
+
+// Source is the read API the console needs. *storeview.Store satisfies it;
+// tests use a small in-memory one.
+type Source interface {
+	Overview(ctx context.Context) (storeview.Overview, error)
+	List(ctx context.Context, q storeview.Query) (storeview.Page, error)
+	Get(ctx context.Context, id int64) (storeview.Detail, error)
+	GetByIdentity(ctx context.Context, tenant, tool, key string) (storeview.Detail, error)
+	Info(ctx context.Context) (storeview.Info, error)
+}
+
+var _ Source = (*storeview.Store)(nil)
+
+// Refresh bounds and defaults.
+const (
+	DefaultRefresh = 2 * time.Second
+	MinRefresh     = 500 * time.Millisecond
+	MaxRefresh     = 60 * time.Second
+	DefaultTimeout = 5 * time.Second
+	// freezeFor is how long refresh holds after the operator's last
+	// movement, so rows do not jump under the cursor.
+	freezeFor = 2 * time.Second
+)
+
+// Options configure the console.
+type Options struct {
+	// Context is the configuration context's name, shown in the status bar.
+	Context string
+	// ReadOnly marks a context whose writes are disabled and hidden.
+	ReadOnly bool
+	// Refresh is the polling interval (default 2s, bounded to 500ms..60s).
+	Refresh time.Duration
+	// NoColor forbids colour. NO_COLOR in the environment is honoured
+	// whatever this says.
+	NoColor bool
+	// Timeout bounds each request to the store (default 5s).
+	Timeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Refresh <= 0 {
+		o.Refresh = DefaultRefresh
+	}
+	o.Refresh = min(max(o.Refresh, MinRefresh), MaxRefresh)
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	return o
+}
+
+// screenID names the screens, to route results to the one that asked.
+type screenID int
+
+const (
+	screenConnect screenID = iota
+	screenOverview
+	screenList
+	screenDetail
+)
+
+// result is an answer from the store to one request of a screen.
+type result interface {
+	owner() screenID
+	sequence() int
+	asOf() time.Time
+	failure() error
+}
+
+type overviewMsg struct {
+	seq int
+	ov  storeview.Overview
+	err error
+}
+
+func (m overviewMsg) owner() screenID { return screenOverview }
+func (m overviewMsg) sequence() int   { return m.seq }
+func (m overviewMsg) asOf() time.Time { return m.ov.DBTime }
+func (m overviewMsg) failure() error  { return m.err }
+func (m pageMsg) owner() screenID     { return screenList }
+func (m pageMsg) sequence() int       { return m.seq }
+func (m pageMsg) asOf() time.Time     { return m.page.DBTime }
+func (m pageMsg) failure() error      { return m.err }
+func (m detailMsg) owner() screenID   { return screenDetail }
+func (m detailMsg) sequence() int     { return m.seq }
+func (m detailMsg) asOf() time.Time   { return m.d.DBTime }
+func (m detailMsg) failure() error    { return m.err }
+func (m connectMsg) owner() screenID  { return screenConnect }
+func (m connectMsg) sequence() int    { return m.seq }
+func (m connectMsg) asOf() time.Time  { return m.info.DBTime }
+func (m connectMsg) failure() error   { return m.err }
+func (m connectMsg) reachable() bool  { return reachable(m.info, m.err) }
+func (m probeMsg) reachable() bool    { return reachable(m.info, m.err) }
+func reachable(i storeview.Info, err error) bool {
+	// Info reads the database time first: a failure after that (an old
+	// schema, say) still proves the database answers.
+	return err == nil || !i.DBTime.IsZero()
+}
+
+type pageMsg struct {
+	seq  int
+	page storeview.Page
+	err  error
+}
+
+type detailMsg struct {
+	seq int
+	d   storeview.Detail
+	err error
+}
+
+// connectMsg answers the Info request made at start and on retries.
+type connectMsg struct {
+	seq  int
+	info storeview.Info
+	err  error
+}
+
+// probeMsg answers the Info request made after a failed poll, to tell an
+// unreachable database from a failing query.
+type probeMsg struct {
+	seq  int
+	info storeview.Info
+	err  error
+}
+
+// tickMsg is the refresh clock; ticks of an older generation (before a
+// pause or an interval change) are ignored.
+type tickMsg struct{ gen int }
+
+// thawMsg ends the refresh freeze that the movement number seq started.
+type thawMsg struct{ seq int }
+
+// fetcher runs the store's reads as commands, each with a timeout. It
+// holds no mutable state and is copied into every screen.
+type fetcher struct {
+	src     Source
+	ctx     context.Context
+	timeout time.Duration
+}
+
+// run calls fn with a bounded context in a command; a panic in the source
+// becomes an error rather than a crash.
+func run[T any](f fetcher, fn func(context.Context) (T, error), wrap func(T, error) tea.Msg) tea.Cmd {
+	return func() (msg tea.Msg) {
+		var zero T
+		defer func() {
+			if r := recover(); r != nil {
+				msg = wrap(zero, fmt.Errorf("store read panicked: %v", r))
+			}
+		}()
+		ctx, cancel := context.WithTimeout(f.ctx, f.timeout)
+		defer cancel()
+		v, err := fn(ctx)
+		return wrap(v, err)
+	}
+}
+
+func (f fetcher) overview(seq int) tea.Cmd {
+	return run(f, f.src.Overview, func(ov storeview.Overview, err error) tea.Msg {
+		return overviewMsg{seq: seq, ov: ov, err: err}
+	})
+}
+
+func (f fetcher) list(seq int, q storeview.Query) tea.Cmd {
+	return run(f, func(ctx context.Context) (storeview.Page, error) { return f.src.List(ctx, q) },
+		func(p storeview.Page, err error) tea.Msg { return pageMsg{seq: seq, page: p, err: err} })
+}
+
+func (f fetcher) get(seq int, id int64) tea.Cmd {
+	return run(f, func(ctx context.Context) (storeview.Detail, error) { return f.src.Get(ctx, id) },
+		func(d storeview.Detail, err error) tea.Msg { return detailMsg{seq: seq, d: d, err: err} })
+}
+
+func (f fetcher) identity(seq int, id identity) tea.Cmd {
+	return run(f, func(ctx context.Context) (storeview.Detail, error) {
+		return f.src.GetByIdentity(ctx, id.Tenant, id.Tool, id.Key)
+	}, func(d storeview.Detail, err error) tea.Msg { return detailMsg{seq: seq, d: d, err: err} })
+}
+
+func (f fetcher) connect(seq int) tea.Cmd {
+	return run(f, f.src.Info, func(i storeview.Info, err error) tea.Msg {
+		return connectMsg{seq: seq, info: i, err: err}
+	})
+}
+
+func (f fetcher) probe(seq int) tea.Cmd {
+	return run(f, f.src.Info, func(i storeview.Info, err error) tea.Msg {
+		return probeMsg{seq: seq, info: i, err: err}
+	})
+}
+
+// identity is what a support engineer arrives with.
+type identity struct {
+	Tenant, Tool, Key string
+}
+
+func (i identity) String() string {
+	return clean(i.Tenant) + "/" + clean(i.Tool) + "/" + clean(i.Key)
+}

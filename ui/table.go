@@ -1,0 +1,204 @@
+package ui
+
+import (
+	"strconv"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+)
+
+// col names the list's columns.
+type col int
+
+const (
+	colID col = iota
+	colTenant
+	colTool
+	colKey
+	colState
+	colOwner
+	colLeaseAge
+	colExpires
+	colTry
+	colRetention
+	colCount
+)
+
+// column describes one column of the operations list.
+type column struct {
+	title string
+	// min is the narrowest the column may get (never below its content's
+	// need when that is smaller); max caps it.
+	min, max int
+	right    bool
+	// drop orders the columns given up on narrow terminals: 1 goes first,
+	// 0 never goes.
+	drop int
+}
+
+// columns is the operations list, in display order. The key column takes
+// the room that is left, and is truncated in the middle.
+var columns = [colCount]column{
+	colID:        {title: "ID", min: 2, max: 12, right: true},
+	colTenant:    {title: "TENANT", min: 6, max: 14, drop: 5},
+	colTool:      {title: "TOOL", min: 10, max: 18},
+	colKey:       {title: "KEY", min: 16, max: 80},
+	colState:     {title: "STATE", min: 12, max: 12},
+	colOwner:     {title: "OWNER", min: 8, max: 14, drop: 4},
+	colLeaseAge:  {title: "LEASE AGE", min: 9, max: 9, drop: 2},
+	colExpires:   {title: "EXPIRES", min: 9, max: 9},
+	colTry:       {title: "TRY", min: 3, max: 5, right: true, drop: 3},
+	colRetention: {title: "RETENTION", min: 9, max: 9, drop: 1},
+}
+
+// growOrder is who gets spare room after the minimums, in turn, up to
+// their content: the short columns, the tool, the key up to a comfortable
+// width, the other names, then the key takes what is left.
+var growOrder = []struct {
+	c    col
+	upTo int // 0: the content's width
+}{{colState, 0}, {colExpires, 0}, {colTry, 0}, {colTool, 0}, {colKey, 24}, {colTenant, 0}, {colOwner, 0}, {colKey, 0}}
+
+const (
+	colGap    = 2 // spaces between columns
+	markWidth = 2 // the selection marker and its space
+)
+
+// rowCells formats one row's cells (untruncated); ages come from the
+// row's database time.
+func rowCells(r storeview.Row) [colCount]string {
+	var c [colCount]string
+	c[colID] = strconv.FormatInt(r.ID, 10)
+	c[colTenant] = clean(r.Tenant)
+	c[colTool] = clean(r.Tool)
+	c[colKey] = clean(r.Key)
+	c[colState] = rowStateText(r)
+	c[colOwner] = clean(r.Owner)
+	if c[colOwner] == "" {
+		c[colOwner] = "-"
+	}
+	c[colLeaseAge], c[colExpires] = "-", "-"
+	if leaseRelevant(r) {
+		if !r.LeasedAt.IsZero() {
+			c[colLeaseAge] = shortDur(r.LeaseAge())
+		}
+		if !r.LeaseExpiresAt.IsZero() {
+			c[colExpires] = relative(r.LeaseExpiresIn())
+		}
+	}
+	c[colTry] = strconv.Itoa(r.Attempt)
+	c[colRetention] = "-"
+	if !r.ExpiresAt.IsZero() {
+		c[colRetention] = since(r.ExpiresAt, r.DBTime)
+	}
+	return c
+}
+
+// measure is what the layout needs to know of a page: each column's
+// width for its title and content, and which columns hold nothing ("-"
+// in every row).
+type measure struct {
+	natural [colCount]int
+	empty   [colCount]bool
+}
+
+// measureCells measures titles and cells, capped by each column's max.
+func measureCells(cells [][colCount]string) measure {
+	var m measure
+	for i := range columns {
+		m.natural[i] = len(columns[i].title)
+		m.empty[i] = len(cells) > 0
+	}
+	for _, row := range cells {
+		for i := range row {
+			if w := width(row[i]); w > m.natural[i] {
+				m.natural[i] = w
+			}
+			if row[i] != "-" {
+				m.empty[i] = false
+			}
+		}
+	}
+	for i := range columns {
+		m.natural[i] = min(m.natural[i], columns[i].max)
+	}
+	return m
+}
+
+// layoutColumns decides each column's width for a terminal w cells wide;
+// 0 means the column is dropped. Columns with nothing to show go first
+// when room is short; then columns go in their drop order until the
+// minimums fit; the room left grows the columns in growOrder.
+func layoutColumns(m measure, w int) [colCount]int {
+	var mins, out [colCount]int
+	shown := [colCount]bool{}
+	for i := range columns {
+		mins[i] = min(columns[i].min, m.natural[i])
+		shown[i] = true
+	}
+	// The id must stay whole: it is how an operator names a record.
+	mins[colID] = m.natural[colID]
+	total := func(comfort bool) int {
+		t, n := markWidth, 0
+		for i := range columns {
+			if !shown[i] {
+				continue
+			}
+			cw := mins[i]
+			if comfort && (col(i) == colTool || col(i) == colKey) {
+				// Room to read: the whole tool name, a good part of the key.
+				cw = max(cw, min(m.natural[i], 24))
+			}
+			t += cw
+			n++
+		}
+		return t + colGap*max(0, n-1)
+	}
+	for i := range columns {
+		if total(true) <= w {
+			break
+		}
+		if m.empty[i] && columns[i].drop > 0 {
+			shown[i] = false
+		}
+	}
+	for rank := 1; total(false) > w && rank <= len(columns); rank++ {
+		for i := range columns {
+			if columns[i].drop == rank {
+				shown[i] = false
+			}
+		}
+	}
+	spare := w - total(false)
+	for i := range columns {
+		if shown[i] {
+			out[i] = mins[i]
+		}
+	}
+	for _, g := range growOrder {
+		c := g.c
+		if !shown[c] || spare <= 0 {
+			continue
+		}
+		target := m.natural[c]
+		if g.upTo > 0 {
+			target = min(target, g.upTo)
+		}
+		add := min(spare, target-out[c])
+		if add > 0 {
+			out[c] += add
+			spare -= add
+		}
+	}
+	return out
+}
+
+// fitCell truncates and pads a cell to its column's width.
+func fitCell(c col, s string, w int) string {
+	if c == colKey {
+		s = truncateMiddle(s, w)
+	}
+	if columns[c].right {
+		return padLeft(s, w)
+	}
+	return pad(s, w)
+}

@@ -1,0 +1,259 @@
+package ui
+
+import (
+	"fmt"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/charmbracelet/x/exp/golden"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+)
+
+var sizes = []struct{ w, h int }{{80, 24}, {120, 40}}
+
+// TestViews compares every screen with its golden file at 80x24 and
+// 120x40 (ASCII profile), each reached through Update with keys and
+// store answers, as an operator would.
+func TestViews(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(h *harness)
+	}{
+		{"overview", func(h *harness) {}},
+		{"overview-selected-state", func(h *harness) { h.keys("jjjj") }},
+		{"list", func(h *harness) { h.keys(":ops<enter>") }},
+		{"list-stuck", func(h *harness) { h.keys("<enter>") }}, // the stuck tile
+		{"list-filter-error", func(h *harness) { h.keys(":ops tool:create-ticket<enter>/state:bogus<enter>") }},
+		{"list-no-match", func(h *harness) { h.keys("/tenant:nobody<enter>") }},
+		{"detail", func(h *harness) { h.keys(":key globex/send-email/welcome/user-8812<enter>") }},
+		{"detail-stuck", func(h *harness) { h.keys("<enter><enter>") }},
+		{"key-not-found", func(h *harness) { h.keys(":key acme/create-ticket/run-43<enter>") }},
+		{"help", func(h *harness) { h.keys(":ops<enter>?") }},
+		{"command-error", func(h *harness) { h.keys(":frobnicate<enter>") }},
+		{"unreachable", func(h *harness) {
+			h.keys(":ops<enter>")
+			h.src.setDown(true)
+			h.send(h.lastTick())
+		}},
+		{"connect-failed", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, sz := range sizes {
+				t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
+					src := newFakeSource()
+					if c.setup == nil {
+						src.setDown(true)
+					}
+					h := newHarness(t, src, sz.w, sz.h)
+					if c.setup != nil {
+						c.setup(h)
+					}
+					view := h.view()
+					checkFrame(t, view, sz.w, sz.h)
+					golden.RequireEqual(t, view)
+				})
+			}
+		})
+	}
+}
+
+// TestTooSmall shows a notice below 60x20 and lays out from 60x20 up.
+func TestTooSmall(t *testing.T) {
+	for _, sz := range []struct{ w, h int }{{59, 24}, {80, 19}, {40, 10}} {
+		t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
+			h := newHarness(t, newFakeSource(), sz.w, sz.h)
+			view := h.view()
+			if !strings.Contains(view, "terminal too small") || !strings.Contains(view, "need 60x20") {
+				t.Fatalf("no notice:\n%s", view)
+			}
+			checkFrame(t, view, sz.w, sz.h)
+			golden.RequireEqual(t, view)
+			h.keys("q")
+			if !h.quit {
+				t.Fatal("q does not quit from the notice")
+			}
+		})
+	}
+	t.Run("60x20", func(t *testing.T) {
+		h := newHarness(t, newFakeSource(), 60, 20).keys(":ops<enter>")
+		view := h.view()
+		checkFrame(t, view, 60, 20)
+		golden.RequireEqual(t, view)
+	})
+}
+
+// checkFrame: exactly h lines, none wider than w.
+func checkFrame(t *testing.T, view string, w, h int) {
+	t.Helper()
+	lines := strings.Split(view, "\n")
+	if len(lines) > h {
+		t.Errorf("%d lines, want at most %d", len(lines), h)
+	}
+	for i, l := range lines {
+		if lw := width(l); lw > w {
+			t.Errorf("line %d is %d cells wide, want at most %d: %q", i+1, lw, w, l)
+		}
+	}
+}
+
+// TestViewNeverPanics renders every screen at odd sizes, before and after
+// data arrives.
+func TestViewNeverPanics(t *testing.T) {
+	for _, sz := range []struct{ w, h int }{{0, 0}, {1, 1}, {60, 20}, {61, 21}, {200, 60}, {300, 20}} {
+		src := newFakeSource()
+		h := newHarness(t, src, sz.w, sz.h)
+		_ = h.view()
+		for _, k := range []string{":ops<enter>", "<down><enter>", "?", "<esc>", "<esc>", "/state:x<enter>"} {
+			h.keys(k)
+			v := h.view()
+			if sz.w >= minWidth && sz.h >= minHeight {
+				checkFrame(t, v, sz.w, sz.h)
+			}
+		}
+	}
+}
+
+// TestColumnsDropByPriority: at 120 columns every column shows; narrower
+// terminals give up retention, lease age, try, owner and tenant in turn,
+// never the id, tool, key, state or lease expiry.
+func TestColumnsDropByPriority(t *testing.T) {
+	src := newFakeSource()
+	page, _ := src.List(t.Context(), storeview.Query{Limit: 50})
+	cells := make([][colCount]string, len(page.Rows))
+	for i, r := range page.Rows {
+		cells[i] = rowCells(r)
+	}
+	m := measureCells(cells)
+	shown := func(w int) string {
+		ws := layoutColumns(m, w)
+		var names []string
+		total := markWidth
+		for c := range colCount {
+			if ws[c] > 0 {
+				names = append(names, columns[c].title)
+				total += ws[c] + colGap
+			}
+		}
+		if total-colGap > w {
+			t.Errorf("width %d: columns take %d", w, total-colGap)
+		}
+		return strings.Join(names, ",")
+	}
+	want := map[int]string{
+		140: "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION",
+		120: "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION",
+		100: "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY",
+		80:  "ID,TENANT,TOOL,KEY,STATE,OWNER,EXPIRES",
+		60:  "ID,TOOL,KEY,STATE,EXPIRES",
+	}
+	for w, cols := range want {
+		if got := shown(w); got != cols {
+			t.Errorf("width %d: columns %s, want %s", w, got, cols)
+		}
+	}
+	// Stuck records have no retention: when room is short that column
+	// goes first, and the tool and key get the room.
+	page, _ = src.List(t.Context(), storeview.Query{Filter: storeview.Filter{States: []storeview.State{storeview.StateStuck}}})
+	cells = cells[:0]
+	for _, r := range page.Rows {
+		cells = append(cells, rowCells(r))
+	}
+	m = measureCells(cells)
+	if got, want := shown(100), "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY"; got != want {
+		t.Errorf("stuck rows at 100: columns %s, want %s", got, want)
+	}
+	if got, want := shown(140), "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION"; got != want {
+		t.Errorf("stuck rows at 140: columns %s, want %s", got, want)
+	}
+	if ws := layoutColumns(m, 100); ws[colTool] < len("deploy-service") {
+		t.Errorf("stuck rows at 100: the tool column is %d wide", ws[colTool])
+	}
+}
+
+// TestTruncateMiddle keeps both ends of a key, which is where keys differ.
+func TestTruncateMiddle(t *testing.T) {
+	cases := []struct {
+		in   string
+		w    int
+		want string
+	}{
+		{"run-42:create-ticket", 30, "run-42:create-ticket"},
+		{"run-42:create-ticket", 20, "run-42:create-ticket"},
+		{"run-42:create-ticket", 17, "run-42:c…e-ticket"},
+		{"run-42:create-ticket", 10, "run-4…cket"},
+		{"abcdef", 2, "a…"},
+		{"abcdef", 1, "…"},
+		{"abcdef", 0, ""},
+	}
+	for _, c := range cases {
+		if got := truncateMiddle(c.in, c.w); got != c.want {
+			t.Errorf("truncateMiddle(%q, %d) = %q, want %q", c.in, c.w, got, c.want)
+		}
+	}
+	// Wide and multi-byte characters: the result is exactly w cells.
+	for _, in := range []string{"注文-2026-こんにちは-世界", "ключ-идемпотентности-42", "e\u0301tude-ticket-42"} {
+		for w := 2; w < 14; w++ {
+			got := truncateMiddle(in, w)
+			if width(got) != w || !strings.Contains(got, "…") {
+				t.Errorf("truncateMiddle(%q, %d) = %q (%d cells)", in, w, got, width(got))
+			}
+		}
+	}
+}
+
+// TestClean keeps escape sequences in stored text from reaching the
+// terminal.
+func TestClean(t *testing.T) {
+	if got := clean("key\x1b[2J\x07-42\n"); got != "key�[2J�-42�" {
+		t.Errorf("clean = %q", got)
+	}
+	if got := clean("plain-key"); got != "plain-key" {
+		t.Errorf("clean = %q", got)
+	}
+}
+
+func TestFormats(t *testing.T) {
+	for d, want := range map[string]string{
+		"27s": "in 27s", "-41m30s": "41m ago", "3h5m": "in 3h05m", "-50h": "2d02h ago", "720h": "in 30d", "0s": "now",
+	} {
+		if got := relative(mustDur(t, d)); got != want {
+			t.Errorf("relative(%s) = %q, want %q", d, got, want)
+		}
+	}
+	for n, want := range map[int64]string{0: "0", 999: "999", 1204: "1,204", 4180112: "4,180,112", -1234: "-1,234"} {
+		if got := count(n); got != want {
+			t.Errorf("count(%d) = %q, want %q", n, got, want)
+		}
+	}
+	for n, want := range map[int64]string{812: "~812", 4180112: "~4.2M", 42_000: "~42k", 12_500_000: "~13M"} {
+		if got := approx(n); got != want {
+			t.Errorf("approx(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestNoPgxImport: the console reads through Source and never imports pgx
+// itself.
+func TestNoPgxImport(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		parsed, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range parsed.Imports {
+			if strings.Contains(imp.Path.Value, "jackc/pgx") {
+				t.Errorf("%s imports %s", f, imp.Path.Value)
+			}
+		}
+	}
+}
