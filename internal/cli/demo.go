@@ -7,24 +7,31 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/x/term"
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ui"
 )
 
 type demoOptions struct {
 	Headless bool
 	Keep     bool
-	Rate     float64
-	Workers  int
+	// NoConsole prints a live summary instead of opening the console (also
+	// what happens when standard output is not a terminal).
+	NoConsole bool
+	Rate      float64
+	Workers   int
 	// Seed is used when SeedSet; otherwise the run draws one and prints it.
 	Seed    uint64
 	SeedSet bool
@@ -62,6 +69,7 @@ func newDemoCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.BoolVar(&opts.Headless, "headless", false, "print OPSDESK_DSN and PROVIDER_URL, then run quietly until SIGINT or SIGTERM")
+	f.BoolVar(&opts.NoConsole, "no-console", false, "print a live summary of the store instead of opening the console")
 	f.BoolVar(&opts.Keep, "keep", false, "on exit, stop the server but keep its data directory, and say how to start it again")
 	f.Float64Var(&opts.Rate, "rate", demo.DefaultRate, "jobs per second the fleet starts (each a request and its retries)")
 	f.IntVar(&opts.Workers, "workers", demo.DefaultWorkers, "workers in the fleet, each with its own lease owner")
@@ -120,7 +128,9 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	if err != nil {
 		return err
 	}
-	adminCfg.MaxConns = 2
+	storeview.ConfigurePool(adminCfg, statementTimeout)
+	adminCfg.ConnConfig.RuntimeParams["application_name"] = "opsdesk demo"
+	adminCfg.MaxConns = 4 // the summary or the console
 	admin, err := db.Open(ctx, adminCfg)
 	if err != nil {
 		return err
@@ -176,10 +186,26 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		}
 	}
 
-	watchDemo(ctx, opts, admin, fleet, stdout, stderr)
+	if !opts.Headless && !opts.NoConsole && isTerminal(stdout) {
+		view := storeview.New(admin, storeview.Options{StatementTimeout: statementTimeout})
+		if err := ui.Run(ctx, view, ui.Options{Context: "demo", Refresh: 2 * time.Second, Timeout: statementTimeout}); err != nil {
+			return err
+		}
+		if ferr := fleet.Err(); ferr != nil {
+			return fmt.Errorf("the demo fleet failed: %w", ferr)
+		}
+	} else {
+		watchDemo(ctx, opts, admin, fleet, stdout, stderr)
+	}
 	say("stopping...")
 	fleet.Stop()
 	return nil
+}
+
+// isTerminal tells whether w is a terminal the console can draw on.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(f.Fd())
 }
 
 // watchDemo prints the live summary (not when headless) and the fleet's

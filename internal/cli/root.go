@@ -57,15 +57,19 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Make retried operations safe, and fix the ones that went wrong",
 		Long: "opsdesk records every mutating operation under a stable identity so that retries\n" +
 			"replay instead of repeating, and helps on-call engineers reconcile the operations\n" +
-			"whose outcome nobody saw.",
+			"whose outcome nobody saw.\n\n" +
+			"Without a command, opsdesk opens the console on the configured context.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Args:          exactArgs(0),
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	// Flag errors are usage errors (exit 2), not runtime failures.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 	var g globalFlags
+	addGlobalFlags(root.Flags(), &g)
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return runConsole(cmd, &g) }
 	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newOpsCmd(&g), newDoctorCmd(&g))
 	return root
 }

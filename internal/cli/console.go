@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/opsdesk/opsdesk/config"
+	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ui"
+)
+
+// runConsole opens the console on the configured context. An unreachable
+// database is shown (and retried) inside the console; a reachable database
+// whose schema is behind is refused before it opens.
+func runConsole(cmd *cobra.Command, g *globalFlags) error {
+	cfg, err := loadConfig(cmd, g)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	view, pool, err := openConsoleView(ctx, cfg.Context)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return ui.Run(ctx, view, ui.Options{
+		Context:  cfg.Context.Name,
+		ReadOnly: cfg.Context.ReadOnly,
+		Refresh:  cfg.Context.Refresh,
+		Timeout:  statementTimeout,
+	})
+}
+
+// openConsoleView is openView without the connection check: the pool
+// connects lazily, so the console can open on a database that is down and
+// say so.
+func openConsoleView(ctx context.Context, c config.Context) (*storeview.Store, *pgxpool.Pool, error) {
+	dsn := c.DSN
+	if c.ReadDSN != "" {
+		dsn = c.ReadDSN
+	}
+	poolCfg, err := db.PoolConfig(dsn, "opsdesk")
+	if err != nil {
+		return nil, nil, &usageError{err: fmt.Errorf("context %s: %w", c.Name, err)}
+	}
+	storeview.ConfigurePool(poolCfg, statementTimeout)
+	poolCfg.MaxConns = 4
+	poolCfg.MinConns = 0
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create pool: %w", err)
+	}
+	checkCtx, cancel := context.WithTimeout(ctx, statementTimeout)
+	defer cancel()
+	if _, err := db.CheckSchema(checkCtx, pool); errors.Is(err, db.ErrSchemaBehind) {
+		pool.Close()
+		return nil, nil, err
+	}
+	return storeview.New(pool, storeview.Options{StuckAfter: c.StuckAfter, StatementTimeout: statementTimeout}), pool, nil
+}
