@@ -36,9 +36,8 @@ func (t tile) target() navMsg {
 	case tileConflicted:
 		return listOf(storeview.Filter{Conflicted: true}, storeview.SortNewest)
 	case tileExpiring:
-		// Retention ends for completed records, succeeded or rejected;
-		// sorted by retention expiry the next 24 hours come first.
-		return listOf(st(storeview.StateCompleted, storeview.StateRejected), storeview.SortExpires)
+		// Exactly the records the tile counts, the soonest first.
+		return listOf(storeview.Filter{ExpiresWithin: 24 * time.Hour}, storeview.SortExpires)
 	case tilePending:
 		return listOf(st(storeview.StatePending), storeview.SortLease)
 	case tileCompleted:

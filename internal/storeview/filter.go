@@ -26,11 +26,14 @@ type Filter struct {
 	// MinAge and MaxAge bound the lease age (time since the current
 	// attempt took its lease); zero means unbounded.
 	MinAge, MaxAge time.Duration
+	// ExpiresWithin keeps records whose retention ends within this long
+	// from now; ExpiresAfter those whose retention ends later than this.
+	ExpiresWithin, ExpiresAfter time.Duration
 }
 
 // FilterHelp describes the filter language, for help screens and flags.
 const FilterHelp = `state:stuck|pending|completed|rejected|released|conflicted  tenant:T  tool:T  owner:O
-key:run-42*  id:48213  age>10m  age<1h   (a,b: either; terms combine with AND; "quote values with spaces")`
+key:run-42*  id:48213  age>10m  age<1h  expires<24h   (a,b: either; terms combine with AND; "quote values with spaces")`
 
 // ParseFilter reads the filter language, for example
 //
@@ -47,7 +50,7 @@ func ParseFilter(s string) (Filter, error) {
 	for _, term := range terms {
 		field, op, value, ok := cutTerm(term)
 		if !ok {
-			return f, fmt.Errorf("%q: write field:value (fields: state, tenant, tool, owner, key, id) or age>10m / age<1h", term)
+			return f, fmt.Errorf("%q: write field:value (fields: state, tenant, tool, owner, key, id), age>10m / age<1h or expires<24h / expires>7d", term)
 		}
 		if seen[field+op] {
 			return f, fmt.Errorf("%q: %s is given twice; list alternatives as %s%sa,b", term, field, field, op)
@@ -56,15 +59,20 @@ func ParseFilter(s string) (Filter, error) {
 		if value == "" {
 			return f, fmt.Errorf("%q: %s needs a value", term, field)
 		}
-		if field == "age" {
-			d, err := time.ParseDuration(value)
+		if field == "age" || field == "expires" {
+			d, err := parseDuration(value)
 			if err != nil || d <= 0 {
-				return f, fmt.Errorf("%q: age needs a positive duration such as 90s, 10m or 2h", term)
+				return f, fmt.Errorf("%q: %s needs a positive duration such as 90s, 10m, 2h or 7d", term, field)
 			}
-			if op == ">" {
+			switch {
+			case field == "age" && op == ">":
 				f.MinAge = d
-			} else {
+			case field == "age":
 				f.MaxAge = d
+			case op == "<":
+				f.ExpiresWithin = d
+			default:
+				f.ExpiresAfter = d
 			}
 			continue
 		}
@@ -103,13 +111,29 @@ func ParseFilter(s string) (Filter, error) {
 				f.IDs = append(f.IDs, id)
 			}
 		default:
-			return f, fmt.Errorf("%q: unknown field %q (fields: state, tenant, tool, owner, key, id, age)", term, field)
+			return f, fmt.Errorf("%q: unknown field %q (fields: state, tenant, tool, owner, key, id, age, expires)", term, field)
 		}
 	}
 	if f.MinAge > 0 && f.MaxAge > 0 && f.MinAge >= f.MaxAge {
 		return f, fmt.Errorf("age>%v and age<%v match nothing", f.MinAge, f.MaxAge)
 	}
+	if f.ExpiresWithin > 0 && f.ExpiresAfter > 0 && f.ExpiresAfter >= f.ExpiresWithin {
+		return f, fmt.Errorf("expires>%v and expires<%v match nothing", f.ExpiresAfter, f.ExpiresWithin)
+	}
 	return f, nil
+}
+
+// parseDuration reads Go durations and whole days ("7d"), which retention
+// needs.
+func parseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n > 10_000 {
+			return 0, fmt.Errorf("bad day count %q", days)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
 }
 
 // cutTerm splits field:value, age>d and age<d.
@@ -120,9 +144,10 @@ func cutTerm(term string) (field, op, value string, ok bool) {
 	return "", "", "", false
 }
 
-// isAgeOp accepts < and > only after age, and : everywhere but after age.
+// isAgeOp accepts < and > only after age and expires, and : everywhere
+// else.
 func isAgeOp(field string, op byte) bool {
-	if strings.EqualFold(field, "age") {
+	if strings.EqualFold(field, "age") || strings.EqualFold(field, "expires") {
 		return op == '<' || op == '>'
 	}
 	return op == ':'
@@ -201,6 +226,12 @@ func (f Filter) String() string {
 	}
 	if f.MaxAge > 0 {
 		terms = append(terms, "age<"+f.MaxAge.String())
+	}
+	if f.ExpiresWithin > 0 {
+		terms = append(terms, "expires<"+f.ExpiresWithin.String())
+	}
+	if f.ExpiresAfter > 0 {
+		terms = append(terms, "expires>"+f.ExpiresAfter.String())
 	}
 	return strings.Join(terms, " ")
 }

@@ -27,6 +27,8 @@ func TestParseFilter(t *testing.T) {
 		"key:50%_off*":                 {Keys: []string{"50%_off*"}},
 		"owner:host/123 key:a:b:c":     {Owners: []string{"host/123"}, Keys: []string{"a:b:c"}},
 		"tenant:acme\ttool:send-email": {Tenants: []string{"acme"}, Tools: []string{"send-email"}},
+		"expires<24h":                  {ExpiresWithin: 24 * time.Hour},
+		"expires>2d expires<7d":        {ExpiresAfter: 48 * time.Hour, ExpiresWithin: 7 * 24 * time.Hour},
 	}
 	for in, want := range ok {
 		got, err := ParseFilter(in)
@@ -57,6 +59,9 @@ func TestParseFilter(t *testing.T) {
 		"tenant:\xff":           "UTF-8",
 		":stuck":                "write field:value",
 		"state:completed state": "write field:value",
+		"expires:24h":           "write field:value",
+		"expires<soon":          "positive duration",
+		"expires>7d expires<1d": "match nothing",
 	}
 	for in, want := range bad {
 		_, err := ParseFilter(in)
@@ -124,6 +129,12 @@ func shapeOf(f Filter) Filter {
 	}
 	if f.MaxAge > 0 {
 		f.MaxAge = time.Second
+	}
+	if f.ExpiresWithin > 0 {
+		f.ExpiresWithin = time.Second
+	}
+	if f.ExpiresAfter > 0 {
+		f.ExpiresAfter = time.Second
 	}
 	return f
 }

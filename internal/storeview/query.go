@@ -187,6 +187,14 @@ func (b *builder) apply(f Filter, stuck string) {
 	if f.MaxAge > 0 {
 		b.where("o.leased_at > now() - %s * interval '1 microsecond'", f.MaxAge.Microseconds())
 	}
+	// Retention applies to completed records (its index is partial on them).
+	if f.ExpiresWithin > 0 {
+		b.where("o.state = 'completed' AND o.expires_at > now() AND o.expires_at <= now() + %s * interval '1 microsecond'",
+			f.ExpiresWithin.Microseconds())
+	}
+	if f.ExpiresAfter > 0 {
+		b.where("o.state = 'completed' AND o.expires_at > now() + %s * interval '1 microsecond'", f.ExpiresAfter.Microseconds())
+	}
 }
 
 // rowColumns selects a Row; $1 is the stuck-after interval.

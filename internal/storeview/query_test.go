@@ -105,6 +105,8 @@ func TestListFilters(t *testing.T) {
 		"state:stuck age>10m":          {"run-42:create-ticket"},
 		"state:stuck age>2m age<1h":    {"ord-2", "run-42:create-ticket"},
 		"tenant:nobody":                {},
+		"expires<24h":                  {"run-43:create-ticket"},
+		"expires>4d":                   {"ord-3", "run-44:create-ticket"},
 	}
 	for filter, want := range cases {
 		got := list(t, s, filter)
