@@ -105,5 +105,5 @@ func interval(d time.Duration) string {
 	if d < time.Second {
 		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 	}
-	return shortDur(d)
+	return ShortDuration(d)
 }

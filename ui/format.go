@@ -40,10 +40,10 @@ func stateText(s storeview.State) string {
 	return stateGlyph(s) + " " + string(s)
 }
 
-// rowStateText is what the list shows for a row: a stuck record stays
+// RowStateText is what the list shows for a row: a stuck record stays
 // "stuck" (the most urgent fact); otherwise a record with unreviewed
 // conflicts reads "conflicted". The detail screen shows both.
-func rowStateText(r storeview.Row) string {
+func RowStateText(r storeview.Row) string {
 	if r.Conflicted && r.State != storeview.StateStuck {
 		return glyphConflicted + " conflicted"
 	}
@@ -56,9 +56,9 @@ func leaseRelevant(r storeview.Row) bool {
 	return r.State == storeview.StatePending || r.State == storeview.StateStuck
 }
 
-// shortDur writes a duration the way an operator reads it at a glance:
+// ShortDuration writes a duration the way an operator reads it at a glance:
 // 27s, 41m, 3h05m, 2d03h, 45d. The sign is dropped.
-func shortDur(d time.Duration) string {
+func ShortDuration(d time.Duration) string {
 	if d < 0 {
 		d = -d
 	}
@@ -86,13 +86,13 @@ func shortDur(d time.Duration) string {
 	}
 }
 
-// relative writes a signed duration from now: "in 27s" or "41m ago".
-func relative(d time.Duration) string {
+// Relative writes a signed duration from now: "in 27s" or "41m ago".
+func Relative(d time.Duration) string {
 	switch {
 	case d > 0 && d >= time.Second:
-		return "in " + shortDur(d)
+		return "in " + ShortDuration(d)
 	case d < 0 && d <= -time.Second:
-		return shortDur(d) + " ago"
+		return ShortDuration(d) + " ago"
 	}
 	return "now"
 }
@@ -102,7 +102,7 @@ func since(t, now time.Time) string {
 	if t.IsZero() || now.IsZero() {
 		return "-"
 	}
-	return relative(t.Sub(now))
+	return Relative(t.Sub(now))
 }
 
 // count writes an exact count with thousands separators.

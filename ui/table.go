@@ -71,7 +71,7 @@ func rowCells(r storeview.Row) [colCount]string {
 	c[colTenant] = clean(r.Tenant)
 	c[colTool] = clean(r.Tool)
 	c[colKey] = clean(r.Key)
-	c[colState] = rowStateText(r)
+	c[colState] = RowStateText(r)
 	c[colOwner] = clean(r.Owner)
 	if c[colOwner] == "" {
 		c[colOwner] = "-"
@@ -79,10 +79,10 @@ func rowCells(r storeview.Row) [colCount]string {
 	c[colLeaseAge], c[colExpires] = "-", "-"
 	if leaseRelevant(r) {
 		if !r.LeasedAt.IsZero() {
-			c[colLeaseAge] = shortDur(r.LeaseAge())
+			c[colLeaseAge] = ShortDuration(r.LeaseAge())
 		}
 		if !r.LeaseExpiresAt.IsZero() {
-			c[colExpires] = relative(r.LeaseExpiresIn())
+			c[colExpires] = Relative(r.LeaseExpiresIn())
 		}
 	}
 	c[colTry] = strconv.Itoa(r.Attempt)

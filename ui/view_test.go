@@ -221,7 +221,7 @@ func TestFormats(t *testing.T) {
 	for d, want := range map[string]string{
 		"27s": "in 27s", "-41m30s": "41m ago", "3h5m": "in 3h05m", "-50h": "2d02h ago", "720h": "in 30d", "0s": "now",
 	} {
-		if got := relative(mustDur(t, d)); got != want {
+		if got := Relative(mustDur(t, d)); got != want {
 			t.Errorf("relative(%s) = %q, want %q", d, got, want)
 		}
 	}

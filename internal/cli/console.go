@@ -40,16 +40,10 @@ func runConsole(cmd *cobra.Command, g *globalFlags) error {
 // connects lazily, so the console can open on a database that is down and
 // say so.
 func openConsoleView(ctx context.Context, c config.Context) (*storeview.Store, *pgxpool.Pool, error) {
-	dsn := c.DSN
-	if c.ReadDSN != "" {
-		dsn = c.ReadDSN
-	}
-	poolCfg, err := db.PoolConfig(dsn, "opsdesk")
+	poolCfg, err := viewPoolConfig(c)
 	if err != nil {
-		return nil, nil, &usageError{err: fmt.Errorf("context %s: %w", c.Name, err)}
+		return nil, nil, err
 	}
-	storeview.ConfigurePool(poolCfg, statementTimeout)
-	poolCfg.MaxConns = 4
 	poolCfg.MinConns = 0
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
@@ -61,5 +55,5 @@ func openConsoleView(ctx context.Context, c config.Context) (*storeview.Store, *
 		pool.Close()
 		return nil, nil, err
 	}
-	return storeview.New(pool, storeview.Options{StuckAfter: c.StuckAfter, StatementTimeout: statementTimeout}), pool, nil
+	return newView(pool, c), pool, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ui"
 )
 
 func newOpsCmd(g *globalFlags) *cobra.Command {
@@ -182,36 +183,19 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// stateLabels puts a glyph beside every state word.
-var stateLabels = map[storeview.State]string{
-	storeview.StatePending:   "◷ pending",
-	storeview.StateStuck:     "⚠ stuck",
-	storeview.StateCompleted: "✓ completed",
-	storeview.StateRejected:  "✗ rejected",
-	storeview.StateReleased:  "○ released",
-}
-
-func stateLabel(r storeview.Row) string {
-	s := stateLabels[r.State]
-	if r.Conflicted {
-		s += " ≠"
-	}
-	return s
-}
-
 func writeTable(w io.Writer, rows []storeview.Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTENANT\tTOOL\tKEY\tSTATE\tOWNER\tLEASE AGE\tLEASE\tTRY\tRETENTION")
 	for _, r := range rows {
 		age, lease := "-", "-"
 		if pending(r) {
-			age, lease = human(r.LeaseAge()), relative(r.LeaseExpiresIn())
+			age, lease = ui.ShortDuration(r.LeaseAge()), ui.Relative(r.LeaseExpiresIn())
 		}
 		retention := "-"
 		if !r.ExpiresAt.IsZero() {
-			retention = relative(r.ExpiresAt.Sub(r.DBTime))
+			retention = ui.Relative(r.ExpiresAt.Sub(r.DBTime))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Tenant, r.Tool, r.Key, stateLabel(r),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Tenant, r.Tool, r.Key, ui.RowStateText(r),
 			dash(r.Owner), age, lease, r.Attempt, retention)
 	}
 	if len(rows) == 0 {
@@ -225,39 +209,6 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// human writes a duration the way people read ages: 3s, 42m, 5h12m, 3d4h.
-func human(d time.Duration) string {
-	if d < 0 {
-		d = -d
-	}
-	switch {
-	case d < time.Minute:
-		return strconv.Itoa(int(d/time.Second)) + "s"
-	case d < time.Hour:
-		return strconv.Itoa(int(d/time.Minute)) + "m"
-	case d < 24*time.Hour:
-		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
-		if m == 0 {
-			return strconv.Itoa(h) + "h"
-		}
-		return fmt.Sprintf("%dh%dm", h, m)
-	default:
-		days, h := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour)
-		if h == 0 {
-			return strconv.Itoa(days) + "d"
-		}
-		return fmt.Sprintf("%dd%dh", days, h)
-	}
-}
-
-// relative writes "in 27s" or "41m ago".
-func relative(d time.Duration) string {
-	if d >= 0 {
-		return "in " + human(d)
-	}
-	return human(d) + " ago"
 }
 
 type opsShowOptions struct {
@@ -358,11 +309,11 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 		if t.IsZero() {
 			return "-"
 		}
-		return t.UTC().Format("2006-01-02 15:04:05 MST") + " (" + relative(t.Sub(d.DBTime)) + ")"
+		return t.UTC().Format("2006-01-02 15:04:05 MST") + " (" + ui.Relative(t.Sub(d.DBTime)) + ")"
 	}
 	line("id", strconv.FormatInt(d.ID, 10))
 	line("identity", d.Tenant+"/"+d.Tool+"/"+d.Key)
-	line("state", stateLabel(d.Row))
+	line("state", ui.RowStateText(d.Row))
 	if d.Outcome != "" {
 		line("outcome", d.Outcome)
 	}

@@ -47,16 +47,10 @@ func loadConfig(cmd *cobra.Command, g *globalFlags) (*config.Config, error) {
 // openView connects to the context's read DSN (or its DSN) with the
 // console's settings, checks the schema, and returns the read store.
 func openView(ctx context.Context, c config.Context) (*storeview.Store, *pgxpool.Pool, error) {
-	dsn := c.DSN
-	if c.ReadDSN != "" {
-		dsn = c.ReadDSN
-	}
-	poolCfg, err := db.PoolConfig(dsn, "opsdesk")
+	poolCfg, err := viewPoolConfig(c)
 	if err != nil {
-		return nil, nil, &usageError{err: fmt.Errorf("context %s: %w", c.Name, err)}
+		return nil, nil, err
 	}
-	storeview.ConfigurePool(poolCfg, statementTimeout)
-	poolCfg.MaxConns = 4
 	pool, err := db.Open(ctx, poolCfg)
 	if err != nil {
 		return nil, nil, err
@@ -65,5 +59,25 @@ func openView(ctx context.Context, c config.Context) (*storeview.Store, *pgxpool
 		pool.Close()
 		return nil, nil, err
 	}
-	return storeview.New(pool, storeview.Options{StuckAfter: c.StuckAfter, StatementTimeout: statementTimeout}), pool, nil
+	return newView(pool, c), pool, nil
+}
+
+// viewPoolConfig is the pool for a context's reads: its read DSN (a
+// replica) when it has one, named opsdesk, with a statement timeout.
+func viewPoolConfig(c config.Context) (*pgxpool.Config, error) {
+	dsn := c.DSN
+	if c.ReadDSN != "" {
+		dsn = c.ReadDSN
+	}
+	poolCfg, err := db.PoolConfig(dsn, "opsdesk")
+	if err != nil {
+		return nil, &usageError{err: fmt.Errorf("context %s: %w", c.Name, err)}
+	}
+	storeview.ConfigurePool(poolCfg, statementTimeout)
+	poolCfg.MaxConns = 4
+	return poolCfg, nil
+}
+
+func newView(pool *pgxpool.Pool, c config.Context) *storeview.Store {
+	return storeview.New(pool, storeview.Options{StuckAfter: c.StuckAfter, StatementTimeout: statementTimeout})
 }
