@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/internal/db"
@@ -39,9 +38,8 @@ func runMigrate(ctx context.Context, opts migrateOptions, stdout io.Writer) erro
 	if strings.TrimSpace(opts.DSN) == "" {
 		return usagef("--dsn is required: the database to migrate, for example --dsn 'postgres://admin@localhost/opsdesk'")
 	}
-	cfg, err := pgx.ParseConfig(opts.DSN)
+	cfg, err := db.ParseConnConfig(opts.DSN)
 	if err != nil {
-		// pgx's parse errors never contain the password.
 		return usagef("--dsn: %w", err)
 	}
 	cfg.RuntimeParams["application_name"] = "opsdesk migrate"

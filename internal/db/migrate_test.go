@@ -124,3 +124,22 @@ func TestMigrate(t *testing.T) {
 		require.False(t, canLogin)
 	})
 }
+
+func TestBadDSNNeverShowsThePassword(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range []string{
+		"host=h password = Hunter2Secret port=abc",
+		"postgres://u:Hunter2@Secret@h:x/db",
+		`host=h password=Hunter2\ Secret port=x`,
+		"postgres://u:Hunter2Secret@[bad",
+		"host=h password='Hunter2Secret' sslmode=bogus",
+	} {
+		_, err := db.PoolConfig(dsn, "test")
+		require.ErrorIs(t, err, db.ErrBadDSN, dsn)
+		_, err = db.ParseConnConfig(dsn)
+		require.ErrorIs(t, err, db.ErrBadDSN, dsn)
+		for _, secret := range []string{"Hunter2", "Secret"} {
+			require.NotContains(t, err.Error(), secret)
+		}
+	}
+}

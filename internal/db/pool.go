@@ -2,11 +2,29 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// ErrBadDSN is a DSN that does not parse. It carries none of pgx's message:
+// that quotes the DSN, and its password redaction misses some valid
+// spellings (password = x, URLs with @ in the password).
+var ErrBadDSN = errors.New("the DSN does not parse: write key=value pairs (host=… dbname=… user=…) " +
+	"or a URL (postgres://user@host:5432/dbname); its text is not shown because it may hold a password")
+
+// ParseConnConfig parses a DSN for a single connection, with ErrBadDSN as
+// its only error.
+func ParseConnConfig(dsn string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, ErrBadDSN
+	}
+	return cfg, nil
+}
 
 // PoolConfig parses a DSN (URL or keyword/value form, with libpq's
 // environment variables as defaults) into a pool configuration that names
@@ -14,8 +32,7 @@ import (
 func PoolConfig(dsn, application string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		// pgx's message never contains the password.
-		return nil, fmt.Errorf("parse DSN: %w", err)
+		return nil, ErrBadDSN
 	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = application
