@@ -141,15 +141,16 @@ func likePattern(p string) string {
 
 // apply adds the filter's conditions.
 func (b *builder) apply(f Filter, stuck string) {
-	if len(f.States) > 0 {
-		alts := make([]string, len(f.States))
-		for i, s := range f.States {
-			alts[i] = stateCondition(s, stuck)
-		}
-		b.conds = append(b.conds, "("+strings.Join(alts, " OR ")+")")
+	// state:a,b is either; conflicted is one of the alternatives.
+	var alts []string
+	for _, s := range f.States {
+		alts = append(alts, stateCondition(s, stuck))
 	}
 	if f.Conflicted {
-		b.conds = append(b.conds, conflictedSQL)
+		alts = append(alts, conflictedSQL)
+	}
+	if len(alts) > 0 {
+		b.conds = append(b.conds, "("+strings.Join(alts, " OR ")+")")
 	}
 	if len(f.Tenants) > 0 {
 		b.where("o.tenant = ANY(%s)", f.Tenants)
@@ -253,8 +254,30 @@ var sortKey = map[Sort]string{
 	SortExpires: "coalesce(o.expires_at, 'infinity')",
 }
 
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// snapshot runs fn in one read-only repeatable-read transaction, so that
+// every figure it reads is true at the same moment, and now() is the same
+// throughout.
+func (s *Store) snapshot(ctx context.Context, fn func(q querier) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only: nothing to keep
+	return fn(tx)
+}
+
 // List returns one page of operations.
 func (s *Store) List(ctx context.Context, q Query) (Page, error) {
+	return s.list(ctx, s.pool, q)
+}
+
+func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 50
@@ -286,7 +309,7 @@ func (s *Store) List(ctx context.Context, q Query) (Page, error) {
 	}
 	sql := "SELECT " + rowColumns + " FROM opsdesk.operations o WHERE " + b.sql() +
 		" ORDER BY " + order + " LIMIT " + strconv.Itoa(limit+1)
-	rows, err := s.pool.Query(ctx, sql, b.args...)
+	rows, err := conn.Query(ctx, sql, b.args...)
 	if err != nil {
 		return Page{}, fmt.Errorf("list operations: %w", err)
 	}
@@ -305,7 +328,7 @@ func (s *Store) List(ctx context.Context, q Query) (Page, error) {
 	}
 	if len(scanned) > 0 {
 		page.DBTime = scanned[0].DBNow
-	} else if err := s.pool.QueryRow(ctx, "SELECT now()").Scan(&page.DBTime); err != nil {
+	} else if err := conn.QueryRow(ctx, "SELECT now()").Scan(&page.DBTime); err != nil {
 		return Page{}, fmt.Errorf("read database time: %w", err)
 	}
 	return page, nil
@@ -352,11 +375,20 @@ type detailScan struct {
 	LastConflictAt *time.Time `db:"last_conflict_at"`
 }
 
-func (s *Store) detail(ctx context.Context, where string, args ...any) (Detail, error) {
+func (s *Store) detail(ctx context.Context, where string, args ...any) (d Detail, err error) {
+	err = s.snapshot(ctx, func(q querier) error {
+		d, err = s.detailIn(ctx, q, where, args...)
+		return err
+	})
+	return d, err
+}
+
+// detailIn reads a record and its conflicts through q (one snapshot).
+func (s *Store) detailIn(ctx context.Context, q querier, where string, args ...any) (Detail, error) {
 	sql := "SELECT " + rowColumns + `, o.tool_version, o.fingerprint, o.effect, coalesce(o.outcome, '') AS outcome,
     coalesce(o.result_ref, '') AS result_ref, o.result IS NOT NULL AS has_result, o.last_conflict_at
 FROM opsdesk.operations o WHERE ` + where
-	rows, err := s.pool.Query(ctx, sql, append([]any{s.opts.StuckAfter.Microseconds()}, args...)...)
+	rows, err := q.Query(ctx, sql, append([]any{s.opts.StuckAfter.Microseconds()}, args...)...)
 	if err != nil {
 		return Detail{}, fmt.Errorf("read operation: %w", err)
 	}
@@ -372,7 +404,7 @@ FROM opsdesk.operations o WHERE ` + where
 		Effect: d.Effect, Outcome: d.Outcome, ResultRef: d.ResultRef, HasResult: d.HasResult,
 		LastConflictAt: deref(d.LastConflictAt),
 	}
-	crow, err := s.pool.Query(ctx, `
+	crow, err := q.Query(ctx, `
 SELECT id, attempted_at, owner, tool_version, fingerprint, reviewed_at IS NOT NULL AS reviewed
 FROM opsdesk.conflicts WHERE tenant = $1 AND tool = $2 AND key = $3 ORDER BY id`, d.Tenant, d.Tool, d.Key)
 	if err != nil {
@@ -401,10 +433,18 @@ func prefix(fp []byte) string {
 // Overview counts records per state. Pending, stuck, rejected, released and
 // conflicted counts are exact; the succeeded count is the planner's
 // estimate once the table is large.
-func (s *Store) Overview(ctx context.Context) (Overview, error) {
+func (s *Store) Overview(ctx context.Context) (o Overview, err error) {
+	err = s.snapshot(ctx, func(q querier) error {
+		o, err = s.overviewIn(ctx, q)
+		return err
+	})
+	return o, err
+}
+
+func (s *Store) overviewIn(ctx context.Context, q querier) (Overview, error) {
 	var o Overview
 	stuckAfter := s.opts.StuckAfter.Microseconds()
-	err := s.pool.QueryRow(ctx, `
+	err := q.QueryRow(ctx, `
 SELECT now(),
     count(*) FILTER (WHERE lease_expires_at + $1 * interval '1 microsecond' > now()),
     count(*) FILTER (WHERE lease_expires_at + $1 * interval '1 microsecond' <= now())
@@ -412,7 +452,7 @@ FROM opsdesk.operations WHERE state = 'pending'`, stuckAfter).Scan(&o.DBTime, &o
 	if err != nil {
 		return o, fmt.Errorf("count pending: %w", err)
 	}
-	err = s.pool.QueryRow(ctx, `
+	err = q.QueryRow(ctx, `
 SELECT
     (SELECT count(*) FROM opsdesk.operations WHERE state = 'completed' AND outcome = 'rejected'),
     (SELECT count(*) FROM opsdesk.operations WHERE state = 'released'),
@@ -422,11 +462,11 @@ SELECT
 	if err != nil {
 		return o, fmt.Errorf("count records: %w", err)
 	}
-	if err := s.countCompleted(ctx, &o); err != nil {
+	if err := s.countCompleted(ctx, q, &o); err != nil {
 		return o, err
 	}
 	if o.Stuck > 0 {
-		page, err := s.List(ctx, Query{Filter: Filter{States: []State{StateStuck}}, Sort: SortLease, Limit: 1})
+		page, err := s.list(ctx, q, Query{Filter: Filter{States: []State{StateStuck}}, Sort: SortLease, Limit: 1})
 		if err != nil {
 			return o, err
 		}
@@ -443,14 +483,14 @@ const exactCountLimit = 100_000
 
 // countCompleted counts succeeded records exactly on small tables and
 // estimates them from the planner's statistics on large ones.
-func (s *Store) countCompleted(ctx context.Context, o *Overview) error {
+func (s *Store) countCompleted(ctx context.Context, q querier, o *Overview) error {
 	var estimate float64
-	err := s.pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'opsdesk.operations'::regclass`).Scan(&estimate)
+	err := q.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'opsdesk.operations'::regclass`).Scan(&estimate)
 	if err != nil {
 		return fmt.Errorf("estimate records: %w", err)
 	}
 	if estimate < exactCountLimit {
-		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM opsdesk.operations WHERE state = 'completed' AND outcome = 'succeeded'`).Scan(&o.Completed)
+		err := q.QueryRow(ctx, `SELECT count(*) FROM opsdesk.operations WHERE state = 'completed' AND outcome = 'succeeded'`).Scan(&o.Completed)
 		if err != nil {
 			return fmt.Errorf("count completed: %w", err)
 		}

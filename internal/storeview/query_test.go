@@ -106,6 +106,8 @@ func TestListFilters(t *testing.T) {
 		"state:stuck age>2m age<1h":    {"ord-2", "run-42:create-ticket"},
 		"tenant:nobody":                {},
 		"expires<24h":                  {"run-43:create-ticket"},
+		"state:stuck,conflicted":       {"deploy-7", "ord-2", "run-42:create-ticket", "run-43:create-ticket"},
+		"state:conflicted,released":    {"mail-2", "run-43:create-ticket"},
 		"expires>4d":                   {"ord-3", "run-44:create-ticket"},
 	}
 	for filter, want := range cases {
@@ -232,4 +234,24 @@ func TestInfo(t *testing.T) {
 	require.NotEmpty(t, i.Server)
 	require.Positive(t, i.Schema)
 	require.False(t, i.DBTime.IsZero())
+}
+
+// Each overview figure equals the number of rows of the list its tile
+// opens: an operator who sees "3 stuck" finds three.
+func TestOverviewCountsMatchTheirLists(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	o, err := s.Overview(ctx)
+	require.NoError(t, err)
+	for filter, count := range map[string]int64{
+		"state:pending":    o.Pending,
+		"state:stuck":      o.Stuck,
+		"state:completed":  o.Completed,
+		"state:rejected":   o.Rejected,
+		"state:released":   o.Released,
+		"state:conflicted": o.Conflicted,
+		"expires<24h":      o.ExpiringSoon,
+	} {
+		require.Len(t, list(t, s, filter), int(count), filter)
+	}
 }
