@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 )
 
 // EnvPrefix prefixes every environment variable opsdesk reads.
@@ -186,6 +188,9 @@ func configPath(flag string, getenv func(string) string) (path string, explicit 
 }
 
 func readFile(path string, f *file) error {
+	if err := checkNames(path); err != nil {
+		return err
+	}
 	v := viper.New()
 	v.SetConfigFile(path)
 	if filepath.Ext(path) == "" {
@@ -271,6 +276,9 @@ func resolveContext(name string, fromFile Context, flags *pflag.FlagSet, path st
 	}); err != nil {
 		return Context{}, &Error{File: path, Err: err}
 	}
+	if err := checkEnv(); err != nil {
+		return Context{}, err
+	}
 	v.SetEnvPrefix(EnvPrefix)
 	for key, flag := range contextKeys {
 		if err := v.BindEnv(key); err != nil { // OPSDESK_READ_ONLY for read_only
@@ -293,10 +301,73 @@ func resolveContext(name string, fromFile Context, flags *pflag.FlagSet, path st
 	return ctx, ctx.validate(path)
 }
 
+// checkEnv checks the context settings given in the environment, so that a
+// bad value is blamed on its variable rather than on the config file.
+func checkEnv() error {
+	for key := range contextKeys {
+		name := EnvPrefix + "_" + strings.ToUpper(key)
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			continue
+		}
+		var err error
+		switch key {
+		case "refresh", "stuck_after":
+			_, err = time.ParseDuration(v)
+			if err != nil {
+				err = fmt.Errorf("%q is not a duration (write it like 500ms, 2s or 1m30s)", v)
+			}
+		case "read_only", "libpq_env":
+			_, err = strconv.ParseBool(v)
+			if err != nil {
+				err = fmt.Errorf("%q is not true or false", v)
+			}
+		}
+		if err != nil {
+			return &Error{Key: name, Err: err}
+		}
+	}
+	return nil
+}
+
+// checkNames refuses context and tool names that viper would change:
+// it folds keys to lower case and splits them on dots.
+func checkNames(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return &Error{File: path, Err: err}
+	}
+	var names struct {
+		Contexts map[string]any `yaml:"contexts"`
+		Tools    map[string]any `yaml:"tools"`
+	}
+	if err := yaml.Unmarshal(raw, &names); err != nil {
+		return nil // viper reports the syntax error with its position
+	}
+	for section, m := range map[string]map[string]any{"contexts": names.Contexts, "tools": names.Tools} {
+		for name := range m {
+			if name != strings.ToLower(name) || strings.Contains(name, ".") {
+				return &Error{File: path, Key: section + "." + name,
+					Err: errors.New("names must be lower case and contain no dots")}
+			}
+		}
+	}
+	return nil
+}
+
 // durationHook decodes durations written as strings ("2s", "1m30s") with
 // an error that shows the value and the expected form.
 func durationHook(from, to reflect.Type, data any) (any, error) {
-	if to != reflect.TypeFor[time.Duration]() || from.Kind() != reflect.String {
+	if to != reflect.TypeFor[time.Duration]() {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.String:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		// A bare number would be nanoseconds: 30 would mean 30ns.
+		return nil, fmt.Errorf("%v has no unit (write it like 30s, 5m or 168h)", data)
+	default:
 		return data, nil
 	}
 	d, err := time.ParseDuration(data.(string))

@@ -148,6 +148,10 @@ func TestErrorsNameTheFileAndKey(t *testing.T) {
 		"UnknownContext":     {content: sample, opts: Options{Context: "prod-us"}, want: []string{"prod-us", "known: prod-eu, staging"}},
 		"NoContextSelected":  {content: "contexts:\n  a: {dsn: x}\n  b: {dsn: y}\n", want: []string{"current_context", "--context"}},
 		"NotYAML":            {content: "contexts: [\n", want: []string{"config.yaml"}},
+		"BareNumberDuration": {content: "contexts:\n  a:\n    dsn: x\n    stuck_after: 10\n", want: []string{"stuck_after", "no unit"}},
+		"BareNumberLease":    {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lease: 30\n", want: []string{"lease", "no unit"}},
+		"UpperCaseContext":   {content: "contexts:\n  Prod:\n    dsn: x\n", want: []string{"contexts.Prod", "lower case"}},
+		"DottedToolName":     {content: "contexts: {a: {dsn: x}}\ntools:\n  email.send:\n    effect: local\n", want: []string{"tools.email.send", "no dots"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -170,4 +174,39 @@ func TestExplicitFileMustExist(t *testing.T) {
 	isolate(t, "")
 	_, err := Load(Options{File: filepath.Join(t.TempDir(), "missing.yaml")})
 	require.ErrorContains(t, err, "missing.yaml")
+}
+
+func TestBadEnvironmentValueNamesTheVariable(t *testing.T) {
+	path := isolate(t, sample)
+	t.Setenv("OPSDESK_REFRESH", "10")
+	_, err := Load(Options{})
+	require.ErrorContains(t, err, "OPSDESK_REFRESH")
+	require.NotContains(t, err.Error(), path, "the file is not at fault")
+	t.Setenv("OPSDESK_REFRESH", "")
+	t.Setenv("OPSDESK_READ_ONLY", "maybe")
+	_, err = Load(Options{})
+	require.ErrorContains(t, err, "OPSDESK_READ_ONLY")
+}
+
+func TestEveryContextKeyFollowsPrecedence(t *testing.T) {
+	isolate(t, "contexts:\n  a:\n    dsn: file-dsn\n    read_dsn: file-read\n    libpq_env: false\n    stuck_after: 1m\n")
+	cfg, err := Load(Options{})
+	require.NoError(t, err)
+	require.Equal(t, "file-read", cfg.Context.ReadDSN)
+	require.Equal(t, time.Minute, cfg.Context.StuckAfter)
+
+	t.Setenv("OPSDESK_READ_DSN", "env-read")
+	t.Setenv("OPSDESK_STUCK_AFTER", "2m")
+	t.Setenv("OPSDESK_LIBPQ_ENV", "true")
+	cfg, err = Load(Options{})
+	require.NoError(t, err)
+	require.Equal(t, "env-read", cfg.Context.ReadDSN)
+	require.Equal(t, 2*time.Minute, cfg.Context.StuckAfter)
+	require.True(t, cfg.Context.UseLibpqEnv)
+
+	cfg, err = Load(Options{Flags: flags(t, "--read-dsn", "flag-read", "--stuck-after", "3m", "--libpq-env=false")})
+	require.NoError(t, err)
+	require.Equal(t, "flag-read", cfg.Context.ReadDSN)
+	require.Equal(t, 3*time.Minute, cfg.Context.StuckAfter)
+	require.False(t, cfg.Context.UseLibpqEnv)
 }
