@@ -57,7 +57,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 	}
 	poolCfg, err := db.PoolConfig(dsn, "opsdesk doctor")
 	if err != nil {
-		return &usageError{err: err}
+		return &usageError{err: fmt.Errorf("context %s: %w", cfg.Context.Name, err)}
 	}
 	storeview.ConfigurePool(poolCfg, statementTimeout)
 	poolCfg.MaxConns = 2
@@ -82,7 +82,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 	doctorRole(ctx, pool, check)
 	doctorClock(ctx, pool, check)
 	if err == nil {
-		doctorCounts(ctx, pool, check)
+		doctorCounts(ctx, newView(pool, cfg.Context), check)
 	}
 	if failed {
 		return errDoctor
@@ -146,8 +146,8 @@ func abs(d time.Duration) time.Duration {
 	return d
 }
 
-func doctorCounts(ctx context.Context, pool *pgxpool.Pool, check func(bool, string, string)) {
-	o, err := storeview.New(pool, storeview.Options{}).Overview(ctx)
+func doctorCounts(ctx context.Context, view *storeview.Store, check func(bool, string, string)) {
+	o, err := view.Overview(ctx)
 	if err != nil {
 		check(false, "rows", err.Error())
 		return

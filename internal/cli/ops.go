@@ -22,6 +22,10 @@ func newOpsCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ops",
 		Short: "List, show and look up operations (the console's queries, for scripts)",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("ops needs a command: list, show or get (see opsdesk ops --help)")
+		},
 	}
 	addGlobalFlags(cmd.PersistentFlags(), g)
 	cmd.AddCommand(newOpsListCmd(g), newOpsShowCmd(g), newOpsGetCmd(g))
@@ -46,7 +50,7 @@ func newOpsListCmd(g *globalFlags) *cobra.Command {
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withView(cmd, g, func(ctx context.Context, v *storeview.Store) error {
-				return runOpsList(ctx, v, opts, cmd.OutOrStdout())
+				return runOpsList(ctx, v, opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			})
 		},
 	}
@@ -92,7 +96,7 @@ func (o opsListOptions) listFilter() (storeview.Filter, error) {
 	return f, nil
 }
 
-func runOpsList(ctx context.Context, v *storeview.Store, opts opsListOptions, w io.Writer) error {
+func runOpsList(ctx context.Context, v *storeview.Store, opts opsListOptions, w, notes io.Writer) error {
 	if err := checkOutput(opts.Output); err != nil {
 		return err
 	}
@@ -110,6 +114,10 @@ func runOpsList(ctx context.Context, v *storeview.Store, opts opsListOptions, w 
 	page, err := v.List(ctx, storeview.Query{Filter: f, Sort: sort, Limit: opts.Limit})
 	if err != nil {
 		return err
+	}
+	if page.Next != nil {
+		// Never a silent cut: say so where scripts reading stdout won't trip.
+		fmt.Fprintf(notes, "opsdesk: showing the first %d operations; more match (raise --limit, up to 1000, or narrow --filter)\n", opts.Limit)
 	}
 	if opts.Output == "json" {
 		items := make([]listItem, len(page.Rows))

@@ -74,6 +74,15 @@ func TestOpsList(t *testing.T) {
 	code, out, _ = run("ops", "list", "--config", cfg, "--filter", "tenant:nobody")
 	require.Equal(t, ExitOK, code)
 	require.Contains(t, out, "(no operations match)")
+
+	// A cut list says so, on stderr.
+	code, out, errOut = run("ops", "list", "--config", cfg, "--limit", "2", "-o", "json")
+	require.Equal(t, ExitOK, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &items))
+	require.Len(t, items, 2)
+	require.Contains(t, errOut, "more match")
+	_, _, errOut = run("ops", "list", "--config", cfg, "--limit", "3")
+	require.NotContains(t, errOut, "more match")
 }
 
 func TestOpsListUsageErrors(t *testing.T) {
@@ -86,10 +95,12 @@ func TestOpsListUsageErrors(t *testing.T) {
 		{"-o", "yaml"},
 		{"--limit", "0"},
 		{"--sort", "random"},
+		{"--dsn", "host=h password = Hunter2Secret port=abc"},
 	} {
 		code, _, errOut := run(append([]string{"ops", "list", "--config", cfg}, args...)...)
 		require.Equal(t, ExitUsage, code, "%v: %s", args, errOut)
 		require.NotEmpty(t, errOut)
+		require.NotContains(t, errOut, "Hunter2")
 	}
 }
 
@@ -159,4 +170,14 @@ func TestConfigErrorsAreUsageErrors(t *testing.T) {
 	code, _, errOut = run("doctor", "--config", filepath.Join(t.TempDir(), "missing.yaml"))
 	require.Equal(t, ExitUsage, code)
 	require.True(t, strings.Contains(errOut, "missing.yaml"), errOut)
+}
+
+func TestUnknownSubcommandIsAUsageError(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := run("ops", "lsit")
+	require.Equal(t, ExitUsage, code, errOut)
+	code, _, _ = run("ops")
+	require.Equal(t, ExitUsage, code)
+	code, _, _ = run("lsit")
+	require.Equal(t, ExitUsage, code)
 }
