@@ -22,7 +22,7 @@ type Counts struct {
 }
 
 func (c Counts) String() string {
-	return fmt.Sprintf("live %d  stuck %d  succeeded %d  rejected %d  released %d  conflicts %d",
+	return fmt.Sprintf("live %d  stuck %d  succeeded %d  rejected %d  released %d  refused attempts %d",
 		c.Live, c.Stuck, c.Succeeded, c.Rejected, c.Released, c.Conflicts)
 }
 

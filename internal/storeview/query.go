@@ -20,10 +20,13 @@ import (
 // repeat a row.
 type Sort string
 
-// Sorts.
+// Sorts. Newest pages on the id, which never changes: stable. Lease and
+// expires page on a time that can move while the operator pages (a lease
+// renewed or taken over, a record completing): such a record may show up
+// again on a later page or be missed; refresh the first page to see it.
 const (
 	SortNewest  Sort = "newest"  // id, newest first
-	SortLease   Sort = "lease"   // lease expiry, the longest stuck first
+	SortLease   Sort = "lease"   // lease expiry of pending records, the longest stuck first
 	SortExpires Sort = "expires" // retention expiry, the soonest first
 )
 
