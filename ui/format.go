@@ -162,7 +162,10 @@ func stamp(t, ref time.Time) string {
 }
 
 // clean makes stored text safe to print: control characters (escape
-// sequences included) would otherwise reach the terminal.
+// sequences included) would otherwise reach the terminal. A run of
+// whitespace controls (a line break, a tab) reads as one space, as in
+// pgconn's multi-line connection errors; any other control character
+// and invalid UTF-8 show as U+FFFD.
 func clean(s string) string {
 	ok := true
 	for i := 0; i < len(s); i++ {
@@ -175,14 +178,36 @@ func clean(s string) string {
 		return s
 	}
 	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "�")
+		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '�'
+	var b strings.Builder
+	b.Grow(len(s))
+	space := false // the last rune written was a whitespace control's space
+	for _, r := range s {
+		switch {
+		case isSpaceControl(r):
+			if !space {
+				b.WriteByte(' ')
+			}
+			space = true
+			continue
+		case unicode.IsControl(r):
+			r = '\uFFFD'
 		}
-		return r
-	}, s)
+		b.WriteRune(r)
+		space = false
+	}
+	return b.String()
+}
+
+// isSpaceControl tells whether r is a control character that only moves
+// the cursor across or down: a tab, a line break, a form feed.
+func isSpaceControl(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r':
+		return true
+	}
+	return false
 }
 
 // isASCII tells whether s is printable ASCII, for the fast width path.

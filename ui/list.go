@@ -27,6 +27,12 @@ type listScreen struct {
 	// pages holds the cursor each visited page starts after; the last one
 	// is the current page (nil: the first).
 	pages []*storeview.Cursor
+	// turning holds the page stack as it was before a page turn (n or p)
+	// whose page has not arrived yet, nil when none is in flight. Until it
+	// arrives the page shown is not the one the stack ends with, so n and
+	// p are disabled: a second n would push the shown page's Next again
+	// and number one page twice. A turn that fails puts the stack back.
+	turning []*storeview.Cursor
 
 	seq     int
 	loading bool
@@ -94,6 +100,7 @@ func (s *listScreen) open(f storeview.Filter, text string, sort storeview.Sort) 
 // restart goes back to the first page and fetches it.
 func (s *listScreen) restart() tea.Cmd {
 	s.pages = []*storeview.Cursor{nil}
+	s.turning = nil
 	s.sel = 0
 	s.loaded = false
 	s.page = storeview.Page{}
@@ -149,8 +156,8 @@ func (s *listScreen) updateKeys() {
 	s.keys.Top.SetEnabled(rows)
 	s.keys.Bottom.SetEnabled(rows)
 	s.keys.Open.SetEnabled(rows)
-	s.keys.NextPage.SetEnabled(s.page.Next != nil)
-	s.keys.PrevPage.SetEnabled(len(s.pages) > 1)
+	s.keys.NextPage.SetEnabled(s.turning == nil && s.page.Next != nil)
+	s.keys.PrevPage.SetEnabled(s.turning == nil && len(s.pages) > 1)
 	s.keys.Sort.SetHelp("s", "sort by "+sortName(nextSort(s.sort)).short())
 	s.keys.NextPage.SetHelp("n", "next page")
 	s.keys.PrevPage.SetHelp("p", "prev page")
@@ -200,9 +207,15 @@ func (s *listScreen) receive(msg pageMsg) {
 	s.loading = false
 	s.err = msg.err
 	if msg.err != nil {
+		if s.turning != nil {
+			// The page did not come: the shown page is still the one
+			// before the turn, and so is its number.
+			s.pages, s.turning = s.turning, nil
+		}
 		s.updateKeys()
 		return
 	}
+	s.turning = nil
 	var keep int64
 	if r, ok := s.selected(); ok {
 		keep = r.ID
@@ -244,15 +257,9 @@ func (s *listScreen) key(msg tea.KeyMsg) tea.Cmd {
 			s.goTo(navMsg{to: screenDetail, id: r.ID})
 		}
 	case key.Matches(msg, s.keys.NextPage):
-		s.pages = append(s.pages, s.page.Next)
-		s.sel = 0
-		s.updateKeys()
-		return s.fetch()
+		return s.turn(append(slices.Clip(s.pages), s.page.Next))
 	case key.Matches(msg, s.keys.PrevPage):
-		s.pages = s.pages[:len(s.pages)-1]
-		s.sel = 0
-		s.updateKeys()
-		return s.fetch()
+		return s.turn(s.pages[:len(s.pages)-1])
 	case key.Matches(msg, s.keys.Sort):
 		s.sort = nextSort(s.sort)
 		return s.restart()
@@ -261,6 +268,16 @@ func (s *listScreen) key(msg tea.KeyMsg) tea.Cmd {
 	}
 	s.clampSel()
 	return nil
+}
+
+// turn goes to another page: it fetches the page pages ends with, and
+// until that page arrives n and p are disabled.
+func (s *listScreen) turn(pages []*storeview.Cursor) tea.Cmd {
+	s.turning = s.pages
+	s.pages = pages
+	s.sel = 0
+	s.updateKeys()
+	return s.fetch()
 }
 
 // startEdit opens the filter bar on the current filter.
@@ -335,6 +352,9 @@ func (s *listScreen) View() string {
 	left += "  sort: " + sortName(s.sort).short()
 	right := "page " + strconv.Itoa(len(s.pages))
 	switch {
+	case s.turning != nil && s.loaded:
+		// The rows are still those of the page before the turn.
+		right = "page " + strconv.Itoa(len(s.turning)) + " · loading page " + strconv.Itoa(len(s.pages)) + "…"
 	case !s.loaded && s.loading:
 		right += " · loading…"
 	case s.loaded:

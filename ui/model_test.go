@@ -2,6 +2,9 @@ package ui
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -243,6 +246,85 @@ func TestPaging(t *testing.T) {
 	}
 }
 
+// TestPageTurnInFlight: n typed again before the next page has arrived
+// does nothing (n and p are disabled while a page turn is in flight, in
+// the footer too), so each page keeps one number and its own rows; a turn
+// that fails keeps the page shown and its number.
+func TestPageTurnInFlight(t *testing.T) {
+	src := newFakeSource()
+	h := newHarness(t, src, 80, 24).keys(":ops<enter>")
+	l := h.m.list
+	all, err := src.List(t.Context(), storeview.Query{Limit: len(src.rows) + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := l.limit()
+	if len(all.Rows) <= 3*limit {
+		t.Fatalf("%d rows make fewer than four pages of %d", len(all.Rows), limit)
+	}
+	// on checks the list shows page n (from 1) under that number.
+	on := func(n int) {
+		t.Helper()
+		var want, got []int64
+		for _, r := range all.Rows[(n-1)*limit : min(n*limit, len(all.Rows))] {
+			want = append(want, r.ID)
+		}
+		for _, r := range l.page.Rows {
+			got = append(got, r.ID)
+		}
+		if len(l.pages) != n || !slices.Equal(got, want) {
+			t.Fatalf("%d pages deep showing %v, want page %d: %v", len(l.pages), got, n, want)
+		}
+		title := strings.SplitN(h.view(), "\n", 3)[1]
+		if !strings.Contains(title, fmt.Sprintf("page %d · %d rows · ", n, len(want))) {
+			t.Fatalf("the title reads %q on page %d", title, n)
+		}
+	}
+	n := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{'n'}}
+	p := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{'p'}}
+
+	// n, n again and p before the page arrives: one turn.
+	_, first := h.m.Update(n)
+	v := h.view()
+	if !strings.Contains(v, "page 1 · loading page 2…") {
+		t.Errorf("a page turn in flight is not shown:\n%s", v)
+	}
+	if strings.Contains(v, "next page") || strings.Contains(v, "prev page") {
+		t.Errorf("n or p is offered while a page turn is in flight:\n%s", v)
+	}
+	_, second := h.m.Update(n)
+	_, third := h.m.Update(p)
+	h.run(first)
+	h.run(second)
+	h.run(third)
+	on(2)
+	if !strings.Contains(h.view(), "n next page") {
+		t.Error("n is not offered again once the page arrived")
+	}
+
+	// Typed quickly: "nn" arrives in one message.
+	h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("nn")})
+	on(3)
+	h.keys("n")
+	on(4)
+	h.keys("p")
+	on(3)
+	h.keys("p")
+	on(2)
+
+	// A turn that fails: the page shown stays, under its own number, and n
+	// turns it once the store answers again.
+	src.setDown(true)
+	h.keys("n")
+	on(2)
+	if l.err == nil || !l.keys.NextPage.Enabled() || !l.keys.PrevPage.Enabled() {
+		t.Fatalf("after a failed turn: error %v, n enabled %v, p enabled %v", l.err, l.keys.NextPage.Enabled(), l.keys.PrevPage.Enabled())
+	}
+	src.setDown(false)
+	h.keys("n")
+	on(3)
+}
+
 // TestUnreachableAndRecovery: a failed poll whose probe fails too shows
 // the banner; the next successful poll removes it by itself. A failing
 // query with a reachable database is only the last error.
@@ -309,6 +391,29 @@ func TestConnectRetry(t *testing.T) {
 		t.Error("the retry key is still offered")
 	}
 }
+
+// TestConnectErrorLines: pgconn's multi-line connection error reads as
+// one paragraph on the connect screen, with no U+FFFD where its line
+// breaks and tabs were.
+func TestConnectErrorLines(t *testing.T) {
+	src := &failingInfo{fakeSource: newFakeSource(), err: errors.New("failed to connect to `user=alice database=opsdesk`:\n" +
+		"\t127.0.0.1:5432 (localhost): dial error: dial tcp 127.0.0.1:5432: connect: connection refused\n" +
+		"\t[::1]:5432 (localhost): dial error: dial tcp [::1]:5432: connect: connection refused")}
+	h := newSourceHarness(t, src, Options{Context: "prod-eu"}, 80, 24)
+	v := h.view()
+	words := strings.Join(strings.Fields(v), " ") // the screen wraps it
+	if strings.Contains(v, "\uFFFD") || !strings.Contains(words, "database=opsdesk`: 127.0.0.1:5432 (localhost): dial error:") {
+		t.Fatalf("the connection error is garbled:\n%s", v)
+	}
+}
+
+// failingInfo is a store whose server info cannot be read.
+type failingInfo struct {
+	*fakeSource
+	err error
+}
+
+func (f *failingInfo) Info(context.Context) (storeview.Info, error) { return storeview.Info{}, f.err }
 
 // TestKeyLookup: :key shows the record, or explains an absent one.
 func TestKeyLookup(t *testing.T) {

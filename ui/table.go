@@ -37,10 +37,15 @@ type column struct {
 
 // columns is the operations list, in display order. The key column takes
 // the room that is left, and is truncated in the middle.
+//
+// When room is short the context columns go first (retention, lease age,
+// the attempt, the owner), then the tool, and the tenant only when even
+// the minimums do not fit: at 60 cells a row keeps its id, tenant, a
+// readable key, its state and its lease expiry.
 var columns = [colCount]column{
 	colID:        {title: "ID", min: 2, max: 12, right: true},
-	colTenant:    {title: "TENANT", min: 6, max: 14, drop: 5},
-	colTool:      {title: "TOOL", min: 10, max: 18},
+	colTenant:    {title: "TENANT", min: 6, max: 14, drop: 6},
+	colTool:      {title: "TOOL", min: 10, max: 18, drop: 5},
 	colKey:       {title: "KEY", min: 16, max: 80},
 	colState:     {title: "STATE", min: 12, max: 12},
 	colOwner:     {title: "OWNER", min: 8, max: 14, drop: 4},
@@ -50,13 +55,27 @@ var columns = [colCount]column{
 	colRetention: {title: "RETENTION", min: 9, max: 9, drop: 1},
 }
 
+const (
+	// keyReadable is the key width the context columns and the tool are
+	// given up for. Keys such as "release-00020:deploy" are about this
+	// long, and cut much shorter they lose the part that tells one record
+	// from the next ("order-00…:charge").
+	keyReadable = 20
+	// keyComfort is how wide the key grows before the other names do.
+	keyComfort = 24
+	// dropForKey is the last drop rank given up for a readable key; a
+	// column ranked after it (the tenant) goes only when the minimums do
+	// not fit.
+	dropForKey = 5
+)
+
 // growOrder is who gets spare room after the minimums, in turn, up to
-// their content: the short columns, the tool, the key up to a comfortable
-// width, the other names, then the key takes what is left.
+// their content: the short columns, the key up to a comfortable width,
+// the names, then the key takes what is left.
 var growOrder = []struct {
 	c    col
 	upTo int // 0: the content's width
-}{{colState, 0}, {colExpires, 0}, {colTry, 0}, {colTool, 0}, {colKey, 24}, {colTenant, 0}, {colOwner, 0}, {colKey, 0}}
+}{{colState, 0}, {colExpires, 0}, {colTry, 0}, {colKey, keyComfort}, {colTenant, 0}, {colTool, 0}, {colOwner, 0}, {colKey, 0}}
 
 const (
 	colGap    = 2 // spaces between columns
@@ -125,9 +144,10 @@ func measureCells(cells [][colCount]string) measure {
 }
 
 // layoutColumns decides each column's width for a terminal w cells wide;
-// 0 means the column is dropped. Columns with nothing to show go first
-// when room is short; then columns go in their drop order until the
-// minimums fit; the room left grows the columns in growOrder.
+// 0 means the column is dropped. When room is short, columns with nothing
+// to show go first; then columns go in their drop order until the
+// minimums fit with a readable key (the tenant only until the minimums
+// fit); the room left grows the columns in growOrder.
 func layoutColumns(m measure, w int) [colCount]int {
 	var mins, out [colCount]int
 	shown := [colCount]bool{}
@@ -137,38 +157,53 @@ func layoutColumns(m measure, w int) [colCount]int {
 	}
 	// The id must stay whole: it is how an operator names a record.
 	mins[colID] = m.natural[colID]
-	total := func(comfort bool) int {
+	// How wide the shown columns are at their minimums, with the tool and
+	// the key at least toolW and keyW (up to their content).
+	total := func(toolW, keyW int) int {
 		t, n := markWidth, 0
 		for i := range columns {
 			if !shown[i] {
 				continue
 			}
 			cw := mins[i]
-			if comfort && (col(i) == colTool || col(i) == colKey) {
-				// Room to read: the whole tool name, a good part of the key.
-				cw = max(cw, min(m.natural[i], 24))
+			switch col(i) {
+			case colTool:
+				cw = max(cw, min(m.natural[i], toolW))
+			case colKey:
+				cw = max(cw, min(m.natural[i], keyW))
 			}
 			t += cw
 			n++
 		}
 		return t + colGap*max(0, n-1)
 	}
+	// Room to read: the whole tool name, a good part of the key.
+	comfort := func() int { return total(columns[colTool].max, keyComfort) }
+	readable := func() int { return total(0, keyReadable) }
+	minimums := func() int { return total(0, 0) }
 	for i := range columns {
-		if total(true) <= w {
+		if comfort() <= w {
 			break
 		}
 		if m.empty[i] && columns[i].drop > 0 {
 			shown[i] = false
 		}
 	}
-	for rank := 1; total(false) > w && rank <= len(columns); rank++ {
+	for rank := 1; rank <= len(columns); rank++ {
+		fits := readable() <= w
+		if rank > dropForKey {
+			fits = minimums() <= w
+		}
+		if fits {
+			break
+		}
 		for i := range columns {
 			if columns[i].drop == rank {
 				shown[i] = false
 			}
 		}
 	}
-	spare := w - total(false)
+	spare := w - minimums()
 	for i := range columns {
 		if shown[i] {
 			out[i] = mins[i]

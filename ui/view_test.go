@@ -5,9 +5,13 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
@@ -119,8 +123,9 @@ func TestViewNeverPanics(t *testing.T) {
 }
 
 // TestColumnsDropByPriority: at 120 columns every column shows; narrower
-// terminals give up retention, lease age, try, owner and tenant in turn,
-// never the id, tool, key, state or lease expiry.
+// terminals give up retention, lease age, try, owner and tool in turn for
+// a readable key, then the tenant only if the rest does not fit; never the
+// id, key, state or lease expiry.
 func TestColumnsDropByPriority(t *testing.T) {
 	src := newFakeSource()
 	page, _ := src.List(t.Context(), storeview.Query{Limit: 50})
@@ -148,8 +153,8 @@ func TestColumnsDropByPriority(t *testing.T) {
 		140: "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION",
 		120: "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION",
 		100: "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY",
-		80:  "ID,TENANT,TOOL,KEY,STATE,OWNER,EXPIRES",
-		60:  "ID,TOOL,KEY,STATE,EXPIRES",
+		80:  "ID,TENANT,TOOL,KEY,STATE,EXPIRES",
+		60:  "ID,TENANT,KEY,STATE,EXPIRES",
 	}
 	for w, cols := range want {
 		if got := shown(w); got != cols {
@@ -157,7 +162,7 @@ func TestColumnsDropByPriority(t *testing.T) {
 		}
 	}
 	// Stuck records have no retention: when room is short that column
-	// goes first, and the tool and key get the room.
+	// goes first, and the key and the tool get the room.
 	page, _ = src.List(t.Context(), storeview.Query{Filter: storeview.Filter{States: []storeview.State{storeview.StateStuck}}})
 	cells = cells[:0]
 	for _, r := range page.Rows {
@@ -170,8 +175,82 @@ func TestColumnsDropByPriority(t *testing.T) {
 	if got, want := shown(140), "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION"; got != want {
 		t.Errorf("stuck rows at 140: columns %s, want %s", got, want)
 	}
-	if ws := layoutColumns(m, 100); ws[colTool] < len("deploy-service") {
-		t.Errorf("stuck rows at 100: the tool column is %d wide", ws[colTool])
+	if ws := layoutColumns(m, 100); ws[colKey] < keyComfort || ws[colTool] <= columns[colTool].min {
+		t.Errorf("stuck rows at 100: the key column is %d wide, the tool %d", ws[colKey], ws[colTool])
+	}
+}
+
+// TestKeysReadable: at 80x24 and 60x20 every row shows its tenant, and
+// distinct keys look distinct on screen, with ids as short as the fake's
+// and (at 80x24) as long as a store of millions of records has.
+func TestKeysReadable(t *testing.T) {
+	rows := []storeview.Row{
+		{Tenant: "acme", Tool: "charge-card", Key: "order-00017:charge", State: storeview.StatePending, Owner: "worker-1"},
+		{Tenant: "acme", Tool: "charge-card", Key: "order-00018:charge", State: storeview.StateCompleted, Owner: "worker-2"},
+		{Tenant: "globex", Tool: "charge-card", Key: "order-00027:charge", State: storeview.StateStuck, Owner: "worker-3"},
+		{Tenant: "initech", Tool: "deploy-service", Key: "release-00020:deploy", State: storeview.StateStuck, Owner: "worker-7"},
+		{Tenant: "initech", Tool: "deploy-service", Key: "release-00021:deploy", State: storeview.StateCompleted, Owner: "worker-4"},
+		{Tenant: "acme", Tool: "deploy-service", Key: "release-00030:deploy", State: storeview.StateRejected, Owner: "worker-5"},
+		{Tenant: "acme", Tool: "create-ticket", Key: "run-42:create-ticket", State: storeview.StateStuck, Owner: "worker-3"},
+		{Tenant: "acme", Tool: "create-ticket", Key: "run-43:create-ticket", State: storeview.StateCompleted, Owner: "worker-6"},
+		{Tenant: "globex", Tool: "create-ticket", Key: "run-142:create-ticket", State: storeview.StateCompleted, Conflicted: true, Owner: "worker-8"},
+		{Tenant: "globex", Tool: "send-email", Key: "welcome/user-8812", State: storeview.StateReleased},
+	}
+	for _, c := range []struct {
+		w, h int
+		base int64
+	}{{80, 24, 48300}, {60, 20, 48300}, {80, 24, 4_180_300}} {
+		t.Run(fmt.Sprintf("%dx%d-id%d", c.w, c.h, c.base), func(t *testing.T) {
+			src := newFakeSource()
+			src.rows = nil
+			for i, r := range rows {
+				r.ID = c.base + int64(i)
+				r.DBTime, r.Attempt, r.Version = dbNow, 1, 2
+				r.CreatedAt, r.LeasedAt = dbNow.Add(-time.Hour), dbNow.Add(-time.Hour)
+				r.LeaseExpiresAt = dbNow.Add(-time.Hour + 30*time.Second)
+				if r.State == storeview.StatePending {
+					r.LeasedAt, r.LeaseExpiresAt = dbNow.Add(-3*time.Second), dbNow.Add(27*time.Second)
+				}
+				if r.State == storeview.StateCompleted || r.State == storeview.StateRejected {
+					r.CompletedAt, r.ExpiresAt = dbNow.Add(-59*time.Minute), dbNow.Add(7*24*time.Hour)
+				}
+				src.rows = append(src.rows, r)
+			}
+			view := newHarness(t, src, c.w, c.h).keys(":ops<enter>").view()
+			checkFrame(t, view, c.w, c.h)
+			lines := strings.Split(view, "\n")
+			header := lines[2]
+			// cell cuts a row's cell under a header title: from the title
+			// to the next title.
+			cell := func(line, title string) string {
+				t.Helper()
+				at := strings.Index(header, " "+title+" ") + 1
+				if at == 0 {
+					t.Fatalf("no %s column at %dx%d:\n%s", title, c.w, c.h, view)
+				}
+				end := at + len(title)
+				for end < len(header) && header[end] == ' ' {
+					end++
+				}
+				return strings.TrimSpace(ansi.Cut(line, at, end))
+			}
+			seen := map[string]string{}
+			for _, r := range src.rows {
+				id := strconv.FormatInt(r.ID, 10)
+				i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, " "+id+"  ") })
+				if i < 0 {
+					t.Fatalf("no row %s:\n%s", id, view)
+				}
+				if got := cell(lines[i], "TENANT"); got != r.Tenant && !strings.HasPrefix(r.Tenant, strings.TrimSuffix(got, "…")) {
+					t.Errorf("row %s shows tenant %q, want %q", id, got, r.Tenant)
+				}
+				k := cell(lines[i], "KEY")
+				if other, ok := seen[k]; ok {
+					t.Errorf("keys %q and %q both read %q:\n%s", other, r.Key, k, view)
+				}
+				seen[k] = r.Key
+			}
+		})
 	}
 }
 
@@ -207,13 +286,21 @@ func TestTruncateMiddle(t *testing.T) {
 }
 
 // TestClean keeps escape sequences in stored text from reaching the
-// terminal.
+// terminal; line breaks and tabs read as one space.
 func TestClean(t *testing.T) {
-	if got := clean("key\x1b[2J\x07-42\n"); got != "key�[2J�-42�" {
-		t.Errorf("clean = %q", got)
-	}
-	if got := clean("plain-key"); got != "plain-key" {
-		t.Errorf("clean = %q", got)
+	for in, want := range map[string]string{
+		"plain-key":                       "plain-key",
+		"key\x1b[2J\x07-42":               "key\uFFFD[2J\uFFFD-42",
+		"key\x1b]0;title\x07\u009b2J\x7f": "key\uFFFD]0;title\uFFFD\uFFFD2J\uFFFD",
+		"bad \xff utf-8":                  "bad \uFFFD utf-8",
+		"a\nb\r\nc\td":                    "a b c d",
+		"line\n\t\tindented\r\n":          "line indented ",
+		// pgconn's error when every address of the host fails.
+		"failed to connect to `user=alice database=opsdesk`:\n\t127.0.0.1:5432 (localhost): dial error: connection refused\n\t[::1]:5432 (localhost): dial error: connection refused": "failed to connect to `user=alice database=opsdesk`: 127.0.0.1:5432 (localhost): dial error: connection refused [::1]:5432 (localhost): dial error: connection refused",
+	} {
+		if got := clean(in); got != want {
+			t.Errorf("clean(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
