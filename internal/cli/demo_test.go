@@ -152,7 +152,7 @@ WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local' LIMIT 
 				_ = os.RemoveAll(m[1])
 			}
 		})
-		summary := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  live \d+  stuck \d+  succeeded [1-9]\d*  rejected \d+  released \d+  conflicts \d+$`)
+		summary := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  live \d+  stuck \d+  succeeded [1-9]\d*  rejected \d+  released \d+  refused attempts \d+$`)
 		waitFor(t, 2*time.Minute, "a live summary with records", func() bool {
 			select {
 			case <-finished:
