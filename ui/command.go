@@ -87,7 +87,7 @@ func (c *cmdline) update(msg tea.KeyMsg) (tea.Msg, tea.Cmd) {
 func (c *cmdline) View(w int) string {
 	line := " " + c.input.View()
 	if c.err != nil {
-		line += "  " + c.st.Error.Render("✗ "+clean(c.err.Error()))
+		line += "  " + c.st.Error.Render("✗ "+Clean(c.err.Error()))
 	}
 	return truncate(line, w)
 }

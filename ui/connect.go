@@ -73,14 +73,14 @@ func (s *connectScreen) View() string {
 	if name == "" {
 		name = "the configured database"
 	} else {
-		name = "context " + clean(name)
+		name = "context " + Clean(name)
 	}
 	if s.err == nil {
 		return "\n " + "Connecting to " + name + "…"
 	}
 	w := max(1, s.w-4)
 	lines := []string{"", " " + s.st.Error.Render("✗ Cannot reach the database of "+name), ""}
-	for _, l := range wrap(clean(s.err.Error()), w) {
+	for _, l := range wrap(Clean(s.err.Error()), w) {
 		lines = append(lines, "   "+l)
 	}
 	lines = append(lines, "")

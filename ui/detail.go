@@ -189,7 +189,7 @@ func (s *detailScreen) buildLines() []string {
 				add(" " + s.st.Bold.Render(l))
 			}
 			add("")
-			for _, l := range wrap("tenant "+clean(s.ident.Tenant)+" · tool "+clean(s.ident.Tool)+" · key "+clean(s.ident.Key), w-2) {
+			for _, l := range wrap("tenant "+Clean(s.ident.Tenant)+" · tool "+Clean(s.ident.Tool)+" · key "+Clean(s.ident.Key), w-2) {
 				add(" " + l)
 			}
 			add("")
@@ -203,7 +203,7 @@ func (s *detailScreen) buildLines() []string {
 			}
 		case s.err != nil:
 			add(title("Operation"), "")
-			for _, l := range wrap("✗ could not read the record: "+clean(s.err.Error()), w-2) {
+			for _, l := range wrap("✗ could not read the record: "+Clean(s.err.Error()), w-2) {
 				add(" " + s.st.Error.Render(l))
 			}
 		default:
@@ -215,7 +215,7 @@ func (s *detailScreen) buildLines() []string {
 	d := s.d
 	now := d.DBTime
 	head := "Operation " + strconv.FormatInt(d.ID, 10)
-	add(title(head) + "  " + truncate(clean(d.Tenant)+" / "+clean(d.Tool)+" / "+clean(d.Key), max(1, w-width(head)-4)))
+	add(title(head) + "  " + truncate(Clean(d.Tenant)+" / "+Clean(d.Tool)+" / "+Clean(d.Key), max(1, w-width(head)-4)))
 	summary := s.st.state(d.State).Render(stateText(d.State))
 	switch n := unreviewed(d.Conflicts); {
 	case n > 0:
@@ -236,11 +236,11 @@ func (s *detailScreen) buildLines() []string {
 			}
 		}
 	}
-	field("tenant", clean(d.Tenant))
-	field("tool", clean(d.Tool)+" · version "+clean(d.ToolVersion)+" · effect "+orDash(clean(d.Effect)))
-	field("key", clean(d.Key))
+	field("tenant", Clean(d.Tenant))
+	field("tool", Clean(d.Tool)+" · version "+Clean(d.ToolVersion)+" · effect "+orDash(Clean(d.Effect)))
+	field("key", Clean(d.Key))
 	field("state", stateText(d.State)+stateNote(d.Row))
-	field("owner", orDash(clean(d.Owner))+" · attempt "+strconv.Itoa(d.Attempt)+" (its fencing token) · record version "+strconv.FormatInt(d.Version, 10))
+	field("owner", orDash(Clean(d.Owner))+" · attempt "+strconv.Itoa(d.Attempt)+" (its fencing token) · record version "+strconv.FormatInt(d.Version, 10))
 	lease := "-"
 	if !d.LeasedAt.IsZero() {
 		lease = "taken " + stamp(d.LeasedAt, now) + " (" + since(d.LeasedAt, now) + ")"
@@ -259,10 +259,10 @@ func (s *detailScreen) buildLines() []string {
 		completed = stamp(d.CompletedAt, now) + " (" + since(d.CompletedAt, now) + ")"
 	}
 	if d.Outcome != "" {
-		completed += " · outcome " + clean(d.Outcome)
+		completed += " · outcome " + Clean(d.Outcome)
 	}
 	if d.ResultRef != "" {
-		completed += " · result ref " + clean(d.ResultRef)
+		completed += " · result ref " + Clean(d.ResultRef)
 	}
 	field("completed", completed)
 	retention := "-"
@@ -270,7 +270,7 @@ func (s *detailScreen) buildLines() []string {
 		retention = "until " + stamp(d.ExpiresAt, now) + " (" + since(d.ExpiresAt, now) + ")"
 	}
 	field("retention", retention)
-	field("fingerprint", orDash(clean(d.FingerprintPrefix))+" (prefix)")
+	field("fingerprint", orDash(Clean(d.FingerprintPrefix))+" (prefix)")
 	stored := "no result stored"
 	if d.HasResult {
 		stored = "a result is stored"
@@ -308,8 +308,8 @@ func (s *detailScreen) conflictTable(d *storeview.Detail) []string {
 	fit := max(1, (s.w-3-labelW)/(colW+1))
 	type attempt struct{ head, at, owner, version, fp, reviewed string }
 	cols := []attempt{{
-		head: "ORIGINAL", at: stamp(d.CreatedAt, now), owner: orDash(clean(d.Owner)) + " (now)",
-		version: clean(d.ToolVersion), fp: clean(d.FingerprintPrefix), reviewed: "-",
+		head: "ORIGINAL", at: stamp(d.CreatedAt, now), owner: orDash(Clean(d.Owner)) + " (now)",
+		version: Clean(d.ToolVersion), fp: Clean(d.FingerprintPrefix), reviewed: "-",
 	}}
 	for i, c := range d.Conflicts {
 		rev := "no"
@@ -317,8 +317,8 @@ func (s *detailScreen) conflictTable(d *storeview.Detail) []string {
 			rev = "yes"
 		}
 		cols = append(cols, attempt{
-			head: "ATTEMPT " + strconv.Itoa(i+1), at: stamp(c.AttemptedAt, now), owner: orDash(clean(c.Owner)),
-			version: clean(c.ToolVersion), fp: clean(c.FingerprintPrefix), reviewed: rev,
+			head: "ATTEMPT " + strconv.Itoa(i+1), at: stamp(c.AttemptedAt, now), owner: orDash(Clean(c.Owner)),
+			version: Clean(c.ToolVersion), fp: Clean(c.FingerprintPrefix), reviewed: rev,
 		})
 	}
 	hidden := 0
@@ -359,7 +359,7 @@ func timeline(d *storeview.Detail) []event {
 	now := d.DBTime
 	ev := []event{{d.CreatedAt, "created"}}
 	if !d.LeasedAt.IsZero() {
-		what := "leased by " + orDash(clean(d.Owner)) + " · attempt " + strconv.Itoa(d.Attempt)
+		what := "leased by " + orDash(Clean(d.Owner)) + " · attempt " + strconv.Itoa(d.Attempt)
 		if !d.LeaseExpiresAt.IsZero() {
 			what += " · lease until " + stamp(d.LeaseExpiresAt, now)
 		}
@@ -371,7 +371,7 @@ func timeline(d *storeview.Detail) []event {
 	if !d.CompletedAt.IsZero() {
 		what := "completed"
 		if d.Outcome != "" {
-			what += ": " + clean(d.Outcome)
+			what += ": " + Clean(d.Outcome)
 		}
 		if d.State == storeview.StateReleased {
 			what = "released"
@@ -380,7 +380,7 @@ func timeline(d *storeview.Detail) []event {
 	}
 	for i, c := range d.Conflicts {
 		what := fmt.Sprintf("%s conflicting attempt %d by %s (tool version %s, %s)",
-			glyphConflicted, i+1, orDash(clean(c.Owner)), clean(c.ToolVersion), clean(c.FingerprintPrefix))
+			glyphConflicted, i+1, orDash(Clean(c.Owner)), Clean(c.ToolVersion), Clean(c.FingerprintPrefix))
 		if c.Reviewed {
 			what += ", reviewed"
 		}
@@ -396,7 +396,7 @@ func stateNote(r storeview.Row) string {
 	case storeview.StateStuck:
 		return ": pending, its lease expired " + since(r.LeaseExpiresAt, r.DBTime) + " and nobody completed it"
 	case storeview.StatePending:
-		return ": " + orDash(clean(r.Owner)) + " holds a live lease"
+		return ": " + orDash(Clean(r.Owner)) + " holds a live lease"
 	case storeview.StateRejected:
 		return ": completed with a business rejection"
 	case storeview.StateReleased:

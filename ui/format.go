@@ -161,12 +161,12 @@ func stamp(t, ref time.Time) string {
 	return t.Format("2006-01-02 15:04:05")
 }
 
-// clean makes stored text safe to print: control characters (escape
+// Clean makes stored text safe to print: control characters (escape
 // sequences included) would otherwise reach the terminal. A run of
 // whitespace controls (a line break, a tab) reads as one space, as in
 // pgconn's multi-line connection errors; any other control character
 // and invalid UTF-8 show as U+FFFD.
-func clean(s string) string {
+func Clean(s string) string {
 	ok := true
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {

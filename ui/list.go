@@ -345,7 +345,7 @@ func (s *listScreen) View() string {
 
 	left := " " + s.st.Title.Render("Operations")
 	if s.filterText != "" {
-		left += "  filter: " + clean(s.filterText)
+		left += "  filter: " + Clean(s.filterText)
 	} else {
 		left += "  all records"
 	}
@@ -395,7 +395,7 @@ func (s *listScreen) View() string {
 	// wrong.
 	if s.editing {
 		if s.inputErr != nil {
-			errs := wrap("✗ "+clean(s.inputErr.Error())+" (the list keeps "+s.keptFilter()+")", w-2)
+			errs := wrap("✗ "+Clean(s.inputErr.Error())+" (the list keeps "+s.keptFilter()+")", w-2)
 			if len(errs) > 3 {
 				errs = errs[:3]
 			}
@@ -409,7 +409,7 @@ func (s *listScreen) View() string {
 	} else {
 		hint := " / filter, for example state:stuck tool:create-ticket age>10m"
 		if s.filterText != "" {
-			hint = " filter " + clean(s.filterText) + " · esc clears it · / edits it"
+			hint = " filter " + Clean(s.filterText) + " · esc clears it · / edits it"
 		}
 		lines = append(lines, s.st.Muted.Render(truncate(hint, w)))
 	}
@@ -420,7 +420,7 @@ func (s *listScreen) keptFilter() string {
 	if s.filterText == "" {
 		return "no filter"
 	}
-	return "filter " + clean(s.filterText)
+	return "filter " + Clean(s.filterText)
 }
 
 // bodyLines renders the table rows, or why there are none.
@@ -428,7 +428,7 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 	if !s.loaded {
 		switch {
 		case s.err != nil && !errors.Is(s.err, storeview.ErrNotFound):
-			return []string{"  " + s.st.Error.Render(truncate("✗ could not list operations: "+clean(s.err.Error()), s.w-2))}
+			return []string{"  " + s.st.Error.Render(truncate("✗ could not list operations: "+Clean(s.err.Error()), s.w-2))}
 		default:
 			return []string{s.st.Muted.Render("  loading…")}
 		}
@@ -440,7 +440,7 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 		case len(s.pages) > 1:
 			msg = "  no more records on this page · p goes back"
 		case s.filterText != "":
-			msg = "  no operations match " + clean(s.filterText) + " · esc clears the filter"
+			msg = "  no operations match " + Clean(s.filterText) + " · esc clears the filter"
 		}
 		return []string{s.st.Muted.Render(truncate(msg, s.w))}
 	}
@@ -477,7 +477,7 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 		out = append(out, line)
 	}
 	if s.err != nil && len(out) < rowsH {
-		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+clean(s.err.Error()), s.w-2)))
+		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+Clean(s.err.Error()), s.w-2)))
 	}
 	return out
 }

@@ -569,10 +569,10 @@ func (m *Model) tooSmallView() string {
 func (m *Model) statusBar() string {
 	left := " " + m.st.Brand.Render("opsdesk") + "  "
 	if m.opts.Context != "" {
-		left += clean(m.opts.Context) + " · "
+		left += Clean(m.opts.Context) + " · "
 	}
 	if m.connected {
-		left += clean(m.info.Server) + "/" + clean(m.info.Database) + " · you: " + clean(m.info.Role)
+		left += Clean(m.info.Server) + "/" + Clean(m.info.Database) + " · you: " + Clean(m.info.Role)
 	} else {
 		left += "not connected"
 	}
@@ -623,11 +623,11 @@ func (m *Model) messageLine() string {
 			text += "retrying every " + interval(m.refresh.every)
 		}
 		if m.lastErr != nil {
-			text += " · " + clean(m.lastErr.Error())
+			text += " · " + Clean(m.lastErr.Error())
 		}
 		return m.st.Banner.Render(pad(" "+text, m.w))
 	case m.lastErr != nil && m.connected:
-		return " " + m.st.Error.Render(truncate("✗ last error: "+clean(m.lastErr.Error()), m.w-2))
+		return " " + m.st.Error.Render(truncate("✗ last error: "+Clean(m.lastErr.Error()), m.w-2))
 	case m.note != "":
 		return " " + m.st.Muted.Render(truncate(m.note, m.w-2))
 	}

@@ -147,7 +147,7 @@ func (s *overviewScreen) View() string {
 	if s.ov == nil {
 		switch {
 		case s.err != nil && !errors.Is(s.err, storeview.ErrNotFound):
-			return " " + s.st.Error.Render("✗ could not read the overview: "+clean(s.err.Error()))
+			return " " + s.st.Error.Render("✗ could not read the overview: "+Clean(s.err.Error()))
 		default:
 			return " loading the overview…"
 		}
@@ -162,7 +162,7 @@ func (s *overviewScreen) View() string {
 	if ov.OldestStuck != nil {
 		r := ov.OldestStuck
 		oldest = "oldest lease expired " + since(r.LeaseExpiresAt, r.DBTime) +
-			" (" + clean(r.Tool) + ", " + clean(r.Tenant) + ")"
+			" (" + Clean(r.Tool) + ", " + Clean(r.Tenant) + ")"
 	}
 	counts := []string{count(ov.Stuck), count(ov.Conflicted), count(ov.ExpiringSoon)}
 	nw := 5
@@ -232,7 +232,7 @@ func (s *overviewScreen) View() string {
 		lines = append(lines, s.st.Muted.Render(" "+l))
 	}
 	if s.err != nil {
-		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good counts: "+clean(s.err.Error()), w-1)))
+		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good counts: "+Clean(s.err.Error()), w-1)))
 	}
 	return strings.Join(lines, "\n")
 }

@@ -206,5 +206,5 @@ type identity struct {
 }
 
 func (i identity) String() string {
-	return clean(i.Tenant) + "/" + clean(i.Tool) + "/" + clean(i.Key)
+	return Clean(i.Tenant) + "/" + Clean(i.Tool) + "/" + Clean(i.Key)
 }

@@ -87,11 +87,11 @@ const (
 func rowCells(r storeview.Row) [colCount]string {
 	var c [colCount]string
 	c[colID] = strconv.FormatInt(r.ID, 10)
-	c[colTenant] = clean(r.Tenant)
-	c[colTool] = clean(r.Tool)
-	c[colKey] = clean(r.Key)
+	c[colTenant] = Clean(r.Tenant)
+	c[colTool] = Clean(r.Tool)
+	c[colKey] = Clean(r.Key)
 	c[colState] = RowStateText(r)
-	c[colOwner] = clean(r.Owner)
+	c[colOwner] = Clean(r.Owner)
 	if c[colOwner] == "" {
 		c[colOwner] = "-"
 	}

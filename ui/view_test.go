@@ -298,7 +298,7 @@ func TestClean(t *testing.T) {
 		// pgconn's error when every address of the host fails.
 		"failed to connect to `user=alice database=opsdesk`:\n\t127.0.0.1:5432 (localhost): dial error: connection refused\n\t[::1]:5432 (localhost): dial error: connection refused": "failed to connect to `user=alice database=opsdesk`: 127.0.0.1:5432 (localhost): dial error: connection refused [::1]:5432 (localhost): dial error: connection refused",
 	} {
-		if got := clean(in); got != want {
+		if got := Clean(in); got != want {
 			t.Errorf("clean(%q) = %q, want %q", in, got, want)
 		}
 	}

@@ -203,8 +203,10 @@ func writeTable(w io.Writer, rows []storeview.Row) error {
 		if !r.ExpiresAt.IsZero() {
 			retention = ui.Relative(r.ExpiresAt.Sub(r.DBTime))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Tenant, r.Tool, r.Key, ui.RowStateText(r),
-			dash(r.Owner), age, lease, r.Attempt, retention)
+		// Stored text goes to the terminal only through ui.Clean: a key
+		// may hold escape sequences.
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, ui.Clean(r.Tenant), ui.Clean(r.Tool), ui.Clean(r.Key),
+			ui.RowStateText(r), dash(ui.Clean(r.Owner)), age, lease, r.Attempt, retention)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(tw, "(no operations match)")
@@ -298,7 +300,7 @@ func runOpsGet(ctx context.Context, v *storeview.Store, opts opsGetOptions, w io
 				"tenant": opts.Tenant, "tool": opts.Tool, "key": opts.Key, "state": "absent", "explanation": absentExplanation,
 			})
 		}
-		_, err := fmt.Fprintf(w, "%s/%s/%s: absent\n%s\n", opts.Tenant, opts.Tool, opts.Key, absentExplanation)
+		_, err := fmt.Fprintf(w, "%s/%s/%s: absent\n%s\n", ui.Clean(opts.Tenant), ui.Clean(opts.Tool), ui.Clean(opts.Key), absentExplanation)
 		return err
 	}
 	if err != nil {
@@ -312,7 +314,7 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 		return writeJSON(w, d)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, ui.Clean(v)) }
 	at := func(t time.Time) string {
 		if t.IsZero() {
 			return "-"

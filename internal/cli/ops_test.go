@@ -181,3 +181,22 @@ func TestUnknownSubcommandIsAUsageError(t *testing.T) {
 	code, _, _ = run("lsit")
 	require.Equal(t, ExitUsage, code)
 }
+
+func TestStoredTextCannotDriveTheTerminal(t *testing.T) {
+	t.Parallel()
+	cfg, d := storeConfig(t)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
+VALUES ('acme', 'create-ticket', E'evil\x1b[2J\x1b]0;pwned\x07', '1', decode(repeat('09', 32), 'hex'), 'local', 'pending',
+        E'worker\x1b[31m', now(), now() + interval '1m')`)
+	require.NoError(t, err)
+	for _, args := range [][]string{
+		{"ops", "list", "--config", cfg},
+		{"ops", "get", "--config", cfg, "--tenant", "acme", "--tool", "create-ticket", "--key", "evil\x1b[2J\x1b]0;pwned\x07"},
+	} {
+		code, out, errOut := run(args...)
+		require.Equal(t, ExitOK, code, errOut)
+		require.NotContains(t, out, "\x1b", args)
+		require.NotContains(t, out, "\x07", args)
+	}
+}
