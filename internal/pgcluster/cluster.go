@@ -50,15 +50,40 @@ type Options struct {
 	MaxConnections int
 }
 
-// Cluster is a running throw-away PostgreSQL server.
+// Cluster is a throw-away PostgreSQL cluster: its directory and, while it
+// runs, its server. Its methods are not safe for concurrent use.
 type Cluster struct {
-	dir     string
-	binDir  string
-	runAs   *syscall.Credential
-	cmd     *exec.Cmd
+	dir    string
+	binDir string
+	runAs  *syscall.Credential
+	// args are the server's command-line arguments, the same for every
+	// start of the cluster.
+	args []string
+	// srv is the server of the latest start; nil before the first.
+	srv  *server
+	kept bool
+}
+
+// server is one run of the postgres process.
+type server struct {
+	cmd *exec.Cmd
+	// exited is closed once the process has exited; waitErr is its exit
+	// status, set before exited closes.
 	exited  chan struct{}
 	waitErr error
-	kept    bool
+}
+
+// running tells whether the server of the latest start is still up.
+func (c *Cluster) running() bool {
+	if c.srv == nil {
+		return false
+	}
+	select {
+	case <-c.srv.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // Start creates and starts a cluster. The caller must call Stop, which also
@@ -78,7 +103,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create cluster directory: %w", err)
 	}
-	c := &Cluster{dir: dir, binDir: binDir, runAs: runAs, exited: make(chan struct{})}
+	c := &Cluster{dir: dir, binDir: binDir, runAs: runAs}
 	if err := c.start(ctx, runAs, opts); err != nil {
 		c.Stop()
 		return nil, err
@@ -111,7 +136,7 @@ func (c *Cluster) start(ctx context.Context, runAs *syscall.Credential, opts Opt
 	if maxConns == 0 {
 		maxConns = 200
 	}
-	args := []string{
+	c.args = []string{
 		"-D", data,
 		"-k", c.dir,
 		"-p", strconv.Itoa(port),
@@ -120,34 +145,43 @@ func (c *Cluster) start(ctx context.Context, runAs *syscall.Credential, opts Opt
 		"-c", "shared_buffers=128MB",
 	}
 	if !opts.Durable {
-		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+		c.args = append(c.args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
-	logFile, err := os.Create(filepath.Join(c.dir, "postgres.log"))
+	return c.launch(ctx)
+}
+
+// launch starts the server on the cluster's data directory and socket and
+// waits until it accepts connections.
+func (c *Cluster) launch(ctx context.Context) error {
+	// Append: a restart keeps the log of the earlier runs.
+	logFile, err := os.OpenFile(filepath.Join(c.dir, "postgres.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("create server log: %w", err)
+		return fmt.Errorf("open server log: %w", err)
 	}
 	defer logFile.Close()
 
 	// The server runs as our child rather than through pg_ctl, so that the
 	// kernel stops it when this process dies (see serverProcAttr). Not
 	// CommandContext: the server outlives the start-up context.
-	c.cmd = exec.Command(filepath.Join(c.binDir, "postgres"), args...)
-	c.cmd.Stdout = logFile
-	c.cmd.Stderr = logFile
-	c.cmd.SysProcAttr = serverProcAttr(runAs)
+	srv := &server{cmd: exec.Command(filepath.Join(c.binDir, "postgres"), c.args...), exited: make(chan struct{})}
+	srv.cmd.Stdout = logFile
+	srv.cmd.Stderr = logFile
+	srv.cmd.SysProcAttr = serverProcAttr(c.runAs)
+	c.srv = srv
 	started := make(chan error, 1)
 	go func() {
 		// The parent-death signal fires when the thread that started the
 		// server exits, not the process: keep this goroutine on its own
 		// thread, alive for as long as the server runs.
 		runtime.LockOSThread()
-		defer close(c.exited)
-		if err := c.cmd.Start(); err != nil {
+		defer close(srv.exited)
+		if err := srv.cmd.Start(); err != nil {
+			srv.waitErr = err
 			started <- err
 			return
 		}
 		started <- nil
-		c.waitErr = c.cmd.Wait()
+		srv.waitErr = srv.cmd.Wait()
 	}()
 	if err := <-started; err != nil {
 		return fmt.Errorf("start postgres: %w", err)
@@ -166,8 +200,8 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 			return conn.Close(ctx)
 		}
 		select {
-		case <-c.exited:
-			return fmt.Errorf("postgres exited during start-up: %v\n%s", c.waitErr, c.logTail())
+		case <-c.srv.exited:
+			return fmt.Errorf("postgres exited during start-up: %v\n%s", c.srv.waitErr, c.logTail())
 		case <-ctx.Done():
 			return fmt.Errorf("postgres did not accept connections: %w\n%s", err, c.logTail())
 		case <-time.After(50 * time.Millisecond):
@@ -209,6 +243,47 @@ func (c *Cluster) StopAndKeep() error {
 	return err
 }
 
+// StopServer shuts the server down (fast shutdown: open sessions are
+// ended, committed data stays) and keeps the cluster's directory, so that
+// StartServer can start it again; tests use it to take the database away
+// mid-session. Unlike StopAndKeep it keeps the cluster throw-away: Stop
+// still removes the directory, and a later Start of another process still
+// sweeps it if this process dies. Stopping a stopped server is harmless.
+func (c *Cluster) StopServer() error {
+	return c.stopServer()
+}
+
+// StartServer starts the server of a cluster stopped by StopServer (or
+// StopAndKeep) again, on the same data directory and socket, so DSN is
+// unchanged, and waits until it accepts connections. The server again
+// stops when this process dies. It is an error while the server runs or
+// after Stop removed the directory.
+func (c *Cluster) StartServer(ctx context.Context) error {
+	if c.running() {
+		return errors.New("postgres is already running")
+	}
+	if _, err := os.Stat(filepath.Join(c.dir, "data", "PG_VERSION")); err != nil {
+		return fmt.Errorf("no cluster to start in %s: %w", c.dir, err)
+	}
+	if err := c.launch(ctx); err != nil {
+		// Leave no half-started server behind: the caller may Stop, or
+		// try StartServer again.
+		_ = c.stopServer()
+		return err
+	}
+	return nil
+}
+
+// Restart stops the server (fast shutdown) and starts it again on the same
+// data directory and socket, waiting until it accepts connections. Open
+// connections are ended; data committed before the restart is kept.
+func (c *Cluster) Restart(ctx context.Context) error {
+	if err := c.StopServer(); err != nil {
+		return fmt.Errorf("stop postgres: %w", err)
+	}
+	return c.StartServer(ctx)
+}
+
 // StartCommand is a shell command that starts the server of a kept cluster
 // again, as the user that owns its data.
 func (c *Cluster) StartCommand() string {
@@ -223,21 +298,17 @@ func (c *Cluster) StartCommand() string {
 }
 
 func (c *Cluster) stopServer() error {
-	if c.cmd == nil || c.cmd.Process == nil {
+	if !c.running() {
 		return nil
 	}
+	srv := c.srv
+	_ = srv.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
 	select {
-	case <-c.exited:
-		return nil
-	default:
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-c.exited:
+	case <-srv.exited:
 		return nil
 	case <-time.After(30 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.exited
+		_ = srv.cmd.Process.Kill()
+		<-srv.exited
 		return errors.New("postgres did not shut down within 30s and was killed")
 	}
 }
