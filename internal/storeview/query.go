@@ -85,6 +85,13 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 func ConfigurePool(cfg *pgxpool.Config, statementTimeout time.Duration) {
 	cfg.ConnConfig.RuntimeParams["application_name"] = "opsdesk"
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(statementTimeout.Milliseconds(), 10)
+	// Check a connection that sat idle for a moment before using it: after
+	// a server restart the pool's connections are dead, and the console
+	// would otherwise report an outage that is already over. A ping per
+	// poll is nothing at the console's rate.
+	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		return p.IdleDuration > 100*time.Millisecond
+	}
 }
 
 // builder collects SQL conditions and binds every value as a parameter.
