@@ -122,14 +122,15 @@ func (b *builder) sql() string {
 	return strings.Join(b.conds, " AND ")
 }
 
-// stateCondition is the SQL for one state; $stuck is the stuck-after
-// interval's placeholder.
+// stateCondition is the SQL for one state; stuck is the stuck-after
+// interval. The lease column stands alone on one side of each comparison,
+// so the partial index on pending leases serves it.
 func stateCondition(s State, stuck string) string {
 	switch s {
 	case StatePending:
-		return "(o.state = 'pending' AND o.lease_expires_at + " + stuck + " > now())"
+		return "(o.state = 'pending' AND o.lease_expires_at > now() - " + stuck + ")"
 	case StateStuck:
-		return "(o.state = 'pending' AND o.lease_expires_at + " + stuck + " <= now())"
+		return "(o.state = 'pending' AND o.lease_expires_at <= now() - " + stuck + ")"
 	case StateCompleted:
 		return "(o.state = 'completed' AND o.outcome = 'succeeded')"
 	case StateRejected:
@@ -310,6 +311,11 @@ func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
 		order = "o.id DESC"
 	case SortLease, SortExpires:
 		key := sortKey[sort]
+		if sort == SortLease && onlyPending(q.Filter) {
+			// Every row is pending: order by the lease itself, which the
+			// partial index on pending leases returns in order.
+			key = "o.lease_expires_at"
+		}
 		if q.After != nil {
 			b.where("("+key+", o.id) > (%s, %s)", afterTime(q.After.At), q.After.ID)
 		}
@@ -354,6 +360,19 @@ func cursorTime(sort Sort, r Row) time.Time {
 		return r.LeaseExpiresAt
 	}
 	return time.Time{}
+}
+
+// onlyPending tells whether a filter keeps pending records alone.
+func onlyPending(f Filter) bool {
+	if len(f.States) == 0 || f.Conflicted {
+		return false
+	}
+	for _, s := range f.States {
+		if s != StatePending && s != StateStuck {
+			return false
+		}
+	}
+	return true
 }
 
 // afterTime maps a zero cursor time (no value: sorted last) to infinity.

@@ -255,3 +255,23 @@ func TestOverviewCountsMatchTheirLists(t *testing.T) {
 		require.Len(t, list(t, s, filter), int(count), filter)
 	}
 }
+
+func TestLeaseOrderOfPendingRecordsPages(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	f, err := ParseFilter("state:pending,stuck")
+	require.NoError(t, err)
+	q := Query{Filter: f, Sort: SortLease, Limit: 2}
+	var got []string
+	for range 5 {
+		page, err := s.List(ctx, q)
+		require.NoError(t, err)
+		got = append(got, keys(page.Rows)...)
+		if page.Next == nil {
+			break
+		}
+		q.After = page.Next
+	}
+	// Longest expired first, then the live leases by expiry.
+	require.Equal(t, []string{"run-42:create-ticket", "ord-2", "deploy-7", "ord-1", "mail-1"}, got)
+}
