@@ -128,6 +128,14 @@ func count(n int64) string {
 
 // approx writes an estimated count: "~" and a compact number, so nobody
 // mistakes an estimate for a count.
+// figure writes a count, marked ~ when it is an estimate.
+func figure(n int64, estimated bool) string {
+	if estimated {
+		return approx(n)
+	}
+	return count(n)
+}
+
 func approx(n int64) string {
 	switch {
 	case n >= 10_000_000:

@@ -164,7 +164,7 @@ func (s *overviewScreen) View() string {
 		oldest = "oldest lease expired " + since(r.LeaseExpiresAt, r.DBTime) +
 			" (" + Clean(r.Tool) + ", " + Clean(r.Tenant) + ")"
 	}
-	counts := []string{count(ov.Stuck), count(ov.Conflicted), count(ov.ExpiringSoon)}
+	counts := []string{count(ov.Stuck), figure(ov.Conflicted, ov.ConflictedEstimated), figure(ov.ExpiringSoon, ov.ExpiringEstimated)}
 	nw := 5
 	for _, c := range counts {
 		nw = max(nw, width(c))
@@ -176,10 +176,7 @@ func (s *overviewScreen) View() string {
 	)
 	lines = append(lines, s.boxRule("├", "States", "┤"))
 
-	completed := count(ov.Completed)
-	if ov.CompletedEstimated {
-		completed = approx(ov.Completed)
-	}
+	completed := figure(ov.Completed, ov.CompletedEstimated)
 	items := []struct {
 		t    tile
 		st   storeview.State
@@ -188,8 +185,8 @@ func (s *overviewScreen) View() string {
 		{tilePending, storeview.StatePending, count(ov.Pending) + " pending"},
 		{tileStuckState, storeview.StateStuck, count(ov.Stuck) + " stuck"},
 		{tileCompleted, storeview.StateCompleted, completed + " completed"},
-		{tileRejected, storeview.StateRejected, count(ov.Rejected) + " rejected"},
-		{tileReleased, storeview.StateReleased, count(ov.Released) + " released"},
+		{tileRejected, storeview.StateRejected, figure(ov.Rejected, ov.RejectedEstimated) + " rejected"},
+		{tileReleased, storeview.StateReleased, figure(ov.Released, ov.ReleasedEstimated) + " released"},
 	}
 	// The states line wraps on narrow terminals; the selected state is
 	// marked with ▸ (and reversed where there is colour).
@@ -225,8 +222,8 @@ func (s *overviewScreen) View() string {
 	note := " " + s.sel.describe() + " · enter opens it"
 	lines = append(lines, s.st.Muted.Render(truncate(note, w)))
 	asOf := " counts as of db time " + clock(ov.DBTime) + " UTC"
-	if ov.CompletedEstimated {
-		asOf += "; ~ marks the planner's estimate of completed records, the others are exact"
+	if ov.CompletedEstimated || ov.RejectedEstimated || ov.ReleasedEstimated || ov.ConflictedEstimated || ov.ExpiringEstimated {
+		asOf += "; ~ marks an estimate (counts above " + count(storeview.CountCap) + " are estimated), the others are exact"
 	}
 	for _, l := range wrap(asOf, w-1) {
 		lines = append(lines, s.st.Muted.Render(" "+l))

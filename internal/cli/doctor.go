@@ -152,10 +152,13 @@ func doctorCounts(ctx context.Context, view *storeview.Store, check func(bool, s
 		check(false, "rows", err.Error())
 		return
 	}
-	approx := ""
-	if o.CompletedEstimated {
-		approx = "~"
+	n := func(v int64, estimated bool) string {
+		if estimated {
+			return fmt.Sprintf("~%d", v)
+		}
+		return fmt.Sprint(v)
 	}
-	check(true, "rows", fmt.Sprintf("%d pending, %d stuck, %s%d completed, %d rejected, %d released, %d conflicted",
-		o.Pending, o.Stuck, approx, o.Completed, o.Rejected, o.Released, o.Conflicted))
+	check(true, "rows", fmt.Sprintf("%d pending, %d stuck, %s completed, %s rejected, %s released, %s conflicted (~: estimated)",
+		o.Pending, o.Stuck, n(o.Completed, o.CompletedEstimated), n(o.Rejected, o.RejectedEstimated),
+		n(o.Released, o.ReleasedEstimated), n(o.Conflicted, o.ConflictedEstimated)))
 }

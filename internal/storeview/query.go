@@ -3,6 +3,7 @@ package storeview
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -481,15 +482,8 @@ FROM opsdesk.operations WHERE state = 'pending'`, stuckAfter).Scan(&o.DBTime, &o
 	if err != nil {
 		return o, fmt.Errorf("count pending: %w", err)
 	}
-	err = q.QueryRow(ctx, `
-SELECT
-    (SELECT count(*) FROM opsdesk.operations WHERE state = 'completed' AND outcome = 'rejected'),
-    (SELECT count(*) FROM opsdesk.operations WHERE state = 'released'),
-    (SELECT count(*) FROM opsdesk.operations o WHERE `+conflictedSQL+`),
-    (SELECT count(*) FROM opsdesk.operations WHERE state = 'completed' AND expires_at > now()
-        AND expires_at <= now() + interval '24 hours')`).Scan(&o.Rejected, &o.Released, &o.Conflicted, &o.ExpiringSoon)
-	if err != nil {
-		return o, fmt.Errorf("count records: %w", err)
+	if err := s.countCapped(ctx, q, &o); err != nil {
+		return o, err
 	}
 	if err := s.countCompleted(ctx, q, &o); err != nil {
 		return o, err
@@ -504,6 +498,74 @@ SELECT
 		}
 	}
 	return o, nil
+}
+
+// The overview's capped counts: each stops at CountCap+1 rows.
+const (
+	rejectedWhere   = "state = 'completed' AND outcome = 'rejected'"
+	releasedWhere   = "state = 'released'"
+	expiringWhere   = "state = 'completed' AND expires_at > now() AND expires_at <= now() + interval '24 hours'"
+	cappedCountsSQL = `
+SELECT
+    (SELECT count(*) FROM (SELECT FROM opsdesk.operations WHERE ` + rejectedWhere + ` LIMIT $1) s),
+    (SELECT count(*) FROM (SELECT FROM opsdesk.operations WHERE ` + releasedWhere + ` LIMIT $1) s),
+    (SELECT count(*) FROM (SELECT FROM opsdesk.operations o WHERE ` + conflictedSQL + ` LIMIT $1) s),
+    (SELECT count(*) FROM (SELECT FROM opsdesk.operations WHERE ` + expiringWhere + ` LIMIT $1) s)`
+)
+
+// countCapped counts rejected, released, conflicted and expiring records
+// exactly up to CountCap and estimates larger counts: from the size of
+// the partial index that holds them, or the planner's row estimate.
+func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
+	err := q.QueryRow(ctx, cappedCountsSQL, CountCap+1).Scan(&o.Rejected, &o.Released, &o.Conflicted, &o.ExpiringSoon)
+	if err != nil {
+		return fmt.Errorf("count records: %w", err)
+	}
+	for _, c := range []struct {
+		n         *int64
+		estimated *bool
+		index     string // its reltuples estimates the count
+		where     string // else the planner's estimate of this condition
+	}{
+		{&o.Rejected, &o.RejectedEstimated, "opsdesk.operations_rejected_idx", ""},
+		{&o.Released, &o.ReleasedEstimated, "opsdesk.operations_released_idx", ""},
+		{&o.Conflicted, &o.ConflictedEstimated, "opsdesk.operations_conflicted_idx", ""},
+		{&o.ExpiringSoon, &o.ExpiringEstimated, "", expiringWhere},
+	} {
+		if *c.n <= CountCap {
+			continue
+		}
+		var estimate float64
+		var err error
+		if c.index != "" {
+			err = q.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = $1::regclass`, c.index).Scan(&estimate)
+		} else {
+			estimate, err = planRows(ctx, q, "SELECT FROM opsdesk.operations WHERE "+c.where)
+		}
+		if err != nil {
+			return fmt.Errorf("estimate records: %w", err)
+		}
+		// Never below what was counted: statistics may lag behind.
+		*c.n, *c.estimated = max(int64(estimate), CountCap+1), true
+	}
+	return nil
+}
+
+// planRows is the planner's estimate of the rows a query returns.
+func planRows(ctx context.Context, q querier, sql string) (float64, error) {
+	var plan []byte
+	if err := q.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql).Scan(&plan); err != nil {
+		return 0, err
+	}
+	var out []struct {
+		Plan struct {
+			Rows float64 `json:"Plan Rows"`
+		} `json:"Plan"`
+	}
+	if err := json.Unmarshal(plan, &out); err != nil || len(out) == 0 {
+		return 0, fmt.Errorf("read the planner's estimate: %v", err)
+	}
+	return out[0].Plan.Rows, nil
 }
 
 // exactCountLimit is the table size up to which completed records are

@@ -275,3 +275,24 @@ func TestLeaseOrderOfPendingRecordsPages(t *testing.T) {
 	// Longest expired first, then the live leases by expiry.
 	require.Equal(t, []string{"run-42:create-ticket", "ord-2", "deploy-7", "ord-1", "mail-1"}, got)
 }
+
+// Above CountCap the overview estimates instead of counting, and says so.
+func TestOverviewEstimatesLargeCounts(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, completed_at, expires_at)
+SELECT 'acme', 'charge-card', 'ord-' || i, '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'completed', 'rejected', 'w',
+    now(), now(), now(), now() + interval '7 days'
+FROM generate_series(1, 1500) i`)
+	require.NoError(t, err)
+	_, err = d.Admin.Exec(t.Context(), `VACUUM (ANALYZE) opsdesk.operations`)
+	require.NoError(t, err)
+	o, err := New(d.Admin, Options{}).Overview(t.Context())
+	require.NoError(t, err)
+	require.True(t, o.RejectedEstimated)
+	require.InDelta(t, 1500, o.Rejected, 150)
+	require.False(t, o.ReleasedEstimated)
+	require.Zero(t, o.Released)
+}

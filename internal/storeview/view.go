@@ -100,22 +100,31 @@ type Conflict struct {
 type Overview struct {
 	DBTime time.Time `json:"db_time"`
 	// Exact counts (indexed).
-	Pending  int64 `json:"pending"`
-	Stuck    int64 `json:"stuck"`
-	Rejected int64 `json:"rejected"`
-	Released int64 `json:"released"`
-	// Conflicted counts records with unreviewed conflicts.
-	Conflicted int64 `json:"conflicted"`
+	Pending int64 `json:"pending"`
+	Stuck   int64 `json:"stuck"`
+	// Rejected, Released, Conflicted (records with unreviewed conflicts)
+	// and ExpiringSoon (completed records whose retention ends within 24
+	// hours) are exact up to CountCap; above it they are estimates, and
+	// the matching …Estimated flag says so.
+	Rejected            int64 `json:"rejected"`
+	RejectedEstimated   bool  `json:"rejected_estimated"`
+	Released            int64 `json:"released"`
+	ReleasedEstimated   bool  `json:"released_estimated"`
+	Conflicted          int64 `json:"conflicted"`
+	ConflictedEstimated bool  `json:"conflicted_estimated"`
+	ExpiringSoon        int64 `json:"expiring_soon"`
+	ExpiringEstimated   bool  `json:"expiring_soon_estimated"`
 	// Completed counts succeeded records; over large tables it is the
 	// planner's estimate, and CompletedEstimated says so.
 	Completed          int64 `json:"completed"`
 	CompletedEstimated bool  `json:"completed_estimated"`
 	// OldestStuck is the stuck record whose lease expired first.
 	OldestStuck *Row `json:"oldest_stuck,omitempty"`
-	// ExpiringSoon counts completed records whose retention ends within
-	// the next 24 hours.
-	ExpiringSoon int64 `json:"expiring_soon"`
 }
+
+// CountCap is the count up to which the overview counts exactly. Above it
+// an exact count would grow with the table; an estimate does not.
+const CountCap = 1000
 
 // Info describes the connection, for the status bar and doctor.
 type Info struct {
