@@ -8,8 +8,10 @@
 # first, with the flags of `make bench-console` and -test.v.
 #
 # Usage: scripts/bench-console-growth.sh [BIG_ROWS] [SMALL_ROWS]
-#   (defaults 10000000 and 1000000). Raw outputs and the load average before each run are
-#   kept in $OUT (default a new directory under /tmp).
+#   (defaults 10000000 and 1000000). BENCHTIME changes -test.benchtime
+#   (default 40x); OPSDESK_BENCH_EXPLAIN=1 logs the plans too. Raw outputs
+#   and the load average before each run are kept in $OUT (default a new
+#   directory under /tmp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
