@@ -370,18 +370,7 @@ func (s *listScreen) View() string {
 	// Header.
 	var hb strings.Builder
 	hb.WriteString(strings.Repeat(" ", markWidth))
-	first := true
-	for c := range colCount {
-		cw := s.widths[c]
-		if cw == 0 {
-			continue
-		}
-		if !first {
-			hb.WriteString("  ")
-		}
-		first = false
-		hb.WriteString(fitCell(c, columns[c].title, cw))
-	}
+	s.writeCells(&hb, func(c col, cw int) string { return fitCell(c, columns[c].title, cw) })
 	lines = append(lines, s.st.Bold.Render(hb.String()))
 
 	// Rows.
@@ -454,22 +443,13 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 		} else {
 			b.WriteString("  ")
 		}
-		first := true
-		for c := range colCount {
-			cw := s.widths[c]
-			if cw == 0 {
-				continue
-			}
-			if !first {
-				b.WriteString("  ")
-			}
-			first = false
+		s.writeCells(&b, func(c col, cw int) string {
 			cell := fitCell(c, s.cells[i][c], cw)
 			if c == colState && !selected {
 				cell = s.st.row(s.page.Rows[i]).Render(cell)
 			}
-			b.WriteString(cell)
-		}
+			return cell
+		})
 		line := b.String()
 		if selected {
 			line = s.st.Selected.Render(line)
@@ -480,4 +460,21 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+Clean(s.err.Error()), s.w-2)))
 	}
 	return out
+}
+
+// writeCells writes the shown columns (width above zero), two spaces
+// apart, as cell renders them: the header and every row line up.
+func (s *listScreen) writeCells(b *strings.Builder, cell func(c col, width int) string) {
+	first := true
+	for c := range colCount {
+		cw := s.widths[c]
+		if cw == 0 {
+			continue
+		}
+		if !first {
+			b.WriteString("  ")
+		}
+		first = false
+		b.WriteString(cell(c, cw))
+	}
 }
