@@ -164,7 +164,7 @@ func (s *overviewScreen) View() string {
 		oldest = "oldest lease expired " + since(r.LeaseExpiresAt, r.DBTime) +
 			" (" + Clean(r.Tool) + ", " + Clean(r.Tenant) + ")"
 	}
-	counts := []string{count(ov.Stuck), figure(ov.Conflicted, ov.ConflictedEstimated), figure(ov.ExpiringSoon, ov.ExpiringEstimated)}
+	counts := []string{figure(ov.Stuck, ov.StuckEstimated), figure(ov.Conflicted, ov.ConflictedEstimated), figure(ov.ExpiringSoon, ov.ExpiringEstimated)}
 	nw := 5
 	for _, c := range counts {
 		nw = max(nw, width(c))
@@ -182,8 +182,8 @@ func (s *overviewScreen) View() string {
 		st   storeview.State
 		text string
 	}{
-		{tilePending, storeview.StatePending, count(ov.Pending) + " pending"},
-		{tileStuckState, storeview.StateStuck, count(ov.Stuck) + " stuck"},
+		{tilePending, storeview.StatePending, figure(ov.Pending, ov.PendingEstimated) + " pending"},
+		{tileStuckState, storeview.StateStuck, figure(ov.Stuck, ov.StuckEstimated) + " stuck"},
 		{tileCompleted, storeview.StateCompleted, completed + " completed"},
 		{tileRejected, storeview.StateRejected, figure(ov.Rejected, ov.RejectedEstimated) + " rejected"},
 		{tileReleased, storeview.StateReleased, figure(ov.Released, ov.ReleasedEstimated) + " released"},
@@ -222,7 +222,7 @@ func (s *overviewScreen) View() string {
 	note := " " + s.sel.describe() + " · enter opens it"
 	lines = append(lines, s.st.Muted.Render(truncate(note, w)))
 	asOf := " counts as of db time " + clock(ov.DBTime) + " UTC"
-	if ov.CompletedEstimated || ov.RejectedEstimated || ov.ReleasedEstimated || ov.ConflictedEstimated || ov.ExpiringEstimated {
+	if ov.Estimated() {
 		asOf += "; ~ marks an estimate (counts above " + count(storeview.CountCap) + " are estimated), the others are exact"
 	}
 	for _, l := range wrap(asOf, w-1) {

@@ -158,7 +158,11 @@ func doctorCounts(ctx context.Context, view *storeview.Store, check func(bool, s
 		}
 		return fmt.Sprint(v)
 	}
-	check(true, "rows", fmt.Sprintf("%d pending, %d stuck, %s completed, %s rejected, %s released, %s conflicted (~: estimated)",
-		o.Pending, o.Stuck, n(o.Completed, o.CompletedEstimated), n(o.Rejected, o.RejectedEstimated),
-		n(o.Released, o.ReleasedEstimated), n(o.Conflicted, o.ConflictedEstimated)))
+	note := ""
+	if o.Estimated() {
+		note = " (~: estimated)"
+	}
+	check(true, "rows", fmt.Sprintf("%s pending, %s stuck, %s completed, %s rejected, %s released, %s conflicted%s",
+		n(o.Pending, o.PendingEstimated), n(o.Stuck, o.StuckEstimated), n(o.Completed, o.CompletedEstimated), n(o.Rejected, o.RejectedEstimated),
+		n(o.Released, o.ReleasedEstimated), n(o.Conflicted, o.ConflictedEstimated), note))
 }

@@ -59,7 +59,8 @@ func newOpsListCmd(g *globalFlags) *cobra.Command {
 	f.StringVar(&opts.Tenant, "tenant", "", "only this tenant")
 	f.StringVar(&opts.Tool, "tool", "", "only this tool")
 	f.StringVar(&opts.Filter, "filter", "", "a filter in the console's language")
-	f.StringVar(&opts.Sort, "sort", string(storeview.SortNewest), "newest|lease|expires")
+	f.StringVar(&opts.Sort, "sort", string(storeview.SortNewest),
+		"newest; lease: pending records by lease expiry, then the others newest first; expires: completed records by retention expiry, then the others")
 	f.IntVar(&opts.Limit, "limit", 50, "at most this many operations (1-1000)")
 	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
 	return cmd

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/opsdesk/opsdesk/internal/db"
@@ -22,13 +21,16 @@ import (
 type Sort string
 
 // Sorts. Newest pages on the id, which never changes: stable. Lease and
-// expires page on a time that can move while the operator pages (a lease
-// renewed or taken over, a record completing): such a record may show up
-// again on a later page or be missed; refresh the first page to see it.
+// expires order the records that have such a time (pending records have a
+// lease, completed records a retention expiry) and then the others, newest
+// first. They page on a time that can move while the operator pages (a
+// lease renewed or taken over, a record completing): such a record may
+// show up again on a later page or be missed; refresh the first page to
+// see it.
 const (
 	SortNewest  Sort = "newest"  // id, newest first
 	SortLease   Sort = "lease"   // lease expiry of pending records, the longest stuck first
-	SortExpires Sort = "expires" // retention expiry, the soonest first
+	SortExpires Sort = "expires" // retention expiry of completed records, the soonest first
 )
 
 // Sorts lists the sorts in the order the console cycles through them.
@@ -259,11 +261,40 @@ func deref(t *time.Time) time.Time {
 	return *t
 }
 
-// sortKey is the SQL of each sort's leading column; rows without a value
-// (for the lease sort: rows that are not pending) sort last.
-var sortKey = map[Sort]string{
-	SortLease:   "(CASE WHEN o.state = 'pending' THEN o.lease_expires_at ELSE 'infinity' END)",
-	SortExpires: "coalesce(o.expires_at, 'infinity')",
+// timeSort is how a sort by a time orders: the records that have the time,
+// which a partial index on the time holds in order, then the others,
+// newest first.
+type timeSort struct {
+	state  string // SQL: the stored state of the records with the time
+	column string // SQL: the time
+}
+
+var timeSorts = map[Sort]timeSort{
+	SortLease:   {"'pending'", "o.lease_expires_at"},
+	SortExpires: {"'completed'", "o.expires_at"}, // never NULL on completed records
+}
+
+// The parts of a list: each adds its conditions (after a cursor) and
+// returns its order. The states are written into the SQL, never bound, so
+// that the planner matches the partial indexes' predicates in every plan.
+func newest(b *builder, after *Cursor) string {
+	if after != nil {
+		b.where("o.id < %s", after.ID)
+	}
+	return "o.id DESC"
+}
+
+func (t timeSort) timed(b *builder, after *Cursor) string {
+	b.conds = append(b.conds, "o.state = "+t.state)
+	if after != nil {
+		b.where("("+t.column+", o.id) > (%s, %s)", after.At, after.ID)
+	}
+	return t.column + ", o.id"
+}
+
+func (t timeSort) others(b *builder, after *Cursor) string {
+	b.conds = append(b.conds, "o.state <> "+t.state)
+	return newest(b, after)
 }
 
 // querier is a pool or a transaction.
@@ -299,38 +330,28 @@ func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
 	if sort == "" {
 		sort = SortNewest
 	}
-	b := &builder{}
-	stuck := b.arg(s.opts.StuckAfter.Microseconds()) + " * interval '1 microsecond'"
-	b.apply(q.Filter, stuck)
-
-	var order string
-	switch sort {
-	case SortNewest:
-		if q.After != nil {
-			b.where("o.id < %s", q.After.ID)
+	var scanned []rowScan
+	var err error
+	if sort == SortNewest {
+		scanned, err = s.query(ctx, conn, q.Filter, newest, q.After, limit+1)
+	} else {
+		ts, ok := timeSorts[sort]
+		if !ok {
+			return Page{}, fmt.Errorf("unknown sort %q (sorts: newest, lease, expires)", sort)
 		}
-		order = "o.id DESC"
-	case SortLease, SortExpires:
-		key := sortKey[sort]
-		if sort == SortLease && onlyPending(q.Filter) {
-			// Every row is pending: order by the lease itself, which the
-			// partial index on pending leases returns in order.
-			key = "o.lease_expires_at"
+		// A cursor without a time continues among the others.
+		var after *Cursor
+		if q.After == nil || !q.After.At.IsZero() {
+			scanned, err = s.query(ctx, conn, q.Filter, ts.timed, q.After, limit+1)
+		} else {
+			after = q.After
 		}
-		if q.After != nil {
-			b.where("("+key+", o.id) > (%s, %s)", afterTime(q.After.At), q.After.ID)
+		if err == nil && len(scanned) <= limit && !keepsOnly(q.Filter, sort) {
+			var rest []rowScan
+			rest, err = s.query(ctx, conn, q.Filter, ts.others, after, limit+1-len(scanned))
+			scanned = append(scanned, rest...)
 		}
-		order = key + ", o.id"
-	default:
-		return Page{}, fmt.Errorf("unknown sort %q (sorts: newest, lease, expires)", sort)
 	}
-	sql := "SELECT " + rowColumns + " FROM opsdesk.operations o WHERE " + b.sql() +
-		" ORDER BY " + order + " LIMIT " + strconv.Itoa(limit+1)
-	rows, err := conn.Query(ctx, sql, b.args...)
-	if err != nil {
-		return Page{}, fmt.Errorf("list operations: %w", err)
-	}
-	scanned, err := pgx.CollectRows(rows, pgx.RowToStructByName[rowScan])
 	if err != nil {
 		return Page{}, fmt.Errorf("list operations: %w", err)
 	}
@@ -351,37 +372,53 @@ func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
 	return page, nil
 }
 
-// cursorTime is a row's value of the sort's leading column; zero (sent as
-// infinity) for rows without one.
+// query reads up to limit rows that match f, in one part of a list.
+func (s *Store) query(ctx context.Context, conn querier, f Filter,
+	part func(*builder, *Cursor) string, after *Cursor, limit int) ([]rowScan, error) {
+	b := &builder{}
+	stuck := b.arg(s.opts.StuckAfter.Microseconds()) + " * interval '1 microsecond'"
+	b.apply(f, stuck)
+	order := part(b, after)
+	sql := "SELECT " + rowColumns + " FROM opsdesk.operations o WHERE " + b.sql() +
+		" ORDER BY " + order + " LIMIT " + strconv.Itoa(limit)
+	rows, err := conn.Query(ctx, sql, b.args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[rowScan])
+}
+
+// cursorTime is a row's value of the sort's time; zero for the rows
+// without one, which follow newest first.
 func cursorTime(sort Sort, r Row) time.Time {
 	switch {
-	case sort == SortExpires:
-		return r.ExpiresAt
-	case r.State == StatePending || r.State == StateStuck:
+	case sort == SortLease && (r.State == StatePending || r.State == StateStuck):
 		return r.LeaseExpiresAt
+	case sort == SortExpires && (r.State == StateCompleted || r.State == StateRejected):
+		return r.ExpiresAt
 	}
 	return time.Time{}
 }
 
-// onlyPending tells whether a filter keeps pending records alone.
-func onlyPending(f Filter) bool {
+// keepsOnly tells whether a filter keeps only records that have the
+// sort's time, so that no others can follow them.
+func keepsOnly(f Filter, sort Sort) bool {
+	if sort == SortExpires && (f.ExpiresWithin > 0 || f.ExpiresAfter > 0) {
+		return true
+	}
 	if len(f.States) == 0 || f.Conflicted {
 		return false
 	}
 	for _, s := range f.States {
-		if s != StatePending && s != StateStuck {
+		timed := s == StateCompleted || s == StateRejected
+		if sort == SortLease {
+			timed = s == StatePending || s == StateStuck
+		}
+		if !timed {
 			return false
 		}
 	}
 	return true
-}
-
-// afterTime maps a zero cursor time (no value: sorted last) to infinity.
-func afterTime(t time.Time) pgtype.Timestamptz {
-	if t.IsZero() {
-		return pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
-	}
-	return pgtype.Timestamptz{Time: t, Valid: true}
 }
 
 // Get returns one record by id.
@@ -473,15 +510,6 @@ func (s *Store) Overview(ctx context.Context) (o Overview, err error) {
 
 func (s *Store) overviewIn(ctx context.Context, q querier) (Overview, error) {
 	var o Overview
-	stuckAfter := s.opts.StuckAfter.Microseconds()
-	err := q.QueryRow(ctx, `
-SELECT now(),
-    count(*) FILTER (WHERE lease_expires_at + $1 * interval '1 microsecond' > now()),
-    count(*) FILTER (WHERE lease_expires_at + $1 * interval '1 microsecond' <= now())
-FROM opsdesk.operations WHERE state = 'pending'`, stuckAfter).Scan(&o.DBTime, &o.Pending, &o.Stuck)
-	if err != nil {
-		return o, fmt.Errorf("count pending: %w", err)
-	}
 	if err := s.countCapped(ctx, q, &o); err != nil {
 		return o, err
 	}
@@ -500,37 +528,58 @@ FROM opsdesk.operations WHERE state = 'pending'`, stuckAfter).Scan(&o.DBTime, &o
 	return o, nil
 }
 
-// The overview's capped counts: each stops at CountCap+1 rows.
+// The overview's capped counts: each stops at CountCap+1 rows ($1), so
+// that none grows with the table. $2 is the stuck-after interval in
+// microseconds. Each condition leaves the indexed column bare, so a
+// partial index returns the rows in an index-only scan.
 const (
-	rejectedWhere   = "state = 'completed' AND outcome = 'rejected'"
-	releasedWhere   = "state = 'released'"
-	expiringWhere   = "state = 'completed' AND expires_at > now() AND expires_at <= now() + interval '24 hours'"
-	cappedCountsSQL = `
-SELECT
-    (SELECT count(*) FROM (SELECT FROM opsdesk.operations WHERE ` + rejectedWhere + ` LIMIT $1) s),
-    (SELECT count(*) FROM (SELECT FROM opsdesk.operations WHERE ` + releasedWhere + ` LIMIT $1) s),
-    (SELECT count(*) FROM (SELECT FROM opsdesk.operations o WHERE ` + conflictedSQL + ` LIMIT $1) s),
-    (SELECT count(*) FROM (SELECT FROM opsdesk.operations WHERE ` + expiringWhere + ` LIMIT $1) s)`
+	pendingWhere  = "state = 'pending' AND lease_expires_at > now() - %s * interval '1 microsecond'"
+	stuckWhere    = "state = 'pending' AND lease_expires_at <= now() - %s * interval '1 microsecond'"
+	rejectedWhere = "state = 'completed' AND outcome = 'rejected'"
+	releasedWhere = "state = 'released'"
+	expiringWhere = "state = 'completed' AND expires_at > now() AND expires_at <= now() + interval '24 hours'"
+	// Records with unreviewed conflicts, counted from the conflicts' side
+	// (each conflict names its record): conflicts_unreviewed_idx returns
+	// the distinct identities in order.
+	conflictedFrom = "(SELECT DISTINCT tenant, tool, key FROM opsdesk.conflicts WHERE reviewed_at IS NULL"
+	capped         = "(SELECT count(*) FROM (SELECT FROM opsdesk.operations WHERE %s LIMIT $1) s)"
 )
 
-// countCapped counts rejected, released, conflicted and expiring records
-// exactly up to CountCap and estimates larger counts: from the size of
-// the partial index that holds them, or the planner's row estimate.
+var cappedCountsSQL = "SELECT now(), " + strings.Join([]string{
+	fmt.Sprintf(capped, fmt.Sprintf(pendingWhere, "$2")),
+	fmt.Sprintf(capped, fmt.Sprintf(stuckWhere, "$2")),
+	fmt.Sprintf(capped, rejectedWhere),
+	fmt.Sprintf(capped, releasedWhere),
+	"(SELECT count(*) FROM " + conflictedFrom + " LIMIT $1) s)",
+	fmt.Sprintf(capped, expiringWhere),
+}, ",\n    ")
+
+// countCapped counts each state's records exactly up to CountCap and
+// estimates larger counts: from the size of the partial index that holds
+// them, or the planner's row estimate.
 func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
-	err := q.QueryRow(ctx, cappedCountsSQL, CountCap+1).Scan(&o.Rejected, &o.Released, &o.Conflicted, &o.ExpiringSoon)
+	stuckAfter := s.opts.StuckAfter.Microseconds()
+	err := q.QueryRow(ctx, cappedCountsSQL, CountCap+1, stuckAfter).
+		Scan(&o.DBTime, &o.Pending, &o.Stuck, &o.Rejected, &o.Released, &o.Conflicted, &o.ExpiringSoon)
 	if err != nil {
 		return fmt.Errorf("count records: %w", err)
 	}
+	// Estimates plan a query on the expression operations_pending_lease_stats
+	// keeps statistics of, with the interval written in: an integer.
+	us := strconv.FormatInt(stuckAfter, 10)
+	pendingLease := "SELECT FROM opsdesk.operations WHERE (CASE WHEN state = 'pending' THEN lease_expires_at END) "
 	for _, c := range []struct {
 		n         *int64
 		estimated *bool
 		index     string // its reltuples estimates the count
-		where     string // else the planner's estimate of this condition
+		sql       string // else the planner's estimate of this query's rows
 	}{
+		{&o.Pending, &o.PendingEstimated, "", pendingLease + "> now() - " + us + " * interval '1 microsecond'"},
+		{&o.Stuck, &o.StuckEstimated, "", pendingLease + "<= now() - " + us + " * interval '1 microsecond'"},
 		{&o.Rejected, &o.RejectedEstimated, "opsdesk.operations_rejected_idx", ""},
 		{&o.Released, &o.ReleasedEstimated, "opsdesk.operations_released_idx", ""},
-		{&o.Conflicted, &o.ConflictedEstimated, "opsdesk.operations_conflicted_idx", ""},
-		{&o.ExpiringSoon, &o.ExpiringEstimated, "", expiringWhere},
+		{&o.Conflicted, &o.ConflictedEstimated, "", "SELECT FROM " + conflictedFrom + ") s"},
+		{&o.ExpiringSoon, &o.ExpiringEstimated, "", "SELECT FROM opsdesk.operations WHERE " + expiringWhere},
 	} {
 		if *c.n <= CountCap {
 			continue
@@ -540,7 +589,7 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 		if c.index != "" {
 			err = q.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = $1::regclass`, c.index).Scan(&estimate)
 		} else {
-			estimate, err = planRows(ctx, q, "SELECT FROM opsdesk.operations WHERE "+c.where)
+			estimate, err = planRows(ctx, q, c.sql)
 		}
 		if err != nil {
 			return fmt.Errorf("estimate records: %w", err)

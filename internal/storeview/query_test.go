@@ -2,6 +2,7 @@ package storeview
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -153,33 +154,55 @@ func TestStuckAfterDelaysStuck(t *testing.T) {
 	require.Equal(t, []string{"deploy-7", "mail-1", "ord-1"}, list(t, s, "state:pending"))
 }
 
-func TestKeysetPagingVisitsEveryRowOnce(t *testing.T) {
+// Every sort pages through every matching row once, in its order, at any
+// page size: the time sorts order the records with the time (pending
+// leases, completed records' expiry) and follow with the others, newest
+// first. The orders are read off the fixtures by hand.
+func TestSortsPageThroughEveryRowInOrder(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
-	for _, sort := range Sorts {
-		var seen []int64
-		q := Query{Sort: sort, Limit: 3}
-		for pages := 0; ; pages++ {
-			require.Less(t, pages, 10, "paging does not end")
-			page, err := s.List(ctx, q)
-			require.NoError(t, err)
-			for _, r := range page.Rows {
-				seen = append(seen, r.ID)
+	for _, tc := range []struct {
+		sort   Sort
+		filter string
+		want   []string
+	}{
+		{SortNewest, "", []string{"mail-2", "ord-3", "promo-5000-off", "promo-50%_off", "run-44:create-ticket",
+			"run-43:create-ticket", "deploy-7", "ord-2", "run-42:create-ticket", "mail-1", "ord-1"}},
+		{SortLease, "", []string{"run-42:create-ticket", "ord-2", "deploy-7", "ord-1", "mail-1",
+			"mail-2", "ord-3", "promo-5000-off", "promo-50%_off", "run-44:create-ticket", "run-43:create-ticket"}},
+		// Equal expiry (both now() + 3 days): the id decides.
+		{SortExpires, "", []string{"run-43:create-ticket", "promo-50%_off", "promo-5000-off", "run-44:create-ticket", "ord-3",
+			"mail-2", "deploy-7", "ord-2", "run-42:create-ticket", "mail-1", "ord-1"}},
+		{SortLease, "state:pending,stuck", []string{"run-42:create-ticket", "ord-2", "deploy-7", "ord-1", "mail-1"}},
+		{SortLease, "state:completed", []string{"promo-5000-off", "promo-50%_off", "run-44:create-ticket", "run-43:create-ticket"}},
+		{SortLease, "tenant:acme", []string{"run-42:create-ticket", "ord-2", "ord-1",
+			"mail-2", "run-44:create-ticket", "run-43:create-ticket"}},
+		{SortExpires, "state:stuck,released", []string{"mail-2", "deploy-7", "ord-2", "run-42:create-ticket"}},
+		{SortExpires, "state:rejected,released", []string{"ord-3", "mail-2"}},
+		{SortExpires, "expires<4d", []string{"run-43:create-ticket", "promo-50%_off", "promo-5000-off"}},
+		{SortExpires, "state:conflicted", []string{"run-43:create-ticket"}},
+	} {
+		f, err := ParseFilter(tc.filter)
+		require.NoError(t, err)
+		for _, size := range []int{1, 2, 3, 50} {
+			name := fmt.Sprintf("%s %q by %d", tc.sort, tc.filter, size)
+			var got []string
+			q := Query{Filter: f, Sort: tc.sort, Limit: size}
+			for pages := 0; ; pages++ {
+				require.Less(t, pages, 20, "%s: paging does not end", name)
+				page, err := s.List(ctx, q)
+				require.NoError(t, err, name)
+				require.LessOrEqual(t, len(page.Rows), size, name)
+				got = append(got, keys(page.Rows)...)
+				if page.Next == nil {
+					break
+				}
+				require.Len(t, page.Rows, size, "%s: a page before the last is short", name)
+				q.After = page.Next
 			}
-			if page.Next == nil {
-				break
-			}
-			q.After = page.Next
+			require.Equal(t, tc.want, got, name)
 		}
-		require.Len(t, seen, 11, sort)
-		sorted := slices.Clone(seen)
-		slices.Sort(sorted)
-		require.Len(t, slices.Compact(sorted), 11, "%s: a row came twice", sort)
 	}
-	// Lease order puts the longest stuck first.
-	page, err := s.List(ctx, Query{Sort: SortLease, Limit: 1})
-	require.NoError(t, err)
-	require.Equal(t, "run-42:create-ticket", page.Rows[0].Key)
 }
 
 func TestOverviewMatchesHandCountedFixtures(t *testing.T) {
@@ -256,43 +279,44 @@ func TestOverviewCountsMatchTheirLists(t *testing.T) {
 	}
 }
 
-func TestLeaseOrderOfPendingRecordsPages(t *testing.T) {
-	t.Parallel()
-	s, ctx := setup(t)
-	f, err := ParseFilter("state:pending,stuck")
-	require.NoError(t, err)
-	q := Query{Filter: f, Sort: SortLease, Limit: 2}
-	var got []string
-	for range 5 {
-		page, err := s.List(ctx, q)
-		require.NoError(t, err)
-		got = append(got, keys(page.Rows)...)
-		if page.Next == nil {
-			break
-		}
-		q.After = page.Next
-	}
-	// Longest expired first, then the live leases by expiry.
-	require.Equal(t, []string{"run-42:create-ticket", "ord-2", "deploy-7", "ord-1", "mail-1"}, got)
-}
-
-// Above CountCap the overview estimates instead of counting, and says so.
+// Above CountCap the overview estimates instead of counting, and says so;
+// at or below it, it counts exactly.
 func TestOverviewEstimatesLargeCounts(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	_, err := d.Admin.Exec(t.Context(), `
 INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
-    leased_at, lease_expires_at, completed_at, expires_at)
+    leased_at, lease_expires_at, completed_at, expires_at, conflict_count)
 SELECT 'acme', 'charge-card', 'ord-' || i, '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'completed', 'rejected', 'w',
-    now(), now(), now(), now() + interval '7 days'
-FROM generate_series(1, 1500) i`)
+    now(), now(), now(), now() + interval '7 days', (i <= 1200)::int
+FROM generate_series(1, 1500) i;
+-- 1,200 records with an unreviewed conflict, 300 with a reviewed one.
+INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint,
+    owner, reviewed_at, reviewed_by)
+SELECT tenant, tool, key, id, '1', decode(repeat('02', 32), 'hex'), fingerprint, 'w',
+    CASE WHEN conflict_count = 0 THEN now() END, CASE WHEN conflict_count = 0 THEN 'alice' END
+FROM opsdesk.operations;
+-- 1,100 stuck records and 1,000 live ones.
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner,
+    leased_at, lease_expires_at)
+SELECT 'acme', 'deploy-service', 'd-' || i, '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'pending', 'w',
+    now() - interval '2 hours', now() + CASE WHEN i <= 1100 THEN interval '-1 hour' ELSE interval '1 hour' END
+FROM generate_series(1, 2100) i`)
 	require.NoError(t, err)
-	_, err = d.Admin.Exec(t.Context(), `VACUUM (ANALYZE) opsdesk.operations`)
+	_, err = d.Admin.Exec(t.Context(), `VACUUM (ANALYZE) opsdesk.operations, opsdesk.conflicts`)
 	require.NoError(t, err)
 	o, err := New(d.Admin, Options{}).Overview(t.Context())
 	require.NoError(t, err)
+	require.True(t, o.Estimated())
 	require.True(t, o.RejectedEstimated)
 	require.InDelta(t, 1500, o.Rejected, 150)
+	require.True(t, o.StuckEstimated)
+	require.InDelta(t, 1100, o.Stuck, 110)
+	require.True(t, o.ConflictedEstimated)
+	require.InDelta(t, 1200, o.Conflicted, 120)
+	// Exactly CountCap is still a count.
+	require.False(t, o.PendingEstimated)
+	require.EqualValues(t, CountCap, o.Pending)
 	require.False(t, o.ReleasedEstimated)
 	require.Zero(t, o.Released)
 }

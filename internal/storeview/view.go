@@ -99,13 +99,15 @@ type Conflict struct {
 // Overview is the console's first screen.
 type Overview struct {
 	DBTime time.Time `json:"db_time"`
-	// Exact counts (indexed).
-	Pending int64 `json:"pending"`
-	Stuck   int64 `json:"stuck"`
-	// Rejected, Released, Conflicted (records with unreviewed conflicts)
-	// and ExpiringSoon (completed records whose retention ends within 24
-	// hours) are exact up to CountCap; above it they are estimates, and
-	// the matching …Estimated flag says so.
+	// Every count but Completed is exact up to CountCap; above it, it is
+	// an estimate and the matching …Estimated flag says so. Pending and
+	// Stuck count pending records by their lease; Conflicted counts
+	// records with unreviewed conflicts; ExpiringSoon counts completed
+	// records whose retention ends within 24 hours.
+	Pending             int64 `json:"pending"`
+	PendingEstimated    bool  `json:"pending_estimated"`
+	Stuck               int64 `json:"stuck"`
+	StuckEstimated      bool  `json:"stuck_estimated"`
 	Rejected            int64 `json:"rejected"`
 	RejectedEstimated   bool  `json:"rejected_estimated"`
 	Released            int64 `json:"released"`
@@ -120,6 +122,12 @@ type Overview struct {
 	CompletedEstimated bool  `json:"completed_estimated"`
 	// OldestStuck is the stuck record whose lease expired first.
 	OldestStuck *Row `json:"oldest_stuck,omitempty"`
+}
+
+// Estimated tells whether any count is an estimate.
+func (o Overview) Estimated() bool {
+	return o.PendingEstimated || o.StuckEstimated || o.CompletedEstimated || o.RejectedEstimated ||
+		o.ReleasedEstimated || o.ConflictedEstimated || o.ExpiringEstimated
 }
 
 // CountCap is the count up to which the overview counts exactly. Above it
