@@ -173,42 +173,38 @@ func BenchmarkConsoleQueries(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	b.Run("Overview", func(b *testing.B) {
-		measure(b, func(ctx context.Context) error { _, err := s.Overview(ctx); return err })
-	})
-	b.Run("StuckFirstPage", func(b *testing.B) {
-		measure(b, func(ctx context.Context) error {
-			_, err := s.List(ctx, Query{Filter: Filter{States: []State{StateStuck}}, Sort: SortLease})
-			return err
+	expiring, err := ParseFilter("expires<24h")
+	if err != nil {
+		b.Fatal(err)
+	}
+	list := func(q Query) func(context.Context, *Store) error {
+		return func(ctx context.Context, s *Store) error { _, err := s.List(ctx, q); return err }
+	}
+	// The five queries of the target, then the time sorts an operator
+	// reaches with one key: `s` on the full list, the expiring tile.
+	queries := []struct {
+		name string
+		run  func(context.Context, *Store) error
+	}{
+		{"Overview", func(ctx context.Context, s *Store) error { _, err := s.Overview(ctx); return err }},
+		{"StuckFirstPage", list(Query{Filter: Filter{States: []State{StateStuck}}, Sort: SortLease})},
+		{"FilteredPage", list(Query{Filter: filtered})},
+		{"DeepPage", list(Query{After: &Cursor{ID: deep.Rows[0].ID}})},
+		{"Detail", func(ctx context.Context, s *Store) error { _, err := s.Get(ctx, someID); return err }},
+		{"AllByLease", list(Query{Sort: SortLease})},
+		{"AllByRetention", list(Query{Sort: SortExpires})},
+		{"ExpiringByRetention", list(Query{Filter: expiring, Sort: SortExpires})},
+		{"FilteredByRetention", list(Query{Filter: filtered, Sort: SortExpires})},
+	}
+	for _, q := range queries {
+		b.Run(q.name, func(b *testing.B) {
+			measure(b, func(ctx context.Context) error { return q.run(ctx, s) })
 		})
-	})
-	b.Run("FilteredPage", func(b *testing.B) {
-		measure(b, func(ctx context.Context) error { _, err := s.List(ctx, Query{Filter: filtered}); return err })
-	})
-	b.Run("DeepPage", func(b *testing.B) {
-		measure(b, func(ctx context.Context) error {
-			_, err := s.List(ctx, Query{After: &Cursor{ID: deep.Rows[0].ID}})
-			return err
-		})
-	})
-	b.Run("Detail", func(b *testing.B) {
-		measure(b, func(ctx context.Context) error { _, err := s.Get(ctx, someID); return err })
-	})
-
+	}
 	if os.Getenv("OPSDESK_BENCH_EXPLAIN") != "" {
-		explain(b, d, map[string]func(context.Context, *Store) error{
-			"Overview": func(ctx context.Context, s *Store) error { _, err := s.Overview(ctx); return err },
-			"StuckFirstPage": func(ctx context.Context, s *Store) error {
-				_, err := s.List(ctx, Query{Filter: Filter{States: []State{StateStuck}}, Sort: SortLease})
-				return err
-			},
-			"FilteredPage": func(ctx context.Context, s *Store) error { _, err := s.List(ctx, Query{Filter: filtered}); return err },
-			"DeepPage": func(ctx context.Context, s *Store) error {
-				_, err := s.List(ctx, Query{After: &Cursor{ID: deep.Rows[0].ID}})
-				return err
-			},
-			"Detail": func(ctx context.Context, s *Store) error { _, err := s.Get(ctx, someID); return err },
-		})
+		for _, q := range queries {
+			explain(b, d, q.name, q.run)
+		}
 	}
 }
 
@@ -224,10 +220,10 @@ func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.
 
 func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// explain runs each query once through a pool that records its
-// statements, and logs EXPLAIN (ANALYZE, BUFFERS) of each statement with
-// the same arguments.
-func explain(b *testing.B, d *dbtest.DB, queries map[string]func(context.Context, *Store) error) {
+// explain runs a query once through a pool that records its statements,
+// and logs EXPLAIN (ANALYZE, BUFFERS) of each statement with the same
+// arguments.
+func explain(b *testing.B, d *dbtest.DB, name string, query func(context.Context, *Store) error) {
 	b.Helper()
 	ctx := context.Background()
 	rec := &statements{}
@@ -242,30 +238,21 @@ func explain(b *testing.B, d *dbtest.DB, queries map[string]func(context.Context
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	s := New(pool, Options{})
-	names := make([]string, 0, len(queries))
-	for name := range queries {
-		names = append(names, name)
+	if err := query(ctx, New(pool, Options{})); err != nil {
+		b.Fatal(err)
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		rec.log = rec.log[:0]
-		if err := queries[name](ctx, s); err != nil {
+	for i, st := range rec.log {
+		if sql := strings.ToUpper(strings.TrimSpace(st.SQL)); !strings.HasPrefix(sql, "SELECT") && !strings.HasPrefix(sql, "WITH") {
+			continue // begin, commit, set: nothing to plan
+		}
+		rows, err := d.Admin.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+st.SQL, st.Args...)
+		if err != nil {
 			b.Fatal(err)
 		}
-		for i, st := range slices.Clone(rec.log) {
-			if sql := strings.ToUpper(strings.TrimSpace(st.SQL)); !strings.HasPrefix(sql, "SELECT") && !strings.HasPrefix(sql, "WITH") {
-				continue // begin, commit, set: nothing to plan
-			}
-			rows, err := d.Admin.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+st.SQL, st.Args...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Logf("%s, statement %d: %s\nargs %v\n%s", name, i+1, st.SQL, st.Args, strings.Join(plan, "\n"))
+		plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			b.Fatal(err)
 		}
+		b.Logf("%s, statement %d: %s\nargs %v\n%s", name, i+1, st.SQL, st.Args, strings.Join(plan, "\n"))
 	}
 }
