@@ -301,6 +301,7 @@ func (t timeSort) others(b *builder, after *Cursor) string {
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // snapshot runs fn in one read-only repeatable-read transaction, so that
@@ -453,7 +454,7 @@ func (s *Store) detail(ctx context.Context, where string, args ...any) (d Detail
 // detailIn reads a record and its conflicts through q (one snapshot).
 func (s *Store) detailIn(ctx context.Context, q querier, where string, args ...any) (Detail, error) {
 	sql := "SELECT " + rowColumns + `, o.tool_version, o.fingerprint, o.effect, coalesce(o.outcome, '') AS outcome,
-    coalesce(o.result_ref, '') AS result_ref, o.result IS NOT NULL AS has_result, o.last_conflict_at
+    coalesce(o.result_ref, '') AS result_ref, o.state = 'completed' AS has_result, o.last_conflict_at
 FROM opsdesk.operations o WHERE ` + where
 	rows, err := q.Query(ctx, sql, append([]any{s.opts.StuckAfter.Microseconds()}, args...)...)
 	if err != nil {
@@ -564,6 +565,7 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 	if err != nil {
 		return fmt.Errorf("count records: %w", err)
 	}
+	batch := &pgx.Batch{}
 	// Estimates plan a query on the expression operations_pending_lease_stats
 	// keeps statistics of, with the interval written in: an integer.
 	us := strconv.FormatInt(stuckAfter, 10)
@@ -584,28 +586,42 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 		if *c.n <= CountCap {
 			continue
 		}
-		var estimate float64
-		var err error
-		if c.index != "" {
-			err = q.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = $1::regclass`, c.index).Scan(&estimate)
-		} else {
-			estimate, err = planRows(ctx, q, c.sql)
-		}
-		if err != nil {
-			return fmt.Errorf("estimate records: %w", err)
-		}
 		// Never below what was counted: statistics may lag behind.
-		*c.n, *c.estimated = max(int64(estimate), CountCap+1), true
+		set := func(estimate float64) {
+			*c.n, *c.estimated = max(int64(estimate), CountCap+1), true
+		}
+		// The estimates go in one round trip.
+		if c.index != "" {
+			batch.Queue(`SELECT reltuples FROM pg_class WHERE oid = $1::regclass`, c.index).QueryRow(func(r pgx.Row) error {
+				var estimate float64
+				err := r.Scan(&estimate)
+				set(estimate)
+				return err
+			})
+			continue
+		}
+		batch.Queue("EXPLAIN (FORMAT JSON) " + c.sql).QueryRow(func(r pgx.Row) error {
+			var plan []byte
+			if err := r.Scan(&plan); err != nil {
+				return err
+			}
+			estimate, err := planRows(plan)
+			set(estimate)
+			return err
+		})
+	}
+	if batch.Len() == 0 {
+		return nil
+	}
+	if err := q.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("estimate records: %w", err)
 	}
 	return nil
 }
 
-// planRows is the planner's estimate of the rows a query returns.
-func planRows(ctx context.Context, q querier, sql string) (float64, error) {
-	var plan []byte
-	if err := q.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql).Scan(&plan); err != nil {
-		return 0, err
-	}
+// planRows reads the planner's estimate of the rows a query returns from
+// its EXPLAIN (FORMAT JSON).
+func planRows(plan []byte) (float64, error) {
 	var out []struct {
 		Plan struct {
 			Rows float64 `json:"Plan Rows"`

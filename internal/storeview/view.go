@@ -80,7 +80,7 @@ type Detail struct {
 	Effect            string     `json:"effect"`
 	Outcome           string     `json:"outcome"`
 	ResultRef         string     `json:"result_ref"`
-	HasResult         bool       `json:"has_result"`
+	HasResult         bool       `json:"has_result"` // completed records store one; viewers may not read it
 	LastConflictAt    time.Time  `json:"last_conflict_at"`
 	Conflicts         []Conflict `json:"conflicts"`
 }
