@@ -29,6 +29,10 @@ type Outcome[R any] struct {
 	Disposition Disposition
 	OperationID int64
 	Attempt     int
+	// ResultRef is the provider's reference for the effect, when the
+	// result carried one (ResultReferencer) or an operator recorded it
+	// while confirming the effect happened.
+	ResultRef string
 }
 
 // ResultReferencer is implemented by results that carry the provider's
@@ -120,7 +124,7 @@ func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Con
 	if rej != nil {
 		return out, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: result}
 	}
-	return Outcome[R]{Result: r, Disposition: Created, OperationID: l.ID, Attempt: l.Attempt}, nil
+	return Outcome[R]{Result: r, Disposition: Created, OperationID: l.ID, Attempt: l.Attempt, ResultRef: deref(ref)}, nil
 }
 
 // Attempt is what an external call needs to know about its attempt.
@@ -209,7 +213,7 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 		if err := s.complete(wctx, s.pool, c, l, OutcomeSucceeded, result, ref); err != nil {
 			return out, notRecorded(c, l, err)
 		}
-		out.Disposition = Created
+		out.Disposition, out.ResultRef = Created, deref(ref)
 		return out, nil
 
 	case errors.As(ferr, &rej):
@@ -375,7 +379,7 @@ func (callerTx) Rollback(context.Context) error { return errTxLent }
 
 // replay answers with an earlier attempt's stored outcome.
 func replay[R any](c *call, prior *priorResult) (Outcome[R], error) {
-	out := Outcome[R]{Disposition: Replayed, OperationID: prior.rec.ID, Attempt: prior.rec.Attempt}
+	out := Outcome[R]{Disposition: Replayed, OperationID: prior.rec.ID, Attempt: prior.rec.Attempt, ResultRef: prior.rec.ResultRef}
 	if prior.rec.Outcome == OutcomeRejected {
 		out.Disposition = ""
 		return out, &RejectedError{Identity: c.Identity, OperationID: prior.rec.ID, Payload: prior.result, Replayed: true}

@@ -152,9 +152,10 @@ func load(ctx context.Context, q dbtx, id Identity) (Record, []byte, error) {
 	return rec, row.Result, nil
 }
 
-func deref(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
 	}
-	return *t
+	return *p
 }
