@@ -88,7 +88,7 @@ func Migrate(ctx context.Context, cfg *pgx.ConnConfig) (MigrateResult, error) {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
 			return MigrateResult{}, fmt.Errorf("migrate as %q: %s; connect as a superuser or the database's owner "+
-				"with CREATEROLE, or have an administrator run CREATE ROLE opsdesk_service NOLOGIN first "+
+				"with CREATEROLE, or have an administrator create opsdesk's roles first (README, \"Installing the schema\") "+
 				"(nothing was changed: each migration runs in one transaction)", cfg.User, pgErr.Message)
 		}
 		return MigrateResult{}, fmt.Errorf("migrate: %w", err)

@@ -93,12 +93,15 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("DatabaseOwnerWithoutCreateRoleCanMigrate", func(t *testing.T) {
 		t.Parallel()
-		// opsdesk_service exists (the template created it): an owner who
+		// The roles exist (the template created them) and an
+		// administrator let the owner act as opsdesk_owner: an owner who
 		// may not create roles still installs the schema.
 		d := dbtest.New(t)
 		owner := d.Name + "_owner"
 		name := d.Name + "_owned"
 		_, err := d.Admin.Exec(t.Context(), `CREATE ROLE `+pgx.Identifier{owner}.Sanitize()+` LOGIN NOCREATEROLE NOSUPERUSER PASSWORD 'owner-pw'`)
+		require.NoError(t, err)
+		_, err = d.Admin.Exec(t.Context(), `GRANT opsdesk_owner TO `+pgx.Identifier{owner}.Sanitize())
 		require.NoError(t, err)
 		_, err = d.Admin.Exec(t.Context(), `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()+` OWNER `+pgx.Identifier{owner}.Sanitize())
 		require.NoError(t, err)

@@ -253,3 +253,46 @@ func randomSuffix() string {
 	_, _ = rand.Read(b) // never fails: crypto/rand crashes the program instead
 	return hex.EncodeToString(b)
 }
+
+// Person is a login role for one person, granted one of opsdesk's group
+// roles, as `opsdesk access grant` would make it.
+type Person struct {
+	Role string
+	DSN  string
+	Pool *pgxpool.Pool
+}
+
+// NewPerson creates a login role in d's cluster with a random password,
+// granted opsdesk_<level> (viewer, operator or admin; "" grants nothing)
+// and mapped to tenants ("*": every tenant). Tests of what people may do
+// connect as it, never as the superuser. It is dropped when t ends.
+func NewPerson(t testing.TB, d *DB, level string, tenants ...string) *Person {
+	t.Helper()
+	ctx := context.Background()
+	p := &Person{Role: fmt.Sprintf("opsdesk_test_person_%s_%d", randomSuffix(), server.seq.Add(1))}
+	password := randomSuffix() + randomSuffix()
+	sql := fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, pgx.Identifier{p.Role}.Sanitize(), password)
+	if level != "" {
+		sql += " IN ROLE " + pgx.Identifier{"opsdesk_" + level}.Sanitize()
+	}
+	if _, err := d.Admin.Exec(ctx, sql); err != nil {
+		t.Fatalf("dbtest: create person: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := d.Admin.Exec(context.Background(), `DROP ROLE `+pgx.Identifier{p.Role}.Sanitize()); err != nil {
+			t.Errorf("dbtest: drop person: %v", err)
+		}
+	})
+	for _, tenant := range tenants {
+		_, err := d.Admin.Exec(ctx, `INSERT INTO opsdesk.access (role, tenant, granted_by) VALUES ($1, $2, 'dbtest')`, p.Role, tenant)
+		if err != nil {
+			t.Fatalf("dbtest: map person to tenant: %v", err)
+		}
+	}
+	var err error
+	if p.DSN, err = WithDatabase(server.adminDSN, d.Name, p.Role, password); err != nil {
+		t.Fatal(err)
+	}
+	p.Pool = Pool(t, p.DSN)
+	return p
+}

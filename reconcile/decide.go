@@ -1,0 +1,269 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Decision is what a person decides about a pending record.
+type Decision string
+
+// Decisions.
+const (
+	// Completed: the effect happened; retries replay the recorded result.
+	Completed Decision = "completed"
+	// NotExecuted: the effect did not happen; the record is released and
+	// the next retry with the same intent executes again.
+	NotExecuted Decision = "not-executed"
+	// Failed: the effect failed for good; retries get the rejection.
+	Failed Decision = "failed"
+	// Defer: not decidable yet; a note and a snooze time, no change.
+	Defer Decision = "defer"
+)
+
+// Decisions lists the decisions in the order people are offered them.
+var Decisions = []Decision{Completed, NotExecuted, Failed, Defer}
+
+// Lookup is a provider lookup's definite answer, if any.
+type Lookup string
+
+// Lookup answers. An answer that contradicts a decision makes the decision
+// need an explicit override.
+const (
+	LookupNone     Lookup = ""          // no lookup, or no definite answer
+	LookupFound    Lookup = "found"     // the provider has the effect
+	LookupNotFound Lookup = "not_found" // the provider has no such effect
+)
+
+// Evidence is what a person looked at before deciding. Only the digest
+// and the summary reach the audit trail, never the raw response.
+type Evidence struct {
+	Digest  string // e.g. "sha256:…" of the raw evidence
+	Summary string // short, and free of secrets
+	Lookup  Lookup
+}
+
+// DecideParams is one decision on record OperationID.
+type DecideParams struct {
+	OperationID int64
+	Decision    Decision
+	// ExpectVersion is the record version the person looked at; the
+	// decision is refused if the record changed since.
+	ExpectVersion int64
+	Reason        string
+	// ResultRef is the provider's reference for the effect: required to
+	// confirm completed.
+	ResultRef string
+	// Result is stored as the record's result (JSON) when confirming
+	// completed, or as the rejection when marking failed; optional.
+	Result   json.RawMessage
+	Evidence Evidence
+	// Force decides over a live lease; Override decides against a lookup's
+	// definite answer. Both are recorded.
+	Force, Override bool
+	// Retention is the tool's retention: a record completed or failed by
+	// a person expires after it. Zero means 7 days, the library's default.
+	Retention time.Duration
+	// SnoozeUntil is when a deferred record wants attention again.
+	SnoozeUntil time.Time
+	// DisplayName is a name the person claims (configuration); the audit
+	// keeps it apart from the authenticated role.
+	DisplayName string
+}
+
+// Outcome is how an attempt ended, as the audit trail records it.
+type Outcome string
+
+// Outcomes.
+const (
+	Succeeded Outcome = "succeeded"
+	Denied    Outcome = "denied" // the role or the record's state forbids it
+	FailedOut Outcome = "failed" // the request was wrong, or the record changed
+)
+
+// Result is the answer to an attempt: the audit record it appended and the
+// record's state and version after it.
+type Result struct {
+	Outcome Outcome `json:"outcome"`
+	Code    string  `json:"code,omitempty"`
+	Message string  `json:"message,omitempty"`
+	// Tenant and Seq locate the audit record ("" is the chain of events
+	// outside any tenant).
+	Tenant  string `json:"audit_tenant"`
+	Seq     int64  `json:"audit_seq"`
+	State   string `json:"state,omitempty"`
+	Version int64  `json:"version,omitempty"`
+}
+
+// Refusals, matched with errors.Is on a *RefusedError.
+var (
+	ErrNotFound          = errors.New("no such operation, or not visible to this role")
+	ErrNotPermitted      = errors.New("not permitted for this role")
+	ErrInvalid           = errors.New("invalid request")
+	ErrChanged           = errors.New("changed since you looked")
+	ErrNotPending        = errors.New("nothing to decide: the record is not pending")
+	ErrLeaseLive         = errors.New("the lease is live: deciding needs force")
+	ErrContradictsLookup = errors.New("the lookup contradicts the decision: deciding needs override")
+	ErrNoConflicts       = errors.New("no unreviewed conflicts")
+	ErrNoResult          = errors.New("no stored result")
+)
+
+var codes = map[string]error{
+	"not_found": ErrNotFound, "not_permitted": ErrNotPermitted, "invalid": ErrInvalid,
+	"changed": ErrChanged, "not_pending": ErrNotPending, "lease_live": ErrLeaseLive,
+	"contradicts_lookup": ErrContradictsLookup, "no_conflicts": ErrNoConflicts, "no_result": ErrNoResult,
+}
+
+// RefusedError is an attempt the database refused and audited.
+type RefusedError struct {
+	Result
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s: %s (audit record %s)", e.Outcome, e.Message, e.Result.AuditRef())
+}
+
+// Unwrap lets errors.Is match the refusal's kind.
+func (e *RefusedError) Unwrap() error { return codes[e.Code] }
+
+// AuditRef names the audit record, "acme#42" (or "#42" on the ” chain).
+func (r Result) AuditRef() string { return r.Tenant + "#" + fmt.Sprint(r.Seq) }
+
+// Decide applies one decision through opsdesk.decide, connected as the
+// deciding person. A refusal is a *RefusedError; its audit record is
+// committed.
+func Decide(ctx context.Context, pool *pgxpool.Pool, p DecideParams) (Result, error) {
+	retention := p.Retention
+	if retention == 0 {
+		retention = 7 * 24 * time.Hour
+	}
+	var snooze pgtype.Timestamptz
+	if !p.SnoozeUntil.IsZero() {
+		snooze = pgtype.Timestamptz{Time: p.SnoozeUntil, Valid: true}
+	}
+	var result []byte // nil is SQL NULL
+	if len(p.Result) > 0 {
+		if !json.Valid(p.Result) {
+			return Result{}, fmt.Errorf("%w: the result is not valid JSON", ErrInvalid)
+		}
+		result = p.Result
+	}
+	return call(ctx, pool, `
+SELECT (r).* FROM opsdesk.decide(
+    p_id => $1, p_decision => $2, p_expect_version => $3, p_reason => $4,
+    p_result_ref => $5, p_result => $6, p_evidence_digest => $7, p_evidence_summary => $8,
+    p_lookup => $9, p_force => $10, p_override => $11,
+    p_retention => $12 * interval '1 microsecond', p_snooze_until => $13, p_display_name => $14) r`,
+		p.OperationID, string(p.Decision), p.ExpectVersion, p.Reason,
+		nullable(p.ResultRef), result, nullable(p.Evidence.Digest), nullable(p.Evidence.Summary),
+		nullable(string(p.Evidence.Lookup)), p.Force, p.Override,
+		retention.Microseconds(), snooze, nullable(p.DisplayName))
+}
+
+// AckConflicts marks record id's unreviewed conflicting attempts as
+// reviewed by the connected person.
+func AckConflicts(ctx context.Context, pool *pgxpool.Pool, id int64, reason, displayName string) (Result, error) {
+	return call(ctx, pool, `SELECT (r).* FROM opsdesk.ack_conflicts($1, $2, $3) r`, id, reason, nullable(displayName))
+}
+
+// Reveal returns record id's stored result. Its audit record commits
+// before the value is returned: nobody sees a result without a trace.
+func Reveal(ctx context.Context, pool *pgxpool.Pool, id int64, reason, displayName string) (json.RawMessage, Result, error) {
+	var value []byte
+	res, err := run(ctx, pool, func(tx pgx.Tx) (answer, error) {
+		var a answer
+		err := tx.QueryRow(ctx, `SELECT (answer).*, result FROM opsdesk.reveal($1, $2, $3)`, id, reason, nullable(displayName)).
+			Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Seq, &a.State, &a.Version, &value)
+		return a, err
+	})
+	if err != nil {
+		return nil, res, err
+	}
+	return value, res, nil
+}
+
+// GrantAccess makes login role role a viewer, operator or admin of tenant
+// ("*": every tenant), replacing the level it had. An empty level revokes
+// all of its access.
+func GrantAccess(ctx context.Context, pool *pgxpool.Pool, role, level, tenant, reason, displayName string) (Result, error) {
+	return call(ctx, pool, `SELECT (r).* FROM opsdesk.grant_access($1, $2, $3, $4, $5) r`,
+		role, nullable(level), nullable(tenant), reason, nullable(displayName))
+}
+
+// answer is opsdesk.decision_result as scanned.
+type answer struct {
+	Outcome string
+	Code    *string
+	Message *string
+	Tenant  string
+	Seq     int64
+	State   *string
+	Version *int64
+}
+
+func call(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Result, error) {
+	return run(ctx, pool, func(tx pgx.Tx) (answer, error) {
+		var a answer
+		err := tx.QueryRow(ctx, sql, args...).Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Seq, &a.State, &a.Version)
+		return a, err
+	})
+}
+
+// run calls one function in its own transaction and commits it, refusal
+// or not: a refusal's audit record must stay.
+func run(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) (answer, error)) (Result, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("begin: %w", mapError(err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	a, err := fn(tx)
+	if err != nil {
+		return Result{}, mapError(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("commit: %w", mapError(err))
+	}
+	r := Result{Outcome: Outcome(a.Outcome), Tenant: a.Tenant, Seq: a.Seq}
+	r.Code, r.Message, r.State = deref(a.Code), deref(a.Message), deref(a.State)
+	if a.Version != nil {
+		r.Version = *a.Version
+	}
+	if r.Outcome != Succeeded {
+		return r, &RefusedError{Result: r}
+	}
+	return r, nil
+}
+
+// mapError turns a missing privilege (a role without opsdesk_viewer
+// cannot even call the functions) into ErrNotPermitted.
+func mapError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return fmt.Errorf("%w: %s (is the role granted opsdesk_operator? see opsdesk access grant)", ErrNotPermitted, pgErr.Message)
+	}
+	return err
+}
+
+func nullable(s string) *string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
