@@ -52,6 +52,9 @@ type Context struct {
 	// StuckAfter is how long past its lease expiry a pending record must
 	// be before the console counts it as stuck (0: at once).
 	StuckAfter time.Duration `mapstructure:"stuck_after"`
+	// DisplayName is the name the operator gives in audit records, kept
+	// apart from the database role the server authenticated.
+	DisplayName string `mapstructure:"display_name"`
 }
 
 // Tool is a tool's entry in the catalog.
@@ -251,12 +254,13 @@ func selectContext(flag, env string, f file, path string) (string, error) {
 
 // contextKeys maps a context's settings to their flag names.
 var contextKeys = map[string]string{
-	"dsn":         "dsn",
-	"read_dsn":    "read-dsn",
-	"libpq_env":   "libpq-env",
-	"read_only":   "read-only",
-	"refresh":     "refresh",
-	"stuck_after": "stuck-after",
+	"dsn":          "dsn",
+	"read_dsn":     "read-dsn",
+	"libpq_env":    "libpq-env",
+	"read_only":    "read-only",
+	"refresh":      "refresh",
+	"stuck_after":  "stuck-after",
+	"display_name": "display-name", // no flag: the file or OPSDESK_DISPLAY_NAME
 }
 
 // resolveContext layers flags over environment over the file's entry over
@@ -269,10 +273,11 @@ func resolveContext(name string, fromFile Context, flags *pflag.FlagSet, path st
 	v.SetDefault("libpq_env", false)
 	v.SetDefault("dsn", "")
 	v.SetDefault("read_dsn", "")
+	v.SetDefault("display_name", "")
 	if err := v.MergeConfigMap(map[string]any{
 		"dsn": fromFile.DSN, "read_dsn": fromFile.ReadDSN, "libpq_env": fromFile.UseLibpqEnv,
 		"read_only": fromFile.ReadOnly, "refresh": nonZero(fromFile.Refresh, DefaultRefresh).String(),
-		"stuck_after": fromFile.StuckAfter.String(),
+		"stuck_after": fromFile.StuckAfter.String(), "display_name": fromFile.DisplayName,
 	}); err != nil {
 		return Context{}, &Error{File: path, Err: err}
 	}

@@ -24,11 +24,11 @@ func newOpsCmd(g *globalFlags) *cobra.Command {
 		Short: "List, show and look up operations (the console's queries, for scripts)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("ops needs a command: list, show or get (see opsdesk ops --help)")
+			return usagef("ops needs a command: list, show, get or reveal (see opsdesk ops --help)")
 		},
 	}
 	addGlobalFlags(cmd.PersistentFlags(), g)
-	cmd.AddCommand(newOpsListCmd(g), newOpsShowCmd(g), newOpsGetCmd(g))
+	cmd.AddCommand(newOpsListCmd(g), newOpsShowCmd(g), newOpsGetCmd(g), newRevealCmd(g))
 	return cmd
 }
 

@@ -70,7 +70,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	var g globalFlags
 	addGlobalFlags(root.Flags(), &g)
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return runConsole(cmd, &g) }
-	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newOpsCmd(&g), newDoctorCmd(&g))
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newOpsCmd(&g), newDoctorCmd(&g),
+		newResolveCmd(&g), newConflictsCmd(&g), newAccessCmd(&g))
 	return root
 }
 

@@ -551,6 +551,8 @@ GRANT SELECT (tenant, tool, key, id, tool_version, fingerprint, effect, state, o
               version, conflict_count, last_conflict_at)
     ON opsdesk.operations TO opsdesk_viewer;
 GRANT SELECT ON opsdesk.conflicts, opsdesk.audit TO opsdesk_viewer;
+-- The console refuses a schema it does not know (goose's version table).
+GRANT SELECT ON opsdesk.schema_migrations TO opsdesk_viewer;
 GRANT SELECT, UPDATE ON opsdesk.operations TO opsdesk_owner;
 GRANT SELECT, UPDATE (reviewed_at, reviewed_by) ON opsdesk.conflicts TO opsdesk_owner;
 GRANT SELECT, INSERT ON opsdesk.audit TO opsdesk_owner;

@@ -1,0 +1,342 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/opsdesk/opsdesk/config"
+	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
+)
+
+// The commands that write: people's decisions, acknowledgements, reveals
+// and access grants. Each connects with the context's DSN (never the read
+// replica's) as the person's own role; the database checks what the role
+// may do and audits every attempt.
+
+// writer is a connection for one person's writes.
+type writer struct {
+	cfg  *config.Config
+	pool *pgxpool.Pool
+	view *storeview.Store
+}
+
+// withWriter opens a writer on the context, unless it is read-only.
+func withWriter(cmd *cobra.Command, g *globalFlags, fn func(context.Context, *writer) error) error {
+	cfg, err := loadConfig(cmd, g)
+	if err != nil {
+		return err
+	}
+	if cfg.Context.ReadOnly {
+		return usagef("context %s is read-only: decisions are disabled (set read_only: false or use another context)", cfg.Context.Name)
+	}
+	poolCfg, err := db.PoolConfig(cfg.Context.DSN, "opsdesk")
+	if err != nil {
+		return &usageError{err: fmt.Errorf("context %s: %w", cfg.Context.Name, err)}
+	}
+	storeview.ConfigurePool(poolCfg, statementTimeout)
+	poolCfg.MaxConns = 2
+	ctx := cmd.Context()
+	pool, err := db.Open(ctx, poolCfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := db.CheckSchema(ctx, pool); err != nil {
+		return err
+	}
+	return fn(ctx, &writer{cfg: cfg, pool: pool, view: newView(pool, cfg.Context)})
+}
+
+func parseID(arg string) (int64, error) {
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usagef("%q is not an operation number (such as 48213)", arg)
+	}
+	return id, nil
+}
+
+type resolveOptions struct {
+	As            string
+	Reason        string
+	ResultRef     string
+	Result        string
+	Evidence      string
+	ExpectVersion int64
+	Snooze        time.Duration
+	Force         bool
+	Override      bool
+	Output        string
+}
+
+func newResolveCmd(g *globalFlags) *cobra.Command {
+	var opts resolveOptions
+	cmd := &cobra.Command{
+		Use:   "resolve ID --as completed|not-executed|failed|defer --reason TEXT",
+		Short: "Decide the outcome of a stuck operation (audited)",
+		Long: "Decide what happened to an operation whose outcome nobody saw:\n" +
+			"  completed     the effect happened: retries replay --result-ref (and --result)\n" +
+			"  not-executed  it did not happen: the record is released and the next retry executes again\n" +
+			"  failed        it failed for good: retries get the rejection (--result, optional)\n" +
+			"  defer         not decidable yet: note the reason and --snooze, change nothing\n" +
+			"The record must be pending with an expired lease (--force over a live one) and still at\n" +
+			"--expect-version (default: the version read now). Every attempt is audited, refused or not.",
+		Example: "  opsdesk resolve 48213 --as completed --result-ref ch_3MqL --reason 'charge visible in the provider dashboard'\n" +
+			"  opsdesk resolve 48213 --as not-executed --expect-version 3 --reason 'provider has no charge for this key'",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			if err := checkOutput(opts.Output); err != nil {
+				return err
+			}
+			if err := opts.check(); err != nil {
+				return err
+			}
+			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
+				return runResolve(ctx, w, id, opts, cmd.OutOrStdout())
+			})
+		},
+	}
+	f := cmd.Flags()
+	addGlobalFlags(f, g)
+	f.StringVar(&opts.As, "as", "", "completed|not-executed|failed|defer (required)")
+	f.StringVar(&opts.Reason, "reason", "", "why: kept in the audit trail (required)")
+	f.StringVar(&opts.ResultRef, "result-ref", "", "the provider's reference for the effect (required with --as completed)")
+	f.StringVar(&opts.Result, "result", "", "JSON stored as the result (completed) or the rejection (failed)")
+	f.StringVar(&opts.Evidence, "evidence", "", "what you checked; its summary and SHA-256 go into the audit trail")
+	f.Int64Var(&opts.ExpectVersion, "expect-version", 0, "the version you looked at (refused if the record changed since)")
+	f.DurationVar(&opts.Snooze, "snooze", 0, "with --as defer: how long until the record wants attention again")
+	f.BoolVar(&opts.Force, "force", false, "decide even though the lease is live (recorded as forced)")
+	f.BoolVar(&opts.Override, "override", false, "decide against a lookup's definite answer (recorded)")
+	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
+	return cmd
+}
+
+// check refuses what the database would refuse anyway, before anything is
+// audited: a typo is not an event.
+func (o resolveOptions) check() error {
+	decision := reconcile.Decision(o.As)
+	switch {
+	case o.As == "":
+		return usagef("--as is required: completed, not-executed, failed or defer")
+	case !validDecision(decision):
+		return usagef("--as %q: one of completed, not-executed, failed, defer", o.As)
+	case o.Reason == "":
+		return usagef("--reason is required: it goes into the audit trail")
+	case decision == reconcile.Completed && o.ResultRef == "":
+		return usagef("--as completed needs --result-ref: the provider's reference for the effect")
+	case decision == reconcile.Defer && o.Snooze <= 0:
+		return usagef("--as defer needs --snooze, such as --snooze 2h")
+	case decision != reconcile.Defer && o.Snooze != 0:
+		return usagef("--snooze goes with --as defer")
+	case o.Result != "" && !json.Valid([]byte(o.Result)):
+		return usagef("--result is not valid JSON")
+	case o.ExpectVersion < 0:
+		return usagef("--expect-version %d: versions start at 1", o.ExpectVersion)
+	}
+	return nil
+}
+
+func validDecision(d reconcile.Decision) bool {
+	for _, known := range reconcile.Decisions {
+		if d == known {
+			return true
+		}
+	}
+	return false
+}
+
+func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, out io.Writer) error {
+	d, err := w.view.Get(ctx, id)
+	if errors.Is(err, storeview.ErrNotFound) {
+		return fmt.Errorf("no operation %d (or not visible to this role)", id)
+	}
+	if err != nil {
+		return err
+	}
+	p := reconcile.DecideParams{
+		OperationID: id, Decision: reconcile.Decision(opts.As), ExpectVersion: opts.ExpectVersion,
+		Reason: opts.Reason, ResultRef: opts.ResultRef, Force: opts.Force, Override: opts.Override,
+		DisplayName: w.cfg.Context.DisplayName,
+	}
+	if p.ExpectVersion == 0 {
+		p.ExpectVersion = d.Version
+	}
+	if opts.Result != "" {
+		p.Result = json.RawMessage(opts.Result)
+	}
+	if opts.Evidence != "" {
+		sum := sha256.Sum256([]byte(opts.Evidence))
+		p.Evidence = reconcile.Evidence{Digest: "sha256:" + hex.EncodeToString(sum[:]), Summary: opts.Evidence}
+	}
+	if opts.Snooze > 0 {
+		p.SnoozeUntil = d.DBTime.Add(opts.Snooze) // the database clock
+	}
+	if tool, ok := w.cfg.Tools[d.Tool]; ok {
+		p.Retention = tool.Retention
+	}
+	res, err := reconcile.Decide(ctx, w.pool, p)
+	return writeDecision(out, opts.Output, fmt.Sprintf("%s on %d (%s/%s/%s)", opts.As, id, d.Tenant, d.Tool, d.Key), res, err)
+}
+
+// writeDecision reports an attempt: what it did, or why it was refused,
+// and where the audit record is. A refusal is the command's error.
+func writeDecision(out io.Writer, format, what string, res reconcile.Result, err error) error {
+	var refused *reconcile.RefusedError
+	if err != nil && !errors.As(err, &refused) {
+		return err
+	}
+	if format == "json" {
+		if jerr := writeJSON(out, res); jerr != nil {
+			return jerr
+		}
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %s (audit record %s)", refused.Outcome, what, refused.Message, res.AuditRef())
+	}
+	line := "decided: " + what
+	if res.State != "" {
+		line += fmt.Sprintf("; now %s, version %d", res.State, res.Version)
+	}
+	_, werr := fmt.Fprintf(out, "%s; audit record %s\n", line, res.AuditRef())
+	return werr
+}
+
+func newConflictsCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "conflicts",
+		Short: "Review conflicting attempts (a key reused with another intent)",
+		Args:  exactArgs(0),
+		RunE: func(*cobra.Command, []string) error {
+			return usagef("conflicts needs a command: ack (see opsdesk conflicts --help)")
+		},
+	}
+	addGlobalFlags(cmd.PersistentFlags(), g)
+	var reason, output string
+	ack := &cobra.Command{
+		Use:     "ack ID --reason TEXT",
+		Short:   "Acknowledge an operation's unreviewed conflicting attempts (audited)",
+		Example: "  opsdesk conflicts ack 48213 --reason 'caller bug: reused keys across carts; fixed in v2.3'",
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if reason == "" {
+				return usagef("--reason is required: it goes into the audit trail")
+			}
+			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
+				res, err := reconcile.AckConflicts(ctx, w.pool, id, reason, w.cfg.Context.DisplayName)
+				return writeDecision(cmd.OutOrStdout(), output, fmt.Sprintf("conflicts acknowledged on %d", id), res, err)
+			})
+		},
+	}
+	ack.Flags().StringVar(&reason, "reason", "", "why: kept in the audit trail (required)")
+	ack.Flags().StringVarP(&output, "output", "o", "table", "table|json")
+	cmd.AddCommand(ack)
+	return cmd
+}
+
+func newRevealCmd(g *globalFlags) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "reveal ID --reason TEXT",
+		Short: "Show an operation's stored result (audited before it is shown)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			if reason == "" {
+				return usagef("--reason is required: revealing a result is audited")
+			}
+			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
+				value, res, err := reconcile.Reveal(ctx, w.pool, id, reason, w.cfg.Context.DisplayName)
+				if err != nil {
+					return writeDecision(cmd.OutOrStdout(), "table", fmt.Sprintf("reveal of %d", id), res, err)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", value)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why you need to see it: kept in the audit trail (required)")
+	return cmd
+}
+
+func newAccessCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "access",
+		Short: "Grant people access to the operation store (admins who see every tenant)",
+		Args:  exactArgs(0),
+		RunE: func(*cobra.Command, []string) error {
+			return usagef("access needs a command: grant or revoke (see opsdesk access --help)")
+		},
+	}
+	addGlobalFlags(cmd.PersistentFlags(), g)
+	var level, tenant, reason string
+	grant := &cobra.Command{
+		Use:   "grant ROLE --as viewer|operator|admin [--tenant T] --reason TEXT",
+		Short: "Make a login role a viewer, operator or admin of a tenant, or of every tenant",
+		Long: "Make a login role (create it first: CREATE ROLE alice LOGIN ...) a viewer, operator or\n" +
+			"admin, replacing the level it had, and let it see --tenant (repeat the command for more\n" +
+			"tenants; the default * is every tenant). Audited.",
+		Example: "  opsdesk access grant alice --as operator --tenant acme --reason 'joins the acme on-call rota'",
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case level != "viewer" && level != "operator" && level != "admin":
+				return usagef("--as %q: one of viewer, operator, admin", level)
+			case tenant == "":
+				return usagef("--tenant: a tenant, or * for every tenant")
+			case reason == "":
+				return usagef("--reason is required: it goes into the audit trail")
+			}
+			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
+				res, err := reconcile.GrantAccess(ctx, w.pool, args[0], level, tenant, reason, w.cfg.Context.DisplayName)
+				return writeDecision(cmd.OutOrStdout(), "table", fmt.Sprintf("%s is %s of %s", args[0], level, tenant), res, err)
+			})
+		},
+	}
+	grant.Flags().StringVar(&level, "as", "", "viewer|operator|admin (required)")
+	grant.Flags().StringVar(&tenant, "tenant", "*", "the tenant it may see; * for every tenant")
+	grant.Flags().StringVar(&reason, "reason", "", "why: kept in the audit trail (required)")
+	var revokeReason string
+	revoke := &cobra.Command{
+		Use:   "revoke ROLE --reason TEXT",
+		Short: "Take every level and tenant away from a login role",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if revokeReason == "" {
+				return usagef("--reason is required: it goes into the audit trail")
+			}
+			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
+				res, err := reconcile.GrantAccess(ctx, w.pool, args[0], "", "", revokeReason, w.cfg.Context.DisplayName)
+				return writeDecision(cmd.OutOrStdout(), "table", fmt.Sprintf("%s has no access", args[0]), res, err)
+			})
+		},
+	}
+	revoke.Flags().StringVar(&revokeReason, "reason", "", "why: kept in the audit trail (required)")
+	cmd.AddCommand(grant, revoke)
+	return cmd
+}
