@@ -9,6 +9,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -69,11 +70,19 @@ type Tool struct {
 	Lookup *Lookup `mapstructure:"lookup"`
 }
 
-// Lookup is an HTTP outcome lookup (used by reconciliation).
+// Lookup is an HTTP outcome lookup (used by reconciliation): a GET whose
+// status says whether the provider has the effect.
 type Lookup struct {
 	// URL is a template over {tenant}, {tool} and {key}.
 	URL     string        `mapstructure:"url"`
 	Timeout time.Duration `mapstructure:"timeout"`
+	// FoundStatus and NotFoundStatus are the HTTP statuses of the two
+	// definite answers (default 200 and 404); any other is no answer.
+	FoundStatus    int `mapstructure:"found_status"`
+	NotFoundStatus int `mapstructure:"not_found_status"`
+	// ResultRef is the JSON pointer (RFC 6901) of the provider's reference
+	// in a found answer's body, such as /id.
+	ResultRef string `mapstructure:"result_ref"`
 }
 
 // Config is the resolved configuration.
@@ -416,12 +425,27 @@ func (t Tool) validate() error {
 		return errors.New("lease and retention must not be negative")
 	}
 	if t.Lookup != nil {
-		if t.Lookup.URL == "" {
-			return errors.New("lookup.url is required when lookup is set")
-		}
-		if t.Lookup.Timeout < 0 {
-			return errors.New("lookup.timeout must not be negative")
-		}
+		return t.Lookup.validate()
+	}
+	return nil
+}
+
+func (l Lookup) validate() error {
+	u, err := url.Parse(strings.NewReplacer("{tenant}", "t", "{tool}", "t", "{key}", "k").Replace(l.URL))
+	switch {
+	case l.URL == "":
+		return errors.New("lookup.url is required when lookup is set")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("lookup.url %q is not an http or https URL", l.URL)
+	case !strings.Contains(l.URL, "{key}"):
+		return fmt.Errorf("lookup.url %q does not contain {key}", l.URL)
+	case l.Timeout < 0:
+		return errors.New("lookup.timeout must not be negative")
+	case l.FoundStatus != 0 && (l.FoundStatus < 100 || l.FoundStatus > 599),
+		l.NotFoundStatus != 0 && (l.NotFoundStatus < 100 || l.NotFoundStatus > 599):
+		return errors.New("lookup.found_status and lookup.not_found_status must be HTTP statuses")
+	case l.ResultRef != "" && !strings.HasPrefix(l.ResultRef, "/"):
+		return fmt.Errorf("lookup.result_ref %q is not a JSON pointer (it starts with /, such as /id)", l.ResultRef)
 	}
 	return nil
 }

@@ -152,6 +152,10 @@ func TestErrorsNameTheFileAndKey(t *testing.T) {
 		"BareNumberLease":    {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lease: 30\n", want: []string{"lease", "no unit"}},
 		"UpperCaseContext":   {content: "contexts:\n  Prod:\n    dsn: x\n", want: []string{"contexts.Prod", "lower case"}},
 		"DottedToolName":     {content: "contexts: {a: {dsn: x}}\ntools:\n  email.send:\n    effect: local\n", want: []string{"tools.email.send", "no dots"}},
+		"LookupNotHTTP":      {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'ftp://p/{key}'}\n", want: []string{"tools.t", "not an http"}},
+		"LookupWithoutKey":   {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/charges'}\n", want: []string{"tools.t", "{key}"}},
+		"LookupBadPointer":   {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/{key}', result_ref: id}\n", want: []string{"result_ref", "JSON pointer"}},
+		"LookupBadStatus":    {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/{key}', found_status: 2000}\n", want: []string{"found_status"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -204,6 +208,17 @@ func TestEveryContextKeyFollowsPrecedence(t *testing.T) {
 	require.Equal(t, 2*time.Minute, cfg.Context.StuckAfter)
 	require.True(t, cfg.Context.UseLibpqEnv)
 
+	// display_name has no flag: the file, then the environment.
+	isolate(t, "contexts:\n  a:\n    dsn: file-dsn\n    display_name: Alice\n")
+	cfg, err = Load(Options{})
+	require.NoError(t, err)
+	require.Equal(t, "Alice", cfg.Context.DisplayName)
+	t.Setenv("OPSDESK_DISPLAY_NAME", "Alice Example")
+	cfg, err = Load(Options{})
+	require.NoError(t, err)
+	require.Equal(t, "Alice Example", cfg.Context.DisplayName)
+
+	isolate(t, "contexts:\n  a:\n    dsn: file-dsn\n    read_dsn: file-read\n    libpq_env: false\n    stuck_after: 1m\n")
 	cfg, err = Load(Options{Flags: flags(t, "--read-dsn", "flag-read", "--stuck-after", "3m", "--libpq-env=false")})
 	require.NoError(t, err)
 	require.Equal(t, "flag-read", cfg.Context.ReadDSN)

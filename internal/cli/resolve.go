@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -77,6 +78,7 @@ type resolveOptions struct {
 	Snooze        time.Duration
 	Force         bool
 	Override      bool
+	NoLookup      bool
 	Output        string
 }
 
@@ -91,7 +93,9 @@ func newResolveCmd(g *globalFlags) *cobra.Command {
 			"  failed        it failed for good: retries get the rejection (--result, optional)\n" +
 			"  defer         not decidable yet: note the reason and --snooze, change nothing\n" +
 			"The record must be pending with an expired lease (--force over a live one) and still at\n" +
-			"--expect-version (default: the version read now). Every attempt is audited, refused or not.",
+			"--expect-version (default: the version read now). When the tool's catalog entry has a\n" +
+			"lookup, it runs first: its answer is evidence, a contradicted decision needs --override,\n" +
+			"and a found reference is the default --result-ref. Every attempt is audited, refused or not.",
 		Example: "  opsdesk resolve 48213 --as completed --result-ref ch_3MqL --reason 'charge visible in the provider dashboard'\n" +
 			"  opsdesk resolve 48213 --as not-executed --expect-version 3 --reason 'provider has no charge for this key'",
 		Args: exactArgs(1),
@@ -107,7 +111,7 @@ func newResolveCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
-				return runResolve(ctx, w, id, opts, cmd.OutOrStdout())
+				return runResolve(ctx, w, id, opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			})
 		},
 	}
@@ -121,7 +125,8 @@ func newResolveCmd(g *globalFlags) *cobra.Command {
 	f.Int64Var(&opts.ExpectVersion, "expect-version", 0, "the version you looked at (refused if the record changed since)")
 	f.DurationVar(&opts.Snooze, "snooze", 0, "with --as defer: how long until the record wants attention again")
 	f.BoolVar(&opts.Force, "force", false, "decide even though the lease is live (recorded as forced)")
-	f.BoolVar(&opts.Override, "override", false, "decide against a lookup's definite answer (recorded)")
+	f.BoolVar(&opts.Override, "override", false, "decide against the lookup's definite answer (recorded)")
+	f.BoolVar(&opts.NoLookup, "no-lookup", false, "do not run the tool's outcome lookup")
 	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
 	return cmd
 }
@@ -137,8 +142,6 @@ func (o resolveOptions) check() error {
 		return usagef("--as %q: one of completed, not-executed, failed, defer", o.As)
 	case o.Reason == "":
 		return usagef("--reason is required: it goes into the audit trail")
-	case decision == reconcile.Completed && o.ResultRef == "":
-		return usagef("--as completed needs --result-ref: the provider's reference for the effect")
 	case decision == reconcile.Defer && o.Snooze <= 0:
 		return usagef("--as defer needs --snooze, such as --snooze 2h")
 	case decision != reconcile.Defer && o.Snooze != 0:
@@ -160,7 +163,7 @@ func validDecision(d reconcile.Decision) bool {
 	return false
 }
 
-func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, out io.Writer) error {
+func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, out, errOut io.Writer) error {
 	d, err := w.view.Get(ctx, id)
 	if errors.Is(err, storeview.ErrNotFound) {
 		return fmt.Errorf("no operation %d (or not visible to this role)", id)
@@ -179,18 +182,40 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 	if opts.Result != "" {
 		p.Result = json.RawMessage(opts.Result)
 	}
+	tool, known := w.cfg.Tools[d.Tool]
+	if known {
+		p.Retention = tool.Retention
+	}
+	if known && tool.Lookup != nil && !opts.NoLookup {
+		ans := reconcile.Ask(ctx, http.DefaultClient, reconcile.LookupSpec(*tool.Lookup), d.Tenant, d.Tool, d.Key)
+		fmt.Fprintln(errOut, "lookup:", ans.Evidence.Summary)
+		p.Evidence = ans.Evidence
+		if p.ResultRef == "" {
+			p.ResultRef = ans.ResultRef
+		}
+	}
 	if opts.Evidence != "" {
-		sum := sha256.Sum256([]byte(opts.Evidence))
-		p.Evidence = reconcile.Evidence{Digest: "sha256:" + hex.EncodeToString(sum[:]), Summary: opts.Evidence}
+		p.Evidence = withNote(p.Evidence, opts.Evidence)
+	}
+	if p.Decision == reconcile.Completed && p.ResultRef == "" {
+		return usagef("--as completed needs --result-ref: the provider's reference for the effect")
 	}
 	if opts.Snooze > 0 {
 		p.SnoozeUntil = d.DBTime.Add(opts.Snooze) // the database clock
 	}
-	if tool, ok := w.cfg.Tools[d.Tool]; ok {
-		p.Retention = tool.Retention
-	}
 	res, err := reconcile.Decide(ctx, w.pool, p)
 	return writeDecision(out, opts.Output, fmt.Sprintf("%s on %d (%s/%s/%s)", opts.As, id, d.Tenant, d.Tool, d.Key), res, err)
+}
+
+// withNote adds what the person noted to the evidence: the summary keeps
+// both, the digest covers both.
+func withNote(e reconcile.Evidence, note string) reconcile.Evidence {
+	summary := note
+	if e.Summary != "" {
+		summary = "lookup: " + e.Summary + "; noted: " + note
+	}
+	sum := sha256.Sum256([]byte(e.Digest + "\n" + note))
+	return reconcile.Evidence{Digest: "sha256:" + hex.EncodeToString(sum[:]), Summary: summary, Lookup: e.Lookup}
 }
 
 // writeDecision reports an attempt: what it did, or why it was refused,

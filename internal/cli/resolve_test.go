@@ -2,6 +2,9 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -176,4 +179,42 @@ FROM opsdesk.operations WHERE key = 'mail-1'`)
 	code, _, errOut = run("access", "grant", admin.Role, "--as", "viewer", "--reason", "x", "--config", personConfig(t, newcomer, ""))
 	require.Equal(t, ExitFailure, code)
 	require.Contains(t, errOut, "permission denied")
+}
+
+func TestResolveRunsTheToolsLookup(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	operator := dbtest.NewPerson(t, d, "operator", "*")
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/tickets/acme/run-42:create-ticket" {
+			fmt.Fprint(w, `{"ticket": {"id": "T-77"}}`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer provider.Close()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("contexts:\n  test:\n    dsn: "+strconv.Quote(operator.DSN)+"\n"+
+		"tools:\n  create-ticket:\n    effect: external_unknown\n    lookup:\n"+
+		"      url: "+strconv.Quote(provider.URL+"/tickets/{tenant}/{key}")+"\n      result_ref: /ticket/id\n"), 0o600))
+	stuck := idOf(t, d, "run-42:create-ticket")
+
+	// The provider has the ticket: releasing it contradicts the lookup.
+	code, _, errOut := run("resolve", stuck, "--as", "not-executed", "--reason", "worker says no", "--config", cfg)
+	require.Equal(t, ExitFailure, code)
+	require.Regexp(t, `lookup: HTTP 200 from 127\.0\.0\.1:\d+ in \S+: found, reference T-77`, errOut)
+	require.Contains(t, errOut, "the lookup says found, which contradicts not-executed: deciding needs override")
+
+	// Confirming takes the lookup's reference.
+	code, out, errOut := run("resolve", stuck, "--as", "completed", "--reason", "the provider has it", "--evidence", "also in the UI", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "now completed")
+	var ref, summary string
+	var lookup *string
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `
+SELECT o.result_ref, a.evidence_summary, a.details->>'lookup' FROM opsdesk.operations o
+JOIN opsdesk.audit a ON a.operation_id = o.id AND a.outcome = 'succeeded' WHERE o.id = $1`, stuck).Scan(&ref, &summary, &lookup))
+	require.Equal(t, "T-77", ref)
+	require.Regexp(t, `^lookup: HTTP 200 .*: found, reference T-77; noted: also in the UI$`, summary)
+	require.Equal(t, "found", *lookup)
 }

@@ -55,6 +55,7 @@ func Catalog(p CatalogParams) []byte {
 			b.WriteString("    lookup:\n")
 			fmt.Fprintf(&b, "      url: %s\n", quote(p.ProviderURL+LookupPath))
 			fmt.Fprintf(&b, "      timeout: %s\n", duration(lookupTimeout))
+			b.WriteString("      result_ref: /ref\n") // lookupAnswer.Ref
 		}
 	}
 	return []byte(b.String())

@@ -49,6 +49,7 @@ func TestCatalogLoads(t *testing.T) {
 		require.NotNil(t, tool.Lookup, name)
 		require.Equal(t, "http://127.0.0.1:4242/lookup/{tenant}/{tool}/{key}", tool.Lookup.URL)
 		require.Equal(t, 2*time.Second, tool.Lookup.Timeout)
+		require.Equal(t, "/ref", tool.Lookup.ResultRef)
 	}
 	require.Contains(t, cfg.Tools[demo.ToolChargeCard].Runbook, "saw the answer.\nRun the lookup first.", "runbooks keep their lines")
 }

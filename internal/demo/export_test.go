@@ -1,6 +1,10 @@
 package demo
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/opsdesk/opsdesk/ops"
+)
 
 // Jobs returns the first n jobs a fleet with seed and tenants would run,
 // as "scenario tenant/tool/key intent" lines.
@@ -20,4 +24,17 @@ func Scenarios() (deck, kinds int) {
 		deck += w.weight
 	}
 	return deck, len(deckWeights)
+}
+
+// Request is the request the fleet made for an abandoned record, so a test
+// can retry it as the fleet would.
+func (f *Fleet) Request(id ops.Identity) (ops.Request, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.abandoned {
+		if a.Identity == id {
+			return a.req, true
+		}
+	}
+	return ops.Request{}, false
 }

@@ -1,6 +1,10 @@
 package demo_test
 
 import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -9,9 +13,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 const fleetLease = time.Second
@@ -178,6 +184,60 @@ WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local'`)
 		tenants := b.strings(t, `SELECT DISTINCT tenant FROM opsdesk.operations ORDER BY 1`)
 		require.Equal(t, []string{"acme", "globex", "initech"}, tenants)
 	})
+	t.Run("OperatorsDecideFromTheLookupAndRetriesFollow", func(t *testing.T) {
+		// Last, as it changes the store. As an operator would: run the
+		// catalog's lookup for each abandoned record, decide by its
+		// answer, and see what the service's next retry gets.
+		catalog := filepath.Join(t.TempDir(), "config.yaml")
+		require.NoError(t, demo.WriteCatalog(catalog, demo.CatalogParams{DSN: b.db.AdminDSN, ProviderURL: b.provider.URL(), Lease: fleetLease}))
+		cfg, err := config.Load(config.Options{File: catalog})
+		require.NoError(t, err)
+		operator := dbtest.NewPerson(t, b.db, "operator", "*")
+		store, err := ops.New(b.db.Service, ops.Config{Tools: demo.Policies(fleetLease), Owner: "test-retrier"})
+		require.NoError(t, err)
+		time.Sleep(fleetLease) // every abandoned lease has run out
+		decided := map[reconcile.Decision]int{}
+		for _, a := range b.fleet.Abandoned() {
+			spec := cfg.Tools[a.Tool].Lookup
+			require.NotNil(t, spec, a.Tool)
+			ans := reconcile.Ask(t.Context(), http.DefaultClient, reconcile.LookupSpec(*spec), a.Tenant, a.Tool, a.Key)
+			require.NoError(t, ans.Err, a.Identity.String())
+			require.Equal(t, a.ProviderActed, ans.Evidence.Lookup == reconcile.LookupFound, "%s (%s)", a.Identity, a.Scenario)
+			truth, _ := b.provider.Effect(a.Identity)
+			require.Equal(t, truth, ans.ResultRef, a.Identity.String())
+
+			rec := b.lookupRecord(t, a.Identity)
+			p := reconcile.DecideParams{OperationID: rec.ID, ExpectVersion: rec.Version, Decision: reconcile.NotExecuted,
+				Reason: "per the provider's lookup", Evidence: ans.Evidence}
+			if ans.Evidence.Lookup == reconcile.LookupFound {
+				p.Decision, p.ResultRef = reconcile.Completed, ans.ResultRef
+			}
+			_, err := reconcile.Decide(t.Context(), operator.Pool, p)
+			require.NoError(t, err, a.Identity.String())
+			decided[p.Decision]++
+
+			req, ok := b.fleet.Request(a.Identity)
+			require.True(t, ok)
+			ran := false
+			out, err := ops.DoExternal(t.Context(), store, req, func(context.Context, ops.Attempt) (json.RawMessage, error) {
+				ran = true
+				return json.RawMessage(`{}`), nil
+			})
+			require.NoError(t, err, a.Identity.String())
+			if p.Decision == reconcile.Completed {
+				require.False(t, ran, "%s: a confirmed effect runs again", a.Identity)
+				require.Equal(t, ops.Replayed, out.Disposition)
+				require.Equal(t, truth, out.ResultRef)
+			} else {
+				require.True(t, ran, "%s: a released effect does not run again", a.Identity)
+				require.Equal(t, ops.Created, out.Disposition)
+				require.GreaterOrEqual(t, out.Attempt, 2)
+			}
+		}
+		require.Positive(t, decided[reconcile.Completed])
+		require.Positive(t, decided[reconcile.NotExecuted])
+	})
+
 }
 
 func (b *fleetBundle) lookupRecord(t *testing.T, id ops.Identity) ops.Record {

@@ -1,0 +1,158 @@
+package reconcile
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LookupSpec says how to ask a provider whether an effect happened: a GET
+// whose status is the answer.
+type LookupSpec struct {
+	// URL is a template over {tenant}, {tool} and {key}, each replaced
+	// by its path-escaped value.
+	URL string
+	// Timeout bounds the request (default 5s).
+	Timeout time.Duration
+	// FoundStatus and NotFoundStatus are the definite answers (default
+	// 200 and 404); any other status, or no response, is no answer.
+	FoundStatus, NotFoundStatus int
+	// ResultRef is the JSON pointer (RFC 6901) of the provider's reference
+	// in a found answer's body, such as /id.
+	ResultRef string
+}
+
+// Answer is a lookup's answer, as evidence for a decision.
+type Answer struct {
+	// Evidence carries the verdict (LookupNone when the provider gave no
+	// definite answer), the SHA-256 of the response body and a summary
+	// fit for the audit trail: the host, status, time and verdict, never
+	// the body.
+	Evidence  Evidence
+	ResultRef string
+	// Err says why there is no definite answer.
+	Err error
+}
+
+// maxLookupBody bounds what is read of a lookup's response.
+const maxLookupBody = 1 << 20
+
+// Ask runs the lookup for one identity. It never fails: a provider that
+// cannot be asked gives no answer, and says why.
+func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool, key string) Answer {
+	timeout := spec.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	found, notFound := spec.FoundStatus, spec.NotFoundStatus
+	if found == 0 {
+		found = http.StatusOK
+	}
+	if notFound == 0 {
+		notFound = http.StatusNotFound
+	}
+	target := strings.NewReplacer("{tenant}", url.PathEscape(tenant), "{tool}", url.PathEscape(tool),
+		"{key}", url.PathEscape(key)).Replace(spec.URL)
+	u, err := url.Parse(target)
+	if err != nil {
+		return noAnswer(fmt.Errorf("lookup URL: %w", err))
+	}
+	host := u.Host
+
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return noAnswer(fmt.Errorf("lookup request: %w", err))
+	}
+	req.Header.Set("Accept", "application/json")
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // without the URL, which may carry a token
+		}
+		return noAnswer(fmt.Errorf("no answer from %s: %w", host, err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxLookupBody))
+	took := time.Since(start).Round(time.Millisecond)
+	if err != nil {
+		return noAnswer(fmt.Errorf("reading %s's answer: %w", host, err))
+	}
+	sum := sha256.Sum256(body)
+	a := Answer{Evidence: Evidence{Digest: "sha256:" + hex.EncodeToString(sum[:])}}
+	status := "HTTP " + strconv.Itoa(resp.StatusCode) + " from " + host + " in " + took.String()
+	switch resp.StatusCode {
+	case found:
+		a.Evidence.Lookup = LookupFound
+		a.Evidence.Summary = status + ": found"
+		if spec.ResultRef != "" {
+			ref, err := pointer(body, spec.ResultRef)
+			if err != nil {
+				a.Evidence.Summary += " (no reference: " + err.Error() + ")"
+				break
+			}
+			a.ResultRef = ref
+			a.Evidence.Summary += ", reference " + ref
+		}
+	case notFound:
+		a.Evidence.Lookup = LookupNotFound
+		a.Evidence.Summary = status + ": not found"
+	default:
+		a.Err = fmt.Errorf("%s: neither found (%d) nor not found (%d)", status, found, notFound)
+		a.Evidence.Summary = a.Err.Error()
+	}
+	return a
+}
+
+func noAnswer(err error) Answer {
+	return Answer{Err: err, Evidence: Evidence{Summary: err.Error()}}
+}
+
+// pointer reads the string (or number) at a JSON pointer in body.
+func pointer(body []byte, ptr string) (string, error) {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return "", errors.New("the body is not JSON")
+	}
+	for _, tok := range strings.Split(ptr, "/")[1:] {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		switch node := v.(type) {
+		case map[string]any:
+			next, ok := node[tok]
+			if !ok {
+				return "", fmt.Errorf("%s is missing", ptr)
+			}
+			v = next
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(node) {
+				return "", fmt.Errorf("%s is missing", ptr)
+			}
+			v = node[i]
+		default:
+			return "", fmt.Errorf("%s is missing", ptr)
+		}
+	}
+	switch ref := v.(type) {
+	case string:
+		if ref == "" {
+			return "", fmt.Errorf("%s is empty", ptr)
+		}
+		return ref, nil
+	case float64:
+		return strconv.FormatFloat(ref, 'f', -1, 64), nil
+	}
+	return "", fmt.Errorf("%s is not a string", ptr)
+}
