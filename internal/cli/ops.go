@@ -342,7 +342,9 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 	line("completed", at(d.CompletedAt))
 	line("retention ends", at(d.ExpiresAt))
 	line("result ref", dash(d.ResultRef))
-	line("intent, result", "hidden (revealing them is an audited action, coming with the audit trail)")
+	if d.HasResult {
+		line("result", fmt.Sprintf("hidden: opsdesk ops reveal %d --reason TEXT shows it (audited)", d.ID))
+	}
 	line("conflicts", fmt.Sprintf("%d (last %s)", d.ConflictCount, at(d.LastConflictAt)))
 	for _, c := range d.Conflicts {
 		reviewed := "unreviewed"
@@ -352,6 +354,35 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 		line("", fmt.Sprintf("#%d %s by %s: %s (version %s) vs original %s (version %s), %s",
 			c.ID, at(c.AttemptedAt), c.Owner, c.FingerprintPrefix, c.ToolVersion, d.FingerprintPrefix, d.ToolVersion, reviewed))
 	}
+	for i, dec := range d.Decisions {
+		k := ""
+		if i == 0 {
+			k = "decisions"
+		}
+		line(k, decisionText(dec, at))
+	}
 	line("database time", d.DBTime.UTC().Format(time.RFC3339))
 	return tw.Flush()
+}
+
+// decisionText is one decision for people: what, who, when, why.
+func decisionText(d storeview.Decision, at func(time.Time) string) string {
+	who := d.Role
+	if d.DisplayName != "" {
+		who += " (says " + d.DisplayName + ")"
+	}
+	what := strings.TrimPrefix(d.Action, "decide:")
+	switch {
+	case d.ResultRef != "":
+		what += " " + d.ResultRef
+	case !d.SnoozeUntil.IsZero():
+		what += " until " + at(d.SnoozeUntil)
+	}
+	if d.Forced {
+		what += " [forced]"
+	}
+	if d.Override {
+		what += " [override]"
+	}
+	return fmt.Sprintf("%s by %s %s: %s (audit #%d)", what, who, at(d.At), d.Reason, d.AuditSeq)
 }

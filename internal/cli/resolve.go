@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -31,6 +30,21 @@ type writer struct {
 	cfg  *config.Config
 	pool *pgxpool.Pool
 	view *storeview.Store
+	desk *reconcile.Desk
+}
+
+// newDesk is a person's desk over pool with the configuration's catalog.
+func newDesk(pool *pgxpool.Pool, cfg *config.Config) *reconcile.Desk {
+	tools := make(map[string]reconcile.Tool, len(cfg.Tools))
+	for name, t := range cfg.Tools {
+		tool := reconcile.Tool{Runbook: t.Runbook, Retention: t.Retention}
+		if t.Lookup != nil {
+			spec := reconcile.LookupSpec(*t.Lookup)
+			tool.Lookup = &spec
+		}
+		tools[name] = tool
+	}
+	return &reconcile.Desk{Pool: pool, Tools: tools, DisplayName: cfg.Context.DisplayName}
 }
 
 // withWriter opens a writer on the context, unless it is read-only.
@@ -57,7 +71,7 @@ func withWriter(cmd *cobra.Command, g *globalFlags, fn func(context.Context, *wr
 	if _, err := db.CheckSchema(ctx, pool); err != nil {
 		return err
 	}
-	return fn(ctx, &writer{cfg: cfg, pool: pool, view: newView(pool, cfg.Context)})
+	return fn(ctx, &writer{cfg: cfg, pool: pool, view: newView(pool, cfg.Context), desk: newDesk(pool, cfg)})
 }
 
 func parseID(arg string) (int64, error) {
@@ -174,7 +188,6 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 	p := reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.Decision(opts.As), ExpectVersion: opts.ExpectVersion,
 		Reason: opts.Reason, ResultRef: opts.ResultRef, Force: opts.Force, Override: opts.Override,
-		DisplayName: w.cfg.Context.DisplayName,
 	}
 	if p.ExpectVersion == 0 {
 		p.ExpectVersion = d.Version
@@ -182,16 +195,13 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 	if opts.Result != "" {
 		p.Result = json.RawMessage(opts.Result)
 	}
-	tool, known := w.cfg.Tools[d.Tool]
-	if known {
-		p.Retention = tool.Retention
-	}
-	if known && tool.Lookup != nil && !opts.NoLookup {
-		ans := reconcile.Ask(ctx, http.DefaultClient, reconcile.LookupSpec(*tool.Lookup), d.Tenant, d.Tool, d.Key)
-		fmt.Fprintln(errOut, "lookup:", ans.Evidence.Summary)
-		p.Evidence = ans.Evidence
-		if p.ResultRef == "" {
-			p.ResultRef = ans.ResultRef
+	if !opts.NoLookup {
+		if ans, ok := w.desk.Ask(ctx, d.Tenant, d.Tool, d.Key); ok {
+			fmt.Fprintln(errOut, "lookup:", ans.Evidence.Summary)
+			p.Evidence = ans.Evidence
+			if p.ResultRef == "" {
+				p.ResultRef = ans.ResultRef
+			}
 		}
 	}
 	if opts.Evidence != "" {
@@ -203,7 +213,7 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 	if opts.Snooze > 0 {
 		p.SnoozeUntil = d.DBTime.Add(opts.Snooze) // the database clock
 	}
-	res, err := reconcile.Decide(ctx, w.pool, p)
+	res, err := w.desk.Decide(ctx, d.Tool, p)
 	return writeDecision(out, opts.Output, fmt.Sprintf("%s on %d (%s/%s/%s)", opts.As, id, d.Tenant, d.Tool, d.Key), res, err)
 }
 
@@ -270,7 +280,7 @@ func newConflictsCmd(g *globalFlags) *cobra.Command {
 				return usagef("--reason is required: it goes into the audit trail")
 			}
 			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
-				res, err := reconcile.AckConflicts(ctx, w.pool, id, reason, w.cfg.Context.DisplayName)
+				res, err := w.desk.AckConflicts(ctx, id, reason)
 				return writeDecision(cmd.OutOrStdout(), output, fmt.Sprintf("conflicts acknowledged on %d", id), res, err)
 			})
 		},
@@ -296,7 +306,7 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 				return usagef("--reason is required: revealing a result is audited")
 			}
 			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
-				value, res, err := reconcile.Reveal(ctx, w.pool, id, reason, w.cfg.Context.DisplayName)
+				value, res, err := w.desk.Reveal(ctx, id, reason)
 				if err != nil {
 					return writeDecision(cmd.OutOrStdout(), "table", fmt.Sprintf("reveal of %d", id), res, err)
 				}

@@ -100,6 +100,12 @@ WHERE a.tenant = 'acme' AND a.seq = $1`, res["audit_seq"]).Scan(&role, &name, &s
 		require.Regexp(t, `^sha256:[0-9a-f]{64}$`, digest)
 		require.True(t, retained, "the tool's retention from the catalog")
 
+		// The record says who decided, when and why.
+		code, out, errOut = run("ops", "show", stuck, "--config", cfg)
+		require.Equal(t, ExitOK, code, errOut)
+		require.Regexp(t, `decisions +completed T-981 by `+operator.Role+` \(says Alice Example\) .*: ticket exists \(audit #\d+\)`, out)
+		require.Contains(t, out, "hidden: opsdesk ops reveal "+stuck+" --reason TEXT shows it (audited)")
+
 		// Nothing left to decide.
 		code, _, errOut = run("resolve", stuck, "--as", "failed", "--reason", "again", "--config", cfg)
 		require.Equal(t, ExitFailure, code)

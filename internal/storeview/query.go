@@ -488,8 +488,34 @@ FROM opsdesk.conflicts WHERE tenant = $1 AND tool = $2 AND key = $3 ORDER BY id`
 	if err != nil {
 		return Detail{}, fmt.Errorf("read conflicts: %w", err)
 	}
+	drows, err := q.Query(ctx, decisionsSQL, d.Tenant, d.ID)
+	if err != nil {
+		return Detail{}, fmt.Errorf("read decisions: %w", err)
+	}
+	out.Decisions, err = pgx.CollectRows(drows, func(r pgx.CollectableRow) (Decision, error) {
+		var d Decision
+		var snooze *time.Time
+		err := r.Scan(&d.AuditSeq, &d.At, &d.Role, &d.DisplayName, &d.Action, &d.Reason, &d.Forced, &d.Override,
+			&d.ResultRef, &snooze)
+		d.SnoozeUntil = deref(snooze)
+		return d, err
+	})
+	if err != nil {
+		return Detail{}, fmt.Errorf("read decisions: %w", err)
+	}
 	return out, nil
 }
+
+// decisionsSQL reads a record's last 50 decisions that took effect.
+const decisionsSQL = `
+SELECT * FROM (
+    SELECT seq, at, role, coalesce(display_name, ''), action, coalesce(reason, ''), forced, override,
+        coalesce(details->>'result_ref', ''), (details->>'snooze_until')::timestamptz
+    FROM opsdesk.audit
+    WHERE tenant = $1 AND operation_id = $2 AND outcome = 'succeeded'
+      AND (action LIKE 'decide:%' OR action = 'conflicts:ack')
+    ORDER BY seq DESC LIMIT 50) d
+ORDER BY seq`
 
 func prefix(fp []byte) string {
 	if len(fp) < 6 {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -319,4 +320,73 @@ FROM generate_series(1, 2100) i`)
 	require.EqualValues(t, CountCap, o.Pending)
 	require.False(t, o.ReleasedEstimated)
 	require.Zero(t, o.Released)
+}
+
+// People's roles read every view: a viewer's column privileges leave out
+// stored results, and the queries never need them.
+func TestViewerReadsEveryView(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), fixtures)
+	require.NoError(t, err)
+	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
+	s := New(viewer.Pool, Options{})
+	ctx := t.Context()
+
+	o, err := s.Overview(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, o.Stuck, "acme's two stuck records, not initech's")
+	for _, sort := range Sorts {
+		page, err := s.List(ctx, Query{Sort: sort})
+		require.NoError(t, err)
+		for _, r := range page.Rows {
+			require.Equal(t, "acme", r.Tenant)
+		}
+	}
+	det, err := s.GetByIdentity(ctx, "acme", "create-ticket", "run-43:create-ticket")
+	require.NoError(t, err)
+	require.True(t, det.HasResult)
+	_, err = s.GetByIdentity(ctx, "initech", "charge-card", "ord-3")
+	require.ErrorIs(t, err, ErrNotFound, "another tenant's record is not there")
+	_, err = s.Info(ctx)
+	require.NoError(t, err)
+}
+
+// A record's detail says who decided what, when and why.
+func TestDetailShowsDecisions(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), fixtures)
+	require.NoError(t, err)
+	operator := dbtest.NewPerson(t, d, "operator", "*")
+	s := New(operator.Pool, Options{})
+	ctx := t.Context()
+	det, err := s.GetByIdentity(ctx, "acme", "charge-card", "ord-2")
+	require.NoError(t, err)
+	require.Empty(t, det.Decisions)
+
+	snooze := det.DBTime.Add(time.Hour)
+	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.Defer,
+		ExpectVersion: det.Version, Reason: "provider answers tomorrow", SnoozeUntil: snooze})
+	require.NoError(t, err)
+	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.Failed,
+		ExpectVersion: det.Version + 1, Reason: "refused"})
+	require.ErrorIs(t, err, reconcile.ErrChanged, "a refusal is not a decision")
+	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.NotExecuted,
+		ExpectVersion: det.Version, Reason: "provider has no such charge", DisplayName: "Alice"})
+	require.NoError(t, err)
+
+	det, err = s.GetByIdentity(ctx, "acme", "charge-card", "ord-2")
+	require.NoError(t, err)
+	require.Equal(t, StateReleased, det.State)
+	require.Len(t, det.Decisions, 2)
+	require.Equal(t, "decide:defer", det.Decisions[0].Action)
+	require.WithinDuration(t, snooze, det.Decisions[0].SnoozeUntil, time.Millisecond)
+	released := det.Decisions[1]
+	require.Equal(t, "decide:not-executed", released.Action)
+	require.Equal(t, operator.Role, released.Role)
+	require.Equal(t, "Alice", released.DisplayName)
+	require.Equal(t, "provider has no such charge", released.Reason)
+	require.EqualValues(t, 3, released.AuditSeq)
+	require.True(t, released.SnoozeUntil.IsZero())
 }

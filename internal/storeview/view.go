@@ -83,6 +83,28 @@ type Detail struct {
 	HasResult         bool       `json:"has_result"` // completed records store one; viewers may not read it
 	LastConflictAt    time.Time  `json:"last_conflict_at"`
 	Conflicts         []Conflict `json:"conflicts"`
+	// Decisions are people's decisions on the record that took effect,
+	// oldest first, from the audit trail: who released it, when and why.
+	Decisions []Decision `json:"decisions"`
+}
+
+// Decision is a person's decision on a record, as the audit trail has it.
+type Decision struct {
+	// AuditSeq is the audit record's sequence in the tenant's chain.
+	AuditSeq int64     `json:"audit_seq"`
+	At       time.Time `json:"at"`
+	// Role is the authenticated database role; DisplayName what the
+	// person called themselves.
+	Role        string `json:"role"`
+	DisplayName string `json:"display_name,omitempty"`
+	// Action is decide:completed, decide:not-executed, decide:failed,
+	// decide:defer or conflicts:ack.
+	Action      string    `json:"action"`
+	Reason      string    `json:"reason"`
+	Forced      bool      `json:"forced"`
+	Override    bool      `json:"override"`
+	ResultRef   string    `json:"result_ref,omitempty"`
+	SnoozeUntil time.Time `json:"snooze_until"`
 }
 
 // Conflict is a refused attempt that reused the record's key with another

@@ -1,0 +1,89 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Tool is what a person needs to know about a tool to decide on its
+// records: how to ask its provider, what the runbook says, and how long a
+// decided record is kept.
+type Tool struct {
+	Lookup    *LookupSpec // nil: the provider cannot be asked
+	Runbook   string
+	Retention time.Duration
+}
+
+// Desk is one person's place to decide: their own connection, the tool
+// catalog and the name they go by. The console and the commands use it.
+type Desk struct {
+	Pool  *pgxpool.Pool
+	Tools map[string]Tool
+	// DisplayName is the name the person claims (configuration); the audit
+	// keeps it beside the authenticated role.
+	DisplayName string
+	// Client runs lookups (default http.DefaultClient).
+	Client *http.Client
+}
+
+// Capabilities are what the connected role may do: the database decides,
+// the console only stops offering what would be refused.
+type Capabilities struct {
+	Role   string `json:"role"`
+	Decide bool   `json:"decide"` // decisions, acknowledgements, reveals
+	Grant  bool   `json:"grant"`  // access grants
+}
+
+// Capabilities asks the database what the connected role may do.
+func (d *Desk) Capabilities(ctx context.Context) (Capabilities, error) {
+	var c Capabilities
+	err := d.Pool.QueryRow(ctx, `
+SELECT session_user, pg_has_role(session_user, 'opsdesk_operator', 'MEMBER'),
+    pg_has_role(session_user, 'opsdesk_admin', 'MEMBER')`).Scan(&c.Role, &c.Decide, &c.Grant)
+	if err != nil {
+		return c, fmt.Errorf("read the role's capabilities: %w", err)
+	}
+	return c, nil
+}
+
+// Runbook is the tool's runbook, if the catalog has one.
+func (d *Desk) Runbook(tool string) string { return d.Tools[tool].Runbook }
+
+// Ask runs the tool's lookup for an identity; ok is false when the tool
+// has none.
+func (d *Desk) Ask(ctx context.Context, tenant, tool, key string) (a Answer, ok bool) {
+	spec := d.Tools[tool].Lookup
+	if spec == nil {
+		return Answer{}, false
+	}
+	client := d.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return Ask(ctx, client, *spec, tenant, tool, key), true
+}
+
+// Decide applies p with the person's display name and, when p names no
+// retention, the tool's.
+func (d *Desk) Decide(ctx context.Context, tool string, p DecideParams) (Result, error) {
+	p.DisplayName = d.DisplayName
+	if p.Retention == 0 {
+		p.Retention = d.Tools[tool].Retention
+	}
+	return Decide(ctx, d.Pool, p)
+}
+
+// AckConflicts acknowledges record id's unreviewed conflicts.
+func (d *Desk) AckConflicts(ctx context.Context, id int64, reason string) (Result, error) {
+	return AckConflicts(ctx, d.Pool, id, reason, d.DisplayName)
+}
+
+// Reveal returns record id's stored result, audited first.
+func (d *Desk) Reveal(ctx context.Context, id int64, reason string) (json.RawMessage, Result, error) {
+	return Reveal(ctx, d.Pool, id, reason, d.DisplayName)
+}
