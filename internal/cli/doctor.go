@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -92,13 +93,18 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 
 func doctorRole(ctx context.Context, pool *pgxpool.Pool, check func(bool, string, string)) {
 	var role string
-	var super, service, read, write bool
+	var super, service, viewer, operator, admin, read bool
+	member := func(group string) string {
+		return "(to_regrole('" + group + "') IS NOT NULL AND pg_has_role(session_user, '" + group + "', 'MEMBER'))"
+	}
 	err := pool.QueryRow(ctx, `
-SELECT session_user, r.rolsuper,
-    pg_has_role(session_user, 'opsdesk_service', 'MEMBER'),
-    to_regclass('opsdesk.operations') IS NOT NULL AND has_table_privilege(session_user, 'opsdesk.operations', 'SELECT'),
-    to_regclass('opsdesk.operations') IS NOT NULL AND has_table_privilege(session_user, 'opsdesk.operations', 'UPDATE')
-FROM pg_roles r WHERE r.rolname = session_user`).Scan(&role, &super, &service, &read, &write)
+SELECT session_user, r.rolsuper, `+member("opsdesk_service")+`, `+member("opsdesk_viewer")+`,
+    `+member("opsdesk_operator")+`, `+member("opsdesk_admin")+`,
+    CASE WHEN to_regnamespace('opsdesk') IS NOT NULL AND has_schema_privilege(session_user, 'opsdesk', 'USAGE')
+         THEN to_regclass('opsdesk.operations') IS NOT NULL
+              AND has_table_privilege(session_user, 'opsdesk.operations', 'SELECT')
+         ELSE false END
+FROM pg_roles r WHERE r.rolname = session_user`).Scan(&role, &super, &service, &viewer, &operator, &admin, &read)
 	if err != nil {
 		check(false, "role", "cannot read the connected role: "+err.Error())
 		return
@@ -106,23 +112,44 @@ FROM pg_roles r WHERE r.rolname = session_user`).Scan(&role, &super, &service, &
 	var may []string
 	switch {
 	case super:
-		may = append(may, "superuser: everything")
-	default:
-		if read {
-			may = append(may, "read operations")
-		}
-		if write {
-			may = append(may, "update operations")
-		}
-		if service {
-			may = append(may, "run the library (opsdesk_service)")
-		}
+		may = append(may, "superuser: everything, every tenant")
+	case admin:
+		may = append(may, "admin: decide, acknowledge, reveal, grant access")
+	case operator:
+		may = append(may, "operator: decide, acknowledge, reveal")
+	case viewer:
+		may = append(may, "viewer: read states and the audit trail")
+	case read:
+		may = append(may, "read operations")
+	}
+	if service {
+		may = append(may, "run the library (opsdesk_service, every tenant)")
 	}
 	if len(may) == 0 {
-		check(false, "role", role+" may not read the operation store; grant it SELECT or a role that has it")
+		check(false, "role", role+" may not read the operation store; an opsdesk admin runs: opsdesk access grant "+role+" --as viewer --reason …")
 		return
 	}
-	check(true, "role", role+": "+strings.Join(may, ", "))
+	if viewer && !super {
+		may = append(may, doctorTenants(ctx, pool))
+	}
+	check(true, "role", role+": "+strings.Join(may, "; "))
+}
+
+// doctorTenants says which tenants a person's role sees.
+func doctorTenants(ctx context.Context, pool *pgxpool.Pool) string {
+	var every bool
+	var tenants []string
+	err := pool.QueryRow(ctx, `SELECT opsdesk.sees_every_tenant(), opsdesk.visible_tenants()`).Scan(&every, &tenants)
+	switch {
+	case err != nil:
+		return "tenants unknown (" + err.Error() + ")"
+	case every:
+		return "every tenant"
+	case len(tenants) == 0:
+		return "no tenant yet: an admin runs opsdesk access grant … --tenant T"
+	}
+	slices.Sort(tenants)
+	return "tenants " + strings.Join(tenants, ", ")
 }
 
 func doctorClock(ctx context.Context, pool *pgxpool.Pool, check func(bool, string, string)) {

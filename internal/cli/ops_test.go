@@ -152,6 +152,25 @@ func TestDoctor(t *testing.T) {
 		require.Contains(t, out, want)
 	}
 
+	// People see their level and tenants; a role without access is told
+	// how to get it.
+	_, d := storeConfig(t)
+	for _, tc := range []struct {
+		person *dbtest.Person
+		want   string
+		code   int
+	}{
+		{dbtest.NewPerson(t, d, "operator", "acme", "globex"), "operator: decide, acknowledge, reveal; tenants acme, globex", ExitOK},
+		{dbtest.NewPerson(t, d, "admin", "*"), "admin: decide, acknowledge, reveal, grant access; every tenant", ExitOK},
+		{dbtest.NewPerson(t, d, "viewer"), "viewer: read states and the audit trail; no tenant yet", ExitOK},
+		{dbtest.NewPerson(t, d, ""), "may not read the operation store; an opsdesk admin runs: opsdesk access grant", ExitFailure},
+	} {
+		code, out, _ = run("doctor", "--dsn", tc.person.DSN)
+		require.Equal(t, tc.code, code, out)
+		require.Contains(t, out, tc.person.Role)
+		require.Contains(t, out, tc.want)
+	}
+
 	code, out, _ = run("doctor", "--dsn", "host="+t.TempDir()+" user=x password=sekrit dbname=y connect_timeout=2")
 	require.Equal(t, ExitFailure, code)
 	require.Contains(t, out, "✗ reachable")
