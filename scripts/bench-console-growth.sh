@@ -48,9 +48,9 @@ extract() {
 join <(extract "$out/small-before.txt" | sort) <(extract "$out/small-after.txt" | sort) |
 	join - <(extract "$out/big.txt" | sort) |
 	awk -v big="$big" -v small="$small" 'BEGIN {
-		printf "\n%-16s %21s %21s %21s %17s\n", "query", "1M before p50/p95", "1M after p50/p95", "10M p50/p95", "growth p50/p95"
+		printf "\n%-34s %21s %21s %21s %17s\n", "query", "1M before p50/p95", "1M after p50/p95", "10M p50/p95", "growth p50/p95"
 	} {
 		s50 = ($2 + $4) / 2; s95 = ($3 + $5) / 2
-		printf "%-16s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %8.1fx %7.1fx\n", $1, $2, $3, $4, $5, $6, $7, $6 / s50, $7 / s95
+		printf "%-34s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %8.1fx %7.1fx\n", $1, $2, $3, $4, $5, $6, $7, $6 / s50, $7 / s95
 	}' | tee -a "$out/summary.txt"
 echo "raw outputs in $out"

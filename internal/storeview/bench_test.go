@@ -161,7 +161,10 @@ func BenchmarkConsoleQueries(b *testing.B) {
 	b.Logf("seeded %d operations in %v", n, time.Since(start).Round(time.Second))
 	s := New(d.Admin, Options{})
 	var someID int64
-	if err := d.Admin.QueryRow(context.Background(), `SELECT id FROM opsdesk.operations WHERE key = 'run-4241:create-ticket'`).Scan(&someID); err != nil {
+	// A record in the middle of the table, of the tenant the one-tenant
+	// viewer sees.
+	if err := d.Admin.QueryRow(context.Background(),
+		`SELECT min(id) FROM opsdesk.operations WHERE tenant = 'tenant-3' AND id >= $1`, n/2).Scan(&someID); err != nil {
 		b.Fatal(err)
 	}
 	filtered, err := ParseFilter("tenant:tenant-3 tool:send-email state:completed")
@@ -196,14 +199,28 @@ func BenchmarkConsoleQueries(b *testing.B) {
 		{"ExpiringByRetention", list(Query{Filter: expiring, Sort: SortExpires})},
 		{"FilteredByRetention", list(Query{Filter: filtered, Sort: SortExpires})},
 	}
-	for _, q := range queries {
-		b.Run(q.name, func(b *testing.B) {
-			measure(b, func(ctx context.Context) error { return q.run(ctx, s) })
-		})
+	// As the superuser (no row-level security), then as people: a viewer
+	// of every tenant and a viewer of one, whose queries go through the
+	// tenant policies.
+	stores := []struct {
+		prefix string
+		store  *Store
+	}{
+		{"", s},
+		{"Viewer/", New(dbtest.NewPerson(b, d, "viewer", "*").Pool, Options{})},
+		{"TenantViewer/", New(dbtest.NewPerson(b, d, "viewer", "tenant-3").Pool, Options{})},
+	}
+	for _, st := range stores {
+		for _, q := range queries {
+			b.Run(st.prefix+q.name, func(b *testing.B) {
+				measure(b, func(ctx context.Context) error { return q.run(ctx, st.store) })
+			})
+		}
 	}
 	if os.Getenv("OPSDESK_BENCH_EXPLAIN") != "" {
 		for _, q := range queries {
-			explain(b, d, q.name, q.run)
+			explain(b, d.AdminDSN, q.name, q.run)
+			explain(b, stores[2].store.pool.Config().ConnString(), "TenantViewer/"+q.name, q.run)
 		}
 	}
 }
@@ -223,11 +240,11 @@ func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEnd
 // explain runs a query once through a pool that records its statements,
 // and logs EXPLAIN (ANALYZE, BUFFERS) of each statement with the same
 // arguments.
-func explain(b *testing.B, d *dbtest.DB, name string, query func(context.Context, *Store) error) {
+func explain(b *testing.B, dsn string, name string, query func(context.Context, *Store) error) {
 	b.Helper()
 	ctx := context.Background()
 	rec := &statements{}
-	cfg, err := db.PoolConfig(d.AdminDSN, "opsdesk-bench")
+	cfg, err := db.PoolConfig(dsn, "opsdesk-bench")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -245,7 +262,7 @@ func explain(b *testing.B, d *dbtest.DB, name string, query func(context.Context
 		if sql := strings.ToUpper(strings.TrimSpace(st.SQL)); !strings.HasPrefix(sql, "SELECT") && !strings.HasPrefix(sql, "WITH") {
 			continue // begin, commit, set: nothing to plan
 		}
-		rows, err := d.Admin.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+st.SQL, st.Args...)
+		rows, err := pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+st.SQL, st.Args...)
 		if err != nil {
 			b.Fatal(err)
 		}
