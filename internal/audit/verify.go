@@ -1,0 +1,336 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// TxBeginner opens transactions: a pool or a connection.
+type TxBeginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// VerifyOpts narrows and anchors Verify.
+type VerifyOpts struct {
+	// Tenant, when set, verifies that tenant's chain only ("" is the chain
+	// of events outside any tenant).
+	Tenant *string
+	// Checkpoint, when set, must verify, and every chain it holds must still
+	// hold its head: the record at that seq, with that hash.
+	Checkpoint *Checkpoint
+	// PublicKey pins the key the checkpoint must be signed with. Without
+	// it the checkpoint's own key checks its signature, which proves the
+	// file intact but not who signed it.
+	PublicKey ed25519.PublicKey
+}
+
+// Report is the outcome of Verify.
+type Report struct {
+	// At is the database time of the snapshot verified.
+	At time.Time `json:"at"`
+	// Role is the connected role (session_user). SeesEveryTenant and
+	// Tenants (as opsdesk.access maps it, '*' for every tenant) are the
+	// chains row-level security lets it see; "" is for those who see every
+	// tenant.
+	Role            string   `json:"role"`
+	SeesEveryTenant bool     `json:"sees_every_tenant"`
+	Tenants         []string `json:"tenants"`
+	// Chains are the chains verified, in ascending byte order of tenant.
+	Chains     []Chain           `json:"chains"`
+	Checkpoint *CheckpointResult `json:"checkpoint,omitempty"`
+	// Break is the first broken record (the first chain's, in Chains
+	// order), or nil. Each chain reports its own first break too.
+	Break *Break `json:"first_break"`
+	// OK is whether everything verified: no break and, with a checkpoint,
+	// a signature that verifies.
+	OK bool `json:"ok"`
+}
+
+// Heads are the verified chains' heads, for a checkpoint.
+func (r *Report) Heads() []Head {
+	heads := make([]Head, 0, len(r.Chains))
+	for _, c := range r.Chains {
+		if c.Records > 0 {
+			heads = append(heads, Head{Tenant: c.Tenant, Seq: c.HeadSeq, Hash: c.HeadHash})
+		}
+	}
+	return heads
+}
+
+// Chain is one tenant's chain as verified.
+type Chain struct {
+	Tenant  string `json:"tenant"`
+	Records int64  `json:"records"`
+	// HeadSeq and HeadHash are the last record's, as stored.
+	HeadSeq  int64    `json:"head_seq"`
+	HeadHash HexBytes `json:"head_hash"`
+	// Checkpoint is the head a checkpoint signed for this chain, and
+	// whether the chain still holds it.
+	Checkpoint *CheckedHead `json:"checkpoint,omitempty"`
+	Break      *Break       `json:"break"`
+}
+
+// CheckedHead is a checkpoint's head of one chain.
+type CheckedHead struct {
+	Seq       int64    `json:"seq"`
+	Hash      HexBytes `json:"hash"`
+	Confirmed bool     `json:"confirmed"`
+}
+
+// CheckpointResult is what Verify made of a checkpoint.
+type CheckpointResult struct {
+	At             time.Time `json:"at"`
+	KeyFingerprint string    `json:"key_fingerprint"`
+	// KeyPinned is false when the checkpoint's own key verified it.
+	KeyPinned bool `json:"key_pinned"`
+	// Problem is why the checkpoint itself does not verify; its heads are
+	// then not compared.
+	Problem string `json:"problem,omitempty"`
+	// NotVisible are chains it holds that the connected role may not see,
+	// so they were not compared; NotSelected are those --tenant left out.
+	NotVisible  []string `json:"not_visible,omitempty"`
+	NotSelected []string `json:"not_selected,omitempty"`
+}
+
+// Break is a chain's first broken record.
+type Break struct {
+	Tenant string `json:"tenant"`
+	// Seq is the first record that fails, or the first missing one.
+	Seq int64 `json:"seq"`
+	// Reason says what is wrong, starting with the seq concerned.
+	Reason string `json:"reason"`
+}
+
+// Error reads "tenant acme seq 7: hash does not match its contents".
+func (b *Break) Error() string { return "tenant " + TenantName(b.Tenant) + " " + b.Reason }
+
+// TenantName is how reports name a chain. The chain of events outside
+// any tenant, "", is printed as two single quotes.
+func TenantName(tenant string) string {
+	if tenant == "" {
+		return "''"
+	}
+	return tenant
+}
+
+// ErrNoAccess is a role that may not read the audit trail.
+var ErrNoAccess = errors.New("may not read the audit trail: grant it opsdesk_viewer (or a role that has it)")
+
+// Verify checks, in one read-only snapshot, every chain the connected role
+// may see (or opts.Tenant's): seq starts at 1 without gaps, hash_version is
+// 1, each hash recomputes from its record, and each prev_hash is the
+// previous record's hash (none for seq 1). With opts.Checkpoint it also
+// checks the checkpoint's signature and that each chain still holds the
+// head it signed. Records stream: memory grows with the number of chains,
+// not records. A broken chain is a Report with OK false, not an error.
+func Verify(ctx context.Context, db TxBeginner, opts VerifyOpts) (*Report, error) {
+	rep := &Report{Tenants: []string{}, Chains: []Chain{}}
+	signed := map[string]Head{}
+	if cp := opts.Checkpoint; cp != nil {
+		rep.Checkpoint = &CheckpointResult{At: cp.At, KeyFingerprint: cp.KeyFingerprint, KeyPinned: opts.PublicKey != nil}
+		if _, err := cp.CheckSignature(opts.PublicKey); err != nil {
+			rep.Checkpoint.Problem = err.Error()
+		} else {
+			for _, h := range cp.Chains {
+				if opts.Tenant != nil && h.Tenant != *opts.Tenant {
+					rep.Checkpoint.NotSelected = append(rep.Checkpoint.NotSelected, h.Tenant)
+					continue
+				}
+				signed[h.Tenant] = h
+			}
+		}
+	}
+
+	// Repeatable read: the chains, the database time and the role's view
+	// are one snapshot, however long the read takes.
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("verify audit: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	// The visibility functions are opsdesk_viewer's; asking without the
+	// privilege would abort the transaction, so check it first.
+	var tenants []string
+	err = tx.QueryRow(ctx, `
+SELECT now(), session_user,
+    CASE WHEN has_function_privilege('opsdesk.sees_every_tenant()', 'EXECUTE') THEN opsdesk.sees_every_tenant() ELSE false END,
+    CASE WHEN has_function_privilege('opsdesk.visible_tenants()', 'EXECUTE') THEN opsdesk.visible_tenants() ELSE '{}' END`).
+		Scan(&rep.At, &rep.Role, &rep.SeesEveryTenant, &tenants)
+	if err != nil {
+		return nil, readError(rep.Role, err)
+	}
+	slices.Sort(tenants)
+	rep.Tenants = append(rep.Tenants, tenants...)
+
+	v := verifier{rep: rep, signed: signed}
+	if err := Read(ctx, tx, ReadOpts{Tenant: opts.Tenant}, v.add); err != nil {
+		return nil, readError(rep.Role, err)
+	}
+	v.finish()
+	v.gone()
+
+	slices.SortFunc(rep.Chains, func(a, b Chain) int { return strings.Compare(a.Tenant, b.Tenant) })
+	for _, c := range rep.Chains {
+		if c.Break != nil {
+			rep.Break = c.Break
+			break
+		}
+	}
+	rep.OK = rep.Break == nil && (rep.Checkpoint == nil || rep.Checkpoint.Problem == "")
+	return rep, nil
+}
+
+// readError maps a refused read to ErrNoAccess.
+func readError(role string, err error) error {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42501" { // insufficient_privilege
+		if role == "" {
+			role = "the connected role"
+		}
+		return fmt.Errorf("%s %w (%s)", role, ErrNoAccess, pgErr.Message)
+	}
+	return fmt.Errorf("verify audit: %w", err)
+}
+
+// verifier checks records as they stream, one chain at a time.
+type verifier struct {
+	rep    *Report
+	signed map[string]Head // the checkpoint's heads still to compare
+	cur    *Chain
+	seen   map[string]bool
+}
+
+func (v *verifier) add(r Record) error {
+	if v.cur == nil || v.cur.Tenant != r.Tenant {
+		v.finish()
+		v.cur = &Chain{Tenant: r.Tenant}
+		if h, ok := v.signed[r.Tenant]; ok {
+			v.cur.Checkpoint = &CheckedHead{Seq: h.Seq, Hash: h.Hash}
+		}
+	}
+	c := v.cur
+	c.Records++
+	// Whether the checkpoint's head is still there is worth saying even
+	// in a chain broken before it.
+	if s := c.Checkpoint; s != nil && r.Seq == s.Seq && bytes.Equal(r.Hash, s.Hash) {
+		s.Confirmed = true
+	}
+	if c.Break == nil {
+		if reason := check(c, r); reason != "" {
+			seq := r.Seq
+			if r.Seq != c.HeadSeq+1 {
+				seq = c.HeadSeq + 1 // the first missing record
+			}
+			c.Break = &Break{Tenant: r.Tenant, Seq: seq, Reason: reason}
+		}
+	}
+	c.HeadSeq, c.HeadHash = r.Seq, r.Hash
+	return nil
+}
+
+// check returns why r does not continue chain c (whose head is r's
+// predecessor), or "".
+func check(c *Chain, r Record) string {
+	if want := c.HeadSeq + 1; r.Seq != want {
+		if c.HeadSeq == 0 {
+			return missing(1, r.Seq-1) + fmt.Sprintf(": the chain starts at seq %d", r.Seq)
+		}
+		return missing(want, r.Seq-1) + fmt.Sprintf(": %d is followed by %d", c.HeadSeq, r.Seq)
+	}
+	if r.HashVersion != HashVersion {
+		return fmt.Sprintf("seq %d: hash version %d is unknown (this opsdesk verifies version %d)", r.Seq, r.HashVersion, HashVersion)
+	}
+	if !bytes.Equal(Hash(r), r.Hash) {
+		return fmt.Sprintf("seq %d: hash does not match its contents", r.Seq)
+	}
+	if r.Seq == 1 && r.PrevHash != nil {
+		return "seq 1: prev_hash is set, but seq 1 starts the chain and follows nothing"
+	}
+	if r.Seq > 1 && (r.PrevHash == nil || !bytes.Equal(r.PrevHash, c.HeadHash)) {
+		return fmt.Sprintf("prev_hash of seq %d is not the hash of seq %d", r.Seq, r.Seq-1)
+	}
+	if s := c.Checkpoint; s != nil && r.Seq == s.Seq && !bytes.Equal(r.Hash, s.Hash) {
+		return fmt.Sprintf("seq %d: hash %s is not the %s the checkpoint signed: the chain was rewritten at or before seq %d",
+			r.Seq, short(r.Hash), short(s.Hash), r.Seq)
+	}
+	return ""
+}
+
+// missing names the missing seqs from to to (inclusive).
+func missing(from, to int64) string {
+	if from == to {
+		return fmt.Sprintf("seq %d missing", from)
+	}
+	return fmt.Sprintf("seqs %d to %d missing", from, to)
+}
+
+func short(h []byte) string {
+	s := HexBytes(h).String()
+	if len(s) > 16 {
+		return s[:16] + "…"
+	}
+	return s
+}
+
+// finish closes the current chain: a chain shorter than its checkpoint
+// lost its tail.
+func (v *verifier) finish() {
+	c := v.cur
+	if c == nil {
+		return
+	}
+	v.cur = nil
+	if v.seen == nil {
+		v.seen = map[string]bool{}
+	}
+	v.seen[c.Tenant] = true
+	if s := c.Checkpoint; s != nil && c.Break == nil && c.HeadSeq < s.Seq {
+		c.Break = &Break{Tenant: c.Tenant, Seq: c.HeadSeq + 1, Reason: missing(c.HeadSeq+1, s.Seq) +
+			fmt.Sprintf(": the chain ends at seq %d, but the checkpoint signed seq %d: its tail was removed", c.HeadSeq, s.Seq)}
+	}
+	v.rep.Chains = append(v.rep.Chains, *c)
+}
+
+// gone reports the checkpoint's chains that no record was read for: gone
+// when the role may see them, else not compared.
+func (v *verifier) gone() {
+	for tenant, h := range v.signed {
+		if v.seen[tenant] {
+			continue
+		}
+		if !v.visible(tenant) {
+			v.rep.Checkpoint.NotVisible = append(v.rep.Checkpoint.NotVisible, tenant)
+			continue
+		}
+		v.rep.Chains = append(v.rep.Chains, Chain{
+			Tenant:     tenant,
+			HeadHash:   HexBytes{},
+			Checkpoint: &CheckedHead{Seq: h.Seq, Hash: h.Hash},
+			Break: &Break{Tenant: tenant, Seq: 1, Reason: missing(1, h.Seq) +
+				fmt.Sprintf(": the chain is gone, but the checkpoint signed seq %d", h.Seq)},
+		})
+	}
+	if v.rep.Checkpoint != nil {
+		slices.Sort(v.rep.Checkpoint.NotVisible)
+	}
+}
+
+// visible is whether row-level security lets the role see tenant's chain.
+// A role with no tenant mapping at all (a table owner, say) is not a
+// scoped person: a chain it does not see counts as gone.
+func (v *verifier) visible(tenant string) bool {
+	r := v.rep
+	if r.SeesEveryTenant || len(r.Tenants) == 0 {
+		return true
+	}
+	return tenant != "" && slices.Contains(r.Tenants, tenant)
+}

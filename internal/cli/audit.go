@@ -1,0 +1,378 @@
+package cli
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/opsdesk/opsdesk/config"
+	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/ui"
+)
+
+func newAuditCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Verify the audit trail, and sign checkpoints of it to keep outside the database",
+		Long: "Every decision, reveal and access change appends a record to its tenant's hash chain in the\n" +
+			"database. audit verify recomputes every chain in opsdesk itself, so a record edited, removed or\n" +
+			"reordered in the database is found. A chain's tail can be cut or rewritten without a trace in\n" +
+			"the chain: a signed checkpoint of the heads, kept outside the database, finds that too.",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("audit needs a command: verify, checkpoint or keygen (see opsdesk audit --help)")
+		},
+	}
+	addGlobalFlags(cmd.PersistentFlags(), g)
+	cmd.AddCommand(newAuditVerifyCmd(g), newAuditCheckpointCmd(g), newAuditKeygenCmd())
+	return cmd
+}
+
+type auditVerifyOptions struct {
+	Tenant     *string // nil: every chain the role may see
+	Checkpoint string
+	PublicKey  string
+	Output     string
+}
+
+func newAuditVerifyCmd(g *globalFlags) *cobra.Command {
+	var opts auditVerifyOptions
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Recompute the audit chains the connected role may see; exit 1 at the first broken record",
+		Long: "Recompute every audit chain the connected role may see: each seq from 1 without gaps, each hash\n" +
+			"from its record's contents, each prev_hash from the record before. With --checkpoint, the\n" +
+			"checkpoint's signature must verify and every chain must still hold the head it signed.\n" +
+			"It reads the context's dsn (the primary), not read_dsn: a replica may lag behind a checkpoint.",
+		Example: "  opsdesk audit verify\n" +
+			"  opsdesk audit verify --tenant acme --checkpoint cp-2026-05-01.json --public-key audit.key.pub -o json",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("tenant") {
+				opts.Tenant = &tenant
+			}
+			if err := checkOutput(opts.Output); err != nil {
+				return err
+			}
+			cp, pinned, err := opts.anchor()
+			if err != nil {
+				return err
+			}
+			return withAuditPool(cmd, g, func(ctx context.Context, pool *pgxpool.Pool) error {
+				return runAuditVerify(ctx, pool, opts, cp, pinned, cmd.OutOrStdout())
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&tenant, "tenant", "", "only this tenant's chain ('' is the chain of events outside any tenant)")
+	f.StringVar(&opts.Checkpoint, "checkpoint", "", "a checkpoint file from audit checkpoint: the chains must still hold its heads")
+	f.StringVar(&opts.PublicKey, "public-key", "", "the key the checkpoint must be signed with (default: the key it carries)")
+	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
+	return cmd
+}
+
+// anchor reads the checkpoint and the pinned key; their problems are the
+// caller's to fix.
+func (o auditVerifyOptions) anchor() (*audit.Checkpoint, ed25519.PublicKey, error) {
+	if o.PublicKey != "" && o.Checkpoint == "" {
+		return nil, nil, usagef("--public-key pins the key of a checkpoint: give --checkpoint too")
+	}
+	if o.Checkpoint == "" {
+		return nil, nil, nil
+	}
+	cp, err := audit.ReadCheckpoint(o.Checkpoint)
+	if err != nil {
+		return nil, nil, usagef("--checkpoint: %w", err)
+	}
+	if o.PublicKey == "" {
+		return cp, nil, nil
+	}
+	pub, err := audit.ReadPublicKey(o.PublicKey)
+	if err != nil {
+		return nil, nil, usagef("--public-key: %w", err)
+	}
+	return cp, pub, nil
+}
+
+// withAuditPool loads the configuration, connects to the context's DSN
+// and runs fn. Verification reads whole chains in one statement, so the
+// console's statement timeout does not apply; interrupting stops it.
+func withAuditPool(cmd *cobra.Command, g *globalFlags, fn func(context.Context, *pgxpool.Pool) error) error {
+	cfg, err := loadConfig(cmd, g)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	pool, err := openAuditPool(ctx, cfg.Context)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return fn(ctx, pool)
+}
+
+func openAuditPool(ctx context.Context, c config.Context) (*pgxpool.Pool, error) {
+	poolCfg, err := db.PoolConfig(c.DSN, "opsdesk audit")
+	if err != nil {
+		return nil, &usageError{err: fmt.Errorf("context %s: %w", c.Name, err)}
+	}
+	poolCfg.ConnConfig.RuntimeParams["statement_timeout"] = "0"
+	poolCfg.MaxConns = 2
+	pool, err := db.Open(ctx, poolCfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.CheckSchema(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+func runAuditVerify(ctx context.Context, pool audit.TxBeginner, opts auditVerifyOptions, cp *audit.Checkpoint,
+	pinned ed25519.PublicKey, w io.Writer) error {
+	rep, err := audit.Verify(ctx, pool, audit.VerifyOpts{Tenant: opts.Tenant, Checkpoint: cp, PublicKey: pinned})
+	if err != nil {
+		return err
+	}
+	if opts.Output == "json" {
+		if err := writeJSON(w, rep); err != nil {
+			return err
+		}
+	} else if err := writeAuditReport(w, rep); err != nil {
+		return err
+	}
+	return auditFailure(rep)
+}
+
+// auditFailure is the error of a report that does not verify, naming the
+// first broken record; nil when it verifies.
+func auditFailure(rep *audit.Report) error {
+	switch {
+	case rep.Break != nil:
+		return fmt.Errorf("the audit trail does not verify: %s", ui.Clean(rep.Break.Error()))
+	case rep.Checkpoint != nil && rep.Checkpoint.Problem != "":
+		return fmt.Errorf("the checkpoint does not verify: %s", rep.Checkpoint.Problem)
+	}
+	return nil
+}
+
+func writeAuditReport(w io.Writer, rep *audit.Report) error {
+	fmt.Fprintf(w, "audit trail as %s (%s), database time %s\n", ui.Clean(rep.Role), auditScope(rep),
+		rep.At.UTC().Format("2006-01-02 15:04:05 MST"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tRECORDS\tHEAD\tHEAD HASH\tCHECKPOINT\tSTATUS")
+	var records int64
+	for _, c := range rep.Chains {
+		records += c.Records
+		checkpoint := "-"
+		if s := c.Checkpoint; s != nil {
+			mark := "✗"
+			if s.Confirmed {
+				mark = "✓"
+			}
+			checkpoint = fmt.Sprintf("seq %d %s", s.Seq, mark)
+		}
+		status := "✓ ok"
+		if c.Break != nil {
+			status = "✗ " + ui.Clean(c.Break.Reason)
+		}
+		hash := c.HeadHash.String()
+		if len(hash) > 16 {
+			hash = hash[:16] + "…"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", ui.Clean(audit.TenantName(c.Tenant)), c.Records, c.HeadSeq, dash(hash), checkpoint, status)
+	}
+	if len(rep.Chains) == 0 {
+		fmt.Fprintf(tw, "(no audit records visible to %s)\n", ui.Clean(rep.Role))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if cp := rep.Checkpoint; cp != nil {
+		key := "the pinned key " + cp.KeyFingerprint
+		if !cp.KeyPinned {
+			key = "the checkpoint's own key " + cp.KeyFingerprint +
+				" (this proves the file intact, not who signed it: pin the expected key with --public-key)"
+		}
+		signature := "✓ signature verified with " + key
+		if cp.Problem != "" {
+			signature = "✗ " + cp.Problem + "; its heads were not compared"
+		}
+		fmt.Fprintf(w, "checkpoint of %s: %s\n", cp.At.UTC().Format(time.RFC3339), signature)
+		if len(cp.NotVisible) > 0 {
+			fmt.Fprintf(w, "  not compared, not visible to %s: %s\n", ui.Clean(rep.Role), tenantList(cp.NotVisible))
+		}
+		if len(cp.NotSelected) > 0 {
+			fmt.Fprintf(w, "  not compared, left out by --tenant: %s\n", tenantList(cp.NotSelected))
+		}
+	}
+	if rep.Break != nil {
+		_, err := fmt.Fprintf(w, "first broken record: %s\n", ui.Clean(rep.Break.Error()))
+		return err
+	}
+	if rep.OK {
+		_, err := fmt.Fprintf(w, "✓ %d records in %d chains verified\n", records, len(rep.Chains))
+		return err
+	}
+	return nil
+}
+
+func auditScope(rep *audit.Report) string {
+	switch {
+	case rep.SeesEveryTenant:
+		return "every tenant"
+	case len(rep.Tenants) > 0:
+		return "tenants " + tenantList(rep.Tenants)
+	}
+	return "no tenants mapped to it"
+}
+
+func tenantList(tenants []string) string {
+	names := make([]string, len(tenants))
+	for i, t := range tenants {
+		names[i] = ui.Clean(audit.TenantName(t))
+	}
+	return strings.Join(names, ", ")
+}
+
+type auditCheckpointOptions struct {
+	Key    string
+	Tenant *string
+	Out    string
+}
+
+func newAuditCheckpointCmd(g *globalFlags) *cobra.Command {
+	var opts auditCheckpointOptions
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "checkpoint --key FILE [--out FILE]",
+		Short: "Verify the audit chains, then sign their heads into a checkpoint to keep outside the database",
+		Long: "Verify every audit chain the connected role may see (or --tenant's), then sign each chain's head\n" +
+			"(tenant, seq, hash) and the database time with an ed25519 key from audit keygen. Keep the\n" +
+			"file where the database's administrators cannot change it: audit verify --checkpoint then finds a\n" +
+			"tail removed or rewritten since. A trail that does not verify is not signed.",
+		Example: "  opsdesk audit checkpoint --key ~/.config/opsdesk/audit.key --out cp-$(date +%F).json",
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("tenant") {
+				opts.Tenant = &tenant
+			}
+			if opts.Key == "" {
+				return usagef("--key is required: the private key file from opsdesk audit keygen")
+			}
+			key, err := audit.ReadPrivateKey(opts.Key)
+			if err != nil {
+				return usagef("--key: %w", err)
+			}
+			if opts.Out != "" {
+				if _, err := os.Lstat(opts.Out); err == nil {
+					return usagef("--out %s exists: a checkpoint is never overwritten (choose another file)", opts.Out)
+				}
+			}
+			notes := cmd.ErrOrStderr()
+			if info, err := os.Stat(opts.Key); err == nil && runtime.GOOS != "windows" && info.Mode().Perm()&0o077 != 0 {
+				fmt.Fprintf(notes, "opsdesk: %s is readable by others (mode %04o): chmod 600 it\n", opts.Key, info.Mode().Perm())
+			}
+			return withAuditPool(cmd, g, func(ctx context.Context, pool *pgxpool.Pool) error {
+				return runAuditCheckpoint(ctx, pool, opts, key, cmd.OutOrStdout(), notes)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Key, "key", "", "the ed25519 private key file to sign with (required)")
+	f.StringVar(&tenant, "tenant", "", "only this tenant's chain")
+	f.StringVar(&opts.Out, "out", "", "write the checkpoint to this new file (default: standard output)")
+	return cmd
+}
+
+func runAuditCheckpoint(ctx context.Context, pool audit.TxBeginner, opts auditCheckpointOptions, key ed25519.PrivateKey,
+	w, notes io.Writer) error {
+	rep, err := audit.Verify(ctx, pool, audit.VerifyOpts{Tenant: opts.Tenant})
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		return fmt.Errorf("not signed: %w", auditFailure(rep))
+	}
+	heads := rep.Heads()
+	if len(heads) == 0 {
+		return fmt.Errorf("nothing to sign: no audit records visible to %s", ui.Clean(rep.Role))
+	}
+	cp, err := audit.Sign(rep.At, heads, key)
+	if err != nil {
+		return err
+	}
+	var records int64
+	for _, h := range heads {
+		records += h.Seq
+	}
+	summary := fmt.Sprintf("signed the heads of %d chains (%d records) at %s with key %s", len(heads), records,
+		cp.At.Format(time.RFC3339), cp.KeyFingerprint)
+	if opts.Out == "" {
+		data, err := audit.MarshalCheckpoint(cp)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+		// The checkpoint is stdout's; the note goes where a redirect won't take it.
+		_, err = fmt.Fprintln(notes, "opsdesk: "+summary)
+		return err
+	}
+	if err := audit.WriteCheckpoint(opts.Out, cp); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s to %s\n", summary, opts.Out)
+	return err
+}
+
+func newAuditKeygenCmd() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "keygen --out FILE",
+		Short: "Create an ed25519 key for signing audit checkpoints",
+		Long: "Write a new ed25519 private key to FILE (PEM, PKCS #8, mode 0600) and its public key to FILE.pub,\n" +
+			"and print the key's fingerprint. It never overwrites a file. Keep the private key off the\n" +
+			"database's hosts; give FILE.pub to whoever verifies (audit verify --public-key).",
+		Example: "  opsdesk audit keygen --out ~/.config/opsdesk/audit.key",
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usagef("--out is required: the file to write the private key to")
+			}
+			return runAuditKeygen(out, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "the new private key file (its public key goes to FILE.pub)")
+	return cmd
+}
+
+func runAuditKeygen(out string, w io.Writer) error {
+	pub, err := audit.GenerateKey(out)
+	if errors.Is(err, fs.ErrExist) {
+		return usagef("%w: keygen never overwrites a key (choose another --out)", err)
+	}
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "private key\t%s (mode 0600: keep it off the database's hosts)\n", out)
+	fmt.Fprintf(tw, "public key\t%s.pub (for audit verify --public-key)\n", out)
+	fmt.Fprintf(tw, "fingerprint\t%s\n", audit.Fingerprint(pub))
+	return tw.Flush()
+}
