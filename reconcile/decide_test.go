@@ -472,15 +472,44 @@ func TestDecisionWithoutAuditChangesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	id, v := b.stuck(t, "acme", "ord-1")
-	_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
-		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "checked",
-		Evidence: reconcile.Evidence{Summary: strings.Repeat("x", 2001)}, // over the audit's limit
-	})
+	// The superuser makes one reason unwritable to the audit trail.
+	_, err := b.db.Admin.Exec(b.ctx, `ALTER TABLE opsdesk.audit ADD CONSTRAINT test_refuse CHECK (reason <> 'the audit refuses this')`)
+	require.NoError(t, err)
+	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "the audit refuses this"})
 	requireCode(t, err, "23514", "audit check constraint")
 	state, version := b.state(t, id)
 	require.Equal(t, "stuck", state)
 	require.Equal(t, v, version)
 	require.Empty(t, b.audits(t))
+}
+
+// Text too long for the audit trail is refused, and the refusal is
+// audited with the text cut short.
+func TestOverlongTextIsRefusedAndAudited(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, v := b.stuck(t, "acme", "ord-1")
+	long := strings.Repeat("é", 1001) // 2002 bytes
+	_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: long})
+	require.ErrorIs(t, err, reconcile.ErrInvalid)
+	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "ok",
+		Evidence: reconcile.Evidence{Summary: long}})
+	require.ErrorIs(t, err, reconcile.ErrInvalid)
+	_, err = reconcile.AckConflicts(b.ctx, b.operator.Pool, id, long, "")
+	require.ErrorIs(t, err, reconcile.ErrInvalid)
+	_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, long, "")
+	require.ErrorIs(t, err, reconcile.ErrInvalid)
+	var n, cut int
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `
+SELECT count(*), count(*) FILTER (WHERE reason LIKE '%… (cut)' OR evidence_summary LIKE '%… (cut)')
+FROM opsdesk.audit WHERE outcome = 'failed'`).Scan(&n, &cut))
+	require.Equal(t, 4, n)
+	require.Equal(t, 4, cut)
+	state, _ := b.state(t, id)
+	require.Equal(t, "stuck", state)
 }
 
 func TestViewerMayNeitherDecideNorReveal(t *testing.T) {

@@ -178,6 +178,11 @@ SELECT now(), session_user,
 	}
 	v.finish()
 	v.gone()
+	heads, err := readHeads(ctx, tx, opts.Tenant)
+	if err != nil {
+		return nil, readError(rep.Role, err)
+	}
+	v.compareHeads(heads)
 
 	slices.SortFunc(rep.Chains, func(a, b Chain) int { return strings.Compare(a.Tenant, b.Tenant) })
 	for _, c := range rep.Chains {
@@ -333,4 +338,52 @@ func (v *verifier) visible(tenant string) bool {
 		return true
 	}
 	return tenant != "" && slices.Contains(r.Tenants, tenant)
+}
+
+// readHeads reads the chain heads the role may see: the database moves a
+// chain's head row with every append, under the lock that orders it.
+func readHeads(ctx context.Context, tx pgx.Tx, tenant *string) ([]Head, error) {
+	rows, _ := tx.Query(ctx, `SELECT tenant, seq, hash FROM opsdesk.audit_heads WHERE $1::text IS NULL OR tenant = $1`, tenant)
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Head, error) {
+		var h Head
+		var hash []byte
+		err := r.Scan(&h.Tenant, &h.Seq, &hash)
+		h.Hash = hash
+		return h, err
+	})
+}
+
+// compareHeads checks each chain against its head row. A tail removed
+// from the chain without the head row being rewritten leaves the chain
+// short of it; a head row rewritten alone no longer matches the chain.
+// (Rewriting both takes a checkpoint to catch.)
+func (v *verifier) compareHeads(heads []Head) {
+	index := make(map[string]int, len(v.rep.Chains))
+	for i, c := range v.rep.Chains {
+		index[c.Tenant] = i
+	}
+	for _, h := range heads {
+		if h.Seq == 0 {
+			continue
+		}
+		i, ok := index[h.Tenant]
+		if !ok {
+			v.rep.Chains = append(v.rep.Chains, Chain{Tenant: h.Tenant, HeadHash: HexBytes{}, Break: &Break{
+				Tenant: h.Tenant, Seq: 1, Reason: missing(1, h.Seq) + fmt.Sprintf(": the chain is gone, but its head row says seq %d", h.Seq)}})
+			continue
+		}
+		c := &v.rep.Chains[i]
+		switch {
+		case c.Break != nil:
+		case c.HeadSeq < h.Seq:
+			c.Break = &Break{Tenant: c.Tenant, Seq: c.HeadSeq + 1, Reason: missing(c.HeadSeq+1, h.Seq) +
+				fmt.Sprintf(": the chain ends at seq %d, but its head row says seq %d: its tail was removed", c.HeadSeq, h.Seq)}
+		case c.HeadSeq > h.Seq:
+			c.Break = &Break{Tenant: c.Tenant, Seq: h.Seq, Reason: fmt.Sprintf(
+				"seq %d: the chain goes on to seq %d past its head row: the head row was rewritten", h.Seq, c.HeadSeq)}
+		case !bytes.Equal(c.HeadHash, h.Hash):
+			c.Break = &Break{Tenant: c.Tenant, Seq: h.Seq, Reason: fmt.Sprintf(
+				"seq %d: hash %s is not the %s its head row holds", h.Seq, short(c.HeadHash), short(h.Hash))}
+		}
+	}
 }

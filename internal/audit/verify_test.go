@@ -305,8 +305,14 @@ UPDATE opsdesk.audit a SET hash = opsdesk.audit_hash(a) WHERE tenant = 'acme' AN
 		b.tamper(t, `
 UPDATE opsdesk.audit SET reason = 'approved by the CFO' WHERE tenant = 'acme' AND seq = 8;
 UPDATE opsdesk.audit a SET hash = opsdesk.audit_hash(a) WHERE tenant = 'acme' AND seq = 8`)
+		// The head row still holds the old hash.
+		rep := b.verify(t, VerifyOpts{})
+		require.False(t, rep.OK)
+		require.Regexp(t, `^seq 8: hash \S+ is not the \S+ its head row holds$`, rep.Break.Reason)
+		// Rewritten too, only the checkpoint tells.
+		b.tamper(t, `UPDATE opsdesk.audit_heads h SET hash = a.hash FROM opsdesk.audit a WHERE a.tenant = h.tenant AND a.seq = h.seq`)
 		require.True(t, b.verify(t, VerifyOpts{}).OK)
-		rep := b.verify(t, VerifyOpts{Checkpoint: cp})
+		rep = b.verify(t, VerifyOpts{Checkpoint: cp})
 		require.False(t, rep.OK)
 		require.Equal(t, "acme", rep.Break.Tenant)
 		require.Equal(t, int64(8), rep.Break.Seq)
@@ -335,7 +341,13 @@ UPDATE opsdesk.audit a SET hash = opsdesk.audit_hash(a) WHERE tenant = 'acme' AN
 		b := setupChains(t)
 		cp := b.checkpoint(t, newKey(t))
 		b.tamper(t, `DELETE FROM opsdesk.audit WHERE tenant = 'acme' AND seq > 5`)
-		// The chain alone still verifies: a tail leaves no trace in it.
+		// The chain alone leaves no trace of its tail; the head row does.
+		requireBreak(t, b.verify(t, VerifyOpts{}),
+			"tenant acme seqs 6 to 8 missing: the chain ends at seq 5, but its head row says seq 8: its tail was removed")
+		// With the head row moved back too, only the checkpoint tells.
+		b.tamper(t, `
+UPDATE opsdesk.audit_heads SET seq = 5, hash = (SELECT hash FROM opsdesk.audit WHERE tenant = 'acme' AND seq = 5)
+WHERE tenant = 'acme'`)
 		require.True(t, b.verify(t, VerifyOpts{}).OK)
 		rep := b.verify(t, VerifyOpts{Checkpoint: cp})
 		requireBreak(t, rep, "tenant acme seqs 6 to 8 missing: the chain ends at seq 5, but the checkpoint signed seq 8: its tail was removed")

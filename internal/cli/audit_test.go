@@ -181,8 +181,15 @@ SET seq = 4, hash = (SELECT hash FROM opsdesk.audit WHERE tenant = 'acme' AND se
 		`the chain was rewritten at or before seq 6\n`, out)
 	require.Contains(t, errOut, "tenant acme seq 6: hash ")
 
-	// A tail cut without re-chaining.
+	// A tail cut without re-chaining: its head row betrays it, until it
+	// is moved back too.
 	s.tamper(t, `DELETE FROM opsdesk.audit WHERE tenant = 'globex' AND seq = 2`)
+	code, out, _ = run("audit", "verify", "--config", s.cfg, "--tenant", "globex")
+	require.Equal(t, ExitFailure, code, out)
+	require.Contains(t, out, "first broken record: tenant globex seq 2 missing: the chain ends at seq 1, but its head row says seq 2: its tail was removed\n")
+	_, err = s.d.Admin.Exec(t.Context(), `UPDATE opsdesk.audit_heads
+SET seq = 1, hash = (SELECT hash FROM opsdesk.audit WHERE tenant = 'globex' AND seq = 1) WHERE tenant = 'globex'`)
+	require.NoError(t, err)
 	code, out, _ = run("audit", "verify", "--config", s.cfg, "--checkpoint", cpPath, "--tenant", "globex")
 	require.Equal(t, ExitFailure, code, out)
 	require.Contains(t, out, "first broken record: tenant globex seq 2 missing: the chain ends at seq 1, but the checkpoint signed seq 2: its tail was removed\n")

@@ -24,6 +24,17 @@
 
 -- +goose Up
 
+-- The audit hash needs an exact epoch (extract returns numeric from 14 on).
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF current_setting('server_version_num')::int < 140000 THEN
+        RAISE EXCEPTION 'opsdesk needs PostgreSQL 14 or later; this server is %', current_setting('server_version');
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
 -- Roles are cluster-wide: created when missing; an administrator may create
 -- them beforehand for a database owner without CREATEROLE (README).
 -- +goose StatementBegin
@@ -167,13 +178,15 @@ ALTER TABLE opsdesk.audit ENABLE ALWAYS TRIGGER audit_no_truncate;
 -- followed by each field below, in this order, as its length in bytes, ':'
 -- and its text ('-' for NULL). Times are microseconds since the Unix epoch,
 -- booleans 't' or 'f', details its jsonb text, prev_hash lowercase hex.
--- internal/audit computes the same in Go.
+-- Lengths count UTF-8 bytes whatever the database's encoding. The epoch
+-- is exact from PostgreSQL 14 on (extract returns numeric). internal/audit
+-- computes the same in Go.
 -- +goose StatementBegin
 CREATE FUNCTION opsdesk.audit_hash(a opsdesk.audit) RETURNS bytea
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT sha256(convert_to('opsdesk-audit-v1' || string_agg(
-    CASE WHEN f IS NULL THEN '-' ELSE octet_length(f)::text || ':' || f END, '' ORDER BY n), 'UTF8'))
+    CASE WHEN f IS NULL THEN '-' ELSE octet_length(convert_to(f, 'UTF8'))::text || ':' || f END, '' ORDER BY n), 'UTF8'))
 FROM unnest(ARRAY[
     a.tenant, a.seq::text, a.event_id::text,
     (extract(epoch FROM a.at) * 1000000)::bigint::text,
@@ -267,6 +280,13 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     a.tenant := coalesce(a.tenant, '');
+    -- A refusal of over-long text is audited with the text cut short.
+    IF octet_length(a.reason) > 2000 THEN
+        a.reason := left(a.reason, 500) || '… (cut)';
+    END IF;
+    IF octet_length(a.evidence_summary) > 2000 THEN
+        a.evidence_summary := left(a.evidence_summary, 500) || '… (cut)';
+    END IF;
     a.outcome := CASE WHEN p_code IN ('not_permitted', 'not_pending', 'lease_live', 'contradicts_lookup')
                       THEN 'denied' ELSE 'failed' END;
     a.details := coalesce(a.details, '{}') || jsonb_build_object('refusal', p_code, 'message', p_message);
@@ -276,6 +296,9 @@ END
 $$;
 -- +goose StatementEnd
 
+-- Call the functions below in FROM (SELECT * FROM opsdesk.decide(…)):
+-- SELECT (opsdesk.decide(…)).* would run the function once per column.
+--
 -- decide applies a human decision to record p_id. p_decision is completed,
 -- not-executed, failed or defer. p_lookup is a lookup's definite answer
 -- (found, not_found) or NULL; a decision it contradicts needs p_override.
@@ -328,6 +351,9 @@ BEGIN
     ELSIF a.reason IS NULL THEN
         code := 'invalid';
         msg := 'a reason is required';
+    ELSIF octet_length(a.reason) > 2000 OR octet_length(a.evidence_summary) > 2000 THEN
+        code := 'invalid';
+        msg := 'the reason and the evidence summary are limited to 2000 bytes each';
     ELSIF p_lookup IS NOT NULL AND p_lookup NOT IN ('found', 'not_found') THEN
         code := 'invalid';
         msg := 'unknown lookup answer ' || quote_literal(p_lookup) || ' (found, not_found)';
@@ -412,6 +438,8 @@ BEGIN
         RETURN opsdesk.refuse(a, 'not_permitted', session_user || ' may not acknowledge conflicts: it is not granted opsdesk_operator');
     ELSIF a.reason IS NULL THEN
         RETURN opsdesk.refuse(a, 'invalid', 'a reason is required');
+    ELSIF octet_length(a.reason) > 2000 THEN
+        RETURN opsdesk.refuse(a, 'invalid', 'the reason is limited to 2000 bytes');
     END IF;
     WITH reviewed AS (
         UPDATE opsdesk.conflicts SET reviewed_at = now(), reviewed_by = session_user
@@ -455,6 +483,8 @@ BEGIN
         answer := opsdesk.refuse(a, 'not_permitted', session_user || ' may not reveal results: it is not granted opsdesk_operator');
     ELSIF a.reason IS NULL THEN
         answer := opsdesk.refuse(a, 'invalid', 'a reason is required');
+    ELSIF octet_length(a.reason) > 2000 THEN
+        answer := opsdesk.refuse(a, 'invalid', 'the reason is limited to 2000 bytes');
     ELSIF o.result IS NULL THEN
         answer := opsdesk.refuse(a, 'no_result', 'the record has no stored result');
     ELSE
@@ -489,6 +519,8 @@ BEGIN
         RETURN opsdesk.refuse(a, 'not_permitted', session_user || ' may not manage access: it needs opsdesk_admin and every tenant');
     ELSIF a.reason IS NULL THEN
         RETURN opsdesk.refuse(a, 'invalid', 'a reason is required');
+    ELSIF octet_length(a.reason) > 2000 THEN
+        RETURN opsdesk.refuse(a, 'invalid', 'the reason is limited to 2000 bytes');
     ELSIF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = p_role AND rolcanlogin) THEN
         RETURN opsdesk.refuse(a, 'invalid', 'no login role ' || coalesce(quote_ident(p_role), 'NULL') || ': create it first');
     ELSIF p_level IS NOT NULL AND p_level NOT IN ('viewer', 'operator', 'admin') THEN
@@ -550,7 +582,9 @@ GRANT SELECT (tenant, tool, key, id, tool_version, fingerprint, effect, state, o
               leased_at, lease_expires_at, created_at, updated_at, completed_at, expires_at, result_ref,
               version, conflict_count, last_conflict_at)
     ON opsdesk.operations TO opsdesk_viewer;
-GRANT SELECT ON opsdesk.conflicts, opsdesk.audit TO opsdesk_viewer;
+-- Chain heads too: verification compares each chain's last record with
+-- its head row, which catches a removed tail the chain alone cannot show.
+GRANT SELECT ON opsdesk.conflicts, opsdesk.audit, opsdesk.audit_heads TO opsdesk_viewer;
 -- The console refuses a schema it does not know (goose's version table).
 GRANT SELECT ON opsdesk.schema_migrations TO opsdesk_viewer;
 GRANT SELECT, UPDATE ON opsdesk.operations TO opsdesk_owner;
@@ -565,6 +599,7 @@ GRANT SELECT ON opsdesk.access TO opsdesk_admin;
 ALTER TABLE opsdesk.operations ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE opsdesk.conflicts ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE opsdesk.audit ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE opsdesk.audit_heads ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 
 CREATE POLICY service ON opsdesk.operations TO opsdesk_service USING (true) WITH CHECK (true);
 CREATE POLICY service ON opsdesk.conflicts TO opsdesk_service USING (true) WITH CHECK (true);
@@ -575,9 +610,12 @@ CREATE POLICY people ON opsdesk.conflicts TO opsdesk_viewer, opsdesk_owner
 -- The '' chain (events outside any tenant) is for those who see every tenant.
 CREATE POLICY people ON opsdesk.audit TO opsdesk_viewer, opsdesk_owner
     USING ((SELECT opsdesk.sees_every_tenant()) OR tenant = ANY ((SELECT opsdesk.visible_tenants())::text[]));
--- The functions append to the '' chain for any caller: refusals of
--- records it cannot see.
+CREATE POLICY people ON opsdesk.audit_heads TO opsdesk_viewer
+    USING ((SELECT opsdesk.sees_every_tenant()) OR tenant = ANY ((SELECT opsdesk.visible_tenants())::text[]));
+-- The functions append to any chain for any caller: the '' chain holds
+-- refusals of records the caller cannot see.
 CREATE POLICY append ON opsdesk.audit FOR INSERT TO opsdesk_owner WITH CHECK (true);
+CREATE POLICY chains ON opsdesk.audit_heads TO opsdesk_owner USING (true) WITH CHECK (true);
 
 -- The migrating role owns the tables; FORCE applies to it too.
 -- +goose StatementBegin
@@ -586,6 +624,7 @@ BEGIN
     EXECUTE format('CREATE POLICY migrator ON opsdesk.operations TO %I USING (true) WITH CHECK (true)', current_user);
     EXECUTE format('CREATE POLICY migrator ON opsdesk.conflicts TO %I USING (true) WITH CHECK (true)', current_user);
     EXECUTE format('CREATE POLICY migrator ON opsdesk.audit TO %I USING (true) WITH CHECK (true)', current_user);
+    EXECUTE format('CREATE POLICY migrator ON opsdesk.audit_heads TO %I USING (true) WITH CHECK (true)', current_user);
 END
 $$;
 -- +goose StatementEnd
