@@ -116,6 +116,8 @@ func BenchmarkDoTxCreate(b *testing.B) {
 func BenchmarkRawCreate(b *testing.B) {
 	pool, _ := benchSetup(b)
 	fp := sha256.Sum256([]byte("fixed"))
+	// The canonical request the library stores, of the size DoTxCreate's.
+	intent := []byte(`{"intent":{"labels":["hardware","urgent"],"priority":2,"title":"Printer on fire"},"tool":"create-ticket","version":"1"}`)
 	lease, retention := DefaultLease.Microseconds(), DefaultRetention.Microseconds()
 	runClients(b, func(ctx context.Context, i int64) error {
 		key := fmt.Sprintf("run-%d:create-ticket", i)
@@ -126,7 +128,7 @@ func BenchmarkRawCreate(b *testing.B) {
 		defer tx.Rollback(ctx) //nolint:errcheck
 		var id, version int64
 		var attempt int
-		if err := tx.QueryRow(ctx, reserveSQL, "acme", "create-ticket", key, "1", fp[:], "local", "bench", lease).
+		if err := tx.QueryRow(ctx, reserveSQL, "acme", "create-ticket", key, "1", fp[:], "local", "bench", lease, intent).
 			Scan(&id, &attempt, &version); err != nil {
 			return err
 		}

@@ -79,6 +79,7 @@ type call struct {
 	Request
 	policy      Policy
 	fingerprint Fingerprint
+	canonical   []byte // the canonical request, stored with the record
 	start       time.Time
 }
 
@@ -105,11 +106,11 @@ func (s *Store) newCall(req Request, external bool) (*call, error) {
 			return c, &InvalidRequestError{Field: "intent", Problem: err.Error(), Err: err}
 		}
 	}
-	_, fp, err := Canonical(req.Tool, req.Version, req.Intent)
+	canon, fp, err := Canonical(req.Tool, req.Version, req.Intent)
 	if err != nil {
 		return c, err
 	}
-	c.fingerprint = fp
+	c.canonical, c.fingerprint = canon, fp
 	return c, nil
 }
 
@@ -129,8 +130,8 @@ type lease struct {
 
 const reserveSQL = `
 INSERT INTO opsdesk.operations
-    (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt, leased_at, lease_expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, 1, now(), now() + $8 * interval '1 microsecond')
+    (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt, leased_at, lease_expires_at, intent)
+VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, 1, now(), now() + $8 * interval '1 microsecond', $9)
 ON CONFLICT (tenant, tool, key) DO NOTHING
 RETURNING id, attempt, version`
 
@@ -139,7 +140,7 @@ RETURNING id, attempt, version`
 // rolls back: the primary key serializes attempts.
 func (s *Store) reserve(ctx context.Context, q dbtx, c *call) (l lease, ok bool, err error) {
 	err = q.QueryRow(ctx, reserveSQL, c.Tenant, c.Tool, c.Key, c.Version, c.fingerprint[:],
-		string(c.policy.Effect), s.owner, c.policy.Lease.Microseconds()).Scan(&l.ID, &l.Attempt, &l.Version)
+		string(c.policy.Effect), s.owner, c.policy.Lease.Microseconds(), c.canonical).Scan(&l.ID, &l.Attempt, &l.Version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, false, nil
 	}

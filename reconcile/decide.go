@@ -114,13 +114,13 @@ var (
 	ErrLeaseLive         = errors.New("the lease is live: deciding needs force")
 	ErrContradictsLookup = errors.New("the lookup contradicts the decision: deciding needs override")
 	ErrNoConflicts       = errors.New("no unreviewed conflicts")
-	ErrNoResult          = errors.New("no stored result")
+	ErrNoValue           = errors.New("no stored value")
 )
 
 var codes = map[string]error{
 	"not_found": ErrNotFound, "not_permitted": ErrNotPermitted, "invalid": ErrInvalid,
 	"changed": ErrChanged, "not_pending": ErrNotPending, "lease_live": ErrLeaseLive,
-	"contradicts_lookup": ErrContradictsLookup, "no_conflicts": ErrNoConflicts, "no_result": ErrNoResult,
+	"contradicts_lookup": ErrContradictsLookup, "no_conflicts": ErrNoConflicts, "no_value": ErrNoValue,
 }
 
 // RefusedError is an attempt the database refused and audited.
@@ -181,7 +181,7 @@ func Reveal(ctx context.Context, pool *pgxpool.Pool, id int64, reason, displayNa
 	var value []byte
 	res, err := run(ctx, pool, func(tx pgx.Tx) (answer, error) {
 		var a answer
-		err := tx.QueryRow(ctx, `SELECT (answer).*, result FROM opsdesk.reveal($1, $2, $3)`, id, reason, nullable(displayName)).
+		err := tx.QueryRow(ctx, `SELECT (answer).*, value FROM opsdesk.reveal($1, 'result', $2, $3)`, id, reason, nullable(displayName)).
 			Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Seq, &a.State, &a.Version, &value)
 		return a, err
 	})

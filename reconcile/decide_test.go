@@ -547,7 +547,7 @@ func TestRevealIsAuditedBeforeItIsShown(t *testing.T) {
 	b := setup(t)
 	id, v := b.stuck(t, "acme", "ord-1")
 	_, _, err := reconcile.Reveal(b.ctx, b.operator.Pool, id, "what did it return?", "")
-	require.ErrorIs(t, err, reconcile.ErrNoResult)
+	require.ErrorIs(t, err, reconcile.ErrNoValue)
 	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.Completed, ExpectVersion: v, Reason: "seen", ResultRef: "ch_9",
 		Result: json.RawMessage(`{"charge_id":"ch_9"}`)})

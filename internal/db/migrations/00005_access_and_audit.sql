@@ -35,6 +35,13 @@ END
 $$;
 -- +goose StatementEnd
 
+-- The canonical request ({intent, tool, version}) of each record, which
+-- the library stores at reservation: what an operator reconciling an
+-- unknown outcome must check at the provider. Only an audited reveal
+-- shows it to people.
+ALTER TABLE opsdesk.operations ADD COLUMN intent jsonb;
+GRANT INSERT (intent) ON opsdesk.operations TO opsdesk_service;
+
 -- Roles are cluster-wide: created when missing; an administrator may create
 -- them beforehand for a database owner without CREATEROLE (README).
 -- +goose StatementBegin
@@ -243,7 +250,7 @@ CREATE TYPE opsdesk.decision_result AS (
     outcome text,   -- succeeded, denied or failed
     code    text,   -- why, for programs: not_found, not_permitted, invalid,
                     -- changed, not_pending, lease_live, contradicts_lookup,
-                    -- no_conflicts, no_result
+                    -- no_conflicts, no_value
     message text,   -- why, for people
     tenant  text,   -- the chain the audit record went to
     seq     bigint, -- its sequence
@@ -457,19 +464,21 @@ END
 $$;
 -- +goose StatementEnd
 
--- reveal returns record p_id's stored result after appending an audit
--- record of the reveal; the caller commits before it shows the value. A
--- refusal returns NULL and is audited like a decision's.
+-- reveal returns record p_id's stored intent or result (p_field) after
+-- appending an audit record of the reveal; the caller commits before it
+-- shows the value. A refusal returns no value and is audited like a
+-- decision's.
 -- +goose StatementBegin
-CREATE FUNCTION opsdesk.reveal(p_id bigint, p_reason text, p_display_name text DEFAULT NULL,
-    OUT answer opsdesk.decision_result, OUT result jsonb)
+CREATE FUNCTION opsdesk.reveal(p_id bigint, p_field text, p_reason text, p_display_name text DEFAULT NULL,
+    OUT answer opsdesk.decision_result, OUT value jsonb)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     o opsdesk.operations;
     a opsdesk.audit;
+    v jsonb;
 BEGIN
-    a.action := 'reveal:result';
+    a.action := 'reveal:' || coalesce(p_field, '');
     a.reason := nullif(btrim(p_reason), '');
     a.display_name := p_display_name;
     a.operation_id := p_id;
@@ -479,19 +488,22 @@ BEGIN
         RETURN;
     END IF;
     a := opsdesk.about(a, o);
+    v := CASE p_field WHEN 'intent' THEN o.intent WHEN 'result' THEN o.result END;
     IF NOT pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
-        answer := opsdesk.refuse(a, 'not_permitted', session_user || ' may not reveal results: it is not granted opsdesk_operator');
+        answer := opsdesk.refuse(a, 'not_permitted', session_user || ' may not reveal stored values: it is not granted opsdesk_operator');
+    ELSIF p_field IS NULL OR p_field NOT IN ('intent', 'result') THEN
+        answer := opsdesk.refuse(a, 'invalid', 'reveal the intent or the result, not ' || coalesce(quote_literal(p_field), 'NULL'));
     ELSIF a.reason IS NULL THEN
         answer := opsdesk.refuse(a, 'invalid', 'a reason is required');
     ELSIF octet_length(a.reason) > 2000 THEN
         answer := opsdesk.refuse(a, 'invalid', 'the reason is limited to 2000 bytes');
-    ELSIF o.result IS NULL THEN
-        answer := opsdesk.refuse(a, 'no_result', 'the record has no stored result');
+    ELSIF v IS NULL THEN
+        answer := opsdesk.refuse(a, 'no_value', 'the record has no stored ' || p_field);
     ELSE
         a.outcome := 'succeeded';
         a := opsdesk.audit_append(a);
         answer := ('succeeded', NULL, NULL, a.tenant, a.seq, a.state_after, o.version)::opsdesk.decision_result;
-        result := o.result;
+        value := v;
     END IF;
 END
 $$;
@@ -554,7 +566,7 @@ ALTER FUNCTION opsdesk.refuse(opsdesk.audit, text, text) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.about(opsdesk.audit, opsdesk.operations) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.decide(bigint, text, bigint, text, text, jsonb, text, text, text, boolean, boolean, interval, timestamptz, text) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.ack_conflicts(bigint, text, text) OWNER TO opsdesk_owner;
-ALTER FUNCTION opsdesk.reveal(bigint, text, text) OWNER TO opsdesk_owner;
+ALTER FUNCTION opsdesk.reveal(bigint, text, text, text) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.grant_access(text, text, text, text, text) OWNER TO opsdesk_owner;
 
 REVOKE ALL ON FUNCTION opsdesk.sees_every_tenant(), opsdesk.visible_tenants(),
@@ -563,7 +575,7 @@ REVOKE ALL ON FUNCTION opsdesk.sees_every_tenant(), opsdesk.visible_tenants(),
     opsdesk.audit_hash(opsdesk.audit), opsdesk.view_state(opsdesk.operations),
     opsdesk.audit_append_only(),
     opsdesk.decide(bigint, text, bigint, text, text, jsonb, text, text, text, boolean, boolean, interval, timestamptz, text),
-    opsdesk.ack_conflicts(bigint, text, text), opsdesk.reveal(bigint, text, text),
+    opsdesk.ack_conflicts(bigint, text, text), opsdesk.reveal(bigint, text, text, text),
     opsdesk.grant_access(text, text, text, text, text)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION opsdesk.sees_every_tenant(), opsdesk.visible_tenants() TO opsdesk_viewer, opsdesk_owner;
@@ -572,7 +584,7 @@ GRANT EXECUTE ON FUNCTION opsdesk.audit_hash(opsdesk.audit), opsdesk.view_state(
 -- audit the attempt.
 GRANT EXECUTE ON FUNCTION
     opsdesk.decide(bigint, text, bigint, text, text, jsonb, text, text, text, boolean, boolean, interval, timestamptz, text),
-    opsdesk.ack_conflicts(bigint, text, text), opsdesk.reveal(bigint, text, text),
+    opsdesk.ack_conflicts(bigint, text, text), opsdesk.reveal(bigint, text, text, text),
     opsdesk.grant_access(text, text, text, text, text)
     TO opsdesk_viewer;
 
