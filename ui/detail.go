@@ -33,6 +33,10 @@ type detailScreen struct {
 
 	offset int
 	lines  []string
+
+	// writes tells whether the console offers writes to this role (set
+	// by the root from the role's capabilities).
+	writes bool
 }
 
 func newDetail(d deps) *detailScreen {
@@ -84,6 +88,13 @@ func (s *detailScreen) refresh() tea.Cmd {
 	return s.fetch()
 }
 
+// allow offers (or withdraws) the writes: the root calls it once the
+// role's capabilities are known.
+func (s *detailScreen) allow(writes bool) {
+	s.writes = writes
+	s.render()
+}
+
 func (s *detailScreen) updateKeys() {
 	scroll := len(s.lines) > s.h
 	for _, b := range []*key.Binding{&s.keys.Up, &s.keys.Down, &s.keys.Top, &s.keys.Bottom, &s.keys.NextPage, &s.keys.PrevPage} {
@@ -91,16 +102,23 @@ func (s *detailScreen) updateKeys() {
 	}
 	s.keys.NextPage.SetHelp("pgdn", "page down")
 	s.keys.PrevPage.SetHelp("pgup", "page up")
+	d := s.d
+	s.keys.Reconcile.SetEnabled(s.writes && d != nil && leaseRelevant(d.Row))
+	s.keys.AckConflicts.SetEnabled(s.writes && d != nil && unreviewed(d.Conflicts) > 0)
+	s.keys.Reveal.SetEnabled(s.writes && d != nil && d.HasResult)
 }
 
 // ShortHelp implements help.KeyMap.
 func (s *detailScreen) ShortHelp() []key.Binding {
-	return []key.Binding{combined("↑/↓", "scroll", s.keys.Up, s.keys.Down)}
+	return []key.Binding{s.keys.Reconcile, s.keys.AckConflicts, s.keys.Reveal, combined("↑/↓", "scroll", s.keys.Up, s.keys.Down)}
 }
 
 // FullHelp implements help.KeyMap.
 func (s *detailScreen) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{s.keys.Up, s.keys.Down, s.keys.NextPage, s.keys.PrevPage, s.keys.Top, s.keys.Bottom}}
+	return [][]key.Binding{
+		{s.keys.Up, s.keys.Down, s.keys.NextPage, s.keys.PrevPage, s.keys.Top, s.keys.Bottom},
+		{s.keys.Reconcile, s.keys.AckConflicts, s.keys.Reveal},
+	}
 }
 
 func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
@@ -136,10 +154,26 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			s.offset = 0
 		case key.Matches(msg, s.keys.Bottom):
 			s.offset = len(s.lines)
+		case key.Matches(msg, s.keys.Reconcile):
+			s.startFlow(flowReconcile)
+		case key.Matches(msg, s.keys.AckConflicts):
+			s.startFlow(flowAck)
+		case key.Matches(msg, s.keys.Reveal):
+			s.startFlow(flowReveal)
 		}
 		s.clamp()
 	}
 	return s, nil
+}
+
+// startFlow asks the root to open a flow on the record as shown: its
+// version is the one the decision expects.
+func (s *detailScreen) startFlow(k flowKind) {
+	if s.d == nil {
+		return
+	}
+	rec := *s.d
+	s.goTo(navMsg{to: screenDecide, flow: k, rec: &rec})
 }
 
 func (s *detailScreen) clamp() {
@@ -271,11 +305,14 @@ func (s *detailScreen) buildLines() []string {
 	}
 	field("retention", retention)
 	field("fingerprint", orDash(Clean(d.FingerprintPrefix))+" (prefix)")
-	stored := "no result stored"
-	if d.HasResult {
-		stored = "a result is stored"
+	switch {
+	case !d.HasResult:
+		field("intent/result", "hidden (no result stored)")
+	case s.writes:
+		field("intent/result", "hidden (a result is stored) · v reveals the result: audited, with your reason, before it is shown")
+	default:
+		field("intent/result", "hidden (a result is stored) · revealing it is audited: an operator's role, in a context that is not read-only")
 	}
-	field("intent/result", "hidden ("+stored+"). Revealing them is an audited action; it arrives with the audit feature.")
 
 	add("", title("Timeline")+s.st.Muted.Render("  (database time, UTC)"))
 	events := timeline(d)
@@ -386,8 +423,53 @@ func timeline(d *storeview.Detail) []event {
 		}
 		ev = append(ev, event{c.AttemptedAt, what})
 	}
+	for _, dec := range d.Decisions {
+		ev = append(ev, event{dec.At, decisionText(d, dec)})
+	}
 	sort.SliceStable(ev, func(i, j int) bool { return ev[i].at.Before(ev[j].at) })
 	return ev
+}
+
+// decisionText tells a person's decision in the timeline: what, who (the
+// authenticated role, and apart from it the name they claimed), the
+// flags, the audit record and why.
+func decisionText(d *storeview.Detail, dec storeview.Decision) string {
+	var what string
+	switch dec.Action {
+	case "decide:completed":
+		what = "✓ confirmed completed"
+		if dec.ResultRef != "" {
+			what += " (result ref " + Clean(dec.ResultRef) + ")"
+		}
+	case "decide:not-executed":
+		what = "○ confirmed not executed: released"
+	case "decide:failed":
+		what = "✗ marked failed"
+	case "decide:defer":
+		what = "deferred"
+		if !dec.SnoozeUntil.IsZero() {
+			what += " until " + stamp(dec.SnoozeUntil, d.DBTime)
+		}
+	case "conflicts:ack":
+		what = glyphConflicted + " conflicting attempts acknowledged"
+	default:
+		what = Clean(dec.Action)
+	}
+	what += " by role " + Clean(dec.Role)
+	if dec.DisplayName != "" {
+		what += " (claims to be " + strconv.Quote(Clean(dec.DisplayName)) + ")"
+	}
+	if dec.Forced {
+		what += " · forced over a live lease"
+	}
+	if dec.Override {
+		what += " · overriding the lookup"
+	}
+	what += " · audit " + Clean(d.Tenant) + "#" + strconv.FormatInt(dec.AuditSeq, 10)
+	if dec.Reason != "" {
+		what += " · reason: " + Clean(dec.Reason)
+	}
+	return what
 }
 
 // stateNote explains a state in the detail's words.

@@ -8,6 +8,17 @@
 // keyset pages) and the detail of one record; each is a tea.Model with its
 // own key help and size, and drops answers to all but its latest request.
 //
+// People's decisions go through the Decider interface (*reconcile.Desk):
+// from a record's detail, r opens the guided reconciliation flow (context
+// and risk, the provider's lookup and the runbook, the decision, what
+// happens next, a reason, a confirmation that defaults to No, the result
+// and its audit record), a acknowledges conflicting attempts and v reveals
+// a stored result once its audit record committed. The database decides
+// what a role may do; the console asks once what that is and offers
+// nothing else, and nothing at all in a read-only context. A decision
+// expects the version the operator saw: a record changed since is refused
+// and the flow shows what changed.
+//
 // Every age on screen is computed from the database time of the read that
 // produced it, never from the local clock. Refresh polls at an interval
 // the operator can change or pause, and holds for a moment after the
@@ -16,5 +27,6 @@
 //
 // Styles are built from one lipgloss renderer; every colour stands beside
 // a glyph and a word, so NO_COLOR and monochrome terminals lose nothing.
-// The package reads through the Source interface and never imports pgx.
+// The package reads through the Source interface, writes through the
+// Decider interface and never imports pgx.
 package ui

@@ -33,14 +33,18 @@ type fakeSource struct {
 	mu        sync.Mutex
 	rows      []storeview.Row
 	conflicts map[int64][]storeview.Conflict
-	down      bool
+	decisions map[int64][]storeview.Decision
+	// refs are result references people confirmed, by record.
+	refs map[int64]string
+	down bool
 	// estimate, when set, is reported as the planner's completed count.
 	estimate int64
 	calls    map[string]int
 }
 
 func newFakeSource() *fakeSource {
-	s := &fakeSource{conflicts: map[int64][]storeview.Conflict{}, calls: map[string]int{}, estimate: 4_180_112}
+	s := &fakeSource{conflicts: map[int64][]storeview.Conflict{}, decisions: map[int64][]storeview.Decision{},
+		refs: map[int64]string{}, calls: map[string]int{}, estimate: 4_180_112}
 	at := func(d time.Duration) time.Time { return dbNow.Add(d) }
 	add := func(r storeview.Row) {
 		r.DBTime = dbNow
@@ -260,9 +264,9 @@ func (s *fakeSource) detail(r storeview.Row) storeview.Detail {
 	d := storeview.Detail{Row: r, ToolVersion: "3", FingerprintPrefix: fp(r.Key), Effect: "local"}
 	switch r.Tool {
 	case "send-email":
-		d.Effect = "external-idempotent"
+		d.Effect = "external_idempotent"
 	case "charge-card", "deploy-service":
-		d.Effect = "external-unknown"
+		d.Effect = "external_unknown"
 	}
 	switch r.State {
 	case storeview.StateCompleted:
@@ -273,7 +277,11 @@ func (s *fakeSource) detail(r storeview.Row) storeview.Detail {
 	case storeview.StateRejected:
 		d.Outcome, d.HasResult = "rejected", true
 	}
-	d.Conflicts = s.conflicts[r.ID]
+	if ref, ok := s.refs[r.ID]; ok {
+		d.ResultRef = ref
+	}
+	d.Conflicts = slices.Clone(s.conflicts[r.ID])
+	d.Decisions = slices.Clone(s.decisions[r.ID])
 	if n := len(d.Conflicts); n > 0 {
 		d.LastConflictAt = d.Conflicts[n-1].AttemptedAt
 	}
@@ -411,6 +419,8 @@ func namedKey(t testing.TB, name string) tea.KeyMsg {
 		return tea.KeyMsg{Type: tea.KeySpace, Runes: []rune{' '}}
 	case "ctrl+c":
 		return tea.KeyMsg{Type: tea.KeyCtrlC}
+	case "backspace":
+		return tea.KeyMsg{Type: tea.KeyBackspace}
 	}
 	t.Fatalf("unknown key %q", name)
 	return tea.KeyMsg{}

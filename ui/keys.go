@@ -30,6 +30,19 @@ type KeyMap struct {
 	// Accept and Cancel apply inside the filter bar and the command line.
 	Accept key.Binding
 	Cancel key.Binding
+
+	// Writes, on a record's detail: offered only to a role the database
+	// lets decide, never in a read-only context.
+	Reconcile    key.Binding
+	AckConflicts key.Binding
+	Reveal       key.Binding
+	// Inside a decision's flow.
+	Next     key.Binding
+	Yes      key.Binding
+	No       key.Binding
+	Override key.Binding
+	AskAgain key.Binding
+	Choose   key.Binding
 }
 
 // DefaultKeyMap returns the console's key bindings.
@@ -57,6 +70,17 @@ func DefaultKeyMap() KeyMap {
 		Retry:     key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "retry now"), key.WithDisabled()),
 		Accept:    key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply")),
 		Cancel:    key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
+
+		Reconcile:    key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reconcile"), key.WithDisabled()),
+		AckConflicts: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "ack conflicts"), key.WithDisabled()),
+		Reveal:       key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "reveal result"), key.WithDisabled()),
+
+		Next:     key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "next"), key.WithDisabled()),
+		Yes:      key.NewBinding(key.WithKeys("y", "Y"), key.WithHelp("y", "yes, apply"), key.WithDisabled()),
+		No:       key.NewBinding(key.WithKeys("n", "N"), key.WithHelp("n", "no"), key.WithDisabled()),
+		Override: key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "override the lookup"), key.WithDisabled()),
+		AskAgain: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "ask again"), key.WithDisabled()),
+		Choose:   key.NewBinding(key.WithKeys("1", "2", "3", "4"), key.WithHelp("1-4", "choose"), key.WithDisabled()),
 	}
 }
 

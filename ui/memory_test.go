@@ -45,20 +45,8 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
-// memoryDSNEnv hands the seeded database to the child process.
-const memoryDSNEnv = "OPSDESK_MEMORY_CHILD_DSN"
-
 // memoryTarget is the bound on the console's resident memory.
 const memoryTarget = 80 << 20
-
-// TestMain starts a throw-away cluster for the parent only: the child
-// connects to the parent's.
-func TestMain(m *testing.M) {
-	if os.Getenv(memoryDSNEnv) != "" {
-		os.Exit(m.Run())
-	}
-	dbtest.Main(m)
-}
 
 func TestConsoleMemory(t *testing.T) {
 	if os.Getenv(memoryDSNEnv) != "" {

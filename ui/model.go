@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 // The smallest terminal the console lays out in.
@@ -66,6 +68,13 @@ type Model struct {
 	probing     bool
 	note        string
 
+	// caps are what the connected role may do, asked once connected
+	// (again only while unknown) when the console may write at all.
+	caps       reconcile.Capabilities
+	capsKnown  bool
+	capsAsking bool
+	capsSeq    int
+
 	refresh  refresher
 	showHelp bool
 	cmd      cmdline
@@ -75,6 +84,7 @@ type Model struct {
 	overview *overviewScreen
 	list     *listScreen
 	detail   *detailScreen
+	decide   *decideScreen
 	stack    []screen
 }
 
@@ -95,14 +105,16 @@ func newModel(ctx context.Context, src Source, opts Options, r *lipgloss.Rendere
 	}
 	st := NewStyles(r)
 	keys := DefaultKeyMap()
-	d := deps{keys: keys, st: st, f: fetcher{src: src, ctx: ctx, timeout: opts.Timeout}}
+	var m *Model
+	d := deps{keys: keys, st: st, f: fetcher{src: src, ctx: ctx, timeout: opts.Timeout},
+		after: func(dur time.Duration, msg tea.Msg) tea.Cmd { return m.after(dur, msg) }}
 	h := help.New()
 	h.ShortSeparator = " · "
 	h.Styles = help.Styles{
 		ShortKey: st.HelpKey, ShortDesc: st.HelpDesc, ShortSeparator: st.HelpSep, Ellipsis: st.HelpSep,
 		FullKey: st.HelpKey, FullDesc: st.HelpDesc, FullSeparator: st.HelpSep,
 	}
-	m := &Model{
+	m = &Model{
 		opts: opts, keys: keys, st: st, f: d.f,
 		after:    func(d time.Duration, msg tea.Msg) tea.Cmd { return tea.Tick(d, func(time.Time) tea.Msg { return msg }) },
 		refresh:  refresher{every: opts.Refresh},
@@ -112,6 +124,7 @@ func newModel(ctx context.Context, src Source, opts Options, r *lipgloss.Rendere
 		overview: newOverview(d),
 		list:     newList(d),
 		detail:   newDetail(d),
+		decide:   newDecide(d, opts.Decider),
 	}
 	m.connect.every = opts.Refresh
 	m.stack = []screen{m.connect}
@@ -140,6 +153,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		cmd = m.onConnect(msg)
 	case probeMsg:
 		m.onProbe(msg)
+	case capsMsg:
+		m.onCaps(msg)
 	case noteMsg:
 		m.note = string(msg)
 	case result:
@@ -158,7 +173,7 @@ func (m *Model) bodyHeight() int { return max(1, m.h-3) }
 func (m *Model) resize(w, h int) tea.Cmd {
 	m.w, m.h = w, h
 	m.help.Width = max(1, w-1)
-	for _, s := range []screen{m.connect, m.overview, m.list, m.detail} {
+	for _, s := range []screen{m.connect, m.overview, m.list, m.detail, m.decide} {
 		s.SetSize(w, m.bodyHeight())
 	}
 	if m.connected {
@@ -277,31 +292,87 @@ func (m *Model) navigate(n navMsg) tea.Cmd {
 	}
 	m.showHelp = false
 	switch n.to {
+	case screenPrevious:
+		return m.goBack()
 	case screenOverview:
-		m.stack = []screen{m.overview}
+		m.setStack(m.overview)
 		return m.overview.fetch()
 	case screenList:
-		m.stack = []screen{m.overview, m.list}
+		m.setStack(m.overview, m.list)
 		cmd := m.list.open(n.filter, n.filterText, n.sort)
 		if n.edit {
 			return tea.Batch(cmd, m.list.startEdit())
 		}
 		return cmd
 	case screenDetail:
-		if m.active() != m.detail {
-			m.stack = append(m.stack, m.detail)
+		if i := slices.Index(m.stack, screen(m.detail)); i >= 0 {
+			m.setStack(m.stack[:i+1]...)
+		} else {
+			m.setStack(append(m.stack, m.detail)...)
 		}
 		return m.detail.open(n.id, n.ident)
+	case screenDecide:
+		if n.rec == nil || !m.canDecide() || m.active() != m.detail {
+			return nil
+		}
+		m.setStack(append(m.stack, m.decide)...)
+		return m.decide.start(n.flow, *n.rec)
 	}
 	return nil
+}
+
+// setStack shows the screens given; a screen that is no longer on the
+// stack forgets what it must not keep (a revealed value).
+func (m *Model) setStack(stack ...screen) {
+	for _, s := range m.stack {
+		if l, ok := s.(leaver); ok && !slices.Contains(stack, s) {
+			l.leave()
+		}
+	}
+	m.stack = append([]screen(nil), stack...)
 }
 
 func (m *Model) goBack() tea.Cmd {
 	if len(m.stack) <= 1 {
 		return nil
 	}
-	m.stack = m.stack[:len(m.stack)-1]
+	m.setStack(m.stack[:len(m.stack)-1]...)
 	return m.active().refresh()
+}
+
+// canDecide tells whether the console offers writes: a Decider, not
+// read-only, and a role the database lets decide.
+func (m *Model) canDecide() bool {
+	return m.opts.writable() && m.capsKnown && m.caps.Decide
+}
+
+// askCaps asks the database once what the role may do; nil when the
+// console offers no writes, the answer is known or a question is out.
+func (m *Model) askCaps() tea.Cmd {
+	if !m.opts.writable() || m.capsKnown || m.capsAsking || !m.connected {
+		return nil
+	}
+	m.capsAsking = true
+	m.capsSeq++
+	seq, dec := m.capsSeq, m.opts.Decider
+	return run(m.f, dec.Capabilities, func(c reconcile.Capabilities, err error) tea.Msg {
+		return capsMsg{seq: seq, caps: c, err: err}
+	})
+}
+
+// onCaps keeps the role's capabilities; a failure is asked again at the
+// next refresh, and writes stay hidden until then.
+func (m *Model) onCaps(msg capsMsg) {
+	if msg.seq != m.capsSeq {
+		return
+	}
+	m.capsAsking = false
+	if msg.err != nil {
+		m.note = "cannot tell what your role may do yet (" + Clean(msg.err.Error()) + "): decisions stay hidden"
+		return
+	}
+	m.caps, m.capsKnown = msg.caps, true
+	m.detail.allow(m.canDecide())
 }
 
 // deliver hands an answer to the screen that asked, if it is that
@@ -382,7 +453,7 @@ func (m *Model) onConnect(msg connectMsg) tea.Cmd {
 	m.info = msg.info
 	m.dbTime = msg.info.DBTime
 	m.lastErr = msg.err // an old schema, say: reachable but worth saying
-	return m.navigate(navMsg{to: screenOverview})
+	return tea.Batch(m.navigate(navMsg{to: screenOverview}), m.askCaps())
 }
 
 // tick schedules the next refresh of the current chain.
@@ -394,7 +465,7 @@ func (m *Model) onTick(msg tickMsg) tea.Cmd {
 	if msg.gen != m.refresh.gen || m.refresh.paused {
 		return nil
 	}
-	next := m.tick()
+	next := tea.Batch(m.tick(), m.askCaps())
 	if m.refresh.frozen {
 		m.refresh.due = true
 		return next
@@ -496,6 +567,13 @@ func (m *Model) syncKeys() {
 	} else {
 		m.keys.Quit.SetHelp("q", "back")
 	}
+	if s == m.decide {
+		esc, q := m.decide.backLabels()
+		if !m.showHelp {
+			m.keys.Back.SetHelp("esc", esc)
+		}
+		m.keys.Quit.SetHelp("q", q)
+	}
 	if m.refresh.paused {
 		m.keys.Pause.SetHelp("space", "resume")
 	} else {
@@ -571,8 +649,12 @@ func (m *Model) statusBar() string {
 	if m.opts.Context != "" {
 		left += Clean(m.opts.Context) + " · "
 	}
+	role := ""
 	if m.connected {
 		left += Clean(m.info.Server) + "/" + Clean(m.info.Database) + " · you: " + Clean(m.info.Role)
+		if m.capsKnown {
+			role = " (" + roleLabel(m.caps) + ")"
+		}
 	} else {
 		left += "not connected"
 	}
@@ -590,8 +672,11 @@ func (m *Model) statusBar() string {
 		return "db " + clock(asOf) + " UTC · " + m.refreshLabel(long) + " "
 	}
 	r := right(true)
-	if width(left)+width(r)+1 > m.w {
+	if width(left)+width(role)+width(r)+1 > m.w {
 		r = right(false)
+	}
+	if width(left)+width(role)+width(r)+1 <= m.w {
+		left += role // what the role may do, when it fits
 	}
 	return spread(left, r, m.w)
 }
@@ -648,9 +733,9 @@ func (m *Model) footerKeys() []key.Binding {
 	}
 	keys := append([]key.Binding{m.keys.Help}, s.ShortHelp()...)
 	back, quit := m.keys.Back, m.keys.Quit
-	if back.Enabled() && back.Help().Desc == "back" {
-		// esc and q both go back here: one entry says so.
-		back = combined("esc/q", "back", m.keys.Back, m.keys.Quit)
+	if back.Enabled() && quit.Enabled() && back.Help().Desc == quit.Help().Desc {
+		// esc and q do the same here: one entry says so.
+		back = combined("esc/q", back.Help().Desc, m.keys.Back, m.keys.Quit)
 		quit.SetEnabled(false)
 	}
 	return append(keys, m.keys.Retry, back, quit, m.keys.Command, m.keys.Pause)

@@ -53,7 +53,14 @@ type deps struct {
 	keys KeyMap
 	st   Styles
 	f    fetcher
+	// after schedules msg (a spinner's next frame, say); tests record it
+	// instead of waiting.
+	after func(time.Duration, tea.Msg) tea.Cmd
 }
+
+// leaver is a screen that forgets something when the operator leaves it
+// (a revealed value, say).
+type leaver interface{ leave() }
 
 // navMsg asks the root to show a screen.
 type navMsg struct {
@@ -67,6 +74,9 @@ type navMsg struct {
 	// For the detail: an id, or an identity to look up.
 	id    int64
 	ident *identity
+	// For a decision's flow: what to do, on the record as shown.
+	flow flowKind
+	rec  *storeview.Detail
 }
 
 // listOf opens the operations list with a filter.

@@ -46,7 +46,15 @@ type Options struct {
 	NoColor bool
 	// Timeout bounds each request to the store (default 5s).
 	Timeout time.Duration
+	// Decider applies people's decisions. Nil, or ReadOnly, means the
+	// console offers no write at all: the keys are disabled, so help does
+	// not list them.
+	Decider Decider
 }
+
+// writable tells whether the console may offer writes at all (the role's
+// capabilities decide the rest).
+func (o Options) writable() bool { return o.Decider != nil && !o.ReadOnly }
 
 func (o Options) withDefaults() Options {
 	if o.Refresh <= 0 {
@@ -67,6 +75,9 @@ const (
 	screenOverview
 	screenList
 	screenDetail
+	screenDecide
+	// screenPrevious asks the root to leave the active screen.
+	screenPrevious
 )
 
 // result is an answer from the store to one request of a screen.

@@ -28,12 +28,42 @@ func runConsole(cmd *cobra.Command, g *globalFlags) error {
 		return err
 	}
 	defer pool.Close()
-	return ui.Run(ctx, view, ui.Options{
+	opts := ui.Options{
 		Context:  cfg.Context.Name,
 		ReadOnly: cfg.Context.ReadOnly,
 		Refresh:  cfg.Context.Refresh,
 		Timeout:  statementTimeout,
-	})
+	}
+	if !cfg.Context.ReadOnly {
+		writes, err := openConsoleWriter(ctx, cfg.Context)
+		if err != nil {
+			return err
+		}
+		defer writes.Close()
+		opts.Decider = newDesk(writes, cfg)
+	}
+	return ui.Run(ctx, view, opts)
+}
+
+// openConsoleWriter is the pool the console's decisions go through, as the
+// person's own role: the context's DSN, never its read DSN (a replica
+// cannot write, and a decision must meet the version on the primary). It
+// connects lazily, like the console's reads, so the console opens on a
+// database that is down; the console asks the role's capabilities once
+// connected and offers nothing the database would refuse.
+func openConsoleWriter(ctx context.Context, c config.Context) (*pgxpool.Pool, error) {
+	poolCfg, err := db.PoolConfig(c.DSN, "opsdesk")
+	if err != nil {
+		return nil, &usageError{err: fmt.Errorf("context %s: %w", c.Name, err)}
+	}
+	storeview.ConfigurePool(poolCfg, statementTimeout)
+	poolCfg.MaxConns = 2
+	poolCfg.MinConns = 0
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, fmt.Errorf("create pool: %w", err)
+	}
+	return pool, nil
 }
 
 // openConsoleView is openView without the connection check: the pool

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,10 +19,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -121,7 +125,8 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		err = errors.Join(err, cluster.Stop())
 	}()
 
-	if err := prepareDemoDatabase(ctx, cluster); err != nil {
+	operatorDSN, err := prepareDemoDatabase(ctx, cluster)
+	if err != nil {
 		return err
 	}
 	adminCfg, err := db.PoolConfig(dsn, "opsdesk demo")
@@ -165,6 +170,7 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	}
 	defer fleet.Stop()
 
+	console := !opts.Headless && !opts.NoConsole && isTerminal(stdout)
 	fleetLine := fmt.Sprintf("%d workers, %g jobs/s, seed %d, tenants %s",
 		opts.Workers, opts.Rate, seed, strings.Join(demo.DefaultTenants, ", "))
 	if opts.Headless {
@@ -178,6 +184,9 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		say("  provider  %s  (outcome lookups: %s)", provider.URL(), demo.LookupPath)
 		say("  catalog   %s  (OPSDESK_CONFIG for the console)", catalog)
 		say("  fleet     %s", fleetLine)
+		if console {
+			say("  console   as %s, an admin of every tenant: r on a stuck record reconciles it", demoOperator)
+		}
 		say("explore with:  psql '%s'", dsn)
 		if opts.Keep {
 			say("press ctrl-c to stop; the data directory is kept (--keep)")
@@ -186,9 +195,14 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		}
 	}
 
-	if !opts.Headless && !opts.NoConsole && isTerminal(stdout) {
-		view := storeview.New(admin, storeview.Options{StatementTimeout: statementTimeout})
-		if err := ui.Run(ctx, view, ui.Options{Context: "demo", Refresh: 2 * time.Second, Timeout: statementTimeout}); err != nil {
+	if console {
+		view, desk, err := openDemoConsole(ctx, operatorDSN, catalog)
+		if err != nil {
+			return err
+		}
+		defer desk.Pool.Close()
+		err = ui.Run(ctx, view, ui.Options{Context: "demo", Refresh: 2 * time.Second, Timeout: statementTimeout, Decider: desk})
+		if err != nil {
 			return err
 		}
 		if ferr := fleet.Err(); ferr != nil {
@@ -239,34 +253,96 @@ func watchDemo(ctx context.Context, opts demoOptions, admin db.Querier, fleet *d
 }
 
 // prepareDemoDatabase creates and migrates the demo's database, the
-// business tables the local tools write, and the fleet's login role.
-func prepareDemoDatabase(ctx context.Context, cluster *pgcluster.Cluster) error {
+// business tables the local tools write, the fleet's login role and the
+// console's (see demoOperator), and returns the console's DSN.
+func prepareDemoDatabase(ctx context.Context, cluster *pgcluster.Cluster) (operatorDSN string, err error) {
 	admin, err := pgx.Connect(ctx, cluster.DSN("postgres"))
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
 	if _, err := admin.Exec(ctx, `CREATE DATABASE `+demoDatabase); err != nil {
-		return fmt.Errorf("create database: %w", err)
+		return "", fmt.Errorf("create database: %w", err)
 	}
 	ownerCfg, err := pgx.ParseConfig(cluster.DSN(demoDatabase))
 	if err != nil {
-		return err
+		return "", err
 	}
 	ownerCfg.RuntimeParams["application_name"] = "opsdesk demo"
 	if _, err := db.Migrate(ctx, ownerCfg); err != nil {
-		return err
+		return "", err
 	}
 	owner, err := pgx.ConnectConfig(ctx, ownerCfg)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer owner.Close(context.WithoutCancel(ctx))
 	if _, err := owner.Exec(ctx, demo.Schema+`
 CREATE ROLE `+demoRole+` LOGIN IN ROLE opsdesk_service;`); err != nil {
-		return fmt.Errorf("prepare the demo's tables and role: %w", err)
+		return "", fmt.Errorf("prepare the demo's tables and role: %w", err)
 	}
-	return nil
+	password, err := createDemoOperator(ctx, owner)
+	if err != nil {
+		return "", err
+	}
+	return cluster.DSN(demoDatabase) + " user=" + demoOperator + " password=" + password, nil
+}
+
+// demoOperator is the login role the demo's console connects as: a person,
+// an admin of every tenant, so that the console's decisions go through the
+// database's functions, its role checks and row-level security, and the
+// audit trail names this role, as it would anyone's.
+const demoOperator = "opsdesk_demo_operator"
+
+// createDemoOperator creates (or, in a kept cluster, reuses) the console's
+// login role with a new random password, granted opsdesk_admin and access
+// to every tenant, as the superuser conn is. It returns the password.
+func createDemoOperator(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var b [16]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return "", err
+	}
+	password := hex.EncodeToString(b[:]) // hex: safe inside a literal
+	_, err := conn.Exec(ctx, `
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = '`+demoOperator+`') THEN
+        ALTER ROLE `+demoOperator+` LOGIN PASSWORD '`+password+`';
+    ELSE
+        CREATE ROLE `+demoOperator+` LOGIN PASSWORD '`+password+`';
+    END IF;
+END
+$$;
+GRANT opsdesk_admin TO `+demoOperator+`;
+INSERT INTO opsdesk.access (role, tenant, granted_by) VALUES ('`+demoOperator+`', '*', 'opsdesk demo')
+ON CONFLICT (role, tenant) DO NOTHING;`)
+	if err != nil {
+		return "", fmt.Errorf("create the console's role %s: %w", demoOperator, err)
+	}
+	return password, nil
+}
+
+// openDemoConsole opens the console's reads and decisions as demoOperator,
+// with the tools of the demo's catalog (lookups at the simulated
+// provider, runbooks, retentions). Closing the desk's pool closes both.
+func openDemoConsole(ctx context.Context, operatorDSN, catalog string) (*storeview.Store, *reconcile.Desk, error) {
+	cfg, err := config.Load(config.Options{File: catalog, Context: "demo"})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the demo's catalog: %w", err)
+	}
+	cfg.Context.DisplayName = "demo operator"
+	poolCfg, err := db.PoolConfig(operatorDSN, "opsdesk demo console")
+	if err != nil {
+		return nil, nil, err
+	}
+	storeview.ConfigurePool(poolCfg, statementTimeout)
+	poolCfg.MaxConns = 4
+	pool, err := db.Open(ctx, poolCfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	view := storeview.New(pool, storeview.Options{StatementTimeout: statementTimeout})
+	return view, newDesk(pool, cfg), nil
 }
 
 // superuserDSN is the demo database's DSN as the cluster's superuser, as a

@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/demo"
+	"github.com/opsdesk/opsdesk/internal/pgcluster"
+	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 func TestDemo(t *testing.T) {
@@ -176,6 +178,68 @@ WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local' LIMIT 
 		require.Contains(t, out.String(), "seed 3,")
 		require.Contains(t, out.String(), "-D "+filepath.Join(dir, "data"))
 	})
+}
+
+// TestDemoConsoleRole: the demo's console connects as a person, not as
+// the superuser: its role may decide (an admin of every tenant), sees the
+// records through row-level security, decides through the database's
+// functions with the catalog's tools, and the audit trail names it.
+// Creating the role again (a kept cluster) reuses it with a new password.
+func TestDemoConsoleRole(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, cluster.Stop()) })
+	operatorDSN, err := prepareDemoDatabase(ctx, cluster)
+	require.NoError(t, err)
+	require.Contains(t, operatorDSN, "user="+demoOperator)
+	provider, err := demo.StartProvider()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = provider.Close() })
+	catalog := filepath.Join(t.TempDir(), "opsdesk.yaml")
+	require.NoError(t, demo.WriteCatalog(catalog, demo.CatalogParams{DSN: superuserDSN(cluster), ProviderURL: provider.URL()}))
+
+	view, desk, err := openDemoConsole(ctx, operatorDSN, catalog)
+	require.NoError(t, err)
+	t.Cleanup(desk.Pool.Close)
+	caps, err := desk.Capabilities(ctx)
+	require.NoError(t, err)
+	require.Equal(t, reconcile.Capabilities{Role: demoOperator, Decide: true, Grant: true}, caps)
+	require.NotEmpty(t, desk.Runbook(demo.ToolChargeCard), "the catalog's runbooks reach the console")
+
+	admin, err := pgx.Connect(ctx, cluster.DSN(demoDatabase))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	var id, version int64
+	require.NoError(t, admin.QueryRow(ctx, `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt,
+    leased_at, lease_expires_at, created_at)
+VALUES ('acme', 'charge-card', 'ord-1', '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'pending', 'worker-1', 1,
+    now() - interval '2m', now() - interval '1m', now() - interval '2m')
+RETURNING id, version`).Scan(&id, &version))
+
+	d, err := view.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, "stuck", string(d.State))
+	ans, ok := desk.Ask(ctx, d.Tenant, d.Tool, d.Key)
+	require.True(t, ok, "charge-card has a lookup in the demo's catalog")
+	require.Equal(t, reconcile.LookupNotFound, ans.Evidence.Lookup, ans.Evidence.Summary)
+	res, err := desk.Decide(ctx, d.Tool, reconcile.DecideParams{OperationID: id, Decision: reconcile.NotExecuted,
+		ExpectVersion: version, Reason: "the provider has no such charge", Evidence: ans.Evidence})
+	require.NoError(t, err)
+	require.Equal(t, "released", res.State)
+	var role, displayName string
+	require.NoError(t, admin.QueryRow(ctx, `SELECT role, display_name FROM opsdesk.audit WHERE tenant = $1 AND seq = $2`,
+		res.Tenant, res.Seq).Scan(&role, &displayName))
+	require.Equal(t, demoOperator, role)
+	require.Equal(t, "demo operator", displayName)
+
+	password, err := createDemoOperator(ctx, admin)
+	require.NoError(t, err, "the role is reused")
+	_, desk2, err := openDemoConsole(ctx, cluster.DSN(demoDatabase)+" user="+demoOperator+" password="+password, catalog)
+	require.NoError(t, err)
+	desk2.Pool.Close()
 }
 
 // buildOpsdesk builds the opsdesk binary into the test's directory.

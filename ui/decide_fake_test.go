@@ -1,0 +1,238 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/muesli/termenv"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
+)
+
+// fakeDecider decides on a fakeSource's records as the database
+// functions do: it checks the version, the state, the lease and the
+// lookup, changes the record and appends a decision with an audit
+// sequence per tenant; a refusal changes nothing.
+type fakeDecider struct {
+	src *fakeSource
+
+	mu       sync.Mutex
+	caps     reconcile.Capabilities
+	capsErr  error
+	lookups  map[string]reconcile.Answer // by tool; a tool without one has no lookup
+	runbooks map[string]string
+	seqs     map[string]int64
+	decided  []reconcile.DecideParams
+	acked    []int64
+	reasons  []string
+	reveals  []int64
+	calls    map[string]int
+}
+
+func newFakeDecider(src *fakeSource) *fakeDecider {
+	return &fakeDecider{
+		src:  src,
+		caps: reconcile.Capabilities{Role: "alice", Decide: true},
+		lookups: map[string]reconcile.Answer{
+			"deploy-service": {
+				Evidence: reconcile.Evidence{Lookup: reconcile.LookupFound, Digest: fp("deploy-answer"),
+					Summary: "HTTP 200 from deploy.example:443 in 84ms: found, reference DEP-4711"},
+				ResultRef: "DEP-4711",
+			},
+			"charge-card": {
+				Evidence: reconcile.Evidence{Lookup: reconcile.LookupNotFound, Digest: fp("charge-answer"),
+					Summary: "HTTP 404 from pay.example:443 in 61ms: not found"},
+			},
+			"send-email": {
+				Evidence: reconcile.Evidence{Summary: "no answer from mail.example:443: context deadline exceeded"},
+				Err:      errors.New("no answer from mail.example:443: context deadline exceeded"),
+			},
+		},
+		runbooks: map[string]string{
+			"deploy-service": "The deployment may have started even though the worker never saw the answer.\n" +
+				"Run the lookup first. Found: confirm completed with the deployment id (DEP-...).\n" +
+				"Not found: confirm not executed; the next retry deploys again.",
+			"create-ticket": "Check the ticket queue first.",
+		},
+		seqs:  map[string]int64{"acme": 16, "globex": 41, "initech": 7},
+		calls: map[string]int{},
+	}
+}
+
+func (f *fakeDecider) called(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[name]
+}
+
+func (f *fakeDecider) lastDecided(t *testing.T) reconcile.DecideParams {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.decided) == 0 {
+		t.Fatal("nothing was decided")
+	}
+	return f.decided[len(f.decided)-1]
+}
+
+func (f *fakeDecider) Capabilities(context.Context) (reconcile.Capabilities, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["caps"]++
+	return f.caps, f.capsErr
+}
+
+func (f *fakeDecider) Runbook(tool string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.runbooks[tool]
+}
+
+func (f *fakeDecider) Ask(_ context.Context, _, tool, _ string) (reconcile.Answer, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["ask"]++
+	a, ok := f.lookups[tool]
+	return a, ok
+}
+
+// record finds a record in the source; the caller holds both locks.
+func (f *fakeDecider) record(id int64) *storeview.Row {
+	for i := range f.src.rows {
+		if f.src.rows[i].ID == id {
+			return &f.src.rows[i]
+		}
+	}
+	return nil
+}
+
+// answer appends an audit record to the tenant's chain; a refusal comes
+// back as the database's does.
+func (f *fakeDecider) answer(r *storeview.Row, code, msg string) (reconcile.Result, error) {
+	tenant := ""
+	if r != nil {
+		tenant = r.Tenant
+	}
+	f.seqs[tenant]++
+	res := reconcile.Result{Outcome: reconcile.Succeeded, Tenant: tenant, Seq: f.seqs[tenant]}
+	if r != nil {
+		res.State, res.Version = string(r.State), r.Version
+	}
+	if code == "" {
+		return res, nil
+	}
+	res.Outcome, res.Code, res.Message = reconcile.Denied, code, msg
+	if code == "changed" || code == "invalid" || code == "not_found" {
+		res.Outcome = reconcile.FailedOut
+	}
+	return res, &reconcile.RefusedError{Result: res}
+}
+
+func (f *fakeDecider) Decide(_ context.Context, _ string, p reconcile.DecideParams) (reconcile.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.src.mu.Lock()
+	defer f.src.mu.Unlock()
+	f.calls["decide"]++
+	f.decided = append(f.decided, p)
+	r := f.record(p.OperationID)
+	switch {
+	case r == nil:
+		return f.answer(nil, "not_found", fmt.Sprintf("no operation %d (or not visible to alice)", p.OperationID))
+	case p.Reason == "":
+		return f.answer(r, "invalid", "a reason is required")
+	case r.Version != p.ExpectVersion:
+		return f.answer(r, "changed", fmt.Sprintf("changed since you looked: now version %d (%s), you saw version %d", r.Version, r.State, p.ExpectVersion))
+	case r.State != storeview.StatePending && r.State != storeview.StateStuck:
+		return f.answer(r, "not_pending", "the record is "+string(r.State)+", not pending: there is nothing to decide")
+	case r.LeaseExpiresAt.After(dbNow) && p.Decision != reconcile.Defer && !p.Force:
+		return f.answer(r, "lease_live", "the lease is live: deciding needs force")
+	case !p.Override && ((p.Evidence.Lookup == reconcile.LookupFound && (p.Decision == reconcile.NotExecuted || p.Decision == reconcile.Failed)) ||
+		(p.Evidence.Lookup == reconcile.LookupNotFound && p.Decision == reconcile.Completed)):
+		return f.answer(r, "contradicts_lookup", "the lookup contradicts the decision: deciding needs override")
+	}
+	switch p.Decision {
+	case reconcile.Completed:
+		r.State, r.CompletedAt, r.ExpiresAt = storeview.StateCompleted, dbNow, dbNow.Add(7*24*time.Hour)
+		f.src.refs[r.ID] = p.ResultRef
+	case reconcile.Failed:
+		r.State, r.CompletedAt, r.ExpiresAt = storeview.StateRejected, dbNow, dbNow.Add(7*24*time.Hour)
+	case reconcile.NotExecuted:
+		r.State = storeview.StateReleased
+	}
+	if p.Decision != reconcile.Defer {
+		r.Version++
+		r.UpdatedAt = dbNow
+	}
+	res, err := f.answer(r, "", "")
+	f.src.decisions[r.ID] = append(f.src.decisions[r.ID], storeview.Decision{
+		AuditSeq: res.Seq, At: dbNow, Role: "alice", DisplayName: "Alice Example", Action: "decide:" + string(p.Decision),
+		Reason: p.Reason, Forced: p.Force, Override: p.Override, ResultRef: p.ResultRef, SnoozeUntil: p.SnoozeUntil,
+	})
+	return res, err
+}
+
+func (f *fakeDecider) AckConflicts(_ context.Context, id int64, reason string) (reconcile.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.src.mu.Lock()
+	defer f.src.mu.Unlock()
+	f.calls["ack"]++
+	f.acked = append(f.acked, id)
+	f.reasons = append(f.reasons, reason)
+	r := f.record(id)
+	if r == nil {
+		return f.answer(nil, "not_found", "no such operation")
+	}
+	cs := f.src.conflicts[id]
+	if !slices.ContainsFunc(cs, func(c storeview.Conflict) bool { return !c.Reviewed }) {
+		return f.answer(r, "no_conflicts", "the record has no unreviewed conflicts")
+	}
+	for i := range cs {
+		cs[i].Reviewed = true
+	}
+	r.Conflicted = false
+	res, err := f.answer(r, "", "")
+	f.src.decisions[id] = append(f.src.decisions[id], storeview.Decision{
+		AuditSeq: res.Seq, At: dbNow, Role: "alice", DisplayName: "Alice Example", Action: "conflicts:ack", Reason: reason,
+	})
+	return res, err
+}
+
+func (f *fakeDecider) Reveal(_ context.Context, id int64, reason string) (json.RawMessage, reconcile.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.src.mu.Lock()
+	defer f.src.mu.Unlock()
+	f.calls["reveal"]++
+	f.reveals = append(f.reveals, id)
+	f.reasons = append(f.reasons, reason)
+	r := f.record(id)
+	if r == nil {
+		res, err := f.answer(nil, "not_found", "no such operation")
+		return nil, res, err
+	}
+	if r.State != storeview.StateCompleted && r.State != storeview.StateRejected {
+		res, err := f.answer(r, "no_result", "the record has no stored result")
+		return nil, res, err
+	}
+	res, err := f.answer(r, "", "")
+	return json.RawMessage(`{"message_id":"msg_8f3a21","accepted":true,"to":"user-8812@example.com"}`), res, err
+}
+
+// newDecideHarness drives a console that may write through dec (nil: no
+// Decider at all), with the fake source's goldens' settings.
+func newDecideHarness(t testing.TB, src *fakeSource, dec Decider, opts Options, w, h int) *harness {
+	t.Helper()
+	opts.Context, opts.NoColor, opts.Decider = "prod-eu", true, dec
+	hs := startHarness(&harness{t: t, src: src}, src, opts, w, h, termenv.Ascii)
+	hs.m.decide.now = func() time.Time { return dbNow.Add(2 * time.Second) }
+	return hs
+}

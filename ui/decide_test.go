@@ -1,0 +1,545 @@
+package ui
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
+)
+
+// The records the flows act on (see newFakeSource).
+const (
+	// openDeploy: stuck, external effect of unknown outcome; the lookup
+	// finds it (DEP-4711). Its key ends in "ry-7".
+	openDeploy = ":ops id:48207<enter><enter>"
+	// openCharge: pending with a live lease, external unknown; the
+	// lookup does not find it.
+	openCharge = ":ops id:48231<enter><enter>"
+	// openTicket: stuck, local; no lookup configured.
+	openTicket = ":ops id:48213<enter><enter>"
+	// openEmail: completed with a stored result and an unreviewed
+	// conflicting attempt.
+	openEmail = ":ops id:48190<enter><enter>"
+)
+
+// TestDecideViews compares every step of the flows with its golden file
+// at 80x24 and 120x40 (ASCII), driven through Update with keys, with a
+// fake Decider whose role may decide.
+func TestDecideViews(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(h *harness, dec *fakeDecider)
+	}{
+		{"detail-operator", func(h *harness, _ *fakeDecider) { h.keys(openDeploy) }},
+		{"context", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r") }},
+		{"context-live-lease", func(h *harness, _ *fakeDecider) { h.keys(openCharge + "r") }},
+		{"evidence-asking", func(h *harness, _ *fakeDecider) {
+			h.keys(openDeploy)
+			h.m.Update(runeKey("r")) // the lookup's command is never run
+			h.keys("<enter>")
+		}},
+		{"evidence-found", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter>") }},
+		{"evidence-no-lookup", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r<enter>") }},
+		{"evidence-no-answer", func(h *harness, dec *fakeDecider) {
+			dec.lookups["create-ticket"] = dec.lookups["send-email"]
+			h.keys(openTicket + "r<enter>")
+		}},
+		{"decision", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>") }},
+		{"reference", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter><enter>") }},
+		{"reference-empty", func(h *harness, _ *fakeDecider) {
+			h.keys(openTicket + "r<enter><enter>1<enter>")
+		}},
+		{"snooze", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>4") }},
+		{"consequence-completed", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>1<enter>") }},
+		{"consequence-not-executed", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r<enter><enter>2") }},
+		{"consequence-failed", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r<enter><enter>3") }},
+		{"consequence-defer", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>4<enter>") }},
+		{"consequence-contradicts", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>2") }},
+		{"consequence-contradicts-enter", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>2<enter>") }},
+		{"consequence-override", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>2o") }},
+		{"consequence-live-lease", func(h *harness, _ *fakeDecider) { h.keys(openCharge + "r<enter><enter>2") }},
+		{"reason", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>1<enter><enter>") }},
+		{"reason-required", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>1<enter><enter><enter>") }},
+		{"confirm", func(h *harness, _ *fakeDecider) {
+			h.keys(openDeploy + "r<enter><enter>1<enter><enter>deployment DEP-4711 is live<enter>")
+		}},
+		{"confirm-typed", func(h *harness, _ *fakeDecider) {
+			h.keys(openDeploy + "r<enter><enter>2o<enter>rolled back by hand<enter>")
+		}},
+		{"confirm-typed-wrong", func(h *harness, _ *fakeDecider) {
+			h.keys(openDeploy + "r<enter><enter>2o<enter>rolled back by hand<enter>ary7<enter>")
+		}},
+		{"result", func(h *harness, _ *fakeDecider) {
+			h.keys(openDeploy + "r<enter><enter>1<enter><enter>deployment DEP-4711 is live<enter>y")
+		}},
+		{"result-released", func(h *harness, _ *fakeDecider) {
+			h.keys(openTicket + "r<enter><enter>2<enter>no ticket in the queue<enter>y")
+		}},
+		{"result-changed", func(h *harness, _ *fakeDecider) {
+			h.keys(openDeploy + "r<enter><enter>1<enter><enter>deployment DEP-4711 is live<enter>")
+			changeBehindTheScenes(h.src, 48207)
+			h.keys("y")
+		}},
+		{"detail-decided", func(h *harness, _ *fakeDecider) {
+			h.keys(openDeploy + "r<enter><enter>2o<enter>rolled back by hand<enter>ry-7<enter><enter>G")
+		}},
+		{"ack-reason", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "a") }},
+		{"ack-confirm", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "acaller reused keys; fixed in v2.3<enter>") }},
+		{"ack-result", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "acaller reused keys; fixed in v2.3<enter>y") }},
+		{"reveal-reason", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "v") }},
+		{"reveal-result", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "vcustomer asks what was sent<enter>") }},
+		{"help", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>?") }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, sz := range sizes {
+				t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
+					src := newFakeSource()
+					dec := newFakeDecider(src)
+					h := newDecideHarness(t, src, dec, Options{}, sz.w, sz.h)
+					c.setup(h, dec)
+					view := h.view()
+					checkFrame(t, view, sz.w, sz.h)
+					golden.RequireEqual(t, view)
+				})
+			}
+		})
+	}
+}
+
+func runeKey(s string) tea.KeyMsg { return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)} }
+
+// changeBehindTheScenes completes record id as another person would,
+// after the operator read it.
+func changeBehindTheScenes(src *fakeSource, id int64) {
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	for i := range src.rows {
+		if r := &src.rows[i]; r.ID == id {
+			r.State, r.Version, r.CompletedAt, r.UpdatedAt = storeview.StateCompleted, r.Version+1, dbNow, dbNow
+			src.refs[id] = "DEP-4711"
+			src.decisions[id] = append(src.decisions[id], storeview.Decision{AuditSeq: 42, At: dbNow, Role: "bob",
+				Action: "decide:completed", Reason: "saw it live in the dashboard", ResultRef: "DEP-4711"})
+		}
+	}
+}
+
+// TestDecideKeysHidden: a viewer (the database says it may not decide),
+// a read-only context and a console without a Decider get no r, a or v:
+// neither in the footer nor in help, and the keys do nothing.
+func TestDecideKeysHidden(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		opts     Options
+		viewer   bool
+		noDec    bool
+		askCaps  bool
+		roleNote string
+	}{
+		{name: "viewer", viewer: true, askCaps: true, roleNote: "you: alice (viewer)"},
+		{name: "read-only", opts: Options{ReadOnly: true}},
+		{name: "no-decider", noDec: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := newFakeSource()
+			dec := newFakeDecider(src)
+			dec.caps.Decide = !c.viewer
+			var d Decider = dec
+			if c.noDec {
+				d = nil
+			}
+			h := newDecideHarness(t, src, d, c.opts, 120, 40)
+			if got := dec.called("caps") > 0; got != c.askCaps {
+				t.Errorf("capabilities asked: %v, want %v", got, c.askCaps)
+			}
+			if c.roleNote != "" && !strings.Contains(h.view(), c.roleNote) {
+				t.Errorf("the status bar does not say %q:\n%s", c.roleNote, h.view())
+			}
+			for _, open := range []string{openDeploy, openEmail, openCharge} {
+				h.keys(open)
+				for _, view := range []string{h.view(), h.keys("?").view()} {
+					for _, word := range []string{"reconcile", "ack conflicts", "reveal result", "v reveals"} {
+						if strings.Contains(view, word) {
+							t.Errorf("%s: %q is offered:\n%s", open, word, view)
+						}
+					}
+				}
+				h.keys("<esc>") // close help
+				for _, k := range []string{"r", "a", "v"} {
+					h.keys(k)
+					if h.m.active() != h.m.detail {
+						t.Fatalf("%s: %s left the detail for screen %d", open, k, h.m.active().id())
+					}
+				}
+			}
+			if n := dec.called("ask") + dec.called("decide") + dec.called("ack") + dec.called("reveal"); n != 0 {
+				t.Errorf("the decider was called %d times", n)
+			}
+		})
+	}
+	// With an operator's role the same keys are offered.
+	src := newFakeSource()
+	h := newDecideHarness(t, src, newFakeDecider(src), Options{}, 120, 40).keys(openEmail)
+	for _, word := range []string{"a ack conflicts", "v reveal result"} {
+		if !strings.Contains(h.view(), word) {
+			t.Errorf("an operator is not offered %q:\n%s", word, h.view())
+		}
+	}
+	if strings.Contains(h.view(), "r reconcile") {
+		t.Errorf("reconcile is offered on a completed record:\n%s", h.view())
+	}
+}
+
+// TestDecideTypedConfirmation: releasing a record whose external effect
+// has an unknown outcome needs the key's last 4 characters; wrong ones
+// refuse and decide nothing, the right ones apply it.
+func TestDecideTypedConfirmation(t *testing.T) {
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	h.keys(openDeploy + "r<enter><enter>2o<enter>rolled back by hand<enter>")
+	if h.m.decide.step != stepConfirm || !h.m.decide.typedConfirm() {
+		t.Fatalf("not on the typed confirmation:\n%s", h.view())
+	}
+	// y is a character typed here, not a yes.
+	for _, wrong := range []string{"y", "ary-7", "RY-7", "ry-", "canary-7"} {
+		h.keys(wrong + "<enter>")
+		if v := flat(h.view()); !strings.Contains(v, "that is not the key's last 4 characters: nothing was done") {
+			t.Fatalf("%q was not refused:\n%s", wrong, h.view())
+		}
+		if h.m.decide.step != stepConfirm || dec.called("decide") != 0 {
+			t.Fatalf("%q: on step %d after %d decisions", wrong, h.m.decide.step, dec.called("decide"))
+		}
+	}
+	h.keys("ry-7<enter>")
+	if dec.called("decide") != 1 || !strings.Contains(h.view(), "Done: confirmed not executed: released") {
+		t.Fatalf("the right characters did not decide:\n%s", h.view())
+	}
+	p := dec.lastDecided(t)
+	if p.Decision != reconcile.NotExecuted || !p.Override || p.Force || p.ExpectVersion != 3 ||
+		p.Evidence.Lookup != reconcile.LookupFound || p.Reason != "rolled back by hand" {
+		t.Fatalf("decided %+v", p)
+	}
+	// A local record is released with a plain yes/no.
+	h.keys("<enter>" + openTicket + "r<enter><enter>2<enter>no ticket in the queue<enter>")
+	if h.m.decide.typedConfirm() || !strings.Contains(h.view(), "Apply? y yes") {
+		t.Fatalf("a local record asks for typing:\n%s", h.view())
+	}
+}
+
+// TestDecideConfirmDefaultsToNo: enter and n on the confirmation decide
+// nothing and go back a step; only y applies.
+func TestDecideConfirmDefaultsToNo(t *testing.T) {
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	h.keys(openTicket + "r<enter><enter>3<enter>duplicate ticket<enter>")
+	for _, no := range []string{"<enter>", "n", "<esc>"} {
+		if h.m.decide.step != stepConfirm {
+			t.Fatalf("not on the confirmation:\n%s", h.view())
+		}
+		h.keys(no)
+		if h.m.decide.step != stepReason || dec.called("decide") != 0 {
+			t.Fatalf("%s on the confirmation: step %d, %d decisions", no, h.m.decide.step, dec.called("decide"))
+		}
+		if h.m.decide.reason.Value() != "duplicate ticket" {
+			t.Fatalf("the reason was lost: %q", h.m.decide.reason.Value())
+		}
+		h.keys("<enter>")
+	}
+	h.keys("y")
+	if p := dec.lastDecided(t); p.Decision != reconcile.Failed || p.Reason != "duplicate ticket" {
+		t.Fatalf("decided %+v", p)
+	}
+}
+
+// TestDecideChanged: a record changed after the operator read it is
+// refused with "changed since you looked", and the flow shows what
+// changed; back on the detail the record is the new one.
+func TestDecideChanged(t *testing.T) {
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+	h.keys(openDeploy + "r<enter><enter>1<enter><enter>deployment DEP-4711 is live<enter>")
+	changeBehindTheScenes(src, 48207)
+	h.keys("y")
+	v := h.view()
+	for _, want := range []string{
+		"✗ Refused: changed since you looked: now version 4 (completed), you saw version 3",
+		"record globex#42: the refusal is audited",
+		"Changed since you looked",
+		"state        ⚠ stuck → ✓ completed",
+		"version      3 → 4",
+		"result ref   - → DEP-4711",
+		"decided      ✓ confirmed completed (result ref DEP-4711) by role bob",
+	} {
+		if !strings.Contains(v, want) {
+			t.Fatalf("the refusal lacks %q:\n%s", want, v)
+		}
+	}
+	if p := dec.lastDecided(t); p.ExpectVersion != 3 {
+		t.Fatalf("the decision expected version %d, want the version shown (3)", p.ExpectVersion)
+	}
+	h.keys("<enter>")
+	if h.m.active() != h.m.detail || h.m.detail.d.Version != 4 || !strings.Contains(h.view(), "✓ completed") {
+		t.Fatalf("back on the detail, the record is not the new one:\n%s", h.view())
+	}
+}
+
+// TestDecideStaleAnswers: a lookup answer for an earlier flow (another
+// record), or an earlier ask of the same flow, is dropped; so is a late
+// capabilities answer.
+func TestDecideStaleAnswers(t *testing.T) {
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+	h.keys(openDeploy)
+	_, first := h.m.Update(runeKey("r")) // deploy-service: found DEP-4711, held
+	h.keys("<esc>" + openCharge)
+	_, second := h.m.Update(runeKey("r")) // charge-card: not found, held
+	h.keys("<enter>")
+	if !strings.Contains(h.view(), "asking the provider…") {
+		t.Fatalf("no spinner while asking:\n%s", h.view())
+	}
+	h.run(first)
+	if v := h.view(); strings.Contains(v, "DEP-4711") || !strings.Contains(v, "asking the provider…") {
+		t.Fatalf("another record's lookup answer was shown:\n%s", v)
+	}
+	h.run(second)
+	if v := h.view(); !strings.Contains(v, "not found: the provider has no such effect") {
+		t.Fatalf("the flow's own answer was not shown:\n%s", v)
+	}
+	// The same record in two flows: only the last flow's ask counts,
+	// whenever the first one's answer arrives.
+	h.keys("<esc><esc>")
+	_, earlier := h.m.Update(runeKey("r"))
+	h.keys("<esc>")
+	_, later := h.m.Update(runeKey("r"))
+	h.keys("<enter>")
+	dec.lookups["charge-card"] = reconcile.Answer{Evidence: reconcile.Evidence{Lookup: reconcile.LookupNotFound, Summary: "HTTP 404 again"}}
+	h.run(later)
+	dec.lookups["charge-card"] = dec.lookups["deploy-service"]
+	h.run(earlier)
+	if v := h.view(); !strings.Contains(v, "HTTP 404 again") || strings.Contains(v, "DEP-4711") {
+		t.Fatalf("an earlier flow's answer replaced the last one:\n%s", v)
+	}
+	// A capabilities answer to an earlier question changes nothing.
+	h.send(capsMsg{seq: h.m.capsSeq - 1, caps: reconcile.Capabilities{Role: "alice"}})
+	if !h.m.canDecide() {
+		t.Fatal("a stale capabilities answer withdrew the writes")
+	}
+}
+
+// TestDecideSteps: esc goes one step back, keeping what was entered; at
+// the first step it returns to the detail; q cancels the flow; ctrl+c
+// quits even while typing.
+func TestDecideSteps(t *testing.T) {
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	h.keys(openDeploy + "r<enter><enter>1<enter><enter>because")
+	want := []step{stepReason, stepConsequence, stepReference, stepDecision, stepEvidence, stepContext}
+	for i, st := range want {
+		if h.m.decide.step != st {
+			t.Fatalf("after %d esc: step %d, want %d", i, h.m.decide.step, st)
+		}
+		h.keys("<esc>")
+	}
+	if h.m.active() != h.m.detail {
+		t.Fatalf("esc at the first step did not return to the detail")
+	}
+	h.keys("r<enter><enter>4<enter><enter>")
+	if h.m.decide.step != stepReason || h.m.decide.reason.Value() != "" {
+		t.Fatalf("a new flow kept the old reason %q (step %d)", h.m.decide.reason.Value(), h.m.decide.step)
+	}
+	h.keys("<esc>q")
+	if h.m.active() != h.m.detail || dec.called("decide") != 0 {
+		t.Fatal("q did not cancel the flow")
+	}
+	h.keys("r<enter><enter>4<enter><enter>typing q")
+	if h.quit || h.m.decide.reason.Value() != "typing q" {
+		t.Fatal("q typed into the reason quit or was lost")
+	}
+	h.send(tea.KeyMsg{Type: tea.KeyCtrlC})
+	if !h.quit {
+		t.Fatal("ctrl+c did not quit while typing")
+	}
+}
+
+// TestDecideEachKind: each decision reaches the Decider with the version
+// shown, the lookup's evidence, force over a live lease, override only
+// when set and contradicting, the reference or the snooze time; back on
+// the detail the timeline says who decided, when and why.
+func TestDecideEachKind(t *testing.T) {
+	for _, c := range []struct {
+		name, open, keys string
+		want             reconcile.DecideParams
+		state            storeview.State
+		timeline         string
+	}{
+		{"completed", openDeploy, "1<enter><enter>deployment DEP-4711 is live<enter>y",
+			reconcile.DecideParams{OperationID: 48207, Decision: reconcile.Completed, ExpectVersion: 3, ResultRef: "DEP-4711",
+				Reason: "deployment DEP-4711 is live"}, storeview.StateCompleted,
+			"✓ confirmed completed (result ref DEP-4711) by role alice (claims to be \"Alice Example\") · audit globex#42 · reason: deployment DEP-4711 is live"},
+		{"completed-edited-ref", openDeploy, "1<backspace>2<enter><enter>the provider shows DEP-4712<enter>y",
+			reconcile.DecideParams{OperationID: 48207, Decision: reconcile.Completed, ExpectVersion: 3, ResultRef: "DEP-4712",
+				Reason: "the provider shows DEP-4712"}, storeview.StateCompleted, "(result ref DEP-4712)"},
+		{"not-executed-local", openTicket, "2<enter>no ticket in the queue<enter>y",
+			reconcile.DecideParams{OperationID: 48213, Decision: reconcile.NotExecuted, ExpectVersion: 2,
+				Reason: "no ticket in the queue"}, storeview.StateReleased, "○ confirmed not executed: released by role alice"},
+		{"failed", openTicket, "3<enter>queue closed<enter>y",
+			reconcile.DecideParams{OperationID: 48213, Decision: reconcile.Failed, ExpectVersion: 2, Reason: "queue closed"},
+			storeview.StateRejected, "✗ marked failed by role alice"},
+		{"defer", openTicket, "4<backspace><backspace>90m<enter><enter>waiting for the queue owner<enter>y",
+			reconcile.DecideParams{OperationID: 48213, Decision: reconcile.Defer, ExpectVersion: 2, Reason: "waiting for the queue owner",
+				SnoozeUntil: dbNow.Add(90 * time.Minute)}, storeview.StateStuck, "deferred until 04:42:09 by role alice"},
+		{"forced-live-lease", openCharge, "2<enter>the provider has no such charge<enter>y-19<enter>",
+			reconcile.DecideParams{OperationID: 48231, Decision: reconcile.NotExecuted, ExpectVersion: 2, Force: true,
+				Reason: "the provider has no such charge"}, storeview.StateReleased, "· forced over a live lease"},
+		{"override", openCharge, "1CH-1<enter>o<enter>charge visible in the dashboard<enter>y",
+			reconcile.DecideParams{OperationID: 48231, Decision: reconcile.Completed, ExpectVersion: 2, Force: true, Override: true,
+				ResultRef: "CH-1", Reason: "charge visible in the dashboard"}, storeview.StateCompleted, "· overriding the lookup"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := newFakeSource()
+			dec := newFakeDecider(src)
+			h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+			h.keys(c.open + "r<enter><enter>" + c.keys)
+			if !strings.Contains(h.view(), "✓ Done: ") {
+				t.Fatalf("not done:\n%s", h.view())
+			}
+			got := dec.lastDecided(t)
+			want := c.want
+			want.Evidence = dec.lookups[map[int64]string{48207: "deploy-service", 48231: "charge-card", 48213: "create-ticket"}[want.OperationID]].Evidence
+			if !got.SnoozeUntil.Equal(want.SnoozeUntil) {
+				t.Errorf("snooze until %v, want %v", got.SnoozeUntil, want.SnoozeUntil)
+			}
+			got.SnoozeUntil, want.SnoozeUntil = time.Time{}, time.Time{}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("decided\n%+v\nwant\n%+v", got, want)
+			}
+			h.keys("<enter>")
+			if h.m.active() != h.m.detail || h.m.detail.d.State != c.state {
+				t.Fatalf("back on the detail: state %s, want %s:\n%s", h.m.detail.d.State, c.state, h.view())
+			}
+			h.keys("G")
+			if v := flat(h.view()); !strings.Contains(v, c.timeline) {
+				t.Fatalf("the timeline lacks %q:\n%s", c.timeline, h.view())
+			}
+		})
+	}
+}
+
+// TestDecideReveal: the value shows only once Reveal returned, and is
+// forgotten when the operator leaves; a reason is required first.
+func TestDecideReveal(t *testing.T) {
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+	h.keys(openEmail + "v<enter>")
+	if dec.called("reveal") != 0 || !strings.Contains(h.view(), "a reason is required") {
+		t.Fatalf("revealed without a reason:\n%s", h.view())
+	}
+	h.keys("customer asks")
+	_, cmd := h.m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	if v := h.view(); strings.Contains(v, "msg_8f3a21\",") || strings.Contains(v, "user-8812@example.com") || !strings.Contains(v, "asking the database…") {
+		t.Fatalf("the value shows before Reveal returned:\n%s", v)
+	}
+	h.run(cmd)
+	if v := h.view(); !strings.Contains(v, `"to": "user-8812@example.com"`) || !strings.Contains(v, "record globex#42, committed") {
+		t.Fatalf("the value is not shown after the audit:\n%s", v)
+	}
+	h.keys("q")
+	if h.m.decide.revealed != nil || strings.Contains(h.view(), "user-8812@example.com") {
+		t.Fatal("the value was kept after leaving")
+	}
+	if dec.reasons[0] != "customer asks" {
+		t.Fatalf("revealed with reason %q", dec.reasons[0])
+	}
+}
+
+// TestDecideAck: acknowledging conflicts asks a reason and a yes, then
+// the detail shows them reviewed and the key is no longer offered.
+func TestDecideAck(t *testing.T) {
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+	h.keys(openEmail + "acaller bug<enter>y<enter>")
+	if dec.called("ack") != 1 || dec.acked[0] != 48190 || dec.reasons[0] != "caller bug" {
+		t.Fatalf("acked %v with %v", dec.acked, dec.reasons)
+	}
+	v := h.view()
+	if !strings.Contains(v, "2 conflicting attempts, all reviewed") || strings.Contains(v, "a ack conflicts") {
+		t.Fatalf("the detail after the acknowledgement:\n%s", v)
+	}
+}
+
+// TestDecideCapabilitiesLater: a role whose capabilities cannot be read
+// at first gets no writes; once they are read (at a refresh), it does.
+func TestDecideCapabilitiesLater(t *testing.T) {
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	dec.capsErr = errDown
+	h := newDecideHarness(t, src, dec, Options{}, 120, 40).keys(openDeploy)
+	if strings.Contains(h.view(), "r reconcile") {
+		t.Fatal("reconcile is offered before the role's capabilities are known")
+	}
+	dec.mu.Lock()
+	dec.capsErr = nil
+	dec.mu.Unlock()
+	h.send(h.lastTick())
+	if !strings.Contains(h.view(), "r reconcile") {
+		t.Fatalf("reconcile is not offered once the capabilities are known:\n%s", h.view())
+	}
+	asked := dec.called("caps")
+	h.send(h.lastTick())
+	if dec.called("caps") != asked {
+		t.Fatal("the capabilities are asked again once known")
+	}
+}
+
+// TestFlowReconcile runs a reconciliation in a real Bubble Tea program:
+// from the stuck tile to the decision, with the lookup in a command.
+func TestFlowReconcile(t *testing.T) {
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	tm := teatest.NewTestModel(t, New(src, Options{Context: "prod-eu", NoColor: true, Decider: dec}), teatest.WithInitialTermSize(120, 40))
+	wait := (&screenLog{tm: tm}).wait(t)
+	wait("Needs attention")
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter}) // the stuck tile
+	wait("48207  globex")
+	tm.Type("j")
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	wait("Operation 48207")
+	wait("r reconcile")
+	tm.Type("r")
+	wait("Context and risk")
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	wait("found (reference DEP-4711)")
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	wait("Decision")
+	tm.Type("1")
+	wait("DEP-4711")
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	wait("What will happen next")
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	tm.Type("deployment is live")
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	wait("Apply?")
+	tm.Type("y")
+	wait("Done: confirmed completed")
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	wait("confirmed completed (result ref DEP-4711)")
+	tm.Send(tea.KeyMsg{Type: tea.KeyCtrlC})
+	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
+	if final.active() != final.detail || final.detail.d.State != storeview.StateCompleted {
+		t.Fatalf("ended on screen %d", final.active().id())
+	}
+}

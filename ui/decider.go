@@ -1,0 +1,51 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/opsdesk/opsdesk/reconcile"
+)
+
+// Decider is the write API the console needs: one person's decisions,
+// acknowledgements and reveals, each applied by a database function that
+// checks the person's role and audits the attempt. *reconcile.Desk
+// satisfies it; tests use a small fake. The console never decides what a
+// role may do: it only stops offering what Capabilities says the
+// database would refuse.
+type Decider interface {
+	// Capabilities asks the database what the connected role may do.
+	Capabilities(ctx context.Context) (reconcile.Capabilities, error)
+	// Runbook is the tool's runbook from the catalog ("" when none).
+	Runbook(tool string) string
+	// Ask runs the tool's outcome lookup; ok is false when the tool has
+	// none. It never fails: an answer without a verdict says why.
+	Ask(ctx context.Context, tenant, tool, key string) (reconcile.Answer, bool)
+	// Decide applies one decision; a refusal is a *reconcile.RefusedError.
+	Decide(ctx context.Context, tool string, p reconcile.DecideParams) (reconcile.Result, error)
+	// AckConflicts acknowledges a record's unreviewed conflicting attempts.
+	AckConflicts(ctx context.Context, id int64, reason string) (reconcile.Result, error)
+	// Reveal returns a record's stored result once its audit record has
+	// committed.
+	Reveal(ctx context.Context, id int64, reason string) (json.RawMessage, reconcile.Result, error)
+}
+
+var _ Decider = (*reconcile.Desk)(nil)
+
+// capsMsg answers the capabilities request made once connected.
+type capsMsg struct {
+	seq  int
+	caps reconcile.Capabilities
+	err  error
+}
+
+// roleLabel names what the role may do, for the status bar.
+func roleLabel(c reconcile.Capabilities) string {
+	switch {
+	case c.Grant:
+		return "admin"
+	case c.Decide:
+		return "operator"
+	}
+	return "viewer"
+}
