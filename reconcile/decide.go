@@ -175,13 +175,24 @@ func AckConflicts(ctx context.Context, pool *pgxpool.Pool, id int64, reason, dis
 	return call(ctx, pool, `SELECT (r).* FROM opsdesk.ack_conflicts($1, $2, $3) r`, id, reason, nullable(displayName))
 }
 
-// Reveal returns record id's stored result. Its audit record commits
-// before the value is returned: nobody sees a result without a trace.
-func Reveal(ctx context.Context, pool *pgxpool.Pool, id int64, reason, displayName string) (json.RawMessage, Result, error) {
+// Field is a stored value of a record that people see only by revealing
+// it.
+type Field string
+
+// Fields.
+const (
+	FieldIntent Field = "intent" // the canonical request
+	FieldResult Field = "result" // the result or rejection
+)
+
+// Reveal returns record id's stored intent or result. Its audit record
+// commits before the value is returned: nobody sees one without a trace.
+func Reveal(ctx context.Context, pool *pgxpool.Pool, id int64, field Field, reason, displayName string) (json.RawMessage, Result, error) {
 	var value []byte
 	res, err := run(ctx, pool, func(tx pgx.Tx) (answer, error) {
 		var a answer
-		err := tx.QueryRow(ctx, `SELECT (answer).*, value FROM opsdesk.reveal($1, 'result', $2, $3)`, id, reason, nullable(displayName)).
+		err := tx.QueryRow(ctx, `SELECT (answer).*, value FROM opsdesk.reveal($1, $2, $3, $4)`,
+			id, string(field), reason, nullable(displayName)).
 			Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Seq, &a.State, &a.Version, &value)
 		return a, err
 	})

@@ -500,7 +500,7 @@ func TestOverlongTextIsRefusedAndAudited(t *testing.T) {
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 	_, err = reconcile.AckConflicts(b.ctx, b.operator.Pool, id, long, "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
-	_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, long, "")
+	_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, long, "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 	var n, cut int
 	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `
@@ -522,7 +522,7 @@ func TestViewerMayNeitherDecideNorReveal(t *testing.T) {
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 	_, err = reconcile.AckConflicts(b.ctx, viewer.Pool, id, "seen", "")
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
-	_, _, err = reconcile.Reveal(b.ctx, viewer.Pool, id, "curious", "")
+	_, _, err = reconcile.Reveal(b.ctx, viewer.Pool, id, reconcile.FieldResult, "curious", "")
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 	// Nor read stored results directly.
 	_, err = viewer.Pool.Exec(b.ctx, `SELECT result FROM opsdesk.operations`)
@@ -546,15 +546,15 @@ func TestRevealIsAuditedBeforeItIsShown(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	id, v := b.stuck(t, "acme", "ord-1")
-	_, _, err := reconcile.Reveal(b.ctx, b.operator.Pool, id, "what did it return?", "")
+	_, _, err := reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "what did it return?", "")
 	require.ErrorIs(t, err, reconcile.ErrNoValue)
 	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.Completed, ExpectVersion: v, Reason: "seen", ResultRef: "ch_9",
 		Result: json.RawMessage(`{"charge_id":"ch_9"}`)})
 	require.NoError(t, err)
-	_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, "", "")
+	_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "", "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
-	value, res, err := reconcile.Reveal(b.ctx, b.operator.Pool, id, "customer asks for the charge id", "Alice")
+	value, res, err := reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "customer asks for the charge id", "Alice")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"charge_id":"ch_9"}`, string(value))
 	audits := b.audits(t)
@@ -563,6 +563,15 @@ func TestRevealIsAuditedBeforeItIsShown(t *testing.T) {
 	require.Equal(t, "reveal:result", last.Action)
 	require.Equal(t, "succeeded", last.Outcome)
 	require.Equal(t, "Alice", *last.DisplayName)
+
+	// The intent the library stored: the canonical request.
+	value, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldIntent, "which card?", "")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"intent":{"amount":100,"card":"4242"},"tool":"charge-card","version":"1"}`, string(value))
+	audits = b.audits(t)
+	require.Equal(t, "reveal:intent", audits[len(audits)-1].Action)
+	_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, "fingerprint", "curious", "")
+	require.ErrorIs(t, err, reconcile.ErrInvalid)
 }
 
 // A tenant-scoped operator neither sees nor decides another tenant's

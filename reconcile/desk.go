@@ -83,7 +83,7 @@ func (d *Desk) AckConflicts(ctx context.Context, id int64, reason string) (Resul
 	return AckConflicts(ctx, d.Pool, id, reason, d.DisplayName)
 }
 
-// Reveal returns record id's stored result, audited first.
-func (d *Desk) Reveal(ctx context.Context, id int64, reason string) (json.RawMessage, Result, error) {
-	return Reveal(ctx, d.Pool, id, reason, d.DisplayName)
+// Reveal returns record id's stored intent or result, audited first.
+func (d *Desk) Reveal(ctx context.Context, id int64, field Field, reason string) (json.RawMessage, Result, error) {
+	return Reveal(ctx, d.Pool, id, field, reason, d.DisplayName)
 }

@@ -27,9 +27,22 @@ const (
 	flowReconcile flowKind = iota
 	// flowAck acknowledges its unreviewed conflicting attempts.
 	flowAck
-	// flowReveal shows its stored result.
+	// flowReveal shows its stored result, flowRevealIntent its stored
+	// intent (the canonical request).
 	flowReveal
+	flowRevealIntent
 )
+
+// reveals tells whether the flow reveals a stored value.
+func (k flowKind) reveals() bool { return k == flowReveal || k == flowRevealIntent }
+
+// field is the stored value a reveal shows.
+func (k flowKind) field() reconcile.Field {
+	if k == flowRevealIntent {
+		return reconcile.FieldIntent
+	}
+	return reconcile.FieldResult
+}
 
 // step is where the operator is in a flow.
 type step int
@@ -392,7 +405,7 @@ func (s *decideScreen) updateKeys() {
 	case stepReference, stepSnooze, stepReason:
 		k.Accept.SetEnabled(true)
 		k.Accept.SetHelp("enter", "next")
-		if s.kind == flowReveal && s.step == stepReason {
+		if s.kind.reveals() && s.step == stepReason {
 			k.Accept.SetHelp("enter", "reveal (audited)")
 		}
 		k.Cancel.SetEnabled(true)
@@ -608,7 +621,7 @@ func (s *decideScreen) submit() tea.Cmd {
 			s.inputErr = "a reason is required: it goes into the audit trail"
 			return nil
 		}
-		if s.kind == flowReveal {
+		if s.kind.reveals() {
 			return s.apply()
 		}
 		return s.forward(stepConfirm)
@@ -710,9 +723,9 @@ func (s *decideScreen) apply() tea.Cmd {
 			r, err := dec.AckConflicts(ctx, rec.ID, reason)
 			return applied{res: r}, err
 		}, wrap)
-	case flowReveal:
+	case flowReveal, flowRevealIntent:
 		cmd = run(s.f, func(ctx context.Context) (applied, error) {
-			v, r, err := dec.Reveal(ctx, rec.ID, reason)
+			v, r, err := dec.Reveal(ctx, rec.ID, s.kind.field(), reason)
 			return applied{res: r, value: v}, err
 		}, wrap)
 	}
@@ -726,7 +739,7 @@ func (s *decideScreen) onApply(msg applyMsg) tea.Cmd {
 	}
 	s.step = stepResult
 	s.res, s.err = msg.res, msg.err
-	if msg.err == nil && s.kind == flowReveal {
+	if msg.err == nil && s.kind.reveals() {
 		s.revealed = msg.value
 	}
 	s.reason.SetValue("")
@@ -767,8 +780,8 @@ func (s *decideScreen) title() string {
 		what = "Reconcile operation "
 	case flowAck:
 		what = "Acknowledge conflicts on operation "
-	case flowReveal:
-		what = "Reveal the result of operation "
+	case flowReveal, flowRevealIntent:
+		what = "Reveal the " + string(s.kind.field()) + " of operation "
 	}
 	head := what + strconv.FormatInt(s.rec.ID, 10)
 	ident := Clean(s.rec.Tenant) + " / " + Clean(s.rec.Tool) + " / " + Clean(s.rec.Key)
@@ -789,7 +802,7 @@ func (s *decideScreen) crumbs() string {
 			{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
 	case flowAck:
 		all = []crumb{{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
-	case flowReveal:
+	case flowReveal, flowRevealIntent:
 		all = []crumb{{"reason", []step{stepReason, stepApplying}}, {"result", []step{stepResult}}}
 	}
 	var parts []string
@@ -1106,8 +1119,8 @@ func (s *decideScreen) reasonView() []string {
 		out = append(out, " "+s.st.Title.Render(fmt.Sprintf("Acknowledge %d unreviewed conflicting attempt%s", n, plural(n))), "")
 		s.para(&out, "They stay on record, marked reviewed by your role. Why are they no concern (a caller's bug, fixed)?", nil)
 		out = append(out, "")
-	case flowReveal:
-		out = append(out, " "+s.st.Title.Render("Why do you need to see the stored result?"), "")
+	case flowReveal, flowRevealIntent:
+		out = append(out, " "+s.st.Title.Render("Why do you need to see the stored "+string(s.kind.field())+"?"), "")
 		s.para(&out, "The reveal is audited before the value is shown: the audit record keeps your role and this reason. The value is hidden again when you leave.", nil)
 		out = append(out, "")
 	}
@@ -1148,8 +1161,8 @@ func (s *decideScreen) confirmView() []string {
 			flags = []string{"nothing more (not forced, no override)"}
 		}
 		s.field(&out, "recorded", strings.Join(flags, " · "))
-	case flowReveal:
-		out = append(out, " "+s.st.Title.Render("Reveal the stored result of operation "+strconv.FormatInt(r.ID, 10)), "")
+	case flowReveal, flowRevealIntent:
+		out = append(out, " "+s.st.Title.Render("Reveal the stored "+string(s.kind.field())+" of operation "+strconv.FormatInt(r.ID, 10)), "")
 		s.field(&out, "reason", Clean(strings.TrimSpace(s.reason.Value())))
 	case flowAck:
 		n := unreviewed(r.Conflicts)
@@ -1179,7 +1192,7 @@ func (s *decideScreen) resultView() []string {
 	switch {
 	case s.err == nil:
 		out = append(out, " "+s.st.Completed.Render("✓ Done: "+s.doneWhat()), "")
-		if s.kind != flowReveal && r.State != "" {
+		if !s.kind.reveals() && r.State != "" {
 			s.field(&out, "the record", "now "+stateText(storeview.State(r.State))+" · version "+strconv.FormatInt(r.Version, 10))
 		}
 		s.field(&out, "audit", "record "+Clean(r.AuditRef())+", committed")
@@ -1187,8 +1200,8 @@ func (s *decideScreen) resultView() []string {
 			_, retries := s.next()
 			s.field(&out, "retries", retries)
 		}
-		if s.kind == flowReveal {
-			out = append(out, "", " "+s.st.Title.Render("Stored result")+s.st.Muted.Render("  (hidden again when you leave)"))
+		if s.kind.reveals() {
+			out = append(out, "", " "+s.st.Title.Render("Stored "+string(s.kind.field()))+s.st.Muted.Render("  (hidden again when you leave)"))
 			out = append(out, s.revealedLines()...)
 		}
 	case errors.As(s.err, &refused):
@@ -1212,7 +1225,7 @@ func (s *decideScreen) doneWhat() string {
 	switch s.kind {
 	case flowAck:
 		return "conflicting attempts acknowledged"
-	case flowReveal:
+	case flowReveal, flowRevealIntent:
 		return "revealed, audited first"
 	}
 	switch s.decision() {

@@ -206,7 +206,7 @@ func (f *fakeDecider) AckConflicts(_ context.Context, id int64, reason string) (
 	return res, err
 }
 
-func (f *fakeDecider) Reveal(_ context.Context, id int64, reason string) (json.RawMessage, reconcile.Result, error) {
+func (f *fakeDecider) Reveal(_ context.Context, id int64, field reconcile.Field, reason string) (json.RawMessage, reconcile.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.src.mu.Lock()
@@ -219,8 +219,12 @@ func (f *fakeDecider) Reveal(_ context.Context, id int64, reason string) (json.R
 		res, err := f.answer(nil, "not_found", "no such operation")
 		return nil, res, err
 	}
+	if field == reconcile.FieldIntent {
+		res, err := f.answer(r, "", "")
+		return json.RawMessage(`{"intent":{"template":"tmpl-7731","to":"user-8812@example.com"},"tool":"send-email","version":"1"}`), res, err
+	}
 	if r.State != storeview.StateCompleted && r.State != storeview.StateRejected {
-		res, err := f.answer(r, "no_result", "the record has no stored result")
+		res, err := f.answer(r, "no_value", "the record has no stored result")
 		return nil, res, err
 	}
 	res, err := f.answer(r, "", "")

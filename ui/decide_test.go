@@ -463,6 +463,16 @@ func TestDecideReveal(t *testing.T) {
 	if dec.reasons[0] != "customer asks" {
 		t.Fatalf("revealed with reason %q", dec.reasons[0])
 	}
+
+	// The intent, the same way.
+	h.keys("iwhich template<enter>")
+	if v := h.view(); !strings.Contains(v, "Stored intent") || !strings.Contains(v, `"template": "tmpl-7731"`) {
+		t.Fatalf("the intent is not shown after the audit:\n%s", v)
+	}
+	h.keys("q")
+	if strings.Contains(h.view(), "tmpl-7731") {
+		t.Fatal("the intent was kept after leaving")
+	}
 }
 
 // TestDecideAck: acknowledging conflicts asks a reason and a yes, then

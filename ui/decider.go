@@ -25,9 +25,9 @@ type Decider interface {
 	Decide(ctx context.Context, tool string, p reconcile.DecideParams) (reconcile.Result, error)
 	// AckConflicts acknowledges a record's unreviewed conflicting attempts.
 	AckConflicts(ctx context.Context, id int64, reason string) (reconcile.Result, error)
-	// Reveal returns a record's stored result once its audit record has
-	// committed.
-	Reveal(ctx context.Context, id int64, reason string) (json.RawMessage, reconcile.Result, error)
+	// Reveal returns a record's stored intent or result once its audit
+	// record has committed.
+	Reveal(ctx context.Context, id int64, field reconcile.Field, reason string) (json.RawMessage, reconcile.Result, error)
 }
 
 var _ Decider = (*reconcile.Desk)(nil)

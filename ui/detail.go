@@ -106,18 +106,19 @@ func (s *detailScreen) updateKeys() {
 	s.keys.Reconcile.SetEnabled(s.writes && d != nil && leaseRelevant(d.Row))
 	s.keys.AckConflicts.SetEnabled(s.writes && d != nil && unreviewed(d.Conflicts) > 0)
 	s.keys.Reveal.SetEnabled(s.writes && d != nil && d.HasResult)
+	s.keys.RevealIntent.SetEnabled(s.writes && d != nil)
 }
 
 // ShortHelp implements help.KeyMap.
 func (s *detailScreen) ShortHelp() []key.Binding {
-	return []key.Binding{s.keys.Reconcile, s.keys.AckConflicts, s.keys.Reveal, combined("↑/↓", "scroll", s.keys.Up, s.keys.Down)}
+	return []key.Binding{s.keys.Reconcile, s.keys.AckConflicts, s.keys.Reveal, s.keys.RevealIntent, combined("↑/↓", "scroll", s.keys.Up, s.keys.Down)}
 }
 
 // FullHelp implements help.KeyMap.
 func (s *detailScreen) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{s.keys.Up, s.keys.Down, s.keys.NextPage, s.keys.PrevPage, s.keys.Top, s.keys.Bottom},
-		{s.keys.Reconcile, s.keys.AckConflicts, s.keys.Reveal},
+		{s.keys.Reconcile, s.keys.AckConflicts, s.keys.Reveal, s.keys.RevealIntent},
 	}
 }
 
@@ -160,6 +161,8 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			s.startFlow(flowAck)
 		case key.Matches(msg, s.keys.Reveal):
 			s.startFlow(flowReveal)
+		case key.Matches(msg, s.keys.RevealIntent):
+			s.startFlow(flowRevealIntent)
 		}
 		s.clamp()
 	}
@@ -305,13 +308,17 @@ func (s *detailScreen) buildLines() []string {
 	}
 	field("retention", retention)
 	field("fingerprint", orDash(Clean(d.FingerprintPrefix))+" (prefix)")
+	stored := "intent stored"
+	if d.HasResult {
+		stored = "intent and result stored"
+	}
 	switch {
-	case !d.HasResult:
-		field("intent/result", "hidden (no result stored)")
+	case s.writes && d.HasResult:
+		field("intent/result", "hidden ("+stored+") · i reveals the intent, v the result, audited first")
 	case s.writes:
-		field("intent/result", "hidden (a result is stored) · v reveals the result: audited, with your reason, before it is shown")
+		field("intent/result", "hidden ("+stored+") · i reveals it, audited first")
 	default:
-		field("intent/result", "hidden (a result is stored) · revealing it is audited: an operator's role, in a context that is not read-only")
+		field("intent/result", "hidden ("+stored+") · operators reveal them, audited")
 	}
 
 	add("", title("Timeline")+s.st.Muted.Render("  (database time, UTC)"))

@@ -36,6 +36,7 @@ type KeyMap struct {
 	Reconcile    key.Binding
 	AckConflicts key.Binding
 	Reveal       key.Binding
+	RevealIntent key.Binding
 	// Inside a decision's flow.
 	Next     key.Binding
 	Yes      key.Binding
@@ -74,6 +75,7 @@ func DefaultKeyMap() KeyMap {
 		Reconcile:    key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reconcile"), key.WithDisabled()),
 		AckConflicts: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "ack conflicts"), key.WithDisabled()),
 		Reveal:       key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "reveal result"), key.WithDisabled()),
+		RevealIntent: key.NewBinding(key.WithKeys("i"), key.WithHelp("i", "reveal intent"), key.WithDisabled()),
 
 		Next:     key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "next"), key.WithDisabled()),
 		Yes:      key.NewBinding(key.WithKeys("y", "Y"), key.WithHelp("y", "yes, apply"), key.WithDisabled()),

@@ -292,21 +292,25 @@ func newConflictsCmd(g *globalFlags) *cobra.Command {
 }
 
 func newRevealCmd(g *globalFlags) *cobra.Command {
-	var reason string
+	var reason, field string
 	cmd := &cobra.Command{
-		Use:   "reveal ID --reason TEXT",
-		Short: "Show an operation's stored result (audited before it is shown)",
+		Use:   "reveal ID --reason TEXT [--field intent|result]",
+		Short: "Show an operation's stored result or intent (audited before it is shown)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseID(args[0])
 			if err != nil {
 				return err
 			}
+			f := reconcile.Field(field)
+			if f != reconcile.FieldIntent && f != reconcile.FieldResult {
+				return usagef("--field %q: intent or result", field)
+			}
 			if reason == "" {
-				return usagef("--reason is required: revealing a result is audited")
+				return usagef("--reason is required: revealing a stored value is audited")
 			}
 			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
-				value, res, err := w.desk.Reveal(ctx, id, reason)
+				value, res, err := w.desk.Reveal(ctx, id, f, reason)
 				if err != nil {
 					return writeDecision(cmd.OutOrStdout(), "table", fmt.Sprintf("reveal of %d", id), res, err)
 				}
@@ -316,6 +320,7 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why you need to see it: kept in the audit trail (required)")
+	cmd.Flags().StringVar(&field, "field", string(reconcile.FieldResult), "result, or intent: the canonical request")
 	return cmd
 }
 

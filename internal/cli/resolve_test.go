@@ -118,6 +118,12 @@ WHERE a.tenant = 'acme' AND a.seq = $1`, res["audit_seq"]).Scan(&role, &name, &s
 		require.Equal(t, "null\n", out) // confirmed without a result
 		code, _, _ = run("ops", "reveal", stuck, "--config", cfg)
 		require.Equal(t, ExitUsage, code)
+		code, _, _ = run("ops", "reveal", stuck, "--field", "fingerprint", "--reason", "x", "--config", cfg)
+		require.Equal(t, ExitUsage, code)
+		// Fixtures written by hand store no intent; the library's do.
+		code, _, errOut = run("ops", "reveal", stuck, "--field", "intent", "--reason", "which ticket", "--config", cfg)
+		require.Equal(t, ExitFailure, code)
+		require.Contains(t, errOut, "the record has no stored intent")
 	})
 
 	t.Run("ReadOnlyContextWritesNothing", func(t *testing.T) {
