@@ -39,7 +39,10 @@ type fakeSource struct {
 	down bool
 	// estimate, when set, is reported as the planner's completed count.
 	estimate int64
-	calls    map[string]int
+	// scoped answers as for a role that sees some tenants: counts above
+	// the cap are lower bounds.
+	scoped bool
+	calls  map[string]int
 }
 
 func newFakeSource() *fakeSource {
@@ -100,6 +103,12 @@ func newFakeSource() *fakeSource {
 func fp(seed string) string {
 	sum := sha256.Sum256([]byte(seed))
 	return "sha256:" + hex.EncodeToString(sum[:6])
+}
+
+func (s *fakeSource) setScoped() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scoped = true
 }
 
 func (s *fakeSource) setDown(v bool) {
@@ -165,6 +174,9 @@ func (s *fakeSource) Overview(context.Context) (storeview.Overview, error) {
 	}
 	if s.estimate > 0 {
 		o.Completed, o.CompletedEstimated = s.estimate, true
+	}
+	if s.scoped {
+		o.Scoped, o.Completed = true, storeview.CountCap+1
 	}
 	return o, nil
 }

@@ -136,6 +136,15 @@ func figure(n int64, estimated bool) string {
 	return count(n)
 }
 
+// overviewFigure is one of the overview's counts: exact, estimated (~),
+// or for a role scoped to some tenants a lower bound (1,000+).
+func overviewFigure(ov *storeview.Overview, n int64, estimated bool) string {
+	if estimated && ov.Scoped {
+		return count(storeview.CountCap) + "+"
+	}
+	return figure(n, estimated)
+}
+
 func approx(n int64) string {
 	switch {
 	case n >= 10_000_000:

@@ -164,7 +164,7 @@ func (s *overviewScreen) View() string {
 		oldest = "oldest lease expired " + since(r.LeaseExpiresAt, r.DBTime) +
 			" (" + Clean(r.Tool) + ", " + Clean(r.Tenant) + ")"
 	}
-	counts := []string{figure(ov.Stuck, ov.StuckEstimated), figure(ov.Conflicted, ov.ConflictedEstimated), figure(ov.ExpiringSoon, ov.ExpiringEstimated)}
+	counts := []string{overviewFigure(ov, ov.Stuck, ov.StuckEstimated), overviewFigure(ov, ov.Conflicted, ov.ConflictedEstimated), overviewFigure(ov, ov.ExpiringSoon, ov.ExpiringEstimated)}
 	nw := 5
 	for _, c := range counts {
 		nw = max(nw, width(c))
@@ -176,17 +176,17 @@ func (s *overviewScreen) View() string {
 	)
 	lines = append(lines, s.boxRule("├", "States", "┤"))
 
-	completed := figure(ov.Completed, ov.CompletedEstimated)
+	completed := overviewFigure(ov, ov.Completed, ov.CompletedEstimated)
 	items := []struct {
 		t    tile
 		st   storeview.State
 		text string
 	}{
-		{tilePending, storeview.StatePending, figure(ov.Pending, ov.PendingEstimated) + " pending"},
-		{tileStuckState, storeview.StateStuck, figure(ov.Stuck, ov.StuckEstimated) + " stuck"},
+		{tilePending, storeview.StatePending, overviewFigure(ov, ov.Pending, ov.PendingEstimated) + " pending"},
+		{tileStuckState, storeview.StateStuck, overviewFigure(ov, ov.Stuck, ov.StuckEstimated) + " stuck"},
 		{tileCompleted, storeview.StateCompleted, completed + " completed"},
-		{tileRejected, storeview.StateRejected, figure(ov.Rejected, ov.RejectedEstimated) + " rejected"},
-		{tileReleased, storeview.StateReleased, figure(ov.Released, ov.ReleasedEstimated) + " released"},
+		{tileRejected, storeview.StateRejected, overviewFigure(ov, ov.Rejected, ov.RejectedEstimated) + " rejected"},
+		{tileReleased, storeview.StateReleased, overviewFigure(ov, ov.Released, ov.ReleasedEstimated) + " released"},
 	}
 	// The states line wraps on narrow terminals; the selected state is
 	// marked with ▸ (and reversed where there is colour).
@@ -224,6 +224,10 @@ func (s *overviewScreen) View() string {
 	asOf := " counts as of db time " + clock(ov.DBTime) + " UTC"
 	if ov.Estimated() {
 		asOf += "; ~ marks an estimate (counts above " + count(storeview.CountCap) + " are estimated), the others are exact"
+		if ov.Scoped {
+			asOf = " counts as of db time " + clock(ov.DBTime) + " UTC; counts above " + count(storeview.CountCap) +
+				" show as " + count(storeview.CountCap) + "+ (statistics span every tenant, not just yours)"
+		}
 	}
 	for _, l := range wrap(asOf, w-1) {
 		lines = append(lines, s.st.Muted.Render(" "+l))

@@ -29,6 +29,10 @@ func TestViews(t *testing.T) {
 	}{
 		{"overview", func(h *harness) {}},
 		{"overview-selected-state", func(h *harness) { h.keys("jjjj") }},
+		{"overview-scoped", func(h *harness) {
+			h.src.setScoped()
+			h.send(h.lastTick())
+		}},
 		{"list", func(h *harness) { h.keys(":ops<enter>") }},
 		{"list-stuck", func(h *harness) { h.keys("<enter>") }}, // the stuck tile
 		{"list-filter-error", func(h *harness) { h.keys(":ops tool:create-ticket<enter>/state:bogus<enter>") }},

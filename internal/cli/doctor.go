@@ -180,13 +180,19 @@ func doctorCounts(ctx context.Context, view *storeview.Store, check func(bool, s
 		return
 	}
 	n := func(v int64, estimated bool) string {
-		if estimated {
+		switch {
+		case estimated && o.Scoped:
+			return fmt.Sprintf("%d+", storeview.CountCap)
+		case estimated:
 			return fmt.Sprintf("~%d", v)
 		}
 		return fmt.Sprint(v)
 	}
 	note := ""
-	if o.Estimated() {
+	switch {
+	case o.Estimated() && o.Scoped:
+		note = fmt.Sprintf(" (%d+: more; statistics span every tenant, not just yours)", storeview.CountCap)
+	case o.Estimated():
 		note = " (~: estimated)"
 	}
 	check(true, "rows", fmt.Sprintf("%s pending, %s stuck, %s completed, %s rejected, %s released, %s conflicted%s",

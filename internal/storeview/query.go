@@ -572,44 +572,66 @@ const (
 	capped         = "(SELECT count(*) FROM (SELECT FROM opsdesk.operations WHERE %s LIMIT $1) s)"
 )
 
-var cappedCountsSQL = "SELECT now(), " + strings.Join([]string{
-	fmt.Sprintf(capped, fmt.Sprintf(pendingWhere, "$2")),
-	fmt.Sprintf(capped, fmt.Sprintf(stuckWhere, "$2")),
-	fmt.Sprintf(capped, rejectedWhere),
-	fmt.Sprintf(capped, releasedWhere),
-	"(SELECT count(*) FROM " + conflictedFrom + " LIMIT $1) s)",
-	fmt.Sprintf(capped, expiringWhere),
-}, ",\n    ")
+// cappedCountsSQL also says whether the role sees every tenant: table
+// statistics span every tenant, so they estimate nothing for a role that
+// sees some. (A role that may not ask, the tables' owner say, is not
+// scoped by the policies either.)
+var cappedCountsSQL = "SELECT now(), " +
+	"CASE WHEN has_function_privilege('opsdesk.sees_every_tenant()', 'EXECUTE') THEN opsdesk.sees_every_tenant() ELSE true END, " +
+	strings.Join([]string{
+		fmt.Sprintf(capped, fmt.Sprintf(pendingWhere, "$2")),
+		fmt.Sprintf(capped, fmt.Sprintf(stuckWhere, "$2")),
+		fmt.Sprintf(capped, rejectedWhere),
+		fmt.Sprintf(capped, releasedWhere),
+		"(SELECT count(*) FROM " + conflictedFrom + " LIMIT $1) s)",
+		fmt.Sprintf(capped, expiringWhere),
+	}, ",\n    ")
 
 // countCapped counts each state's records exactly up to CountCap and
 // estimates larger counts: from the size of the partial index that holds
 // them, or the planner's row estimate.
 func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 	stuckAfter := s.opts.StuckAfter.Microseconds()
+	var every bool
 	err := q.QueryRow(ctx, cappedCountsSQL, CountCap+1, stuckAfter).
-		Scan(&o.DBTime, &o.Pending, &o.Stuck, &o.Rejected, &o.Released, &o.Conflicted, &o.ExpiringSoon)
+		Scan(&o.DBTime, &every, &o.Pending, &o.Stuck, &o.Rejected, &o.Released, &o.Conflicted, &o.ExpiringSoon)
 	if err != nil {
 		return fmt.Errorf("count records: %w", err)
 	}
+	o.Scoped = !every
 	batch := &pgx.Batch{}
-	// Estimates plan a query on the expression operations_pending_lease_stats
-	// keeps statistics of, with the interval written in: an integer.
+	// Pending records split into live and stuck. When one side was
+	// counted, the other is the partial index's size less it; else the
+	// planner splits them, from the statistics
+	// operations_pending_lease_stats keeps of this expression (the
+	// interval written in: an integer).
 	us := strconv.FormatInt(stuckAfter, 10)
 	pendingLease := "SELECT FROM opsdesk.operations WHERE (CASE WHEN state = 'pending' THEN lease_expires_at END) "
+	live := estimateBy{sql: pendingLease + "> now() - " + us + " * interval '1 microsecond'"}
+	stuck := estimateBy{sql: pendingLease + "<= now() - " + us + " * interval '1 microsecond'"}
+	if o.Stuck <= CountCap {
+		live = estimateBy{index: "opsdesk.operations_pending_lease_idx", less: o.Stuck}
+	}
+	if o.Pending <= CountCap {
+		stuck = estimateBy{index: "opsdesk.operations_pending_lease_idx", less: o.Pending}
+	}
 	for _, c := range []struct {
 		n         *int64
 		estimated *bool
-		index     string // its reltuples estimates the count
-		sql       string // else the planner's estimate of this query's rows
+		by        estimateBy
 	}{
-		{&o.Pending, &o.PendingEstimated, "", pendingLease + "> now() - " + us + " * interval '1 microsecond'"},
-		{&o.Stuck, &o.StuckEstimated, "", pendingLease + "<= now() - " + us + " * interval '1 microsecond'"},
-		{&o.Rejected, &o.RejectedEstimated, "opsdesk.operations_rejected_idx", ""},
-		{&o.Released, &o.ReleasedEstimated, "opsdesk.operations_released_idx", ""},
-		{&o.Conflicted, &o.ConflictedEstimated, "", "SELECT FROM " + conflictedFrom + ") s"},
-		{&o.ExpiringSoon, &o.ExpiringEstimated, "", "SELECT FROM opsdesk.operations WHERE " + expiringWhere},
+		{&o.Pending, &o.PendingEstimated, live},
+		{&o.Stuck, &o.StuckEstimated, stuck},
+		{&o.Rejected, &o.RejectedEstimated, estimateBy{index: "opsdesk.operations_rejected_idx"}},
+		{&o.Released, &o.ReleasedEstimated, estimateBy{index: "opsdesk.operations_released_idx"}},
+		{&o.Conflicted, &o.ConflictedEstimated, estimateBy{sql: "SELECT FROM " + conflictedFrom + ") s"}},
+		{&o.ExpiringSoon, &o.ExpiringEstimated, estimateBy{sql: "SELECT FROM opsdesk.operations WHERE " + expiringWhere}},
 	} {
 		if *c.n <= CountCap {
+			continue
+		}
+		if o.Scoped {
+			*c.estimated = true // CountCap+1, the lower bound counted
 			continue
 		}
 		// Never below what was counted: statistics may lag behind.
@@ -617,16 +639,16 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 			*c.n, *c.estimated = max(int64(estimate), CountCap+1), true
 		}
 		// The estimates go in one round trip.
-		if c.index != "" {
-			batch.Queue(`SELECT reltuples FROM pg_class WHERE oid = $1::regclass`, c.index).QueryRow(func(r pgx.Row) error {
+		if c.by.index != "" {
+			batch.Queue(`SELECT reltuples FROM pg_class WHERE oid = $1::regclass`, c.by.index).QueryRow(func(r pgx.Row) error {
 				var estimate float64
 				err := r.Scan(&estimate)
-				set(estimate)
+				set(estimate - float64(c.by.less))
 				return err
 			})
 			continue
 		}
-		batch.Queue("EXPLAIN (FORMAT JSON) " + c.sql).QueryRow(func(r pgx.Row) error {
+		batch.Queue("EXPLAIN (FORMAT JSON) " + c.by.sql).QueryRow(func(r pgx.Row) error {
 			var plan []byte
 			if err := r.Scan(&plan); err != nil {
 				return err
@@ -643,6 +665,15 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 		return fmt.Errorf("estimate records: %w", err)
 	}
 	return nil
+}
+
+// estimateBy is how a count above the cap is estimated: an index's size
+// (its reltuples) less a count, or the planner's estimate of a query's
+// rows.
+type estimateBy struct {
+	index string
+	less  int64
+	sql   string
 }
 
 // planRows reads the planner's estimate of the rows a query returns from
@@ -670,6 +701,16 @@ func (s *Store) countCompleted(ctx context.Context, q querier, o *Overview) erro
 	err := q.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'opsdesk.operations'::regclass`).Scan(&estimate)
 	if err != nil {
 		return fmt.Errorf("estimate records: %w", err)
+	}
+	if o.Scoped && estimate >= exactCountLimit {
+		// Statistics span every tenant: count up to the cap instead.
+		err := q.QueryRow(ctx, `SELECT count(*) FROM (SELECT FROM opsdesk.operations
+WHERE state = 'completed' AND outcome = 'succeeded' LIMIT $1) s`, CountCap+1).Scan(&o.Completed)
+		if err != nil {
+			return fmt.Errorf("count completed: %w", err)
+		}
+		o.CompletedEstimated = o.Completed > CountCap
+		return nil
 	}
 	if estimate < exactCountLimit {
 		err := q.QueryRow(ctx, `SELECT count(*) FROM opsdesk.operations WHERE state = 'completed' AND outcome = 'succeeded'`).Scan(&o.Completed)

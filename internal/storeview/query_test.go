@@ -320,6 +320,33 @@ FROM generate_series(1, 2100) i`)
 	require.EqualValues(t, CountCap, o.Pending)
 	require.False(t, o.ReleasedEstimated)
 	require.Zero(t, o.Released)
+	require.False(t, o.Scoped)
+
+	// A viewer of every tenant gets the same; a viewer of some tenants
+	// gets lower bounds, since statistics span every tenant.
+	every, err := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Options{}).Overview(t.Context())
+	require.NoError(t, err)
+	require.False(t, every.Scoped)
+	require.InDelta(t, 1500, every.Rejected, 150)
+	_, err = d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, completed_at, expires_at)
+SELECT 'globex', 'charge-card', 'ord-' || i, '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'completed', 'rejected', 'w',
+    now(), now(), now(), now() + interval '7 days'
+FROM generate_series(1, 50) i`)
+	require.NoError(t, err)
+	scoped, err := New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Options{}).Overview(t.Context())
+	require.NoError(t, err)
+	require.True(t, scoped.Scoped)
+	require.True(t, scoped.RejectedEstimated)
+	require.EqualValues(t, CountCap+1, scoped.Rejected, "a lower bound, not the table's 1,550")
+	require.True(t, scoped.StuckEstimated)
+	require.EqualValues(t, CountCap+1, scoped.Stuck)
+	globex, err := New(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Options{}).Overview(t.Context())
+	require.NoError(t, err)
+	require.False(t, globex.RejectedEstimated)
+	require.EqualValues(t, 50, globex.Rejected, "counted exactly: globex's own")
+	require.Zero(t, globex.Stuck)
 }
 
 // People's roles read every view: a viewer's column privileges leave out

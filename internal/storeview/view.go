@@ -142,6 +142,10 @@ type Overview struct {
 	// planner's estimate, and CompletedEstimated says so.
 	Completed          int64 `json:"completed"`
 	CompletedEstimated bool  `json:"completed_estimated"`
+	// Scoped is set for a role that sees some tenants only: table
+	// statistics cannot estimate its counts, so an …Estimated count is
+	// then CountCap+1, a lower bound ("more than 1,000").
+	Scoped bool `json:"scoped"`
 	// OldestStuck is the stuck record whose lease expired first.
 	OldestStuck *Row `json:"oldest_stuck,omitempty"`
 }
