@@ -92,7 +92,11 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 	}
 	sum := sha256.Sum256(body)
 	a := Answer{Evidence: Evidence{Digest: "sha256:" + hex.EncodeToString(sum[:])}}
-	status := "HTTP " + strconv.Itoa(resp.StatusCode) + " from " + host + " in " + took.String()
+	tookText := took.String()
+	if took < time.Millisecond {
+		tookText = "<1ms"
+	}
+	status := "HTTP " + strconv.Itoa(resp.StatusCode) + " from " + host + " in " + tookText
 	switch resp.StatusCode {
 	case found:
 		a.Evidence.Lookup = LookupFound
