@@ -185,19 +185,19 @@ const (
 	FieldResult Field = "result" // the result or rejection
 )
 
-// Reveal returns record id's stored intent or result. Its audit record
-// commits before the value is returned: nobody sees one without a trace.
+// Reveal returns record id's stored intent or result. It takes two
+// transactions: the first audits the reveal and commits; only then does
+// the second read the value (the database refuses to hand it out any
+// other way), so nobody sees one without a trace.
 func Reveal(ctx context.Context, pool *pgxpool.Pool, id int64, field Field, reason, displayName string) (json.RawMessage, Result, error) {
-	var value []byte
-	res, err := run(ctx, pool, func(tx pgx.Tx) (answer, error) {
-		var a answer
-		err := tx.QueryRow(ctx, `SELECT (answer).*, value FROM opsdesk.reveal($1, $2, $3, $4)`,
-			id, string(field), reason, nullable(displayName)).
-			Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Seq, &a.State, &a.Version, &value)
-		return a, err
-	})
+	res, err := call(ctx, pool, `SELECT * FROM opsdesk.reveal_request($1, $2, $3, $4)`,
+		id, string(field), reason, nullable(displayName))
 	if err != nil {
 		return nil, res, err
+	}
+	var value []byte
+	if err := pool.QueryRow(ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, res.Tenant, res.Seq).Scan(&value); err != nil {
+		return nil, res, fmt.Errorf("read the revealed %s (audit record %s): %w", field, res.AuditRef(), mapError(err))
 	}
 	return value, res, nil
 }

@@ -2,6 +2,8 @@ package reconcile_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -677,4 +679,120 @@ func TestGrantAccess(t *testing.T) {
 	var grants int
 	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM opsdesk.audit WHERE tenant = '' AND action LIKE 'access:%'`).Scan(&grants))
 	require.Equal(t, 5, grants)
+}
+
+// The database, not the client, makes the audit record commit before a
+// revealed value is seen: a client that rolls back sees nothing.
+func TestRevealNeedsACommittedAudit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, _ := b.stuck(t, "acme", "ord-1")
+	for _, sql := range []string{
+		`BEGIN`,
+		`BEGIN; SAVEPOINT s`,
+	} {
+		tx, err := b.operator.Pool.Begin(b.ctx)
+		require.NoError(t, err)
+		if strings.Contains(sql, "SAVEPOINT") {
+			_, err = tx.Exec(b.ctx, `SAVEPOINT s`)
+			require.NoError(t, err)
+		}
+		var tenant string
+		var seq int64
+		require.NoError(t, tx.QueryRow(b.ctx, `SELECT audit_tenant, audit_seq FROM (SELECT (r).tenant AS audit_tenant, (r).seq AS audit_seq
+FROM opsdesk.reveal_request($1, 'intent', 'peek') r) s`, id).Scan(&tenant, &seq))
+		if strings.Contains(sql, "SAVEPOINT") {
+			_, err = tx.Exec(b.ctx, `RELEASE SAVEPOINT s`)
+			require.NoError(t, err)
+		}
+		var value []byte
+		err = tx.QueryRow(b.ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, tenant, seq).Scan(&value)
+		requireCode(t, err, "25000", sql+": fetch in the request's transaction")
+		require.Nil(t, value)
+		require.NoError(t, tx.Rollback(b.ctx))
+	}
+	require.Empty(t, b.audits(t), "nothing committed, nothing seen")
+
+	// Committed, it may be fetched by its requester only.
+	value, res, err := reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldIntent, "which card", "")
+	require.NoError(t, err)
+	require.Contains(t, string(value), "4242")
+	other := dbtest.NewPerson(t, b.db, "operator", "*")
+	var stolen []byte
+	err = other.Pool.QueryRow(b.ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, res.Tenant, res.Seq).Scan(&stolen)
+	requireCode(t, err, "42501", "another person fetches")
+	require.Nil(t, stolen)
+}
+
+// A viewer's refused decision does not hold the record: the service's
+// writes go on while the viewer's transaction stays open.
+func TestViewerDoesNotLockRecords(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	viewer := dbtest.NewPerson(t, b.db, "viewer", "*")
+	id, v := b.stuck(t, "acme", "ord-1")
+	tx, err := viewer.Pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.WithoutCancel(b.ctx)) //nolint:errcheck
+	var outcome string
+	require.NoError(t, tx.QueryRow(b.ctx, `SELECT outcome FROM opsdesk.decide(p_id => $1, p_decision => 'completed',
+p_expect_version => $2, p_reason => 'x', p_result_ref => 'r')`, id, v).Scan(&outcome))
+	require.Equal(t, "denied", outcome)
+	// The service retries meanwhile: it must not wait on the viewer.
+	ctx, cancel := context.WithTimeout(b.ctx, 3*time.Second)
+	defer cancel()
+	_, _, err = b.retry(t, "acme", "ord-1", 100)
+	require.ErrorIs(t, err, ops.ErrNeedsReconciliation)
+	require.NoError(t, ctx.Err())
+	_, err = b.db.Service.Exec(ctx, `SET lock_timeout = '1s'; UPDATE opsdesk.operations SET lease_expires_at = lease_expires_at WHERE id = `+fmt.Sprint(id))
+	require.NoError(t, err, "the service's write waited on the viewer's transaction")
+}
+
+// People's access goes to one person's login role only.
+func TestGrantAccessRefusesNonPeople(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := dbtest.NewPerson(t, b.db, "admin", "*")
+	var service, superuser string
+	require.NoError(t, b.db.Service.QueryRow(b.ctx, `SELECT session_user`).Scan(&service))
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT session_user`).Scan(&superuser))
+	for _, role := range []string{service, "opsdesk_operator", superuser} {
+		_, err := reconcile.GrantAccess(b.ctx, admin.Pool, role, "operator", "*", "why not", "")
+		require.ErrorIs(t, err, reconcile.ErrInvalid, role)
+	}
+}
+
+// Audit times rise with the sequence, however long a transaction was
+// open; a decision's audit keeps the digest of the result it stored;
+// refusals of text in 4-byte characters are audited too.
+func TestAuditRecordsTimeResultAndLongText(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first, fv := b.stuck(t, "acme", "ord-1")
+	second, sv := b.stuck(t, "acme", "ord-2")
+	slow, err := b.operator.Pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer slow.Rollback(context.WithoutCancel(b.ctx)) //nolint:errcheck
+	_, err = slow.Exec(b.ctx, `SELECT now()`)         // the transaction's now() is fixed here
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond)
+	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: second, Decision: reconcile.Completed,
+		ExpectVersion: sv, Reason: "seen", ResultRef: "ch_2", Result: json.RawMessage(`{"charge_id":"ch_2"}`)})
+	require.NoError(t, err)
+	_, err = slow.Exec(b.ctx, `SELECT * FROM opsdesk.decide(p_id => $1, p_decision => 'not-executed', p_expect_version => $2, p_reason => 'late')`, first, fv)
+	require.NoError(t, err)
+	require.NoError(t, slow.Commit(b.ctx))
+	var ordered bool
+	var digest string
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `
+SELECT bool_and(at >= prev), (SELECT details->>'result_sha256' FROM opsdesk.audit WHERE tenant = 'acme' AND seq = 1)
+FROM (SELECT at, lag(at) OVER (ORDER BY seq) AS prev FROM opsdesk.audit WHERE tenant = 'acme') s WHERE prev IS NOT NULL`).
+		Scan(&ordered, &digest))
+	require.True(t, ordered, "a later sequence has an earlier time")
+	sum := sha256.Sum256([]byte(`{"charge_id": "ch_2"}`)) // jsonb's text form
+	require.Equal(t, hex.EncodeToString(sum[:]), digest)
+
+	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: first, Decision: reconcile.Failed,
+		ExpectVersion: fv + 1, Reason: strings.Repeat("😀", 600)})
+	require.ErrorIs(t, err, reconcile.ErrInvalid)
 }

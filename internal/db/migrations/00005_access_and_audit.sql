@@ -221,7 +221,9 @@ BEGIN
     a.seq := head.seq + 1;
     a.prev_hash := head.hash;
     a.event_id := gen_random_uuid();
-    a.at := now();
+    -- The clock under the head's lock: times rise with the sequence,
+    -- however long the caller's transaction was open.
+    a.at := clock_timestamp();
     a.role := session_user;
     a.forced := coalesce(a.forced, false);
     a.override := coalesce(a.override, false);
@@ -287,12 +289,22 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     a.tenant := coalesce(a.tenant, '');
-    -- A refusal of over-long text is audited with the text cut short.
+    -- A refusal of over-long text is audited with the text cut short:
+    -- 475 characters are at most 1,900 bytes.
     IF octet_length(a.reason) > 2000 THEN
-        a.reason := left(a.reason, 500) || '… (cut)';
+        a.reason := left(a.reason, 475) || '… (cut)';
     END IF;
     IF octet_length(a.evidence_summary) > 2000 THEN
-        a.evidence_summary := left(a.evidence_summary, 500) || '… (cut)';
+        a.evidence_summary := left(a.evidence_summary, 475) || '… (cut)';
+    END IF;
+    IF octet_length(a.display_name) > 200 THEN
+        a.display_name := left(a.display_name, 40) || '… (cut)';
+    END IF;
+    IF octet_length(a.evidence_digest) > 200 THEN
+        a.evidence_digest := left(a.evidence_digest, 40) || '… (cut)';
+    END IF;
+    IF octet_length(a.details::text) > 4000 THEN
+        a.details := jsonb_build_object('cut', left(a.details::text, 900));
     END IF;
     a.outcome := CASE WHEN p_code IN ('not_permitted', 'not_pending', 'lease_live', 'contradicts_lookup')
                       THEN 'denied' ELSE 'failed' END;
@@ -337,12 +349,20 @@ BEGIN
     a.forced := coalesce(p_force, false);
     a.override := coalesce(p_override, false);
     a.operation_id := p_id;
-    a.details := jsonb_strip_nulls(jsonb_build_object('expect_version', p_expect_version, 'lookup', p_lookup,
-        'result_ref', p_result_ref, 'snooze_until', p_snooze_until, 'retention', p_retention::text));
+    a.details := jsonb_strip_nulls(jsonb_build_object('expect_version', p_expect_version,
+        'lookup', left(p_lookup, 40), 'result_ref', left(p_result_ref, 500), 'snooze_until', p_snooze_until,
+        'retention', p_retention::text,
+        -- What retries will be answered with, as stored.
+        'result_sha256', encode(sha256(convert_to(p_result::text, 'UTF8')), 'hex')));
 
     -- Row-level security hides other tenants' records: absent and hidden
-    -- look the same, and go to the '' chain.
-    SELECT * INTO o FROM opsdesk.operations WHERE id = p_id FOR UPDATE;
+    -- look the same, and go to the '' chain. Only a role that may decide
+    -- locks the record: a viewer's call must not hold up the service.
+    IF pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
+        SELECT * INTO o FROM opsdesk.operations WHERE id = p_id FOR UPDATE;
+    ELSE
+        SELECT * INTO o FROM opsdesk.operations WHERE id = p_id;
+    END IF;
     IF NOT FOUND THEN
         RETURN opsdesk.refuse(a, 'not_found', 'no operation ' || p_id || ' (or not visible to ' || session_user || ')');
     END IF;
@@ -352,6 +372,10 @@ BEGIN
     IF NOT pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
         code := 'not_permitted';
         msg := session_user || ' may not decide: it is not granted opsdesk_operator';
+    ELSIF octet_length(p_display_name) > 200 OR octet_length(p_evidence_digest) > 200
+       OR octet_length(p_result_ref) > 500 OR octet_length(p_result::text) > 65536 THEN
+        code := 'invalid';
+        msg := 'too long: the display name and evidence digest are limited to 200 bytes, the result reference to 500, the result to 64 KiB';
     ELSIF p_decision IS NULL OR p_decision NOT IN ('completed', 'not-executed', 'failed', 'defer') THEN
         code := 'invalid';
         msg := 'unknown decision ' || coalesce(quote_literal(p_decision), 'NULL') || ' (completed, not-executed, failed, defer)';
@@ -436,13 +460,19 @@ BEGIN
     a.reason := nullif(btrim(p_reason), '');
     a.display_name := p_display_name;
     a.operation_id := p_id;
-    SELECT * INTO o FROM opsdesk.operations WHERE id = p_id FOR UPDATE;
+    IF pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
+        SELECT * INTO o FROM opsdesk.operations WHERE id = p_id FOR UPDATE;
+    ELSE
+        SELECT * INTO o FROM opsdesk.operations WHERE id = p_id;
+    END IF;
     IF NOT FOUND THEN
         RETURN opsdesk.refuse(a, 'not_found', 'no operation ' || p_id || ' (or not visible to ' || session_user || ')');
     END IF;
     a := opsdesk.about(a, o);
     IF NOT pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
         RETURN opsdesk.refuse(a, 'not_permitted', session_user || ' may not acknowledge conflicts: it is not granted opsdesk_operator');
+    ELSIF octet_length(p_display_name) > 200 THEN
+        RETURN opsdesk.refuse(a, 'invalid', 'the display name is limited to 200 bytes');
     ELSIF a.reason IS NULL THEN
         RETURN opsdesk.refuse(a, 'invalid', 'a reason is required');
     ELSIF octet_length(a.reason) > 2000 THEN
@@ -464,13 +494,15 @@ END
 $$;
 -- +goose StatementEnd
 
--- reveal returns record p_id's stored intent or result (p_field) after
--- appending an audit record of the reveal; the caller commits before it
--- shows the value. A refusal returns no value and is audited like a
--- decision's.
+-- Revealing a stored intent or result takes two transactions, so that the
+-- audit record commits before anyone sees the value, whatever the client
+-- does: reveal_request audits the reveal (or its refusal) and names its
+-- audit record; reveal_fetch, in a later transaction that has written
+-- nothing (as the request's own would have), returns the value for a
+-- committed request of the same role from the last five minutes.
 -- +goose StatementBegin
-CREATE FUNCTION opsdesk.reveal(p_id bigint, p_field text, p_reason text, p_display_name text DEFAULT NULL,
-    OUT answer opsdesk.decision_result, OUT value jsonb)
+CREATE FUNCTION opsdesk.reveal_request(p_id bigint, p_field text, p_reason text, p_display_name text DEFAULT NULL)
+RETURNS opsdesk.decision_result
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -478,33 +510,54 @@ DECLARE
     a opsdesk.audit;
     v jsonb;
 BEGIN
-    a.action := 'reveal:' || coalesce(p_field, '');
+    a.action := 'reveal:' || left(coalesce(p_field, ''), 20);
     a.reason := nullif(btrim(p_reason), '');
     a.display_name := p_display_name;
     a.operation_id := p_id;
     SELECT * INTO o FROM opsdesk.operations WHERE id = p_id;
     IF NOT FOUND THEN
-        answer := opsdesk.refuse(a, 'not_found', 'no operation ' || p_id || ' (or not visible to ' || session_user || ')');
-        RETURN;
+        RETURN opsdesk.refuse(a, 'not_found', 'no operation ' || p_id || ' (or not visible to ' || session_user || ')');
     END IF;
     a := opsdesk.about(a, o);
     v := CASE p_field WHEN 'intent' THEN o.intent WHEN 'result' THEN o.result END;
     IF NOT pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
-        answer := opsdesk.refuse(a, 'not_permitted', session_user || ' may not reveal stored values: it is not granted opsdesk_operator');
+        RETURN opsdesk.refuse(a, 'not_permitted', session_user || ' may not reveal stored values: it is not granted opsdesk_operator');
     ELSIF p_field IS NULL OR p_field NOT IN ('intent', 'result') THEN
-        answer := opsdesk.refuse(a, 'invalid', 'reveal the intent or the result, not ' || coalesce(quote_literal(p_field), 'NULL'));
+        RETURN opsdesk.refuse(a, 'invalid', 'reveal the intent or the result, not ' || coalesce(quote_literal(left(p_field, 20)), 'NULL'));
     ELSIF a.reason IS NULL THEN
-        answer := opsdesk.refuse(a, 'invalid', 'a reason is required');
-    ELSIF octet_length(a.reason) > 2000 THEN
-        answer := opsdesk.refuse(a, 'invalid', 'the reason is limited to 2000 bytes');
+        RETURN opsdesk.refuse(a, 'invalid', 'a reason is required');
+    ELSIF octet_length(a.reason) > 2000 OR octet_length(p_display_name) > 200 THEN
+        RETURN opsdesk.refuse(a, 'invalid', 'the reason is limited to 2000 bytes, the display name to 200');
     ELSIF v IS NULL THEN
-        answer := opsdesk.refuse(a, 'no_value', 'the record has no stored ' || p_field);
-    ELSE
-        a.outcome := 'succeeded';
-        a := opsdesk.audit_append(a);
-        answer := ('succeeded', NULL, NULL, a.tenant, a.seq, a.state_after, o.version)::opsdesk.decision_result;
-        value := v;
+        RETURN opsdesk.refuse(a, 'no_value', 'the record has no stored ' || p_field);
     END IF;
+    a.outcome := 'succeeded';
+    a := opsdesk.audit_append(a);
+    RETURN ('succeeded', NULL, NULL, a.tenant, a.seq, a.state_after, o.version)::opsdesk.decision_result;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION opsdesk.reveal_fetch(p_tenant text, p_seq bigint) RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    a opsdesk.audit;
+BEGIN
+    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RAISE EXCEPTION 'reveal_fetch runs in a transaction of its own, after reveal_request''s committed'
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    SELECT * INTO a FROM opsdesk.audit
+    WHERE tenant = p_tenant AND seq = p_seq AND role = session_user AND outcome = 'succeeded'
+      AND action IN ('reveal:intent', 'reveal:result') AND at > clock_timestamp() - interval '5 minutes';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no reveal %#% of %s in the last five minutes', p_tenant, p_seq, session_user
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN (SELECT CASE a.action WHEN 'reveal:intent' THEN o.intent ELSE o.result END
+            FROM opsdesk.operations o WHERE o.tenant = a.tenant AND o.id = a.operation_id);
 END
 $$;
 -- +goose StatementEnd
@@ -531,10 +584,15 @@ BEGIN
         RETURN opsdesk.refuse(a, 'not_permitted', session_user || ' may not manage access: it needs opsdesk_admin and every tenant');
     ELSIF a.reason IS NULL THEN
         RETURN opsdesk.refuse(a, 'invalid', 'a reason is required');
-    ELSIF octet_length(a.reason) > 2000 THEN
-        RETURN opsdesk.refuse(a, 'invalid', 'the reason is limited to 2000 bytes');
+    ELSIF octet_length(a.reason) > 2000 OR octet_length(p_display_name) > 200 THEN
+        RETURN opsdesk.refuse(a, 'invalid', 'the reason is limited to 2000 bytes, the display name to 200');
     ELSIF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = p_role AND rolcanlogin) THEN
         RETURN opsdesk.refuse(a, 'invalid', 'no login role ' || coalesce(quote_ident(p_role), 'NULL') || ': create it first');
+    ELSIF (SELECT rolsuper FROM pg_roles WHERE rolname = p_role)
+       OR pg_has_role(p_role, 'opsdesk_service', 'MEMBER') OR pg_has_role(p_role, 'opsdesk_owner', 'MEMBER')
+       OR EXISTS (SELECT FROM pg_auth_members WHERE roleid = p_role::regrole) THEN
+        RETURN opsdesk.refuse(a, 'invalid', p_role || ' is not one person''s role: a superuser, a service (opsdesk_service), '
+            || 'opsdesk_owner or a group with members cannot be given people''s access');
     ELSIF p_level IS NOT NULL AND p_level NOT IN ('viewer', 'operator', 'admin') THEN
         RETURN opsdesk.refuse(a, 'invalid', 'unknown level ' || quote_literal(p_level) || ' (viewer, operator, admin)');
     ELSIF p_level IS NOT NULL AND (p_tenant IS NULL OR btrim(p_tenant) = '') THEN
@@ -566,7 +624,8 @@ ALTER FUNCTION opsdesk.refuse(opsdesk.audit, text, text) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.about(opsdesk.audit, opsdesk.operations) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.decide(bigint, text, bigint, text, text, jsonb, text, text, text, boolean, boolean, interval, timestamptz, text) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.ack_conflicts(bigint, text, text) OWNER TO opsdesk_owner;
-ALTER FUNCTION opsdesk.reveal(bigint, text, text, text) OWNER TO opsdesk_owner;
+ALTER FUNCTION opsdesk.reveal_request(bigint, text, text, text) OWNER TO opsdesk_owner;
+ALTER FUNCTION opsdesk.reveal_fetch(text, bigint) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.grant_access(text, text, text, text, text) OWNER TO opsdesk_owner;
 
 REVOKE ALL ON FUNCTION opsdesk.sees_every_tenant(), opsdesk.visible_tenants(),
@@ -575,7 +634,8 @@ REVOKE ALL ON FUNCTION opsdesk.sees_every_tenant(), opsdesk.visible_tenants(),
     opsdesk.audit_hash(opsdesk.audit), opsdesk.view_state(opsdesk.operations),
     opsdesk.audit_append_only(),
     opsdesk.decide(bigint, text, bigint, text, text, jsonb, text, text, text, boolean, boolean, interval, timestamptz, text),
-    opsdesk.ack_conflicts(bigint, text, text), opsdesk.reveal(bigint, text, text, text),
+    opsdesk.ack_conflicts(bigint, text, text), opsdesk.reveal_request(bigint, text, text, text),
+    opsdesk.reveal_fetch(text, bigint),
     opsdesk.grant_access(text, text, text, text, text)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION opsdesk.sees_every_tenant(), opsdesk.visible_tenants() TO opsdesk_viewer, opsdesk_owner;
@@ -584,7 +644,8 @@ GRANT EXECUTE ON FUNCTION opsdesk.audit_hash(opsdesk.audit), opsdesk.view_state(
 -- audit the attempt.
 GRANT EXECUTE ON FUNCTION
     opsdesk.decide(bigint, text, bigint, text, text, jsonb, text, text, text, boolean, boolean, interval, timestamptz, text),
-    opsdesk.ack_conflicts(bigint, text, text), opsdesk.reveal(bigint, text, text, text),
+    opsdesk.ack_conflicts(bigint, text, text), opsdesk.reveal_request(bigint, text, text, text),
+    opsdesk.reveal_fetch(text, bigint),
     opsdesk.grant_access(text, text, text, text, text)
     TO opsdesk_viewer;
 
@@ -604,7 +665,6 @@ GRANT SELECT, UPDATE (reviewed_at, reviewed_by) ON opsdesk.conflicts TO opsdesk_
 GRANT SELECT, INSERT ON opsdesk.audit TO opsdesk_owner;
 GRANT SELECT, INSERT, UPDATE ON opsdesk.audit_heads TO opsdesk_owner;
 GRANT SELECT, INSERT, UPDATE, DELETE ON opsdesk.access TO opsdesk_owner;
-GRANT SELECT ON opsdesk.access TO opsdesk_admin;
 
 -- Row-level security. The service role (the library) sees every tenant;
 -- people, and the functions acting for them, see their tenants.
