@@ -928,7 +928,7 @@ func (s *decideScreen) contextView() []string {
 		last := r.Decisions[n-1]
 		s.field(&out, "decided", decisionText(&r, last)+" ("+since(last.At, now)+")")
 	}
-	s.field(&out, "intent", "hidden · fingerprint "+orDash(Clean(r.FingerprintPrefix))+" (prefix)")
+	s.field(&out, "intent", "hidden · "+orDash(Clean(r.FingerprintTag))+" · i on the record reveals it")
 	out = append(out, "")
 	s.field(&out, "risk", risk)
 	if s.live() {

@@ -42,12 +42,12 @@ func newFakeDecider(src *fakeSource) *fakeDecider {
 		caps: reconcile.Capabilities{Role: "alice", Decide: true},
 		lookups: map[string]reconcile.Answer{
 			"deploy-service": {
-				Evidence: reconcile.Evidence{Lookup: reconcile.LookupFound, Digest: fp("deploy-answer"),
+				Evidence: reconcile.Evidence{Lookup: reconcile.LookupFound, Digest: sha("deploy-answer"),
 					Summary: "HTTP 200 from deploy.example:443 in 84ms: found, reference DEP-4711"},
 				ResultRef: "DEP-4711",
 			},
 			"charge-card": {
-				Evidence: reconcile.Evidence{Lookup: reconcile.LookupNotFound, Digest: fp("charge-answer"),
+				Evidence: reconcile.Evidence{Lookup: reconcile.LookupNotFound, Digest: sha("charge-answer"),
 					Summary: "HTTP 404 from pay.example:443 in 61ms: not found"},
 			},
 			"send-email": {

@@ -307,7 +307,7 @@ func (s *detailScreen) buildLines() []string {
 		retention = "until " + stamp(d.ExpiresAt, now) + " (" + since(d.ExpiresAt, now) + ")"
 	}
 	field("retention", retention)
-	field("fingerprint", orDash(Clean(d.FingerprintPrefix))+" (prefix)")
+	field("fingerprint", orDash(Clean(d.FingerprintTag))+" (keyed tag: equal tags, equal requests)")
 	stored := "intent stored"
 	if d.HasResult {
 		stored = "intent and result stored"
@@ -353,7 +353,7 @@ func (s *detailScreen) conflictTable(d *storeview.Detail) []string {
 	type attempt struct{ head, at, owner, version, fp, reviewed string }
 	cols := []attempt{{
 		head: "ORIGINAL", at: stamp(d.CreatedAt, now), owner: orDash(Clean(d.Owner)) + " (now)",
-		version: Clean(d.ToolVersion), fp: Clean(d.FingerprintPrefix), reviewed: "-",
+		version: Clean(d.ToolVersion), fp: Clean(d.FingerprintTag), reviewed: "-",
 	}}
 	for i, c := range d.Conflicts {
 		rev := "no"
@@ -362,7 +362,7 @@ func (s *detailScreen) conflictTable(d *storeview.Detail) []string {
 		}
 		cols = append(cols, attempt{
 			head: "ATTEMPT " + strconv.Itoa(i+1), at: stamp(c.AttemptedAt, now), owner: orDash(Clean(c.Owner)),
-			version: Clean(c.ToolVersion), fp: Clean(c.FingerprintPrefix), reviewed: rev,
+			version: Clean(c.ToolVersion), fp: Clean(c.FingerprintTag), reviewed: rev,
 		})
 	}
 	hidden := 0
@@ -424,7 +424,7 @@ func timeline(d *storeview.Detail) []event {
 	}
 	for i, c := range d.Conflicts {
 		what := fmt.Sprintf("%s conflicting attempt %d by %s (tool version %s, %s)",
-			glyphConflicted, i+1, orDash(Clean(c.Owner)), Clean(c.ToolVersion), Clean(c.FingerprintPrefix))
+			glyphConflicted, i+1, orDash(Clean(c.Owner)), Clean(c.ToolVersion), Clean(c.FingerprintTag))
 		if c.Reviewed {
 			what += ", reviewed"
 		}

@@ -71,8 +71,8 @@ func newFakeSource() *fakeSource {
 		Conflicted: true, ConflictCount: 2, Owner: "worker-2", Attempt: 1, CreatedAt: at(-3 * time.Hour), LeasedAt: at(-3 * time.Hour),
 		LeaseExpiresAt: at(-3*time.Hour + 30*time.Second), CompletedAt: at(-3*time.Hour + 2*time.Second), ExpiresAt: at(29*24*time.Hour - 3*time.Hour)})
 	s.conflicts[48190] = []storeview.Conflict{
-		{ID: 901, AttemptedAt: at(-2 * time.Hour), Owner: "worker-9", ToolVersion: "4", FingerprintPrefix: fp("other-1"), Reviewed: true},
-		{ID: 907, AttemptedAt: at(-20 * time.Minute), Owner: "worker-4", ToolVersion: "4", FingerprintPrefix: fp("other-2")},
+		{ID: 901, AttemptedAt: at(-2 * time.Hour), Owner: "worker-9", ToolVersion: "4", FingerprintTag: fp("other-1"), Reviewed: true},
+		{ID: 907, AttemptedAt: at(-20 * time.Minute), Owner: "worker-4", ToolVersion: "4", FingerprintTag: fp("other-2")},
 	}
 	add(storeview.Row{ID: 48188, Tenant: "initech", Tool: "charge-card", Key: "inv-2026-0042", State: storeview.StateRejected,
 		Owner: "worker-5", Attempt: 1, CreatedAt: at(-5 * time.Hour), LeasedAt: at(-5 * time.Hour),
@@ -100,9 +100,15 @@ func newFakeSource() *fakeSource {
 	return s
 }
 
+// fp is a fingerprint tag, sha a digest, made up from seed.
 func fp(seed string) string {
 	sum := sha256.Sum256([]byte(seed))
-	return "sha256:" + hex.EncodeToString(sum[:6])
+	return "fp:" + hex.EncodeToString(sum[:6])
+}
+
+func sha(seed string) string {
+	sum := sha256.Sum256([]byte(seed))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func (s *fakeSource) setScoped() {
@@ -273,7 +279,7 @@ func matches(f storeview.Filter, r storeview.Row) bool {
 }
 
 func (s *fakeSource) detail(r storeview.Row) storeview.Detail {
-	d := storeview.Detail{Row: r, ToolVersion: "3", FingerprintPrefix: fp(r.Key), Effect: "local"}
+	d := storeview.Detail{Row: r, ToolVersion: "3", FingerprintTag: fp(r.Key), Effect: "local"}
 	switch r.Tool {
 	case "send-email":
 		d.Effect = "external_idempotent"

@@ -330,7 +330,7 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 	}
 	line("effect", d.Effect)
 	line("tool version", d.ToolVersion)
-	line("fingerprint", d.FingerprintPrefix)
+	line("fingerprint", d.FingerprintTag+" (keyed tag: equal tags, equal requests)")
 	line("owner", dash(d.Owner))
 	line("attempt", strconv.Itoa(d.Attempt))
 	line("version", strconv.FormatInt(d.Version, 10))
@@ -352,7 +352,7 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 			reviewed = "reviewed"
 		}
 		line("", fmt.Sprintf("#%d %s by %s: %s (version %s) vs original %s (version %s), %s",
-			c.ID, at(c.AttemptedAt), c.Owner, c.FingerprintPrefix, c.ToolVersion, d.FingerprintPrefix, d.ToolVersion, reviewed))
+			c.ID, at(c.AttemptedAt), c.Owner, c.FingerprintTag, c.ToolVersion, d.FingerprintTag, d.ToolVersion, reviewed))
 	}
 	for i, dec := range d.Decisions {
 		k := ""

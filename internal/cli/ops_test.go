@@ -114,7 +114,8 @@ func TestOpsShowAndGet(t *testing.T) {
 	require.Equal(t, ExitOK, code, errOut)
 	require.Contains(t, out, "globex/send-email/mail-1")
 	require.Contains(t, out, "MSG-1")
-	require.Contains(t, out, "sha256:020202020202")
+	require.Regexp(t, `fingerprint +fp:[0-9a-f]{12} \(keyed tag`, out)
+	require.NotContains(t, out, "020202020202", "the fingerprint itself stays hidden")
 	require.Contains(t, out, "hidden")
 
 	code, out, _ = run("ops", "show", strconv.FormatInt(id, 10), "--config", cfg, "-o", "json")

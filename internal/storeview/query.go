@@ -2,7 +2,6 @@ package storeview
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -435,7 +434,6 @@ func (s *Store) GetByIdentity(ctx context.Context, tenant, tool, key string) (De
 type detailScan struct {
 	rowScan
 	ToolVersion    string     `db:"tool_version"`
-	Fingerprint    []byte     `db:"fingerprint"`
 	Effect         string     `db:"effect"`
 	Outcome        string     `db:"outcome"`
 	ResultRef      string     `db:"result_ref"`
@@ -453,7 +451,7 @@ func (s *Store) detail(ctx context.Context, where string, args ...any) (d Detail
 
 // detailIn reads a record and its conflicts through q (one snapshot).
 func (s *Store) detailIn(ctx context.Context, q querier, where string, args ...any) (Detail, error) {
-	sql := "SELECT " + rowColumns + `, o.tool_version, o.fingerprint, o.effect, coalesce(o.outcome, '') AS outcome,
+	sql := "SELECT " + rowColumns + `, o.tool_version, o.effect, coalesce(o.outcome, '') AS outcome,
     coalesce(o.result_ref, '') AS result_ref, o.state = 'completed' AS has_result, o.last_conflict_at
 FROM opsdesk.operations o WHERE ` + where
 	rows, err := q.Query(ctx, sql, append([]any{s.opts.StuckAfter.Microseconds()}, args...)...)
@@ -468,25 +466,30 @@ FROM opsdesk.operations o WHERE ` + where
 		return Detail{}, fmt.Errorf("read operation: %w", err)
 	}
 	out := Detail{
-		Row: d.row(), ToolVersion: d.ToolVersion, FingerprintPrefix: prefix(d.Fingerprint),
+		Row: d.row(), ToolVersion: d.ToolVersion,
 		Effect: d.Effect, Outcome: d.Outcome, ResultRef: d.ResultRef, HasResult: d.HasResult,
 		LastConflictAt: deref(d.LastConflictAt),
 	}
+	// Fingerprints are keyed tags: people may not read the fingerprints.
 	crow, err := q.Query(ctx, `
-SELECT id, attempted_at, owner, tool_version, fingerprint, reviewed_at IS NOT NULL AS reviewed
-FROM opsdesk.conflicts WHERE tenant = $1 AND tool = $2 AND key = $3 ORDER BY id`, d.Tenant, d.Tool, d.Key)
+SELECT c.id, c.attempted_at, c.owner, c.tool_version, coalesce(t.tag, '') AS tag, c.reviewed_at IS NOT NULL AS reviewed
+FROM opsdesk.conflicts c LEFT JOIN opsdesk.fingerprint_tags($4) t ON t.conflict_id = c.id
+WHERE c.tenant = $1 AND c.tool = $2 AND c.key = $3 ORDER BY c.id`, d.Tenant, d.Tool, d.Key, d.ID)
 	if err != nil {
 		return Detail{}, fmt.Errorf("read conflicts: %w", err)
 	}
 	out.Conflicts, err = pgx.CollectRows(crow, func(r pgx.CollectableRow) (Conflict, error) {
 		var c Conflict
-		var fp []byte
-		err := r.Scan(&c.ID, &c.AttemptedAt, &c.Owner, &c.ToolVersion, &fp, &c.Reviewed)
-		c.FingerprintPrefix = prefix(fp)
+		err := r.Scan(&c.ID, &c.AttemptedAt, &c.Owner, &c.ToolVersion, &c.FingerprintTag, &c.Reviewed)
 		return c, err
 	})
 	if err != nil {
 		return Detail{}, fmt.Errorf("read conflicts: %w", err)
+	}
+	err = q.QueryRow(ctx, `SELECT coalesce(max(tag), '') FROM opsdesk.fingerprint_tags($1) WHERE conflict_id IS NULL`, d.ID).
+		Scan(&out.FingerprintTag)
+	if err != nil {
+		return Detail{}, fmt.Errorf("read the fingerprint tag: %w", err)
 	}
 	drows, err := q.Query(ctx, decisionsSQL, d.Tenant, d.ID)
 	if err != nil {
@@ -516,13 +519,6 @@ SELECT * FROM (
       AND (action LIKE 'decide:%' OR action = 'conflicts:ack')
     ORDER BY seq DESC LIMIT 50) d
 ORDER BY seq`
-
-func prefix(fp []byte) string {
-	if len(fp) < 6 {
-		return ""
-	}
-	return "sha256:" + hex.EncodeToString(fp[:6])
-}
 
 // Overview counts records per state. Pending, stuck, rejected, released and
 // conflicted counts are exact; the succeeded count is the planner's

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
@@ -230,11 +231,21 @@ func TestDetail(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StateCompleted, d.State)
 	require.True(t, d.Conflicted)
-	require.Equal(t, "sha256:060606060606", d.FingerprintPrefix)
+	// Tags are keyed by the database's secret, computed here by hand.
+	tag := func(fp string) string {
+		var out string
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT 'fp:' || encode(substr(sha256(value || decode(repeat($1, 32), 'hex')), 1, 6), 'hex')
+FROM opsdesk.secrets WHERE name = 'fingerprint_tag'`, fp).Scan(&out))
+		return out
+	}
+	require.Regexp(t, `^fp:[0-9a-f]{12}$`, d.FingerprintTag)
+	require.Equal(t, tag("06"), d.FingerprintTag)
+	require.NotEqual(t, "sha256:060606060606", d.FingerprintTag, "not the fingerprint itself")
 	require.Equal(t, "T-1", d.ResultRef)
 	require.True(t, d.HasResult)
 	require.Len(t, d.Conflicts, 2)
-	require.Equal(t, "sha256:ffffffffffff", d.Conflicts[0].FingerprintPrefix)
+	require.Equal(t, tag("ff"), d.Conflicts[0].FingerprintTag)
+	require.Equal(t, tag("fe"), d.Conflicts[1].FingerprintTag)
 	require.False(t, d.Conflicts[0].Reviewed)
 	require.True(t, d.Conflicts[1].Reviewed)
 
@@ -373,6 +384,19 @@ func TestViewerReadsEveryView(t *testing.T) {
 	det, err := s.GetByIdentity(ctx, "acme", "create-ticket", "run-43:create-ticket")
 	require.NoError(t, err)
 	require.True(t, det.HasResult)
+	require.Regexp(t, `^fp:[0-9a-f]{12}$`, det.FingerprintTag)
+	require.Regexp(t, `^fp:[0-9a-f]{12}$`, det.Conflicts[0].FingerprintTag)
+	// Fingerprints themselves, results and intents stay out of reach.
+	for _, sql := range []string{
+		`SELECT fingerprint FROM opsdesk.operations`, `SELECT result FROM opsdesk.operations`,
+		`SELECT intent FROM opsdesk.operations`, `SELECT fingerprint FROM opsdesk.conflicts`,
+		`SELECT original_fingerprint FROM opsdesk.conflicts`, `SELECT * FROM opsdesk.secrets`,
+	} {
+		_, err := viewer.Pool.Exec(ctx, sql)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, sql)
+		require.Equal(t, "42501", pgErr.Code, sql)
+	}
 	_, err = s.GetByIdentity(ctx, "initech", "charge-card", "ord-3")
 	require.ErrorIs(t, err, ErrNotFound, "another tenant's record is not there")
 	_, err = s.Info(ctx)

@@ -75,14 +75,16 @@ func (r Row) Stuck() bool { return r.State == StateStuck }
 type Detail struct {
 	Row
 	ToolVersion string `json:"tool_version"`
-	// FingerprintPrefix is "sha256:" and 12 hex digits.
-	FingerprintPrefix string     `json:"fingerprint_prefix"`
-	Effect            string     `json:"effect"`
-	Outcome           string     `json:"outcome"`
-	ResultRef         string     `json:"result_ref"`
-	HasResult         bool       `json:"has_result"` // completed records store one; viewers may not read it
-	LastConflictAt    time.Time  `json:"last_conflict_at"`
-	Conflicts         []Conflict `json:"conflicts"`
+	// FingerprintTag is "fp:" and 12 hex digits of a keyed hash of the
+	// fingerprint: equal tags, equal requests. People may not read
+	// fingerprints, which would give low-entropy requests away.
+	FingerprintTag string     `json:"fingerprint_tag"`
+	Effect         string     `json:"effect"`
+	Outcome        string     `json:"outcome"`
+	ResultRef      string     `json:"result_ref"`
+	HasResult      bool       `json:"has_result"` // completed records store one; viewers may not read it
+	LastConflictAt time.Time  `json:"last_conflict_at"`
+	Conflicts      []Conflict `json:"conflicts"`
 	// Decisions are people's decisions on the record that took effect,
 	// oldest first, from the audit trail: who released it, when and why.
 	Decisions []Decision `json:"decisions"`
@@ -110,12 +112,12 @@ type Decision struct {
 // Conflict is a refused attempt that reused the record's key with another
 // intent.
 type Conflict struct {
-	ID                int64     `json:"id"`
-	AttemptedAt       time.Time `json:"attempted_at"`
-	Owner             string    `json:"owner"`
-	ToolVersion       string    `json:"tool_version"`
-	FingerprintPrefix string    `json:"fingerprint_prefix"`
-	Reviewed          bool      `json:"reviewed"`
+	ID             int64     `json:"id"`
+	AttemptedAt    time.Time `json:"attempted_at"`
+	Owner          string    `json:"owner"`
+	ToolVersion    string    `json:"tool_version"`
+	FingerprintTag string    `json:"fingerprint_tag"`
+	Reviewed       bool      `json:"reviewed"`
 }
 
 // Overview is the console's first screen.

@@ -617,6 +617,37 @@ END
 $$;
 -- +goose StatementEnd
 
+-- A random key for the fingerprint tags, made here, readable by
+-- opsdesk_owner alone.
+CREATE TABLE opsdesk.secrets (
+    name  text  NOT NULL,
+    value bytea NOT NULL,
+    CONSTRAINT secrets_pkey PRIMARY KEY (name)
+);
+INSERT INTO opsdesk.secrets (name, value)
+VALUES ('fingerprint_tag', decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'));
+GRANT SELECT ON opsdesk.secrets TO opsdesk_owner;
+
+-- fingerprint_tags returns keyed tags of record p_id's fingerprint
+-- (conflict_id NULL) and of its conflicting attempts': equal tags, equal
+-- requests, and nothing to try requests against without the key.
+-- +goose StatementBegin
+CREATE FUNCTION opsdesk.fingerprint_tags(p_id bigint) RETURNS TABLE (conflict_id bigint, tag text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+WITH k AS (SELECT value FROM opsdesk.secrets WHERE name = 'fingerprint_tag'),
+     o AS (SELECT tenant, tool, key, fingerprint FROM opsdesk.operations WHERE id = p_id)
+SELECT NULL::bigint, 'fp:' || encode(substr(sha256(k.value || o.fingerprint), 1, 6), 'hex') FROM k, o
+UNION ALL
+SELECT c.id, 'fp:' || encode(substr(sha256(k.value || c.fingerprint), 1, 6), 'hex')
+FROM k, o JOIN opsdesk.conflicts c ON c.tenant = o.tenant AND c.tool = o.tool AND c.key = o.key
+$$;
+-- +goose StatementEnd
+
+ALTER FUNCTION opsdesk.fingerprint_tags(bigint) OWNER TO opsdesk_owner;
+REVOKE ALL ON FUNCTION opsdesk.fingerprint_tags(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION opsdesk.fingerprint_tags(bigint) TO opsdesk_viewer;
+
 ALTER FUNCTION opsdesk.sees_every_tenant() OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.visible_tenants() OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.audit_append(opsdesk.audit) OWNER TO opsdesk_owner;
@@ -651,13 +682,18 @@ GRANT EXECUTE ON FUNCTION
 
 -- Table privileges. Viewers read states and the audit, never stored
 -- results; nobody but the functions' owner writes.
-GRANT SELECT (tenant, tool, key, id, tool_version, fingerprint, effect, state, outcome, owner, attempt,
+GRANT SELECT (tenant, tool, key, id, tool_version, effect, state, outcome, owner, attempt,
               leased_at, lease_expires_at, created_at, updated_at, completed_at, expires_at, result_ref,
               version, conflict_count, last_conflict_at)
     ON opsdesk.operations TO opsdesk_viewer;
+-- Fingerprints stay out of reach too: an unkeyed SHA-256 of a request
+-- with few possible values gives the request away to whoever tries them
+-- all. People compare attempts by keyed tags (fingerprint_tags).
+GRANT SELECT (tenant, id, tool, key, operation_id, tool_version, owner, attempted_at, reviewed_at, reviewed_by)
+    ON opsdesk.conflicts TO opsdesk_viewer;
 -- Chain heads too: verification compares each chain's last record with
 -- its head row, which catches a removed tail the chain alone cannot show.
-GRANT SELECT ON opsdesk.conflicts, opsdesk.audit, opsdesk.audit_heads TO opsdesk_viewer;
+GRANT SELECT ON opsdesk.audit, opsdesk.audit_heads TO opsdesk_viewer;
 -- The console refuses a schema it does not know (goose's version table).
 GRANT SELECT ON opsdesk.schema_migrations TO opsdesk_viewer;
 GRANT SELECT, UPDATE ON opsdesk.operations TO opsdesk_owner;
