@@ -336,6 +336,9 @@ func (s *Store) resolveExisting(ctx context.Context, q dbtx, c *call) (lease, *p
 		return lease{}, nil, fmt.Errorf("read %s: %w", c.Identity, mapDBError(err))
 	}
 	if rec.State == StateAbsent {
+		if c.policy.AfterExpiry == RejectAfterExpiry && !rec.PurgedAt.IsZero() {
+			return lease{}, nil, &ExpiredError{Identity: c.Identity, OperationID: rec.ID, PurgedAt: rec.PurgedAt}
+		}
 		return lease{}, nil, errRace // purged between the insert and the read
 	}
 	switch d := decide(c, &rec); d {

@@ -50,7 +50,27 @@ var (
 	// ErrLeaseLost is the cause of an external call's context
 	// cancellation when its lease could not be renewed.
 	ErrLeaseLost = errors.New("lease could not be renewed")
+	// ErrExpired: the identity's record was purged and the tool rejects
+	// retries after expiry (RejectAfterExpiry). Nothing ran. See
+	// *ExpiredError.
+	ErrExpired = errors.New("operation expired")
 )
+
+// ExpiredError is a retry of an identity whose record was purged, for a
+// tool that rejects retries after expiry.
+type ExpiredError struct {
+	Identity
+	// OperationID is the purged record's id; PurgedAt when it went.
+	OperationID int64
+	PurgedAt    time.Time
+}
+
+func (e *ExpiredError) Error() string {
+	return fmt.Sprintf("operation %s (%d) expired: its record was purged at %s, and the tool refuses retries after expiry",
+		e.Identity, e.OperationID, e.PurgedAt.UTC().Format(time.RFC3339))
+}
+
+func (e *ExpiredError) Is(target error) bool { return target == ErrExpired }
 
 // InvalidRequestError says which part of a request is wrong and why.
 type InvalidRequestError struct {

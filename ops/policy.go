@@ -50,7 +50,24 @@ type Policy struct {
 	// Retention is how long a completed record is kept after completion
 	// (default DefaultRetention).
 	Retention time.Duration
+	// AfterExpiry is what a retry gets once the record was purged: new
+	// work (Reexecute, the default) or ErrExpired (RejectAfterExpiry),
+	// for as long as the purge's tombstone lasts.
+	AfterExpiry AfterExpiry
 }
+
+// AfterExpiry is a tool's behaviour towards a retry whose record was
+// purged.
+type AfterExpiry string
+
+// After-expiry behaviours.
+const (
+	// Reexecute treats a retry after the purge as new work.
+	Reexecute AfterExpiry = "reexecute"
+	// RejectAfterExpiry answers a retry after the purge with ErrExpired:
+	// for effects a late duplicate must never repeat.
+	RejectAfterExpiry AfterExpiry = "reject"
+)
 
 func (p Policy) withDefaults(tool string) (Policy, error) {
 	if !p.Effect.valid() {
@@ -68,6 +85,13 @@ func (p Policy) withDefaults(tool string) (Policy, error) {
 	}
 	if p.Retention < 0 {
 		return p, fmt.Errorf("tool %q: retention %v is negative", tool, p.Retention)
+	}
+	switch p.AfterExpiry {
+	case "":
+		p.AfterExpiry = Reexecute
+	case Reexecute, RejectAfterExpiry:
+	default:
+		return p, fmt.Errorf("tool %q: after expiry %q is not one of %q, %q", tool, p.AfterExpiry, Reexecute, RejectAfterExpiry)
 	}
 	return p, nil
 }

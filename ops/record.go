@@ -53,6 +53,9 @@ type Record struct {
 	// DBTime is the database clock when the record was read. Lease
 	// arithmetic uses it, never the local clock.
 	DBTime time.Time
+	// PurgedAt is set on an absent record whose record was purged and
+	// whose tombstone still lasts; ID is then the purged record's.
+	PurgedAt time.Time
 }
 
 // LeaseRemaining is the time left on the lease by the database clock;
@@ -122,7 +125,14 @@ func load(ctx context.Context, q dbtx, id Identity) (Record, []byte, error) {
 	rows, _ := q.Query(ctx, loadSQL, id.Tenant, id.Tool, id.Key)
 	row, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[recordRow])
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Record{Identity: id, State: StateAbsent}, nil, nil
+		rec := Record{Identity: id, State: StateAbsent}
+		err := q.QueryRow(ctx, `SELECT operation_id, purged_at, now() FROM opsdesk.tombstones
+WHERE tenant = $1 AND tool = $2 AND key = $3 AND expires_at > now()`, id.Tenant, id.Tool, id.Key).
+			Scan(&rec.ID, &rec.PurgedAt, &rec.DBTime)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return Record{}, nil, err
+		}
+		return rec, nil, nil
 	}
 	if err != nil {
 		return Record{}, nil, err

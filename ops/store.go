@@ -135,11 +135,27 @@ VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, 1, now(), now() + $8 * interval '
 ON CONFLICT (tenant, tool, key) DO NOTHING
 RETURNING id, attempt, version`
 
-// reserve inserts a pending record; ok is false when the identity exists.
+// reserveUnlessPurgedSQL is reserveSQL for tools that reject retries
+// after expiry: a live tombstone of the identity stops the insert too.
+const reserveUnlessPurgedSQL = `
+INSERT INTO opsdesk.operations
+    (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt, leased_at, lease_expires_at, intent)
+SELECT $1, $2, $3, $4, $5, $6, 'pending', $7, 1, now(), now() + $8 * interval '1 microsecond', $9
+WHERE NOT EXISTS (SELECT FROM opsdesk.tombstones t
+                  WHERE t.tenant = $1 AND t.tool = $2 AND t.key = $3 AND t.expires_at > now())
+ON CONFLICT (tenant, tool, key) DO NOTHING
+RETURNING id, attempt, version`
+
+// reserve inserts a pending record; ok is false when the identity exists
+// (or, for a tool that rejects retries after expiry, was purged).
 // A concurrent reservation of the same identity blocks until it commits or
 // rolls back: the primary key serializes attempts.
 func (s *Store) reserve(ctx context.Context, q dbtx, c *call) (l lease, ok bool, err error) {
-	err = q.QueryRow(ctx, reserveSQL, c.Tenant, c.Tool, c.Key, c.Version, c.fingerprint[:],
+	sql := reserveSQL
+	if c.policy.AfterExpiry == RejectAfterExpiry {
+		sql = reserveUnlessPurgedSQL
+	}
+	err = q.QueryRow(ctx, sql, c.Tenant, c.Tool, c.Key, c.Version, c.fingerprint[:],
 		string(c.policy.Effect), s.owner, c.policy.Lease.Microseconds(), c.canonical).Scan(&l.ID, &l.Attempt, &l.Version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, false, nil
