@@ -64,6 +64,13 @@ type Tool struct {
 	Effect    string        `mapstructure:"effect"`
 	Lease     time.Duration `mapstructure:"lease"`
 	Retention time.Duration `mapstructure:"retention"`
+	// AfterExpiry is what a retry gets once the record was purged:
+	// reexecute (new work, the default) or reject (ops.ErrExpired).
+	AfterExpiry string `mapstructure:"after_expiry"`
+	// RetryWindow is the longest a caller may retry or recover an
+	// operation: retention shorter than it is a risk, and a purge's
+	// tombstone lasts it (default: the retention).
+	RetryWindow time.Duration `mapstructure:"retry_window"`
 	// Runbook is shown to the operator reconciling the tool's records.
 	Runbook string `mapstructure:"runbook"`
 	// Lookup asks the provider for an operation's outcome by key.
@@ -421,8 +428,13 @@ func (t Tool) validate() error {
 	default:
 		return fmt.Errorf("effect %q is not one of local, external_idempotent, external_unknown", t.Effect)
 	}
-	if t.Lease < 0 || t.Retention < 0 {
-		return errors.New("lease and retention must not be negative")
+	if t.Lease < 0 || t.Retention < 0 || t.RetryWindow < 0 {
+		return errors.New("lease, retention and retry_window must not be negative")
+	}
+	switch t.AfterExpiry {
+	case "", "reexecute", "reject":
+	default:
+		return fmt.Errorf("after_expiry %q is not one of reexecute, reject", t.AfterExpiry)
 	}
 	if t.Lookup != nil {
 		return t.Lookup.validate()

@@ -28,6 +28,8 @@ tools:
   charge-card:
     effect: external_unknown
     lease: 30s
+    after_expiry: reject
+    retry_window: 48h
     lookup:
       url: http://provider/charges/{tenant}/{key}
       timeout: 2s
@@ -80,6 +82,9 @@ func TestFileIsReadFromXDG(t *testing.T) {
 	require.Equal(t, "external_unknown", cfg.Tools["charge-card"].Effect)
 	require.Equal(t, 2*time.Second, cfg.Tools["charge-card"].Lookup.Timeout)
 	require.Equal(t, "Check the ticket queue first.", cfg.Tools["create-ticket"].Runbook)
+	require.Equal(t, "reject", cfg.Tools["charge-card"].AfterExpiry)
+	require.Equal(t, 48*time.Hour, cfg.Tools["charge-card"].RetryWindow)
+	require.Empty(t, cfg.Tools["create-ticket"].AfterExpiry, "reexecute, the library's default")
 }
 
 func TestPrecedenceFlagsOverEnvOverFileOverDefaults(t *testing.T) {
@@ -152,6 +157,7 @@ func TestErrorsNameTheFileAndKey(t *testing.T) {
 		"BareNumberLease":    {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lease: 30\n", want: []string{"lease", "no unit"}},
 		"UpperCaseContext":   {content: "contexts:\n  Prod:\n    dsn: x\n", want: []string{"contexts.Prod", "lower case"}},
 		"DottedToolName":     {content: "contexts: {a: {dsn: x}}\ntools:\n  email.send:\n    effect: local\n", want: []string{"tools.email.send", "no dots"}},
+		"BadAfterExpiry":     {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    after_expiry: ignore\n", want: []string{"tools.t", "after_expiry", "ignore"}},
 		"LookupNotHTTP":      {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'ftp://p/{key}'}\n", want: []string{"tools.t", "not an http"}},
 		"LookupWithoutKey":   {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/charges'}\n", want: []string{"tools.t", "{key}"}},
 		"LookupBadPointer":   {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/{key}', result_ref: id}\n", want: []string{"result_ref", "JSON pointer"}},

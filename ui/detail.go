@@ -29,6 +29,7 @@ type detailScreen struct {
 	loading  bool
 	d        *storeview.Detail
 	notFound bool
+	purged   *storeview.PurgedError // a looked-up identity whose record was purged
 	err      error
 
 	offset int
@@ -66,7 +67,7 @@ func (s *detailScreen) SetSize(w, h int) {
 // open shows another record.
 func (s *detailScreen) open(id int64, ident *identity) tea.Cmd {
 	s.recID, s.ident = id, ident
-	s.d, s.err, s.notFound = nil, nil, false
+	s.d, s.err, s.notFound, s.purged = nil, nil, false, nil
 	s.offset = 0
 	s.render()
 	return s.fetch()
@@ -132,6 +133,7 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		switch {
 		case errors.Is(msg.err, storeview.ErrNotFound):
 			s.d, s.notFound, s.err = nil, true, nil
+			s.purged, _ = errors.AsType[*storeview.PurgedError](msg.err)
 		case msg.err != nil:
 			s.err = msg.err
 		default:
@@ -220,6 +222,18 @@ func (s *detailScreen) buildLines() []string {
 
 	if s.d == nil {
 		switch {
+		case s.purged != nil && s.ident != nil:
+			p := s.purged
+			add(title("Look up "+truncate(s.ident.String(), w-10)), "")
+			for _, l := range wrap("Record "+strconv.FormatInt(p.OperationID, 10)+" of this identity was purged "+
+				since(p.PurgedAt, p.DBTime)+", at "+stamp(p.PurgedAt, p.DBTime)+".", w-2) {
+				add(" " + s.st.Bold.Render(l))
+			}
+			add("")
+			for _, l := range wrap("Its tombstone lasts until "+stamp(p.TombstoneUntil, p.DBTime)+". Until then a late retry gets "+
+				"what the tool's after_expiry says: reexecute runs it as new work, reject answers ErrExpired. After that it runs as new work.", w-2) {
+				add(" " + s.st.Muted.Render(l))
+			}
 		case s.notFound && s.recID == 0 && s.ident != nil:
 			add(title("Look up "+truncate(s.ident.String(), w-10)), "")
 			for _, l := range wrap("No attempt was ever recorded for this identity.", w-2) {

@@ -331,6 +331,10 @@ func (s *fakeSource) GetByIdentity(_ context.Context, tenant, tool, key string) 
 			return s.detail(r), nil
 		}
 	}
+	if tenant == "acme" && tool == "create-ticket" && key == "run-7" {
+		return storeview.Detail{}, &storeview.PurgedError{OperationID: 31007, PurgedAt: dbNow.Add(-50 * time.Hour),
+			TombstoneUntil: dbNow.Add(5 * 24 * time.Hour), DBTime: dbNow}
+	}
 	return storeview.Detail{}, storeview.ErrNotFound
 }
 

@@ -139,6 +139,21 @@ func TestOpsShowAndGet(t *testing.T) {
 	require.Contains(t, out, "absent")
 	require.Contains(t, out, "no attempt was ever recorded")
 
+	// A purged identity says so, from its tombstone.
+	_, err := d.Admin.Exec(t.Context(), `INSERT INTO opsdesk.tombstones (tenant, tool, key, operation_id, fingerprint, purged_at, expires_at)
+VALUES ('acme', 'create-ticket', 'run-7', 31007, decode(repeat('ab', 32), 'hex'), now() - interval '2 days', now() + interval '5 days')`)
+	require.NoError(t, err)
+	code, out, _ = run("ops", "get", "--config", cfg, "--tenant", "acme", "--tool", "create-ticket", "--key", "run-7")
+	require.Equal(t, ExitOK, code)
+	require.Regexp(t, `acme/create-ticket/run-7: purged\nrecord 31007 was purged .* \(2d ago\); its tombstone lasts until `, out)
+	require.Contains(t, out, "reject answers ErrExpired")
+	code, out, _ = run("ops", "get", "--config", cfg, "--tenant", "acme", "--tool", "create-ticket", "--key", "run-7", "-o", "json")
+	require.Equal(t, ExitOK, code)
+	var purged map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &purged))
+	require.Equal(t, "purged", purged["state"])
+	require.EqualValues(t, 31007, purged["operation_id"])
+
 	code, _, errOut = run("ops", "get", "--config", cfg, "--tenant", "acme")
 	require.Equal(t, ExitUsage, code)
 	require.Contains(t, errOut, "--key")

@@ -426,9 +426,24 @@ func (s *Store) Get(ctx context.Context, id int64) (Detail, error) {
 	return s.detail(ctx, "o.id = $2", id)
 }
 
-// GetByIdentity returns one record by its identity.
+// GetByIdentity returns one record by its identity; a *PurgedError when
+// it was purged and its tombstone lasts.
 func (s *Store) GetByIdentity(ctx context.Context, tenant, tool, key string) (Detail, error) {
-	return s.detail(ctx, "o.tenant = $2 AND o.tool = $3 AND o.key = $4", tenant, tool, key)
+	d, err := s.detail(ctx, "o.tenant = $2 AND o.tool = $3 AND o.key = $4", tenant, tool, key)
+	if !errors.Is(err, ErrNotFound) {
+		return d, err
+	}
+	var p PurgedError
+	perr := s.pool.QueryRow(ctx, `SELECT operation_id, purged_at, expires_at, now() FROM opsdesk.tombstones
+WHERE tenant = $1 AND tool = $2 AND key = $3 AND expires_at > now()`, tenant, tool, key).
+		Scan(&p.OperationID, &p.PurgedAt, &p.TombstoneUntil, &p.DBTime)
+	switch {
+	case errors.Is(perr, pgx.ErrNoRows):
+		return d, err
+	case perr != nil:
+		return d, fmt.Errorf("read the tombstone: %w", perr)
+	}
+	return d, &p
 }
 
 type detailScan struct {

@@ -2,6 +2,7 @@ package storeview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -440,4 +441,33 @@ func TestDetailShowsDecisions(t *testing.T) {
 	require.Equal(t, "provider has no such charge", released.Reason)
 	require.EqualValues(t, 3, released.AuditSeq)
 	require.True(t, released.SnoozeUntil.IsZero())
+}
+
+// A purged identity is explained by its tombstone, to those who see its
+// tenant; a tombstone that ran out explains nothing.
+func TestLookupOfAPurgedIdentity(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.tombstones (tenant, tool, key, operation_id, fingerprint, purged_at, expires_at) VALUES
+ ('acme', 'create-ticket', 'gone-1', 77, decode(repeat('ab', 32), 'hex'), now() - interval '2 days', now() + interval '5 days'),
+ ('acme', 'create-ticket', 'gone-2', 78, decode(repeat('ab', 32), 'hex'), now() - interval '9 days', now() - interval '1 day')`)
+	require.NoError(t, err)
+	acme := New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Options{})
+	_, err = acme.GetByIdentity(t.Context(), "acme", "create-ticket", "gone-1")
+	require.ErrorIs(t, err, ErrNotFound)
+	var purged *PurgedError
+	require.ErrorAs(t, err, &purged)
+	require.EqualValues(t, 77, purged.OperationID)
+	require.WithinDuration(t, purged.DBTime.Add(-48*time.Hour), purged.PurgedAt, time.Minute)
+	require.WithinDuration(t, purged.DBTime.Add(5*24*time.Hour), purged.TombstoneUntil, time.Minute)
+
+	_, err = acme.GetByIdentity(t.Context(), "acme", "create-ticket", "gone-2")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.False(t, errors.As(err, &purged), "a run-out tombstone explains nothing")
+
+	globex := New(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Options{})
+	_, err = globex.GetByIdentity(t.Context(), "acme", "create-ticket", "gone-1")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.False(t, errors.As(err, &purged), "another tenant's tombstone is not there")
 }

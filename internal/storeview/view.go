@@ -5,6 +5,7 @@ package storeview
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -26,6 +27,26 @@ var States = []State{StatePending, StateStuck, StateCompleted, StateRejected, St
 
 // ErrNotFound means no record matched.
 var ErrNotFound = errors.New("no such operation")
+
+// PurgedError is an identity whose record was purged: its tombstone says
+// which record went and when. It is an ErrNotFound.
+type PurgedError struct {
+	OperationID int64     `json:"operation_id"`
+	PurgedAt    time.Time `json:"purged_at"`
+	// TombstoneUntil is when the tombstone goes; until then a tool that
+	// rejects retries after expiry answers a late retry with
+	// ops.ErrExpired, after it (or for a tool that re-executes) the retry
+	// runs as new work.
+	TombstoneUntil time.Time `json:"tombstone_until"`
+	DBTime         time.Time `json:"db_time"`
+}
+
+func (e *PurgedError) Error() string {
+	return fmt.Sprintf("operation %d was purged at %s", e.OperationID, e.PurgedAt.UTC().Format(time.RFC3339))
+}
+
+// Is makes a purged record not found.
+func (e *PurgedError) Is(target error) bool { return target == ErrNotFound }
 
 // Row is one operation in a list.
 type Row struct {
