@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opsdesk/opsdesk/config"
+	"github.com/opsdesk/opsdesk/internal/retention"
+)
+
+func newRetentionCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "retention",
+		Short: "Purge completed records whose retention ended (admins of every tenant)",
+		Args:  exactArgs(0),
+		RunE: func(*cobra.Command, []string) error {
+			return usagef("retention needs a command: purge (see opsdesk retention --help)")
+		},
+	}
+	addGlobalFlags(cmd.PersistentFlags(), g)
+	cmd.AddCommand(newPurgeCmd(g))
+	return cmd
+}
+
+type purgeOptions struct {
+	Tool, Before, Reason string
+	DryRun, Yes          bool
+	Batch                int
+}
+
+func newPurgeCmd(g *globalFlags) *cobra.Command {
+	var opts purgeOptions
+	cmd := &cobra.Command{
+		Use:   "purge [--tool T] [--before TIME] [--dry-run] [--yes]",
+		Short: "Delete completed records whose retention ended, leaving tombstones (audited)",
+		Long: "Counts what would go first (the dry run), then deletes it in batches that skip locked rows,\n" +
+			"showing progress. Pending records, held records and records with unreviewed conflicts never\n" +
+			"go. Each purged record leaves a tombstone for its tool's retry_window (else its retention):\n" +
+			"a late retry then gets the tool's after_expiry. Interrupted, run it again: it resumes. One\n" +
+			"audit record per run says what went.",
+		Example: "  opsdesk retention purge --dry-run\n" +
+			"  opsdesk retention purge --tool create-ticket --before 2026-11-01T00:00:00Z --yes",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p := retention.PurgeParams{Tool: opts.Tool, Reason: opts.Reason, BatchSize: opts.Batch}
+			if opts.Before != "" {
+				t, err := time.Parse(time.RFC3339, opts.Before)
+				if err != nil {
+					return usagef("--before %q: a time such as 2026-11-01T00:00:00Z", opts.Before)
+				}
+				p.Before = t
+			}
+			if opts.Batch < 1 || opts.Batch > 10000 {
+				return usagef("--batch %d: between 1 and 10000", opts.Batch)
+			}
+			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
+				p.TombstoneFor = tombstoneLifetimes(w.cfg)
+				p.DisplayName = w.cfg.Context.DisplayName
+				return runPurge(ctx, w, p, opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Tool, "tool", "", "only this tool's records")
+	f.StringVar(&opts.Before, "before", "", "only records whose retention ended before this time (RFC 3339; default now)")
+	f.BoolVar(&opts.DryRun, "dry-run", false, "count what would go, delete nothing")
+	f.BoolVar(&opts.Yes, "yes", false, "purge without asking (required unless --dry-run)")
+	f.StringVar(&opts.Reason, "reason", "retention purge", "why: kept in the audit trail")
+	f.IntVar(&opts.Batch, "batch", 1000, "records per transaction")
+	return cmd
+}
+
+// tombstoneLifetimes is each catalog tool's retry window, else its
+// retention.
+func tombstoneLifetimes(cfg *config.Config) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, t := range cfg.Tools {
+		switch {
+		case t.RetryWindow > 0:
+			out[name] = t.RetryWindow
+		case t.Retention > 0:
+			out[name] = t.Retention
+		}
+	}
+	return out
+}
+
+func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purgeOptions, out, errOut io.Writer) error {
+	n, err := retention.Eligible(ctx, w.pool, p)
+	if err != nil {
+		return err
+	}
+	what := "every tool"
+	if p.Tool != "" {
+		what = "tool " + p.Tool
+	}
+	fmt.Fprintf(out, "%d records of %s would be purged (completed, retention ended, not held, no unreviewed conflicts)\n", n, what)
+	if opts.DryRun {
+		return nil
+	}
+	if !opts.Yes {
+		return usagef("nothing purged: add --yes to purge them")
+	}
+	res, err := retention.Purge(ctx, w.pool, p, func(pr retention.Progress) {
+		fmt.Fprintf(errOut, "purged %d of about %d (run %d, batch %d)\n", pr.Purged, n, pr.Run, pr.Batches)
+	})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "purged %d records in run %d; audit record %s#%d\n", res.Purged, res.Run, res.AuditTenant, res.AuditSeq)
+	return err
+}

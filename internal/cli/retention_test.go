@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+)
+
+func TestRetentionPurge(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	// mail-1 (globex, send-email) is completed; its retention ends now.
+	_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.operations SET expires_at = now() - interval '1 hour' WHERE key = 'mail-1'`)
+	require.NoError(t, err)
+	admin := dbtest.NewPerson(t, d, "admin", "*")
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("contexts:\n  test:\n    dsn: "+strconv.Quote(admin.DSN)+"\n"+
+		"tools:\n  send-email:\n    effect: external_idempotent\n    retry_window: 36h\n"), 0o600))
+
+	for _, args := range [][]string{
+		{"--before", "yesterday"}, {"--batch", "0"},
+	} {
+		code, _, _ := run(append([]string{"retention", "purge", "--config", cfg}, args...)...)
+		require.Equal(t, ExitUsage, code, args)
+	}
+
+	code, out, errOut := run("retention", "purge", "--dry-run", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "1 records of every tool would be purged")
+	code, _, errOut = run("retention", "purge", "--config", cfg)
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, errOut, "nothing purged: add --yes")
+
+	code, out, errOut = run("retention", "purge", "--yes", "--reason", "weekly", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Regexp(t, `purged 1 records in run \d+; audit record #\d+`, out)
+	require.Contains(t, errOut, "purged 1 of about 1")
+
+	var inTombstone bool
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT expires_at BETWEEN now() + interval '35 hours' AND now() + interval '37 hours'
+FROM opsdesk.tombstones WHERE key = 'mail-1'`).Scan(&inTombstone))
+	require.True(t, inTombstone, "the tombstone lasts the tool's retry_window")
+	code, out, _ = run("ops", "get", "--tenant", "globex", "--tool", "send-email", "--key", "mail-1", "--config", cfg)
+	require.Equal(t, ExitOK, code)
+	require.Contains(t, out, "globex/send-email/mail-1: purged")
+
+	// Not an admin of every tenant: refused, nothing goes.
+	operator := dbtest.NewPerson(t, d, "operator", "*")
+	ocfg := personConfig(t, operator, "")
+	code, _, errOut = run("retention", "purge", "--yes", "--config", ocfg)
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, errOut, "may not purge")
+}

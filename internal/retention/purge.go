@@ -1,0 +1,139 @@
+// Package retention purges completed records whose retention ended,
+// through the database's purge functions: in small batches that skip
+// locked rows, resumable, leaving tombstones, with one audit record per
+// run. Pending records, held records and records with unreviewed
+// conflicts never go.
+package retention
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PurgeParams says what a purge deletes and what it leaves.
+type PurgeParams struct {
+	// Tool limits the purge to one tool ("": every tool).
+	Tool string
+	// Before limits it to records whose retention ended before this
+	// time (zero: now, by the database clock; and an unfinished run of
+	// the same tool resumes).
+	Before time.Time
+	// TombstoneFor is how long each tool's tombstones last (its retry
+	// window); "*" for the others (default 7 days).
+	TombstoneFor map[string]time.Duration
+	Reason       string
+	DisplayName  string
+	// BatchSize is the records per transaction (default 1,000).
+	BatchSize int
+}
+
+// Progress is a running purge's state after a batch.
+type Progress struct {
+	Run     int64
+	Purged  int64
+	Batches int
+}
+
+// Result is a finished purge: its run and its audit record.
+type Result struct {
+	Run         int64  `json:"run"`
+	Purged      int64  `json:"purged"`
+	AuditTenant string `json:"audit_tenant"`
+	AuditSeq    int64  `json:"audit_seq"`
+}
+
+// eligibleSQL mirrors opsdesk.purge_batch's conditions; a test checks
+// that the dry run's count is what the purge deletes.
+const eligibleSQL = `
+SELECT count(*) FROM opsdesk.operations o
+WHERE o.state = 'completed' AND o.expires_at <= least(coalesce($2, now()), now()) AND NOT o.held
+  AND ($1::text IS NULL OR o.tool = $1)
+  AND NOT EXISTS (SELECT FROM opsdesk.conflicts c
+                  WHERE c.tenant = o.tenant AND c.tool = o.tool AND c.key = o.key AND c.reviewed_at IS NULL)`
+
+// Eligible counts the records a purge with p would delete now: the dry
+// run.
+func Eligible(ctx context.Context, pool *pgxpool.Pool, p PurgeParams) (int64, error) {
+	var n int64
+	if err := pool.QueryRow(ctx, eligibleSQL, tool(p), before(p)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count purgeable records: %w", err)
+	}
+	return n, nil
+}
+
+// Purge deletes what p selects, a batch per transaction, calling progress
+// after each, and closes the run with its audit record. Interrupted (its
+// context cancelled, the connection lost), it can be called again with
+// the same parameters: it resumes the run.
+func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func(Progress)) (Result, error) {
+	size := p.BatchSize
+	if size <= 0 {
+		size = 1000
+	}
+	lifetimes := map[string]float64{"*": (7 * 24 * time.Hour).Seconds()}
+	for t, d := range p.TombstoneFor {
+		lifetimes[t] = d.Seconds()
+	}
+	tombstones, err := json.Marshal(lifetimes)
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	err = pool.QueryRow(ctx, `SELECT opsdesk.purge_start($1, $2, $3, $4)`, tool(p), before(p), tombstones, p.Reason).Scan(&res.Run)
+	if err != nil {
+		return res, fmt.Errorf("start the purge: %w", err)
+	}
+	var prog Progress
+	err = pool.QueryRow(ctx, `SELECT purged, batches FROM opsdesk.purge_runs WHERE id = $1`, res.Run).Scan(&prog.Purged, &prog.Batches)
+	if err != nil {
+		return res, fmt.Errorf("read purge run %d: %w", res.Run, err)
+	}
+	prog.Run = res.Run
+	for {
+		var n int64
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `SELECT opsdesk.purge_batch($1, $2)`, res.Run, size).Scan(&n)
+		})
+		if err != nil {
+			return res, fmt.Errorf("purge run %d, after %d records: %w (run the purge again to resume)", res.Run, prog.Purged, err)
+		}
+		if n == 0 {
+			break
+		}
+		prog.Purged += n
+		prog.Batches++
+		if progress != nil {
+			progress(prog)
+		}
+	}
+	err = pool.QueryRow(ctx, `SELECT audit_tenant, audit_seq, purged FROM opsdesk.purge_finish($1, $2)`, res.Run, nullable(p.DisplayName)).
+		Scan(&res.AuditTenant, &res.AuditSeq, &res.Purged)
+	if err != nil {
+		return res, fmt.Errorf("finish purge run %d: %w", res.Run, err)
+	}
+	return res, nil
+}
+
+func tool(p PurgeParams) *string {
+	if p.Tool == "" {
+		return nil
+	}
+	return &p.Tool
+}
+
+func before(p PurgeParams) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: p.Before, Valid: !p.Before.IsZero()}
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

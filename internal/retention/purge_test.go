@@ -1,0 +1,183 @@
+package retention_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/retention"
+	"github.com/opsdesk/opsdesk/ops"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// fixtures, counted by hand: 9 records may go (acme's 5 expired, its
+// expired record whose conflict was reviewed, globex's 3); 5 must stay.
+const fixtures = `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, completed_at, expires_at, held, conflict_count)
+SELECT 'acme', 'create-ticket', 'gone-' || i, '1', decode(repeat('01', 32), 'hex'), 'local', 'completed', 'succeeded', 'w',
+    now() - interval '9 days', now() - interval '9 days', now() - interval '8 days', now() - i * interval '1 hour', false, 0
+FROM generate_series(1, 5) i
+UNION ALL
+SELECT 'globex', 'send-email', 'gone-' || i, '1', decode(repeat('02', 32), 'hex'), 'external_idempotent', 'completed', 'succeeded', 'w',
+    now() - interval '9 days', now() - interval '9 days', now() - interval '8 days', now() - i * interval '1 hour', false, 0
+FROM generate_series(1, 3) i
+UNION ALL
+SELECT 'acme', 'create-ticket', k, '1', decode(repeat('03', 32), 'hex'), 'local', st, out, 'w',
+    now() - interval '9 days', now() - interval '9 days', CASE WHEN st = 'completed' THEN now() - interval '8 days' END, exp, held, cc
+FROM (VALUES
+    ('kept-1', 'completed', 'succeeded', now() + interval '1 day', false, 0),
+    ('kept-2', 'completed', 'succeeded', now() + interval '2 days', false, 0),
+    ('pending-1', 'pending', NULL, NULL, false, 0),
+    ('held-1', 'completed', 'succeeded', now() - interval '1 day', true, 0),
+    ('conflicted-1', 'completed', 'succeeded', now() - interval '1 day', false, 1),
+    ('reviewed-1', 'completed', 'succeeded', now() - interval '1 day', false, 1)) v(k, st, out, exp, held, cc);
+INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner, reviewed_at, reviewed_by)
+SELECT tenant, tool, key, id, '1', decode(repeat('ff', 32), 'hex'), fingerprint, 'w',
+    CASE WHEN key = 'reviewed-1' THEN now() END, CASE WHEN key = 'reviewed-1' THEN 'alice' END
+FROM opsdesk.operations WHERE key IN ('conflicted-1', 'reviewed-1');`
+
+func setup(t *testing.T) (*dbtest.DB, *dbtest.Person) {
+	t.Helper()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), fixtures)
+	require.NoError(t, err)
+	return d, dbtest.NewPerson(t, d, "admin", "*")
+}
+
+func keys(t *testing.T, d *dbtest.DB, sql string) []string {
+	t.Helper()
+	rows, _ := d.Admin.Query(t.Context(), sql)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
+}
+
+func TestPurge(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	p := retention.PurgeParams{Reason: "weekly purge", BatchSize: 2,
+		TombstoneFor: map[string]time.Duration{"create-ticket": 48 * time.Hour}}
+	n, err := retention.Eligible(t.Context(), admin.Pool, p)
+	require.NoError(t, err)
+	require.EqualValues(t, 9, n)
+
+	var seen []retention.Progress
+	res, err := retention.Purge(t.Context(), admin.Pool, p, func(pr retention.Progress) { seen = append(seen, pr) })
+	require.NoError(t, err)
+	require.EqualValues(t, 9, res.Purged, "what the dry run counted")
+	require.Len(t, seen, 5, "batches of 2")
+	require.EqualValues(t, 9, seen[len(seen)-1].Purged)
+
+	require.ElementsMatch(t, []string{"kept-1", "kept-2", "pending-1", "held-1", "conflicted-1"},
+		keys(t, d, `SELECT key FROM opsdesk.operations`), "pending, held, unexpired and unreviewed-conflict records stay")
+	require.Equal(t, []string{"conflicted-1"}, keys(t, d, `SELECT key FROM opsdesk.conflicts`), "the reviewed conflict went with its record")
+
+	// Tombstones for the tool's retry window, else the default week.
+	var tickets, emails int
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `
+SELECT count(*) FILTER (WHERE tool = 'create-ticket' AND expires_at BETWEEN now() + interval '47 hours' AND now() + interval '49 hours'),
+       count(*) FILTER (WHERE tool = 'send-email' AND expires_at BETWEEN now() + interval '6 days' AND now() + interval '8 days')
+FROM opsdesk.tombstones`).Scan(&tickets, &emails))
+	require.Equal(t, 6, tickets)
+	require.Equal(t, 3, emails)
+
+	// One audit record for the run.
+	var details []byte
+	var role string
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT role, details FROM opsdesk.audit WHERE tenant = $1 AND seq = $2`,
+		res.AuditTenant, res.AuditSeq).Scan(&role, &details))
+	require.Equal(t, admin.Role, role)
+	var got struct {
+		Purged    int64            `json:"purged"`
+		PerTenant map[string]int64 `json:"per_tenant"`
+		Batches   int              `json:"batches"`
+	}
+	require.NoError(t, json.Unmarshal(details, &got))
+	require.EqualValues(t, 9, got.Purged)
+	require.Equal(t, map[string]int64{"acme": 6, "globex": 3}, got.PerTenant)
+	require.Equal(t, 5, got.Batches)
+
+	// Nothing left: a second purge is a run of nothing.
+	res, err = retention.Purge(t.Context(), admin.Pool, p, nil)
+	require.NoError(t, err)
+	require.Zero(t, res.Purged)
+}
+
+// A purge stopped half-way resumes its run, and the run's one audit
+// record adds up every batch.
+func TestInterruptedPurgeResumes(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	var run int64
+	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT opsdesk.purge_start(NULL, NULL, '{}', 'nightly')`).Scan(&run))
+	var first int
+	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT opsdesk.purge_batch($1, 4)`, run).Scan(&first))
+	require.Equal(t, 4, first)
+	// The process dies here. Run again:
+	res, err := retention.Purge(t.Context(), admin.Pool, retention.PurgeParams{Reason: "nightly"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, run, res.Run, "the same run resumed")
+	require.EqualValues(t, 9, res.Purged)
+	var audits int
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.audit WHERE action = 'retention:purge'`).Scan(&audits))
+	require.Equal(t, 1, audits)
+}
+
+func TestOnlyAdminsOfEveryTenantPurge(t *testing.T) {
+	t.Parallel()
+	d, _ := setup(t)
+	for _, p := range []*dbtest.Person{dbtest.NewPerson(t, d, "operator", "*"), dbtest.NewPerson(t, d, "admin", "acme")} {
+		_, err := retention.Purge(t.Context(), p.Pool, retention.PurgeParams{Reason: "x"}, nil)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr)
+		require.Equal(t, "42501", pgErr.Code)
+	}
+	var n int
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.operations`).Scan(&n))
+	require.Equal(t, 14, n)
+}
+
+// After the purge a late retry follows the tool's policy, on both sides.
+func TestLateRetryAfterPurge(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	admin := dbtest.NewPerson(t, d, "admin", "*")
+	store, err := ops.New(d.Service, ops.Config{Owner: "w", Tools: map[string]ops.Policy{
+		"charge-card": {Effect: ops.EffectUnknownOutcome, AfterExpiry: ops.RejectAfterExpiry},
+		"send-email":  {Effect: ops.EffectIdempotentProvider},
+	}})
+	require.NoError(t, err)
+	calls := 0
+	call := func(tool string) (ops.Outcome[string], error) {
+		return ops.DoExternal(t.Context(), store, ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: tool, Key: "k-1"},
+			Version: "1", Intent: map[string]int{"n": 1}}, func(context.Context, ops.Attempt) (string, error) {
+			calls++
+			return "ref", nil
+		})
+	}
+	for _, tool := range []string{"charge-card", "send-email"} {
+		_, err := call(tool)
+		require.NoError(t, err)
+	}
+	_, err = d.Admin.Exec(t.Context(), `UPDATE opsdesk.operations SET expires_at = now() - interval '1 minute'`)
+	require.NoError(t, err)
+	res, err := retention.Purge(t.Context(), admin.Pool, retention.PurgeParams{Reason: "test"}, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Purged)
+
+	_, err = call("charge-card")
+	require.ErrorIs(t, err, ops.ErrExpired)
+	require.Equal(t, 2, calls, "the late charge never reached the provider")
+	out, err := call("send-email")
+	require.NoError(t, err)
+	require.Equal(t, ops.Created, out.Disposition, "a re-executing tool treats it as new work")
+	require.Equal(t, 3, calls)
+}
