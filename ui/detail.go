@@ -320,6 +320,9 @@ func (s *detailScreen) buildLines() []string {
 	if !d.ExpiresAt.IsZero() {
 		retention = "until " + stamp(d.ExpiresAt, now) + " (" + since(d.ExpiresAt, now) + ")"
 	}
+	if d.Held {
+		retention += " · legal hold: never purged until released"
+	}
 	field("retention", retention)
 	field("fingerprint", orDash(Clean(d.FingerprintTag))+" (keyed tag: equal tags, equal requests)")
 	stored := "intent stored"

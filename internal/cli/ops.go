@@ -161,13 +161,14 @@ type listItem struct {
 	LeaseExpiresInSeconds *float64   `json:"lease_expires_in_seconds"`
 	ExpiresAt             *time.Time `json:"expires_at"`
 	Version               int64      `json:"version"`
+	Held                  bool       `json:"held"`
 	DBTime                time.Time  `json:"db_time"`
 }
 
 func newListItem(r storeview.Row) listItem {
 	it := listItem{
 		ID: r.ID, Tenant: r.Tenant, Tool: r.Tool, Key: r.Key, State: string(r.State), Stuck: r.Stuck(),
-		Conflicted: r.Conflicted, Owner: r.Owner, Attempt: r.Attempt, Version: r.Version, DBTime: r.DBTime,
+		Conflicted: r.Conflicted, Owner: r.Owner, Attempt: r.Attempt, Version: r.Version, Held: r.Held, DBTime: r.DBTime,
 	}
 	if pending(r) {
 		age, in := seconds(r.LeaseAge()), seconds(r.LeaseExpiresIn())
@@ -359,6 +360,9 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 	}
 	line("completed", at(d.CompletedAt))
 	line("retention ends", at(d.ExpiresAt))
+	if d.Held {
+		line("legal hold", "held: no purge deletes it until an admin releases it")
+	}
 	line("result ref", dash(d.ResultRef))
 	if d.HasResult {
 		line("result", fmt.Sprintf("hidden: opsdesk ops reveal %d --reason TEXT shows it (audited)", d.ID))

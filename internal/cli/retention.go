@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/retention"
+	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
 func newRetentionCmd(g *globalFlags) *cobra.Command {
@@ -22,8 +23,98 @@ func newRetentionCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	addGlobalFlags(cmd.PersistentFlags(), g)
-	cmd.AddCommand(newPurgeCmd(g))
+	cmd.AddCommand(newPurgeCmd(g), newHoldCmd(g, true), newHoldCmd(g, false))
 	return cmd
+}
+
+// newHoldCmd is retention hold (hold true) or retention release.
+func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
+	var reason, filter string
+	use, short := "hold", "Put records under legal hold: no purge deletes them (admins, audited)"
+	if !hold {
+		use, short = "release", "Release records from legal hold (admins, audited)"
+	}
+	cmd := &cobra.Command{
+		Use:   use + " [ID...] [--filter 'QUERY'] --reason TEXT",
+		Short: short,
+		Long: short + ".\nName records by number, or by the filter language (at most 10,000):\n  " +
+			storeview.FilterHelp,
+		Example: "  opsdesk retention " + use + " 48213 48214 --reason 'litigation hold #12'\n" +
+			"  opsdesk retention " + use + " --filter 'tenant:acme tool:charge-card' --reason 'litigation hold #12'",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var ids []int64
+			for _, a := range args {
+				id, err := parseID(a)
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			switch {
+			case reason == "":
+				return usagef("--reason is required: it goes into the audit trail")
+			case len(ids) == 0 && filter == "":
+				return usagef("name the records: operation numbers, or --filter 'QUERY'")
+			case len(ids) > 0 && filter != "":
+				return usagef("operation numbers or --filter, not both")
+			}
+			var f storeview.Filter
+			if filter != "" {
+				var err error
+				if f, err = storeview.ParseFilter(filter); err != nil {
+					return usagef("--filter: %w", err)
+				}
+			}
+			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
+				if filter != "" {
+					var err error
+					if ids, err = matchingIDs(ctx, w.view, f); err != nil {
+						return err
+					}
+				}
+				r, err := retention.SetHold(ctx, w.pool, ids, hold, reason, w.cfg.Context.DisplayName)
+				if err != nil {
+					return err
+				}
+				done := "held"
+				if !hold {
+					done = "released"
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %d records; %d already were; %d not found (or not visible)\n",
+					done, r.Changed, r.Unchanged, r.Missing)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why: kept in the audit trail with each record (required)")
+	cmd.Flags().StringVar(&filter, "filter", "", "the records the filter language selects, instead of numbers")
+	return cmd
+}
+
+// maxHold is how many records one hold or release may name.
+const maxHold = 10_000
+
+// matchingIDs pages through the records f selects, refusing more than
+// maxHold.
+func matchingIDs(ctx context.Context, v *storeview.Store, f storeview.Filter) ([]int64, error) {
+	var ids []int64
+	q := storeview.Query{Filter: f, Limit: 1000}
+	for {
+		page, err := v.List(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Rows {
+			ids = append(ids, r.ID)
+		}
+		if len(ids) > maxHold {
+			return nil, usagef("the filter selects more than %d records: narrow it", maxHold)
+		}
+		if page.Next == nil {
+			return ids, nil
+		}
+		q.After = page.Next
+	}
 }
 
 type purgeOptions struct {

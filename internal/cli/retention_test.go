@@ -56,3 +56,45 @@ FROM opsdesk.tombstones WHERE key = 'mail-1'`).Scan(&inTombstone))
 	require.Equal(t, ExitFailure, code)
 	require.Contains(t, errOut, "may not purge")
 }
+
+func TestRetentionHoldAndRelease(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	admin := dbtest.NewPerson(t, d, "admin", "*")
+	cfg := personConfig(t, admin, "")
+	mail := idOf(t, d, "mail-1")
+
+	for _, args := range [][]string{
+		{"retention", "hold", mail},
+		{"retention", "hold", "--reason", "x"},
+		{"retention", "hold", mail, "--filter", "tenant:acme", "--reason", "x"},
+		{"retention", "hold", "--filter", "state:bogus", "--reason", "x"},
+	} {
+		code, _, _ := run(append(args, "--config", cfg)...)
+		require.Equal(t, ExitUsage, code, args)
+	}
+	code, out, errOut := run("retention", "hold", mail, "--reason", "litigation #12", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, "held 1 records; 0 already were; 0 not found (or not visible)\n", out)
+	code, out, errOut = run("retention", "hold", "--filter", "tenant:acme", "--reason", "litigation #12", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, "held 2 records; 0 already were; 0 not found (or not visible)\n", out)
+	var held int
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.operations WHERE held`).Scan(&held))
+	require.Equal(t, 3, held)
+	code, out, _ = run("ops", "show", mail, "--config", cfg)
+	require.Equal(t, ExitOK, code)
+	require.Regexp(t, `legal hold +held: no purge deletes it`, out)
+	code, out, _ = run("ops", "list", "--tenant", "globex", "-o", "json", "--config", cfg)
+	require.Equal(t, ExitOK, code)
+	require.Contains(t, out, `"held": true`)
+
+	code, out, errOut = run("retention", "release", mail, "--reason", "case closed", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "released 1 records")
+
+	operator := dbtest.NewPerson(t, d, "operator", "*")
+	code, _, errOut = run("retention", "hold", mail, "--reason", "x", "--config", personConfig(t, operator, ""))
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, errOut, "may not hold records")
+}

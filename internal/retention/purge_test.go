@@ -181,3 +181,44 @@ func TestLateRetryAfterPurge(t *testing.T) {
 	require.Equal(t, ops.Created, out.Disposition, "a re-executing tool treats it as new work")
 	require.Equal(t, 3, calls)
 }
+
+// A held record survives purges until an admin releases it; holds and
+// releases are audited per record, and only admins may.
+func TestLegalHold(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	var gone1, kept1 int64
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT (SELECT id FROM opsdesk.operations WHERE tenant = 'acme' AND key = 'gone-1'),
+    (SELECT id FROM opsdesk.operations WHERE key = 'kept-1')`).Scan(&gone1, &kept1))
+
+	operator := dbtest.NewPerson(t, d, "operator", "*")
+	_, err := retention.SetHold(t.Context(), operator.Pool, []int64{gone1}, true, "litigation", "")
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "42501", pgErr.Code)
+	_, err = retention.SetHold(t.Context(), admin.Pool, []int64{gone1}, true, " ", "")
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "22023", pgErr.Code, "a reason is required")
+
+	r, err := retention.SetHold(t.Context(), admin.Pool, []int64{gone1, kept1, 999999}, true, "litigation hold #12", "Ann")
+	require.NoError(t, err)
+	require.Equal(t, retention.HoldResult{Changed: 2, Missing: 1}, r)
+	r, err = retention.SetHold(t.Context(), admin.Pool, []int64{gone1}, true, "again", "")
+	require.NoError(t, err)
+	require.Equal(t, retention.HoldResult{Unchanged: 1}, r)
+
+	res, err := retention.Purge(t.Context(), admin.Pool, retention.PurgeParams{Reason: "weekly"}, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 8, res.Purged, "the held record stays")
+	require.Contains(t, keys(t, d, `SELECT key FROM opsdesk.operations WHERE tenant = 'acme'`), "gone-1")
+
+	r, err = retention.SetHold(t.Context(), admin.Pool, []int64{gone1}, false, "case closed", "")
+	require.NoError(t, err)
+	require.Equal(t, 1, r.Changed)
+	res, err = retention.Purge(t.Context(), admin.Pool, retention.PurgeParams{Reason: "weekly"}, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Purged)
+
+	require.Equal(t, []string{"hold:set", "hold:set", "hold:release"},
+		keys(t, d, `SELECT action FROM opsdesk.audit WHERE action LIKE 'hold:%' ORDER BY at, seq`))
+}

@@ -218,7 +218,7 @@ const rowColumns = `o.id, o.tenant, o.tool, o.key,
          WHEN o.outcome = 'rejected' THEN 'rejected'
          ELSE o.state END AS view_state,
     ` + conflictedSQL + ` AS conflicted,
-    o.conflict_count, coalesce(o.owner, '') AS owner, o.attempt, o.version,
+    o.conflict_count, coalesce(o.owner, '') AS owner, o.attempt, o.version, o.held,
     o.leased_at, o.lease_expires_at, o.created_at, o.updated_at, o.completed_at, o.expires_at,
     now() AS db_now`
 
@@ -233,6 +233,7 @@ type rowScan struct {
 	Owner          string     `db:"owner"`
 	Attempt        int32      `db:"attempt"`
 	Version        int64      `db:"version"`
+	Held           bool       `db:"held"`
 	LeasedAt       *time.Time `db:"leased_at"`
 	LeaseExpiresAt *time.Time `db:"lease_expires_at"`
 	CreatedAt      time.Time  `db:"created_at"`
@@ -246,7 +247,7 @@ func (r rowScan) row() Row {
 	return Row{
 		ID: r.ID, Tenant: r.Tenant, Tool: r.Tool, Key: r.Key, State: State(r.State),
 		Conflicted: r.Conflicted, ConflictCount: int(r.ConflictCount), Owner: r.Owner,
-		Attempt: int(r.Attempt), Version: r.Version,
+		Attempt: int(r.Attempt), Version: r.Version, Held: r.Held,
 		LeasedAt: deref(r.LeasedAt), LeaseExpiresAt: deref(r.LeaseExpiresAt),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		CompletedAt: deref(r.CompletedAt), ExpiresAt: deref(r.ExpiresAt), DBTime: r.DBNow,

@@ -61,6 +61,8 @@ type Row struct {
 	Owner         string `json:"owner"`
 	Attempt       int    `json:"attempt"`
 	Version       int64  `json:"version"`
+	// Held: under legal hold, never purged until released.
+	Held bool `json:"held"`
 	// Zero times were never set (no lease, not completed, no expiry).
 	LeasedAt       time.Time `json:"leased_at"`
 	LeaseExpiresAt time.Time `json:"lease_expires_at"`
