@@ -169,10 +169,11 @@ SELECT (r).* FROM opsdesk.decide(
 		retention.Microseconds(), snooze, nullable(p.DisplayName))
 }
 
-// AckConflicts marks record id's unreviewed conflicting attempts as
-// reviewed by the connected person.
-func AckConflicts(ctx context.Context, pool *pgxpool.Pool, id int64, reason, displayName string) (Result, error) {
-	return call(ctx, pool, `SELECT (r).* FROM opsdesk.ack_conflicts($1, $2, $3) r`, id, reason, nullable(displayName))
+// AckConflicts marks record id's unreviewed conflicting attempts among
+// seen (the ones the person looked at) as reviewed by the connected
+// person; conflicts that arrived since stay unreviewed.
+func AckConflicts(ctx context.Context, pool *pgxpool.Pool, id int64, seen []int64, reason, displayName string) (Result, error) {
+	return call(ctx, pool, `SELECT (r).* FROM opsdesk.ack_conflicts($1, $2, $3, $4) r`, id, seen, reason, nullable(displayName))
 }
 
 // Field is a stored value of a record that people see only by revealing

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
@@ -500,7 +501,7 @@ func TestOverlongTextIsRefusedAndAudited(t *testing.T) {
 		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "ok",
 		Evidence: reconcile.Evidence{Summary: long}})
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
-	_, err = reconcile.AckConflicts(b.ctx, b.operator.Pool, id, long, "")
+	_, err = reconcile.AckConflicts(b.ctx, b.operator.Pool, id, nil, long, "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 	_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, long, "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
@@ -522,7 +523,7 @@ func TestViewerMayNeitherDecideNorReveal(t *testing.T) {
 	_, err := reconcile.Decide(b.ctx, viewer.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "let me"})
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
-	_, err = reconcile.AckConflicts(b.ctx, viewer.Pool, id, "seen", "")
+	_, err = reconcile.AckConflicts(b.ctx, viewer.Pool, id, nil, "seen", "")
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 	_, _, err = reconcile.Reveal(b.ctx, viewer.Pool, id, reconcile.FieldResult, "curious", "")
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
@@ -630,13 +631,20 @@ func TestAckConflicts(t *testing.T) {
 	id, _ := b.stuck(t, "acme", "ord-1")
 	_, _, err := b.retry(t, "acme", "ord-1", 500) // another intent: a conflict
 	require.ErrorIs(t, err, ops.ErrIntentConflict)
-	res, err := reconcile.AckConflicts(b.ctx, b.operator.Pool, id, "caller bug, fixed in v2", "")
+	var seen int64
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT id FROM opsdesk.conflicts`).Scan(&seen))
+	// Another arrives after the operator looked: it stays unreviewed.
+	_, _, err = b.retry(t, "acme", "ord-1", 600)
+	require.ErrorIs(t, err, ops.ErrIntentConflict)
+	res, err := reconcile.AckConflicts(b.ctx, b.operator.Pool, id, []int64{seen}, "caller bug, fixed in v2", "")
 	require.NoError(t, err)
 	require.Equal(t, reconcile.Succeeded, res.Outcome)
-	var reviewedBy string
-	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT reviewed_by FROM opsdesk.conflicts`).Scan(&reviewedBy))
-	require.Equal(t, b.operator.Role, reviewedBy)
-	_, err = reconcile.AckConflicts(b.ctx, b.operator.Pool, id, "again", "")
+	rows, err := b.db.Admin.Query(b.ctx, `SELECT coalesce(reviewed_by, '') FROM opsdesk.conflicts ORDER BY id`)
+	require.NoError(t, err)
+	reviewers, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{b.operator.Role, ""}, reviewers, "only the conflict the operator saw")
+	_, err = reconcile.AckConflicts(b.ctx, b.operator.Pool, id, []int64{seen}, "again", "")
 	require.ErrorIs(t, err, reconcile.ErrNoConflicts)
 }
 

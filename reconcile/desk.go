@@ -78,9 +78,9 @@ func (d *Desk) Decide(ctx context.Context, tool string, p DecideParams) (Result,
 	return Decide(ctx, d.Pool, p)
 }
 
-// AckConflicts acknowledges record id's unreviewed conflicts.
-func (d *Desk) AckConflicts(ctx context.Context, id int64, reason string) (Result, error) {
-	return AckConflicts(ctx, d.Pool, id, reason, d.DisplayName)
+// AckConflicts acknowledges record id's unreviewed conflicts among seen.
+func (d *Desk) AckConflicts(ctx context.Context, id int64, seen []int64, reason string) (Result, error) {
+	return AckConflicts(ctx, d.Pool, id, seen, reason, d.DisplayName)
 }
 
 // Reveal returns record id's stored intent or result, audited first.

@@ -719,8 +719,16 @@ func (s *decideScreen) apply() tea.Cmd {
 			return applied{res: r}, err
 		}, wrap)
 	case flowAck:
+		// Only the conflicts the operator was shown: any that arrived
+		// since stay unreviewed.
+		var seen []int64
+		for _, c := range rec.Conflicts {
+			if !c.Reviewed {
+				seen = append(seen, c.ID)
+			}
+		}
 		cmd = run(s.f, func(ctx context.Context) (applied, error) {
-			r, err := dec.AckConflicts(ctx, rec.ID, reason)
+			r, err := dec.AckConflicts(ctx, rec.ID, seen, reason)
 			return applied{res: r}, err
 		}, wrap)
 	case flowReveal, flowRevealIntent:

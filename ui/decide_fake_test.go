@@ -179,7 +179,7 @@ func (f *fakeDecider) Decide(_ context.Context, _ string, p reconcile.DecidePara
 	return res, err
 }
 
-func (f *fakeDecider) AckConflicts(_ context.Context, id int64, reason string) (reconcile.Result, error) {
+func (f *fakeDecider) AckConflicts(_ context.Context, id int64, seen []int64, reason string) (reconcile.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.src.mu.Lock()

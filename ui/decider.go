@@ -23,8 +23,9 @@ type Decider interface {
 	Ask(ctx context.Context, tenant, tool, key string) (reconcile.Answer, bool)
 	// Decide applies one decision; a refusal is a *reconcile.RefusedError.
 	Decide(ctx context.Context, tool string, p reconcile.DecideParams) (reconcile.Result, error)
-	// AckConflicts acknowledges a record's unreviewed conflicting attempts.
-	AckConflicts(ctx context.Context, id int64, reason string) (reconcile.Result, error)
+	// AckConflicts acknowledges a record's unreviewed conflicting attempts
+	// among seen, those the operator was shown.
+	AckConflicts(ctx context.Context, id int64, seen []int64, reason string) (reconcile.Result, error)
 	// Reveal returns a record's stored intent or result once its audit
 	// record has committed.
 	Reveal(ctx context.Context, id int64, field reconcile.Field, reason string) (json.RawMessage, reconcile.Result, error)

@@ -280,7 +280,19 @@ func newConflictsCmd(g *globalFlags) *cobra.Command {
 				return usagef("--reason is required: it goes into the audit trail")
 			}
 			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
-				res, err := w.desk.AckConflicts(ctx, id, reason)
+				// The conflicts unreviewed now are the ones acknowledged;
+				// any arriving meanwhile stay unreviewed.
+				d, err := w.view.Get(ctx, id)
+				if err != nil && !errors.Is(err, storeview.ErrNotFound) {
+					return err
+				}
+				var seen []int64
+				for _, c := range d.Conflicts {
+					if !c.Reviewed {
+						seen = append(seen, c.ID)
+					}
+				}
+				res, err := w.desk.AckConflicts(ctx, id, seen, reason)
 				return writeDecision(cmd.OutOrStdout(), output, fmt.Sprintf("conflicts acknowledged on %d", id), res, err)
 			})
 		},

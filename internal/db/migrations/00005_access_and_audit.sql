@@ -444,10 +444,11 @@ END
 $$;
 -- +goose StatementEnd
 
--- ack_conflicts marks record p_id's unreviewed conflicting attempts as
+-- ack_conflicts marks record p_id's unreviewed conflicting attempts that
+-- the person saw (p_seen: conflicts that arrived since stay unreviewed) as
 -- reviewed by session_user.
 -- +goose StatementBegin
-CREATE FUNCTION opsdesk.ack_conflicts(p_id bigint, p_reason text, p_display_name text DEFAULT NULL)
+CREATE FUNCTION opsdesk.ack_conflicts(p_id bigint, p_seen bigint[], p_reason text, p_display_name text DEFAULT NULL)
 RETURNS opsdesk.decision_result
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -480,11 +481,11 @@ BEGIN
     END IF;
     WITH reviewed AS (
         UPDATE opsdesk.conflicts SET reviewed_at = now(), reviewed_by = session_user
-        WHERE tenant = o.tenant AND tool = o.tool AND key = o.key AND reviewed_at IS NULL
+        WHERE tenant = o.tenant AND tool = o.tool AND key = o.key AND reviewed_at IS NULL AND id = ANY (p_seen)
         RETURNING id)
     SELECT array_agg(id ORDER BY id) INTO ids FROM reviewed;
     IF ids IS NULL THEN
-        RETURN opsdesk.refuse(a, 'no_conflicts', 'the record has no unreviewed conflicts');
+        RETURN opsdesk.refuse(a, 'no_conflicts', 'the record has no unreviewed conflicts among those you saw');
     END IF;
     a.outcome := 'succeeded';
     a.details := jsonb_build_object('conflicts', to_jsonb(ids));
@@ -654,7 +655,7 @@ ALTER FUNCTION opsdesk.audit_append(opsdesk.audit) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.refuse(opsdesk.audit, text, text) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.about(opsdesk.audit, opsdesk.operations) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.decide(bigint, text, bigint, text, text, jsonb, text, text, text, boolean, boolean, interval, timestamptz, text) OWNER TO opsdesk_owner;
-ALTER FUNCTION opsdesk.ack_conflicts(bigint, text, text) OWNER TO opsdesk_owner;
+ALTER FUNCTION opsdesk.ack_conflicts(bigint, bigint[], text, text) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.reveal_request(bigint, text, text, text) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.reveal_fetch(text, bigint) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.grant_access(text, text, text, text, text) OWNER TO opsdesk_owner;
@@ -665,7 +666,7 @@ REVOKE ALL ON FUNCTION opsdesk.sees_every_tenant(), opsdesk.visible_tenants(),
     opsdesk.audit_hash(opsdesk.audit), opsdesk.view_state(opsdesk.operations),
     opsdesk.audit_append_only(),
     opsdesk.decide(bigint, text, bigint, text, text, jsonb, text, text, text, boolean, boolean, interval, timestamptz, text),
-    opsdesk.ack_conflicts(bigint, text, text), opsdesk.reveal_request(bigint, text, text, text),
+    opsdesk.ack_conflicts(bigint, bigint[], text, text), opsdesk.reveal_request(bigint, text, text, text),
     opsdesk.reveal_fetch(text, bigint),
     opsdesk.grant_access(text, text, text, text, text)
     FROM PUBLIC;
@@ -675,7 +676,7 @@ GRANT EXECUTE ON FUNCTION opsdesk.audit_hash(opsdesk.audit), opsdesk.view_state(
 -- audit the attempt.
 GRANT EXECUTE ON FUNCTION
     opsdesk.decide(bigint, text, bigint, text, text, jsonb, text, text, text, boolean, boolean, interval, timestamptz, text),
-    opsdesk.ack_conflicts(bigint, text, text), opsdesk.reveal_request(bigint, text, text, text),
+    opsdesk.ack_conflicts(bigint, bigint[], text, text), opsdesk.reveal_request(bigint, text, text, text),
     opsdesk.reveal_fetch(text, bigint),
     opsdesk.grant_access(text, text, text, text, text)
     TO opsdesk_viewer;
