@@ -117,8 +117,9 @@ BEGIN
     ON CONFLICT (tenant, tool, key) DO UPDATE
         SET operation_id = excluded.operation_id, fingerprint = excluded.fingerprint,
             purged_at = excluded.purged_at, expires_at = excluded.expires_at;
+    -- Their reviewed conflicts go with them (only records that had any).
     DELETE FROM opsdesk.conflicts c USING opsdesk.operations o
-    WHERE o.id = ANY (ids) AND c.tenant = o.tenant AND c.tool = o.tool AND c.key = o.key;
+    WHERE o.id = ANY (ids) AND o.conflict_count > 0 AND c.tenant = o.tenant AND c.tool = o.tool AND c.key = o.key;
     WITH gone AS (DELETE FROM opsdesk.operations WHERE id = ANY (ids) RETURNING tenant, id),
          counts AS (SELECT tenant, count(*) AS n FROM gone GROUP BY tenant)
     UPDATE opsdesk.purge_runs SET
