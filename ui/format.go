@@ -136,9 +136,9 @@ func figure(n int64, estimated bool) string {
 	return count(n)
 }
 
-// overviewFigure is one of the overview's counts: exact, estimated (~),
+// OverviewFigure is one of the overview's counts: exact, estimated (~),
 // or for a role scoped to some tenants a lower bound (1,000+).
-func overviewFigure(ov *storeview.Overview, n int64, estimated bool) string {
+func OverviewFigure(ov *storeview.Overview, n int64, estimated bool) string {
 	if estimated && ov.Scoped {
 		return count(storeview.CountCap) + "+"
 	}

@@ -164,7 +164,7 @@ func (s *overviewScreen) View() string {
 		oldest = "oldest lease expired " + since(r.LeaseExpiresAt, r.DBTime) +
 			" (" + Clean(r.Tool) + ", " + Clean(r.Tenant) + ")"
 	}
-	counts := []string{overviewFigure(ov, ov.Stuck, ov.StuckEstimated), overviewFigure(ov, ov.Conflicted, ov.ConflictedEstimated), overviewFigure(ov, ov.ExpiringSoon, ov.ExpiringEstimated)}
+	counts := []string{OverviewFigure(ov, ov.Stuck, ov.StuckEstimated), OverviewFigure(ov, ov.Conflicted, ov.ConflictedEstimated), OverviewFigure(ov, ov.ExpiringSoon, ov.ExpiringEstimated)}
 	nw := 5
 	for _, c := range counts {
 		nw = max(nw, width(c))
@@ -176,17 +176,17 @@ func (s *overviewScreen) View() string {
 	)
 	lines = append(lines, s.boxRule("├", "States", "┤"))
 
-	completed := overviewFigure(ov, ov.Completed, ov.CompletedEstimated)
+	completed := OverviewFigure(ov, ov.Completed, ov.CompletedEstimated)
 	items := []struct {
 		t    tile
 		st   storeview.State
 		text string
 	}{
-		{tilePending, storeview.StatePending, overviewFigure(ov, ov.Pending, ov.PendingEstimated) + " pending"},
-		{tileStuckState, storeview.StateStuck, overviewFigure(ov, ov.Stuck, ov.StuckEstimated) + " stuck"},
+		{tilePending, storeview.StatePending, OverviewFigure(ov, ov.Pending, ov.PendingEstimated) + " pending"},
+		{tileStuckState, storeview.StateStuck, OverviewFigure(ov, ov.Stuck, ov.StuckEstimated) + " stuck"},
 		{tileCompleted, storeview.StateCompleted, completed + " completed"},
-		{tileRejected, storeview.StateRejected, overviewFigure(ov, ov.Rejected, ov.RejectedEstimated) + " rejected"},
-		{tileReleased, storeview.StateReleased, overviewFigure(ov, ov.Released, ov.ReleasedEstimated) + " released"},
+		{tileRejected, storeview.StateRejected, OverviewFigure(ov, ov.Rejected, ov.RejectedEstimated) + " rejected"},
+		{tileReleased, storeview.StateReleased, OverviewFigure(ov, ov.Released, ov.ReleasedEstimated) + " released"},
 	}
 	// The states line wraps on narrow terminals; the selected state is
 	// marked with ▸ (and reversed where there is colour).

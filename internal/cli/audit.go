@@ -18,7 +18,6 @@ import (
 
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/audit"
-	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -125,21 +124,13 @@ func withAuditPool(cmd *cobra.Command, g *globalFlags, fn func(context.Context, 
 }
 
 func openAuditPool(ctx context.Context, c config.Context) (*pgxpool.Pool, error) {
-	poolCfg, err := db.PoolConfig(c.DSN, "opsdesk audit")
+	poolCfg, err := writePoolConfig(c)
 	if err != nil {
-		return nil, &usageError{err: fmt.Errorf("context %s: %w", c.Name, err)}
+		return nil, err
 	}
+	// One snapshot of every chain: as long as the read takes.
 	poolCfg.ConnConfig.RuntimeParams["statement_timeout"] = "0"
-	poolCfg.MaxConns = 2
-	pool, err := db.Open(ctx, poolCfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := db.CheckSchema(ctx, pool); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
+	return openChecked(ctx, poolCfg)
 }
 
 func runAuditVerify(ctx context.Context, pool audit.TxBeginner, opts auditVerifyOptions, cp *audit.Checkpoint,

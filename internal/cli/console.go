@@ -52,12 +52,10 @@ func runConsole(cmd *cobra.Command, g *globalFlags) error {
 // database that is down; the console asks the role's capabilities once
 // connected and offers nothing the database would refuse.
 func openConsoleWriter(ctx context.Context, c config.Context) (*pgxpool.Pool, error) {
-	poolCfg, err := db.PoolConfig(c.DSN, "opsdesk")
+	poolCfg, err := writePoolConfig(c)
 	if err != nil {
-		return nil, &usageError{err: fmt.Errorf("context %s: %w", c.Name, err)}
+		return nil, err
 	}
-	storeview.ConfigurePool(poolCfg, statementTimeout)
-	poolCfg.MaxConns = 2
 	poolCfg.MinConns = 0
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {

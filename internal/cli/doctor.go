@@ -15,6 +15,7 @@ import (
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ui"
 )
 
 func newDoctorCmd(g *globalFlags) *cobra.Command {
@@ -52,16 +53,10 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "context %s (from %s)\n", cfg.Context.Name, source)
 
-	dsn := cfg.Context.DSN
-	if cfg.Context.ReadDSN != "" {
-		dsn = cfg.Context.ReadDSN
-	}
-	poolCfg, err := db.PoolConfig(dsn, "opsdesk doctor")
+	poolCfg, err := viewPoolConfig(cfg.Context)
 	if err != nil {
-		return &usageError{err: fmt.Errorf("context %s: %w", cfg.Context.Name, err)}
+		return err
 	}
-	storeview.ConfigurePool(poolCfg, statementTimeout)
-	poolCfg.MaxConns = 2
 	start := time.Now()
 	pool, err := db.Open(ctx, poolCfg)
 	if err != nil {
@@ -179,19 +174,11 @@ func doctorCounts(ctx context.Context, view *storeview.Store, check func(bool, s
 		check(false, "rows", err.Error())
 		return
 	}
-	n := func(v int64, estimated bool) string {
-		switch {
-		case estimated && o.Scoped:
-			return fmt.Sprintf("%d+", storeview.CountCap)
-		case estimated:
-			return fmt.Sprintf("~%d", v)
-		}
-		return fmt.Sprint(v)
-	}
+	n := func(v int64, estimated bool) string { return ui.OverviewFigure(&o, v, estimated) }
 	note := ""
 	switch {
 	case o.Estimated() && o.Scoped:
-		note = fmt.Sprintf(" (%d+: more; statistics span every tenant, not just yours)", storeview.CountCap)
+		note = " (" + n(0, true) + ": more; statistics span every tenant, not just yours)"
 	case o.Estimated():
 		note = " (~: estimated)"
 	}

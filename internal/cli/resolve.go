@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/config"
-	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
@@ -56,21 +55,16 @@ func withWriter(cmd *cobra.Command, g *globalFlags, fn func(context.Context, *wr
 	if cfg.Context.ReadOnly {
 		return usagef("context %s is read-only: decisions are disabled (set read_only: false or use another context)", cfg.Context.Name)
 	}
-	poolCfg, err := db.PoolConfig(cfg.Context.DSN, "opsdesk")
+	poolCfg, err := writePoolConfig(cfg.Context)
 	if err != nil {
-		return &usageError{err: fmt.Errorf("context %s: %w", cfg.Context.Name, err)}
+		return err
 	}
-	storeview.ConfigurePool(poolCfg, statementTimeout)
-	poolCfg.MaxConns = 2
 	ctx := cmd.Context()
-	pool, err := db.Open(ctx, poolCfg)
+	pool, err := openChecked(ctx, poolCfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if _, err := db.CheckSchema(ctx, pool); err != nil {
-		return err
-	}
 	return fn(ctx, &writer{cfg: cfg, pool: pool, view: newView(pool, cfg.Context), desk: newDesk(pool, cfg)})
 }
 

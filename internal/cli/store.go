@@ -51,15 +51,24 @@ func openView(ctx context.Context, c config.Context) (*storeview.Store, *pgxpool
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, err := db.Open(ctx, poolCfg)
+	pool, err := openChecked(ctx, poolCfg)
 	if err != nil {
 		return nil, nil, err
 	}
+	return newView(pool, c), pool, nil
+}
+
+// openChecked connects and refuses a schema this opsdesk does not know.
+func openChecked(ctx context.Context, poolCfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	pool, err := db.Open(ctx, poolCfg)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := db.CheckSchema(ctx, pool); err != nil {
 		pool.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return newView(pool, c), pool, nil
+	return pool, nil
 }
 
 // viewPoolConfig is the pool for a context's reads: its read DSN (a
@@ -75,6 +84,19 @@ func viewPoolConfig(c config.Context) (*pgxpool.Config, error) {
 	}
 	storeview.ConfigurePool(poolCfg, statementTimeout)
 	poolCfg.MaxConns = 4
+	return poolCfg, nil
+}
+
+// writePoolConfig is the pool for a person's writes, and for reads that
+// must see the primary: the context's DSN, never its read DSN (a replica
+// cannot write, and may lag behind).
+func writePoolConfig(c config.Context) (*pgxpool.Config, error) {
+	poolCfg, err := db.PoolConfig(c.DSN, "opsdesk")
+	if err != nil {
+		return nil, &usageError{err: fmt.Errorf("context %s: %w", c.Name, err)}
+	}
+	storeview.ConfigurePool(poolCfg, statementTimeout)
+	poolCfg.MaxConns = 2
 	return poolCfg, nil
 }
 
