@@ -280,9 +280,31 @@ END
 $$;
 -- +goose StatementEnd
 
+-- subject reads record p_id as session_user may see it: row-level
+-- security makes absent and hidden look the same (all fields NULL), and
+-- such refusals go to the '' chain. With p_lock it locks the record for
+-- the decision, but only for a role that may decide: a viewer's call must
+-- not hold up the service.
+-- +goose StatementBegin
+CREATE FUNCTION opsdesk.subject(p_id bigint, p_lock boolean) RETURNS opsdesk.operations
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o opsdesk.operations;
+BEGIN
+    IF p_lock AND pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
+        SELECT * INTO o FROM opsdesk.operations WHERE id = p_id FOR UPDATE;
+    ELSE
+        SELECT * INTO o FROM opsdesk.operations WHERE id = p_id;
+    END IF;
+    RETURN o;
+END
+$$;
+-- +goose StatementEnd
+
 -- refuse appends a refused attempt (a.tenant NULL: the '' chain) and
 -- returns it: denied when the role or the record's state forbids it,
--- failed when the request itself is wrong.
+-- failed when the request itself is wrong. It words not_found itself.
 -- +goose StatementBegin
 CREATE FUNCTION opsdesk.refuse(a opsdesk.audit, p_code text, p_message text) RETURNS opsdesk.decision_result
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
@@ -308,6 +330,9 @@ BEGIN
     END IF;
     a.outcome := CASE WHEN p_code IN ('not_permitted', 'not_pending', 'lease_live', 'contradicts_lookup')
                       THEN 'denied' ELSE 'failed' END;
+    IF p_code = 'not_found' THEN
+        p_message := 'no operation ' || a.operation_id || ' (or not visible to ' || session_user || ')';
+    END IF;
     a.details := coalesce(a.details, '{}') || jsonb_build_object('refusal', p_code, 'message', p_message);
     a := opsdesk.audit_append(a);
     RETURN (a.outcome, p_code, p_message, a.tenant, a.seq, a.state_after, a.version_after)::opsdesk.decision_result;
@@ -355,16 +380,9 @@ BEGIN
         -- What retries will be answered with, as stored.
         'result_sha256', encode(sha256(convert_to(p_result::text, 'UTF8')), 'hex')));
 
-    -- Row-level security hides other tenants' records: absent and hidden
-    -- look the same, and go to the '' chain. Only a role that may decide
-    -- locks the record: a viewer's call must not hold up the service.
-    IF pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
-        SELECT * INTO o FROM opsdesk.operations WHERE id = p_id FOR UPDATE;
-    ELSE
-        SELECT * INTO o FROM opsdesk.operations WHERE id = p_id;
-    END IF;
-    IF NOT FOUND THEN
-        RETURN opsdesk.refuse(a, 'not_found', 'no operation ' || p_id || ' (or not visible to ' || session_user || ')');
+    o := opsdesk.subject(p_id, true);
+    IF o.id IS NULL THEN
+        RETURN opsdesk.refuse(a, 'not_found', NULL);
     END IF;
     a := opsdesk.about(a, o);
     live := o.state = 'pending' AND o.lease_expires_at > now();
@@ -461,13 +479,9 @@ BEGIN
     a.reason := nullif(btrim(p_reason), '');
     a.display_name := p_display_name;
     a.operation_id := p_id;
-    IF pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
-        SELECT * INTO o FROM opsdesk.operations WHERE id = p_id FOR UPDATE;
-    ELSE
-        SELECT * INTO o FROM opsdesk.operations WHERE id = p_id;
-    END IF;
-    IF NOT FOUND THEN
-        RETURN opsdesk.refuse(a, 'not_found', 'no operation ' || p_id || ' (or not visible to ' || session_user || ')');
+    o := opsdesk.subject(p_id, true);
+    IF o.id IS NULL THEN
+        RETURN opsdesk.refuse(a, 'not_found', NULL);
     END IF;
     a := opsdesk.about(a, o);
     IF NOT pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
@@ -515,9 +529,9 @@ BEGIN
     a.reason := nullif(btrim(p_reason), '');
     a.display_name := p_display_name;
     a.operation_id := p_id;
-    SELECT * INTO o FROM opsdesk.operations WHERE id = p_id;
-    IF NOT FOUND THEN
-        RETURN opsdesk.refuse(a, 'not_found', 'no operation ' || p_id || ' (or not visible to ' || session_user || ')');
+    o := opsdesk.subject(p_id, false);
+    IF o.id IS NULL THEN
+        RETURN opsdesk.refuse(a, 'not_found', NULL);
     END IF;
     a := opsdesk.about(a, o);
     v := CASE p_field WHEN 'intent' THEN o.intent WHEN 'result' THEN o.result END;
@@ -654,6 +668,7 @@ ALTER FUNCTION opsdesk.visible_tenants() OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.audit_append(opsdesk.audit) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.refuse(opsdesk.audit, text, text) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.about(opsdesk.audit, opsdesk.operations) OWNER TO opsdesk_owner;
+ALTER FUNCTION opsdesk.subject(bigint, boolean) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.decide(bigint, text, bigint, text, text, jsonb, text, text, text, boolean, boolean, interval, timestamptz, text) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.ack_conflicts(bigint, bigint[], text, text) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.reveal_request(bigint, text, text, text) OWNER TO opsdesk_owner;
@@ -662,7 +677,7 @@ ALTER FUNCTION opsdesk.grant_access(text, text, text, text, text) OWNER TO opsde
 
 REVOKE ALL ON FUNCTION opsdesk.sees_every_tenant(), opsdesk.visible_tenants(),
     opsdesk.audit_append(opsdesk.audit), opsdesk.refuse(opsdesk.audit, text, text),
-    opsdesk.about(opsdesk.audit, opsdesk.operations),
+    opsdesk.about(opsdesk.audit, opsdesk.operations), opsdesk.subject(bigint, boolean),
     opsdesk.audit_hash(opsdesk.audit), opsdesk.view_state(opsdesk.operations),
     opsdesk.audit_append_only(),
     opsdesk.decide(bigint, text, bigint, text, text, jsonb, text, text, text, boolean, boolean, interval, timestamptz, text),
