@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -222,28 +221,12 @@ type answer struct {
 	Version *int64
 }
 
+// call runs one of the functions, one statement in a transaction of its
+// own, which commits refusal or not: a refusal's audit record must stay.
 func call(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Result, error) {
-	return run(ctx, pool, func(tx pgx.Tx) (answer, error) {
-		var a answer
-		err := tx.QueryRow(ctx, sql, args...).Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Seq, &a.State, &a.Version)
-		return a, err
-	})
-}
-
-// run calls one function in its own transaction and commits it, refusal
-// or not: a refusal's audit record must stay.
-func run(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) (answer, error)) (Result, error) {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return Result{}, fmt.Errorf("begin: %w", mapError(err))
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	a, err := fn(tx)
-	if err != nil {
+	var a answer
+	if err := pool.QueryRow(ctx, sql, args...).Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Seq, &a.State, &a.Version); err != nil {
 		return Result{}, mapError(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return Result{}, fmt.Errorf("commit: %w", mapError(err))
 	}
 	r := Result{Outcome: Outcome(a.Outcome), Tenant: a.Tenant, Seq: a.Seq}
 	r.Code, r.Message, r.State = deref(a.Code), deref(a.Message), deref(a.State)
