@@ -230,8 +230,7 @@ func (s *detailScreen) buildLines() []string {
 				add(" " + s.st.Bold.Render(l))
 			}
 			add("")
-			for _, l := range wrap("Its tombstone lasts until "+stamp(p.TombstoneUntil, p.DBTime)+". Until then a late retry gets "+
-				"what the tool's after_expiry says: reexecute runs it as new work, reject answers ErrExpired. After that it runs as new work.", w-2) {
+			for _, l := range wrap("Its tombstone lasts until "+stamp(p.TombstoneUntil, p.DBTime)+". "+AfterPurge+".", w-2) {
 				add(" " + s.st.Muted.Render(l))
 			}
 		case s.notFound && s.recID == 0 && s.ident != nil:
@@ -534,3 +533,8 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// AfterPurge says what a late retry of a purged identity gets; the
+// console and ops get say it alike.
+const AfterPurge = "Until the tombstone goes, a late retry gets what the tool's after_expiry says: " +
+	"reexecute runs it as new work, reject answers ErrExpired; after that it runs as new work"

@@ -294,10 +294,6 @@ func newOpsGetCmd(g *globalFlags) *cobra.Command {
 // record is not absent: its detail says who released it, when and why.)
 const absentExplanation = "no attempt was ever recorded for this identity: the next call with it will execute"
 
-// purgedExplanation says what a late retry of a purged identity gets.
-const purgedExplanation = "until its tombstone goes, a late retry gets what the tool's after_expiry says: " +
-	"reexecute runs it as new work, reject answers ErrExpired; after that it runs as new work"
-
 func runOpsGet(ctx context.Context, v *storeview.Store, opts opsGetOptions, w io.Writer) error {
 	d, err := v.GetByIdentity(ctx, opts.Tenant, opts.Tool, opts.Key)
 	if purged, ok := errors.AsType[*storeview.PurgedError](err); ok {
@@ -305,13 +301,13 @@ func runOpsGet(ctx context.Context, v *storeview.Store, opts opsGetOptions, w io
 			return writeJSON(w, map[string]any{
 				"tenant": opts.Tenant, "tool": opts.Tool, "key": opts.Key, "state": "purged",
 				"operation_id": purged.OperationID, "purged_at": purged.PurgedAt, "tombstone_until": purged.TombstoneUntil,
-				"explanation": purgedExplanation,
+				"explanation": ui.AfterPurge,
 			})
 		}
 		_, err := fmt.Fprintf(w, "%s/%s/%s: purged\nrecord %d was purged %s (%s); its tombstone lasts until %s.\n%s\n",
 			ui.Clean(opts.Tenant), ui.Clean(opts.Tool), ui.Clean(opts.Key), purged.OperationID,
 			purged.PurgedAt.UTC().Format("2006-01-02 15:04:05 MST"), ui.Relative(purged.PurgedAt.Sub(purged.DBTime)),
-			purged.TombstoneUntil.UTC().Format("2006-01-02 15:04:05 MST"), purgedExplanation)
+			purged.TombstoneUntil.UTC().Format("2006-01-02 15:04:05 MST"), ui.AfterPurge)
 		return err
 	}
 	if errors.Is(err, storeview.ErrNotFound) {
