@@ -61,10 +61,16 @@ FROM opsdesk.operations WHERE key = 'run-43:create-ticket';
 
 func setup(t *testing.T) (*Store, context.Context) {
 	t.Helper()
+	return New(fixtureDB(t).Admin, Options{}), t.Context()
+}
+
+// fixtureDB is a fresh database holding the fixtures.
+func fixtureDB(t *testing.T) *dbtest.DB {
+	t.Helper()
 	d := dbtest.New(t)
 	_, err := d.Admin.Exec(t.Context(), fixtures)
 	require.NoError(t, err)
-	return New(d.Admin, Options{}), t.Context()
+	return d
 }
 
 func keys(rows []Row) []string {
@@ -148,9 +154,7 @@ func TestListRowFields(t *testing.T) {
 
 func TestStuckAfterDelaysStuck(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
-	_, err := d.Admin.Exec(t.Context(), fixtures)
-	require.NoError(t, err)
+	d := fixtureDB(t)
 	s := New(d.Admin, Options{StuckAfter: 2 * time.Minute})
 	// deploy-7's lease expired 30s ago: not stuck yet under a 2m threshold.
 	require.Equal(t, []string{"ord-2", "run-42:create-ticket"}, list(t, s, "state:stuck"))
@@ -365,9 +369,7 @@ FROM generate_series(1, 50) i`)
 // stored results, and the queries never need them.
 func TestViewerReadsEveryView(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
-	_, err := d.Admin.Exec(t.Context(), fixtures)
-	require.NoError(t, err)
+	d := fixtureDB(t)
 	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
 	s := New(viewer.Pool, Options{})
 	ctx := t.Context()
@@ -407,9 +409,7 @@ func TestViewerReadsEveryView(t *testing.T) {
 // A record's detail says who decided what, when and why.
 func TestDetailShowsDecisions(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
-	_, err := d.Admin.Exec(t.Context(), fixtures)
-	require.NoError(t, err)
+	d := fixtureDB(t)
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	s := New(operator.Pool, Options{})
 	ctx := t.Context()
