@@ -145,6 +145,15 @@ func OverviewFigure(ov *storeview.Overview, n int64, estimated bool) string {
 	return figure(n, estimated)
 }
 
+// ReviewFigure is one of the retention review's counts: exact, estimated
+// (~) or a lower bound (1,000+).
+func ReviewFigure(c storeview.Count) string {
+	if c.AtLeast {
+		return count(c.N) + "+"
+	}
+	return figure(c.N, c.Estimated)
+}
+
 func approx(n int64) string {
 	switch {
 	case n >= 10_000_000:

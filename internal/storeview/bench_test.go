@@ -26,6 +26,11 @@ import (
 
 var benchTools = []string{"create-note", "create-ticket", "send-email", "charge-card", "deploy-service"}
 
+// benchCatalog knows the seeded tools but one, as a catalog may.
+var benchCatalog = map[string]ToolPolicy{
+	"create-note": {}, "create-ticket": {RetryWindow: 14 * 24 * time.Hour}, "send-email": {}, "charge-card": {AfterExpiry: "reject"},
+}
+
 // seed fills the store with a realistic mix: about 0.1% pending (a tenth
 // of them stuck), 1% rejected, 0.5% released, 0.05% with conflicts, the
 // rest completed, spread over 20 tenants and 30 days.
@@ -198,6 +203,8 @@ func BenchmarkConsoleQueries(b *testing.B) {
 		{"AllByRetention", list(Query{Sort: SortExpires})},
 		{"ExpiringByRetention", list(Query{Filter: expiring, Sort: SortExpires})},
 		{"FilteredByRetention", list(Query{Filter: filtered, Sort: SortExpires})},
+		// The retention review, with a catalog of the seeded tools.
+		{"RetentionReview", func(ctx context.Context, s *Store) error { _, err := s.Review(ctx, benchCatalog); return err }},
 	}
 	// As the superuser (no row-level security), then as people: a viewer
 	// of every tenant and a viewer of one, whose queries go through the

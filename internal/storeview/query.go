@@ -589,7 +589,7 @@ const (
 // sees some. (A role that may not ask, the tables' owner say, is not
 // scoped by the policies either.)
 var cappedCountsSQL = "SELECT now(), " +
-	"CASE WHEN has_function_privilege('opsdesk.sees_every_tenant()', 'EXECUTE') THEN opsdesk.sees_every_tenant() ELSE true END, " +
+	visibleSQL + ", " +
 	strings.Join([]string{
 		fmt.Sprintf(capped, fmt.Sprintf(pendingWhere, "$2")),
 		fmt.Sprintf(capped, fmt.Sprintf(stuckWhere, "$2")),

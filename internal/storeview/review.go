@@ -1,0 +1,347 @@
+package storeview
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/opsdesk/opsdesk/ops"
+)
+
+// ToolPolicy is what the catalog says of a tool's retention.
+type ToolPolicy struct {
+	// Retention is how long a completed record is kept (0: the library's
+	// default, ops.DefaultRetention).
+	Retention time.Duration
+	// RetryWindow is the longest a caller may retry or recover an
+	// operation (0: the retention).
+	RetryWindow time.Duration
+	// AfterExpiry is what a late retry gets once the record was purged:
+	// "reexecute" (the default) or "reject".
+	AfterExpiry string
+}
+
+// Count is a figure of the review. Up to CountCap it is exact; above it,
+// it is the planner's estimate (Estimated) for a role that sees every
+// tenant, or a lower bound (AtLeast: N or more) for one that sees some: a
+// count that grew with the table would slow the review down with it. A
+// purge's dry run counts exactly.
+type Count struct {
+	N         int64 `json:"n"`
+	Estimated bool  `json:"estimated,omitempty"`
+	AtLeast   bool  `json:"at_least,omitempty"`
+}
+
+// add adds an exact count.
+func (c Count) add(n int64) Count {
+	c.N += n
+	return c
+}
+
+// PendingRef is a tool's pending record whose lease expired first.
+type PendingRef struct {
+	ID             int64     `json:"id"`
+	LeasedAt       time.Time `json:"leased_at"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	// Stuck: the lease expired more than the context's stuck_after ago.
+	Stuck bool `json:"stuck"`
+}
+
+// ToolReview is one tool's retention: its policy and what it means for the
+// records in the store now.
+type ToolReview struct {
+	Tool      string `json:"tool"`
+	InCatalog bool   `json:"in_catalog"`
+	InStore   bool   `json:"in_store"`
+	// The policy in force: the catalog's, with the defaults filled in.
+	Retention   time.Duration `json:"retention"`
+	RetryWindow time.Duration `json:"retry_window"`
+	AfterExpiry string        `json:"after_expiry"`
+	// Completed records whose retention ends within 24 hours and within 7
+	// days (the second includes the first).
+	Expiring24h Count `json:"expiring_24h"`
+	Expiring7d  Count `json:"expiring_7d"`
+	// Expired counts completed records whose retention has ended; Purgeable
+	// those of them a purge deletes now: not held, without unreviewed
+	// conflicts. Held and Conflicted (exact: they are few) are the expired
+	// records each keeps.
+	Expired    Count `json:"expired"`
+	Purgeable  Count `json:"purgeable"`
+	Held       int64 `json:"held"`
+	Conflicted int64 `json:"conflicted"`
+	// OldestPending is the pending record whose lease expired first.
+	OldestPending *PendingRef `json:"oldest_pending,omitempty"`
+	// StuckPastRetention counts pending records whose lease expired longer
+	// than the retention ago.
+	StuckPastRetention Count `json:"stuck_past_retention"`
+	// Warnings are what an operator must see before purging.
+	Warnings []string `json:"warnings"`
+}
+
+// Review is the retention review: every tool of the store and of the
+// catalog, by name.
+type Review struct {
+	DBTime time.Time    `json:"db_time"`
+	Tools  []ToolReview `json:"tools"`
+	// Scoped: the role sees some tenants only, and the figures are theirs.
+	Scoped bool `json:"scoped"`
+}
+
+// Warnings counts the warnings of every tool.
+func (r Review) Warnings() int {
+	n := 0
+	for _, t := range r.Tools {
+		n += len(t.Warnings)
+	}
+	return n
+}
+
+// visibleSQL says whether the role sees every tenant. (A role that may not
+// ask, the tables' owner say, is not scoped by the policies either.)
+const visibleSQL = "CASE WHEN has_function_privilege('opsdesk.sees_every_tenant()', 'EXECUTE') THEN opsdesk.sees_every_tenant() ELSE true END"
+
+// storeToolsSQL lists the tools of the records the role sees, without
+// reading every record: a loose index scan of the primary key, a probe per
+// tenant and per tool. A role that sees some tenants walks those tenants
+// only, so other tenants' records cost it nothing.
+var storeToolsSQL = `
+WITH RECURSIVE every AS (SELECT ` + visibleSQL + ` AS yes),
+tenants AS (
+    (SELECT tenant FROM opsdesk.operations WHERE (SELECT yes FROM every) ORDER BY tenant LIMIT 1)
+    UNION ALL
+    SELECT (SELECT o.tenant FROM opsdesk.operations o WHERE o.tenant > t.tenant ORDER BY o.tenant LIMIT 1)
+    FROM tenants t WHERE t.tenant IS NOT NULL
+),
+visible AS (
+    SELECT tenant FROM tenants WHERE tenant IS NOT NULL
+    UNION ALL
+    SELECT unnest(opsdesk.visible_tenants()) WHERE NOT (SELECT yes FROM every)
+),
+pairs AS (
+    SELECT v.tenant, f.tool FROM visible v,
+        LATERAL (SELECT o.tool FROM opsdesk.operations o WHERE o.tenant = v.tenant ORDER BY o.tool LIMIT 1) f
+    UNION ALL
+    SELECT p.tenant, n.tool FROM pairs p,
+        LATERAL (SELECT o.tool FROM opsdesk.operations o WHERE o.tenant = p.tenant AND o.tool > p.tool
+                 ORDER BY o.tool LIMIT 1) n
+)
+SELECT now(), (SELECT yes FROM every),
+    (SELECT coalesce(array_agg(tenant), '{}') FROM visible),
+    (SELECT coalesce(array_agg(DISTINCT tool), '{}') FROM pairs)`
+
+// reviewSQL reads each tool's figures: $1 the tools, $2 their retention
+// in microseconds, $3 the row count each figure stops at, $4 the
+// stuck-after interval in microseconds, $5 the tenants the role sees.
+// The expired records are the unheld ones and the held ones.
+// Completed records are counted tenant by tenant on
+// operations_tool_expiry_idx, index-only, until the count reaches $3;
+// pending ones on operations_pending_lease_idx, which holds the few pending
+// records. Held records and unreviewed conflicts are few and have their own
+// indexes.
+var reviewSQL = `
+SELECT t.tool,
+    ` + fmt.Sprintf(completedCount, "o.expires_at > now() AND o.expires_at <= now() + interval '24 hours'") + `,
+    ` + fmt.Sprintf(completedCount, "o.expires_at > now() AND o.expires_at <= now() + interval '7 days'") + `,
+    ` + fmt.Sprintf(completedCount, "o.expires_at <= now() AND NOT o.held") + `,
+    (SELECT count(*) FROM opsdesk.operations o WHERE o.held AND o.tool = t.tool
+        AND o.state = 'completed' AND o.expires_at <= now()),
+    (SELECT count(*) FROM (SELECT DISTINCT c.tenant, c.tool, c.key FROM opsdesk.conflicts c
+            WHERE c.reviewed_at IS NULL AND c.tool = t.tool) c
+        JOIN opsdesk.operations o ON o.tenant = c.tenant AND o.tool = c.tool AND o.key = c.key
+        WHERE o.state = 'completed' AND o.expires_at <= now() AND NOT o.held),
+    p.id, p.leased_at, p.lease_expires_at, p.lease_expires_at <= now() - $4 * interval '1 microsecond',
+    (SELECT count(*) FROM (SELECT FROM opsdesk.operations o WHERE o.state = 'pending' AND o.tool = t.tool
+        AND o.lease_expires_at <= now() - t.retention_us * interval '1 microsecond' LIMIT $3) s)
+FROM unnest($1::text[], $2::bigint[]) AS t (tool, retention_us)
+LEFT JOIN LATERAL (SELECT o.id, o.leased_at, o.lease_expires_at FROM opsdesk.operations o
+    WHERE o.state = 'pending' AND o.tool = t.tool ORDER BY o.lease_expires_at LIMIT 1) p ON true
+ORDER BY t.tool`
+
+// completedCount counts a tool's completed records that meet a condition,
+// tenant by tenant, up to $3.
+const completedCount = `(SELECT count(*) FROM (SELECT FROM unnest($5::text[]) v (tenant),
+        LATERAL (SELECT FROM opsdesk.operations o WHERE o.tenant = v.tenant AND o.tool = t.tool
+            AND o.state = 'completed' AND %s) o
+        LIMIT $3) s)`
+
+// Review reads the retention review for the catalog's tools and every tool
+// of the store, all as of one database time.
+func (s *Store) Review(ctx context.Context, catalog map[string]ToolPolicy) (r Review, err error) {
+	err = s.snapshot(ctx, func(q querier) error {
+		r, err = s.reviewIn(ctx, q, catalog)
+		return err
+	})
+	return r, err
+}
+
+func (s *Store) reviewIn(ctx context.Context, q querier, catalog map[string]ToolPolicy) (Review, error) {
+	var r Review
+	var every bool
+	var tenants, inStore []string
+	if err := q.QueryRow(ctx, storeToolsSQL).Scan(&r.DBTime, &every, &tenants, &inStore); err != nil {
+		return r, fmt.Errorf("list the store's tools: %w", err)
+	}
+	r.Scoped = !every
+	names := slices.Clone(inStore)
+	for name := range catalog {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	tools := make(map[string]*ToolReview, len(names))
+	retention := make([]int64, len(names))
+	r.Tools = make([]ToolReview, len(names))
+	for i, name := range names {
+		t := &r.Tools[i]
+		p, known := catalog[name]
+		*t = ToolReview{Tool: name, InCatalog: known, InStore: slices.Contains(inStore, name),
+			Retention: p.Retention, RetryWindow: p.RetryWindow, AfterExpiry: p.AfterExpiry}
+		if t.Retention <= 0 {
+			t.Retention = ops.DefaultRetention
+		}
+		if t.RetryWindow <= 0 {
+			t.RetryWindow = t.Retention
+		}
+		if t.AfterExpiry == "" {
+			t.AfterExpiry = "reexecute"
+		}
+		tools[name] = t
+		retention[i] = t.Retention.Microseconds()
+	}
+	rows, err := q.Query(ctx, reviewSQL, names, retention, CountCap+1, s.opts.StuckAfter.Microseconds(), tenants)
+	if err != nil {
+		return r, fmt.Errorf("read the retention figures: %w", err)
+	}
+	var (
+		tool                                  string
+		in24h, in7d, unheld, held, conflicted int64
+		stuckPast                             int64
+		id                                    *int64
+		leasedAt, leaseExpiresAt              *time.Time
+		stuck                                 *bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&tool, &in24h, &in7d, &unheld, &held, &conflicted,
+		&id, &leasedAt, &leaseExpiresAt, &stuck, &stuckPast}, func() error {
+		t := tools[tool]
+		t.Expiring24h, t.Expiring7d, t.Purgeable = Count{N: in24h}, Count{N: in7d}, Count{N: unheld}
+		t.Held, t.Conflicted = held, conflicted
+		t.StuckPastRetention = Count{N: stuckPast}
+		if id != nil {
+			t.OldestPending = &PendingRef{ID: *id, LeasedAt: *leasedAt, LeaseExpiresAt: *leaseExpiresAt, Stuck: *stuck}
+		}
+		return nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("read the retention figures: %w", err)
+	}
+	if err := estimateReview(ctx, q, &r); err != nil {
+		return r, err
+	}
+	for i := range r.Tools {
+		t := &r.Tools[i]
+		// The expired records are the unheld and the held ones; a purge
+		// takes the unheld ones without unreviewed conflicts.
+		t.Expired = t.Purgeable.add(t.Held)
+		t.Purgeable.N = max(0, t.Purgeable.N-t.Conflicted)
+		t.Warnings = warnings(*t)
+	}
+	return r, nil
+}
+
+// estimateReview replaces the counts that reached the cap: with the
+// planner's estimate of the tool's rows when the role sees every tenant,
+// else with the lower bound counted.
+func estimateReview(ctx context.Context, q querier, r *Review) error {
+	batch := &pgx.Batch{}
+	for i := range r.Tools {
+		t := &r.Tools[i]
+		for _, c := range []struct {
+			n    *Count
+			cond string
+		}{
+			{&t.Expiring24h, "expires_at > now() AND expires_at <= now() + interval '24 hours'"},
+			{&t.Expiring7d, "expires_at > now() AND expires_at <= now() + interval '7 days'"},
+			{&t.Purgeable, "expires_at <= now() AND NOT held"},
+			{&t.StuckPastRetention, ""},
+		} {
+			if c.n.N <= CountCap {
+				continue
+			}
+			if r.Scoped || c.cond == "" {
+				*c.n = Count{N: CountCap, AtLeast: true} // it counted CountCap+1
+				continue
+			}
+			batch.Queue("EXPLAIN (FORMAT JSON) SELECT FROM opsdesk.operations WHERE state = 'completed' AND tool = $1 AND "+c.cond,
+				t.Tool).QueryRow(func(row pgx.Row) error {
+				var plan []byte
+				if err := row.Scan(&plan); err != nil {
+					return err
+				}
+				estimate, err := planRows(plan)
+				// Never below what was counted: statistics may lag behind.
+				*c.n = Count{N: max(int64(estimate), CountCap+1), Estimated: true}
+				return err
+			})
+		}
+	}
+	if batch.Len() == 0 {
+		return nil
+	}
+	if err := q.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("estimate the retention figures: %w", err)
+	}
+	return nil
+}
+
+// warnings are what an operator must see in a tool's review.
+func warnings(t ToolReview) []string {
+	var w []string
+	if !t.InCatalog {
+		w = append(w, fmt.Sprintf("not in the catalog: its retry window and after_expiry are unknown here; "+
+			"figures assume the library's default retention (%s)", span(t.Retention)))
+	}
+	if t.InCatalog && t.Retention < t.RetryWindow {
+		gets := "finds no record and runs again"
+		if t.AfterExpiry == "reject" {
+			gets = "gets ErrExpired instead of its result"
+		}
+		w = append(w, fmt.Sprintf("retention %s is shorter than the retry window %s: a retry in between %s",
+			span(t.Retention), span(t.RetryWindow), gets))
+	}
+	if n := t.StuckPastRetention; n.N > 0 {
+		w = append(w, fmt.Sprintf("%s stuck for longer than the retention %s: their callers have likely given up; reconcile them",
+			countText(n, "record", "records"), span(t.Retention)))
+	}
+	return w
+}
+
+// span writes a policy's duration in its largest whole unit: 7d, 36h, 90m.
+func span(d time.Duration) string {
+	switch {
+	case d > 0 && d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	case d > 0 && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d > 0 && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}
+
+// countText writes a count with its noun: "1 record", "1000+ records",
+// "~52000 records".
+func countText(c Count, one, many string) string {
+	switch {
+	case c.AtLeast:
+		return fmt.Sprintf("%d+ %s", c.N, many)
+	case c.Estimated:
+		return fmt.Sprintf("~%d %s", c.N, many)
+	case c.N == 1:
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", c.N, many)
+}
