@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,19 +12,20 @@ import (
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ui"
 )
 
 func newRetentionCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "retention",
-		Short: "Purge completed records whose retention ended (admins of every tenant)",
+		Short: "Review what expires, purge what expired, hold records",
 		Args:  exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
-			return usagef("retention needs a command: purge (see opsdesk retention --help)")
+			return usagef("retention needs a command: review, purge, hold or release (see opsdesk retention --help)")
 		},
 	}
 	addGlobalFlags(cmd.PersistentFlags(), g)
-	cmd.AddCommand(newPurgeCmd(g), newHoldCmd(g, true), newHoldCmd(g, false))
+	cmd.AddCommand(newReviewCmd(g), newPurgeCmd(g), newHoldCmd(g, true), newHoldCmd(g, false))
 	return cmd
 }
 
@@ -115,6 +117,97 @@ func matchingIDs(ctx context.Context, v *storeview.Store, f storeview.Filter) ([
 		}
 		q.After = page.Next
 	}
+}
+
+func newReviewCmd(g *globalFlags) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "review [-o table|json]",
+		Short: "Each tool's retention: what expires soon, what awaits a purge, and what is wrong",
+		Long: "For every tool of the store and of the catalog: its policy (retention, retry window,\n" +
+			"after_expiry), the completed records expiring within 24 hours and 7 days, the expired ones\n" +
+			"a purge would take and those it leaves (held, unreviewed conflicts), the longest-stuck\n" +
+			"pending record, and warnings. Counts above 1,000 are estimates (~), or lower bounds (+)\n" +
+			"for a role that sees some tenants; a purge's --dry-run counts exactly.",
+		Example: "  opsdesk retention review\n  opsdesk retention review -o json",
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			cfg, err := loadConfig(cmd, g)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			view, pool, err := openView(ctx, cfg.Context)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			r, err := view.Review(ctx, ReviewCatalog(cfg))
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), r)
+			}
+			return writeReview(cmd.OutOrStdout(), r)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table|json")
+	return cmd
+}
+
+// ReviewCatalog is what the catalog says of each tool's retention.
+func ReviewCatalog(cfg *config.Config) map[string]storeview.ToolPolicy {
+	out := make(map[string]storeview.ToolPolicy, len(cfg.Tools))
+	for name, t := range cfg.Tools {
+		out[name] = storeview.ToolPolicy{Retention: t.Retention, RetryWindow: t.RetryWindow, AfterExpiry: t.AfterExpiry}
+	}
+	return out
+}
+
+func writeReview(w io.Writer, r storeview.Review) error {
+	scope := "every tenant"
+	if r.Scoped {
+		scope = "the tenants you see"
+	}
+	fmt.Fprintf(w, "retention review of %s, db time %s\n\n", scope, r.DBTime.UTC().Format("2006-01-02 15:04:05 MST"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tRETENTION\tRETRY WINDOW\tAFTER EXPIRY\tEXPIRING 24H\t7D\tEXPIRED\tPURGEABLE\tHELD\tCONFLICTED\tOLDEST PENDING")
+	for _, t := range r.Tools {
+		name, retention, window, after := t.Tool, ui.ShortDuration(t.Retention), ui.ShortDuration(t.RetryWindow), t.AfterExpiry
+		if !t.InCatalog {
+			name, retention, window, after = name+" (not in catalog)", retention+" (default)", "?", "?"
+		}
+		oldest := "-"
+		if p := t.OldestPending; p != nil {
+			oldest = fmt.Sprintf("#%d lease %s", p.ID, ui.Relative(p.LeaseExpiresAt.Sub(r.DBTime)))
+			if p.Stuck {
+				oldest += " (stuck)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", ui.Clean(name),
+			retention, window, after,
+			ui.ReviewFigure(t.Expiring24h), ui.ReviewFigure(t.Expiring7d), ui.ReviewFigure(t.Expired),
+			ui.ReviewFigure(t.Purgeable), t.Held, t.Conflicted, oldest)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	n := r.Warnings()
+	if n == 0 {
+		_, err := fmt.Fprintln(w, "\nno warnings")
+		return err
+	}
+	fmt.Fprintf(w, "\n%d warnings:\n", n)
+	for _, t := range r.Tools {
+		for _, warn := range t.Warnings {
+			fmt.Fprintf(w, "  ⚠ %s: %s\n", ui.Clean(t.Tool), warn)
+		}
+	}
+	return nil
 }
 
 type purgeOptions struct {

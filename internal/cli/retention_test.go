@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
 func TestRetentionPurge(t *testing.T) {
@@ -97,4 +99,41 @@ func TestRetentionHoldAndRelease(t *testing.T) {
 	code, _, errOut = run("retention", "hold", mail, "--reason", "x", "--config", personConfig(t, operator, ""))
 	require.Equal(t, ExitFailure, code)
 	require.Contains(t, errOut, "may not hold records")
+}
+
+func TestRetentionReview(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	// mail-1 (globex, send-email) is completed; its retention ended.
+	_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.operations SET expires_at = now() - interval '1 hour' WHERE key = 'mail-1'`)
+	require.NoError(t, err)
+	viewer := dbtest.NewPerson(t, d, "viewer", "*")
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("contexts:\n  test:\n    dsn: "+strconv.Quote(viewer.DSN)+"\n"+
+		"tools:\n  send-email:\n    effect: external_idempotent\n    retention: 12h\n    retry_window: 36h\n"+
+		"  create-ticket:\n    effect: local\n"), 0o600))
+
+	code, out, errOut := run("retention", "review", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "retention review of every tenant")
+	require.Regexp(t, `send-email +12h +1d12h +reexecute +0 +0 +1 +1 +0 +0 +-`, out)
+	require.Regexp(t, `charge-card \(not in catalog\) +7d \(default\) +\? +\? `, out)
+	require.Contains(t, out, "⚠ send-email: retention 12h is shorter than the retry window 36h")
+	require.Contains(t, out, "⚠ charge-card: not in the catalog")
+
+	code, out, errOut = run("retention", "review", "--config", cfg, "-o", "json")
+	require.Equal(t, ExitOK, code, errOut)
+	var r storeview.Review
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.Len(t, r.Tools, 3)
+	for _, tr := range r.Tools {
+		if tr.Tool == "send-email" {
+			require.Equal(t, storeview.Count{N: 1}, tr.Purgeable)
+			require.Len(t, tr.Warnings, 1)
+		}
+	}
+
+	code, _, errOut = run("retention", "review", "--config", cfg, "-o", "yaml")
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, errOut, `-o "yaml": one of table, json`)
 }
