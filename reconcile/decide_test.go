@@ -799,3 +799,24 @@ FROM (SELECT at, lag(at) OVER (ORDER BY seq) AS prev FROM opsdesk.audit WHERE te
 		ExpectVersion: fv + 1, Reason: strings.Repeat("😀", 600)})
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 }
+
+// Capabilities say what the database would allow: purging needs an admin
+// of every tenant, which the purge functions check too.
+func TestCapabilities(t *testing.T) {
+	d := dbtest.New(t)
+	for _, c := range []struct {
+		level, tenant string
+		want          reconcile.Capabilities
+	}{
+		{"viewer", "*", reconcile.Capabilities{}},
+		{"operator", "*", reconcile.Capabilities{Decide: true}},
+		{"admin", "acme", reconcile.Capabilities{Decide: true, Grant: true}},
+		{"admin", "*", reconcile.Capabilities{Decide: true, Grant: true, Purge: true}},
+	} {
+		p := dbtest.NewPerson(t, d, c.level, c.tenant)
+		got, err := (&reconcile.Desk{Pool: p.Pool}).Capabilities(t.Context())
+		require.NoError(t, err)
+		c.want.Role = p.Role
+		require.Equal(t, c.want, got, "%s of %s", c.level, c.tenant)
+	}
+}

@@ -36,7 +36,8 @@ type Desk struct {
 type Capabilities struct {
 	Role   string `json:"role"`
 	Decide bool   `json:"decide"` // decisions, acknowledgements, reveals
-	Grant  bool   `json:"grant"`  // access grants
+	Grant  bool   `json:"grant"`  // access grants, legal holds
+	Purge  bool   `json:"purge"`  // retention purges: an admin of every tenant
 }
 
 // Capabilities asks the database what the connected role may do.
@@ -44,7 +45,9 @@ func (d *Desk) Capabilities(ctx context.Context) (Capabilities, error) {
 	var c Capabilities
 	err := d.Pool.QueryRow(ctx, `
 SELECT session_user, pg_has_role(session_user, 'opsdesk_operator', 'MEMBER'),
-    pg_has_role(session_user, 'opsdesk_admin', 'MEMBER')`).Scan(&c.Role, &c.Decide, &c.Grant)
+    pg_has_role(session_user, 'opsdesk_admin', 'MEMBER'),
+    pg_has_role(session_user, 'opsdesk_admin', 'MEMBER') AND opsdesk.sees_every_tenant()`).
+		Scan(&c.Role, &c.Decide, &c.Grant, &c.Purge)
 	if err != nil {
 		return c, fmt.Errorf("read the role's capabilities: %w", err)
 	}

@@ -1,0 +1,28 @@
+package retention
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Purger purges one tool at a time for the console, as the person its
+// pool connects as, with the catalog's tombstone lifetimes.
+type Purger struct {
+	Pool *pgxpool.Pool
+	// TombstoneFor is each tool's tombstone lifetime (PurgeParams).
+	TombstoneFor map[string]time.Duration
+	DisplayName  string
+}
+
+// Count is the dry run of a purge of tool's expired records.
+func (p *Purger) Count(ctx context.Context, tool string) (int64, error) {
+	return Eligible(ctx, p.Pool, PurgeParams{Tool: tool})
+}
+
+// Purge purges tool's expired records, calling progress after each batch.
+func (p *Purger) Purge(ctx context.Context, tool, reason string, progress func(Progress)) (Result, error) {
+	return Purge(ctx, p.Pool, PurgeParams{Tool: tool, Reason: reason, DisplayName: p.DisplayName,
+		TombstoneFor: p.TombstoneFor}, progress)
+}
