@@ -139,12 +139,12 @@ func parseCommand(line string) (tea.Msg, error) {
 		return navMsg{to: screenOverview}, nil
 	case "q", "quit", "exit":
 		return tea.QuitMsg{}, nil
-	case "retention":
-		return noteMsg("the retention review arrives with the retention feature"), nil
+	case "retention", "review":
+		return navMsg{to: screenReview}, nil
 	case "audit":
 		return noteMsg("the audit trail arrives with the audit feature"), nil
 	}
-	return nil, fmt.Errorf("unknown command %q: try ops, stuck, conflicts, key TENANT/TOOL/KEY, overview, quit", name)
+	return nil, fmt.Errorf("unknown command %q: try ops, stuck, conflicts, key TENANT/TOOL/KEY, retention, overview, quit", name)
 }
 
 // parseIdentity reads TENANT/TOOL/KEY; the key may itself contain

@@ -164,15 +164,21 @@ func newDecide(d deps, dec Decider) *decideScreen {
 }
 
 func (s *decideScreen) input(placeholder string, limit int) textinput.Model {
+	return textInput(s.st, placeholder, limit)
+}
+
+// textInput is a one-line input in the console's looks, with a steady
+// cursor (a blinking one would redraw the screen twice a second).
+func textInput(st Styles, placeholder string, limit int) textinput.Model {
 	in := textinput.New()
 	in.Prompt = "> "
 	in.Placeholder = placeholder
 	in.CharLimit = limit
-	in.PromptStyle = s.st.Bold
-	in.TextStyle = s.st.Input
-	in.PlaceholderStyle = s.st.Muted
-	in.Cursor.Style = s.st.Selected
-	in.Cursor.TextStyle = s.st.Input
+	in.PromptStyle = st.Bold
+	in.TextStyle = st.Input
+	in.PlaceholderStyle = st.Muted
+	in.Cursor.Style = st.Selected
+	in.Cursor.TextStyle = st.Input
 	in.Cursor.SetMode(cursor.CursorStatic)
 	return in
 }

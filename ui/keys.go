@@ -37,6 +37,9 @@ type KeyMap struct {
 	AckConflicts key.Binding
 	Reveal       key.Binding
 	RevealIntent key.Binding
+	// Purge, on the retention review: offered only to a role the database
+	// lets purge.
+	Purge key.Binding
 	// Inside a decision's flow.
 	Next     key.Binding
 	Yes      key.Binding
@@ -76,6 +79,7 @@ func DefaultKeyMap() KeyMap {
 		AckConflicts: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "ack conflicts"), key.WithDisabled()),
 		Reveal:       key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "reveal result"), key.WithDisabled()),
 		RevealIntent: key.NewBinding(key.WithKeys("i"), key.WithHelp("i", "reveal intent"), key.WithDisabled()),
+		Purge:        key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "purge expired"), key.WithDisabled()),
 
 		Next:     key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "next"), key.WithDisabled()),
 		Yes:      key.NewBinding(key.WithKeys("y", "Y"), key.WithHelp("y", "yes, apply"), key.WithDisabled()),

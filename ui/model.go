@@ -85,6 +85,8 @@ type Model struct {
 	list     *listScreen
 	detail   *detailScreen
 	decide   *decideScreen
+	review   *reviewScreen
+	purge    *purgeScreen
 	stack    []screen
 }
 
@@ -125,6 +127,8 @@ func newModel(ctx context.Context, src Source, opts Options, r *lipgloss.Rendere
 		list:     newList(d),
 		detail:   newDetail(d),
 		decide:   newDecide(d, opts.Decider),
+		review:   newReview(d, opts.Catalog),
+		purge:    newPurge(d, opts.Purger),
 	}
 	m.connect.every = opts.Refresh
 	m.stack = []screen{m.connect}
@@ -173,7 +177,7 @@ func (m *Model) bodyHeight() int { return max(1, m.h-3) }
 func (m *Model) resize(w, h int) tea.Cmd {
 	m.w, m.h = w, h
 	m.help.Width = max(1, w-1)
-	for _, s := range []screen{m.connect, m.overview, m.list, m.detail, m.decide} {
+	for _, s := range []screen{m.connect, m.overview, m.list, m.detail, m.decide, m.review, m.purge} {
 		s.SetSize(w, m.bodyHeight())
 	}
 	if m.connected {
@@ -317,6 +321,15 @@ func (m *Model) navigate(n navMsg) tea.Cmd {
 		}
 		m.setStack(append(m.stack, m.decide)...)
 		return m.decide.start(n.flow, *n.rec)
+	case screenReview:
+		m.setStack(m.overview, m.review)
+		return m.review.fetch()
+	case screenPurge:
+		if n.tool == nil || !m.canPurge() || m.active() != m.review {
+			return nil
+		}
+		m.setStack(append(m.stack, m.purge)...)
+		return m.purge.start(*n.tool)
 	}
 	return nil
 }
@@ -346,6 +359,12 @@ func (m *Model) canDecide() bool {
 	return m.opts.writable() && m.capsKnown && m.caps.Decide
 }
 
+// canPurge tells whether the console offers purges: a Purger, not
+// read-only, and a role the database lets purge.
+func (m *Model) canPurge() bool {
+	return m.opts.Purger != nil && m.opts.writable() && m.capsKnown && m.caps.Purge
+}
+
 // askCaps asks the database once what the role may do; nil when the
 // console offers no writes, the answer is known or a question is out.
 func (m *Model) askCaps() tea.Cmd {
@@ -373,6 +392,7 @@ func (m *Model) onCaps(msg capsMsg) {
 	}
 	m.caps, m.capsKnown = msg.caps, true
 	m.detail.allow(m.canDecide())
+	m.review.allow(m.canPurge())
 }
 
 // deliver hands an answer to the screen that asked, if it is that
@@ -387,6 +407,8 @@ func (m *Model) deliver(r result) tea.Cmd {
 		s = m.list
 	case screenDetail:
 		s = m.detail
+	case screenReview:
+		s = m.review
 	default:
 		return nil
 	}

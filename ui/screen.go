@@ -77,6 +77,8 @@ type navMsg struct {
 	// For a decision's flow: what to do, on the record as shown.
 	flow flowKind
 	rec  *storeview.Detail
+	// For a purge: the tool, as the review showed it.
+	tool *storeview.ToolReview
 }
 
 // listOf opens the operations list with a filter.

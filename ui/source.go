@@ -18,6 +18,9 @@ type Source interface {
 	Get(ctx context.Context, id int64) (storeview.Detail, error)
 	GetByIdentity(ctx context.Context, tenant, tool, key string) (storeview.Detail, error)
 	Info(ctx context.Context) (storeview.Info, error)
+	// Review is the retention review of the catalog's and the store's
+	// tools.
+	Review(ctx context.Context, catalog map[string]storeview.ToolPolicy) (storeview.Review, error)
 }
 
 var _ Source = (*storeview.Store)(nil)
@@ -50,6 +53,11 @@ type Options struct {
 	// console offers no write at all: the keys are disabled, so help does
 	// not list them.
 	Decider Decider
+	// Catalog is each tool's retention policy, for the retention review.
+	Catalog map[string]storeview.ToolPolicy
+	// Purger runs retention purges from the review, for a role the
+	// database lets purge; nil (or ReadOnly) offers none.
+	Purger Purger
 }
 
 // writable tells whether the console may offer writes at all (the role's
@@ -76,6 +84,8 @@ const (
 	screenList
 	screenDetail
 	screenDecide
+	screenReview
+	screenPurge
 	// screenPrevious asks the root to leave the active screen.
 	screenPrevious
 )
@@ -117,6 +127,17 @@ func reachable(i storeview.Info, err error) bool {
 	// schema, say) still proves the database answers.
 	return err == nil || !i.DBTime.IsZero()
 }
+
+type reviewMsg struct {
+	seq int
+	r   storeview.Review
+	err error
+}
+
+func (m reviewMsg) owner() screenID { return screenReview }
+func (m reviewMsg) sequence() int   { return m.seq }
+func (m reviewMsg) asOf() time.Time { return m.r.DBTime }
+func (m reviewMsg) failure() error  { return m.err }
 
 type pageMsg struct {
 	seq  int
@@ -181,6 +202,11 @@ func (f fetcher) overview(seq int) tea.Cmd {
 	return run(f, f.src.Overview, func(ov storeview.Overview, err error) tea.Msg {
 		return overviewMsg{seq: seq, ov: ov, err: err}
 	})
+}
+
+func (f fetcher) review(seq int, catalog map[string]storeview.ToolPolicy) tea.Cmd {
+	return run(f, func(ctx context.Context) (storeview.Review, error) { return f.src.Review(ctx, catalog) },
+		func(r storeview.Review, err error) tea.Msg { return reviewMsg{seq: seq, r: r, err: err} })
 }
 
 func (f fetcher) list(seq int, q storeview.Query) tea.Cmd {

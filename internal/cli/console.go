@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ui"
 )
@@ -28,21 +29,32 @@ func runConsole(cmd *cobra.Command, g *globalFlags) error {
 		return err
 	}
 	defer pool.Close()
+	var writes *pgxpool.Pool
+	if !cfg.Context.ReadOnly {
+		writes, err = openConsoleWriter(ctx, cfg.Context)
+		if err != nil {
+			return err
+		}
+		defer writes.Close()
+	}
+	return ui.Run(ctx, view, consoleOptions(cfg, writes))
+}
+
+// consoleOptions are the console's settings for a context; writes, when
+// not nil, is the pool its decisions and purges go through.
+func consoleOptions(cfg *config.Config, writes *pgxpool.Pool) ui.Options {
 	opts := ui.Options{
 		Context:  cfg.Context.Name,
 		ReadOnly: cfg.Context.ReadOnly,
 		Refresh:  cfg.Context.Refresh,
 		Timeout:  statementTimeout,
+		Catalog:  ReviewCatalog(cfg),
 	}
-	if !cfg.Context.ReadOnly {
-		writes, err := openConsoleWriter(ctx, cfg.Context)
-		if err != nil {
-			return err
-		}
-		defer writes.Close()
+	if writes != nil {
 		opts.Decider = newDesk(writes, cfg)
+		opts.Purger = &retention.Purger{Pool: writes, TombstoneFor: tombstoneLifetimes(cfg), DisplayName: cfg.Context.DisplayName}
 	}
-	return ui.Run(ctx, view, opts)
+	return opts
 }
 
 // openConsoleWriter is the pool the console's decisions go through, as the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/charmbracelet/x/term"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/config"
@@ -24,7 +25,6 @@ import (
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
 	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -196,12 +196,12 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	}
 
 	if console {
-		view, desk, err := openDemoConsole(ctx, operatorDSN, catalog)
+		view, opts, pool, err := openDemoConsole(ctx, operatorDSN, catalog)
 		if err != nil {
 			return err
 		}
-		defer desk.Pool.Close()
-		err = ui.Run(ctx, view, ui.Options{Context: "demo", Refresh: 2 * time.Second, Timeout: statementTimeout, Decider: desk})
+		defer pool.Close()
+		err = ui.Run(ctx, view, opts)
 		if err != nil {
 			return err
 		}
@@ -322,27 +322,28 @@ ON CONFLICT (role, tenant) DO NOTHING;`)
 	return password, nil
 }
 
-// openDemoConsole opens the console's reads and decisions as demoOperator,
-// with the tools of the demo's catalog (lookups at the simulated
-// provider, runbooks, retentions). Closing the desk's pool closes both.
-func openDemoConsole(ctx context.Context, operatorDSN, catalog string) (*storeview.Store, *reconcile.Desk, error) {
+// openDemoConsole opens the console's reads, decisions and purges as
+// demoOperator, with the tools of the demo's catalog (lookups at the
+// simulated provider, runbooks, retentions), over one pool.
+func openDemoConsole(ctx context.Context, operatorDSN, catalog string) (*storeview.Store, ui.Options, *pgxpool.Pool, error) {
 	cfg, err := config.Load(config.Options{File: catalog, Context: "demo"})
 	if err != nil {
-		return nil, nil, fmt.Errorf("read the demo's catalog: %w", err)
+		return nil, ui.Options{}, nil, fmt.Errorf("read the demo's catalog: %w", err)
 	}
 	cfg.Context.DisplayName = "demo operator"
+	cfg.Context.Refresh = 2 * time.Second
 	poolCfg, err := db.PoolConfig(operatorDSN, "opsdesk demo console")
 	if err != nil {
-		return nil, nil, err
+		return nil, ui.Options{}, nil, err
 	}
 	storeview.ConfigurePool(poolCfg, statementTimeout)
 	poolCfg.MaxConns = 4
 	pool, err := db.Open(ctx, poolCfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, ui.Options{}, nil, err
 	}
 	view := storeview.New(pool, storeview.Options{StatementTimeout: statementTimeout})
-	return view, newDesk(pool, cfg), nil
+	return view, consoleOptions(cfg, pool), pool, nil
 }
 
 // superuserDSN is the demo database's DSN as the cluster's superuser, as a

@@ -200,12 +200,15 @@ func TestDemoConsoleRole(t *testing.T) {
 	catalog := filepath.Join(t.TempDir(), "opsdesk.yaml")
 	require.NoError(t, demo.WriteCatalog(catalog, demo.CatalogParams{DSN: superuserDSN(cluster), ProviderURL: provider.URL()}))
 
-	view, desk, err := openDemoConsole(ctx, operatorDSN, catalog)
+	view, opts, pool, err := openDemoConsole(ctx, operatorDSN, catalog)
 	require.NoError(t, err)
-	t.Cleanup(desk.Pool.Close)
+	t.Cleanup(pool.Close)
+	require.NotNil(t, opts.Purger, "the demo's operator may purge from the review")
+	require.Contains(t, opts.Catalog, demo.ToolChargeCard)
+	desk := opts.Decider.(*reconcile.Desk)
 	caps, err := desk.Capabilities(ctx)
 	require.NoError(t, err)
-	require.Equal(t, reconcile.Capabilities{Role: demoOperator, Decide: true, Grant: true}, caps)
+	require.Equal(t, reconcile.Capabilities{Role: demoOperator, Decide: true, Grant: true, Purge: true}, caps)
 	require.NotEmpty(t, desk.Runbook(demo.ToolChargeCard), "the catalog's runbooks reach the console")
 
 	admin, err := pgx.Connect(ctx, cluster.DSN(demoDatabase))
@@ -237,9 +240,9 @@ RETURNING id, version`).Scan(&id, &version))
 
 	password, err := createDemoOperator(ctx, admin)
 	require.NoError(t, err, "the role is reused")
-	_, desk2, err := openDemoConsole(ctx, cluster.DSN(demoDatabase)+" user="+demoOperator+" password="+password, catalog)
+	_, _, pool2, err := openDemoConsole(ctx, cluster.DSN(demoDatabase)+" user="+demoOperator+" password="+password, catalog)
 	require.NoError(t, err)
-	desk2.Pool.Close()
+	pool2.Close()
 }
 
 // buildOpsdesk builds the opsdesk binary into the test's directory.

@@ -1,0 +1,362 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/opsdesk/opsdesk/internal/retention"
+	"github.com/opsdesk/opsdesk/internal/storeview"
+)
+
+// Purger runs retention purges, one tool at a time. *retention.Purger
+// satisfies it; the database refuses a role that is not an admin of every
+// tenant.
+type Purger interface {
+	// Count is the dry run: how many of tool's records a purge takes now.
+	Count(ctx context.Context, tool string) (int64, error)
+	// Purge deletes them in batches, calling progress after each, and
+	// writes the run's audit record. Cancelled, it stops after a batch; a
+	// purge started again resumes the run.
+	Purge(ctx context.Context, tool, reason string, progress func(retention.Progress)) (retention.Result, error)
+}
+
+var _ Purger = (*retention.Purger)(nil)
+
+// purgeStep is where the purge flow is.
+type purgeStep int
+
+const (
+	purgeCounting purgeStep = iota
+	purgeReason
+	purgeConfirm
+	purgeRunning
+	purgeDone
+)
+
+type purgeCountMsg struct {
+	seq int
+	n   int64
+	err error
+}
+
+type purgeProgressMsg struct {
+	seq int
+	p   retention.Progress
+	ch  <-chan tea.Msg
+}
+
+type purgeDoneMsg struct {
+	seq int
+	res retention.Result
+	err error
+}
+
+// purgeScreen purges one tool's expired records from the retention review:
+// the dry run's count first, what the purge means, a reason, a
+// confirmation that defaults to No, then progress, stoppable, and the
+// run's audit record.
+type purgeScreen struct {
+	deps
+	navigator
+	purger Purger
+	w, h   int
+	seq    int
+	tool   storeview.ToolReview
+	step   purgeStep
+	count  int64
+	reason textinput.Model
+	// inputErr says why the reason was not taken.
+	inputErr string
+	cancel   context.CancelFunc
+	stopping bool
+	progress retention.Progress
+	res      retention.Result
+	err      error
+	started  time.Time
+}
+
+func newPurge(d deps, p Purger) *purgeScreen {
+	s := &purgeScreen{deps: d, purger: p}
+	s.reason = textInput(d.st, "why, for the audit trail", 2000)
+	s.updateKeys()
+	return s
+}
+
+func (s *purgeScreen) id() screenID         { return screenPurge }
+func (s *purgeScreen) Init() tea.Cmd        { return nil }
+func (s *purgeScreen) current(seq int) bool { return seq == s.seq }
+func (s *purgeScreen) asOf() time.Time      { return time.Time{} }
+func (s *purgeScreen) refresh() tea.Cmd     { return nil }
+
+func (s *purgeScreen) SetSize(w, h int) {
+	s.w, s.h = w, h
+	s.reason.Width = max(10, w-6)
+}
+
+// capturing: the reason takes every key, and a running purge answers esc
+// itself (it stops after the batch under way).
+func (s *purgeScreen) capturing() bool { return s.step == purgeReason || s.step == purgeRunning }
+
+// leave stops a running purge: its run resumes when purged again.
+func (s *purgeScreen) leave() {
+	if s.cancel != nil {
+		s.cancel()
+		s.cancel = nil
+	}
+}
+
+// start opens the flow on a tool of the review and runs the dry run.
+func (s *purgeScreen) start(t storeview.ToolReview) tea.Cmd {
+	s.leave()
+	s.seq++
+	*s = purgeScreen{deps: s.deps, purger: s.purger, w: s.w, h: s.h, seq: s.seq, tool: t, reason: s.reason}
+	s.reason.Reset()
+	s.reason.Blur()
+	s.updateKeys()
+	seq, tool := s.seq, t.Tool
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(s.f.ctx, s.f.timeout)
+		defer cancel()
+		n, err := s.purger.Count(ctx, tool)
+		return purgeCountMsg{seq: seq, n: n, err: err}
+	}
+}
+
+func (s *purgeScreen) back() (bool, tea.Cmd) {
+	switch s.step {
+	case purgeRunning:
+		s.stop()
+		return true, nil
+	case purgeConfirm:
+		s.step = purgeReason
+		s.updateKeys()
+		return true, s.reason.Focus()
+	}
+	return false, nil
+}
+
+func (s *purgeScreen) stop() {
+	if s.cancel != nil && !s.stopping {
+		s.stopping = true
+		s.cancel()
+	}
+}
+
+func (s *purgeScreen) updateKeys() {
+	k := &s.keys
+	k.Next.SetEnabled(s.step == purgeReason)
+	k.Next.SetHelp("enter", "next")
+	k.Yes.SetEnabled(s.step == purgeConfirm)
+	k.Yes.SetHelp("y", "yes, purge")
+	k.No.SetEnabled(s.step == purgeConfirm)
+	k.No.SetHelp("n/enter", "no")
+	k.Cancel.SetEnabled(s.step == purgeReason || s.step == purgeRunning && !s.stopping)
+	k.Cancel.SetHelp("esc", "cancel")
+	if s.step == purgeRunning {
+		k.Cancel.SetHelp("esc", "stop after this batch")
+	}
+}
+
+// ShortHelp implements help.KeyMap.
+func (s *purgeScreen) ShortHelp() []key.Binding {
+	return []key.Binding{s.keys.Next, s.keys.Yes, s.keys.No, s.keys.Cancel}
+}
+
+// FullHelp implements help.KeyMap.
+func (s *purgeScreen) FullHelp() [][]key.Binding { return [][]key.Binding{s.ShortHelp()} }
+
+func (s *purgeScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	var cmd tea.Cmd
+	switch msg := msg.(type) {
+	case purgeCountMsg:
+		if msg.seq != s.seq || s.step != purgeCounting {
+			return s, nil
+		}
+		s.count, s.err = msg.n, msg.err
+		switch {
+		case msg.err != nil || msg.n == 0:
+			s.step = purgeDone
+		default:
+			s.step = purgeReason
+			cmd = s.reason.Focus()
+		}
+	case purgeProgressMsg:
+		if msg.seq != s.seq {
+			return s, nil
+		}
+		s.progress = msg.p
+		cmd = wait(msg.ch)
+	case purgeDoneMsg:
+		if msg.seq != s.seq {
+			return s, nil
+		}
+		s.step, s.res, s.err, s.cancel = purgeDone, msg.res, msg.err, nil
+	case tea.KeyMsg:
+		cmd = s.key(msg)
+	default:
+		if s.step == purgeReason {
+			s.reason, cmd = s.reason.Update(msg)
+		}
+	}
+	s.updateKeys()
+	return s, cmd
+}
+
+func (s *purgeScreen) key(msg tea.KeyMsg) tea.Cmd {
+	switch s.step {
+	case purgeReason:
+		switch {
+		case key.Matches(msg, s.keys.Cancel):
+			s.goTo(navMsg{to: screenPrevious})
+			return nil
+		case key.Matches(msg, s.keys.Next):
+			if strings.TrimSpace(s.reason.Value()) == "" {
+				s.inputErr = "a reason is required: it goes into the audit trail"
+				return nil
+			}
+			s.inputErr = ""
+			s.reason.Blur()
+			s.step = purgeConfirm
+			return nil
+		}
+		var cmd tea.Cmd
+		s.reason, cmd = s.reason.Update(msg)
+		return cmd
+	case purgeConfirm:
+		switch {
+		case key.Matches(msg, s.keys.Yes):
+			return s.run()
+		case key.Matches(msg, s.keys.No), msg.Type == tea.KeyEnter:
+			// enter is No: the confirmation defaults to it.
+			s.goTo(navMsg{to: screenPrevious})
+		}
+	case purgeRunning:
+		if key.Matches(msg, s.keys.Cancel) {
+			s.stop()
+		}
+	}
+	return nil
+}
+
+// run starts the purge in the background; its progress and its end come
+// back as messages through a channel, one at a time.
+func (s *purgeScreen) run() tea.Cmd {
+	ctx, cancel := context.WithCancel(s.f.ctx)
+	s.cancel, s.step, s.started = cancel, purgeRunning, time.Now()
+	seq, tool, reason, purger := s.seq, s.tool.Tool, strings.TrimSpace(s.reason.Value()), s.purger
+	ch := make(chan tea.Msg, 1)
+	go func() {
+		defer cancel()
+		res, err := purger.Purge(ctx, tool, reason, func(p retention.Progress) {
+			select {
+			case ch <- purgeProgressMsg{seq: seq, p: p, ch: ch}:
+			case <-ctx.Done():
+			}
+		})
+		ch <- purgeDoneMsg{seq: seq, res: res, err: err}
+	}()
+	return wait(ch)
+}
+
+// wait delivers the next message of a running purge.
+func wait(ch <-chan tea.Msg) tea.Cmd {
+	return func() tea.Msg { return <-ch }
+}
+
+func (s *purgeScreen) View() string {
+	w := max(1, s.w)
+	t := s.tool
+	lines := []string{s.st.Title.Render(truncate(" Purge expired records of "+Clean(t.Tool), w)), ""}
+	add := func(text string) {
+		for _, l := range wrap(text, w-3) {
+			lines = append(lines, "   "+l)
+		}
+	}
+	window := ShortDuration(t.RetryWindow)
+	if !t.InCatalog {
+		window = "7d"
+	}
+	switch s.step {
+	case purgeCounting:
+		add("counting what a purge would take now…")
+	case purgeReason, purgeConfirm:
+		add(fmt.Sprintf("%s records would be purged: completed, retention ended, not held, no unreviewed conflicts.", count(s.count)))
+		add("They are deleted for good. Each leaves a tombstone for " + window + " (the retry window), so a lookup says " +
+			"it was purged; " + lateRetry(t) + " Pending, held and conflicted records stay.")
+		lines = append(lines, "")
+		if s.step == purgeReason {
+			add("Reason (required, kept in the audit trail):")
+			lines = append(lines, "   "+s.reason.View())
+			if s.inputErr != "" {
+				lines = append(lines, "   "+s.st.Error.Render(truncate("✗ "+s.inputErr, w-3)))
+			}
+			break
+		}
+		add("Reason: " + Clean(strings.TrimSpace(s.reason.Value())))
+		lines = append(lines, "")
+		lines = append(lines, "   "+s.st.Bold.Render(truncate(fmt.Sprintf("Purge %s records of %s? [y/N]", count(s.count), Clean(t.Tool)), w-3)))
+	case purgeRunning:
+		lines = append(lines, "   "+s.bar(w-3))
+		add(fmt.Sprintf("purged %s of about %s, %d batches, %s", count(s.progress.Purged), count(s.count),
+			s.progress.Batches, ShortDuration(time.Since(s.started))))
+		if s.stopping {
+			add("stopping after the batch under way; purge the tool again to resume the run")
+		} else {
+			add("esc stops after the batch under way; the run resumes when purged again")
+		}
+	case purgeDone:
+		switch {
+		case s.err != nil && !s.started.IsZero():
+			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ the purge stopped", w-3)))
+			add(fmt.Sprintf("%s records were purged before it stopped: %s", count(s.progress.Purged), Clean(s.err.Error())))
+			add("Purge the tool again to resume the run; its audit record is written when it finishes.")
+		case s.err != nil:
+			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ could not count what a purge would take: "+Clean(s.err.Error()), w-3)))
+			add("Nothing was purged.")
+		case s.started.IsZero():
+			add("Nothing to purge: no completed record of " + Clean(t.Tool) + " has an ended retention that a purge may take.")
+		default:
+			lines = append(lines, "   "+s.st.Completed.Render(truncate(fmt.Sprintf("✓ purged %s records", count(s.res.Purged)), w-3)))
+			add(fmt.Sprintf("run %d; audit record %s#%d", s.res.Run, auditChain(s.res.AuditTenant), s.res.AuditSeq))
+		}
+		lines = append(lines, "")
+		add("esc returns to the retention review")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// lateRetry says what a retry of a purged identity gets, by the policy.
+func lateRetry(t storeview.ToolReview) string {
+	if !t.InCatalog {
+		return "the catalog does not know this tool's window or after_expiry: a late retry runs again as new work."
+	}
+	if t.AfterExpiry == "reject" {
+		return "a late retry within it gets ErrExpired, later it runs again."
+	}
+	return "a late retry runs again as new work."
+}
+
+// auditChain names an audit chain: a tenant, or "global".
+func auditChain(tenant string) string {
+	if tenant == "" {
+		return "global"
+	}
+	return Clean(tenant)
+}
+
+// bar is the purge's progress against the dry run's count.
+func (s *purgeScreen) bar(w int) string {
+	w = max(10, min(w, 60))
+	frac := 0.0
+	if s.count > 0 {
+		frac = min(1, float64(s.progress.Purged)/float64(s.count))
+	}
+	fill := int(frac * float64(w-2))
+	return "[" + strings.Repeat("#", fill) + strings.Repeat(".", w-2-fill) + "] " + fmt.Sprintf("%3.0f%%", frac*100)
+}
