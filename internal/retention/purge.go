@@ -97,7 +97,10 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 	prog.Run = res.Run
 	for {
 		var n int64
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// READ COMMITTED whatever the database's default: the check that
+		// no conflict points at a deleted record reads the latest
+		// committed conflicts (migration 00010).
+		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, `SELECT opsdesk.purge_batch($1, $2)`, res.Run, size).Scan(&n)
 		})
 		if err != nil {

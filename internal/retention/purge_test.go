@@ -1,6 +1,7 @@
 package retention_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"testing"
@@ -221,4 +222,123 @@ func TestLegalHold(t *testing.T) {
 
 	require.Equal(t, []string{"hold:set", "hold:set", "hold:release"},
 		keys(t, d, `SELECT action FROM opsdesk.audit WHERE action LIKE 'hold:%' ORDER BY at, seq`))
+}
+
+// The foreign key from conflicts to their records is kept by triggers
+// (migration 00010): a conflict never points at nothing, whoever tries.
+func TestConflictsKeepTheirRecord(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	ctx := t.Context()
+	const conflict = `INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner)
+VALUES ('acme', 'create-ticket', $1, 1, '1', decode(repeat('ee', 32), 'hex'), decode(repeat('01', 32), 'hex'), 'w')`
+	requireFKViolation := func(t *testing.T, err error) {
+		t.Helper()
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr)
+		require.Equal(t, "23503", pgErr.Code, pgErr.Message)
+		require.Equal(t, "conflicts_operation_fkey", pgErr.ConstraintName)
+	}
+
+	t.Run("NoConflictWithoutItsRecord", func(t *testing.T) {
+		_, err := d.Service.Exec(ctx, conflict, "no-such-key")
+		requireFKViolation(t, err)
+	})
+	t.Run("NoRecordGoesWhileConflictsPointAtIt", func(t *testing.T) {
+		for _, sql := range []string{
+			`DELETE FROM opsdesk.operations WHERE key = 'reviewed-1'`,
+			`DELETE FROM opsdesk.operations WHERE key IN ('gone-1', 'conflicted-1')`,
+			`UPDATE opsdesk.operations SET key = 'renamed' WHERE key = 'conflicted-1'`,
+			`TRUNCATE opsdesk.operations`,
+		} {
+			_, err := d.Admin.Exec(ctx, sql)
+			requireFKViolation(t, err)
+		}
+		var n int
+		require.NoError(t, d.Admin.QueryRow(ctx, `SELECT count(*) FROM opsdesk.operations`).Scan(&n))
+		require.Equal(t, 14, n)
+	})
+	t.Run("DeletesOnlyUnderReadCommitted", func(t *testing.T) {
+		err := pgx.BeginTxFunc(ctx, d.Admin, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `DELETE FROM opsdesk.operations WHERE key = 'kept-1'`)
+			return err
+		})
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr)
+		require.Equal(t, "25000", pgErr.Code)
+	})
+	t.Run("ConflictRecordedDuringAPurgeFails", func(t *testing.T) {
+		// The purge holds gone-1 (deleted, not yet committed); the
+		// library records a conflict against it, waits, and fails once
+		// the purge commits: no conflict is left pointing at nothing.
+		tx, err := admin.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck
+		var run int64
+		require.NoError(t, tx.QueryRow(ctx, `SELECT opsdesk.purge_start(NULL, NULL, '{}', 'race')`).Scan(&run))
+		var n int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT opsdesk.purge_batch($1, 100)`, run).Scan(&n))
+		require.Equal(t, 9, n)
+		done := make(chan error, 1)
+		go func() {
+			_, err := d.Service.Exec(ctx, conflict, "gone-1")
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			t.Fatalf("the conflict did not wait for the purge: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		require.NoError(t, tx.Commit(ctx))
+		requireFKViolation(t, <-done)
+		require.Equal(t, []string{"conflicted-1"}, keys(t, d, `SELECT key FROM opsdesk.conflicts`))
+	})
+}
+
+// An identity purged, created again and purged again keeps one
+// tombstone: the latest record's.
+func TestPurgeAgainRenewsTheTombstone(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	ctx := t.Context()
+	p := retention.PurgeParams{Reason: "weekly", Tool: "send-email"}
+	res, err := retention.Purge(ctx, admin.Pool, p, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, res.Purged)
+	var first int64
+	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT operation_id FROM opsdesk.tombstones WHERE key = 'gone-1'`).Scan(&first))
+
+	var again int64
+	require.NoError(t, d.Admin.QueryRow(ctx, `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, completed_at, expires_at)
+VALUES ('globex', 'send-email', 'gone-1', '1', decode(repeat('04', 32), 'hex'), 'external_idempotent', 'completed', 'succeeded', 'w',
+    now(), now(), now(), now() - interval '1 second')
+RETURNING id`).Scan(&again))
+	res, err = retention.Purge(ctx, admin.Pool, p, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Purged)
+
+	var stones int
+	var id int64
+	var fingerprint []byte
+	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT count(*) OVER (), operation_id, fingerprint FROM opsdesk.tombstones
+WHERE tool = 'send-email' AND key = 'gone-1'`).Scan(&stones, &id, &fingerprint))
+	require.Equal(t, 1, stones)
+	require.NotEqual(t, first, again)
+	require.Equal(t, again, id, "the tombstone is the latest record's")
+	require.Equal(t, bytes.Repeat([]byte{4}, 32), fingerprint)
+}
+
+// A database whose default is REPEATABLE READ still purges: each batch
+// asks for READ COMMITTED, which the conflicts check needs.
+func TestPurgeUnderRepeatableReadDefault(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	_, err := d.Admin.Exec(t.Context(), `ALTER DATABASE `+pgx.Identifier{d.Name}.Sanitize()+
+		` SET default_transaction_isolation = 'repeatable read'`)
+	require.NoError(t, err)
+	res, err := retention.Purge(t.Context(), dbtest.Pool(t, admin.DSN), retention.PurgeParams{Reason: "weekly"}, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 9, res.Purged)
 }
