@@ -214,6 +214,7 @@ type purgeOptions struct {
 	Tool, Before, Reason string
 	DryRun, Yes          bool
 	Batch                int
+	Yield                float64
 }
 
 func newPurgeCmd(g *globalFlags) *cobra.Command {
@@ -230,7 +231,7 @@ func newPurgeCmd(g *globalFlags) *cobra.Command {
 			"  opsdesk retention purge --tool create-ticket --before 2026-11-01T00:00:00Z --yes",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p := retention.PurgeParams{Tool: opts.Tool, Reason: opts.Reason, BatchSize: opts.Batch}
+			p := retention.PurgeParams{Tool: opts.Tool, Reason: opts.Reason, BatchSize: opts.Batch, Yield: opts.Yield}
 			if opts.Before != "" {
 				t, err := time.Parse(time.RFC3339, opts.Before)
 				if err != nil {
@@ -240,6 +241,9 @@ func newPurgeCmd(g *globalFlags) *cobra.Command {
 			}
 			if opts.Batch < 1 || opts.Batch > 10000 {
 				return usagef("--batch %d: between 1 and 10000", opts.Batch)
+			}
+			if opts.Yield < 0 || opts.Yield > 100 {
+				return usagef("--yield %g: between 0 and 100", opts.Yield)
 			}
 			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
 				p.TombstoneFor = tombstoneLifetimes(w.cfg)
@@ -255,8 +259,15 @@ func newPurgeCmd(g *globalFlags) *cobra.Command {
 	f.BoolVar(&opts.Yes, "yes", false, "purge without asking (required unless --dry-run)")
 	f.StringVar(&opts.Reason, "reason", "retention purge", "why: kept in the audit trail")
 	f.IntVar(&opts.Batch, "batch", 1000, "records per transaction")
+	f.Float64Var(&opts.Yield, "yield", defaultYield,
+		"after each batch, wait this many times as long as the batch took, leaving the server to the library (0: no wait)")
 	return cmd
 }
+
+// defaultYield is the purge's pause after each batch, as a multiple of
+// the batch's time: docs/benchmarks.md, "Purging under library traffic
+// (issue 5, second measurement)".
+const defaultYield = 0.0
 
 // tombstoneLifetimes is each catalog tool's retry window, else its
 // retention.

@@ -25,7 +25,7 @@ func TestRetentionPurge(t *testing.T) {
 		"tools:\n  send-email:\n    effect: external_idempotent\n    retry_window: 36h\n"), 0o600))
 
 	for _, args := range [][]string{
-		{"--before", "yesterday"}, {"--batch", "0"},
+		{"--before", "yesterday"}, {"--batch", "0"}, {"--yield", "-1"},
 	} {
 		code, _, _ := run(append([]string{"retention", "purge", "--config", cfg}, args...)...)
 		require.Equal(t, ExitUsage, code, args)

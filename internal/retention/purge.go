@@ -31,6 +31,12 @@ type PurgeParams struct {
 	DisplayName  string
 	// BatchSize is the records per transaction (default 1,000).
 	BatchSize int
+	// Yield paces the purge for the library's sake: after each batch it
+	// waits Yield times as long as the batch took (0: no wait), so that
+	// at Yield 1 it works at most half the time. On a server with no
+	// cores to spare the library's throughput and the purge's speed trade
+	// against each other (docs/benchmarks.md).
+	Yield float64
 }
 
 // Progress is a running purge's state after a batch.
@@ -97,6 +103,7 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 	prog.Run = res.Run
 	for {
 		var n int64
+		t0 := time.Now()
 		// READ COMMITTED whatever the database's default: the check that
 		// no conflict points at a deleted record reads the latest
 		// committed conflicts (migration 00010).
@@ -114,6 +121,11 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 		if progress != nil {
 			progress(prog)
 		}
+		if p.Yield > 0 {
+			if err := sleep(ctx, time.Duration(p.Yield*float64(time.Since(t0)))); err != nil {
+				return res, fmt.Errorf("purge run %d, after %d records: %w (run the purge again to resume)", res.Run, prog.Purged, err)
+			}
+		}
 	}
 	err = pool.QueryRow(ctx, `SELECT audit_tenant, audit_seq, purged FROM opsdesk.purge_finish($1, $2)`, res.Run, nullable(p.DisplayName)).
 		Scan(&res.AuditTenant, &res.AuditSeq, &res.Purged)
@@ -121,6 +133,18 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 		return res, fmt.Errorf("finish purge run %d: %w", res.Run, err)
 	}
 	return res, nil
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func tool(p PurgeParams) *string {

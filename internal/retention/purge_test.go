@@ -342,3 +342,24 @@ func TestPurgeUnderRepeatableReadDefault(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 9, res.Purged)
 }
+
+// A purge that yields between batches stops when its context ends, even
+// while it waits, and resumes.
+func TestYieldingPurgeStopsAndResumes(t *testing.T) {
+	t.Parallel()
+	_, admin := setup(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	p := retention.PurgeParams{Reason: "weekly", BatchSize: 2, Yield: 1000}
+	var seen []retention.Progress
+	_, err := retention.Purge(ctx, admin.Pool, p, func(pr retention.Progress) {
+		seen = append(seen, pr)
+		cancel() // while the purge waits its 1,000 batch times
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Len(t, seen, 1, "it stopped in the wait after the first batch")
+	p.Yield = 0
+	res, err := retention.Purge(t.Context(), admin.Pool, p, nil)
+	require.NoError(t, err)
+	require.Equal(t, seen[0].Run, res.Run)
+	require.EqualValues(t, 9, res.Purged)
+}
