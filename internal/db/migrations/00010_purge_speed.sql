@@ -140,14 +140,20 @@ BEGIN
         WHERE g.conflict_count > 0 AND c.tenant = g.tenant AND c.tool = g.tool AND c.key = g.key
           AND c.reviewed_at IS NOT NULL
     ), stones AS (
-        SELECT g.tenant, g.tool, g.key, g.id, g.fingerprint, t.ctid AS stone,
+        -- A subquery per record, not a join: the tombstones grow during
+        -- a purge faster than their statistics, and a join planned on
+        -- stale ones read every tombstone in every batch.
+        SELECT g.tenant, g.tool, g.key, g.id, g.fingerprint,
+            (SELECT t.ctid FROM opsdesk.tombstones t WHERE t.tenant = g.tenant AND t.tool = g.tool AND t.key = g.key) AS stone,
             now() + coalesce((r.tombstone_for->>g.tool)::numeric, (r.tombstone_for->>'*')::numeric, 604800)
                 * interval '1 second' AS expires_at
-        FROM gone g LEFT JOIN opsdesk.tombstones t ON t.tenant = g.tenant AND t.tool = g.tool AND t.key = g.key
+        FROM gone g
     ), renewed AS (
         UPDATE opsdesk.tombstones t
         SET operation_id = s.id, fingerprint = s.fingerprint, purged_at = now(), expires_at = s.expires_at
-        FROM stones s WHERE s.stone IS NOT NULL AND t.ctid = s.stone
+        FROM stones s
+        -- By row address, whatever the statistics say (as above).
+        WHERE t.ctid = ANY (ARRAY(SELECT s.stone FROM stones s WHERE s.stone IS NOT NULL)) AND t.ctid = s.stone
     ), added AS (
         INSERT INTO opsdesk.tombstones (tenant, tool, key, operation_id, fingerprint, purged_at, expires_at)
         SELECT s.tenant, s.tool, s.key, s.id, s.fingerprint, now(), s.expires_at FROM stones s WHERE s.stone IS NULL
