@@ -12,6 +12,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,6 +57,9 @@ type ReadOpts struct {
 	// Tenant, when set, reads that tenant's chain only; "" is the chain of
 	// events outside any tenant.
 	Tenant *string
+	// AfterSeq keeps the records after this seq (of every chain read);
+	// UpToSeq, when positive, those up to it.
+	AfterSeq, UpToSeq int64
 }
 
 // recordColumns reads event_id and details as text: their text is what
@@ -68,11 +72,15 @@ const recordColumns = `tenant, seq, event_id::text, at, role, display_name, acti
 // by (tenant, seq), one row at a time: a trail of millions of records is
 // never held in memory. An error from fn stops the read and is returned.
 func Read(ctx context.Context, q Querier, opts ReadOpts, fn func(Record) error) error {
-	sql := `SELECT ` + recordColumns + ` FROM opsdesk.audit`
-	var args []any
+	sql := `SELECT ` + recordColumns + ` FROM opsdesk.audit WHERE seq > $1`
+	args := []any{opts.AfterSeq}
+	if opts.UpToSeq > 0 {
+		args = append(args, opts.UpToSeq)
+		sql += ` AND seq <= $2`
+	}
 	if opts.Tenant != nil {
-		sql += ` WHERE tenant = $1`
 		args = append(args, *opts.Tenant)
+		sql += ` AND tenant = $` + strconv.Itoa(len(args))
 	}
 	// The primary key's order: an index scan, no sort.
 	sql += ` ORDER BY tenant, seq`

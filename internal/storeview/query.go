@@ -152,6 +152,49 @@ func likePattern(p string) string {
 	return strings.ReplaceAll(p, "*", "%")
 }
 
+// patterns keeps the rows whose column matches one of values: exactly,
+// or as a '*' pattern. No values: no condition.
+func (b *builder) patterns(column string, values []string) {
+	if len(values) == 0 {
+		return
+	}
+	var exact, patterns []string
+	for _, v := range values {
+		if strings.Contains(v, "*") {
+			patterns = append(patterns, likePattern(v))
+		} else {
+			exact = append(exact, v)
+		}
+	}
+	var alts []string
+	if len(exact) > 0 {
+		alts = append(alts, b.oneOfSQL(column, exact))
+	}
+	// One LIKE per pattern: the planner turns a LIKE with a known prefix
+	// into an index range, never a LIKE ANY.
+	for _, p := range patterns {
+		alts = append(alts, column+" LIKE "+b.arg(p))
+	}
+	b.conds = append(b.conds, "("+strings.Join(alts, " OR ")+")")
+}
+
+// oneOf keeps the rows whose column is one of values.
+func (b *builder) oneOf(column string, values []string) {
+	if len(values) > 0 {
+		b.conds = append(b.conds, b.oneOfSQL(column, values))
+	}
+}
+
+// oneOfSQL compares one value with =, so that the planner knows the column
+// is constant and an index that leads with it returns the rows in the
+// order of its other columns; several with = ANY.
+func (b *builder) oneOfSQL(column string, values []string) string {
+	if len(values) == 1 {
+		return column + " = " + b.arg(values[0])
+	}
+	return column + " = ANY(" + b.arg(values) + ")"
+}
+
 // apply adds the filter's conditions.
 func (b *builder) apply(f Filter, stuck string) {
 	// state:a,b is either; conflicted is one of the alternatives.
@@ -177,24 +220,7 @@ func (b *builder) apply(f Filter, stuck string) {
 	if len(f.IDs) > 0 {
 		b.where("o.id = ANY(%s)", f.IDs)
 	}
-	if len(f.Keys) > 0 {
-		var exact, patterns []string
-		for _, k := range f.Keys {
-			if strings.Contains(k, "*") {
-				patterns = append(patterns, likePattern(k))
-			} else {
-				exact = append(exact, k)
-			}
-		}
-		var alts []string
-		if len(exact) > 0 {
-			alts = append(alts, "o.key = ANY("+b.arg(exact)+")")
-		}
-		if len(patterns) > 0 {
-			alts = append(alts, "o.key LIKE ANY("+b.arg(patterns)+")")
-		}
-		b.conds = append(b.conds, "("+strings.Join(alts, " OR ")+")")
-	}
+	b.patterns("o.key", f.Keys)
 	if f.MinAge > 0 {
 		b.where("o.leased_at <= now() - %s * interval '1 microsecond'", f.MinAge.Microseconds())
 	}
