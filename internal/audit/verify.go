@@ -70,6 +70,10 @@ func (r *Report) Heads() []Head {
 type Chain struct {
 	Tenant  string `json:"tenant"`
 	Records int64  `json:"records"`
+	// From is set on a chain read from an export that starts after seq 1
+	// (a resumed export, or --since-seq): its first record, whose
+	// prev_hash anchors the chain, unverified, to the records before it.
+	From int64 `json:"from_seq,omitempty"`
 	// HeadSeq and HeadHash are the last record's, as stored.
 	HeadSeq  int64    `json:"head_seq"`
 	HeadHash HexBytes `json:"head_hash"`
@@ -99,6 +103,9 @@ type CheckpointResult struct {
 	// so they were not compared; NotSelected are those --tenant left out.
 	NotVisible  []string `json:"not_visible,omitempty"`
 	NotSelected []string `json:"not_selected,omitempty"`
+	// BeforeExport are chains of an export that starts after the head the
+	// checkpoint signed: not compared.
+	BeforeExport []string `json:"before_export,omitempty"`
 }
 
 // Break is a chain's first broken record.
@@ -172,7 +179,7 @@ SELECT now(), session_user,
 	slices.Sort(tenants)
 	rep.Tenants = append(rep.Tenants, tenants...)
 
-	v := verifier{rep: rep, signed: signed}
+	v := newVerifier(rep, signed, false)
 	if err := Read(ctx, tx, ReadOpts{Tenant: opts.Tenant}, v.add); err != nil {
 		return nil, readError(rep.Role, err)
 	}
@@ -183,8 +190,14 @@ SELECT now(), session_user,
 		return nil, readError(rep.Role, err)
 	}
 	v.compareHeads(heads)
+	rep.conclude()
+	return rep, nil
+}
 
+// conclude orders the chains and settles Break and OK.
+func (rep *Report) conclude() {
 	slices.SortFunc(rep.Chains, func(a, b Chain) int { return strings.Compare(a.Tenant, b.Tenant) })
+	rep.Break = nil
 	for _, c := range rep.Chains {
 		if c.Break != nil {
 			rep.Break = c.Break
@@ -192,7 +205,6 @@ SELECT now(), session_user,
 		}
 	}
 	rep.OK = rep.Break == nil && (rep.Checkpoint == nil || rep.Checkpoint.Problem == "")
-	return rep, nil
 }
 
 // readError maps a refused read to ErrNoAccess.
@@ -206,23 +218,35 @@ func readError(role string, err error) error {
 	return fmt.Errorf("verify audit: %w", err)
 }
 
-// verifier checks records as they stream, one chain at a time.
+// verifier checks records as they stream. Each chain's records come in
+// seq order; chains may interleave (concatenated exports do).
 type verifier struct {
 	rep    *Report
 	signed map[string]Head // the checkpoint's heads still to compare
-	cur    *Chain
-	seen   map[string]bool
+	chains map[string]*Chain
+	order  []string // chains in the order first seen
+	// anchor lets a chain start after seq 1, anchored by its first
+	// record's prev_hash: an export need not hold a chain from its start.
+	anchor bool
+}
+
+func newVerifier(rep *Report, signed map[string]Head, anchor bool) *verifier {
+	return &verifier{rep: rep, signed: signed, chains: map[string]*Chain{}, anchor: anchor}
 }
 
 func (v *verifier) add(r Record) error {
-	if v.cur == nil || v.cur.Tenant != r.Tenant {
-		v.finish()
-		v.cur = &Chain{Tenant: r.Tenant}
+	c := v.chains[r.Tenant]
+	if c == nil {
+		c = &Chain{Tenant: r.Tenant}
 		if h, ok := v.signed[r.Tenant]; ok {
-			v.cur.Checkpoint = &CheckedHead{Seq: h.Seq, Hash: h.Hash}
+			c.Checkpoint = &CheckedHead{Seq: h.Seq, Hash: h.Hash}
 		}
+		if v.anchor && r.Seq > 1 {
+			c.From, c.HeadSeq, c.HeadHash = r.Seq, r.Seq-1, r.PrevHash
+		}
+		v.chains[r.Tenant] = c
+		v.order = append(v.order, r.Tenant)
 	}
-	c := v.cur
 	c.Records++
 	// Whether the checkpoint's head is still there is worth saying even
 	// in a chain broken before it.
@@ -286,30 +310,32 @@ func short(h []byte) string {
 	return s
 }
 
-// finish closes the current chain: a chain shorter than its checkpoint
-// lost its tail.
+// finish closes the chains once every record was read: a chain shorter
+// than its checkpoint lost its tail.
 func (v *verifier) finish() {
-	c := v.cur
-	if c == nil {
-		return
+	for _, tenant := range v.order {
+		c := v.chains[tenant]
+		s := c.Checkpoint
+		switch {
+		case s == nil || c.Break != nil:
+		case c.HeadSeq < s.Seq:
+			c.Break = &Break{Tenant: c.Tenant, Seq: c.HeadSeq + 1, Reason: missing(c.HeadSeq+1, s.Seq) +
+				fmt.Sprintf(": the chain ends at seq %d, but the checkpoint signed seq %d: its tail was removed", c.HeadSeq, s.Seq)}
+		case c.From > s.Seq:
+			v.rep.Checkpoint.BeforeExport = append(v.rep.Checkpoint.BeforeExport, c.Tenant)
+		}
+		v.rep.Chains = append(v.rep.Chains, *c)
 	}
-	v.cur = nil
-	if v.seen == nil {
-		v.seen = map[string]bool{}
+	if v.rep.Checkpoint != nil {
+		slices.Sort(v.rep.Checkpoint.BeforeExport)
 	}
-	v.seen[c.Tenant] = true
-	if s := c.Checkpoint; s != nil && c.Break == nil && c.HeadSeq < s.Seq {
-		c.Break = &Break{Tenant: c.Tenant, Seq: c.HeadSeq + 1, Reason: missing(c.HeadSeq+1, s.Seq) +
-			fmt.Sprintf(": the chain ends at seq %d, but the checkpoint signed seq %d: its tail was removed", c.HeadSeq, s.Seq)}
-	}
-	v.rep.Chains = append(v.rep.Chains, *c)
 }
 
 // gone reports the checkpoint's chains that no record was read for: gone
 // when the role may see them, else not compared.
 func (v *verifier) gone() {
 	for tenant, h := range v.signed {
-		if v.seen[tenant] {
+		if v.chains[tenant] != nil {
 			continue
 		}
 		if !v.visible(tenant) {

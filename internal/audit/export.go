@@ -1,0 +1,454 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ExportFormat names version 1 of the export, a file of JSON lines that
+// verifies without the database (VerifyExport). Each line is one object
+// whose "kind" says what it is:
+//
+//	export      a segment starts: when (database time), as whom, what
+//	record      one audit record, every column the hash covers (Record's
+//	            fields; prev_hash and hash in base64, details as the
+//	            jsonb's text), each chain's records in seq order
+//	checkpoint  a signed checkpoint (Checkpoint's fields)
+//	end         the segment ends: its record count and the last record
+//	            of each chain it wrote
+//
+// An export is resumable: a later export of the records after the last
+// seq of each chain (ExportOpts.After, from LastSeqs of the earlier file)
+// appended to the file is a second segment, and the whole file verifies
+// as one trail, every chain linked across the segments.
+const ExportFormat = "opsdesk-audit-export-v1"
+
+// The kinds of export lines.
+const (
+	KindExport     = "export"
+	KindRecord     = "record"
+	KindCheckpoint = "checkpoint"
+	KindEnd        = "end"
+)
+
+// ExportHeader starts a segment of an export.
+type ExportHeader struct {
+	Kind   string    `json:"kind"`
+	Format string    `json:"format"`
+	At     time.Time `json:"at"` // the database time of the snapshot exported
+	// Role, SeesEveryTenant and Tenants are as in Report: the chains the
+	// exporting role could see.
+	Role            string   `json:"role"`
+	SeesEveryTenant bool     `json:"sees_every_tenant"`
+	Tenants         []string `json:"tenants"`
+	// Tenant is set when one chain was exported.
+	Tenant *string `json:"tenant,omitempty"`
+	// After is the last seq of each chain that an earlier segment holds:
+	// this segment starts after it.
+	After map[string]int64 `json:"after,omitempty"`
+}
+
+// ExportEnd ends a segment: a file cut short lacks it.
+type ExportEnd struct {
+	Kind    string `json:"kind"`
+	Records int64  `json:"records"`
+	// Chains are the last record written of each chain, by tenant.
+	Chains []Head `json:"chains"`
+}
+
+type exportRecord struct {
+	Kind string `json:"kind"`
+	Record
+}
+
+type exportCheckpoint struct {
+	Kind string `json:"kind"`
+	Checkpoint
+}
+
+// ExportOpts narrows Export.
+type ExportOpts struct {
+	// Tenant, when set, exports that chain only.
+	Tenant *string
+	// After skips, per chain, the records up to that seq.
+	After map[string]int64
+	// Checkpoints are written into the export, after the records. Each
+	// must be intact (its own key verifies it).
+	Checkpoints []*Checkpoint
+}
+
+// ExportSummary says what Export wrote.
+type ExportSummary struct {
+	At      time.Time
+	Role    string
+	Records int64
+	Chains  []Head
+}
+
+// Export writes one segment of an export of the chains the connected role
+// may see (or opts.Tenant's), in one read-only snapshot: a header, the
+// records chain by chain in seq order, the checkpoints and an end line.
+// It writes as it reads: memory does not grow with the trail.
+func Export(ctx context.Context, db TxBeginner, opts ExportOpts, w io.Writer) (ExportSummary, error) {
+	var sum ExportSummary
+	for i, cp := range opts.Checkpoints {
+		if _, err := cp.CheckSignature(nil); err != nil {
+			return sum, fmt.Errorf("checkpoint %d of %s: %w", i+1, cp.At.Format(time.RFC3339), err)
+		}
+	}
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return sum, fmt.Errorf("export audit: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	h := ExportHeader{Kind: KindExport, Format: ExportFormat, Tenant: opts.Tenant, After: opts.After, Tenants: []string{}}
+	err = tx.QueryRow(ctx, `
+SELECT now(), session_user,
+    CASE WHEN has_function_privilege('opsdesk.sees_every_tenant()', 'EXECUTE') THEN opsdesk.sees_every_tenant() ELSE false END,
+    CASE WHEN has_function_privilege('opsdesk.visible_tenants()', 'EXECUTE') THEN opsdesk.visible_tenants() ELSE '{}' END`).
+		Scan(&h.At, &h.Role, &h.SeesEveryTenant, &h.Tenants)
+	if err != nil {
+		return sum, readError(h.Role, err)
+	}
+	slices.Sort(h.Tenants)
+	sum.At, sum.Role = h.At, h.Role
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := json.NewEncoder(bw)
+	if err := enc.Encode(h); err != nil {
+		return sum, fmt.Errorf("write export: %w", err)
+	}
+	// The chains to read, from the head rows the role may see: each is
+	// read from after its resume point, an index range of the primary key.
+	heads, err := readHeads(ctx, tx, opts.Tenant)
+	if err != nil {
+		return sum, readError(h.Role, err)
+	}
+	slices.SortFunc(heads, func(a, b Head) int { return strings.Compare(a.Tenant, b.Tenant) })
+	for _, head := range heads {
+		after := opts.After[head.Tenant]
+		if head.Seq <= after {
+			continue
+		}
+		var last *Head
+		err := Read(ctx, tx, ReadOpts{Tenant: &head.Tenant, AfterSeq: after}, func(r Record) error {
+			sum.Records++
+			last = &Head{Tenant: r.Tenant, Seq: r.Seq, Hash: r.Hash}
+			return enc.Encode(exportRecord{Kind: KindRecord, Record: r})
+		})
+		if err != nil {
+			return sum, readError(h.Role, err)
+		}
+		if last != nil {
+			sum.Chains = append(sum.Chains, *last)
+		}
+	}
+	for _, cp := range opts.Checkpoints {
+		if err := enc.Encode(exportCheckpoint{Kind: KindCheckpoint, Checkpoint: *cp}); err != nil {
+			return sum, fmt.Errorf("write export: %w", err)
+		}
+	}
+	end := ExportEnd{Kind: KindEnd, Records: sum.Records, Chains: sum.Chains}
+	if end.Chains == nil {
+		end.Chains = []Head{}
+	}
+	if err := enc.Encode(end); err != nil {
+		return sum, fmt.Errorf("write export: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return sum, fmt.Errorf("write export: %w", err)
+	}
+	return sum, nil
+}
+
+// ExportVerifyOpts anchors VerifyExport.
+type ExportVerifyOpts struct {
+	// PublicKey pins the key every checkpoint must be signed with.
+	PublicKey ed25519.PublicKey
+}
+
+// ExportReport is the outcome of VerifyExport.
+type ExportReport struct {
+	// Segments counts the exports the file holds (one, or more appended).
+	Segments int `json:"segments"`
+	// Reports holds a verification per checkpoint in the file, in file
+	// order, or one without a checkpoint when it holds none. Each report's
+	// At and Role are the last segment's.
+	Reports []*Report `json:"reports"`
+	// Problem is what is wrong with the file beyond its chains: a segment
+	// cut short, an end line that does not match what precedes it.
+	Problem string `json:"problem,omitempty"`
+	// Break is the first broken record of any report.
+	Break *Break `json:"first_break"`
+	OK    bool   `json:"ok"`
+}
+
+// VerifyExport verifies an export without any database: every record's
+// hash and link as Verify does (a chain that starts after seq 1 is
+// anchored by its first record's prev_hash, and its Chain.From says so),
+// each checkpoint's signature (with opts.PublicKey when set), that each
+// chain still holds the heads each checkpoint signed, and that every
+// segment is whole (its end line matches its records). It reads the file
+// once per checkpoint. A malformed file is an error naming the line; a
+// trail that does not verify is a report with OK false.
+func VerifyExport(f io.ReadSeeker, opts ExportVerifyOpts) (*ExportReport, error) {
+	out := &ExportReport{}
+	var checkpoints []*Checkpoint
+	var last ExportHeader
+	err := scanExport(f, func(_ int, kind string, line []byte) error {
+		switch kind {
+		case KindExport:
+			out.Segments++
+			return strictJSON(line, &last)
+		case KindCheckpoint:
+			var cp exportCheckpoint
+			if err := strictJSON(line, &cp); err != nil {
+				return err
+			}
+			checkpoints = append(checkpoints, &cp.Checkpoint)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out.Segments == 0 {
+		return nil, errors.New("not an opsdesk audit export: it has no export line (write one with opsdesk audit export)")
+	}
+	if len(checkpoints) == 0 {
+		checkpoints = []*Checkpoint{nil}
+	}
+	for _, cp := range checkpoints {
+		rep, problem, err := verifyExportOnce(f, cp, opts.PublicKey)
+		if err != nil {
+			return nil, err
+		}
+		rep.At, rep.Role, rep.SeesEveryTenant = last.At, last.Role, last.SeesEveryTenant
+		rep.Tenants = append([]string{}, last.Tenants...)
+		out.Reports = append(out.Reports, rep)
+		out.Problem = problem
+	}
+	out.OK = out.Problem == ""
+	for _, rep := range out.Reports {
+		if rep.Break != nil && out.Break == nil {
+			out.Break = rep.Break
+		}
+		out.OK = out.OK && rep.OK
+	}
+	return out, nil
+}
+
+// verifyExportOnce reads the file's records through a verifier anchored
+// by cp (or none), and checks each segment's end line.
+func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, pinned ed25519.PublicKey) (*Report, string, error) {
+	rep := &Report{Tenants: []string{}, Chains: []Chain{}}
+	signed := map[string]Head{}
+	var header ExportHeader
+	if cp != nil {
+		rep.Checkpoint = &CheckpointResult{At: cp.At, KeyFingerprint: cp.KeyFingerprint, KeyPinned: pinned != nil}
+		if _, err := cp.CheckSignature(pinned); err != nil {
+			rep.Checkpoint.Problem = err.Error()
+		} else {
+			for _, h := range cp.Chains {
+				signed[h.Tenant] = h
+			}
+		}
+	}
+	v := newVerifier(rep, signed, true)
+	var problems []string
+	var open bool     // a segment started and has not ended
+	var records int64 // the open segment's records
+	var lastLine int  // the line the open segment started on
+	selected := true  // every segment so far exported every chain
+	visible := map[string]bool{}
+	resumed := map[string]bool{}
+	err := scanExport(f, func(n int, kind string, line []byte) error {
+		switch kind {
+		case KindExport:
+			if open {
+				problems = append(problems, fmt.Sprintf("the segment of line %d has no end line: it was cut short", lastLine))
+			}
+			header = ExportHeader{}
+			if err := strictJSON(line, &header); err != nil {
+				return err
+			}
+			if header.Format != ExportFormat {
+				return fmt.Errorf("format %q is not %q", header.Format, ExportFormat)
+			}
+			open, records, lastLine = true, 0, n
+			if header.Tenant != nil {
+				selected = false
+				visible[*header.Tenant] = true
+			}
+			for tenant := range header.After {
+				resumed[tenant] = true
+			}
+		case KindRecord:
+			if !open {
+				return errors.New("a record outside a segment (after an end line, before the next export line)")
+			}
+			var r exportRecord
+			if err := strictJSON(line, &r); err != nil {
+				return err
+			}
+			records++
+			return v.add(r.Record)
+		case KindEnd:
+			if !open {
+				return errors.New("an end line outside a segment")
+			}
+			var end ExportEnd
+			if err := strictJSON(line, &end); err != nil {
+				return err
+			}
+			if end.Records != records {
+				problems = append(problems, fmt.Sprintf("the segment of line %d holds %d records, but its end line (line %d) says %d: lines were removed or added",
+					lastLine, records, n, end.Records))
+			}
+			v.compareEnd(end.Chains)
+			open = false
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if open {
+		problems = append(problems, fmt.Sprintf("the segment of line %d has no end line: the file was cut short", lastLine))
+	}
+	// Chains the checkpoint holds that no record was read for: left out
+	// by --tenant, not visible to the exporting role, or gone.
+	rep.SeesEveryTenant, rep.Tenants = header.SeesEveryTenant, header.Tenants
+	// A chain a segment resumed after, without records since, is before
+	// the export.
+	for tenant := range maps.Keys(signed) {
+		switch {
+		case v.chains[tenant] != nil:
+		case resumed[tenant]:
+			rep.Checkpoint.BeforeExport = append(rep.Checkpoint.BeforeExport, tenant)
+			delete(signed, tenant)
+		case !selected && !visible[tenant]:
+			rep.Checkpoint.NotSelected = append(rep.Checkpoint.NotSelected, tenant)
+			delete(signed, tenant)
+		}
+	}
+	if rep.Checkpoint != nil {
+		slices.Sort(rep.Checkpoint.NotSelected)
+	}
+	v.finish()
+	v.gone()
+	rep.conclude()
+	return rep, strings.Join(problems, "; "), nil
+}
+
+// compareEnd checks the chains against a segment's end line: the last
+// record of each chain it names must be the one read last.
+func (v *verifier) compareEnd(heads []Head) {
+	for _, h := range heads {
+		c := v.chains[h.Tenant]
+		if c == nil {
+			c = &Chain{Tenant: h.Tenant, HeadHash: HexBytes{}}
+			v.chains[h.Tenant] = c
+			v.order = append(v.order, h.Tenant)
+		}
+		if c.Break != nil {
+			continue
+		}
+		switch {
+		case c.HeadSeq < h.Seq:
+			c.Break = &Break{Tenant: c.Tenant, Seq: c.HeadSeq + 1, Reason: missing(c.HeadSeq+1, h.Seq) +
+				fmt.Sprintf(": the export's end line says the chain ends at seq %d: lines were removed", h.Seq)}
+		case c.HeadSeq > h.Seq:
+			c.Break = &Break{Tenant: c.Tenant, Seq: h.Seq + 1, Reason: fmt.Sprintf(
+				"seq %d: the chain goes on past seq %d, where the export's end line says it ends", h.Seq+1, h.Seq)}
+		case !bytes.Equal(c.HeadHash, h.Hash):
+			c.Break = &Break{Tenant: c.Tenant, Seq: h.Seq, Reason: fmt.Sprintf(
+				"seq %d: hash %s is not the %s the export's end line holds", h.Seq, short(c.HeadHash), short(h.Hash))}
+		}
+	}
+}
+
+// maxExportLine bounds one line: a record's text fields are bounded by
+// the table's checks, but details is jsonb.
+const maxExportLine = 16 << 20
+
+// scanExport reads f from its start and calls fn with each line's number
+// and kind. Errors name the line.
+func scanExport(f io.ReadSeeker, fn func(n int, kind string, line []byte) error) error {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("read export: %w", err)
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), maxExportLine)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Bytes()
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var k struct {
+			Kind string `json:"kind"`
+		}
+		if err := json.Unmarshal(line, &k); err != nil {
+			return fmt.Errorf("export line %d is not a JSON object: %w", n, err)
+		}
+		switch k.Kind {
+		case KindExport, KindRecord, KindCheckpoint, KindEnd:
+		default:
+			return fmt.Errorf("export line %d: unknown kind %q (kinds: export, record, checkpoint, end)", n, k.Kind)
+		}
+		if err := fn(n, k.Kind, line); err != nil {
+			return fmt.Errorf("export line %d (%s): %w", n, k.Kind, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read export after line %d: %w", n, err)
+	}
+	return nil
+}
+
+func strictJSON(line []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// LastSeqs reads an export's last seq of each chain, from its records:
+// where an export appended to it resumes (ExportOpts.After). A malformed
+// file is an error naming the line.
+func LastSeqs(f io.ReadSeeker) (map[string]int64, error) {
+	last := map[string]int64{}
+	segments := 0
+	err := scanExport(f, func(_ int, kind string, line []byte) error {
+		switch kind {
+		case KindExport:
+			segments++
+		case KindRecord:
+			var r exportRecord
+			if err := strictJSON(line, &r); err != nil {
+				return err
+			}
+			last[r.Tenant] = max(last[r.Tenant], r.Seq)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if segments == 0 {
+		return nil, errors.New("not an opsdesk audit export: it has no export line")
+	}
+	return last, nil
+}
