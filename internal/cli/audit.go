@@ -24,18 +24,18 @@ import (
 func newAuditCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
-		Short: "Verify the audit trail, and sign checkpoints of it to keep outside the database",
+		Short: "Browse, export and verify the audit trail, and sign checkpoints of it to keep outside the database",
 		Long: "Every decision, reveal and access change appends a record to its tenant's hash chain in the\n" +
 			"database. audit verify recomputes every chain in opsdesk itself, so a record edited, removed or\n" +
 			"reordered in the database is found. A chain's tail can be cut or rewritten without a trace in\n" +
 			"the chain: a signed checkpoint of the heads, kept outside the database, finds that too.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("audit needs a command: verify, checkpoint or keygen (see opsdesk audit --help)")
+			return usagef("audit needs a command: list, export, verify, checkpoint or keygen (see opsdesk audit --help)")
 		},
 	}
 	addGlobalFlags(cmd.PersistentFlags(), g)
-	cmd.AddCommand(newAuditVerifyCmd(g), newAuditCheckpointCmd(g), newAuditKeygenCmd())
+	cmd.AddCommand(newAuditListCmd(g), newAuditExportCmd(g), newAuditVerifyCmd(g), newAuditCheckpointCmd(g), newAuditKeygenCmd())
 	return cmd
 }
 
@@ -44,6 +44,7 @@ type auditVerifyOptions struct {
 	Checkpoint string
 	PublicKey  string
 	Output     string
+	FromExport string
 }
 
 func newAuditVerifyCmd(g *globalFlags) *cobra.Command {
@@ -55,9 +56,12 @@ func newAuditVerifyCmd(g *globalFlags) *cobra.Command {
 		Long: "Recompute every audit chain the connected role may see: each seq from 1 without gaps, each hash\n" +
 			"from its record's contents, each prev_hash from the record before. With --checkpoint, the\n" +
 			"checkpoint's signature must verify and every chain must still hold the head it signed.\n" +
-			"It reads the context's dsn (the primary), not read_dsn: a replica may lag behind a checkpoint.",
+			"It reads the context's dsn (the primary), not read_dsn: a replica may lag behind a checkpoint.\n\n" +
+			"With --from-export it reads no database: it verifies a file from audit export the same way,\n" +
+			"every checkpoint in it too, and that each of its segments is whole.",
 		Example: "  opsdesk audit verify\n" +
-			"  opsdesk audit verify --tenant acme --checkpoint cp-2026-05-01.json --public-key audit.key.pub -o json",
+			"  opsdesk audit verify --tenant acme --checkpoint cp-2026-05-01.json --public-key audit.key.pub -o json\n" +
+			"  opsdesk audit verify --from-export audit.jsonl --public-key audit.key.pub",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("tenant") {
@@ -65,6 +69,15 @@ func newAuditVerifyCmd(g *globalFlags) *cobra.Command {
 			}
 			if err := checkOutput(opts.Output); err != nil {
 				return err
+			}
+			if opts.FromExport != "" {
+				switch {
+				case opts.Checkpoint != "":
+					return usagef("--from-export verifies the checkpoints the export holds: add others with audit export --checkpoint, not --checkpoint here")
+				case opts.Tenant != nil:
+					return usagef("--from-export verifies every chain the export holds: export one chain with audit export --tenant instead")
+				}
+				return runAuditVerifyExport(opts, cmd.OutOrStdout())
 			}
 			cp, pinned, err := opts.anchor()
 			if err != nil {
@@ -79,6 +92,7 @@ func newAuditVerifyCmd(g *globalFlags) *cobra.Command {
 	f.StringVar(&tenant, "tenant", "", "only this tenant's chain ('' is the chain of events outside any tenant)")
 	f.StringVar(&opts.Checkpoint, "checkpoint", "", "a checkpoint file from audit checkpoint: the chains must still hold its heads")
 	f.StringVar(&opts.PublicKey, "public-key", "", "the key the checkpoint must be signed with (default: the key it carries)")
+	f.StringVar(&opts.FromExport, "from-export", "", "verify this file from audit export instead of the database")
 	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
 	return cmd
 }
@@ -178,6 +192,9 @@ func writeAuditReport(w io.Writer, rep *audit.Report) error {
 			checkpoint = fmt.Sprintf("seq %d %s", s.Seq, mark)
 		}
 		status := "✓ ok"
+		if c.From > 1 {
+			status += fmt.Sprintf(" from seq %d (anchored by its prev_hash)", c.From)
+		}
 		if c.Break != nil {
 			status = "✗ " + ui.Clean(c.Break.Reason)
 		}
@@ -209,6 +226,9 @@ func writeAuditReport(w io.Writer, rep *audit.Report) error {
 		}
 		if len(cp.NotSelected) > 0 {
 			fmt.Fprintf(w, "  not compared, left out by --tenant: %s\n", tenantList(cp.NotSelected))
+		}
+		if len(cp.BeforeExport) > 0 {
+			fmt.Fprintf(w, "  not compared, the export starts after the signed head: %s\n", tenantList(cp.BeforeExport))
 		}
 	}
 	if rep.Break != nil {
