@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -439,24 +440,75 @@ const auditKeyFence = 10_000
 
 // fewKeys tells whether the key patterns keep at most auditKeyFence of
 // the records the role may see. The planner cannot tell where in time a
-// pattern's records lie: key:run-1234* kept 0.3% of a million records,
-// all of them old, and a walk newest first through the time index to
-// find them took 0.7 to 2 s (BenchmarkAuditBrowse, KeyPrefix). Counting
-// up to the fence by the key index costs a few milliseconds; beyond it
-// the walk newest first is what is left (narrow the pattern, or add
-// since:/until:, when it is slow). Exact keys and the other fields need
-// no fence: their estimates are good, and one value of role, action,
-// outcome, tool or tenant has an index in the page's order.
+// pattern's records lie: walking the time index newest first to find the
+// records of key:run-1234* (0.3% of a million, all of them old) reads
+// most of the index. Counting up to the fence by the key index costs a
+// few milliseconds; beyond it the walk newest first is what is left
+// (narrow the pattern, or add since:/until:, when it is slow). Exact keys
+// and the other fields need no fence: their estimates are good, and one
+// value of role, action, outcome, tool or tenant has an index in the
+// page's order.
 func (s *Store) fewKeys(ctx context.Context, keys []string) (bool, error) {
 	if !slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(k, "*") }) {
 		return false, nil
 	}
 	b := &builder{}
-	b.patterns("a.key", keys)
+	b.keyPatterns(keys)
 	var n int
 	err := s.pool.QueryRow(ctx, "SELECT count(*) FROM (SELECT FROM opsdesk.audit a WHERE "+b.sql()+
 		" LIMIT "+strconv.Itoa(auditKeyFence+1)+") s", b.args...).Scan(&n)
 	return n <= auditKeyFence, err
+}
+
+// keyPatterns is patterns for audit keys, with an index range for each
+// pattern's literal prefix. People read the audit through row-level
+// security, and LIKE is not leakproof: PostgreSQL evaluates it only after
+// the tenant policy, never in an index scan. The pattern operators
+// (~>=~, ~<~) are leakproof and match audit_browse_key_idx
+// (text_pattern_ops), so the range finds the candidates and LIKE checks
+// them.
+func (b *builder) keyPatterns(values []string) {
+	if len(values) == 0 {
+		return
+	}
+	var exact, alts []string
+	for _, v := range values {
+		prefix, _, isPattern := strings.Cut(v, "*")
+		if !isPattern {
+			exact = append(exact, v)
+			continue
+		}
+		conds := []string{"a.key LIKE " + b.arg(likePattern(v))}
+		if prefix != "" {
+			conds = append(conds, "a.key ~>=~ "+b.arg(prefix))
+			if upper, ok := prefixUpper(prefix); ok {
+				conds = append(conds, "a.key ~<~ "+b.arg(upper))
+			}
+		}
+		alts = append(alts, "("+strings.Join(conds, " AND ")+")")
+	}
+	if len(exact) > 0 {
+		alts = append(alts, b.oneOfSQL("a.key", exact))
+	}
+	b.conds = append(b.conds, "("+strings.Join(alts, " OR ")+")")
+}
+
+// prefixUpper is the least string above every string that starts with
+// prefix, in byte order (UTF-8's byte order is code point order): the
+// prefix with its last character that can be raised raised by one.
+func prefixUpper(prefix string) (string, bool) {
+	r := []rune(prefix)
+	for i := len(r) - 1; i >= 0; i-- {
+		if r[i] >= utf8.MaxRune {
+			continue
+		}
+		r[i]++
+		if r[i] >= 0xD800 && r[i] <= 0xDFFF { // surrogates are not characters
+			r[i] = 0xE000
+		}
+		return string(r[:i+1]), true
+	}
+	return "", false
 }
 
 // applyAudit adds the audit filter's conditions. Each single value is
@@ -474,7 +526,7 @@ func (b *builder) applyAudit(f AuditFilter) {
 	default:
 		b.where("a.operation_id = ANY(%s)", f.OperationIDs)
 	}
-	b.patterns("a.key", f.Keys)
+	b.keyPatterns(f.Keys)
 	b.patterns("a.action", f.Actions)
 	if !f.Since.IsZero() {
 		b.where("a.at >= %s", f.Since)

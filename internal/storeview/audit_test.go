@@ -346,3 +346,23 @@ func TestAuditCursor(t *testing.T) {
 		require.ErrorContains(t, err, "is not one that audit list printed", bad)
 	}
 }
+
+func TestPrefixUpper(t *testing.T) {
+	t.Parallel()
+	for prefix, want := range map[string]string{
+		"run-42":          "run-43",
+		"a":               "b",
+		"é":               "ê",
+		"x\U0010FFFF":     "y",
+		"\uD7FF":          "\uE000",
+		"run-4\U0010FFFF": "run-5",
+	} {
+		got, ok := prefixUpper(prefix)
+		require.True(t, ok, prefix)
+		require.Equal(t, want, got, prefix)
+		require.Less(t, prefix, got)
+		require.Less(t, prefix+"\U0010FFFF\U0010FFFF", got, "above every string that starts with the prefix")
+	}
+	_, ok := prefixUpper("\U0010FFFF")
+	require.False(t, ok)
+}
