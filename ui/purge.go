@@ -323,7 +323,8 @@ func (s *purgeScreen) View() string {
 			add("Nothing to purge: no completed record of " + Clean(t.Tool) + " has an ended retention that a purge may take.")
 		default:
 			lines = append(lines, "   "+s.st.Completed.Render(truncate(fmt.Sprintf("✓ purged %s records", count(s.res.Purged)), w-3)))
-			add(fmt.Sprintf("run %d; audit record %s#%d", s.res.Run, auditChain(s.res.AuditTenant), s.res.AuditSeq))
+			add(fmt.Sprintf("run %d, with %s expired tombstones; audit record %s#%d", s.res.Run,
+				count(s.res.TombstonesExpired), auditChain(s.res.AuditTenant), s.res.AuditSeq))
 		}
 		lines = append(lines, "")
 		add("esc returns to the retention review")

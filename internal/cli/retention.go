@@ -306,6 +306,7 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "purged %d records in run %d; audit record %s#%d\n", res.Purged, res.Run, res.AuditTenant, res.AuditSeq)
+	_, err = fmt.Fprintf(out, "purged %d records in run %d, and %d expired tombstones; audit record %s#%d\n",
+		res.Purged, res.Run, res.TombstonesExpired, res.AuditTenant, res.AuditSeq)
 	return err
 }

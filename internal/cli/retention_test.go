@@ -40,7 +40,7 @@ func TestRetentionPurge(t *testing.T) {
 
 	code, out, errOut = run("retention", "purge", "--yes", "--reason", "weekly", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
-	require.Regexp(t, `purged 1 records in run \d+; audit record #\d+`, out)
+	require.Regexp(t, `purged 1 records in run \d+, and 0 expired tombstones; audit record #\d+`, out)
 	require.Contains(t, errOut, "purged 1 of about 1")
 
 	var inTombstone bool

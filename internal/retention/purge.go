@@ -48,10 +48,13 @@ type Progress struct {
 
 // Result is a finished purge: its run and its audit record.
 type Result struct {
-	Run         int64  `json:"run"`
-	Purged      int64  `json:"purged"`
-	AuditTenant string `json:"audit_tenant"`
-	AuditSeq    int64  `json:"audit_seq"`
+	Run    int64 `json:"run"`
+	Purged int64 `json:"purged"`
+	// TombstonesExpired counts the expired tombstones the run removed (of
+	// its tool, or every tool's).
+	TombstonesExpired int64  `json:"tombstones_expired"`
+	AuditTenant       string `json:"audit_tenant"`
+	AuditSeq          int64  `json:"audit_seq"`
 }
 
 // eligibleSQL mirrors opsdesk.purge_batch's conditions; a test checks
@@ -127,8 +130,20 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 			}
 		}
 	}
-	err = pool.QueryRow(ctx, `SELECT audit_tenant, audit_seq, purged FROM opsdesk.purge_finish($1, $2)`, res.Run, nullable(p.DisplayName)).
-		Scan(&res.AuditTenant, &res.AuditSeq, &res.Purged)
+	// Expired tombstones go too: past its retry window a late retry runs
+	// as new work whatever the policy, and the tombstone only takes room.
+	for {
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT opsdesk.purge_tombstones($1, $2)`, res.Run, size).Scan(&n); err != nil {
+			return res, fmt.Errorf("purge run %d, expired tombstones: %w (run the purge again to resume)", res.Run, err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	err = pool.QueryRow(ctx, `SELECT f.audit_tenant, f.audit_seq, f.purged, r.tombstones_expired
+FROM opsdesk.purge_finish($1, $2) f, opsdesk.purge_runs r WHERE r.id = $1`, res.Run, nullable(p.DisplayName)).
+		Scan(&res.AuditTenant, &res.AuditSeq, &res.Purged, &res.TombstonesExpired)
 	if err != nil {
 		return res, fmt.Errorf("finish purge run %d: %w", res.Run, err)
 	}

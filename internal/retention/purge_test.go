@@ -64,6 +64,13 @@ func keys(t *testing.T, d *dbtest.DB, sql string) []string {
 func TestPurge(t *testing.T) {
 	t.Parallel()
 	d, admin := setup(t)
+	// Two expired tombstones and a live one, of earlier purges.
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.tombstones (tenant, tool, key, operation_id, fingerprint, purged_at, expires_at)
+VALUES ('acme', 'create-ticket', 'old-1', 1001, sha256('a'), now() - interval '9 days', now() - interval '2 days'),
+       ('globex', 'send-email', 'old-2', 1002, sha256('b'), now() - interval '9 days', now() - interval '1 minute'),
+       ('acme', 'create-ticket', 'old-3', 1003, sha256('c'), now() - interval '1 day', now() + interval '1 day')`)
+	require.NoError(t, err)
 	p := retention.PurgeParams{Reason: "weekly purge", BatchSize: 2,
 		TombstoneFor: map[string]time.Duration{"create-ticket": 48 * time.Hour}}
 	n, err := retention.Eligible(t.Context(), admin.Pool, p)
@@ -74,6 +81,10 @@ func TestPurge(t *testing.T) {
 	res, err := retention.Purge(t.Context(), admin.Pool, p, func(pr retention.Progress) { seen = append(seen, pr) })
 	require.NoError(t, err)
 	require.EqualValues(t, 9, res.Purged, "what the dry run counted")
+	require.EqualValues(t, 2, res.TombstonesExpired)
+	require.Empty(t, keys(t, d, `SELECT key FROM opsdesk.tombstones WHERE key LIKE 'old-%' AND expires_at <= now()`),
+		"expired tombstones went")
+	require.Equal(t, []string{"old-3"}, keys(t, d, `SELECT key FROM opsdesk.tombstones WHERE key LIKE 'old-%'`))
 	require.Len(t, seen, 5, "batches of 2")
 	require.EqualValues(t, 9, seen[len(seen)-1].Purged)
 
@@ -97,12 +108,14 @@ FROM opsdesk.tombstones`).Scan(&tickets, &emails))
 		res.AuditTenant, res.AuditSeq).Scan(&role, &details))
 	require.Equal(t, admin.Role, role)
 	var got struct {
-		Purged    int64            `json:"purged"`
-		PerTenant map[string]int64 `json:"per_tenant"`
-		Batches   int              `json:"batches"`
+		Purged            int64            `json:"purged"`
+		PerTenant         map[string]int64 `json:"per_tenant"`
+		Batches           int              `json:"batches"`
+		TombstonesExpired int64            `json:"tombstones_expired"`
 	}
 	require.NoError(t, json.Unmarshal(details, &got))
 	require.EqualValues(t, 9, got.Purged)
+	require.EqualValues(t, 2, got.TombstonesExpired)
 	require.Equal(t, map[string]int64{"acme": 6, "globex": 3}, got.PerTenant)
 	require.Equal(t, 5, got.Batches)
 
