@@ -46,7 +46,17 @@ func Catalog(p CatalogParams) []byte {
 		fmt.Fprintf(&b, "  %s:\n", t.name)
 		fmt.Fprintf(&b, "    effect: %s\n", t.effect)
 		fmt.Fprintf(&b, "    lease: %s\n", duration(lease))
-		fmt.Fprintf(&b, "    retention: %s\n", duration(ops.DefaultRetention))
+		retention := t.retention
+		if retention <= 0 {
+			retention = ops.DefaultRetention
+		}
+		fmt.Fprintf(&b, "    retention: %s\n", duration(retention))
+		if t.retryWindow > 0 {
+			fmt.Fprintf(&b, "    retry_window: %s\n", duration(t.retryWindow))
+		}
+		if t.afterExpiry != "" {
+			fmt.Fprintf(&b, "    after_expiry: %s\n", t.afterExpiry)
+		}
 		b.WriteString("    runbook: |\n")
 		for line := range strings.SplitSeq(t.runbook, "\n") {
 			fmt.Fprintf(&b, "      %s\n", line)

@@ -1,6 +1,7 @@
 package demo_test
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,7 +41,13 @@ func TestCatalogLoads(t *testing.T) {
 		require.True(t, ok, name)
 		require.Equal(t, string(p.Effect), tool.Effect, name)
 		require.Equal(t, p.Lease, tool.Lease, name)
-		require.Equal(t, ops.DefaultRetention, tool.Retention, name)
+		// The catalog says what the fleet's library does.
+		want := p.Retention
+		if want == 0 {
+			want = ops.DefaultRetention
+		}
+		require.Equal(t, want, tool.Retention, name)
+		require.Equal(t, string(cmp.Or(p.AfterExpiry, ops.Reexecute)), cmp.Or(tool.AfterExpiry, "reexecute"), name)
 		require.NotEmpty(t, tool.Runbook, name)
 		if p.Effect == ops.EffectLocal {
 			require.Nil(t, tool.Lookup, name)
@@ -51,5 +58,7 @@ func TestCatalogLoads(t *testing.T) {
 		require.Equal(t, 2*time.Second, tool.Lookup.Timeout)
 		require.Equal(t, "/ref", tool.Lookup.ResultRef)
 	}
+	require.Equal(t, 3*time.Minute, cfg.Tools[demo.ToolCreateNote].Retention, "notes expire within the demo")
+	require.Equal(t, 10*time.Minute, cfg.Tools[demo.ToolCreateNote].RetryWindow)
 	require.Contains(t, cfg.Tools[demo.ToolChargeCard].Runbook, "saw the answer.\nRun the lookup first.", "runbooks keep their lines")
 }

@@ -33,12 +33,16 @@ const DefaultLease = 3 * time.Second
 // toolVersion is every demo tool's version.
 const toolVersion = "1"
 
-// toolSpec is what the demo knows of a tool: its effect, and the runbook an
-// operator reads when one of its records is stuck.
+// toolSpec is what the demo knows of a tool: its effect, its retention
+// policy (zero: the library's defaults), and the runbook an operator reads
+// when one of its records is stuck.
 type toolSpec struct {
-	name    string
-	effect  ops.Effect
-	runbook string
+	name        string
+	effect      ops.Effect
+	retention   time.Duration
+	retryWindow time.Duration
+	afterExpiry ops.AfterExpiry
+	runbook     string
 }
 
 // tools lists the demo's tools in the order the catalog shows them.
@@ -46,6 +50,12 @@ var tools = []toolSpec{
 	{
 		name:   ToolCreateNote,
 		effect: ops.EffectLocal,
+		// Notes expire within minutes, so the retention review has records
+		// to purge; their retry window is longer than that, which the
+		// review warns about, and a late retry is refused (ErrExpired).
+		retention:   3 * time.Minute,
+		retryWindow: 10 * time.Minute,
+		afterExpiry: ops.RejectAfterExpiry,
 		runbook: "Writes a note to demo.notes in the same transaction as its record: a retry either\n" +
 			"replays the stored note or writes it once. A record of this tool is never stuck.",
 	},
@@ -86,7 +96,7 @@ func Policies(lease time.Duration) map[string]ops.Policy {
 	}
 	out := make(map[string]ops.Policy, len(tools))
 	for _, t := range tools {
-		out[t.name] = ops.Policy{Effect: t.effect, Lease: lease}
+		out[t.name] = ops.Policy{Effect: t.effect, Lease: lease, Retention: t.retention, AfterExpiry: t.afterExpiry}
 	}
 	return out
 }
