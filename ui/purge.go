@@ -18,12 +18,14 @@ import (
 // satisfies it; the database refuses a role that is not an admin of every
 // tenant.
 type Purger interface {
-	// Count is the dry run: how many of tool's records a purge takes now.
-	Count(ctx context.Context, tool string) (int64, error)
-	// Purge deletes them in batches, calling progress after each, and
-	// writes the run's audit record. Cancelled, it stops after a batch; a
-	// purge started again resumes the run.
-	Purge(ctx context.Context, tool, reason string, progress func(retention.Progress)) (retention.Result, error)
+	// Count is the dry run: how many of tool's records a purge takes now,
+	// and its cut-off.
+	Count(ctx context.Context, tool string) (retention.DryRun, error)
+	// Purge deletes the records of tool whose retention ended before the
+	// cut-off, in batches, calling progress after each, and writes the
+	// run's audit record. Cancelled, it stops after a batch; a purge
+	// started again resumes the run.
+	Purge(ctx context.Context, tool string, before time.Time, reason string, progress func(retention.Progress)) (retention.Result, error)
 }
 
 var _ Purger = (*retention.Purger)(nil)
@@ -41,7 +43,7 @@ const (
 
 type purgeCountMsg struct {
 	seq int
-	n   int64
+	dry retention.DryRun
 	err error
 }
 
@@ -69,7 +71,7 @@ type purgeScreen struct {
 	seq    int
 	tool   storeview.ToolReview
 	step   purgeStep
-	count  int64
+	dry    retention.DryRun
 	reason textinput.Model
 	// inputErr says why the reason was not taken.
 	inputErr string
@@ -123,8 +125,8 @@ func (s *purgeScreen) start(t storeview.ToolReview) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(s.f.ctx, s.f.timeout)
 		defer cancel()
-		n, err := s.purger.Count(ctx, tool)
-		return purgeCountMsg{seq: seq, n: n, err: err}
+		dry, err := s.purger.Count(ctx, tool)
+		return purgeCountMsg{seq: seq, dry: dry, err: err}
 	}
 }
 
@@ -178,9 +180,9 @@ func (s *purgeScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.seq != s.seq || s.step != purgeCounting {
 			return s, nil
 		}
-		s.count, s.err = msg.n, msg.err
+		s.dry, s.err = msg.dry, msg.err
 		switch {
-		case msg.err != nil || msg.n == 0:
+		case msg.err != nil || msg.dry.Count == 0:
 			s.step = purgeDone
 		default:
 			s.step = purgeReason
@@ -249,11 +251,11 @@ func (s *purgeScreen) key(msg tea.KeyMsg) tea.Cmd {
 func (s *purgeScreen) run() tea.Cmd {
 	ctx, cancel := context.WithCancel(s.f.ctx)
 	s.cancel, s.step, s.started = cancel, purgeRunning, time.Now()
-	seq, tool, reason, purger := s.seq, s.tool.Tool, strings.TrimSpace(s.reason.Value()), s.purger
+	seq, tool, before, reason, purger := s.seq, s.tool.Tool, s.dry.Before, strings.TrimSpace(s.reason.Value()), s.purger
 	ch := make(chan tea.Msg, 1)
 	go func() {
 		defer cancel()
-		res, err := purger.Purge(ctx, tool, reason, func(p retention.Progress) {
+		res, err := purger.Purge(ctx, tool, before, reason, func(p retention.Progress) {
 			select {
 			case ch <- purgeProgressMsg{seq: seq, p: p, ch: ch}:
 			case <-ctx.Done():
@@ -286,7 +288,11 @@ func (s *purgeScreen) View() string {
 	case purgeCounting:
 		add("counting what a purge would take now…")
 	case purgeReason, purgeConfirm:
-		add(fmt.Sprintf("%s records would be purged: completed, retention ended, not held, no unreviewed conflicts.", count(s.count)))
+		add(fmt.Sprintf("%s records would be purged: completed, retention ended before %s UTC, not held, no unreviewed conflicts.",
+			count(s.dry.Count), clock(s.dry.Before)))
+		if s.dry.Resumes != 0 {
+			add(fmt.Sprintf("This resumes unfinished run %d.", s.dry.Resumes))
+		}
 		add("They are deleted for good. Each leaves a tombstone for " + window + " (the retry window), so a lookup says " +
 			"it was purged; " + lateRetry(t) + " Pending, held and conflicted records stay.")
 		lines = append(lines, "")
@@ -300,10 +306,10 @@ func (s *purgeScreen) View() string {
 		}
 		add("Reason: " + Clean(strings.TrimSpace(s.reason.Value())))
 		lines = append(lines, "")
-		lines = append(lines, "   "+s.st.Bold.Render(truncate(fmt.Sprintf("Purge %s records of %s? [y/N]", count(s.count), Clean(t.Tool)), w-3)))
+		lines = append(lines, "   "+s.st.Bold.Render(truncate(fmt.Sprintf("Purge %s records of %s? [y/N]", count(s.dry.Count), Clean(t.Tool)), w-3)))
 	case purgeRunning:
 		lines = append(lines, "   "+s.bar(w-3))
-		add(fmt.Sprintf("purged %s of about %s, %d batches, %s", count(s.progress.Purged), count(s.count),
+		add(fmt.Sprintf("purged %s of %s, %d batches, %s", count(s.progress.Purged), count(s.dry.Count),
 			s.progress.Batches, ShortDuration(time.Since(s.started))))
 		if s.stopping {
 			add("stopping after the batch under way; purge the tool again to resume the run")
@@ -355,8 +361,8 @@ func auditChain(tenant string) string {
 func (s *purgeScreen) bar(w int) string {
 	w = max(10, min(w, 60))
 	frac := 0.0
-	if s.count > 0 {
-		frac = min(1, float64(s.progress.Purged)/float64(s.count))
+	if s.dry.Count > 0 {
+		frac = min(1, float64(s.progress.Purged)/float64(s.dry.Count))
 	}
 	fill := int(frac * float64(w-2))
 	return "[" + strings.Repeat("#", fill) + strings.Repeat(".", w-2-fill) + "] " + fmt.Sprintf("%3.0f%%", frac*100)

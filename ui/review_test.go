@@ -61,20 +61,21 @@ type fakePurger struct {
 	err     error
 	tools   []string
 	reasons []string
+	befores []time.Time
 	// block, when set, holds the purge after its first batch until the
 	// context is cancelled.
 	block bool
 }
 
-func (p *fakePurger) Count(_ context.Context, tool string) (int64, error) {
+func (p *fakePurger) Count(_ context.Context, tool string) (retention.DryRun, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.count, nil
+	return retention.DryRun{Count: p.count, Before: dbNow}, nil
 }
 
-func (p *fakePurger) Purge(ctx context.Context, tool, reason string, progress func(retention.Progress)) (retention.Result, error) {
+func (p *fakePurger) Purge(ctx context.Context, tool string, before time.Time, reason string, progress func(retention.Progress)) (retention.Result, error) {
 	p.mu.Lock()
-	p.tools, p.reasons = append(p.tools, tool), append(p.reasons, reason)
+	p.tools, p.reasons, p.befores = append(p.tools, tool), append(p.reasons, reason), append(p.befores, before)
 	n, block, err := p.count, p.block, p.err
 	p.mu.Unlock()
 	if err != nil {
@@ -157,6 +158,7 @@ func TestPurgeFlow(t *testing.T) {
 	tools, reasons := p.asked()
 	require.Equal(t, []string{"create-ticket"}, tools)
 	require.Equal(t, []string{"end of quarter"}, reasons)
+	require.Equal(t, []time.Time{dbNow}, p.befores, "what the dry run counted")
 	require.Contains(t, h.view(), "✓ purged 2,500 records")
 	require.Contains(t, h.view(), "audit record global#412")
 	h.keys("<esc>")
@@ -173,7 +175,7 @@ func TestPurgeStops(t *testing.T) {
 	// hand here.
 	_, waitCmd := h.m.Update(runeKey("y"))
 	_, waitCmd = h.m.Update(waitCmd())
-	require.Contains(t, h.view(), "purged 1,000 of about 2,500")
+	require.Contains(t, h.view(), "purged 1,000 of 2,500")
 	h.keys("<esc>")
 	require.Contains(t, h.view(), "stopping after the batch under way")
 	h.send(waitCmd())

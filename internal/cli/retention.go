@@ -201,7 +201,11 @@ func writeReview(w io.Writer, r storeview.Review) error {
 		_, err := fmt.Fprintln(w, "\nno warnings")
 		return err
 	}
-	fmt.Fprintf(w, "\n%d warnings:\n", n)
+	if n == 1 {
+		fmt.Fprintln(w, "\n1 warning:")
+	} else {
+		fmt.Fprintf(w, "\n%d warnings:\n", n)
+	}
 	for _, t := range r.Tools {
 		for _, warn := range t.Warnings {
 			fmt.Fprintf(w, "  ⚠ %s: %s\n", ui.Clean(t.Tool), warn)
@@ -285,7 +289,7 @@ func tombstoneLifetimes(cfg *config.Config) map[string]time.Duration {
 }
 
 func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purgeOptions, out, errOut io.Writer) error {
-	n, err := retention.Eligible(ctx, w.pool, p)
+	dry, err := retention.Eligible(ctx, w.pool, p)
 	if err != nil {
 		return err
 	}
@@ -293,13 +297,20 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 	if p.Tool != "" {
 		what = "tool " + p.Tool
 	}
-	fmt.Fprintf(out, "%d records of %s would be purged (completed, retention ended, not held, no unreviewed conflicts)\n", n, what)
+	n := dry.Count
+	fmt.Fprintf(out, "%d records of %s would be purged: completed, retention ended before %s, not held, no unreviewed conflicts\n",
+		n, what, dry.Before.UTC().Format(time.RFC3339))
+	if dry.Resumes != 0 {
+		fmt.Fprintf(out, "this resumes unfinished run %d\n", dry.Resumes)
+	}
 	if opts.DryRun {
 		return nil
 	}
 	if !opts.Yes {
 		return usagef("nothing purged: add --yes to purge them")
 	}
+	// What was counted, and nothing that expired since.
+	p.Before = dry.Before
 	res, err := retention.Purge(ctx, w.pool, p, func(pr retention.Progress) {
 		fmt.Fprintf(errOut, "purged %d of about %d (run %d, batch %d)\n", pr.Purged, n, pr.Run, pr.Batches)
 	})

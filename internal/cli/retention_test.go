@@ -33,7 +33,7 @@ func TestRetentionPurge(t *testing.T) {
 
 	code, out, errOut := run("retention", "purge", "--dry-run", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
-	require.Contains(t, out, "1 records of every tool would be purged")
+	require.Contains(t, out, "1 records of every tool would be purged: completed, retention ended before 20")
 	code, _, errOut = run("retention", "purge", "--config", cfg)
 	require.Equal(t, ExitUsage, code)
 	require.Contains(t, errOut, "nothing purged: add --yes")

@@ -8,6 +8,7 @@ package retention
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -58,22 +59,55 @@ type Result struct {
 }
 
 // eligibleSQL mirrors opsdesk.purge_batch's conditions; a test checks
-// that the dry run's count is what the purge deletes.
+// that the dry run's count is what the purge deletes. $2 is the cut-off
+// (NULL: now).
 const eligibleSQL = `
-SELECT count(*) FROM opsdesk.operations o
-WHERE o.state = 'completed' AND o.expires_at <= least(coalesce($2, now()), now()) AND NOT o.held
-  AND ($1::text IS NULL OR o.tool = $1)
-  AND NOT EXISTS (SELECT FROM opsdesk.conflicts c
-                  WHERE c.tenant = o.tenant AND c.tool = o.tool AND c.key = o.key AND c.reviewed_at IS NULL)`
+SELECT c.before, (SELECT count(*) FROM opsdesk.operations o
+    WHERE o.state = 'completed' AND o.expires_at <= least(c.before, now()) AND NOT o.held
+      AND ($1::text IS NULL OR o.tool = $1)
+      AND NOT EXISTS (SELECT FROM opsdesk.conflicts x
+                      WHERE x.tenant = o.tenant AND x.tool = o.tool AND x.key = o.key AND x.reviewed_at IS NULL))
+FROM (SELECT coalesce($2::timestamptz, now()) AS before) c`
+
+// DryRun is what a purge would delete, counted before it runs.
+type DryRun struct {
+	Count int64 `json:"count"`
+	// Before is the purge's cut-off: records whose retention ended before
+	// it go. It is the parameters' Before, else the cut-off of the
+	// unfinished run the purge resumes, else the database time of the
+	// count. A purge given it takes what was counted and nothing that
+	// expired since (fewer if records changed meanwhile: held, say).
+	Before time.Time `json:"before"`
+	// Resumes is the unfinished run of the same tool and cut-off that the
+	// purge resumes (0: none).
+	Resumes int64 `json:"resumes,omitempty"`
+}
 
 // Eligible counts the records a purge with p would delete now: the dry
-// run.
-func Eligible(ctx context.Context, pool *pgxpool.Pool, p PurgeParams) (int64, error) {
-	var n int64
-	if err := pool.QueryRow(ctx, eligibleSQL, tool(p), before(p)).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count purgeable records: %w", err)
+// run. Purge with p.Before set to the dry run's Before deletes what it
+// counted.
+func Eligible(ctx context.Context, pool *pgxpool.Pool, p PurgeParams) (DryRun, error) {
+	var d DryRun
+	cut := before(p)
+	// An unfinished run of this person and tool is resumed, with its
+	// cut-off. Only admins may read the runs (and purge at all: the purge
+	// says so to the others).
+	var admin bool
+	if err := pool.QueryRow(ctx, `SELECT has_table_privilege('opsdesk.purge_runs', 'SELECT')`).Scan(&admin); err != nil {
+		return d, fmt.Errorf("count purgeable records: %w", err)
 	}
-	return n, nil
+	if admin {
+		err := pool.QueryRow(ctx, `SELECT id, before FROM opsdesk.purge_runs
+WHERE role = session_user AND finished_at IS NULL AND tool IS NOT DISTINCT FROM $1 AND ($2::timestamptz IS NULL OR before = $2)
+ORDER BY id LIMIT 1`, tool(p), cut).Scan(&d.Resumes, &cut)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return d, fmt.Errorf("look for an unfinished purge: %w", err)
+		}
+	}
+	if err := pool.QueryRow(ctx, eligibleSQL, tool(p), cut).Scan(&d.Before, &d.Count); err != nil {
+		return d, fmt.Errorf("count purgeable records: %w", err)
+	}
+	return d, nil
 }
 
 // Purge deletes what p selects, a batch per transaction, calling progress

@@ -73,9 +73,16 @@ VALUES ('acme', 'create-ticket', 'old-1', 1001, sha256('a'), now() - interval '9
 	require.NoError(t, err)
 	p := retention.PurgeParams{Reason: "weekly purge", BatchSize: 2,
 		TombstoneFor: map[string]time.Duration{"create-ticket": 48 * time.Hour}}
-	n, err := retention.Eligible(t.Context(), admin.Pool, p)
+	dry, err := retention.Eligible(t.Context(), admin.Pool, p)
 	require.NoError(t, err)
-	require.EqualValues(t, 9, n)
+	require.EqualValues(t, 9, dry.Count)
+	require.Zero(t, dry.Resumes)
+	// A record whose retention ends after the dry run is not what the
+	// person confirmed: the purge given the dry run's cut-off leaves it.
+	_, err = d.Admin.Exec(t.Context(), `UPDATE opsdesk.operations SET expires_at = $1::timestamptz + interval '1 microsecond'
+WHERE key = 'kept-1'`, dry.Before)
+	require.NoError(t, err)
+	p.Before = dry.Before
 
 	var seen []retention.Progress
 	res, err := retention.Purge(t.Context(), admin.Pool, p, func(pr retention.Progress) { seen = append(seen, pr) })
@@ -135,7 +142,12 @@ func TestInterruptedPurgeResumes(t *testing.T) {
 	var first int
 	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT opsdesk.purge_batch($1, 4)`, run).Scan(&first))
 	require.Equal(t, 4, first)
-	// The process dies here. Run again:
+	// The process dies here. The dry run says the purge resumes the run:
+	dry, err := retention.Eligible(t.Context(), admin.Pool, retention.PurgeParams{})
+	require.NoError(t, err)
+	require.Equal(t, run, dry.Resumes)
+	require.EqualValues(t, 5, dry.Count)
+	// Run again:
 	res, err := retention.Purge(t.Context(), admin.Pool, retention.PurgeParams{Reason: "nightly"}, nil)
 	require.NoError(t, err)
 	require.Equal(t, run, res.Run, "the same run resumed")

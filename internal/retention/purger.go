@@ -17,12 +17,13 @@ type Purger struct {
 }
 
 // Count is the dry run of a purge of tool's expired records.
-func (p *Purger) Count(ctx context.Context, tool string) (int64, error) {
+func (p *Purger) Count(ctx context.Context, tool string) (DryRun, error) {
 	return Eligible(ctx, p.Pool, PurgeParams{Tool: tool})
 }
 
-// Purge purges tool's expired records, calling progress after each batch.
-func (p *Purger) Purge(ctx context.Context, tool, reason string, progress func(Progress)) (Result, error) {
-	return Purge(ctx, p.Pool, PurgeParams{Tool: tool, Reason: reason, DisplayName: p.DisplayName,
+// Purge purges tool's records whose retention ended before the dry run's
+// cut-off, calling progress after each batch.
+func (p *Purger) Purge(ctx context.Context, tool string, before time.Time, reason string, progress func(Progress)) (Result, error) {
+	return Purge(ctx, p.Pool, PurgeParams{Tool: tool, Before: before, Reason: reason, DisplayName: p.DisplayName,
 		TombstoneFor: p.TombstoneFor}, progress)
 }

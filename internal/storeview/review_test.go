@@ -146,9 +146,9 @@ func TestReviewPurgeableIsWhatAPurgeDeletes(t *testing.T) {
 	r, err := New(admin.Pool, Options{}).Review(t.Context(), reviewCatalog)
 	require.NoError(t, err)
 	for _, tr := range r.Tools {
-		n, err := retention.Eligible(t.Context(), admin.Pool, retention.PurgeParams{Tool: tr.Tool})
+		dry, err := retention.Eligible(t.Context(), admin.Pool, retention.PurgeParams{Tool: tr.Tool})
 		require.NoError(t, err)
-		require.Equal(t, Count{N: n}, tr.Purgeable, tr.Tool)
+		require.Equal(t, Count{N: dry.Count}, tr.Purgeable, tr.Tool)
 	}
 }
 
