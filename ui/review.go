@@ -199,7 +199,10 @@ func (s *reviewScreen) View() string {
 	r := s.r
 	w := max(1, s.w)
 	title := fmt.Sprintf(" Retention review · %d tools", len(r.Tools))
-	if n := r.Warnings(); n > 0 {
+	switch n := r.Warnings(); {
+	case n == 1:
+		title += " · ⚠ 1 warning"
+	case n > 1:
 		title += fmt.Sprintf(" · ⚠ %d warnings", n)
 	}
 	if r.Scoped {
