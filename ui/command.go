@@ -19,6 +19,8 @@ var commandHelp = [][2]string{
 	{":stuck [filter]", "stuck records, the longest expired lease first"},
 	{":conflicts [filter]", "records with unreviewed conflicting attempts"},
 	{":key TENANT/TOOL/KEY", "look up one identity"},
+	{":audit [filter]", "the audit trail, newest first (:audit outcome:denied)"},
+	{":retention", "the retention review of every tool"},
 	{":overview", "the first screen"},
 	{":quit", "leave the console"},
 }
@@ -42,7 +44,7 @@ func newCmdline(keys KeyMap, st Styles) cmdline {
 	in.Cursor.TextStyle = st.Input
 	in.Cursor.SetMode(cursor.CursorStatic)
 	in.ShowSuggestions = true
-	in.SetSuggestions([]string{"ops ", "stuck", "conflicts", "key ", "overview", "quit"})
+	in.SetSuggestions([]string{"ops ", "stuck", "conflicts", "key ", "audit", "retention", "overview", "quit"})
 	in.CompletionStyle = st.Muted
 	return cmdline{keys: keys, st: st, input: in}
 }
@@ -141,10 +143,14 @@ func parseCommand(line string) (tea.Msg, error) {
 		return tea.QuitMsg{}, nil
 	case "retention", "review":
 		return navMsg{to: screenReview}, nil
-	case "audit":
-		return noteMsg("the audit trail arrives with the audit feature"), nil
+	case "audit", "trail":
+		f, err := storeview.ParseAuditFilter(rest)
+		if err != nil {
+			return nil, err
+		}
+		return auditOf(f), nil
 	}
-	return nil, fmt.Errorf("unknown command %q: try ops, stuck, conflicts, key TENANT/TOOL/KEY, retention, overview, quit", name)
+	return nil, fmt.Errorf("unknown command %q: try ops, stuck, conflicts, key TENANT/TOOL/KEY, audit, retention, overview, quit", name)
 }
 
 // parseIdentity reads TENANT/TOOL/KEY; the key may itself contain

@@ -43,11 +43,14 @@ type fakeSource struct {
 	// the cap are lower bounds.
 	scoped bool
 	calls  map[string]int
+	// trail is the audit trail, newest last within each chain.
+	trail []storeview.AuditDetail
 }
 
 func newFakeSource() *fakeSource {
 	s := &fakeSource{conflicts: map[int64][]storeview.Conflict{}, decisions: map[int64][]storeview.Decision{},
 		refs: map[int64]string{}, calls: map[string]int{}, estimate: 4_180_112}
+	s.trail = fakeTrail()
 	at := func(d time.Duration) time.Time { return dbNow.Add(d) }
 	add := func(r storeview.Row) {
 		r.DBTime = dbNow

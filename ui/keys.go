@@ -37,6 +37,10 @@ type KeyMap struct {
 	AckConflicts key.Binding
 	Reveal       key.Binding
 	RevealIntent key.Binding
+	// History, on a record's detail, opens its audit history; Operation,
+	// on an audit record, opens the operation it is about.
+	History   key.Binding
+	Operation key.Binding
 	// Purge, on the retention review: offered only to a role the database
 	// lets purge.
 	Purge key.Binding
@@ -80,6 +84,8 @@ func DefaultKeyMap() KeyMap {
 		Reveal:       key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "reveal result"), key.WithDisabled()),
 		RevealIntent: key.NewBinding(key.WithKeys("i"), key.WithHelp("i", "reveal intent"), key.WithDisabled()),
 		Purge:        key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "purge expired"), key.WithDisabled()),
+		History:      key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "audit history"), key.WithDisabled()),
+		Operation:    key.NewBinding(key.WithKeys("o", "enter"), key.WithHelp("o", "open operation"), key.WithDisabled()),
 
 		Next:     key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "next"), key.WithDisabled()),
 		Yes:      key.NewBinding(key.WithKeys("y", "Y"), key.WithHelp("y", "yes, apply"), key.WithDisabled()),

@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"errors"
 	"os"
 	"slices"
 	"strconv"
@@ -87,6 +86,8 @@ type Model struct {
 	decide   *decideScreen
 	review   *reviewScreen
 	purge    *purgeScreen
+	audit    *auditScreen
+	auditRec *auditRecordScreen
 	stack    []screen
 }
 
@@ -129,6 +130,8 @@ func newModel(ctx context.Context, src Source, opts Options, r *lipgloss.Rendere
 		decide:   newDecide(d, opts.Decider),
 		review:   newReview(d, opts.Catalog),
 		purge:    newPurge(d, opts.Purger),
+		audit:    newAudit(d),
+		auditRec: newAuditRecord(d),
 	}
 	m.connect.every = opts.Refresh
 	m.stack = []screen{m.connect}
@@ -177,7 +180,7 @@ func (m *Model) bodyHeight() int { return max(1, m.h-3) }
 func (m *Model) resize(w, h int) tea.Cmd {
 	m.w, m.h = w, h
 	m.help.Width = max(1, w-1)
-	for _, s := range []screen{m.connect, m.overview, m.list, m.detail, m.decide, m.review, m.purge} {
+	for _, s := range []screen{m.connect, m.overview, m.list, m.detail, m.decide, m.review, m.purge, m.audit, m.auditRec} {
 		s.SetSize(w, m.bodyHeight())
 	}
 	if m.connected {
@@ -324,6 +327,20 @@ func (m *Model) navigate(n navMsg) tea.Cmd {
 	case screenReview:
 		m.setStack(m.overview, m.review)
 		return m.review.fetch()
+	case screenAudit:
+		if n.history {
+			// An operation's history stays above the operation's detail.
+			m.setStack(append(m.above(m.audit), m.audit)...)
+		} else {
+			m.setStack(m.overview, m.audit)
+		}
+		return m.audit.open(n.audit, n.history)
+	case screenAuditRecord:
+		if n.record == nil {
+			return nil
+		}
+		m.setStack(append(m.above(m.auditRec), m.auditRec)...)
+		return m.auditRec.open(*n.record)
 	case screenPurge:
 		if n.tool == nil || !m.canPurge() || m.active() != m.review {
 			return nil
@@ -332,6 +349,15 @@ func (m *Model) navigate(n navMsg) tea.Cmd {
 		return m.purge.start(*n.tool)
 	}
 	return nil
+}
+
+// above is the stack below s: up to s when it is already there (a
+// screen shows once), else the whole stack.
+func (m *Model) above(s screen) []screen {
+	if i := slices.Index(m.stack, s); i >= 0 {
+		return slices.Clone(m.stack[:i])
+	}
+	return slices.Clone(m.stack)
 }
 
 // setStack shows the screens given; a screen that is no longer on the
@@ -409,6 +435,10 @@ func (m *Model) deliver(r result) tea.Cmd {
 		s = m.detail
 	case screenReview:
 		s = m.review
+	case screenAudit:
+		s = m.audit
+	case screenAuditRecord:
+		s = m.auditRec
 	default:
 		return nil
 	}
@@ -423,7 +453,7 @@ func (m *Model) deliver(r result) tea.Cmd {
 		}
 		m.lastErr = nil
 		m.unreachable = false
-	case errors.Is(err, storeview.ErrNotFound):
+	case errNoRecord(err):
 		// The screen explains it; the database answered.
 		m.unreachable = false
 	default:
@@ -572,7 +602,7 @@ func (m *Model) step(dir int) tea.Cmd {
 func (m *Model) syncKeys() {
 	top := len(m.stack) == 1
 	s := m.active()
-	filtered := s == m.list && m.list.filterText != ""
+	filtered := s == m.list && m.list.filterText != "" || s == m.audit && m.audit.clears()
 	switch {
 	case m.showHelp:
 		m.keys.Back.SetEnabled(true)
@@ -786,8 +816,11 @@ func (m *Model) helpView() string {
 		return out
 	}
 	blocks = append(blocks, section("States", "◷ pending (live lease) · ⚠ stuck (lease expired) · ✓ completed · ✗ rejected · ≠ conflicted · ○ released"))
-	if s == m.list {
+	switch s {
+	case m.list:
 		blocks = append(blocks, section("Filter (/)", strings.Split(storeview.FilterHelp, "\n")...))
+	case m.audit:
+		blocks = append(blocks, section("Filter (/)", strings.Split(storeview.AuditFilterHelp, "\n")...))
 	}
 	goTo := []string{" " + m.st.Title.Render("Go to (:)")}
 	for _, c := range commandHelp {

@@ -79,6 +79,18 @@ type navMsg struct {
 	rec  *storeview.Detail
 	// For a purge: the tool, as the review showed it.
 	tool *storeview.ToolReview
+	// For the audit trail: a filter, and whether it is an operation's
+	// history opened from its detail (kept above the detail; esc goes
+	// back to it rather than clearing the filter).
+	audit   storeview.AuditFilter
+	history bool
+	// For an audit record: its chain and number.
+	record *auditRef
+}
+
+// auditOf opens the audit trail with a filter.
+func auditOf(f storeview.AuditFilter) navMsg {
+	return navMsg{to: screenAudit, audit: f, filterText: f.String()}
 }
 
 // listOf opens the operations list with a filter.

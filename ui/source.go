@@ -21,6 +21,12 @@ type Source interface {
 	// Review is the retention review of the catalog's and the store's
 	// tools.
 	Review(ctx context.Context, catalog map[string]storeview.ToolPolicy) (storeview.Review, error)
+	// AuditList is one page of the audit trail, newest first, as far as
+	// the role may see it.
+	AuditList(ctx context.Context, q storeview.AuditQuery) (storeview.AuditPage, error)
+	// AuditRecord is one audit record with the check of its hash and its
+	// link to the record before.
+	AuditRecord(ctx context.Context, tenant string, seq int64) (storeview.AuditDetail, error)
 }
 
 var _ Source = (*storeview.Store)(nil)
@@ -86,6 +92,8 @@ const (
 	screenDecide
 	screenReview
 	screenPurge
+	screenAudit
+	screenAuditRecord
 	// screenPrevious asks the root to leave the active screen.
 	screenPrevious
 )
@@ -138,6 +146,28 @@ func (m reviewMsg) owner() screenID { return screenReview }
 func (m reviewMsg) sequence() int   { return m.seq }
 func (m reviewMsg) asOf() time.Time { return m.r.DBTime }
 func (m reviewMsg) failure() error  { return m.err }
+
+type auditPageMsg struct {
+	seq  int
+	page storeview.AuditPage
+	err  error
+}
+
+func (m auditPageMsg) owner() screenID { return screenAudit }
+func (m auditPageMsg) sequence() int   { return m.seq }
+func (m auditPageMsg) asOf() time.Time { return m.page.DBTime }
+func (m auditPageMsg) failure() error  { return m.err }
+
+type auditRecordMsg struct {
+	seq int
+	d   storeview.AuditDetail
+	err error
+}
+
+func (m auditRecordMsg) owner() screenID { return screenAuditRecord }
+func (m auditRecordMsg) sequence() int   { return m.seq }
+func (m auditRecordMsg) asOf() time.Time { return m.d.DBTime }
+func (m auditRecordMsg) failure() error  { return m.err }
 
 type pageMsg struct {
 	seq  int
@@ -212,6 +242,17 @@ func (f fetcher) review(seq int, catalog map[string]storeview.ToolPolicy) tea.Cm
 func (f fetcher) list(seq int, q storeview.Query) tea.Cmd {
 	return run(f, func(ctx context.Context) (storeview.Page, error) { return f.src.List(ctx, q) },
 		func(p storeview.Page, err error) tea.Msg { return pageMsg{seq: seq, page: p, err: err} })
+}
+
+func (f fetcher) auditList(seq int, q storeview.AuditQuery) tea.Cmd {
+	return run(f, func(ctx context.Context) (storeview.AuditPage, error) { return f.src.AuditList(ctx, q) },
+		func(p storeview.AuditPage, err error) tea.Msg { return auditPageMsg{seq: seq, page: p, err: err} })
+}
+
+func (f fetcher) auditRecord(seq int, ref auditRef) tea.Cmd {
+	return run(f, func(ctx context.Context) (storeview.AuditDetail, error) {
+		return f.src.AuditRecord(ctx, ref.Tenant, ref.Seq)
+	}, func(d storeview.AuditDetail, err error) tea.Msg { return auditRecordMsg{seq: seq, d: d, err: err} })
 }
 
 func (f fetcher) get(seq int, id int64) tea.Cmd {
