@@ -197,6 +197,7 @@ func TestAuditViews(t *testing.T) {
 		{"audit-filter-error", func(h *harness) { h.keys(":audit tenant:acme<enter>/outcome:refused<enter>") }},
 		{"audit-record-decision", func(h *harness) { h.keys(":audit tenant:acme action:decide:completed<enter><enter>") }},
 		{"audit-record-denied", func(h *harness) { h.keys(":audit outcome:denied tenant:acme<enter><enter>") }},
+		{"audit-history", func(h *harness) { h.keys("<enter><enter>h") }}, // the stuck tile, its first row
 		{"audit-help", func(h *harness) { h.keys(":audit<enter>?") }},
 	}
 	for _, c := range cases {
@@ -283,6 +284,41 @@ func TestAuditFilterBar(t *testing.T) {
 	require.Same(t, screen(h.m.overview), h.m.active())
 }
 
+// TestAuditHistoryKey: h on an operation's detail opens its history; esc
+// goes back to the detail; from a record, o opens the operation.
+func TestAuditHistoryKey(t *testing.T) {
+	src := newFakeSource()
+	h := newHarness(t, src, 120, 40).keys(":key acme/create-ticket/run-42:create-ticket<enter>")
+	require.Contains(t, h.view(), "h audit history")
+	h.keys("h")
+	a := h.m.audit
+	require.Same(t, screen(a), h.m.active())
+	require.Equal(t, storeview.OperationAuditFilter("acme", 48213), a.filter)
+	require.Len(t, a.page.Rows, 3)
+	for _, r := range a.page.Rows {
+		require.Equal(t, int64(48213), r.OperationID)
+	}
+	require.Contains(t, h.view(), "Audit history  operation 48213 · tenant acme")
+
+	// enter opens the newest record; o there opens the operation again,
+	// and esc walks back.
+	h.keys("<enter>")
+	require.Same(t, screen(h.m.auditRec), h.m.active())
+	require.Contains(t, h.view(), "o/enter open operation 48213")
+	h.keys("o")
+	require.Same(t, screen(h.m.detail), h.m.active())
+	require.Equal(t, int64(48213), h.m.detail.d.ID)
+
+	h = newHarness(t, src, 120, 40).keys(":key acme/create-ticket/run-42:create-ticket<enter>h<esc>")
+	require.Same(t, screen(h.m.detail), h.m.active(), "esc on the history goes back to the detail")
+
+	// Before the record arrives there is nothing to show the history of,
+	// and elsewhere h is nothing (not even a freeze of refresh).
+	h = newHarness(t, src, 120, 40).keys(":ops<enter>h")
+	require.Same(t, screen(h.m.list), h.m.active())
+	require.False(t, h.m.refresh.frozen)
+}
+
 // TestAuditRecordCheck: a record whose link does not hold says so, and a
 // record that is not there is said to be missing, not an error.
 func TestAuditRecordCheck(t *testing.T) {
@@ -312,7 +348,7 @@ func TestParseAuditCommand(t *testing.T) {
 func TestAuditNeverPanics(t *testing.T) {
 	for _, sz := range []struct{ w, h int }{{0, 0}, {1, 1}, {60, 20}, {61, 21}, {200, 60}, {300, 20}} {
 		h := newHarness(t, newFakeSource(), sz.w, sz.h)
-		for _, k := range []string{":audit<enter>", "<down><enter>", "o", "<esc>", "<esc>", "<esc>", "/x<enter>", "<esc><esc>", "n", "p", "G<enter>"} {
+		for _, k := range []string{":audit<enter>", "<down><enter>", "o", "h", "<esc>", "<esc>", "<esc>", "/x<enter>", "<esc><esc>", "n", "p", "G<enter>"} {
 			h.keys(k)
 			v := h.view()
 			if sz.w >= minWidth && sz.h >= minHeight {

@@ -108,18 +108,19 @@ func (s *detailScreen) updateKeys() {
 	s.keys.AckConflicts.SetEnabled(s.writes && d != nil && unreviewed(d.Conflicts) > 0)
 	s.keys.Reveal.SetEnabled(s.writes && d != nil && d.HasResult)
 	s.keys.RevealIntent.SetEnabled(s.writes && d != nil)
+	s.keys.History.SetEnabled(d != nil)
 }
 
 // ShortHelp implements help.KeyMap.
 func (s *detailScreen) ShortHelp() []key.Binding {
-	return []key.Binding{s.keys.Reconcile, s.keys.AckConflicts, s.keys.Reveal, s.keys.RevealIntent, combined("↑/↓", "scroll", s.keys.Up, s.keys.Down)}
+	return []key.Binding{s.keys.Reconcile, s.keys.AckConflicts, s.keys.Reveal, s.keys.RevealIntent, s.keys.History, combined("↑/↓", "scroll", s.keys.Up, s.keys.Down)}
 }
 
 // FullHelp implements help.KeyMap.
 func (s *detailScreen) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{s.keys.Up, s.keys.Down, s.keys.NextPage, s.keys.PrevPage, s.keys.Top, s.keys.Bottom},
-		{s.keys.Reconcile, s.keys.AckConflicts, s.keys.Reveal, s.keys.RevealIntent},
+		{s.keys.Reconcile, s.keys.AckConflicts, s.keys.Reveal, s.keys.RevealIntent, s.keys.History},
 	}
 }
 
@@ -165,6 +166,9 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			s.startFlow(flowReveal)
 		case key.Matches(msg, s.keys.RevealIntent):
 			s.startFlow(flowRevealIntent)
+		case key.Matches(msg, s.keys.History):
+			// History is enabled only with a record shown.
+			s.goTo(navMsg{to: screenAudit, audit: storeview.OperationAuditFilter(s.d.Tenant, s.d.ID), history: true})
 		}
 		s.clamp()
 	}

@@ -603,6 +603,10 @@ func (m *Model) syncKeys() {
 	top := len(m.stack) == 1
 	s := m.active()
 	filtered := s == m.list && m.list.filterText != "" || s == m.audit && m.audit.clears()
+	// h and l move across the overview's tiles only: elsewhere they are
+	// free for the screen (h opens a record's audit history).
+	m.keys.Left.SetEnabled(s == m.overview)
+	m.keys.Right.SetEnabled(s == m.overview)
 	switch {
 	case m.showHelp:
 		m.keys.Back.SetEnabled(true)
