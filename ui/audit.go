@@ -570,7 +570,7 @@ func (s *auditScreen) position() string {
 	case !s.loaded && s.loading:
 		return right + " · loading…"
 	case s.loaded:
-		right += " · " + strconv.Itoa(s.visibleRows()) + " records"
+		right += " · " + strconv.Itoa(s.visibleRows()) + " record" + plural(s.visibleRows())
 		if s.page.Next != nil {
 			return right + " · more"
 		}
