@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
@@ -28,11 +27,7 @@ type auditScreen struct {
 	// history: the filter is an operation's history, opened from its
 	// detail; esc goes back to the detail rather than clearing it.
 	history bool
-	// pages holds the cursor each visited page starts after (nil: the
-	// first); turning the stack before a turn whose page has not come, as
-	// in the operations list.
-	pages   []*storeview.AuditCursor
-	turning []*storeview.AuditCursor
+	pageStack[storeview.AuditCursor]
 
 	seq     int
 	loading bool
@@ -41,9 +36,7 @@ type auditScreen struct {
 	err     error
 	sel     int
 
-	editing  bool
-	input    textinput.Model
-	inputErr error
+	filterBar
 }
 
 // auditPaneLines is the height of the selected record's pane, fixed so
@@ -51,9 +44,8 @@ type auditScreen struct {
 const auditPaneLines = 4
 
 func newAudit(d deps) *auditScreen {
-	in := textInput(d.st, "outcome:denied action:decide:* age<1h", 500)
-	in.Prompt = "/ "
-	s := &auditScreen{deps: d, pages: []*storeview.AuditCursor{nil}, input: in}
+	s := &auditScreen{deps: d, filterBar: newFilterBar(d.st, "outcome:denied action:decide:* age<1h")}
+	s.firstPage()
 	s.updateKeys()
 	return s
 }
@@ -77,10 +69,8 @@ func (s *auditScreen) limit() int { return max(1, s.h-4-auditPaneLines) }
 // open shows a filter from the first page.
 func (s *auditScreen) open(f storeview.AuditFilter, history bool) tea.Cmd {
 	s.filter, s.filterText, s.history = f, f.String(), history
-	s.editing, s.inputErr = false, nil
-	s.input.Blur()
-	s.pages = []*storeview.AuditCursor{nil}
-	s.turning = nil
+	s.closeBar()
+	s.firstPage()
 	s.sel = 0
 	s.loaded = false
 	s.page = storeview.AuditPage{}
@@ -92,7 +82,7 @@ func (s *auditScreen) open(f storeview.AuditFilter, history bool) tea.Cmd {
 func (s *auditScreen) fetch() tea.Cmd {
 	s.seq++
 	s.loading = true
-	return s.f.auditList(s.seq, storeview.AuditQuery{Filter: s.filter, Limit: s.limit(), After: s.pages[len(s.pages)-1]})
+	return s.f.auditList(s.seq, storeview.AuditQuery{Filter: s.filter, Limit: s.limit(), After: s.pageAfter()})
 }
 
 func (s *auditScreen) refresh() tea.Cmd {
@@ -131,8 +121,9 @@ func (s *auditScreen) updateKeys() {
 		b.SetEnabled(rows)
 	}
 	s.keys.Open.SetHelp("enter", "open record")
-	s.keys.NextPage.SetEnabled(s.turning == nil && s.page.Next != nil)
-	s.keys.PrevPage.SetEnabled(s.turning == nil && len(s.pages) > 1)
+	forward, backward := s.canTurn(s.page.Next)
+	s.keys.NextPage.SetEnabled(forward)
+	s.keys.PrevPage.SetEnabled(backward)
 	s.keys.NextPage.SetHelp("n", "next page")
 	s.keys.PrevPage.SetHelp("p", "prev page")
 }
@@ -174,14 +165,11 @@ func (s *auditScreen) receive(msg auditPageMsg) {
 	}
 	s.loading = false
 	s.err = msg.err
+	s.settle(msg.err == nil)
 	if msg.err != nil {
-		if s.turning != nil {
-			s.pages, s.turning = s.turning, nil
-		}
 		s.updateKeys()
 		return
 	}
-	s.turning = nil
 	keep, had := s.selected()
 	s.page = msg.page
 	s.loaded = true
@@ -211,56 +199,38 @@ func (s *auditScreen) key(msg tea.KeyMsg) tea.Cmd {
 			s.goTo(navMsg{to: screenAuditRecord, record: &auditRef{Tenant: r.Tenant, Seq: r.Seq}})
 		}
 	case key.Matches(msg, s.keys.NextPage):
-		return s.turn(append(slices.Clip(s.pages), s.page.Next))
+		s.turnForward(s.page.Next)
+		return s.turned()
 	case key.Matches(msg, s.keys.PrevPage):
-		return s.turn(s.pages[:len(s.pages)-1])
+		s.turnBack()
+		return s.turned()
 	case key.Matches(msg, s.keys.Filter):
-		return s.startEdit()
+		return s.openBar(s.filterText)
 	}
 	s.clampSel()
 	return nil
 }
 
-func (s *auditScreen) turn(pages []*storeview.AuditCursor) tea.Cmd {
-	s.turning = s.pages
-	s.pages = pages
+// turned fetches the page a turn goes to.
+func (s *auditScreen) turned() tea.Cmd {
 	s.sel = 0
 	s.updateKeys()
 	return s.fetch()
 }
 
-func (s *auditScreen) startEdit() tea.Cmd {
-	s.editing = true
-	s.inputErr = nil
-	value := s.filterText
-	if value != "" {
-		value += " "
-	}
-	s.input.SetValue(value)
-	s.input.CursorEnd()
-	return s.input.Focus()
-}
-
 // edit handles a key in the filter bar: a filter that does not parse is
 // an inline error and the trail keeps its previous filter.
 func (s *auditScreen) edit(msg tea.KeyMsg) tea.Cmd {
-	switch {
-	case key.Matches(msg, s.keys.Accept):
-		f, err := storeview.ParseAuditFilter(strings.TrimSpace(s.input.Value()))
-		if err != nil {
-			s.inputErr = err
-			return nil
-		}
-		return s.open(f, false)
-	case key.Matches(msg, s.keys.Cancel):
-		s.editing = false
-		s.inputErr = nil
-		s.input.Blur()
+	text, accepted, cmd := s.editKey(msg, s.keys)
+	if !accepted {
+		return cmd
+	}
+	f, err := storeview.ParseAuditFilter(text)
+	if err != nil {
+		s.inputErr = err
 		return nil
 	}
-	var cmd tea.Cmd
-	s.input, cmd = s.input.Update(msg)
-	return cmd
+	return s.open(f, false)
 }
 
 // auditRef names one audit record: its chain and its number.

@@ -7,9 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/cursor"
 	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
@@ -24,15 +22,7 @@ type listScreen struct {
 	filter     storeview.Filter
 	filterText string
 	sort       storeview.Sort
-	// pages holds the cursor each visited page starts after; the last one
-	// is the current page (nil: the first).
-	pages []*storeview.Cursor
-	// turning holds the page stack as it was before a page turn (n or p)
-	// whose page has not arrived yet, nil when none is in flight. Until it
-	// arrives the page shown is not the one the stack ends with, so n and
-	// p are disabled: a second n would push the shown page's Next again
-	// and number one page twice. A turn that fails puts the stack back.
-	turning []*storeview.Cursor
+	pageStack[storeview.Cursor]
 
 	seq     int
 	loading bool
@@ -46,23 +36,12 @@ type listScreen struct {
 	measure measure
 	widths  [colCount]int
 
-	editing  bool
-	input    textinput.Model
-	inputErr error
+	filterBar
 }
 
 func newList(d deps) *listScreen {
-	in := textinput.New()
-	in.Prompt = "/ "
-	in.CharLimit = 500
-	in.Placeholder = "state:stuck tool:create-ticket age>10m"
-	in.PromptStyle = d.st.Bold
-	in.TextStyle = d.st.Input
-	in.PlaceholderStyle = d.st.Muted
-	in.Cursor.Style = d.st.Selected
-	in.Cursor.TextStyle = d.st.Input
-	in.Cursor.SetMode(cursor.CursorStatic)
-	s := &listScreen{deps: d, sort: storeview.SortNewest, pages: []*storeview.Cursor{nil}, input: in}
+	s := &listScreen{deps: d, sort: storeview.SortNewest, filterBar: newFilterBar(d.st, "state:stuck tool:create-ticket age>10m")}
+	s.firstPage()
 	s.updateKeys()
 	return s
 }
@@ -92,15 +71,13 @@ func (s *listScreen) open(f storeview.Filter, text string, sort storeview.Sort) 
 		sort = storeview.SortNewest
 	}
 	s.filter, s.filterText, s.sort = f, text, sort
-	s.editing, s.inputErr = false, nil
-	s.input.Blur()
+	s.closeBar()
 	return s.restart()
 }
 
 // restart goes back to the first page and fetches it.
 func (s *listScreen) restart() tea.Cmd {
-	s.pages = []*storeview.Cursor{nil}
-	s.turning = nil
+	s.firstPage()
 	s.sel = 0
 	s.loaded = false
 	s.page = storeview.Page{}
@@ -111,7 +88,7 @@ func (s *listScreen) restart() tea.Cmd {
 }
 
 func (s *listScreen) query() storeview.Query {
-	return storeview.Query{Filter: s.filter, Sort: s.sort, Limit: s.limit(), After: s.pages[len(s.pages)-1]}
+	return storeview.Query{Filter: s.filter, Sort: s.sort, Limit: s.limit(), After: s.pageAfter()}
 }
 
 // fetch asks for the current page; an older request's answer will be
@@ -156,8 +133,9 @@ func (s *listScreen) updateKeys() {
 	s.keys.Top.SetEnabled(rows)
 	s.keys.Bottom.SetEnabled(rows)
 	s.keys.Open.SetEnabled(rows)
-	s.keys.NextPage.SetEnabled(s.turning == nil && s.page.Next != nil)
-	s.keys.PrevPage.SetEnabled(s.turning == nil && len(s.pages) > 1)
+	forward, backward := s.canTurn(s.page.Next)
+	s.keys.NextPage.SetEnabled(forward)
+	s.keys.PrevPage.SetEnabled(backward)
 	s.keys.Sort.SetHelp("s", "sort by "+sortName(nextSort(s.sort)).short())
 	s.keys.NextPage.SetHelp("n", "next page")
 	s.keys.PrevPage.SetHelp("p", "prev page")
@@ -206,16 +184,11 @@ func (s *listScreen) receive(msg pageMsg) {
 	}
 	s.loading = false
 	s.err = msg.err
+	s.settle(msg.err == nil)
 	if msg.err != nil {
-		if s.turning != nil {
-			// The page did not come: the shown page is still the one
-			// before the turn, and so is its number.
-			s.pages, s.turning = s.turning, nil
-		}
 		s.updateKeys()
 		return
 	}
-	s.turning = nil
 	var keep int64
 	if r, ok := s.selected(); ok {
 		keep = r.ID
@@ -257,67 +230,45 @@ func (s *listScreen) key(msg tea.KeyMsg) tea.Cmd {
 			s.goTo(navMsg{to: screenDetail, id: r.ID})
 		}
 	case key.Matches(msg, s.keys.NextPage):
-		return s.turn(append(slices.Clip(s.pages), s.page.Next))
+		s.turnForward(s.page.Next)
+		return s.turned()
 	case key.Matches(msg, s.keys.PrevPage):
-		return s.turn(s.pages[:len(s.pages)-1])
+		s.turnBack()
+		return s.turned()
 	case key.Matches(msg, s.keys.Sort):
 		s.sort = nextSort(s.sort)
 		return s.restart()
 	case key.Matches(msg, s.keys.Filter):
-		return s.startEdit()
+		return s.openBar(s.filterText)
 	}
 	s.clampSel()
 	return nil
 }
 
-// turn goes to another page: it fetches the page pages ends with, and
-// until that page arrives n and p are disabled.
-func (s *listScreen) turn(pages []*storeview.Cursor) tea.Cmd {
-	s.turning = s.pages
-	s.pages = pages
+// turned fetches the page a turn goes to; until it arrives n and p are
+// disabled.
+func (s *listScreen) turned() tea.Cmd {
 	s.sel = 0
 	s.updateKeys()
 	return s.fetch()
 }
 
 // startEdit opens the filter bar on the current filter.
-func (s *listScreen) startEdit() tea.Cmd {
-	s.editing = true
-	s.inputErr = nil
-	// A trailing space, so a term typed at once adds to the filter.
-	value := s.filterText
-	if value != "" {
-		value += " "
-	}
-	s.input.SetValue(value)
-	s.input.CursorEnd()
-	return s.input.Focus()
-}
+func (s *listScreen) startEdit() tea.Cmd { return s.openBar(s.filterText) }
 
 // edit handles a key in the filter bar. A filter that does not parse is an
 // inline error and the list keeps its previous filter.
 func (s *listScreen) edit(msg tea.KeyMsg) tea.Cmd {
-	switch {
-	case key.Matches(msg, s.keys.Accept):
-		text := strings.TrimSpace(s.input.Value())
-		f, err := storeview.ParseFilter(text)
-		if err != nil {
-			s.inputErr = err
-			return nil
-		}
-		s.editing = false
-		s.inputErr = nil
-		s.input.Blur()
-		return s.open(f, f.String(), s.sort)
-	case key.Matches(msg, s.keys.Cancel):
-		s.editing = false
-		s.inputErr = nil
-		s.input.Blur()
+	text, accepted, cmd := s.editKey(msg, s.keys)
+	if !accepted {
+		return cmd
+	}
+	f, err := storeview.ParseFilter(text)
+	if err != nil {
+		s.inputErr = err
 		return nil
 	}
-	var cmd tea.Cmd
-	s.input, cmd = s.input.Update(msg)
-	return cmd
+	return s.open(f, f.String(), s.sort)
 }
 
 func nextSort(cur storeview.Sort) storeview.Sort {

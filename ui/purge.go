@@ -330,7 +330,7 @@ func (s *purgeScreen) View() string {
 		default:
 			lines = append(lines, "   "+s.st.Completed.Render(truncate(fmt.Sprintf("✓ purged %s records", count(s.res.Purged)), w-3)))
 			add(fmt.Sprintf("run %d, with %s expired tombstones; audit record %s#%d", s.res.Run,
-				count(s.res.TombstonesExpired), auditChain(s.res.AuditTenant), s.res.AuditSeq))
+				count(s.res.TombstonesExpired), chainName(s.res.AuditTenant), s.res.AuditSeq))
 		}
 		lines = append(lines, "")
 		add("esc returns to the retention review")
@@ -347,14 +347,6 @@ func lateRetry(t storeview.ToolReview) string {
 		return "a late retry within it gets ErrExpired, later it runs again."
 	}
 	return "a late retry runs again as new work."
-}
-
-// auditChain names an audit chain: a tenant, or "global".
-func auditChain(tenant string) string {
-	if tenant == "" {
-		return "global"
-	}
-	return Clean(tenant)
 }
 
 // bar is the purge's progress against the dry run's count.
