@@ -195,8 +195,10 @@ type ExportReport struct {
 }
 
 // VerifyExport verifies an export without any database: every record's
-// hash and link as Verify does (a chain that starts after seq 1 is
-// anchored by its first record's prev_hash, and its Chain.From says so),
+// hash and link as Verify does (a chain that starts after seq 1, where its
+// segment's header says it resumes, is anchored by its first record's
+// prev_hash, and its Chain.From says so; anywhere else the records before
+// it are missing),
 // each checkpoint's signature (with opts.PublicKey when set), that each
 // chain still holds the heads each checkpoint signed, and that every
 // segment is whole (its end line matches its records). It reads the file
@@ -265,7 +267,7 @@ func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, pinned ed25519.PublicKey)
 			}
 		}
 	}
-	v := newVerifier(rep, signed, true)
+	v := newVerifier(rep, signed)
 	var problems []string
 	var open bool     // a segment started and has not ended
 	var records int64 // the open segment's records
@@ -294,6 +296,9 @@ func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, pinned ed25519.PublicKey)
 			for tenant := range header.After {
 				resumed[tenant] = true
 			}
+			// The header is not signed: a chain it says starts mid-way is
+			// reported as anchored there (Chain.From), never as whole.
+			v.anchors = header.After
 		case KindRecord:
 			if !open {
 				return errors.New("a record outside a segment (after an end line, before the next export line)")

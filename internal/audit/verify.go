@@ -179,7 +179,7 @@ SELECT now(), session_user,
 	slices.Sort(tenants)
 	rep.Tenants = append(rep.Tenants, tenants...)
 
-	v := newVerifier(rep, signed, false)
+	v := newVerifier(rep, signed)
 	if err := Read(ctx, tx, ReadOpts{Tenant: opts.Tenant}, v.add); err != nil {
 		return nil, readError(rep.Role, err)
 	}
@@ -225,13 +225,16 @@ type verifier struct {
 	signed map[string]Head // the checkpoint's heads still to compare
 	chains map[string]*Chain
 	order  []string // chains in the order first seen
-	// anchor lets a chain start after seq 1, anchored by its first
-	// record's prev_hash: an export need not hold a chain from its start.
-	anchor bool
+	// anchors lets a chain start after seq 1, anchored by its first
+	// record's prev_hash, where an export says it starts: after the seq
+	// anchors holds for its tenant (--since-seq, or a segment appended to
+	// an export). Elsewhere a chain must start at seq 1, so that records
+	// dropped from the start of a chain are found.
+	anchors map[string]int64
 }
 
-func newVerifier(rep *Report, signed map[string]Head, anchor bool) *verifier {
-	return &verifier{rep: rep, signed: signed, chains: map[string]*Chain{}, anchor: anchor}
+func newVerifier(rep *Report, signed map[string]Head) *verifier {
+	return &verifier{rep: rep, signed: signed, chains: map[string]*Chain{}}
 }
 
 func (v *verifier) add(r Record) error {
@@ -241,7 +244,7 @@ func (v *verifier) add(r Record) error {
 		if h, ok := v.signed[r.Tenant]; ok {
 			c.Checkpoint = &CheckedHead{Seq: h.Seq, Hash: h.Hash}
 		}
-		if v.anchor && r.Seq > 1 {
+		if after, ok := v.anchors[r.Tenant]; ok && r.Seq > 1 && r.Seq == after+1 {
 			c.From, c.HeadSeq, c.HeadHash = r.Seq, r.Seq-1, r.PrevHash
 		}
 		v.chains[r.Tenant] = c

@@ -241,6 +241,21 @@ func TestAuditExport(t *testing.T) {
 		require.Contains(t, out, "first broken record: tenant globex seq 2 missing: the export's end line says the chain ends at seq 2: lines were removed\n")
 	})
 
+	t.Run("CutHeadWithItsCountRewritten", func(t *testing.T) {
+		// acme's first three records gone and the end line's count made to
+		// agree: the header says the segment holds acme from its start, so
+		// the chain must begin at seq 1 (found by review: an export used to
+		// take any first record as an anchor).
+		edited := slicesClone(lines)
+		from, to := edited.record(t, "acme", 1), edited.record(t, "acme", 3)
+		edited = append(edited[:from], edited[to+1:]...)
+		last := len(edited) - 1
+		edited[last] = strings.Replace(edited[last], `"records":10`, `"records":7`, 1)
+		code, out, _ := verifyExport(t, edited.write(t), "--public-key", key+".pub")
+		require.Equal(t, ExitFailure, code, out)
+		require.Contains(t, out, "first broken record: tenant acme seqs 1 to 3 missing")
+	})
+
 	t.Run("CutShort", func(t *testing.T) {
 		edited := slicesClone(lines[:9])
 		code, out, errOut := verifyExport(t, edited.write(t))
