@@ -216,7 +216,7 @@ WITH refused AS (
 )
 UPDATE opsdesk.operations
 SET conflict_count = conflict_count + 1, last_conflict_at = now()
-WHERE tenant = $1 AND tool = $2 AND key = $3
+WHERE tenant = $1 AND tool = $2 AND key = $3 AND id = $4
 RETURNING (SELECT id FROM refused)`
 
 // recordConflict records a refused attempt and counts it on the original
@@ -230,6 +230,12 @@ func (s *Store) recordConflict(ctx context.Context, q dbtx, c *call, rec *Record
 	}
 	err := q.QueryRow(ctx, conflictSQL, c.Tenant, c.Tool, c.Key, rec.ID, c.Version,
 		c.fingerprint[:], rec.Fingerprint[:], s.owner).Scan(&conflict.ConflictID)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23503" || // foreign_key_violation
+		errors.Is(err, pgx.ErrNoRows) {
+		// The record read was purged (and the identity maybe created
+		// again) before the conflict was recorded: start over.
+		return errRace
+	}
 	if err != nil {
 		return fmt.Errorf("record intent conflict on %s: %w", c.Identity, mapDBError(err))
 	}
