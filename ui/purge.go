@@ -21,11 +21,12 @@ type Purger interface {
 	// Count is the dry run: how many of tool's records a purge takes now,
 	// and its cut-off.
 	Count(ctx context.Context, tool string) (retention.DryRun, error)
-	// Purge deletes the records of tool whose retention ended before the
-	// cut-off, in batches, calling progress after each, and writes the
-	// run's audit record. Cancelled, it stops after a batch; a purge
-	// started again resumes the run.
-	Purge(ctx context.Context, tool string, before time.Time, reason string, progress func(retention.Progress)) (retention.Result, error)
+	// Purge deletes what the dry run counted (records of tool whose
+	// retention ended before its cut-off, no more than its count), in
+	// batches, calling progress after each, and writes the run's audit
+	// record. Cancelled, it stops after a batch; a purge started again
+	// resumes the run.
+	Purge(ctx context.Context, tool string, dry retention.DryRun, reason string, progress func(retention.Progress)) (retention.Result, error)
 }
 
 var _ Purger = (*retention.Purger)(nil)
@@ -251,11 +252,11 @@ func (s *purgeScreen) key(msg tea.KeyMsg) tea.Cmd {
 func (s *purgeScreen) run() tea.Cmd {
 	ctx, cancel := context.WithCancel(s.f.ctx)
 	s.cancel, s.step, s.started = cancel, purgeRunning, time.Now()
-	seq, tool, before, reason, purger := s.seq, s.tool.Tool, s.dry.Before, strings.TrimSpace(s.reason.Value()), s.purger
+	seq, tool, dry, reason, purger := s.seq, s.tool.Tool, s.dry, strings.TrimSpace(s.reason.Value()), s.purger
 	ch := make(chan tea.Msg, 1)
 	go func() {
 		defer cancel()
-		res, err := purger.Purge(ctx, tool, before, reason, func(p retention.Progress) {
+		res, err := purger.Purge(ctx, tool, dry, reason, func(p retention.Progress) {
 			select {
 			case ch <- purgeProgressMsg{seq: seq, p: p, ch: ch}:
 			case <-ctx.Done():

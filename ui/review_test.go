@@ -73,7 +73,8 @@ func (p *fakePurger) Count(_ context.Context, tool string) (retention.DryRun, er
 	return retention.DryRun{Count: p.count, Before: dbNow}, nil
 }
 
-func (p *fakePurger) Purge(ctx context.Context, tool string, before time.Time, reason string, progress func(retention.Progress)) (retention.Result, error) {
+func (p *fakePurger) Purge(ctx context.Context, tool string, dry retention.DryRun, reason string, progress func(retention.Progress)) (retention.Result, error) {
+	before := dry.Before
 	p.mu.Lock()
 	p.tools, p.reasons, p.befores = append(p.tools, tool), append(p.reasons, reason), append(p.befores, before)
 	n, block, err := p.count, p.block, p.err

@@ -309,8 +309,8 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 	if !opts.Yes {
 		return usagef("nothing purged: add --yes to purge them")
 	}
-	// What was counted, and nothing that expired since.
-	p.Before = dry.Before
+	// What was counted: nothing that expired since, no more than counted.
+	p.Before, p.Max = dry.Before, dry.Count
 	res, err := retention.Purge(ctx, w.pool, p, func(pr retention.Progress) {
 		fmt.Fprintf(errOut, "purged %d of about %d (run %d, batch %d)\n", pr.Purged, n, pr.Run, pr.Batches)
 	})

@@ -32,6 +32,10 @@ type PurgeParams struct {
 	DisplayName  string
 	// BatchSize is the records per transaction (default 1,000).
 	BatchSize int
+	// Max, when positive, is the most records this call deletes: the dry
+	// run's count, so that records that became purgeable since (a hold
+	// released, a conflict acknowledged) do not go unconfirmed.
+	Max int64
 	// Yield paces the purge for the library's sake: after each batch it
 	// waits Yield times as long as the batch took (0: no wait), so that
 	// at Yield 1 it works at most half the time. On a server with no
@@ -138,14 +142,22 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 		return res, fmt.Errorf("read purge run %d: %w", res.Run, err)
 	}
 	prog.Run = res.Run
+	resumed := prog.Purged // by the run before this call
 	for {
 		var n int64
 		t0 := time.Now()
 		// READ COMMITTED whatever the database's default: the check that
 		// no conflict points at a deleted record reads the latest
 		// committed conflicts (migration 00010).
+		limit := int64(size)
+		if p.Max > 0 {
+			limit = min(limit, p.Max-(prog.Purged-resumed))
+			if limit <= 0 {
+				break
+			}
+		}
 		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-			return tx.QueryRow(ctx, `SELECT opsdesk.purge_batch($1, $2)`, res.Run, size).Scan(&n)
+			return tx.QueryRow(ctx, `SELECT opsdesk.purge_batch($1, $2)`, res.Run, limit).Scan(&n)
 		})
 		if err != nil {
 			return res, fmt.Errorf("purge run %d, after %d records: %w (run the purge again to resume)", res.Run, prog.Purged, err)

@@ -444,3 +444,21 @@ VALUES ('acme', 'create-ticket', 'kept-1', 987654, '1', decode(repeat('ee', 32),
 	require.Equal(t, "23503", pgErr.Code)
 	require.Equal(t, "conflicts_operation_fkey", pgErr.ConstraintName)
 }
+
+// A purge given its dry run deletes no more than it counted, though a
+// hold released since makes one more record purgeable (found by review).
+func TestPurgeTakesNoMoreThanItsDryRun(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	ctx := t.Context()
+	dry, err := retention.Eligible(ctx, admin.Pool, retention.PurgeParams{})
+	require.NoError(t, err)
+	require.EqualValues(t, 9, dry.Count)
+	_, err = admin.Pool.Exec(ctx, `SELECT * FROM opsdesk.set_hold(ARRAY(SELECT id FROM opsdesk.operations WHERE key = 'held-1'), false, 'released')`)
+	require.NoError(t, err)
+	res, err := retention.Purge(ctx, admin.Pool, retention.PurgeParams{Reason: "r", Before: dry.Before, Max: dry.Count, BatchSize: 4}, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 9, res.Purged)
+	require.Len(t, keys(t, d, `SELECT key FROM opsdesk.operations WHERE expires_at <= now() AND state = 'completed' AND NOT held
+  AND conflict_count = 0`), 1, "the released record waits for the next dry run")
+}

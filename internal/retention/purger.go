@@ -21,9 +21,10 @@ func (p *Purger) Count(ctx context.Context, tool string) (DryRun, error) {
 	return Eligible(ctx, p.Pool, PurgeParams{Tool: tool})
 }
 
-// Purge purges tool's records whose retention ended before the dry run's
-// cut-off, calling progress after each batch.
-func (p *Purger) Purge(ctx context.Context, tool string, before time.Time, reason string, progress func(Progress)) (Result, error) {
-	return Purge(ctx, p.Pool, PurgeParams{Tool: tool, Before: before, Reason: reason, DisplayName: p.DisplayName,
-		TombstoneFor: p.TombstoneFor}, progress)
+// Purge purges what the dry run of tool counted: records whose retention
+// ended before its cut-off, at most its count. It calls progress after
+// each batch.
+func (p *Purger) Purge(ctx context.Context, tool string, dry DryRun, reason string, progress func(Progress)) (Result, error) {
+	return Purge(ctx, p.Pool, PurgeParams{Tool: tool, Before: dry.Before, Max: dry.Count, Reason: reason,
+		DisplayName: p.DisplayName, TombstoneFor: p.TombstoneFor}, progress)
 }
