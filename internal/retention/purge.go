@@ -10,11 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 )
 
 // PurgeParams says what a purge deletes and what it leaves.
@@ -42,6 +44,12 @@ type PurgeParams struct {
 	// cores to spare the library's throughput and the purge's speed trade
 	// against each other (docs/benchmarks.md).
 	Yield float64
+	// Workers is how many batch loops of the run go side by side, each on
+	// a connection of its own (default 1). Their batches take disjoint
+	// records (SKIP LOCKED); on a busy server more connections get the
+	// purge more of the cores, and the library less (docs/benchmarks.md,
+	// third measurement). The pool needs that many connections.
+	Workers int
 }
 
 // Progress is a running purge's state after a batch.
@@ -137,44 +145,34 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 		return res, fmt.Errorf("start the purge: %w", err)
 	}
 	var prog Progress
-	err = pool.QueryRow(ctx, `SELECT purged, batches FROM opsdesk.purge_runs WHERE id = $1`, res.Run).Scan(&prog.Purged, &prog.Batches)
+	// A run's totals are its row plus its batches' (migration 00015).
+	err = pool.QueryRow(ctx, `SELECT r.purged + coalesce(sum(b.purged), 0), r.batches + count(b.run)
+FROM opsdesk.purge_runs r LEFT JOIN opsdesk.purge_batches b ON b.run = r.id WHERE r.id = $1 GROUP BY r.id`, res.Run).
+		Scan(&prog.Purged, &prog.Batches)
 	if err != nil {
 		return res, fmt.Errorf("read purge run %d: %w", res.Run, err)
 	}
 	prog.Run = res.Run
-	resumed := prog.Purged // by the run before this call
-	for {
-		var n int64
-		t0 := time.Now()
-		// READ COMMITTED whatever the database's default: the check that
-		// no conflict points at a deleted record reads the latest
-		// committed conflicts (migration 00010).
-		limit := int64(size)
-		if p.Max > 0 {
-			limit = min(limit, p.Max-(prog.Purged-resumed))
-			if limit <= 0 {
-				break
-			}
-		}
-		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-			return tx.QueryRow(ctx, `SELECT opsdesk.purge_batch($1, $2)`, res.Run, limit).Scan(&n)
-		})
-		if err != nil {
-			return res, fmt.Errorf("purge run %d, after %d records: %w (run the purge again to resume)", res.Run, prog.Purged, err)
-		}
-		if n == 0 {
-			break
-		}
+	// At most p.Max records, shared by the workers.
+	allow := &budget{left: p.Max, unlimited: p.Max <= 0}
+	workers := max(p.Workers, 1)
+	// done counts a batch and reports it, one worker at a time.
+	var mu sync.Mutex
+	done := func(n int64) {
+		mu.Lock()
+		defer mu.Unlock()
 		prog.Purged += n
 		prog.Batches++
 		if progress != nil {
 			progress(prog)
 		}
-		if p.Yield > 0 {
-			if err := sleep(ctx, time.Duration(p.Yield*float64(time.Since(t0)))); err != nil {
-				return res, fmt.Errorf("purge run %d, after %d records: %w (run the purge again to resume)", res.Run, prog.Purged, err)
-			}
-		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for range workers {
+		g.Go(func() error { return batches(gctx, pool, res.Run, size, allow, p.Yield, done) })
+	}
+	if err := g.Wait(); err != nil {
+		return res, fmt.Errorf("purge run %d, after %d records: %w (run the purge again to resume)", res.Run, prog.Purged, err)
 	}
 	// Expired tombstones go too: past its retry window a late retry runs
 	// as new work whatever the policy, and the tombstone only takes room.
@@ -187,13 +185,77 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 			break
 		}
 	}
-	err = pool.QueryRow(ctx, `SELECT f.audit_tenant, f.audit_seq, f.purged, r.tombstones_expired
+	// READ COMMITTED: purge_finish adds up the batches that committed
+	// while it waited for them (migration 00015).
+	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT f.audit_tenant, f.audit_seq, f.purged, r.tombstones_expired
 FROM opsdesk.purge_finish($1, $2) f, opsdesk.purge_runs r WHERE r.id = $1`, res.Run, nullable(p.DisplayName)).
-		Scan(&res.AuditTenant, &res.AuditSeq, &res.Purged, &res.TombstonesExpired)
+			Scan(&res.AuditTenant, &res.AuditSeq, &res.Purged, &res.TombstonesExpired)
+	})
 	if err != nil {
 		return res, fmt.Errorf("finish purge run %d: %w", res.Run, err)
 	}
 	return res, nil
+}
+
+// budget is how many more records a purge may delete, shared by its
+// workers: a batch takes its size from it and gives back what it did not
+// delete.
+type budget struct {
+	mu        sync.Mutex
+	left      int64
+	unlimited bool
+}
+
+func (b *budget) take(size int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.unlimited {
+		return size
+	}
+	n := min(size, b.left)
+	b.left -= n
+	return n
+}
+
+func (b *budget) giveBack(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.left += n
+}
+
+// batches runs batches of run until one finds nothing left or the budget
+// is spent, calling done after each, and pausing yield times its time.
+func batches(ctx context.Context, pool *pgxpool.Pool, run int64, size int, allow *budget, yield float64, done func(int64)) error {
+	for {
+		var n int64
+		t0 := time.Now()
+		limit := allow.take(int64(size))
+		if limit <= 0 {
+			return nil
+		}
+		// READ COMMITTED whatever the database's default: the check that
+		// no conflict points at a deleted record reads the latest
+		// committed conflicts (migration 00010).
+		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `SELECT opsdesk.purge_batch($1, $2)`, run, limit).Scan(&n)
+		})
+		allow.giveBack(limit - n)
+		if err != nil {
+			return err
+		}
+		// Nothing this worker could take: the rest is gone or in the
+		// other workers' batches, which go on until they find nothing.
+		if n == 0 {
+			return nil
+		}
+		done(n)
+		if yield > 0 {
+			if err := sleep(ctx, time.Duration(yield*float64(time.Since(t0)))); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // sleep waits d or until ctx is done.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -461,4 +462,163 @@ func TestPurgeTakesNoMoreThanItsDryRun(t *testing.T) {
 	require.EqualValues(t, 9, res.Purged)
 	require.Len(t, keys(t, d, `SELECT key FROM opsdesk.operations WHERE expires_at <= now() AND state = 'completed' AND NOT held
   AND conflict_count = 0`), 1, "the released record waits for the next dry run")
+}
+
+// manyExpired adds 400 expired records over three tenants to the
+// fixtures: 409 may go.
+const manyExpired = `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, completed_at, expires_at)
+SELECT (ARRAY['acme', 'globex', 'initech'])[1 + i % 3], 'create-ticket', 'many-' || i, '1', sha256(int8send(i)), 'local',
+    'completed', 'succeeded', 'w', now() - interval '9 days', now() - interval '9 days', now() - interval '8 days',
+    now() - interval '1 day' - i * interval '1 second'
+FROM generate_series(1, 400) i`
+
+// auditDetails is what a run's audit record says it purged.
+type auditDetails struct {
+	Purged    int64            `json:"purged"`
+	PerTenant map[string]int64 `json:"per_tenant"`
+	Batches   int              `json:"batches"`
+	FirstID   int64            `json:"first_id"`
+	LastID    int64            `json:"last_id"`
+}
+
+func readAudit(t *testing.T, d *dbtest.DB, res retention.Result) auditDetails {
+	t.Helper()
+	var raw []byte
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT details FROM opsdesk.audit WHERE tenant = $1 AND seq = $2`,
+		res.AuditTenant, res.AuditSeq).Scan(&raw))
+	var got auditDetails
+	require.NoError(t, json.Unmarshal(raw, &got))
+	return got
+}
+
+// Workers side by side purge exactly what the dry run counted, and the
+// run's one audit record adds up all their batches.
+func TestParallelPurge(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	_, err := d.Admin.Exec(t.Context(), manyExpired)
+	require.NoError(t, err)
+	p := retention.PurgeParams{Reason: "weekly", BatchSize: 7, Workers: 4}
+	dry, err := retention.Eligible(t.Context(), admin.Pool, p)
+	require.NoError(t, err)
+	require.EqualValues(t, 409, dry.Count)
+	// Expires just after the cut-off: not what was counted.
+	_, err = d.Admin.Exec(t.Context(), `UPDATE opsdesk.operations SET expires_at = $1::timestamptz + interval '1 microsecond'
+WHERE key = 'kept-1'`, dry.Before)
+	require.NoError(t, err)
+	p.Before = dry.Before
+	var before struct{ min, max int64 }
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT min(id), max(id) FROM opsdesk.operations
+WHERE state = 'completed' AND expires_at <= $1 AND NOT held AND key <> 'conflicted-1'`, dry.Before).Scan(&before.min, &before.max))
+
+	var seen []retention.Progress
+	var inside atomic.Int32
+	var overlapped atomic.Bool
+	res, err := retention.Purge(t.Context(), admin.Pool, p, func(pr retention.Progress) {
+		if inside.Add(1) != 1 {
+			overlapped.Store(true)
+		}
+		defer inside.Add(-1)
+		seen = append(seen, pr)
+	})
+	require.NoError(t, err)
+	require.False(t, overlapped.Load(), "one progress call at a time")
+	require.EqualValues(t, 409, res.Purged)
+	require.ElementsMatch(t, []string{"kept-1", "kept-2", "pending-1", "held-1", "conflicted-1"},
+		keys(t, d, `SELECT key FROM opsdesk.operations`))
+	for i, pr := range seen {
+		require.Equal(t, i+1, pr.Batches)
+	}
+	require.EqualValues(t, 409, seen[len(seen)-1].Purged)
+
+	got := readAudit(t, d, res)
+	require.EqualValues(t, 409, got.Purged)
+	require.Equal(t, len(seen), got.Batches)
+	require.Equal(t, map[string]int64{"acme": 6 + 133, "globex": 3 + 134, "initech": 133}, got.PerTenant)
+	require.Equal(t, before.min, got.FirstID)
+	require.Equal(t, before.max, got.LastID)
+	require.Empty(t, keys(t, d, `SELECT run::text FROM opsdesk.purge_batches`), "folded into the run")
+}
+
+// A parallel purge stopped half-way resumes its run, with any number of
+// workers, and its one audit record adds up every batch of both.
+func TestInterruptedParallelPurgeResumes(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	_, err := d.Admin.Exec(t.Context(), manyExpired)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	p := retention.PurgeParams{Reason: "weekly", BatchSize: 5, Workers: 3}
+	var first retention.Progress
+	_, err = retention.Purge(ctx, admin.Pool, p, func(pr retention.Progress) {
+		first = pr
+		if pr.Batches == 3 {
+			cancel()
+		}
+	})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "run the purge again to resume")
+	var left, batchRows int
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM opsdesk.operations WHERE key LIKE 'many-%'),
+    (SELECT count(*) FROM opsdesk.purge_batches WHERE run = $1)`, first.Run).Scan(&left, &batchRows))
+	require.Less(t, left, 400, "some went")
+	require.Greater(t, left, 300, "it stopped")
+	require.GreaterOrEqual(t, batchRows, 3)
+
+	dry, err := retention.Eligible(t.Context(), admin.Pool, retention.PurgeParams{})
+	require.NoError(t, err)
+	require.Equal(t, first.Run, dry.Resumes)
+	p.Workers = 2
+	var last retention.Progress
+	res, err := retention.Purge(t.Context(), admin.Pool, p, func(pr retention.Progress) { last = pr })
+	require.NoError(t, err)
+	require.Equal(t, first.Run, res.Run, "the same run resumed")
+	require.EqualValues(t, 409, res.Purged)
+	require.EqualValues(t, 409, last.Purged, "progress counts the batches before the interruption")
+	got := readAudit(t, d, res)
+	require.EqualValues(t, 409, got.Purged)
+	require.Equal(t, last.Batches, got.Batches)
+	require.Equal(t, map[string]int64{"acme": 6 + 133, "globex": 3 + 134, "initech": 133}, got.PerTenant)
+	var audits int
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.audit WHERE action = 'retention:purge'`).Scan(&audits))
+	require.Equal(t, 1, audits)
+}
+
+// A run resumed from before migration 00015 keeps the counts its earlier
+// batches wrote into its row, and its audit record adds both up.
+func TestRunCountedInItsRowResumes(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	var run int64
+	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT opsdesk.purge_start(NULL, NULL, '{}', 'nightly')`).Scan(&run))
+	_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.purge_runs
+SET purged = 3, batches = 1, first_id = 1, last_id = 3, per_tenant = '{"acme": 2, "hooli": 1}' WHERE id = $1`, run)
+	require.NoError(t, err)
+	res, err := retention.Purge(t.Context(), admin.Pool, retention.PurgeParams{Reason: "nightly", BatchSize: 4, Workers: 2}, nil)
+	require.NoError(t, err)
+	require.Equal(t, run, res.Run)
+	require.EqualValues(t, 12, res.Purged)
+	got := readAudit(t, d, res)
+	require.EqualValues(t, 12, got.Purged)
+	require.Equal(t, map[string]int64{"acme": 8, "globex": 3, "hooli": 1}, got.PerTenant)
+	require.EqualValues(t, 1, got.FirstID)
+	require.GreaterOrEqual(t, got.Batches, 1+3)
+}
+
+// purge_finish adds up what committed while it waited: under REPEATABLE
+// READ it would miss it, so it refuses.
+func TestFinishNeedsReadCommitted(t *testing.T) {
+	t.Parallel()
+	_, admin := setup(t)
+	var run int64
+	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT opsdesk.purge_start(NULL, NULL, '{}', 'nightly')`).Scan(&run))
+	err := pgx.BeginTxFunc(t.Context(), admin.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(t.Context(), `SELECT opsdesk.purge_finish($1)`, run)
+		return err
+	})
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "25000", pgErr.Code)
 }
