@@ -48,6 +48,11 @@ func newDesk(pool *pgxpool.Pool, cfg *config.Config) *reconcile.Desk {
 
 // withWriter opens a writer on the context, unless it is read-only.
 func withWriter(cmd *cobra.Command, g *globalFlags, fn func(context.Context, *writer) error) error {
+	return withWriterConns(cmd, g, writerConns, fn)
+}
+
+// withWriterConns is withWriter with a pool of conns connections.
+func withWriterConns(cmd *cobra.Command, g *globalFlags, conns int, fn func(context.Context, *writer) error) error {
 	cfg, err := loadConfig(cmd, g)
 	if err != nil {
 		return err
@@ -59,6 +64,7 @@ func withWriter(cmd *cobra.Command, g *globalFlags, fn func(context.Context, *wr
 	if err != nil {
 		return err
 	}
+	poolCfg.MaxConns = int32(conns)
 	ctx := cmd.Context()
 	pool, err := openChecked(ctx, poolCfg)
 	if err != nil {

@@ -217,7 +217,7 @@ func writeReview(w io.Writer, r storeview.Review) error {
 type purgeOptions struct {
 	Tool, Before, Reason string
 	DryRun, Yes          bool
-	Batch                int
+	Batch, Workers       int
 	Yield                float64
 }
 
@@ -235,7 +235,8 @@ func newPurgeCmd(g *globalFlags) *cobra.Command {
 			"  opsdesk retention purge --tool create-ticket --before 2026-11-01T00:00:00Z --yes",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p := retention.PurgeParams{Tool: opts.Tool, Reason: opts.Reason, BatchSize: opts.Batch, Yield: opts.Yield}
+			p := retention.PurgeParams{Tool: opts.Tool, Reason: opts.Reason, BatchSize: opts.Batch, Yield: opts.Yield,
+				Workers: opts.Workers}
 			if opts.Before != "" {
 				t, err := time.Parse(time.RFC3339, opts.Before)
 				if err != nil {
@@ -249,7 +250,11 @@ func newPurgeCmd(g *globalFlags) *cobra.Command {
 			if opts.Yield < 0 || opts.Yield > 100 {
 				return usagef("--yield %g: between 0 and 100", opts.Yield)
 			}
-			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
+			if opts.Workers < 1 || opts.Workers > maxPurgeWorkers {
+				return usagef("--workers %d: between 1 and %d", opts.Workers, maxPurgeWorkers)
+			}
+			// A connection per worker.
+			return withWriterConns(cmd, g, max(writerConns, opts.Workers), func(ctx context.Context, w *writer) error {
 				p.TombstoneFor = tombstoneLifetimes(w.cfg)
 				p.DisplayName = w.cfg.Context.DisplayName
 				return runPurge(ctx, w, p, opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -265,8 +270,15 @@ func newPurgeCmd(g *globalFlags) *cobra.Command {
 	f.IntVar(&opts.Batch, "batch", 1000, "records per transaction")
 	f.Float64Var(&opts.Yield, "yield", defaultYield,
 		"after each batch, wait this many times as long as the batch took, leaving the server to the library (0: no wait)")
+	f.IntVar(&opts.Workers, "workers", 1,
+		"batches side by side, each on a connection of its own: faster on a busy server, at the library's expense")
 	return cmd
 }
+
+// maxPurgeWorkers bounds --workers: each is a connection, and past the
+// server's cores more only take from the library (docs/benchmarks.md,
+// third measurement).
+const maxPurgeWorkers = 8
 
 // defaultYield is the purge's pause after each batch, as a multiple of
 // the batch's time: docs/benchmarks.md, "Purging under library traffic

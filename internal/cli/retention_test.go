@@ -26,6 +26,7 @@ func TestRetentionPurge(t *testing.T) {
 
 	for _, args := range [][]string{
 		{"--before", "yesterday"}, {"--batch", "0"}, {"--yield", "-1"},
+		{"--workers", "0"}, {"--workers", "9"},
 	} {
 		code, _, _ := run(append([]string{"retention", "purge", "--config", cfg}, args...)...)
 		require.Equal(t, ExitUsage, code, args)
@@ -38,7 +39,11 @@ func TestRetentionPurge(t *testing.T) {
 	require.Equal(t, ExitUsage, code)
 	require.Contains(t, errOut, "nothing purged: add --yes")
 
-	code, out, errOut = run("retention", "purge", "--yes", "--reason", "weekly", "--config", cfg)
+	code, _, errOut = run("retention", "purge", "--workers", "9", "--config", cfg)
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, errOut, "--workers 9: between 1 and 8")
+
+	code, out, errOut = run("retention", "purge", "--yes", "--reason", "weekly", "--workers", "3", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
 	require.Regexp(t, `purged 1 records in run \d+, and 0 expired tombstones; audit record #\d+`, out)
 	require.Contains(t, errOut, "purged 1 of about 1")

@@ -96,9 +96,12 @@ func writePoolConfig(c config.Context) (*pgxpool.Config, error) {
 		return nil, &usageError{err: fmt.Errorf("context %s: %w", c.Name, err)}
 	}
 	storeview.ConfigurePool(poolCfg, statementTimeout)
-	poolCfg.MaxConns = 2
+	poolCfg.MaxConns = writerConns
 	return poolCfg, nil
 }
+
+// writerConns is a writer's pool size.
+const writerConns = 2
 
 func newView(pool *pgxpool.Pool, c config.Context) *storeview.Store {
 	return storeview.New(pool, storeview.Options{StuckAfter: c.StuckAfter, StatementTimeout: statementTimeout})
