@@ -19,7 +19,8 @@ import (
 // BenchmarkPurgeUnderTraffic purges OPSDESK_BENCH_PURGE_ROWS expired
 // records (default 1,000,000, in batches of OPSDESK_BENCH_PURGE_BATCH,
 // default 1,000, pausing OPSDESK_BENCH_PURGE_YIELD times each batch's
-// time after it, default 0) while 8 clients create records through the
+// time after it, default 0, with OPSDESK_BENCH_PURGE_WORKERS batch loops
+// side by side, default 1) while 8 clients create records through the
 // library, and reports the purge's rows per second and the library's
 // throughput during the purge against the same clients' just before it,
 // in the same process: run it with -benchtime 1x (docs/benchmarks.md).
@@ -43,6 +44,13 @@ func BenchmarkPurgeUnderTraffic(b *testing.B) {
 		var err error
 		if yield, err = strconv.ParseFloat(v, 64); err != nil {
 			b.Fatalf("OPSDESK_BENCH_PURGE_YIELD=%q: %v", v, err)
+		}
+	}
+	workers := 1
+	if v := os.Getenv("OPSDESK_BENCH_PURGE_WORKERS"); v != "" {
+		var err error
+		if workers, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("OPSDESK_BENCH_PURGE_WORKERS=%q: %v", v, err)
 		}
 	}
 	ctx := context.Background()
@@ -114,7 +122,8 @@ FROM generate_series(1, $1) i`, n)
 		stop = make(chan struct{})
 		count, wait = traffic(stop)
 		t0 = time.Now()
-		res, err := retention.Purge(ctx, admin.Pool, retention.PurgeParams{Reason: "benchmark", Tool: "create-ticket", BatchSize: batch, Yield: yield}, nil)
+		res, err := retention.Purge(ctx, admin.Pool, retention.PurgeParams{Reason: "benchmark", Tool: "create-ticket", BatchSize: batch, Yield: yield,
+			Workers: workers}, nil)
 		elapsed := time.Since(t0)
 		close(stop)
 		wait()
