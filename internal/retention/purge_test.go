@@ -622,3 +622,19 @@ func TestFinishNeedsReadCommitted(t *testing.T) {
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "25000", pgErr.Code)
 }
+
+// Workers share the dry run's count: together they delete no more.
+func TestParallelPurgeTakesNoMoreThanItsDryRun(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	_, err := d.Admin.Exec(t.Context(), manyExpired)
+	require.NoError(t, err)
+	dry, err := retention.Eligible(t.Context(), admin.Pool, retention.PurgeParams{})
+	require.NoError(t, err)
+	require.EqualValues(t, 409, dry.Count)
+	res, err := retention.Purge(t.Context(), admin.Pool,
+		retention.PurgeParams{Reason: "r", Before: dry.Before, Max: 100, BatchSize: 7, Workers: 4}, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 100, res.Purged)
+	require.EqualValues(t, 100, readAudit(t, d, res).Purged)
+}
