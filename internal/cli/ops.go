@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ui"
 )
@@ -68,6 +69,12 @@ func newOpsListCmd(g *globalFlags) *cobra.Command {
 
 // withView loads the configuration, opens the read store and runs fn.
 func withView(cmd *cobra.Command, g *globalFlags, fn func(context.Context, *storeview.Store) error) error {
+	return withConfiguredView(cmd, g, func(ctx context.Context, v *storeview.Store, _ *config.Config) error { return fn(ctx, v) })
+}
+
+// withConfiguredView is withView for a command that also needs the
+// configuration (the tool catalog, say).
+func withConfiguredView(cmd *cobra.Command, g *globalFlags, fn func(context.Context, *storeview.Store, *config.Config) error) error {
 	cfg, err := loadConfig(cmd, g)
 	if err != nil {
 		return err
@@ -78,7 +85,7 @@ func withView(cmd *cobra.Command, g *globalFlags, fn func(context.Context, *stor
 		return err
 	}
 	defer pool.Close()
-	return fn(ctx, view)
+	return fn(ctx, view, cfg)
 }
 
 // listFilter combines --filter with the shorthand flags through the filter

@@ -135,24 +135,16 @@ func newReviewCmd(g *globalFlags) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			cfg, err := loadConfig(cmd, g)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			view, pool, err := openView(ctx, cfg.Context)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			r, err := view.Review(ctx, ReviewCatalog(cfg))
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), r)
-			}
-			return writeReview(cmd.OutOrStdout(), r)
+			return withConfiguredView(cmd, g, func(ctx context.Context, view *storeview.Store, cfg *config.Config) error {
+				r, err := view.Review(ctx, ReviewCatalog(cfg))
+				if err != nil {
+					return err
+				}
+				if output == "json" {
+					return writeJSON(cmd.OutOrStdout(), r)
+				}
+				return writeReview(cmd.OutOrStdout(), r)
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table|json")
