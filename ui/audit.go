@@ -250,8 +250,9 @@ func chainName(tenant string) string {
 
 func (r auditRef) String() string { return chainName(r.Tenant) + "#" + strconv.FormatInt(r.Seq, 10) }
 
-// outcomeText is an outcome's glyph and word, so it is never colour alone.
-func outcomeText(o string) string {
+// OutcomeText is an audit outcome's glyph and word, so it is never colour
+// alone: the console and opsdesk audit list write it alike.
+func OutcomeText(o string) string {
 	switch o {
 	case "succeeded":
 		return "✓ succeeded"
@@ -346,7 +347,7 @@ var auditColumns = []auditColumn{
 		return Clean(r.Role)
 	}, short: func(r storeview.AuditRow) string { return Clean(r.Role) }},
 	auditColAction:  {title: "ACTION", max: 22, cell: func(r storeview.AuditRow) string { return Clean(r.Action) }},
-	auditColOutcome: {title: "OUTCOME", cell: func(r storeview.AuditRow) string { return outcomeText(r.Outcome) }},
+	auditColOutcome: {title: "OUTCOME", cell: func(r storeview.AuditRow) string { return OutcomeText(r.Outcome) }},
 	auditColTool:    {title: "TOOL", drop: 1, max: 18, cell: func(r storeview.AuditRow) string { return orDash(Clean(r.Tool)) }},
 	auditColOp: {title: "KEY #OP", drop: 3, flex: 1, min: 10, comfort: 24, max: 40,
 		cell: operationText},
@@ -632,7 +633,7 @@ func (s *auditScreen) pane(w int) []string {
 	if !ok {
 		return nil
 	}
-	head := auditRef{r.Tenant, r.Seq}.String() + " · " + Clean(r.Action) + " " + outcomeText(r.Outcome) +
+	head := auditRef{r.Tenant, r.Seq}.String() + " · " + Clean(r.Action) + " " + OutcomeText(r.Outcome) +
 		" · " + stamp(r.At, r.DBTime) + " (" + since(r.At, r.DBTime) + ")"
 	who := "by role " + Clean(r.Role)
 	if r.DisplayName != "" {

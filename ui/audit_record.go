@@ -210,7 +210,7 @@ func (s *auditRecordScreen) buildLines() []string {
 	d := s.d
 	now := d.DBTime
 	ref := auditRef{d.Tenant, d.Seq}
-	add(title("Audit record "+ref.String()) + "  " + s.st.outcome(d.Outcome).Render(outcomeText(d.Outcome)) +
+	add(title("Audit record "+ref.String()) + "  " + s.st.outcome(d.Outcome).Render(OutcomeText(d.Outcome)) +
 		"  " + truncate(Clean(d.Action), max(1, w-width(ref.String())-30)))
 	add("")
 
@@ -230,7 +230,7 @@ func (s *auditRecordScreen) buildLines() []string {
 		who += " · claims to be " + strconv.Quote(Clean(d.DisplayName)) + " (claimed, not proven)"
 	}
 	field("who", who)
-	field("what", Clean(d.Action)+" · "+outcomeText(d.Outcome))
+	field("what", Clean(d.Action)+" · "+OutcomeText(d.Outcome))
 	op := "none"
 	if d.OperationID != 0 || d.Tool != "" || d.Key != "" {
 		var parts []string

@@ -117,7 +117,7 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.At.UTC().Format("2006-01-02 15:04:05.000"), ui.Clean(audit.TenantName(r.Tenant)), r.Seq, ui.Clean(r.Role),
-			ui.Clean(r.Action), auditOutcome(r.Outcome), dash(ui.Clean(r.Tool)), dash(ui.Clean(r.Key)), op,
+			ui.Clean(r.Action), ui.OutcomeText(r.Outcome), dash(ui.Clean(r.Tool)), dash(ui.Clean(r.Key)), op,
 			dash(ui.Clean(strings.Join(change, ", "))), dash(strings.Join(flags, ",")))
 	}
 	if len(page.Rows) == 0 {
@@ -131,19 +131,6 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 		fmt.Fprintf(notes, "opsdesk: more records match; next page: --after %s\n", next)
 	}
 	return nil
-}
-
-// auditOutcome puts a glyph beside the word, never colour alone.
-func auditOutcome(o string) string {
-	switch o {
-	case "succeeded":
-		return "✓ succeeded"
-	case "denied":
-		return "⊘ denied"
-	case "failed":
-		return "✗ failed"
-	}
-	return ui.Clean(o)
 }
 
 type auditExportOptions struct {
