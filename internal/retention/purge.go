@@ -145,7 +145,7 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 		return res, fmt.Errorf("start the purge: %w", err)
 	}
 	var prog Progress
-	// A run's totals are its row plus its batches' (migration 00015).
+	// A run's totals are its row plus its batches' (migration 00014).
 	err = pool.QueryRow(ctx, `SELECT r.purged + coalesce(sum(b.purged), 0), r.batches + count(b.run)
 FROM opsdesk.purge_runs r LEFT JOIN opsdesk.purge_batches b ON b.run = r.id WHERE r.id = $1 GROUP BY r.id`, res.Run).
 		Scan(&prog.Purged, &prog.Batches)
@@ -186,7 +186,7 @@ FROM opsdesk.purge_runs r LEFT JOIN opsdesk.purge_batches b ON b.run = r.id WHER
 		}
 	}
 	// READ COMMITTED: purge_finish adds up the batches that committed
-	// while it waited for them (migration 00015).
+	// while it waited for them (migration 00014).
 	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `SELECT f.audit_tenant, f.audit_seq, f.purged, r.tombstones_expired
 FROM opsdesk.purge_finish($1, $2) f, opsdesk.purge_runs r WHERE r.id = $1`, res.Run, nullable(p.DisplayName)).

@@ -586,7 +586,7 @@ func TestInterruptedParallelPurgeResumes(t *testing.T) {
 	require.Equal(t, 1, audits)
 }
 
-// A run resumed from before migration 00015 keeps the counts its earlier
+// A run resumed from before migration 00014 keeps the counts its earlier
 // batches wrote into its row, and its audit record adds both up.
 func TestRunCountedInItsRowResumes(t *testing.T) {
 	t.Parallel()

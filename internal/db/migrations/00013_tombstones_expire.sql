@@ -2,7 +2,8 @@
 -- over, a late retry runs as new work whatever the tool's policy, and the
 -- tombstone only takes room. A purge run removes the expired tombstones of
 -- the tools it purges, in batches (purge_tombstones, through the BRIN
--- index on expires_at), and its audit record counts them.
+-- index on expires_at), and its audit record counts them (purge_finish,
+-- migration 00014).
 
 -- +goose Up
 ALTER TABLE opsdesk.purge_runs ADD COLUMN tombstones_expired bigint NOT NULL DEFAULT 0;
@@ -33,41 +34,6 @@ BEGIN
     SELECT count(*) INTO n FROM gone;
     UPDATE opsdesk.purge_runs SET tombstones_expired = tombstones_expired + n WHERE id = p_run;
     RETURN n;
-END
-$$;
--- +goose StatementEnd
-
--- purge_finish as in migration 00008, with the expired tombstones counted
--- in the run's audit record.
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION opsdesk.purge_finish(p_run bigint, p_display_name text DEFAULT NULL,
-    OUT audit_tenant text, OUT audit_seq bigint, OUT purged bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    r opsdesk.purge_runs;
-    a opsdesk.audit;
-BEGIN
-    PERFORM opsdesk.purge_allowed();
-    UPDATE opsdesk.purge_runs SET finished_at = now()
-    WHERE id = p_run AND role = session_user AND finished_at IS NULL RETURNING * INTO r;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'no unfinished purge run % of %', p_run, session_user USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    a.tenant := '';
-    a.action := 'retention:purge';
-    a.outcome := 'succeeded';
-    a.reason := r.reason;
-    a.display_name := left(p_display_name, 200);
-    a.tool := r.tool;
-    a.details := jsonb_strip_nulls(jsonb_build_object('run', r.id, 'before', r.before, 'tool', r.tool,
-        'purged', r.purged, 'per_tenant', r.per_tenant, 'first_id', r.first_id, 'last_id', r.last_id,
-        'batches', r.batches, 'started_at', r.started_at, 'tombstone_for', r.tombstone_for,
-        'tombstones_expired', r.tombstones_expired));
-    a := opsdesk.audit_append(a);
-    audit_tenant := a.tenant;
-    audit_seq := a.seq;
-    purged := r.purged;
 END
 $$;
 -- +goose StatementEnd

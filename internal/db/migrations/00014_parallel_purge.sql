@@ -30,8 +30,16 @@ CREATE TABLE opsdesk.purge_batches (
 GRANT SELECT ON opsdesk.purge_batches TO opsdesk_admin;
 GRANT SELECT, INSERT, DELETE ON opsdesk.purge_batches TO opsdesk_owner;
 
--- purge_batch as in migration 00010, locking the run FOR SHARE and
--- recording the batch's counts in a row of its own.
+-- purge_batch in one statement: the records are locked, deleted by their
+-- row address and tombstoned from what the delete returns, so each is
+-- found once. An identity purged before and created again has a tombstone
+-- already, which is brought up to date; the others are plain inserts
+-- (ON CONFLICT's speculative insertion doubled the cost of each). Only
+-- reviewed conflicts go with their records: an unreviewed one committed
+-- after the batch chose its records makes the batch fail (the check
+-- of migration 00010) rather than vanish.
+-- The run is locked FOR SHARE, and the batch's counts go to a row of
+-- its own.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION opsdesk.purge_batch(p_run bigint, p_limit integer) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -63,10 +71,13 @@ BEGIN
         WHERE g.conflict_count > 0 AND c.tenant = g.tenant AND c.tool = g.tool AND c.key = g.key
           AND c.reviewed_at IS NOT NULL
     ), stones AS (
-        -- A subquery per record, not a join (migration 00010).
+        -- A subquery per record, not a join: the tombstones grow during
+        -- a purge faster than their statistics, and a join planned on
+        -- stale ones read every tombstone in every batch.
         SELECT g.tenant, g.tool, g.key, g.id, g.fingerprint,
-            -- Locked, as migration 00014 made it: a concurrent run's
-            -- purge_tombstones may be deleting it.
+            -- Locked: a concurrent run's purge_tombstones may be deleting
+            -- it (an expired tombstone); then this waits, finds none and
+            -- inserts a new one instead of renewing one that is gone.
             (SELECT t.ctid FROM opsdesk.tombstones t WHERE t.tenant = g.tenant AND t.tool = g.tool AND t.key = g.key
              FOR UPDATE) AS stone,
             now() + coalesce((r.tombstone_for->>g.tool)::numeric, (r.tombstone_for->>'*')::numeric, 604800)
@@ -92,8 +103,9 @@ END
 $$;
 -- +goose StatementEnd
 
--- purge_finish as in migration 00013, folding the run's batches into its
--- row first. It needs READ COMMITTED: its first statement waits for the
+-- purge_finish as in migration 00008, folding the run's batches into its
+-- row first and counting the expired tombstones the run removed
+-- (migration 00013). It needs READ COMMITTED: its first statement waits for the
 -- batches in flight, and only a later statement's fresh snapshot sees
 -- what they committed (a REPEATABLE READ snapshot would miss them).
 -- +goose StatementBegin
