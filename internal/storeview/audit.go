@@ -64,87 +64,69 @@ action:decide:*  outcome:succeeded|denied|failed  since:2026-11-30T10:00Z  until
 // how to write it.
 func ParseAuditFilter(s string) (AuditFilter, error) {
 	var f AuditFilter
-	terms, err := splitTerms(s)
+	err := eachTerm(s, "write field:value (fields: tenant, tool, key, id, role, action, outcome, since, until), or age>10m / age<1h",
+		func(t term) error {
+			switch t.field {
+			case "age":
+				d, err := t.duration()
+				if err != nil {
+					return err
+				}
+				if t.op == ">" {
+					f.MinAge = d
+				} else {
+					f.MaxAge = d
+				}
+				return nil
+			case "since", "until":
+				at, err := parseAuditTime(t.value)
+				if err != nil {
+					return fmt.Errorf("%q: %s needs a time such as 2026-11-30T10:00Z, 2026-11-30T10:00:00+01:00 or 2026-11-30", t.text, t.field)
+				}
+				if t.field == "since" {
+					f.Since = at
+				} else {
+					f.Until = at
+				}
+				return nil
+			}
+			values, err := t.values()
+			if err != nil {
+				return err
+			}
+			switch t.field {
+			case "tenant":
+				for _, v := range values {
+					if v == "''" {
+						v = ""
+					}
+					f.Tenants = append(f.Tenants, v)
+				}
+			case "tool":
+				f.Tools = values
+			case "key":
+				f.Keys = values
+			case "action":
+				f.Actions = values
+			case "role":
+				f.Roles = values
+			case "outcome":
+				for _, v := range values {
+					if !slices.Contains(AuditOutcomes, v) {
+						return fmt.Errorf("%q: unknown outcome %q (outcomes: succeeded, denied, failed)", t.text, v)
+					}
+				}
+				f.Outcomes = values
+			case "id":
+				f.OperationIDs, err = t.ids(values, "an operation's record number")
+				return err
+			default:
+				return fmt.Errorf("%q: unknown field %q (fields: tenant, tool, key, id, role, action, outcome, since, until, age)", t.text, t.field)
+			}
+			return nil
+		})
 	if err != nil {
 		return f, err
-	}
-	seen := map[string]bool{}
-	for _, term := range terms {
-		field, op, value, ok := cutTerm(term)
-		if !ok {
-			return f, fmt.Errorf("%q: write field:value (fields: tenant, tool, key, id, role, action, outcome, since, until), or age>10m / age<1h", term)
-		}
-		if seen[field+op] {
-			return f, fmt.Errorf("%q: %s is given twice; list alternatives as %s%sa,b", term, field, field, op)
-		}
-		seen[field+op] = true
-		if value == "" {
-			return f, fmt.Errorf("%q: %s needs a value", term, field)
-		}
-		switch field {
-		case "age":
-			d, err := parseDuration(value)
-			if err != nil || d <= 0 {
-				return f, fmt.Errorf("%q: age needs a positive duration such as 90s, 10m, 2h or 7d", term)
-			}
-			if op == ">" {
-				f.MinAge = d
-			} else {
-				f.MaxAge = d
-			}
-			continue
-		case "since", "until":
-			at, err := parseAuditTime(value)
-			if err != nil {
-				return f, fmt.Errorf("%q: %s needs a time such as 2026-11-30T10:00Z, 2026-11-30T10:00:00+01:00 or 2026-11-30", term, field)
-			}
-			if field == "since" {
-				f.Since = at
-			} else {
-				f.Until = at
-			}
-			continue
-		}
-		values := strings.Split(value, ",")
-		for _, v := range values {
-			if v == "" {
-				return f, fmt.Errorf("%q: empty alternative in %q", term, value)
-			}
-		}
-		switch field {
-		case "tenant":
-			for _, v := range values {
-				if v == "''" {
-					v = ""
-				}
-				f.Tenants = append(f.Tenants, v)
-			}
-		case "tool":
-			f.Tools = values
-		case "key":
-			f.Keys = values
-		case "action":
-			f.Actions = values
-		case "role":
-			f.Roles = values
-		case "outcome":
-			for _, v := range values {
-				if !slices.Contains(AuditOutcomes, v) {
-					return f, fmt.Errorf("%q: unknown outcome %q (outcomes: succeeded, denied, failed)", term, v)
-				}
-			}
-			f.Outcomes = values
-		case "id":
-			for _, v := range values {
-				id, err := strconv.ParseInt(v, 10, 64)
-				if err != nil || id <= 0 {
-					return f, fmt.Errorf("%q: id needs an operation's record number such as 48213", term)
-				}
-				f.OperationIDs = append(f.OperationIDs, id)
-			}
-		default:
-			return f, fmt.Errorf("%q: unknown field %q (fields: tenant, tool, key, id, role, action, outcome, since, until, age)", term, field)
-		}
 	}
 	if f.MinAge > 0 && f.MaxAge > 0 && f.MinAge >= f.MaxAge {
 		return f, fmt.Errorf("age>%v and age<%v match nothing", f.MinAge, f.MaxAge)

@@ -42,77 +42,58 @@ key:run-42*  id:48213  age>10m  age<1h  expires<24h   (a,b: either; terms combin
 // Errors say which term is wrong and how to write it.
 func ParseFilter(s string) (Filter, error) {
 	var f Filter
-	terms, err := splitTerms(s)
+	err := eachTerm(s, "write field:value (fields: state, tenant, tool, owner, key, id), age>10m / age<1h or expires<24h / expires>7d",
+		func(t term) error {
+			if t.field == "age" || t.field == "expires" {
+				d, err := t.duration()
+				switch {
+				case err != nil:
+					return err
+				case t.field == "age" && t.op == ">":
+					f.MinAge = d
+				case t.field == "age":
+					f.MaxAge = d
+				case t.op == "<":
+					f.ExpiresWithin = d
+				default:
+					f.ExpiresAfter = d
+				}
+				return nil
+			}
+			values, err := t.values()
+			if err != nil {
+				return err
+			}
+			switch t.field {
+			case "state":
+				for _, v := range values {
+					if v == "conflicted" {
+						f.Conflicted = true
+						continue
+					}
+					if !slices.Contains(States, State(v)) {
+						return fmt.Errorf("%q: unknown state %q (states: pending, stuck, completed, rejected, released, conflicted)", t.text, v)
+					}
+					f.States = append(f.States, State(v))
+				}
+			case "tenant":
+				f.Tenants = values
+			case "tool":
+				f.Tools = values
+			case "owner":
+				f.Owners = values
+			case "key":
+				f.Keys = values
+			case "id":
+				f.IDs, err = t.ids(values, "a record number")
+				return err
+			default:
+				return fmt.Errorf("%q: unknown field %q (fields: state, tenant, tool, owner, key, id, age, expires)", t.text, t.field)
+			}
+			return nil
+		})
 	if err != nil {
 		return f, err
-	}
-	seen := map[string]bool{}
-	for _, term := range terms {
-		field, op, value, ok := cutTerm(term)
-		if !ok {
-			return f, fmt.Errorf("%q: write field:value (fields: state, tenant, tool, owner, key, id), age>10m / age<1h or expires<24h / expires>7d", term)
-		}
-		if seen[field+op] {
-			return f, fmt.Errorf("%q: %s is given twice; list alternatives as %s%sa,b", term, field, field, op)
-		}
-		seen[field+op] = true
-		if value == "" {
-			return f, fmt.Errorf("%q: %s needs a value", term, field)
-		}
-		if field == "age" || field == "expires" {
-			d, err := parseDuration(value)
-			if err != nil || d <= 0 {
-				return f, fmt.Errorf("%q: %s needs a positive duration such as 90s, 10m, 2h or 7d", term, field)
-			}
-			switch {
-			case field == "age" && op == ">":
-				f.MinAge = d
-			case field == "age":
-				f.MaxAge = d
-			case op == "<":
-				f.ExpiresWithin = d
-			default:
-				f.ExpiresAfter = d
-			}
-			continue
-		}
-		values := strings.Split(value, ",")
-		for _, v := range values {
-			if v == "" {
-				return f, fmt.Errorf("%q: empty alternative in %q", term, value)
-			}
-		}
-		switch field {
-		case "state":
-			for _, v := range values {
-				if v == "conflicted" {
-					f.Conflicted = true
-					continue
-				}
-				if !slices.Contains(States, State(v)) {
-					return f, fmt.Errorf("%q: unknown state %q (states: pending, stuck, completed, rejected, released, conflicted)", term, v)
-				}
-				f.States = append(f.States, State(v))
-			}
-		case "tenant":
-			f.Tenants = values
-		case "tool":
-			f.Tools = values
-		case "owner":
-			f.Owners = values
-		case "key":
-			f.Keys = values
-		case "id":
-			for _, v := range values {
-				id, err := strconv.ParseInt(v, 10, 64)
-				if err != nil || id <= 0 {
-					return f, fmt.Errorf("%q: id needs a record number such as 48213", term)
-				}
-				f.IDs = append(f.IDs, id)
-			}
-		default:
-			return f, fmt.Errorf("%q: unknown field %q (fields: state, tenant, tool, owner, key, id, age, expires)", term, field)
-		}
 	}
 	if f.MinAge > 0 && f.MaxAge > 0 && f.MinAge >= f.MaxAge {
 		return f, fmt.Errorf("age>%v and age<%v match nothing", f.MinAge, f.MaxAge)
@@ -121,6 +102,72 @@ func ParseFilter(s string) (Filter, error) {
 		return f, fmt.Errorf("expires>%v and expires<%v match nothing", f.ExpiresAfter, f.ExpiresWithin)
 	}
 	return f, nil
+}
+
+// term is one term of a filter: field:value, or field>value and
+// field<value for durations. text is the term as written, for errors.
+type term struct{ text, field, op, value string }
+
+// eachTerm splits a filter into terms and calls fn with each. It refuses a
+// term that is not field:value (usage says how to write one), a field given
+// twice with the same operator, and an empty value, the same way for every
+// filter language.
+func eachTerm(s, usage string, fn func(term) error) error {
+	terms, err := splitTerms(s)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, text := range terms {
+		field, op, value, ok := cutTerm(text)
+		if !ok {
+			return fmt.Errorf("%q: %s", text, usage)
+		}
+		if seen[field+op] {
+			return fmt.Errorf("%q: %s is given twice; list alternatives as %s%sa,b", text, field, field, op)
+		}
+		seen[field+op] = true
+		if value == "" {
+			return fmt.Errorf("%q: %s needs a value", text, field)
+		}
+		if err := fn(term{text: text, field: field, op: op, value: value}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// values are a term's alternatives (a,b), none of them empty.
+func (t term) values() ([]string, error) {
+	values := strings.Split(t.value, ",")
+	for _, v := range values {
+		if v == "" {
+			return nil, fmt.Errorf("%q: empty alternative in %q", t.text, t.value)
+		}
+	}
+	return values, nil
+}
+
+// duration is a term's positive duration.
+func (t term) duration() (time.Duration, error) {
+	d, err := parseDuration(t.value)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q: %s needs a positive duration such as 90s, 10m, 2h or 7d", t.text, t.field)
+	}
+	return d, nil
+}
+
+// ids reads record numbers; what says what the number is, for the error.
+func (t term) ids(values []string, what string) ([]int64, error) {
+	out := make([]int64, 0, len(values))
+	for _, v := range values {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, fmt.Errorf("%q: id needs %s such as 48213", t.text, what)
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }
 
 // parseDuration reads Go durations and whole days ("7d"), which retention
