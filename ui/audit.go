@@ -116,16 +116,8 @@ func (s *auditScreen) clampSel() {
 }
 
 func (s *auditScreen) updateKeys() {
-	rows := s.visibleRows() > 0
-	for _, b := range []*key.Binding{&s.keys.Up, &s.keys.Down, &s.keys.Top, &s.keys.Bottom, &s.keys.Open} {
-		b.SetEnabled(rows)
-	}
+	s.enableKeys(&s.keys, s.visibleRows() > 0, s.page.Next)
 	s.keys.Open.SetHelp("enter", "open record")
-	forward, backward := s.canTurn(s.page.Next)
-	s.keys.NextPage.SetEnabled(forward)
-	s.keys.PrevPage.SetEnabled(backward)
-	s.keys.NextPage.SetHelp("n", "next page")
-	s.keys.PrevPage.SetHelp("p", "prev page")
 }
 
 // ShortHelp implements help.KeyMap.
@@ -185,29 +177,21 @@ func (s *auditScreen) receive(msg auditPageMsg) {
 }
 
 func (s *auditScreen) key(msg tea.KeyMsg) tea.Cmd {
+	handled, turned := s.pageKey(msg, s.keys, &s.sel, s.visibleRows(), s.page.Next)
+	if turned {
+		return s.turned()
+	}
+	if handled {
+		return nil
+	}
 	switch {
-	case key.Matches(msg, s.keys.Up):
-		s.sel--
-	case key.Matches(msg, s.keys.Down):
-		s.sel++
-	case key.Matches(msg, s.keys.Top):
-		s.sel = 0
-	case key.Matches(msg, s.keys.Bottom):
-		s.sel = s.visibleRows() - 1
 	case key.Matches(msg, s.keys.Open):
 		if r, ok := s.selected(); ok {
 			s.goTo(navMsg{to: screenAuditRecord, record: &auditRef{Tenant: r.Tenant, Seq: r.Seq}})
 		}
-	case key.Matches(msg, s.keys.NextPage):
-		s.turnForward(s.page.Next)
-		return s.turned()
-	case key.Matches(msg, s.keys.PrevPage):
-		s.turnBack()
-		return s.turned()
 	case key.Matches(msg, s.keys.Filter):
 		return s.openBar(s.filterText)
 	}
-	s.clampSel()
 	return nil
 }
 

@@ -127,18 +127,8 @@ func (s *listScreen) clampSel() {
 }
 
 func (s *listScreen) updateKeys() {
-	rows := s.visibleRows() > 0
-	s.keys.Up.SetEnabled(rows)
-	s.keys.Down.SetEnabled(rows)
-	s.keys.Top.SetEnabled(rows)
-	s.keys.Bottom.SetEnabled(rows)
-	s.keys.Open.SetEnabled(rows)
-	forward, backward := s.canTurn(s.page.Next)
-	s.keys.NextPage.SetEnabled(forward)
-	s.keys.PrevPage.SetEnabled(backward)
+	s.enableKeys(&s.keys, s.visibleRows() > 0, s.page.Next)
 	s.keys.Sort.SetHelp("s", "sort by "+sortName(nextSort(s.sort)).short())
-	s.keys.NextPage.SetHelp("n", "next page")
-	s.keys.PrevPage.SetHelp("p", "prev page")
 }
 
 // ShortHelp implements help.KeyMap.
@@ -216,32 +206,24 @@ func (s *listScreen) relayout() {
 }
 
 func (s *listScreen) key(msg tea.KeyMsg) tea.Cmd {
+	handled, turned := s.pageKey(msg, s.keys, &s.sel, s.visibleRows(), s.page.Next)
+	if turned {
+		return s.turned()
+	}
+	if handled {
+		return nil
+	}
 	switch {
-	case key.Matches(msg, s.keys.Up):
-		s.sel--
-	case key.Matches(msg, s.keys.Down):
-		s.sel++
-	case key.Matches(msg, s.keys.Top):
-		s.sel = 0
-	case key.Matches(msg, s.keys.Bottom):
-		s.sel = s.visibleRows() - 1
 	case key.Matches(msg, s.keys.Open):
 		if r, ok := s.selected(); ok {
 			s.goTo(navMsg{to: screenDetail, id: r.ID})
 		}
-	case key.Matches(msg, s.keys.NextPage):
-		s.turnForward(s.page.Next)
-		return s.turned()
-	case key.Matches(msg, s.keys.PrevPage):
-		s.turnBack()
-		return s.turned()
 	case key.Matches(msg, s.keys.Sort):
 		s.sort = nextSort(s.sort)
 		return s.restart()
 	case key.Matches(msg, s.keys.Filter):
 		return s.openBar(s.filterText)
 	}
-	s.clampSel()
 	return nil
 }
 

@@ -51,6 +51,46 @@ func (p *pageStack[C]) settle(ok bool) {
 	p.turning = nil
 }
 
+// pageKey handles the keys every paged list shares: moving its selection
+// sel among the n rows shown, and turning a page (n to next, p back). It
+// reports whether msg was one of them, and whether a page turned, which
+// the screen then fetches.
+func (p *pageStack[C]) pageKey(msg tea.KeyMsg, k KeyMap, sel *int, n int, next *C) (handled, turned bool) {
+	switch {
+	case key.Matches(msg, k.Up):
+		*sel--
+	case key.Matches(msg, k.Down):
+		*sel++
+	case key.Matches(msg, k.Top):
+		*sel = 0
+	case key.Matches(msg, k.Bottom):
+		*sel = n - 1
+	case key.Matches(msg, k.NextPage):
+		p.turnForward(next)
+		return true, true
+	case key.Matches(msg, k.PrevPage):
+		p.turnBack()
+		return true, true
+	default:
+		return false, false
+	}
+	*sel = min(max(0, *sel), max(0, n-1))
+	return true, false
+}
+
+// enableKeys enables a paged list's shared keys: moving and opening when
+// it shows rows, n and p when a page can turn.
+func (p *pageStack[C]) enableKeys(k *KeyMap, rows bool, next *C) {
+	for _, b := range []*key.Binding{&k.Up, &k.Down, &k.Top, &k.Bottom, &k.Open} {
+		b.SetEnabled(rows)
+	}
+	forward, backward := p.canTurn(next)
+	k.NextPage.SetEnabled(forward)
+	k.PrevPage.SetEnabled(backward)
+	k.NextPage.SetHelp("n", "next page")
+	k.PrevPage.SetHelp("p", "prev page")
+}
+
 // filterBar is a list's "/" line: the filter's text to edit, and the error
 // of a filter that did not parse (the list keeps its previous filter).
 type filterBar struct {
