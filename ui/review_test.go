@@ -56,12 +56,13 @@ func (s *fakeSource) Review(_ context.Context, catalog map[string]storeview.Tool
 // fakePurger purges nothing real: it counts, reports progress in batches
 // and records what it was asked.
 type fakePurger struct {
-	mu      sync.Mutex
-	count   int64
-	err     error
-	tools   []string
-	reasons []string
-	befores []time.Time
+	mu       sync.Mutex
+	count    int64
+	countErr error
+	err      error
+	tools    []string
+	reasons  []string
+	befores  []time.Time
 	// block, when set, holds the purge after its first batch until the
 	// context is cancelled.
 	block bool
@@ -70,7 +71,7 @@ type fakePurger struct {
 func (p *fakePurger) Count(_ context.Context, tool string) (retention.DryRun, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return retention.DryRun{Count: p.count, Before: dbNow}, nil
+	return retention.DryRun{Count: p.count, Before: dbNow}, p.countErr
 }
 
 func (p *fakePurger) Purge(ctx context.Context, tool string, dry retention.DryRun, reason string, progress func(retention.Progress)) (retention.Result, error) {
@@ -203,11 +204,26 @@ func TestPurgeKeyOnlyForAdmins(t *testing.T) {
 	require.NotContains(t, h.view(), "p purge expired")
 }
 
-// A failed count purges nothing and says so.
-func TestPurgeCountFails(t *testing.T) {
+// A purge that fails says so and how to resume it.
+func TestPurgeFails(t *testing.T) {
 	p := &fakePurger{count: 2500, err: errors.New("boom")}
 	h := newPurgeHarness(t, p, true, 120, 40)
 	h.keys(":retention<enter>jpweekly<enter>y")
 	require.Contains(t, h.view(), "✗ the purge stopped")
 	require.Contains(t, h.view(), "boom")
+	require.Contains(t, h.view(), "Purge the tool again to resume the run")
+}
+
+// A failed dry run asks nothing and purges nothing.
+func TestPurgeCountFails(t *testing.T) {
+	p := &fakePurger{count: 2500, countErr: errors.New("connection refused")}
+	h := newPurgeHarness(t, p, true, 120, 40)
+	h.keys(":retention<enter>jp")
+	view := h.view()
+	require.Contains(t, view, "✗ could not count what a purge would take: connection refused")
+	require.Contains(t, view, "Nothing was purged.")
+	require.NotContains(t, view, "Reason (required")
+	h.keys("y")
+	tools, _ := p.asked()
+	require.Empty(t, tools)
 }
