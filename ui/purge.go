@@ -281,10 +281,9 @@ func (s *purgeScreen) View() string {
 			lines = append(lines, "   "+l)
 		}
 	}
+	// The review's retry window: the catalog's, else the retention, else
+	// the library's default retention, as the purge's tombstones last.
 	window := ShortDuration(t.RetryWindow)
-	if !t.InCatalog {
-		window = "7d"
-	}
 	switch s.step {
 	case purgeCounting:
 		add("counting what a purge would take now…")

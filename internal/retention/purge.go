@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/opsdesk/opsdesk/ops"
 )
 
 // PurgeParams says what a purge deletes and what it leaves.
@@ -28,7 +30,8 @@ type PurgeParams struct {
 	// the same tool resumes).
 	Before time.Time
 	// TombstoneFor is how long each tool's tombstones last (its retry
-	// window); "*" for the others (default 7 days).
+	// window); "*" for the others (default: the library's default
+	// retention, 7 days).
 	TombstoneFor map[string]time.Duration
 	Reason       string
 	DisplayName  string
@@ -131,7 +134,9 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 	if size <= 0 {
 		size = 1000
 	}
-	lifetimes := map[string]float64{"*": (7 * 24 * time.Hour).Seconds()}
+	// A tool the catalog does not know: the library's default retention,
+	// the window the retention review assumes for it too.
+	lifetimes := map[string]float64{"*": ops.DefaultRetention.Seconds()}
 	for t, d := range p.TombstoneFor {
 		lifetimes[t] = d.Seconds()
 	}
