@@ -686,15 +686,7 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 			})
 			continue
 		}
-		batch.Queue("EXPLAIN (FORMAT JSON) " + c.by.sql).QueryRow(func(r pgx.Row) error {
-			var plan []byte
-			if err := r.Scan(&plan); err != nil {
-				return err
-			}
-			estimate, err := planRows(plan)
-			set(estimate)
-			return err
-		})
+		queuePlanRows(batch, c.by.sql, set)
 	}
 	if batch.Len() == 0 {
 		return nil
@@ -712,6 +704,20 @@ type estimateBy struct {
 	index string
 	less  int64
 	sql   string
+}
+
+// queuePlanRows queues the planner's estimate of the rows a query returns
+// on batch, handing it to set when the batch runs.
+func queuePlanRows(batch *pgx.Batch, sql string, set func(float64), args ...any) {
+	batch.Queue("EXPLAIN (FORMAT JSON) "+sql, args...).QueryRow(func(r pgx.Row) error {
+		var plan []byte
+		if err := r.Scan(&plan); err != nil {
+			return err
+		}
+		estimate, err := planRows(plan)
+		set(estimate)
+		return err
+	})
 }
 
 // planRows reads the planner's estimate of the rows a query returns from

@@ -275,17 +275,11 @@ func estimateReview(ctx context.Context, q querier, r *Review) error {
 				*c.n = Count{N: CountCap, AtLeast: true} // it counted CountCap+1
 				continue
 			}
-			batch.Queue("EXPLAIN (FORMAT JSON) SELECT FROM opsdesk.operations WHERE state = 'completed' AND tool = $1 AND "+c.cond,
-				t.Tool).QueryRow(func(row pgx.Row) error {
-				var plan []byte
-				if err := row.Scan(&plan); err != nil {
-					return err
-				}
-				estimate, err := planRows(plan)
-				// Never below what was counted: statistics may lag behind.
-				*c.n = Count{N: max(int64(estimate), CountCap+1), Estimated: true}
-				return err
-			})
+			queuePlanRows(batch, "SELECT FROM opsdesk.operations WHERE state = 'completed' AND tool = $1 AND "+c.cond,
+				func(estimate float64) {
+					// Never below what was counted: statistics may lag behind.
+					*c.n = Count{N: max(int64(estimate), CountCap+1), Estimated: true}
+				}, t.Tool)
 		}
 	}
 	if batch.Len() == 0 {
