@@ -30,8 +30,7 @@ type auditRecordScreen struct {
 	notFound bool
 	err      error
 
-	offset int
-	lines  []string
+	scrollText
 }
 
 func newAuditRecord(d deps) *auditRecordScreen {
@@ -83,12 +82,7 @@ func (s *auditRecordScreen) refresh() tea.Cmd {
 }
 
 func (s *auditRecordScreen) updateKeys() {
-	scroll := len(s.lines) > s.h
-	for _, b := range []*key.Binding{&s.keys.Up, &s.keys.Down, &s.keys.Top, &s.keys.Bottom, &s.keys.NextPage, &s.keys.PrevPage} {
-		b.SetEnabled(scroll)
-	}
-	s.keys.NextPage.SetHelp("pgdn", "page down")
-	s.keys.PrevPage.SetHelp("pgup", "page up")
+	s.enableScroll(&s.keys, s.h)
 	s.keys.Operation.SetEnabled(s.d != nil && s.d.OperationID != 0)
 	if s.d != nil {
 		s.keys.Operation.SetHelp("o/enter", "open operation "+strconv.FormatInt(s.d.OperationID, 10))
@@ -126,53 +120,22 @@ func (s *auditRecordScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		s.render()
 	case tea.KeyMsg:
-		page := max(1, s.h-1)
+		if s.scrollKey(msg, s.keys, s.h) {
+			break
+		}
 		switch {
 		case key.Matches(msg, s.keys.Operation):
 			s.goTo(navMsg{to: screenDetail, id: s.d.OperationID})
-		case key.Matches(msg, s.keys.Up):
-			s.offset--
-		case key.Matches(msg, s.keys.Down):
-			s.offset++
-		case key.Matches(msg, s.keys.PrevPage):
-			s.offset -= page
-		case key.Matches(msg, s.keys.NextPage):
-			s.offset += page
-		case key.Matches(msg, s.keys.Top):
-			s.offset = 0
-		case key.Matches(msg, s.keys.Bottom):
-			s.offset = len(s.lines)
 		}
-		s.clamp()
 	}
 	return s, nil
 }
 
-func (s *auditRecordScreen) clamp() {
-	room := s.h
-	if len(s.lines) > s.h {
-		room = max(1, s.h-1)
-	}
-	s.offset = min(max(0, s.offset), max(0, len(s.lines)-room))
-}
-
-func (s *auditRecordScreen) View() string {
-	if s.h <= 0 {
-		return ""
-	}
-	if len(s.lines) <= s.h {
-		return strings.Join(s.lines, "\n")
-	}
-	room := max(1, s.h-1)
-	off := min(s.offset, max(0, len(s.lines)-room))
-	end := min(len(s.lines), off+room)
-	more := fmt.Sprintf(" lines %d–%d of %d · ↑/↓ scroll", off+1, end, len(s.lines))
-	return strings.Join(s.lines[off:end], "\n") + "\n" + s.st.Muted.Render(truncate(more, s.w))
-}
+func (s *auditRecordScreen) View() string { return s.scrollView(s.w, s.h, s.st) }
 
 func (s *auditRecordScreen) render() {
 	s.lines = s.buildLines()
-	s.clamp()
+	s.clampScroll(s.h)
 	s.updateKeys()
 }
 

@@ -32,8 +32,7 @@ type detailScreen struct {
 	purged   *storeview.PurgedError // a looked-up identity whose record was purged
 	err      error
 
-	offset int
-	lines  []string
+	scrollText
 
 	// writes tells whether the console offers writes to this role (set
 	// by the root from the role's capabilities).
@@ -97,12 +96,7 @@ func (s *detailScreen) allow(writes bool) {
 }
 
 func (s *detailScreen) updateKeys() {
-	scroll := len(s.lines) > s.h
-	for _, b := range []*key.Binding{&s.keys.Up, &s.keys.Down, &s.keys.Top, &s.keys.Bottom, &s.keys.NextPage, &s.keys.PrevPage} {
-		b.SetEnabled(scroll)
-	}
-	s.keys.NextPage.SetHelp("pgdn", "page down")
-	s.keys.PrevPage.SetHelp("pgup", "page up")
+	s.enableScroll(&s.keys, s.h)
 	d := s.d
 	s.keys.Reconcile.SetEnabled(s.writes && d != nil && leaseRelevant(d.Row))
 	s.keys.AckConflicts.SetEnabled(s.writes && d != nil && unreviewed(d.Conflicts) > 0)
@@ -144,20 +138,10 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		s.render()
 	case tea.KeyMsg:
-		page := max(1, s.h-1)
+		if s.scrollKey(msg, s.keys, s.h) {
+			break
+		}
 		switch {
-		case key.Matches(msg, s.keys.Up):
-			s.offset--
-		case key.Matches(msg, s.keys.Down):
-			s.offset++
-		case key.Matches(msg, s.keys.PrevPage):
-			s.offset -= page
-		case key.Matches(msg, s.keys.NextPage):
-			s.offset += page
-		case key.Matches(msg, s.keys.Top):
-			s.offset = 0
-		case key.Matches(msg, s.keys.Bottom):
-			s.offset = len(s.lines)
 		case key.Matches(msg, s.keys.Reconcile):
 			s.startFlow(flowReconcile)
 		case key.Matches(msg, s.keys.AckConflicts):
@@ -170,7 +154,6 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			// History is enabled only with a record shown.
 			s.goTo(navMsg{to: screenAudit, audit: storeview.OperationAuditFilter(s.d.Tenant, s.d.ID), history: true})
 		}
-		s.clamp()
 	}
 	return s, nil
 }
@@ -185,33 +168,12 @@ func (s *detailScreen) startFlow(k flowKind) {
 	s.goTo(navMsg{to: screenDecide, flow: k, rec: &rec})
 }
 
-func (s *detailScreen) clamp() {
-	room := s.h
-	if len(s.lines) > s.h {
-		room = max(1, s.h-1) // the last line tells the position
-	}
-	s.offset = min(max(0, s.offset), max(0, len(s.lines)-room))
-}
-
-func (s *detailScreen) View() string {
-	if s.h <= 0 {
-		return ""
-	}
-	if len(s.lines) <= s.h {
-		return strings.Join(s.lines, "\n")
-	}
-	// Longer than the screen: the last line says where we are.
-	room := max(1, s.h-1)
-	off := min(s.offset, max(0, len(s.lines)-room))
-	end := min(len(s.lines), off+room)
-	more := fmt.Sprintf(" lines %d–%d of %d · ↑/↓ scroll", off+1, end, len(s.lines))
-	return strings.Join(s.lines[off:end], "\n") + "\n" + s.st.Muted.Render(truncate(more, s.w))
-}
+func (s *detailScreen) View() string { return s.scrollView(s.w, s.h, s.st) }
 
 // render lays the record out in lines; the view scrolls through them.
 func (s *detailScreen) render() {
 	s.lines = s.buildLines()
-	s.clamp()
+	s.clampScroll(s.h)
 	s.updateKeys()
 }
 
