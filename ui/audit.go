@@ -384,34 +384,20 @@ func layoutAudit(rows []storeview.AuditRow, w int) auditLayout {
 		}
 		return total - colGap
 	}
-	all := func() []bool {
-		shown := make([]bool, n)
-		for c := range shown {
-			shown[c] = true
-		}
-		return shown
+	ranks := make([]int, n)
+	for c, col := range auditColumns {
+		ranks[c] = col.drop
 	}
 	// drop gives up columns by rank until the table fits.
 	drop := func(ws []int, comfort bool) ([]bool, bool) {
-		shown := all()
-		for rank := 1; need(ws, shown, comfort) > w; rank++ {
-			if rank > n {
-				return shown, false
-			}
-			for c, col := range auditColumns {
-				if col.drop == rank {
-					shown[c] = false
-				}
-			}
-		}
-		return shown, true
+		return dropByRank(ranks, func(shown []bool) bool { return need(ws, shown, comfort) <= w })
 	}
 	ws := natural(false)
 	short := false
 	// The claimed names give way first, then the columns by rank: first
 	// for the key and the reason to read comfortably, then for the rest
 	// to fit at all.
-	if need(ws, all(), true) > w {
+	if need(ws, allShown(n), true) > w {
 		short = true
 		ws = natural(true)
 	}

@@ -245,27 +245,23 @@ func (s *reviewScreen) table(w, rows int) []string {
 			widths[c] = max(widths[c], width(cells[i][c]))
 		}
 	}
-	shown := make([]bool, len(reviewColumns))
-	total := markWidth
-	for c := range reviewColumns {
-		shown[c] = true
-		total += widths[c] + colGap
+	ranks := make([]int, len(reviewColumns))
+	for c, col := range reviewColumns {
+		ranks[c] = col.drop
 	}
-	for rank := 1; total > w; rank++ {
-		found := false
-		for c, col := range reviewColumns {
-			if col.drop == rank && shown[c] {
-				shown[c], found = false, true
-				total -= widths[c] + colGap
+	total := func(shown []bool) int {
+		n := markWidth
+		for c := range reviewColumns {
+			if shown[c] {
+				n += widths[c] + colGap
 			}
 		}
-		if !found && rank > len(reviewColumns) {
-			break
-		}
+		return n
 	}
+	shown, _ := dropByRank(ranks, func(shown []bool) bool { return total(shown) <= w })
 	// The tool's name gives way last.
-	if total > w {
-		widths[0] = max(6, widths[0]-(total-w))
+	if over := total(shown) - w; over > 0 {
+		widths[0] = max(6, widths[0]-over)
 	}
 	line := func(mark string, row []string, header bool) string {
 		var b strings.Builder

@@ -237,3 +237,30 @@ func fitCell(c col, s string, w int) string {
 	}
 	return pad(s, w)
 }
+
+// dropByRank gives up columns by their drop rank (1 first; 0 never)
+// until fits says the shown ones fit. ok is false when even the columns
+// that never go do not fit.
+func dropByRank(ranks []int, fits func(shown []bool) bool) (shown []bool, ok bool) {
+	shown = allShown(len(ranks))
+	for rank := 1; !fits(shown); rank++ {
+		if rank > len(ranks) {
+			return shown, false
+		}
+		for c, r := range ranks {
+			if r == rank {
+				shown[c] = false
+			}
+		}
+	}
+	return shown, true
+}
+
+// allShown is every one of n columns shown.
+func allShown(n int) []bool {
+	shown := make([]bool, n)
+	for c := range shown {
+		shown[c] = true
+	}
+	return shown
+}
