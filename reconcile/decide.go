@@ -49,6 +49,9 @@ type Evidence struct {
 	Digest  string // e.g. "sha256:…" of the raw evidence
 	Summary string // short, and free of secrets
 	Lookup  Lookup
+	// Ref is the provider's reference in a found answer: a decision that
+	// confirms the effect with another reference contradicts the lookup.
+	Ref string
 }
 
 // DecideParams is one decision on record OperationID.

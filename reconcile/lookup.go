@@ -107,7 +107,7 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 				a.Evidence.Summary += " (no reference: " + err.Error() + ")"
 				break
 			}
-			a.ResultRef = ref
+			a.ResultRef, a.Evidence.Ref = ref, ref
 			a.Evidence.Summary += ", reference " + ref
 		}
 	case notFound:
