@@ -9,7 +9,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -22,6 +21,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/opsdesk/opsdesk/internal/lookupurl"
 )
 
 // EnvPrefix prefixes every environment variable opsdesk reads.
@@ -80,11 +81,14 @@ type Tool struct {
 // Lookup is an HTTP outcome lookup (used by reconciliation): a GET whose
 // status says whether the provider has the effect.
 type Lookup struct {
-	// URL is a template over {tenant}, {tool} and {key}.
+	// URL is a template over {tenant}, {tool} and {key}, in its path or
+	// query only (never its host or fragment); each is replaced by its
+	// percent-encoded value.
 	URL     string        `mapstructure:"url"`
 	Timeout time.Duration `mapstructure:"timeout"`
 	// FoundStatus and NotFoundStatus are the HTTP statuses of the two
-	// definite answers (default 200 and 404); any other is no answer.
+	// definite answers (default 200 and 404; never a redirect); any other
+	// is no answer.
 	FoundStatus    int `mapstructure:"found_status"`
 	NotFoundStatus int `mapstructure:"not_found_status"`
 	// ResultRef is the JSON pointer (RFC 6901) of the provider's reference
@@ -443,21 +447,36 @@ func (t Tool) validate() error {
 }
 
 func (l Lookup) validate() error {
-	u, err := url.Parse(strings.NewReplacer("{tenant}", "t", "{tool}", "t", "{key}", "k").Replace(l.URL))
-	switch {
-	case l.URL == "":
+	found, notFound := cmpOr(l.FoundStatus, 200), cmpOr(l.NotFoundStatus, 404)
+	if l.URL == "" {
 		return errors.New("lookup.url is required when lookup is set")
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return fmt.Errorf("lookup.url %q is not an http or https URL", l.URL)
-	case !strings.Contains(l.URL, "{key}"):
-		return fmt.Errorf("lookup.url %q does not contain {key}", l.URL)
+	}
+	if _, err := lookupurl.Parse(l.URL); err != nil {
+		return fmt.Errorf("lookup.url %q: %w", l.URL, err)
+	}
+	switch {
 	case l.Timeout < 0:
 		return errors.New("lookup.timeout must not be negative")
-	case l.FoundStatus != 0 && (l.FoundStatus < 100 || l.FoundStatus > 599),
-		l.NotFoundStatus != 0 && (l.NotFoundStatus < 100 || l.NotFoundStatus > 599):
-		return errors.New("lookup.found_status and lookup.not_found_status must be HTTP statuses")
+	case !definite(found), !definite(notFound):
+		// A redirect is never followed, so it cannot be an answer.
+		return errors.New("lookup.found_status and lookup.not_found_status must be HTTP statuses from 200 to 599, " +
+			"not redirects (3xx): a lookup never follows one")
+	case found == notFound:
+		return fmt.Errorf("lookup.found_status and lookup.not_found_status are both %d: found could not be told from not found", found)
 	case l.ResultRef != "" && !strings.HasPrefix(l.ResultRef, "/"):
 		return fmt.Errorf("lookup.result_ref %q is not a JSON pointer (it starts with /, such as /id)", l.ResultRef)
 	}
 	return nil
+}
+
+// definite tells whether an HTTP status can be a lookup's definite answer.
+func definite(status int) bool {
+	return status >= 200 && status <= 599 && (status < 300 || status >= 400)
+}
+
+func cmpOr(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
 }

@@ -13,18 +13,22 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/opsdesk/opsdesk/internal/lookupurl"
 )
 
 // LookupSpec says how to ask a provider whether an effect happened: a GET
 // whose status is the answer.
 type LookupSpec struct {
-	// URL is a template over {tenant}, {tool} and {key}, each replaced
-	// by its path-escaped value.
+	// URL is a template over {tenant}, {tool} and {key}, in its path or
+	// its query (see internal/lookupurl): each is replaced by its value,
+	// percent-encoded so that the URL names this identity and no other.
 	URL string
 	// Timeout bounds the request (default 5s).
 	Timeout time.Duration
 	// FoundStatus and NotFoundStatus are the definite answers (default
-	// 200 and 404); any other status, or no response, is no answer.
+	// 200 and 404); any other status, a redirect (never followed), or no
+	// response is no answer.
 	FoundStatus, NotFoundStatus int
 	// ResultRef is the JSON pointer (RFC 6901) of the provider's reference
 	// in a found answer's body, such as /id.
@@ -60,11 +64,19 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 	if notFound == 0 {
 		notFound = http.StatusNotFound
 	}
-	target := strings.NewReplacer("{tenant}", url.PathEscape(tenant), "{tool}", url.PathEscape(tool),
-		"{key}", url.PathEscape(key)).Replace(spec.URL)
+	// A URL that cannot name this identity exactly asks about another one,
+	// or none: whatever the provider would answer is not evidence.
+	tmpl, err := lookupurl.Parse(spec.URL)
+	if err != nil {
+		return noAnswer(fmt.Errorf("lookup URL template: %w", err))
+	}
+	target, err := tmpl.Build(lookupurl.Values{Tenant: tenant, Tool: tool, Key: key})
+	if err != nil {
+		return noAnswer(fmt.Errorf("no exact lookup URL for this operation: %w", err))
+	}
 	u, err := url.Parse(target)
 	if err != nil {
-		return noAnswer(fmt.Errorf("lookup URL: %w", err))
+		return noAnswer(fmt.Errorf("lookup URL: %w", errors.Unwrap(err)))
 	}
 	host := u.Host
 
@@ -76,7 +88,7 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 	}
 	req.Header.Set("Accept", "application/json")
 	start := time.Now()
-	resp, err := client.Do(req)
+	resp, err := noRedirects(client).Do(req)
 	if err != nil {
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
@@ -97,8 +109,13 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 		tookText = "<1ms"
 	}
 	status := "HTTP " + strconv.Itoa(resp.StatusCode) + " from " + host + " in " + tookText
-	switch resp.StatusCode {
-	case found:
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		// The provider answered for another URL, if at all: following it
+		// would take that answer for this operation's.
+		a.Err = fmt.Errorf("%s: a redirect, which is no answer for this operation's exact URL (lookups never follow one)", status)
+		a.Evidence.Summary = a.Err.Error()
+	case resp.StatusCode == found:
 		a.Evidence.Lookup = LookupFound
 		a.Evidence.Summary = status + ": found"
 		if spec.ResultRef != "" {
@@ -110,7 +127,7 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 			a.ResultRef, a.Evidence.Ref = ref, ref
 			a.Evidence.Summary += ", reference " + ref
 		}
-	case notFound:
+	case resp.StatusCode == notFound:
 		a.Evidence.Lookup = LookupNotFound
 		a.Evidence.Summary = status + ": not found"
 	default:
@@ -118,6 +135,14 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 		a.Evidence.Summary = a.Err.Error()
 	}
 	return a
+}
+
+// noRedirects is client without following redirects: a 3xx comes back as
+// the answer, which Ask takes for none.
+func noRedirects(client *http.Client) *http.Client {
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
 }
 
 func noAnswer(err error) Answer {

@@ -1,10 +1,13 @@
 package reconcile_test
 
 import (
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +16,7 @@ import (
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
-func TestAsk(t *testing.T) {
+func TestLookupAsk(t *testing.T) {
 	t.Parallel()
 	var paths []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -80,4 +83,154 @@ func TestAsk(t *testing.T) {
 	a = reconcile.Ask(t.Context(), http.DefaultClient, spec, "acme", "charge-card", "ord-1")
 	require.Error(t, a.Err)
 	require.Contains(t, a.Evidence.Summary, "connection refused")
+}
+
+// hostileKeys are keys a lookup URL must carry exactly: an HTTP stack
+// reads each of them, unencoded, as another identity or as none.
+var hostileKeys = []string{
+	"..", ".", "a/../b", "../charge-card/ord-1", "x&tenant=globex", "%2e%2e", "%2F", "?", "#", "a b", "a+b",
+	"x;jsessionid=1", "ключ-ü-鍵", "\x1b[2J\a", "\x00", "tab\there", "line\r\nbreak", "\u009b31m", "\xff",
+}
+
+// provider is an httptest provider on net/http's ServeMux, which cleans
+// dot segments by redirecting to the cleaned path, as many stacks do. It
+// has acted for the identities in acted and answers 200 with the
+// identity it understood, or 404; seen records every request it got.
+type provider struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	acted map[[3]string]bool
+	seen  []string
+}
+
+func newProvider(t *testing.T) *provider {
+	t.Helper()
+	p := &provider{acted: map[[3]string]bool{}}
+	answer := func(w http.ResponseWriter, id [3]string) {
+		p.mu.Lock()
+		ok := p.acted[id]
+		p.mu.Unlock()
+		if !ok {
+			http.Error(w, `{"found":false}`, http.StatusNotFound)
+			return
+		}
+		// Hex: the reference carries the identity's bytes, whatever they are.
+		body, _ := json.Marshal(map[string]any{"ref": "REF:" + hex.EncodeToString([]byte(strings.Join(id[:], "|")))})
+		_, _ = w.Write(body)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /path/{tenant}/{tool}/{key}", func(w http.ResponseWriter, r *http.Request) {
+		answer(w, [3]string{r.PathValue("tenant"), r.PathValue("tool"), r.PathValue("key")})
+	})
+	mux.HandleFunc("GET /query", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if len(q["tenant"]) != 1 || len(q["tool"]) != 1 || len(q["key"]) != 1 {
+			http.Error(w, "one tenant, tool and key", http.StatusBadRequest)
+			return
+		}
+		answer(w, [3]string{q.Get("tenant"), q.Get("tool"), q.Get("key")})
+	})
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.seen = append(p.seen, r.URL.RequestURI())
+		p.mu.Unlock()
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *provider) act(tenant, tool, key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.acted[[3]string{tenant, tool, key}] = true
+}
+
+func (p *provider) requests() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.seen)
+}
+
+// TestLookupExactURLs: against a provider that normalises dot segments,
+// every hostile key is asked about exactly: a key the provider acted on
+// is found with its own reference, never read as not found; a key it did
+// not act on is never found for another identity that it did; values in
+// a query cannot add parameters.
+func TestLookupExactURLs(t *testing.T) {
+	t.Parallel()
+	for name, tmpl := range map[string]string{
+		"Path":  "/path/{tenant}/{tool}/{key}",
+		"Query": "/query?tenant={tenant}&tool={tool}&key={key}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := newProvider(t)
+			p.act("globex", "charge-card", "x") // what x&tenant=globex would smuggle
+			p.act("acme", "charge-card", "b")   // what a/../b would normalise to
+			p.act("acme", "charge-card", "ord-1")
+			spec := reconcile.LookupSpec{URL: p.srv.URL + tmpl, ResultRef: "/ref"}
+			for _, key := range hostileKeys {
+				// Not acted on: never found (another identity's answer).
+				a := reconcile.Ask(t.Context(), p.srv.Client(), spec, "acme", "charge-card", key)
+				require.NotEqual(t, reconcile.LookupFound, a.Evidence.Lookup, "%q: %s", key, a.Evidence.Summary)
+			}
+			for _, key := range hostileKeys {
+				p.act("acme", "charge-card", key)
+				a := reconcile.Ask(t.Context(), p.srv.Client(), spec, "acme", "charge-card", key)
+				require.Equal(t, reconcile.LookupFound, a.Evidence.Lookup, "%q: %s", key, a.Evidence.Summary)
+				require.Equal(t, "REF:"+hex.EncodeToString([]byte("acme|charge-card|"+key)), a.Evidence.Ref,
+					"%q: the provider answered for this identity", key)
+			}
+		})
+	}
+	t.Run("HostileTenantAndTool", func(t *testing.T) {
+		t.Parallel()
+		p := newProvider(t)
+		p.act("..", ".", "a/../b")
+		spec := reconcile.LookupSpec{URL: p.srv.URL + "/path/{tenant}/{tool}/{key}"}
+		a := reconcile.Ask(t.Context(), p.srv.Client(), spec, "..", ".", "a/../b")
+		require.Equal(t, reconcile.LookupFound, a.Evidence.Lookup, a.Evidence.Summary)
+	})
+}
+
+// TestLookupRefusesInexactURLs: a URL that cannot name the identity is
+// not sent, and is no answer.
+func TestLookupRefusesInexactURLs(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t)
+	spec := reconcile.LookupSpec{URL: p.srv.URL + "/path/{tenant}/{tool}/{key}"}
+	for name, key := range map[string]string{"Huge": strings.Repeat("k", 32<<20), "Empty": ""} {
+		a := reconcile.Ask(t.Context(), p.srv.Client(), spec, "acme", "charge-card", key)
+		require.Equal(t, reconcile.LookupNone, a.Evidence.Lookup, name)
+		require.Error(t, a.Err, name)
+		require.Contains(t, a.Evidence.Summary, "no exact lookup URL for this operation", name)
+		require.Less(t, len(a.Evidence.Summary), 200, name)
+	}
+	for _, tmpl := range []string{"http://{tenant}.p/{key}", "http://p/x#{key}", "http://p/{id}/{key}"} {
+		a := reconcile.Ask(t.Context(), p.srv.Client(), reconcile.LookupSpec{URL: tmpl}, "acme", "charge-card", "k")
+		require.Equal(t, reconcile.LookupNone, a.Evidence.Lookup, tmpl)
+		require.Contains(t, a.Evidence.Summary, "lookup URL template", tmpl)
+	}
+	require.Zero(t, p.requests(), "nothing was sent")
+}
+
+// TestLookupRedirectIsNoAnswer: a redirect is not followed; the provider
+// did not answer for this exact URL. A raw .. shows why: ServeMux
+// redirects it to the cleaned path, whose 404 would read as not found.
+func TestLookupRedirectIsNoAnswer(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t)
+	spec := reconcile.LookupSpec{URL: p.srv.URL + "/path/acme/charge-card/x/../{key}", NotFoundStatus: http.StatusNotFound}
+	p.act("acme", "charge-card", "k")
+	a := reconcile.Ask(t.Context(), p.srv.Client(), spec, "acme", "charge-card", "k")
+	require.Equal(t, reconcile.LookupNone, a.Evidence.Lookup, a.Evidence.Summary)
+	require.Regexp(t, `^HTTP 307 from 127\.0\.0\.1:\d+ in \S+: a redirect, which is no answer`, a.Evidence.Summary)
+	require.Equal(t, 1, p.requests(), "the redirect was not followed")
+
+	// Even with a caller's client that follows redirects.
+	follows := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return nil }}
+	a = reconcile.Ask(t.Context(), follows, spec, "acme", "charge-card", "k")
+	require.Equal(t, reconcile.LookupNone, a.Evidence.Lookup, a.Evidence.Summary)
+	require.Equal(t, 2, p.requests())
 }
