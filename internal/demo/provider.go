@@ -49,8 +49,9 @@ const (
 )
 
 // LookupPath is the provider's outcome lookup as a URL path template over
-// {tenant}, {tool} and {key}: 200 {"found":true,"ref":"…"} when the
-// provider acted, 404 {"found":false} when it did not.
+// {tenant}, {tool} and {key}, each one escaped path segment (as opsdesk's
+// lookups send them): 200 {"found":true,"ref":"…"} when the provider
+// acted, 404 {"found":false} when it did not.
 const LookupPath = "/lookup/{tenant}/{tool}/{key}"
 
 // maxBody bounds a request body.
@@ -286,6 +287,10 @@ func decide(tool string, body []byte) (int, *apiError) {
 // declinedCard is the test card the provider always declines.
 const declinedCard = "tok_declined"
 
+// handleLookup answers for the identity the escaped path names: the mux
+// matches wildcards against the escaped path and PathValue unescapes one
+// segment, so %2E%2E is the key .. and %2F a slash inside a key, never a
+// dot segment or a separator.
 func (p *Provider) handleLookup(w http.ResponseWriter, r *http.Request) {
 	id := ops.Identity{Tenant: r.PathValue("tenant"), Tool: r.PathValue("tool"), Key: r.PathValue("key")}
 	ref, ok := p.Effect(id)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 // providerCall is one POST to the provider's action endpoint.
@@ -152,6 +153,33 @@ func TestProvider(t *testing.T) {
 
 		found, _ = lookup(t, p.URL(), ops.Identity{Tenant: "acme", Tool: id.Tool, Key: id.Key})
 		require.False(t, found, "another tenant's key is another operation")
+	})
+
+	// The catalog's lookup, as opsdesk sends it, is answered for the
+	// exact identity: a key of .. is not a dot segment the mux cleans
+	// away (a redirect, then a 404 that reads as "not found").
+	t.Run("AnswersExactLookupURLs", func(t *testing.T) {
+		t.Parallel()
+		p := startProvider(t)
+		spec := reconcile.LookupSpec{URL: p.URL() + demo.LookupPath, ResultRef: "/ref"}
+		ask := func(tenant, key string) reconcile.Answer {
+			return reconcile.Ask(t.Context(), http.DefaultClient, spec, tenant, demo.ToolChargeCard, key)
+		}
+		_, err := providerCall{tenant: "acme", tool: demo.ToolChargeCard, key: "b", body: `{"card":"tok_visa"}`}.do(t, p)
+		require.NoError(t, err)
+		// Keys a header can carry (the provider takes keys in a header).
+		for _, key := range []string{"..", ".", "a/../b", "../b", "x&tenant=globex", "%2e%2e", "%2F", "?", "#", "a b", "a+b", "x;y=1", "ключ-ü"} {
+			a := ask("acme", key)
+			require.Equal(t, reconcile.LookupNotFound, a.Evidence.Lookup, "%q before the call: %s", key, a.Evidence.Summary)
+			r, err := providerCall{tenant: "acme", tool: demo.ToolChargeCard, key: key, body: `{"card":"tok_visa"}`}.do(t, p)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, r.status, key)
+			a = ask("acme", key)
+			require.Equal(t, reconcile.LookupFound, a.Evidence.Lookup, "%q: %s", key, a.Evidence.Summary)
+			require.Equal(t, r.body["ref"], a.Evidence.Ref, key)
+			a = ask("..", key)
+			require.Equal(t, reconcile.LookupNotFound, a.Evidence.Lookup, "tenant .. with %q: %s", key, a.Evidence.Summary)
+		}
 	})
 
 	t.Run("RefusesCallsWithoutKeyOrTenant", func(t *testing.T) {
