@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,7 +17,9 @@ import (
 
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/ui"
 )
 
 // The commands that write: people's decisions, acknowledgements, reveals
@@ -108,8 +111,11 @@ func newResolveCmd(g *globalFlags) *cobra.Command {
 			"  defer         not decidable yet: note the reason and --snooze, change nothing\n" +
 			"The record must be pending with an expired lease (--force over a live one) and still at\n" +
 			"--expect-version (default: the version read now). When the tool's catalog entry has a\n" +
-			"lookup, it runs first: its answer is evidence, a contradicted decision needs --override,\n" +
-			"and a found reference is the default --result-ref. Every attempt is audited, refused or not.",
+			"lookup, it runs first: its answer is evidence, a contradicted decision (another\n" +
+			"--result-ref than the one found included) needs --override, and a found reference is the\n" +
+			"default --result-ref. Without a lookup no evidence is gathered, which the audit trail\n" +
+			"records; deciding an external effect of unknown outcome then needs --no-lookup (after\n" +
+			"checking the provider by hand; say what in --evidence). Every attempt is audited, refused or not.",
 		Example: "  opsdesk resolve 48213 --as completed --result-ref ch_3MqL --reason 'charge visible in the provider dashboard'\n" +
 			"  opsdesk resolve 48213 --as not-executed --expect-version 3 --reason 'provider has no charge for this key'",
 		Args: exactArgs(1),
@@ -140,7 +146,7 @@ func newResolveCmd(g *globalFlags) *cobra.Command {
 	f.DurationVar(&opts.Snooze, "snooze", 0, "with --as defer: how long until the record wants attention again")
 	f.BoolVar(&opts.Force, "force", false, "decide even though the lease is live (recorded as forced)")
 	f.BoolVar(&opts.Override, "override", false, "decide against the lookup's definite answer (recorded)")
-	f.BoolVar(&opts.NoLookup, "no-lookup", false, "do not run the tool's outcome lookup")
+	f.BoolVar(&opts.NoLookup, "no-lookup", false, "decide without the tool's outcome lookup (skip it, or confirm there is none); recorded")
 	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
 	return cmd
 }
@@ -195,20 +201,22 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 	if opts.Result != "" {
 		p.Result = json.RawMessage(opts.Result)
 	}
-	if !opts.NoLookup {
-		if ans, ok := w.desk.Ask(ctx, d.Tenant, d.Tool, d.Key); ok {
-			fmt.Fprintln(errOut, "lookup:", ans.Evidence.Summary)
-			p.Evidence = ans.Evidence
-			if p.ResultRef == "" {
-				p.ResultRef = ans.ResultRef
-			}
-		}
+	ans, asked, err := gatherEvidence(ctx, w, d, opts, errOut)
+	if err != nil {
+		return err
+	}
+	p.Evidence = ans.Evidence
+	if p.ResultRef == "" {
+		p.ResultRef = ans.ResultRef
 	}
 	if opts.Evidence != "" {
-		p.Evidence = withNote(p.Evidence, opts.Evidence)
+		p.Evidence = withNote(p.Evidence, asked, opts.Evidence)
 	}
 	if p.Decision == reconcile.Completed && p.ResultRef == "" {
 		return usagef("--as completed needs --result-ref: the provider's reference for the effect")
+	}
+	if err := checkContradiction(p, errOut); err != nil {
+		return err
 	}
 	if opts.Snooze > 0 {
 		p.SnoozeUntil = d.DBTime.Add(opts.Snooze) // the database clock
@@ -217,15 +225,68 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 	return writeDecision(out, opts.Output, fmt.Sprintf("%s on %d (%s/%s/%s)", opts.As, id, d.Tenant, d.Tool, d.Key), res, err)
 }
 
+// gatherEvidence runs the tool's lookup and says what it answered, or
+// says that no evidence was gathered and why: the summary goes into the
+// audit trail either way. Deciding on an external effect of unknown
+// outcome without a lookup takes an explicit --no-lookup (deferring,
+// which changes nothing, does not). asked tells whether the lookup ran.
+func gatherEvidence(ctx context.Context, w *writer, d storeview.Detail, opts resolveOptions, errOut io.Writer) (ans reconcile.Answer, asked bool, err error) {
+	hasLookup := w.desk.Tools[d.Tool].Lookup != nil
+	switch {
+	case hasLookup && !opts.NoLookup:
+		ans, _ = w.desk.Ask(ctx, d.Tenant, d.Tool, d.Key)
+		fmt.Fprintln(errOut, "lookup:", ui.Clean(ans.Evidence.Summary))
+		return ans, true, nil
+	case hasLookup:
+		ans.Evidence.Summary = "no evidence gathered: the lookup for " + d.Tool + " was skipped (--no-lookup)"
+	default:
+		ans.Evidence = reconcile.NoLookupEvidence(d.Tool)
+		if !opts.NoLookup && d.Effect == string(ops.EffectUnknownOutcome) && reconcile.Decision(opts.As) != reconcile.Defer {
+			return ans, false, usagef("%s on %d: %s's effect is external and its outcome unknown, and the catalog has no lookup for it, "+
+				"so opsdesk can gather no evidence; check the provider by hand, then pass --no-lookup "+
+				"(with --evidence 'what you checked') to decide without a lookup", opts.As, d.ID, d.Tool)
+		}
+	}
+	fmt.Fprintln(errOut, "warning:", ui.Clean(ans.Evidence.Summary))
+	return ans, false, nil
+}
+
+// checkContradiction says, before deciding, that the decision goes
+// against the lookup. A reference other than the one the provider
+// reported is refused here without --override (retries would replay a
+// reference the provider does not know); the other contradictions reach
+// the database, which refuses them without --override and audits it.
+func checkContradiction(p reconcile.DecideParams, errOut io.Writer) error {
+	e := p.Evidence
+	switch {
+	case !e.Contradicts(p.Decision, p.ResultRef):
+		return nil
+	case e.RefContradicts(p.Decision, p.ResultRef) && !p.Override:
+		return usagef("--result-ref %q contradicts the lookup, which found reference %q: leave --result-ref out to record %q, "+
+			"or pass --override to record %q against the lookup (audited)", p.ResultRef, e.Ref, e.Ref, p.ResultRef)
+	case e.RefContradicts(p.Decision, p.ResultRef):
+		fmt.Fprintf(errOut, "warning: --result-ref %q contradicts the lookup, which found reference %q: deciding against it (--override, recorded)\n",
+			p.ResultRef, e.Ref)
+	case p.Override:
+		fmt.Fprintf(errOut, "warning: the lookup says %s, which contradicts %s: deciding against it (--override, recorded)\n",
+			strings.ReplaceAll(string(e.Lookup), "_", " "), p.Decision)
+	}
+	return nil
+}
+
 // withNote adds what the person noted to the evidence: the summary keeps
-// both, the digest covers both.
-func withNote(e reconcile.Evidence, note string) reconcile.Evidence {
+// both, the digest covers both, the lookup's verdict and reference stay.
+func withNote(e reconcile.Evidence, asked bool, note string) reconcile.Evidence {
 	summary := note
-	if e.Summary != "" {
+	switch {
+	case asked:
 		summary = "lookup: " + e.Summary + "; noted: " + note
+	case e.Summary != "":
+		summary = e.Summary + "; noted: " + note
 	}
 	sum := sha256.Sum256([]byte(e.Digest + "\n" + note))
-	return reconcile.Evidence{Digest: "sha256:" + hex.EncodeToString(sum[:]), Summary: summary, Lookup: e.Lookup}
+	e.Digest, e.Summary = "sha256:"+hex.EncodeToString(sum[:]), summary
+	return e
 }
 
 // writeDecision reports an attempt: what it did, or why it was refused,
@@ -248,7 +309,7 @@ func writeDecision(out io.Writer, format, what string, res reconcile.Result, err
 	if res.State != "" {
 		line += fmt.Sprintf("; now %s, version %d", res.State, res.Version)
 	}
-	_, werr := fmt.Fprintf(out, "%s; audit record %s\n", line, res.AuditRef())
+	_, werr := fmt.Fprintf(out, "%s; audit record %s\n", ui.Clean(line), ui.Clean(res.AuditRef()))
 	return werr
 }
 
@@ -326,7 +387,7 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 				if err != nil {
 					return writeDecision(cmd.OutOrStdout(), "table", fmt.Sprintf("reveal of %d", id), res, err)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", value)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", escapeControls(value))
 				return err
 			})
 		},

@@ -1,0 +1,30 @@
+package reconcile
+
+// Contradicts tells whether deciding d, with result reference ref when
+// confirming completed, goes against the lookup's definite answer, so
+// that it needs an explicit override: releasing or failing what the
+// provider has, confirming what it has not, or confirming it under
+// another reference than the one the provider reported (retries would
+// replay a reference the provider does not know).
+func (e Evidence) Contradicts(d Decision, ref string) bool {
+	switch e.Lookup {
+	case LookupFound:
+		return d == NotExecuted || d == Failed || e.RefContradicts(d, ref)
+	case LookupNotFound:
+		return d == Completed
+	}
+	return false
+}
+
+// RefContradicts tells whether confirming completed with ref goes
+// against the reference the lookup found.
+func (e Evidence) RefContradicts(d Decision, ref string) bool {
+	return e.Lookup == LookupFound && d == Completed && e.Ref != "" && ref != e.Ref
+}
+
+// NoLookupEvidence is the evidence of a decision on a tool whose catalog
+// entry has no lookup (or that the catalog does not know): nothing was
+// gathered, and the audit trail says so rather than nothing.
+func NoLookupEvidence(tool string) Evidence {
+	return Evidence{Summary: "no evidence gathered: the catalog has no lookup for " + tool}
+}
