@@ -240,14 +240,14 @@ func watchDemo(ctx context.Context, opts demoOptions, admin db.Querier, fleet *d
 			case ctx.Err() != nil:
 				return
 			case err != nil:
-				fmt.Fprintf(stderr, "opsdesk demo: %v\n", err)
+				fmt.Fprintf(stderr, "opsdesk demo: %s\n", cleanLines(err.Error()))
 			default:
 				fmt.Fprintf(stdout, "%s  %s\n", time.Now().Format(time.TimeOnly), counts)
 			}
 		}
 		if err := fleet.Err(); err != nil && !reported {
 			reported = true
-			fmt.Fprintf(stderr, "opsdesk demo: the fleet misbehaved (a bug in the demo or the library):\n%v\n", err)
+			fmt.Fprintf(stderr, "opsdesk demo: the fleet misbehaved (a bug in the demo or the library):\n%s\n", cleanLines(err.Error()))
 		}
 	}
 }

@@ -45,13 +45,14 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 		if !ok {
 			mark, failed = "✗", true
 		}
-		fmt.Fprintf(w, "%s %-12s %s\n", mark, what, detail)
+		// Details quote role and tenant names and the server's errors.
+		fmt.Fprintf(w, "%s %-12s %s\n", mark, what, ui.Clean(detail))
 	}
 	source := "flags and environment"
 	if cfg.File != "" {
 		source = cfg.File
 	}
-	fmt.Fprintf(w, "context %s (from %s)\n", cfg.Context.Name, source)
+	fmt.Fprintf(w, "context %s (from %s)\n", ui.Clean(cfg.Context.Name), ui.Clean(source))
 
 	poolCfg, err := viewPoolConfig(cfg.Context)
 	if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -195,9 +196,14 @@ func pending(r storeview.Row) bool {
 func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
 
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(escapeControls(buf.Bytes()))
+	return err
 }
 
 func writeTable(w io.Writer, rows []storeview.Row) error {

@@ -43,7 +43,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "opsdesk:", err)
+	// Errors quote stored text (a key, a role) and the database's words.
+	fmt.Fprintln(stderr, "opsdesk:", cleanLines(err.Error()))
 	var usage *usageError
 	if errors.As(err, &usage) {
 		return ExitUsage
