@@ -59,7 +59,8 @@ func newDemoCmd() *cobra.Command {
 			"simulated provider on 127.0.0.1. Faults are injected so that every state keeps\n" +
 			"appearing: replayed retries, business rejections, released reservations, slow calls\n" +
 			"holding live leases, conflicts, and stuck records whose outcome only the provider's\n" +
-			"lookup can tell. A tool catalog for the console is written next to the cluster.\n" +
+			"lookup can tell. A configuration file for the console and the commands is written next\n" +
+			"to the cluster: its context connects as the demo's operator, opsdesk_demo_operator.\n" +
 			"Until interrupted it prints how many records are in each state; then everything is\n" +
 			"stopped and removed, unless --keep.\n\n" +
 			"With --headless it prints OPSDESK_DSN=… and PROVIDER_URL=… and nothing else on\n" +
@@ -159,7 +160,7 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		return err
 	}
 	defer provider.Close()
-	if err := demo.WriteCatalog(catalog, demo.CatalogParams{DSN: dsn, ProviderURL: provider.URL(), Lease: demo.DefaultLease}); err != nil {
+	if err := writeDemoCatalog(catalog, operatorDSN, provider.URL()); err != nil {
 		return err
 	}
 	fleet, err := demo.StartFleet(ctx, demo.FleetConfig{
@@ -182,7 +183,7 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		say("the demo is running:")
 		say("  database  %s", dsn)
 		say("  provider  %s  (outcome lookups: %s)", provider.URL(), demo.LookupPath)
-		say("  catalog   %s  (OPSDESK_CONFIG for the console)", catalog)
+		say("  catalog   %s  (OPSDESK_CONFIG for the console and commands, as %s)", catalog, demoOperator)
 		say("  fleet     %s", fleetLine)
 		if console {
 			say("  console   as %s, an admin of every tenant: r on a stuck record reconciles it", demoOperator)
@@ -320,6 +321,14 @@ ON CONFLICT (role, tenant) DO NOTHING;`)
 		return "", fmt.Errorf("create the console's role %s: %w", demoOperator, err)
 	}
 	return password, nil
+}
+
+// writeDemoCatalog writes the demo's configuration file: its context
+// connects as demoOperator, a person, as the demo's console does, so that
+// commands run on it (opsdesk resolve, doctor) are checked and audited as
+// that person's, never as the superuser's.
+func writeDemoCatalog(path, operatorDSN, providerURL string) error {
+	return demo.WriteCatalog(path, demo.CatalogParams{DSN: operatorDSN, ProviderURL: providerURL, Lease: demo.DefaultLease})
 }
 
 // openDemoConsole opens the console's reads, decisions and purges as

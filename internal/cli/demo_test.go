@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
 	"github.com/opsdesk/opsdesk/reconcile"
@@ -88,6 +90,11 @@ func TestDemo(t *testing.T) {
 		clusterDir := u.Query().Get("host")
 		require.DirExists(t, clusterDir)
 		require.FileExists(t, filepath.Join(clusterDir, "opsdesk.yaml"), "the tool catalog sits next to the cluster")
+		written, err := config.Load(config.Options{File: filepath.Join(clusterDir, "opsdesk.yaml")})
+		require.NoError(t, err)
+		writtenDSN, err := pgx.ParseConfig(written.Context.DSN)
+		require.NoError(t, err)
+		require.Equal(t, demoOperator, writtenDSN.User, "the catalog's context is the demo's operator")
 
 		conn, err := pgx.Connect(t.Context(), dsn)
 		require.NoError(t, err)
@@ -198,7 +205,12 @@ func TestDemoConsoleRole(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = provider.Close() })
 	catalog := filepath.Join(t.TempDir(), "opsdesk.yaml")
-	require.NoError(t, demo.WriteCatalog(catalog, demo.CatalogParams{DSN: superuserDSN(cluster), ProviderURL: provider.URL()}))
+	require.NoError(t, writeDemoCatalog(catalog, operatorDSN, provider.URL()))
+	cfg, err := config.Load(config.Options{File: catalog})
+	require.NoError(t, err)
+	connCfg, err := pgx.ParseConfig(cfg.Context.DSN)
+	require.NoError(t, err)
+	require.Equal(t, demoOperator, connCfg.User, "the written config connects as the demo's operator, not the superuser")
 
 	view, opts, pool, err := openDemoConsole(ctx, operatorDSN, catalog)
 	require.NoError(t, err)
@@ -237,6 +249,24 @@ RETURNING id, version`).Scan(&id, &version))
 		res.Tenant, res.Seq).Scan(&role, &displayName))
 	require.Equal(t, demoOperator, role)
 	require.Equal(t, "demo operator", displayName)
+
+	// The commands on the written config are the operator's too.
+	code, out, errOut := run("doctor", "--config", catalog)
+	require.Equal(t, ExitOK, code, out+errOut)
+	require.Contains(t, out, "✓ role         "+demoOperator+": admin:")
+	require.NotContains(t, out, "superuser")
+	require.NoError(t, admin.QueryRow(ctx, `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt,
+    leased_at, lease_expires_at, created_at)
+VALUES ('acme', 'charge-card', 'ord-2', '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'pending', 'worker-1', 1,
+    now() - interval '2m', now() - interval '1m', now() - interval '2m')
+RETURNING id`).Scan(&id))
+	code, out, errOut = run("resolve", strconv.FormatInt(id, 10), "--as", "not-executed", "--reason", "not at the provider", "--config", catalog)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, errOut, "lookup: HTTP 404")
+	require.Contains(t, out, "now released")
+	require.NoError(t, admin.QueryRow(ctx, `SELECT role FROM opsdesk.audit WHERE operation_id = $1`, id).Scan(&role))
+	require.Equal(t, demoOperator, role, "the decision is the operator's, not postgres'")
 
 	password, err := createDemoOperator(ctx, admin)
 	require.NoError(t, err, "the role is reused")
