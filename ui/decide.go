@@ -301,11 +301,29 @@ func (s *decideScreen) verdict() reconcile.Lookup {
 }
 
 // contradicts tells whether the decision goes against the lookup's
-// definite answer, which needs an explicit override.
+// definite answer, which needs an explicit override: the rule the
+// command applies too (reconcile.Evidence.Contradicts), confirming under
+// another reference than the one found included.
 func (s *decideScreen) contradicts() bool {
-	d, l := s.decision(), s.verdict()
-	return (l == reconcile.LookupFound && (d == reconcile.NotExecuted || d == reconcile.Failed)) ||
-		(l == reconcile.LookupNotFound && d == reconcile.Completed)
+	if s.answer == nil {
+		return false
+	}
+	return s.answer.Evidence.Contradicts(s.decision(), s.typedRef())
+}
+
+// typedRef is the reference the operator confirms completed with.
+func (s *decideScreen) typedRef() string { return strings.TrimSpace(s.ref.Value()) }
+
+// evidence is what the decision records as its evidence: the lookup's
+// answer, or that none was gathered.
+func (s *decideScreen) evidence() reconcile.Evidence {
+	switch {
+	case s.answer != nil:
+		return s.answer.Evidence
+	case s.noLookup:
+		return reconcile.NoLookupEvidence(s.rec.Tool)
+	}
+	return reconcile.Evidence{}
 }
 
 // typedConfirm tells whether confirming needs the key's last characters:
@@ -593,7 +611,7 @@ func (s *decideScreen) submit() tea.Cmd {
 	case stepDecision:
 		switch s.decision() {
 		case reconcile.Completed:
-			if strings.TrimSpace(s.ref.Value()) == "" && s.answer != nil {
+			if s.typedRef() == "" && s.answer != nil {
 				s.ref.SetValue(s.answer.ResultRef)
 				s.ref.CursorEnd()
 			}
@@ -603,7 +621,7 @@ func (s *decideScreen) submit() tea.Cmd {
 		}
 		return s.forward(stepConsequence)
 	case stepReference:
-		if strings.TrimSpace(s.ref.Value()) == "" {
+		if s.typedRef() == "" {
 			s.inputErr = "confirming completed needs the provider's result reference: retries will replay it"
 			return nil
 		}
@@ -685,12 +703,10 @@ func (s *decideScreen) params() reconcile.DecideParams {
 		Force:    s.live() && d != reconcile.Defer,
 		Override: s.override && s.contradicts(),
 	}
-	if s.answer != nil {
-		p.Evidence = s.answer.Evidence
-	}
+	p.Evidence = s.evidence()
 	switch d {
 	case reconcile.Completed:
-		p.ResultRef = strings.TrimSpace(s.ref.Value())
+		p.ResultRef = s.typedRef()
 	case reconcile.Defer:
 		p.SnoozeUntil = s.snoozeUntil()
 	}
@@ -985,7 +1001,14 @@ func (s *decideScreen) lookupLines() []string {
 	case s.askErr != nil:
 		s.para(&out, "✗ the lookup failed: "+Clean(s.askErr.Error()), s.st.Error.Render)
 	case s.noLookup:
-		s.para(&out, "no lookup configured for "+Clean(s.rec.Tool)+": check the provider by hand, as the runbook says.", s.st.Muted.Render)
+		// The same words as the audit record's evidence, and the command's.
+		s.para(&out, "⚠ "+Clean(s.evidence().Summary)+".", s.st.Stuck.Render)
+		advice := "Check by hand, as the runbook says; the audit trail records that no evidence was gathered."
+		if effectUnknown(s.rec.Effect) {
+			advice = "The effect is external and its outcome unknown: check the provider by hand, as the runbook says, " +
+				"before deciding; the audit trail records that no evidence was gathered."
+		}
+		s.para(&out, advice, s.st.Muted.Render)
 	case s.answer != nil:
 		a := s.answer
 		verdict := "no definite answer"
@@ -1058,7 +1081,7 @@ func (s *decideScreen) next() (change, retries string) {
 	from := stateText(s.rec.State)
 	switch s.decision() {
 	case reconcile.Completed:
-		ref := Clean(strings.TrimSpace(s.ref.Value()))
+		ref := Clean(s.typedRef())
 		return from + " → " + stateText(storeview.StateCompleted) + " with result reference " + ref,
 			"Retries of this key will replay result reference " + ref + ": the effect does not run again."
 	case reconcile.NotExecuted:
@@ -1105,15 +1128,18 @@ func (s *decideScreen) consequenceView() []string {
 	}
 	if s.contradicts() {
 		out = append(out, "")
-		verdict := "found"
-		if s.answer != nil && s.answer.ResultRef != "" {
-			verdict += " (reference " + Clean(s.answer.ResultRef) + ")"
+		what := "says found, which contradicts \"" + info.name + "\""
+		switch {
+		case s.answer.Evidence.RefContradicts(s.decision(), s.typedRef()):
+			what = "found reference " + Clean(s.answer.Evidence.Ref) + ", which contradicts the reference you confirm, " +
+				Clean(s.typedRef()) + ": retries would replay a reference the provider does not know"
+		case s.verdict() == reconcile.LookupNotFound:
+			what = "says not found, which contradicts \"" + info.name + "\""
+		case s.answer.ResultRef != "":
+			what = "says found (reference " + Clean(s.answer.ResultRef) + "), which contradicts \"" + info.name + "\""
 		}
-		if s.verdict() == reconcile.LookupNotFound {
-			verdict = "not found"
-		}
-		s.para(&out, "⚠ The provider's lookup says "+verdict+", which contradicts \""+info.name+
-			"\". Deciding against it needs an explicit override, recorded in the audit trail.", s.st.Stuck.Render)
+		s.para(&out, "⚠ The provider's lookup "+what+". Deciding against it needs an explicit override, recorded in the audit trail.",
+			s.st.Stuck.Render)
 		box := "[ ]"
 		if s.override {
 			box = "[x]"
@@ -1155,12 +1181,9 @@ func (s *decideScreen) confirmView() []string {
 		s.field(&out, "the record", change)
 		s.field(&out, "retries", retries)
 		s.field(&out, "reason", Clean(strings.TrimSpace(s.reason.Value())))
-		evidence := "none"
-		switch {
-		case s.answer != nil:
-			evidence = Clean(s.answer.Evidence.Summary)
-		case s.noLookup:
-			evidence = "none: no lookup configured"
+		evidence := Clean(s.evidence().Summary)
+		if evidence == "" {
+			evidence = "none"
 		}
 		s.field(&out, "evidence", evidence)
 		p := s.params()

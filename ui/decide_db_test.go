@@ -73,7 +73,8 @@ func TestDecideRealDatabase(t *testing.T) {
 	}
 	id, version := h.m.detail.d.ID, h.m.detail.d.Version
 	h.keys("r<enter>")
-	if v := flat(h.view()); !strings.Contains(v, "no lookup configured for create-ticket") || !strings.Contains(v, "Check the ticket queue first.") {
+	if v := flat(h.view()); !strings.Contains(v, "⚠ no evidence gathered: the catalog has no lookup for create-ticket.") ||
+		!strings.Contains(v, "Check the ticket queue first.") {
 		t.Fatalf("the evidence step:\n%s", h.view())
 	}
 	h.keys("<enter>2<enter>no ticket in the queue<enter>")
@@ -102,6 +103,15 @@ func TestDecideRealDatabase(t *testing.T) {
 		reason: "no ticket in the queue", stateBefore: "stuck", stateAfter: "released", versionBefore: version, versionAfter: version + 1}
 	if a != want {
 		t.Fatalf("audit record\n%+v\nwant\n%+v", a, want)
+	}
+	// The audit record says no evidence was gathered, in the command's words.
+	var summary string
+	if err := d.Admin.QueryRow(ctx, `SELECT evidence_summary FROM opsdesk.audit WHERE key = 'run-42' ORDER BY seq DESC LIMIT 1`).
+		Scan(&summary); err != nil {
+		t.Fatal(err)
+	}
+	if want := reconcile.NoLookupEvidence("create-ticket").Summary; summary != want {
+		t.Fatalf("evidence summary %q, want %q", summary, want)
 	}
 	// Back on the detail, the record explains who released it and why.
 	h.keys("<enter>")

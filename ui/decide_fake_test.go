@@ -43,7 +43,7 @@ func newFakeDecider(src *fakeSource) *fakeDecider {
 		lookups: map[string]reconcile.Answer{
 			"deploy-service": {
 				Evidence: reconcile.Evidence{Lookup: reconcile.LookupFound, Digest: sha("deploy-answer"),
-					Summary: "HTTP 200 from deploy.example:443 in 84ms: found, reference DEP-4711"},
+					Summary: "HTTP 200 from deploy.example:443 in 84ms: found, reference DEP-4711", Ref: "DEP-4711"},
 				ResultRef: "DEP-4711",
 			},
 			"charge-card": {
@@ -154,8 +154,7 @@ func (f *fakeDecider) Decide(_ context.Context, _ string, p reconcile.DecidePara
 		return f.answer(r, "not_pending", "the record is "+string(r.State)+", not pending: there is nothing to decide")
 	case r.LeaseExpiresAt.After(dbNow) && p.Decision != reconcile.Defer && !p.Force:
 		return f.answer(r, "lease_live", "the lease is live: deciding needs force")
-	case !p.Override && ((p.Evidence.Lookup == reconcile.LookupFound && (p.Decision == reconcile.NotExecuted || p.Decision == reconcile.Failed)) ||
-		(p.Evidence.Lookup == reconcile.LookupNotFound && p.Decision == reconcile.Completed)):
+	case !p.Override && p.Evidence.Contradicts(p.Decision, p.ResultRef):
 		return f.answer(r, "contradicts_lookup", "the lookup contradicts the decision: deciding needs override")
 	}
 	switch p.Decision {

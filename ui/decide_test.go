@@ -47,6 +47,10 @@ func TestDecideViews(t *testing.T) {
 		}},
 		{"evidence-found", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter>") }},
 		{"evidence-no-lookup", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r<enter>") }},
+		{"evidence-no-lookup-unknown", func(h *harness, dec *fakeDecider) {
+			delete(dec.lookups, "deploy-service")
+			h.keys(openDeploy + "r<enter>")
+		}},
 		{"evidence-no-answer", func(h *harness, dec *fakeDecider) {
 			dec.lookups["create-ticket"] = dec.lookups["send-email"]
 			h.keys(openTicket + "r<enter>")
@@ -64,12 +68,19 @@ func TestDecideViews(t *testing.T) {
 		{"consequence-contradicts", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>2") }},
 		{"consequence-contradicts-enter", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>2<enter>") }},
 		{"consequence-override", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>2o") }},
+		{"consequence-contradicts-ref", func(h *harness, _ *fakeDecider) {
+			h.keys(openDeploy + "r<enter><enter>1<backspace>2<enter>")
+		}},
+		{"consequence-contradicts-ref-enter", func(h *harness, _ *fakeDecider) {
+			h.keys(openDeploy + "r<enter><enter>1<backspace>2<enter><enter>")
+		}},
 		{"consequence-live-lease", func(h *harness, _ *fakeDecider) { h.keys(openCharge + "r<enter><enter>2") }},
 		{"reason", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>1<enter><enter>") }},
 		{"reason-required", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>1<enter><enter><enter>") }},
 		{"confirm", func(h *harness, _ *fakeDecider) {
 			h.keys(openDeploy + "r<enter><enter>1<enter><enter>deployment DEP-4711 is live<enter>")
 		}},
+		{"confirm-no-lookup", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r<enter><enter>3<enter>queue closed<enter>") }},
 		{"confirm-typed", func(h *harness, _ *fakeDecider) {
 			h.keys(openDeploy + "r<enter><enter>2o<enter>rolled back by hand<enter>")
 		}},
@@ -388,9 +399,10 @@ func TestDecideEachKind(t *testing.T) {
 			reconcile.DecideParams{OperationID: 48207, Decision: reconcile.Completed, ExpectVersion: 3, ResultRef: "DEP-4711",
 				Reason: "deployment DEP-4711 is live"}, storeview.StateCompleted,
 			"✓ confirmed completed (result ref DEP-4711) by role alice (claims to be \"Alice Example\") · audit globex#42 · reason: deployment DEP-4711 is live"},
-		{"completed-edited-ref", openDeploy, "1<backspace>2<enter><enter>the provider shows DEP-4712<enter>y",
+		// Another reference than the lookup's contradicts it: override.
+		{"completed-edited-ref", openDeploy, "1<backspace>2<enter>o<enter>the provider shows DEP-4712<enter>y",
 			reconcile.DecideParams{OperationID: 48207, Decision: reconcile.Completed, ExpectVersion: 3, ResultRef: "DEP-4712",
-				Reason: "the provider shows DEP-4712"}, storeview.StateCompleted, "(result ref DEP-4712)"},
+				Override: true, Reason: "the provider shows DEP-4712"}, storeview.StateCompleted, "(result ref DEP-4712)"},
 		{"not-executed-local", openTicket, "2<enter>no ticket in the queue<enter>y",
 			reconcile.DecideParams{OperationID: 48213, Decision: reconcile.NotExecuted, ExpectVersion: 2,
 				Reason: "no ticket in the queue"}, storeview.StateReleased, "○ confirmed not executed: released by role alice"},
@@ -417,7 +429,10 @@ func TestDecideEachKind(t *testing.T) {
 			}
 			got := dec.lastDecided(t)
 			want := c.want
-			want.Evidence = dec.lookups[map[int64]string{48207: "deploy-service", 48231: "charge-card", 48213: "create-ticket"}[want.OperationID]].Evidence
+			want.Evidence = dec.lookups[map[int64]string{48207: "deploy-service", 48231: "charge-card"}[want.OperationID]].Evidence
+			if want.OperationID == 48213 { // create-ticket has no lookup
+				want.Evidence = reconcile.NoLookupEvidence("create-ticket")
+			}
 			if !got.SnoozeUntil.Equal(want.SnoozeUntil) {
 				t.Errorf("snooze until %v, want %v", got.SnoozeUntil, want.SnoozeUntil)
 			}
