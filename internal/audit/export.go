@@ -124,25 +124,29 @@ SELECT now(), session_user,
 	}
 	slices.Sort(h.Tenants)
 	sum.At, sum.Role = h.At, h.Role
+	// The chains to read: each from after its resume point, an index
+	// range of the primary key.
+	chains, err := exportChains(ctx, tx, opts.Tenant)
+	if err != nil {
+		return sum, readError(h.Role, err)
+	}
+	// Byte order, as reports list chains, whatever the database's collation.
+	slices.SortFunc(chains, func(a, b Head) int { return strings.Compare(a.Tenant, b.Tenant) })
+	if err := checkResume(chains, opts, h.Role); err != nil {
+		return sum, err
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
 	if err := enc.Encode(h); err != nil {
 		return sum, fmt.Errorf("write export: %w", err)
 	}
-	// The chains to read, from the head rows the role may see: each is
-	// read from after its resume point, an index range of the primary key.
-	heads, err := readHeads(ctx, tx, opts.Tenant)
-	if err != nil {
-		return sum, readError(h.Role, err)
-	}
-	slices.SortFunc(heads, func(a, b Head) int { return strings.Compare(a.Tenant, b.Tenant) })
-	for _, head := range heads {
-		after := opts.After[head.Tenant]
-		if head.Seq <= after {
+	for _, c := range chains {
+		after := opts.After[c.Tenant]
+		if c.Seq <= after {
 			continue
 		}
 		var last *Head
-		err := Read(ctx, tx, ReadOpts{Tenant: &head.Tenant, AfterSeq: after}, func(r Record) error {
+		err := Read(ctx, tx, ReadOpts{Tenant: &c.Tenant, AfterSeq: after}, func(r Record) error {
 			sum.Records++
 			last = &Head{Tenant: r.Tenant, Seq: r.Seq, Hash: r.Hash}
 			return enc.Encode(exportRecord{Kind: KindRecord, Record: r})
@@ -172,43 +176,131 @@ SELECT now(), session_user,
 	return sum, nil
 }
 
+// exportChains returns the chains the role may see (or tenant's), each
+// with its last seq, in the database's order of tenant. They come from the
+// records, not the head rows: a chain whose head row was deleted is still
+// exported, for verification to find it. One index probe per chain finds
+// the next tenant (a loose index scan) and another its last seq.
+func exportChains(ctx context.Context, tx pgx.Tx, tenant *string) ([]Head, error) {
+	var rows pgx.Rows
+	if tenant != nil {
+		rows, _ = tx.Query(ctx, `SELECT $1::text, max(seq) FROM opsdesk.audit WHERE tenant = $1 HAVING count(*) > 0`, *tenant)
+	} else {
+		rows, _ = tx.Query(ctx, `
+WITH RECURSIVE chains(tenant) AS (
+    (SELECT tenant FROM opsdesk.audit ORDER BY tenant LIMIT 1)
+    UNION ALL
+    SELECT (SELECT a.tenant FROM opsdesk.audit a WHERE a.tenant > c.tenant ORDER BY a.tenant LIMIT 1)
+    FROM chains c WHERE c.tenant IS NOT NULL
+)
+SELECT tenant, (SELECT max(a.seq) FROM opsdesk.audit a WHERE a.tenant = c.tenant) FROM chains c WHERE tenant IS NOT NULL`)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Head, error) {
+		var h Head
+		err := r.Scan(&h.Tenant, &h.Seq)
+		return h, err
+	})
+}
+
+// checkResume refuses an export that would write nothing for a reason the
+// caller did not mean: no chain to export (a tenant misspelt, a role that
+// sees none), or a chain that ends before where the export resumes (the
+// file already holds records the database no longer has, or --since-seq
+// is past the chain's end). Each would otherwise read as success.
+func checkResume(chains []Head, opts ExportOpts, role string) error {
+	if len(chains) == 0 {
+		return errors.New(noChain(opts.Tenant, role))
+	}
+	last := make(map[string]int64, len(chains))
+	for _, c := range chains {
+		last[c.Tenant] = c.Seq
+	}
+	for _, tenant := range slices.Sorted(maps.Keys(opts.After)) {
+		after := opts.After[tenant]
+		seq, ok := last[tenant]
+		switch {
+		case opts.Tenant != nil && tenant != *opts.Tenant:
+		case after <= 0 || after <= seq:
+		case !ok:
+			return fmt.Errorf("the export resumes chain %s after seq %d, but %s: it is gone, or hidden from %s",
+				TenantName(tenant), after, noChain(&tenant, role), role)
+		default:
+			return fmt.Errorf("the export resumes chain %s after seq %d, but the chain ends at seq %d: "+
+				"the records after it are gone from the database (verify it), or the seq is past the chain's end",
+				TenantName(tenant), after, seq)
+		}
+	}
+	return nil
+}
+
 // ExportVerifyOpts anchors VerifyExport.
 type ExportVerifyOpts struct {
-	// PublicKey pins the key every checkpoint must be signed with.
+	// PublicKey pins the key every checkpoint must be signed with. With it
+	// a file that no checkpoint vouches for does not verify: whoever
+	// removed the checkpoint's line may have cut the tail it signed.
 	PublicKey ed25519.PublicKey
+	// Checkpoints are kept outside the export, where whoever edits the file
+	// cannot reach them. Each must verify, and the export must reach every
+	// head each one signed: a chain it lacks, or that it starts after or
+	// ends before the signed seq, fails the verification unless Partial.
+	Checkpoints []*Checkpoint
+	// Partial accepts chains a checkpoint signed that the export does not
+	// reach: they are listed as not checked (CheckpointResult.NotChecked).
+	Partial bool
 }
 
 // ExportReport is the outcome of VerifyExport.
 type ExportReport struct {
 	// Segments counts the exports the file holds (one, or more appended).
 	Segments int `json:"segments"`
-	// Reports holds a verification per checkpoint in the file, in file
-	// order, or one without a checkpoint when it holds none. Each report's
-	// At and Role are the last segment's.
+	// Reports holds a verification per checkpoint, those in the file first
+	// in file order, then those kept outside it, or one without a
+	// checkpoint when there is none. Each report's At and Role are the last
+	// segment's.
 	Reports []*Report `json:"reports"`
 	// Problem is what is wrong with the file beyond its chains: a segment
-	// cut short, an end line that does not match what precedes it.
+	// cut short, an end line that does not match what precedes it, no
+	// checkpoint although a key was pinned.
 	Problem string `json:"problem,omitempty"`
+	// Warning is what the verification could not vouch for although it
+	// passed: no checkpoint vouches for the chains' tails.
+	Warning string `json:"warning,omitempty"`
 	// Break is the first broken record of any report.
 	Break *Break `json:"first_break"`
 	OK    bool   `json:"ok"`
 }
 
+// NoCheckpoint says what an export verified without any checkpoint lacks.
+const NoCheckpoint = "no checkpoint vouches for the tail: records cut from the end of a chain, " +
+	"with the end line made to agree, would not show"
+
 // VerifyExport verifies an export without any database: every record's
 // hash and link as Verify does (a chain that starts after seq 1, where its
 // segment's header says it resumes, is anchored by its first record's
 // prev_hash, and its Chain.From says so; anywhere else the records before
-// it are missing),
-// each checkpoint's signature (with opts.PublicKey when set), that each
-// chain still holds the heads each checkpoint signed, and that every
-// segment is whole (its end line matches its records). It reads the file
-// once per checkpoint. A malformed file is an error naming the line; a
-// trail that does not verify is a report with OK false.
+// it are missing), each checkpoint's signature (with opts.PublicKey when
+// set), that each chain still holds the heads each checkpoint signed, and
+// that every segment is whole (its end line matches its records).
+//
+// A checkpoint in the file is the exporter's: the chains its header says it
+// left out (one tenant exported, or a segment resumed after the signed
+// head) are listed as not compared. A checkpoint from opts.Checkpoints is
+// not the file's to narrow: every head it signed must be reached, unless
+// opts.Partial. Either way a chain it signed that the exporting role could
+// not see fails unless opts.Partial, as in Verify.
+//
+// It reads the file once per checkpoint. A malformed file is an error
+// naming the line; a trail that does not verify is a report with OK false.
 func VerifyExport(f io.ReadSeeker, opts ExportVerifyOpts) (*ExportReport, error) {
 	out := &ExportReport{}
-	var checkpoints []*Checkpoint
+	type anchor struct {
+		cp      *Checkpoint
+		line    int
+		outside bool
+	}
+	var anchors []anchor
 	var last ExportHeader
-	err := scanExport(f, func(_ int, kind string, line []byte) error {
+	err := scanExport(f, func(n int, kind string, line []byte) error {
 		switch kind {
 		case KindExport:
 			out.Segments++
@@ -218,7 +310,7 @@ func VerifyExport(f io.ReadSeeker, opts ExportVerifyOpts) (*ExportReport, error)
 			if err := strictJSON(line, &cp); err != nil {
 				return err
 			}
-			checkpoints = append(checkpoints, &cp.Checkpoint)
+			anchors = append(anchors, anchor{cp: &cp.Checkpoint, line: n})
 		}
 		return nil
 	})
@@ -228,19 +320,34 @@ func VerifyExport(f io.ReadSeeker, opts ExportVerifyOpts) (*ExportReport, error)
 	if out.Segments == 0 {
 		return nil, errors.New("not an opsdesk audit export: it has no export line (write one with opsdesk audit export)")
 	}
-	if len(checkpoints) == 0 {
-		checkpoints = []*Checkpoint{nil}
+	for _, cp := range opts.Checkpoints {
+		anchors = append(anchors, anchor{cp: cp, outside: true})
 	}
-	for _, cp := range checkpoints {
-		rep, problem, err := verifyExportOnce(f, cp, opts.PublicKey)
+	var problems []string
+	if len(anchors) == 0 {
+		anchors = []anchor{{}}
+		if opts.PublicKey != nil {
+			problems = append(problems, NoCheckpoint+" (a key was pinned, but the export holds no checkpoint and none was given)")
+		} else {
+			out.Warning = NoCheckpoint
+		}
+	}
+	for _, a := range anchors {
+		rep, problem, err := verifyExportOnce(f, a.cp, opts, a.outside)
 		if err != nil {
 			return nil, err
+		}
+		if rep.Checkpoint != nil {
+			rep.Checkpoint.Line, rep.Checkpoint.Outside = a.line, a.outside
 		}
 		rep.At, rep.Role, rep.SeesEveryTenant = last.At, last.Role, last.SeesEveryTenant
 		rep.Tenants = append([]string{}, last.Tenants...)
 		out.Reports = append(out.Reports, rep)
-		out.Problem = problem
+		if problem != "" && !slices.Contains(problems, problem) {
+			problems = append(problems, problem)
+		}
 	}
+	out.Problem = strings.Join(problems, "; ")
 	out.OK = out.Problem == ""
 	for _, rep := range out.Reports {
 		if rep.Break != nil && out.Break == nil {
@@ -252,14 +359,15 @@ func VerifyExport(f io.ReadSeeker, opts ExportVerifyOpts) (*ExportReport, error)
 }
 
 // verifyExportOnce reads the file's records through a verifier anchored
-// by cp (or none), and checks each segment's end line.
-func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, pinned ed25519.PublicKey) (*Report, string, error) {
-	rep := &Report{Tenants: []string{}, Chains: []Chain{}}
+// by cp (or none), and checks each segment's end line. outside is whether
+// cp was kept outside the file.
+func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, opts ExportVerifyOpts, outside bool) (*Report, string, error) {
+	rep := &Report{Tenants: []string{}, Chains: []Chain{}, Partial: opts.Partial}
 	signed := map[string]Head{}
 	var header ExportHeader
 	if cp != nil {
-		rep.Checkpoint = &CheckpointResult{At: cp.At, KeyFingerprint: cp.KeyFingerprint, KeyPinned: pinned != nil}
-		if _, err := cp.CheckSignature(pinned); err != nil {
+		rep.Checkpoint = &CheckpointResult{At: cp.At, KeyFingerprint: cp.KeyFingerprint, KeyPinned: opts.PublicKey != nil}
+		if _, err := cp.CheckSignature(opts.PublicKey); err != nil {
 			rep.Checkpoint.Problem = err.Error()
 		} else {
 			for _, h := range cp.Chains {
@@ -348,12 +456,26 @@ func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, pinned ed25519.PublicKey)
 			delete(signed, tenant)
 		}
 	}
-	if rep.Checkpoint != nil {
-		slices.Sort(rep.Checkpoint.NotSelected)
-	}
 	v.finish()
 	v.gone()
 	rep.conclude()
+	var failed []string
+	if c := rep.Checkpoint; c != nil && !opts.Partial {
+		// The file's header says what the exporter left out, and a
+		// checkpoint in the file is the exporter's too; one kept outside
+		// vouches for heads the file must reach, whatever its header says.
+		unchecked, why := c.NotVisible, "the exporting role could not see (or they are gone)"
+		if outside {
+			unchecked, why = c.NotChecked, "the export does not reach"
+		}
+		if len(unchecked) > 0 {
+			failed = append(failed, fmt.Sprintf("the checkpoint signed heads of chains %s, so they were not checked: %s", why, tenantNames(unchecked)))
+		}
+	}
+	if len(rep.Chains) == 0 {
+		failed = append(failed, "the export holds no audit chain")
+	}
+	rep.fail(failed...)
 	return rep, strings.Join(problems, "; "), nil
 }
 
@@ -384,22 +506,35 @@ func (v *verifier) compareEnd(heads []Head) {
 	}
 }
 
-// maxExportLine bounds one line: a record's text fields are bounded by
-// the table's checks, but details is jsonb.
-const maxExportLine = 16 << 20
+// maxExportLine bounds one line of an export. PostgreSQL sends no row
+// whose text exceeds 1 GiB (MaxAllocSize, also the limit of one field),
+// and JSON writes each byte of it as at most 6 (\u003c for '<'), so no
+// record line the exporter writes is longer than this. The bound keeps a
+// file that is no export (no newline for gigabytes) from taking all the
+// memory there is; a line is held whole only while it is read.
+const maxExportLine int64 = 6<<30 + 1<<20
 
 // scanExport reads f from its start and calls fn with each line's number
-// and kind. Errors name the line.
+// and kind. Errors name the line. fn must not keep line: its bytes are
+// reused for the next.
 func scanExport(f io.ReadSeeker, fn func(n int, kind string, line []byte) error) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("read export: %w", err)
 	}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), maxExportLine)
+	r := bufio.NewReaderSize(f, 64<<10)
+	var buf []byte
 	n := 0
-	for sc.Scan() {
+	for {
+		var err error
+		buf, err = readLine(r, buf[:0])
+		if errors.Is(err, io.EOF) && len(buf) == 0 {
+			return nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read export after line %d: %w", n, err)
+		}
 		n++
-		line := sc.Bytes()
+		line := bytes.TrimSuffix(bytes.TrimSuffix(buf, []byte("\n")), []byte("\r"))
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
@@ -418,10 +553,22 @@ func scanExport(f io.ReadSeeker, fn func(n int, kind string, line []byte) error)
 			return fmt.Errorf("export line %d (%s): %w", n, k.Kind, err)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read export after line %d: %w", n, err)
+}
+
+// readLine appends to buf the next line of r, with its newline (the last
+// line may lack one, and then comes with io.EOF), growing buf as the line
+// needs, up to maxExportLine.
+func readLine(r *bufio.Reader, buf []byte) ([]byte, error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if int64(len(buf))+int64(len(chunk)) > maxExportLine {
+			return buf, fmt.Errorf("a line longer than %d bytes: no record the exporter writes is that long", maxExportLine)
+		}
+		buf = append(buf, chunk...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return buf, err
+		}
 	}
-	return nil
 }
 
 func strictJSON(line []byte, v any) error {

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,6 +34,15 @@ type VerifyOpts struct {
 	// it the checkpoint's own key checks its signature, which proves the
 	// file intact but not who signed it.
 	PublicKey ed25519.PublicKey
+	// Partial accepts a check of fewer chains than the checkpoint signed:
+	// its chains the role may not see are listed as not checked
+	// (CheckpointResult.NotVisible) instead of failing the verification.
+	// Without it they fail: whoever can rewrite a chain and its head row
+	// can also narrow what the verifying role sees, or delete the chain
+	// with its head row, and to a role scoped to other tenants a deleted
+	// chain and a hidden one look the same. Tenant implies it for the
+	// chains other than Tenant's.
+	Partial bool
 }
 
 // Report is the outcome of Verify.
@@ -47,11 +59,20 @@ type Report struct {
 	// Chains are the chains verified, in ascending byte order of tenant.
 	Chains     []Chain           `json:"chains"`
 	Checkpoint *CheckpointResult `json:"checkpoint,omitempty"`
+	// Partial is whether a partial check was asked for (VerifyOpts.Partial,
+	// ExportVerifyOpts.Partial): the checkpoint's chains listed in
+	// CheckpointResult.NotChecked were not checked, and that is not a
+	// failure.
+	Partial bool `json:"partial"`
+	// Problem is why the report fails beyond a broken record: chains a
+	// checkpoint signed that were not checked (without Partial), or no
+	// chain checked at all. Empty when there is none.
+	Problem string `json:"problem,omitempty"`
 	// Break is the first broken record (the first chain's, in Chains
 	// order), or nil. Each chain reports its own first break too.
 	Break *Break `json:"first_break"`
-	// OK is whether everything verified: no break and, with a checkpoint,
-	// a signature that verifies.
+	// OK is whether everything verified: at least one chain, no break, no
+	// Problem and, with a checkpoint, a signature that verifies.
 	OK bool `json:"ok"`
 }
 
@@ -106,6 +127,14 @@ type CheckpointResult struct {
 	// BeforeExport are chains of an export that starts after the head the
 	// checkpoint signed: not compared.
 	BeforeExport []string `json:"before_export,omitempty"`
+	// NotChecked are the three lists above in one: the chains the
+	// checkpoint signed whose heads were not compared, in ascending order.
+	NotChecked []string `json:"not_checked"`
+	// Line is the export line that holds the checkpoint (VerifyExport);
+	// Outside is set for a checkpoint kept outside the export
+	// (ExportVerifyOpts.Checkpoints).
+	Line    int  `json:"line,omitempty"`
+	Outside bool `json:"outside,omitempty"`
 }
 
 // Break is a chain's first broken record.
@@ -121,10 +150,18 @@ type Break struct {
 func (b *Break) Error() string { return "tenant " + TenantName(b.Tenant) + " " + b.Reason }
 
 // TenantName is how reports name a chain. The chain of events outside
-// any tenant, "", is printed as two single quotes.
+// any tenant, "", is printed as two single quotes; a tenant with a space,
+// a control character or invalid UTF-8 in it is quoted (Go syntax), so
+// that "acme " or a tab reads as what it is and nothing reaches a
+// terminal raw.
 func TenantName(tenant string) string {
 	if tenant == "" {
 		return "''"
+	}
+	for _, r := range tenant {
+		if r == utf8.RuneError || unicode.IsSpace(r) || !unicode.IsGraphic(r) {
+			return strconv.Quote(tenant)
+		}
 	}
 	return tenant
 }
@@ -140,7 +177,7 @@ var ErrNoAccess = errors.New("may not read the audit trail: grant it opsdesk_vie
 // head it signed. Records stream: memory grows with the number of chains,
 // not records. A broken chain is a Report with OK false, not an error.
 func Verify(ctx context.Context, db TxBeginner, opts VerifyOpts) (*Report, error) {
-	rep := &Report{Tenants: []string{}, Chains: []Chain{}}
+	rep := &Report{Tenants: []string{}, Chains: []Chain{}, Partial: opts.Partial}
 	signed := map[string]Head{}
 	if cp := opts.Checkpoint; cp != nil {
 		rep.Checkpoint = &CheckpointResult{At: cp.At, KeyFingerprint: cp.KeyFingerprint, KeyPinned: opts.PublicKey != nil}
@@ -191,10 +228,38 @@ SELECT now(), session_user,
 	}
 	v.compareHeads(heads)
 	rep.conclude()
+	var problems []string
+	if cp := rep.Checkpoint; cp != nil && len(cp.NotVisible) > 0 && !opts.Partial {
+		problems = append(problems, fmt.Sprintf("the checkpoint signed chains %s cannot see (hidden from it, or gone), so they were not checked: %s",
+			rep.Role, tenantNames(cp.NotVisible)))
+	}
+	if len(rep.Chains) == 0 {
+		problems = append(problems, noChain(opts.Tenant, rep.Role))
+	}
+	rep.fail(problems...)
 	return rep, nil
 }
 
-// conclude orders the chains and settles Break and OK.
+// noChain says that no chain was there to check: a tenant misspelt, or a
+// role that sees none, must not read as a trail that verified.
+func noChain(tenant *string, role string) string {
+	if tenant != nil {
+		return fmt.Sprintf("no audit chain %s visible to %s", TenantName(*tenant), role)
+	}
+	return "no audit chain visible to " + role
+}
+
+// tenantNames lists chains as reports name them.
+func tenantNames(tenants []string) string {
+	names := make([]string, len(tenants))
+	for i, t := range tenants {
+		names[i] = TenantName(t)
+	}
+	return strings.Join(names, ", ")
+}
+
+// conclude orders the chains and the checkpoint's lists, and settles
+// Break and OK.
 func (rep *Report) conclude() {
 	slices.SortFunc(rep.Chains, func(a, b Chain) int { return strings.Compare(a.Tenant, b.Tenant) })
 	rep.Break = nil
@@ -204,7 +269,24 @@ func (rep *Report) conclude() {
 			break
 		}
 	}
-	rep.OK = rep.Break == nil && (rep.Checkpoint == nil || rep.Checkpoint.Problem == "")
+	if cp := rep.Checkpoint; cp != nil {
+		slices.Sort(cp.NotVisible)
+		slices.Sort(cp.NotSelected)
+		slices.Sort(cp.BeforeExport)
+		cp.NotChecked = slices.Concat([]string{}, cp.NotVisible, cp.NotSelected, cp.BeforeExport)
+		slices.Sort(cp.NotChecked)
+		cp.NotChecked = slices.Compact(cp.NotChecked)
+	}
+	rep.OK = rep.Break == nil && rep.Problem == "" && (rep.Checkpoint == nil || rep.Checkpoint.Problem == "")
+}
+
+// fail adds problems to the report's and settles OK.
+func (rep *Report) fail(problems ...string) {
+	if rep.Problem != "" {
+		problems = append([]string{rep.Problem}, problems...)
+	}
+	rep.Problem = strings.Join(problems, "; ")
+	rep.OK = rep.OK && rep.Problem == ""
 }
 
 // readError maps a refused read to ErrNoAccess.
@@ -329,9 +411,6 @@ func (v *verifier) finish() {
 		}
 		v.rep.Chains = append(v.rep.Chains, *c)
 	}
-	if v.rep.Checkpoint != nil {
-		slices.Sort(v.rep.Checkpoint.BeforeExport)
-	}
 }
 
 // gone reports the checkpoint's chains that no record was read for: gone
@@ -352,9 +431,6 @@ func (v *verifier) gone() {
 			Break: &Break{Tenant: tenant, Seq: 1, Reason: missing(1, h.Seq) +
 				fmt.Sprintf(": the chain is gone, but the checkpoint signed seq %d", h.Seq)},
 		})
-	}
-	if v.rep.Checkpoint != nil {
-		slices.Sort(v.rep.Checkpoint.NotVisible)
 	}
 }
 
@@ -384,35 +460,48 @@ func readHeads(ctx context.Context, tx pgx.Tx, tenant *string) ([]Head, error) {
 
 // compareHeads checks each chain against its head row. A tail removed
 // from the chain without the head row being rewritten leaves the chain
-// short of it; a head row rewritten alone no longer matches the chain.
-// (Rewriting both takes a checkpoint to catch.)
+// short of it; a head row rewritten alone no longer matches the chain; a
+// chain with records and no head row, or a head row at seq 0, lost its
+// head row. (Rewriting both takes a checkpoint to catch.)
 func (v *verifier) compareHeads(heads []Head) {
 	index := make(map[string]int, len(v.rep.Chains))
 	for i, c := range v.rep.Chains {
 		index[c.Tenant] = i
 	}
+	headed := make(map[string]bool, len(heads))
 	for _, h := range heads {
-		if h.Seq == 0 {
-			continue
-		}
+		headed[h.Tenant] = true
 		i, ok := index[h.Tenant]
 		if !ok {
-			v.rep.Chains = append(v.rep.Chains, Chain{Tenant: h.Tenant, HeadHash: HexBytes{}, Break: &Break{
-				Tenant: h.Tenant, Seq: 1, Reason: missing(1, h.Seq) + fmt.Sprintf(": the chain is gone, but its head row says seq %d", h.Seq)}})
+			// A head row at seq 0 with no records is a chain whose first
+			// append is under way (or rolled back): nothing to compare.
+			if h.Seq != 0 {
+				v.rep.Chains = append(v.rep.Chains, Chain{Tenant: h.Tenant, HeadHash: HexBytes{}, Break: &Break{
+					Tenant: h.Tenant, Seq: 1, Reason: missing(1, h.Seq) + fmt.Sprintf(": the chain is gone, but its head row says seq %d", h.Seq)}})
+			}
 			continue
 		}
 		c := &v.rep.Chains[i]
 		switch {
-		case c.Break != nil:
+		case c.Break != nil || c.Records == 0:
 		case c.HeadSeq < h.Seq:
 			c.Break = &Break{Tenant: c.Tenant, Seq: c.HeadSeq + 1, Reason: missing(c.HeadSeq+1, h.Seq) +
 				fmt.Sprintf(": the chain ends at seq %d, but its head row says seq %d: its tail was removed", c.HeadSeq, h.Seq)}
 		case c.HeadSeq > h.Seq:
-			c.Break = &Break{Tenant: c.Tenant, Seq: h.Seq, Reason: fmt.Sprintf(
-				"seq %d: the chain goes on to seq %d past its head row: the head row was rewritten", h.Seq, c.HeadSeq)}
+			c.Break = &Break{Tenant: c.Tenant, Seq: h.Seq + 1, Reason: fmt.Sprintf(
+				"seq %d: the chain goes on to seq %d past its head row at seq %d: the head row was rewritten", h.Seq+1, c.HeadSeq, h.Seq)}
 		case !bytes.Equal(c.HeadHash, h.Hash):
 			c.Break = &Break{Tenant: c.Tenant, Seq: h.Seq, Reason: fmt.Sprintf(
 				"seq %d: hash %s is not the %s its head row holds", h.Seq, short(c.HeadHash), short(h.Hash))}
+		}
+	}
+	// The head row is what vouches for a chain's tail: a chain without one
+	// could have lost any number of its last records.
+	for i := range v.rep.Chains {
+		c := &v.rep.Chains[i]
+		if c.Break == nil && c.Records > 0 && !headed[c.Tenant] {
+			c.Break = &Break{Tenant: c.Tenant, Seq: c.HeadSeq, Reason: fmt.Sprintf(
+				"seq %d: the chain ends at seq %d, but has no head row: the head row was deleted", c.HeadSeq, c.HeadSeq)}
 		}
 	}
 }

@@ -172,13 +172,42 @@ func TestVerifyCleanChains(t *testing.T) {
 	require.Equal(t, "acme", rep.Chains[0].Tenant)
 }
 
-func TestVerifyEmptyTrail(t *testing.T) {
+// TestVerifyNoChain: a verification that checked no chain fails, saying
+// so: a tenant misspelt, or a role that sees none, is not a trail that
+// verified (found by review: --tenant nosuch printed "0 chains verified").
+func TestVerifyNoChain(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	rep := b.verify(t, VerifyOpts{})
-	require.True(t, rep.OK)
+	require.False(t, rep.OK)
 	require.Empty(t, rep.Chains)
 	require.Empty(t, rep.Heads())
+	require.Nil(t, rep.Break)
+	require.Equal(t, "no audit chain visible to "+b.operator.Role, rep.Problem)
+
+	b.chain(t, "acme", 2)
+	require.True(t, b.verify(t, VerifyOpts{}).OK)
+	for tenant, want := range map[string]string{
+		"nosuch":   "no audit chain nosuch visible to " + b.operator.Role,
+		"":         "no audit chain '' visible to " + b.operator.Role,
+		"acme ":    `no audit chain "acme " visible to ` + b.operator.Role,
+		"\t":       `no audit chain "\t" visible to ` + b.operator.Role,
+		"\u3000":   `no audit chain "\u3000" visible to ` + b.operator.Role,
+		"a\x1b[2J": `no audit chain "a\x1b[2J" visible to ` + b.operator.Role,
+		"zoë":      "no audit chain zoë visible to " + b.operator.Role,
+	} {
+		rep := b.verify(t, VerifyOpts{Tenant: &tenant})
+		require.False(t, rep.OK, tenant)
+		require.Empty(t, rep.Chains, tenant)
+		require.Equal(t, want, rep.Problem, tenant)
+	}
+
+	// A viewer mapped to a tenant without records sees no chain.
+	nobody := dbtest.NewPerson(t, b.d, "viewer", "initech")
+	rep, err := Verify(t.Context(), nobody.Pool, VerifyOpts{})
+	require.NoError(t, err)
+	require.False(t, rep.OK)
+	require.Equal(t, "no audit chain visible to "+nobody.Role, rep.Problem)
 }
 
 // TestVerifyDetectsTampering tampers with acme's chain of 8 records, next
@@ -464,9 +493,10 @@ func TestVerifyScopedOperator(t *testing.T) {
 	requireBreak(t, b.verify(t, VerifyOpts{}), "tenant globex seq 2: hash does not match its contents")
 
 	scoped := dbtest.NewPerson(t, b.d, "operator", "acme")
-	rep, err := Verify(t.Context(), scoped.Pool, VerifyOpts{Checkpoint: cp})
+	rep, err := Verify(t.Context(), scoped.Pool, VerifyOpts{Checkpoint: cp, Partial: true})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%+v", rep.Break)
+	require.True(t, rep.Partial)
 	require.Equal(t, scoped.Role, rep.Role)
 	require.False(t, rep.SeesEveryTenant)
 	require.Equal(t, []string{"acme"}, rep.Tenants)
@@ -475,12 +505,142 @@ func TestVerifyScopedOperator(t *testing.T) {
 	require.Equal(t, int64(4), rep.Chains[0].Records)
 	require.True(t, rep.Chains[0].Checkpoint.Confirmed)
 	require.Equal(t, []string{"", "globex"}, rep.Checkpoint.NotVisible)
+	require.Equal(t, []string{"", "globex"}, rep.Checkpoint.NotChecked)
 
-	// Asking for a hidden chain finds nothing, not another tenant's records.
+	// Asking for a hidden chain finds nothing, not another tenant's
+	// records, and says so.
 	globex := "globex"
 	rep, err = Verify(t.Context(), scoped.Pool, VerifyOpts{Tenant: &globex})
 	require.NoError(t, err)
 	require.Empty(t, rep.Chains)
+	require.False(t, rep.OK)
+	require.Equal(t, "no audit chain globex visible to "+scoped.Role, rep.Problem)
+}
+
+// TestVerifyCheckpointChainsNotVisible: a chain the checkpoint signed that
+// the verifying role cannot see fails the verification, unless a partial
+// check was asked for. Whoever rewrites a chain and its head row can also
+// narrow what the verifying role sees, or delete the chain with its head
+// row; to a role scoped to other tenants both look the same (found by
+// review: such chains were "not compared" and verify passed).
+func TestVerifyCheckpointChainsNotVisible(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.chain(t, "acme", 3)
+	b.chain(t, "globex", 4)
+	cp := b.checkpoint(t, newKey(t)) // signed by a role that sees every tenant
+	pub := ed25519.PublicKey(cp.PublicKey)
+	viewer := dbtest.NewPerson(t, b.d, "viewer", "acme")
+	verify := func(t *testing.T, p *dbtest.Person, opts VerifyOpts) *Report {
+		t.Helper()
+		opts.Checkpoint, opts.PublicKey = cp, pub
+		rep, err := Verify(t.Context(), p.Pool, opts)
+		require.NoError(t, err)
+		return rep
+	}
+	notChecked := "the checkpoint signed chains " + viewer.Role + " cannot see (hidden from it, or gone), so they were not checked: globex"
+
+	rep := verify(t, viewer, VerifyOpts{})
+	require.False(t, rep.OK)
+	require.Nil(t, rep.Break, "acme's chain itself verifies")
+	require.True(t, chainOf(t, rep, "acme").Checkpoint.Confirmed)
+	require.Equal(t, notChecked, rep.Problem)
+	require.Equal(t, []string{"globex"}, rep.Checkpoint.NotVisible)
+	require.Equal(t, []string{"globex"}, rep.Checkpoint.NotChecked)
+
+	// Asked for, a partial check passes and lists what it left out.
+	rep = verify(t, viewer, VerifyOpts{Partial: true})
+	require.True(t, rep.OK, rep.Problem)
+	require.True(t, rep.Partial)
+	require.Equal(t, []string{"globex"}, rep.Checkpoint.NotChecked)
+	// So does --tenant for the chains it leaves out.
+	acme := "acme"
+	rep = verify(t, viewer, VerifyOpts{Tenant: &acme})
+	require.True(t, rep.OK, rep.Problem)
+	require.Equal(t, []string{"globex"}, rep.Checkpoint.NotSelected)
+	require.Equal(t, []string{"globex"}, rep.Checkpoint.NotChecked)
+	// But not for the one it names.
+	globex := "globex"
+	rep = verify(t, viewer, VerifyOpts{Tenant: &globex})
+	require.False(t, rep.OK)
+	require.Equal(t, notChecked+"; no audit chain globex visible to "+viewer.Role, rep.Problem)
+
+	t.Run("AccessNarrowed", func(t *testing.T) {
+		// A viewer of every tenant; globex's chain is rewritten with its
+		// head row, then the viewer's access narrowed to acme.
+		b := setup(t)
+		b.chain(t, "acme", 3)
+		b.chain(t, "globex", 4)
+		cp := b.checkpoint(t, newKey(t))
+		auditor := dbtest.NewPerson(t, b.d, "viewer", "*")
+		b.tamper(t, `DELETE FROM opsdesk.audit WHERE tenant = 'globex' AND seq > 2`)
+		b.tamper(t, `UPDATE opsdesk.audit_heads SET seq = 2, hash = (SELECT hash FROM opsdesk.audit WHERE tenant = 'globex' AND seq = 2)
+WHERE tenant = 'globex'`)
+		rep, err := Verify(t.Context(), auditor.Pool, VerifyOpts{Checkpoint: cp})
+		require.NoError(t, err)
+		requireBreak(t, rep, "tenant globex seqs 3 to 4 missing: the chain ends at seq 2, but the checkpoint signed seq 4: its tail was removed")
+		b.tamper(t, `UPDATE opsdesk.access SET tenant = 'acme' WHERE role = $1`, auditor.Role)
+		rep, err = Verify(t.Context(), auditor.Pool, VerifyOpts{Checkpoint: cp})
+		require.NoError(t, err)
+		require.False(t, rep.OK)
+		require.Nil(t, rep.Break)
+		require.Contains(t, rep.Problem, "cannot see (hidden from it, or gone), so they were not checked: globex")
+	})
+
+	t.Run("ChainAndHeadDeleted", func(t *testing.T) {
+		b := setup(t)
+		b.chain(t, "acme", 3)
+		b.chain(t, "globex", 4)
+		cp := b.checkpoint(t, newKey(t))
+		b.tamper(t, `DELETE FROM opsdesk.audit WHERE tenant = 'globex'`)
+		b.tamper(t, `DELETE FROM opsdesk.audit_heads WHERE tenant = 'globex'`)
+		// To a viewer of every tenant the chain is gone.
+		auditor := dbtest.NewPerson(t, b.d, "viewer", "*")
+		rep, err := Verify(t.Context(), auditor.Pool, VerifyOpts{Checkpoint: cp})
+		require.NoError(t, err)
+		requireBreak(t, rep, "tenant globex seqs 1 to 4 missing: the chain is gone, but the checkpoint signed seq 4")
+		// To acme's viewer it is a chain it cannot see: still a failure.
+		viewer := dbtest.NewPerson(t, b.d, "viewer", "acme")
+		rep, err = Verify(t.Context(), viewer.Pool, VerifyOpts{Checkpoint: cp})
+		require.NoError(t, err)
+		require.False(t, rep.OK)
+		require.Contains(t, rep.Problem, "so they were not checked: globex")
+	})
+}
+
+// TestVerifyHeadRow: a chain's head row vouches for its tail, so a chain
+// with records and no head row, or a head row behind its last record (at
+// seq 0 too), fails, named (found by review: both verified).
+func TestVerifyHeadRow(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ sql, want string }{
+		"Deleted": {`DELETE FROM opsdesk.audit_heads WHERE tenant = 'acme'`,
+			"tenant acme seq 5: the chain ends at seq 5, but has no head row: the head row was deleted"},
+		"AtSeqZero": {`UPDATE opsdesk.audit_heads SET seq = 0, hash = NULL WHERE tenant = 'acme'`,
+			"tenant acme seq 1: the chain goes on to seq 5 past its head row at seq 0: the head row was rewritten"},
+		"Behind": {`UPDATE opsdesk.audit_heads SET seq = 3, hash = (SELECT hash FROM opsdesk.audit WHERE tenant = 'acme' AND seq = 3)
+WHERE tenant = 'acme'`,
+			"tenant acme seq 4: the chain goes on to seq 5 past its head row at seq 3: the head row was rewritten"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.chain(t, "acme", 5)
+			b.chain(t, "globex", 2)
+			viewer := dbtest.NewPerson(t, b.d, "viewer", "acme", "globex")
+			b.tamper(t, tc.sql)
+			for _, tenant := range []*string{nil, ptr("acme")} {
+				rep, err := Verify(t.Context(), viewer.Pool, VerifyOpts{Tenant: tenant})
+				require.NoError(t, err)
+				requireBreak(t, rep, tc.want)
+				require.Nil(t, chainOf(t, rep, "acme").Checkpoint)
+			}
+			globex := "globex"
+			rep, err := Verify(t.Context(), viewer.Pool, VerifyOpts{Tenant: &globex})
+			require.NoError(t, err)
+			require.True(t, rep.OK, "%+v", rep.Break)
+		})
+	}
 }
 
 func TestVerifyNeedsReadAccess(t *testing.T) {

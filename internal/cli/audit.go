@@ -45,6 +45,8 @@ type auditVerifyOptions struct {
 	PublicKey  string
 	Output     string
 	FromExport string
+	// Partial accepts a check of fewer chains than the checkpoint signed.
+	Partial bool
 }
 
 func newAuditVerifyCmd(g *globalFlags) *cobra.Command {
@@ -56,12 +58,17 @@ func newAuditVerifyCmd(g *globalFlags) *cobra.Command {
 		Long: "Recompute every audit chain the connected role may see: each seq from 1 without gaps, each hash\n" +
 			"from its record's contents, each prev_hash from the record before. With --checkpoint, the\n" +
 			"checkpoint's signature must verify and every chain must still hold the head it signed.\n" +
+			"A chain the checkpoint signed that the role cannot see fails too (whoever rewrites a chain can\n" +
+			"also narrow what a role sees): --partial checks only what the role sees and lists the rest;\n" +
+			"--tenant T leaves out the checkpoint's other chains. Checking no chain at all is a failure.\n" +
 			"It reads the context's dsn (the primary), not read_dsn: a replica may lag behind a checkpoint.\n\n" +
 			"With --from-export it reads no database: it verifies a file from audit export the same way,\n" +
-			"every checkpoint in it too, and that each of its segments is whole.",
+			"every checkpoint in it too, and that each of its segments is whole. --checkpoint adds one kept\n" +
+			"outside the file: the export must reach every head it signed (or --partial). With --public-key\n" +
+			"an export that no checkpoint vouches for fails: its tail could have been cut.",
 		Example: "  opsdesk audit verify\n" +
 			"  opsdesk audit verify --tenant acme --checkpoint cp-2026-05-01.json --public-key audit.key.pub -o json\n" +
-			"  opsdesk audit verify --from-export audit.jsonl --public-key audit.key.pub",
+			"  opsdesk audit verify --from-export audit.jsonl --checkpoint cp-2026-05-01.json --public-key audit.key.pub",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("tenant") {
@@ -71,13 +78,13 @@ func newAuditVerifyCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			if opts.FromExport != "" {
-				switch {
-				case opts.Checkpoint != "":
-					return usagef("--from-export verifies the checkpoints the export holds: add others with audit export --checkpoint, not --checkpoint here")
-				case opts.Tenant != nil:
+				if opts.Tenant != nil {
 					return usagef("--from-export verifies every chain the export holds: export one chain with audit export --tenant instead")
 				}
 				return runAuditVerifyExport(opts, cmd.OutOrStdout())
+			}
+			if opts.Partial && opts.Checkpoint == "" {
+				return usagef("--partial accepts a checkpoint's chains left unchecked: give --checkpoint too")
 			}
 			cp, pinned, err := opts.anchor()
 			if err != nil {
@@ -93,6 +100,7 @@ func newAuditVerifyCmd(g *globalFlags) *cobra.Command {
 	f.StringVar(&opts.Checkpoint, "checkpoint", "", "a checkpoint file from audit checkpoint: the chains must still hold its heads")
 	f.StringVar(&opts.PublicKey, "public-key", "", "the key the checkpoint must be signed with (default: the key it carries)")
 	f.StringVar(&opts.FromExport, "from-export", "", "verify this file from audit export instead of the database")
+	f.BoolVar(&opts.Partial, "partial", false, "check only the chains the role sees (or the export holds) and list the checkpoint's others as not checked")
 	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
 	return cmd
 }
@@ -149,7 +157,7 @@ func openAuditPool(ctx context.Context, c config.Context) (*pgxpool.Pool, error)
 
 func runAuditVerify(ctx context.Context, pool audit.TxBeginner, opts auditVerifyOptions, cp *audit.Checkpoint,
 	pinned ed25519.PublicKey, w io.Writer) error {
-	rep, err := audit.Verify(ctx, pool, audit.VerifyOpts{Tenant: opts.Tenant, Checkpoint: cp, PublicKey: pinned})
+	rep, err := audit.Verify(ctx, pool, audit.VerifyOpts{Tenant: opts.Tenant, Checkpoint: cp, PublicKey: pinned, Partial: opts.Partial})
 	if err != nil {
 		return err
 	}
@@ -171,8 +179,23 @@ func auditFailure(rep *audit.Report) error {
 		return fmt.Errorf("the audit trail does not verify: %s", ui.Clean(rep.Break.Error()))
 	case rep.Checkpoint != nil && rep.Checkpoint.Problem != "":
 		return fmt.Errorf("the checkpoint does not verify: %s", rep.Checkpoint.Problem)
+	case rep.Problem != "":
+		return errors.New(ui.Clean(rep.Problem) + problemHint(rep))
 	}
 	return nil
+}
+
+// problemHint says how to act on a report's Problem: unchecked chains
+// are fixed by another role or asked for as a partial check.
+func problemHint(rep *audit.Report) string {
+	cp := rep.Checkpoint
+	switch {
+	case cp == nil || rep.Partial || len(cp.NotChecked) == 0 || len(rep.Chains) == 0:
+		return ""
+	case cp.Line > 0 || cp.Outside:
+		return " (verify an export that holds every chain the checkpoint signed, or add --partial to check only the chains this one holds)"
+	}
+	return " (verify as a role that sees every chain the checkpoint signed, or add --partial to check only the chains this role sees)"
 }
 
 func writeAuditReport(w io.Writer, rep *audit.Report) error {
@@ -220,23 +243,42 @@ func writeAuditReport(w io.Writer, rep *audit.Report) error {
 		if cp.Problem != "" {
 			signature = "✗ " + cp.Problem + "; its heads were not compared"
 		}
-		fmt.Fprintf(w, "checkpoint of %s: %s\n", cp.At.UTC().Format(time.RFC3339), signature)
+		where := ""
+		switch {
+		case cp.Outside:
+			where = ", kept outside the export"
+		case cp.Line > 0:
+			where = fmt.Sprintf(", line %d of the export", cp.Line)
+		}
+		fmt.Fprintf(w, "checkpoint of %s%s: %s\n", cp.At.UTC().Format(time.RFC3339), where, signature)
 		if len(cp.NotVisible) > 0 {
-			fmt.Fprintf(w, "  not compared, not visible to %s: %s\n", ui.Clean(rep.Role), tenantList(cp.NotVisible))
+			fmt.Fprintf(w, "  not checked, not visible to %s (or gone): %s\n", ui.Clean(rep.Role), tenantList(cp.NotVisible))
 		}
 		if len(cp.NotSelected) > 0 {
-			fmt.Fprintf(w, "  not compared, left out by --tenant: %s\n", tenantList(cp.NotSelected))
+			fmt.Fprintf(w, "  not checked, left out by --tenant: %s\n", tenantList(cp.NotSelected))
 		}
 		if len(cp.BeforeExport) > 0 {
-			fmt.Fprintf(w, "  not compared, the export starts after the signed head: %s\n", tenantList(cp.BeforeExport))
+			fmt.Fprintf(w, "  not checked, the export starts after the signed head: %s\n", tenantList(cp.BeforeExport))
 		}
 	}
 	if rep.Break != nil {
-		_, err := fmt.Fprintf(w, "first broken record: %s\n", ui.Clean(rep.Break.Error()))
-		return err
+		fmt.Fprintf(w, "first broken record: %s\n", ui.Clean(rep.Break.Error()))
+	}
+	if rep.Problem != "" {
+		fmt.Fprintf(w, "✗ %s\n", ui.Clean(rep.Problem))
+	}
+	if rep.Break != nil || rep.Problem != "" {
+		return nil
 	}
 	if rep.OK {
-		_, err := fmt.Fprintf(w, "✓ %d records in %d chains verified\n", records, len(rep.Chains))
+		done := fmt.Sprintf("✓ %d records in %d chains verified", records, len(rep.Chains))
+		if cp := rep.Checkpoint; cp != nil && len(cp.NotChecked) > 0 {
+			if rep.Partial {
+				done += "; partial check"
+			}
+			done += "; the checkpoint's chains not checked: " + tenantList(cp.NotChecked)
+		}
+		_, err := fmt.Fprintln(w, done)
 		return err
 	}
 	return nil
@@ -316,13 +358,13 @@ func runAuditCheckpoint(ctx context.Context, pool audit.TxBeginner, opts auditCh
 	if err != nil {
 		return err
 	}
+	if len(rep.Chains) == 0 {
+		return fmt.Errorf("nothing to sign: %s", ui.Clean(rep.Problem))
+	}
 	if !rep.OK {
 		return fmt.Errorf("not signed: %w", auditFailure(rep))
 	}
 	heads := rep.Heads()
-	if len(heads) == 0 {
-		return fmt.Errorf("nothing to sign: no audit records visible to %s", ui.Clean(rep.Role))
-	}
 	cp, err := audit.Sign(rep.At, heads, key)
 	if err != nil {
 		return err

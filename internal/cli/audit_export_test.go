@@ -342,7 +342,8 @@ func TestAuditExportResumes(t *testing.T) {
 		code, out, errOut := verifyExport(t, tail)
 		require.Equal(t, ExitOK, code, out+errOut)
 		require.Regexp(t, `(?m)^acme\s+3\s+7\s+\S+\s+seq 7 ✓\s+✓ ok from seq 5 \(anchored by its prev_hash\)$`, out)
-		require.Contains(t, out, "not compared, left out by --tenant: globex\n")
+		require.Contains(t, out, "not checked, left out by --tenant: globex\n")
+		require.Contains(t, out, "✓ 3 records in 1 chains verified; the checkpoint's chains not checked: globex\n")
 
 		head := filepath.Join(t.TempDir(), "head.jsonl")
 		code, _, errOut = run("audit", "export", "--tenant", "acme", "-o", head, "--config", s.cfg)
@@ -423,7 +424,7 @@ func TestAuditExportUsageErrors(t *testing.T) {
 		{[]string{"audit", "export", "--resume", existing, "--tenant", "acme", "--since-seq", "2"}, "leave out --since-seq"},
 		{[]string{"audit", "export", "--checkpoint", existing}, "--checkpoint: " + existing + " is not an opsdesk audit checkpoint"},
 		{[]string{"audit", "export", "extra"}, "accepts 0 arg"},
-		{[]string{"audit", "verify", "--from-export", existing, "--checkpoint", existing}, "--from-export verifies the checkpoints the export holds"},
+		{[]string{"audit", "verify", "--from-export", existing, "--checkpoint", existing}, "--checkpoint: " + existing + " is not an opsdesk audit checkpoint"},
 		{[]string{"audit", "verify", "--from-export", existing, "--tenant", "acme"}, "export one chain with audit export --tenant"},
 		{[]string{"audit", "verify", "--from-export", filepath.Join(dir, "missing.jsonl")}, "--from-export: open"},
 		{[]string{"audit", "verify", "--from-export", existing, "--public-key", notExport}, "--public-key: "},

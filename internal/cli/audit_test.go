@@ -220,12 +220,18 @@ func TestAuditScopedOperator(t *testing.T) {
 
 	scoped := dbtest.NewPerson(t, s.d, "operator", "acme")
 	cfg := personConfig(t, scoped, "")
+	// The checkpoint's chain it cannot see fails, unless a partial check
+	// is asked for.
 	code, out, errOut := run("audit", "verify", "--config", cfg, "--checkpoint", cpPath)
+	require.Equal(t, ExitFailure, code, out+errOut)
+	require.Contains(t, errOut, "so they were not checked: globex (verify as a role that sees every chain the checkpoint signed, "+
+		"or add --partial to check only the chains this role sees)\n")
+	code, out, errOut = run("audit", "verify", "--config", cfg, "--checkpoint", cpPath, "--partial")
 	require.Equal(t, ExitOK, code, out+errOut)
 	require.Contains(t, out, "audit trail as "+scoped.Role+" (tenants acme)")
 	require.Regexp(t, `(?m)^acme\s+6\s+6\s+\S+\s+seq 6 ✓\s+✓ ok$`, out)
 	require.NotContains(t, out, "\nglobex ")
-	require.Contains(t, out, "not compared, not visible to "+scoped.Role+": globex\n")
+	require.Contains(t, out, "not checked, not visible to "+scoped.Role+" (or gone): globex\n")
 
 	// Its own checkpoint holds its chain alone.
 	code, out, errOut = run("audit", "checkpoint", "--config", cfg, "--key", key)
@@ -239,7 +245,7 @@ func TestAuditScopedOperator(t *testing.T) {
 	nobody := dbtest.NewPerson(t, s.d, "viewer", "initech")
 	code, out, errOut = run("audit", "checkpoint", "--config", personConfig(t, nobody, ""), "--key", key)
 	require.Equal(t, ExitFailure, code, out)
-	require.Contains(t, errOut, "nothing to sign: no audit records visible to "+nobody.Role)
+	require.Equal(t, "opsdesk: nothing to sign: no audit chain visible to "+nobody.Role+"\n", errOut)
 }
 
 func TestAuditUsageErrors(t *testing.T) {
@@ -262,6 +268,7 @@ func TestAuditUsageErrors(t *testing.T) {
 		{[]string{"audit"}, "audit needs a command"},
 		{[]string{"audit", "verify", "-o", "yaml"}, `-o "yaml"`},
 		{[]string{"audit", "verify", "--public-key", key + ".pub"}, "give --checkpoint too"},
+		{[]string{"audit", "verify", "--partial"}, "--partial accepts a checkpoint's chains left unchecked: give --checkpoint too"},
 		{[]string{"audit", "verify", "--checkpoint", filepath.Join(dir, "missing.json")}, "missing.json"},
 		{[]string{"audit", "verify", "--checkpoint", existing}, "not an opsdesk audit checkpoint"},
 		{[]string{"audit", "verify", "--checkpoint", cpPath, "--public-key", existing}, "--public-key: " + existing + " is not a PEM key file"},

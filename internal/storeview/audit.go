@@ -416,6 +416,22 @@ func (s *Store) AuditList(ctx context.Context, q AuditQuery) (AuditPage, error) 
 	return page, nil
 }
 
+// AuditChainsNotVisible returns those of tenants that have no audit record
+// the connected role may see, and the role (session_user): a filter naming
+// a tenant misspelt, or one the role may not see, matches nothing, and a
+// list that says only that reads as a quiet chain. One primary key probe
+// per tenant.
+func (s *Store) AuditChainsNotVisible(ctx context.Context, tenants []string) (role string, missing []string, err error) {
+	err = s.pool.QueryRow(ctx, `
+SELECT session_user, coalesce(array_agg(t ORDER BY t COLLATE "C") FILTER (
+    WHERE NOT EXISTS (SELECT FROM opsdesk.audit a WHERE a.tenant = t)), '{}')
+FROM unnest($1::text[]) t`, tenants).Scan(&role, &missing)
+	if err != nil {
+		return "", nil, fmt.Errorf("look up audit chains: %w", err)
+	}
+	return role, missing, nil
+}
+
 // auditKeyFence is the number of records up to which a key pattern's
 // matches are found by the key index and sorted.
 const auditKeyFence = 10_000
