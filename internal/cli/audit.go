@@ -234,14 +234,15 @@ func writeAuditReport(w io.Writer, rep *audit.Report) error {
 		return err
 	}
 	if cp := rep.Checkpoint; cp != nil {
-		key := "the pinned key " + cp.KeyFingerprint
+		// The fingerprint and the problem come from the checkpoint file.
+		key := "the pinned key " + ui.Clean(cp.KeyFingerprint)
 		if !cp.KeyPinned {
-			key = "the checkpoint's own key " + cp.KeyFingerprint +
+			key = "the checkpoint's own key " + ui.Clean(cp.KeyFingerprint) +
 				" (this proves the file intact, not who signed it: pin the expected key with --public-key)"
 		}
 		signature := "✓ signature verified with " + key
 		if cp.Problem != "" {
-			signature = "✗ " + cp.Problem + "; its heads were not compared"
+			signature = "✗ " + ui.Clean(cp.Problem) + "; its heads were not compared"
 		}
 		where := ""
 		switch {
@@ -374,7 +375,7 @@ func runAuditCheckpoint(ctx context.Context, pool audit.TxBeginner, opts auditCh
 		records += h.Seq
 	}
 	summary := fmt.Sprintf("signed the heads of %d chains (%d records) at %s with key %s", len(heads), records,
-		cp.At.Format(time.RFC3339), cp.KeyFingerprint)
+		cp.At.Format(time.RFC3339), ui.Clean(cp.KeyFingerprint))
 	if opts.Out == "" {
 		data, err := audit.MarshalCheckpoint(cp)
 		if err != nil {
@@ -390,7 +391,7 @@ func runAuditCheckpoint(ctx context.Context, pool audit.TxBeginner, opts auditCh
 	if err := audit.WriteCheckpoint(opts.Out, cp); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "%s to %s\n", summary, opts.Out)
+	_, err = fmt.Fprintf(w, "%s to %s\n", summary, ui.Clean(opts.Out))
 	return err
 }
 

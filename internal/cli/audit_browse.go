@@ -310,10 +310,10 @@ func runAuditVerifyExport(opts auditVerifyOptions, w io.Writer) error {
 	} else {
 		outside := ""
 		if len(vopts.Checkpoints) > 0 {
-			outside = fmt.Sprintf(" and %d kept outside it (%s)", len(vopts.Checkpoints), opts.Checkpoint)
+			outside = fmt.Sprintf(" and %d kept outside it (%s)", len(vopts.Checkpoints), ui.Clean(opts.Checkpoint))
 		}
 		fmt.Fprintf(w, "export %s: %d segments, %d checkpoints%s, verified without a database\n",
-			opts.FromExport, rep.Segments, checkpointCount(rep)-len(vopts.Checkpoints), outside)
+			ui.Clean(opts.FromExport), rep.Segments, checkpointCount(rep)-len(vopts.Checkpoints), outside)
 		for i, r := range rep.Reports {
 			if i > 0 {
 				fmt.Fprintln(w)
