@@ -82,8 +82,7 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 				if !hold {
 					done = "released"
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %d records; %d already were; %d not found (or not visible)\n",
-					done, r.Changed, r.Unchanged, r.Missing)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %d records; %d already were\n", done, r.Changed, r.Unchanged)
 				return err
 			})
 		},
@@ -313,15 +312,20 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 	if !opts.Yes {
 		return usagef("nothing purged: add --yes to purge them")
 	}
-	// What was counted: nothing that expired since, no more than counted.
-	p.Before, p.Max = dry.Before, dry.Count
+	// What was counted: nothing that expired since, no more than counted
+	// (none when it counted none).
+	p.DryRun = &dry
 	res, err := retention.Purge(ctx, w.pool, p, func(pr retention.Progress) {
 		fmt.Fprintf(errOut, "purged %d of about %d (run %d, batch %d)\n", pr.Purged, n, pr.Run, pr.Batches)
 	})
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "purged %d records in run %d, and %d expired tombstones; audit record %s#%d\n",
-		res.Purged, res.Run, res.TombstonesExpired, res.AuditTenant, res.AuditSeq)
+	started := "start"
+	if dry.Resumes != 0 {
+		started = "resume"
+	}
+	_, err = fmt.Fprintf(out, "purged %d records in run %d, and %d expired tombstones; audit records %s#%d (%s) and %s#%d (result)\n",
+		res.Purged, res.Run, res.TombstonesExpired, res.AuditTenant, res.StartSeq, started, res.AuditTenant, res.AuditSeq)
 	return err
 }
