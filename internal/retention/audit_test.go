@@ -86,6 +86,7 @@ func TestNothingIsDeletedBeforeTheStartRecordCommits(t *testing.T) {
 
 	tx, err := admin.Pool.Begin(ctx)
 	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below; this ends it if the test fails first
 	start := call(t, tx, `opsdesk.purge_start(NULL, NULL, '{"create-ticket": 172800}', 'weekly', 9, 'Ann')`)
 	require.Equal(t, "succeeded", start.Outcome)
 	run := num(start.Run)
@@ -99,8 +100,10 @@ func TestNothingIsDeletedBeforeTheStartRecordCommits(t *testing.T) {
 	require.Equal(t, 14, records(t, d), "nothing went in the transaction that started the run")
 
 	// A savepoint has an ID of its own; the transaction's is the same.
-	tx, err = admin.Pool.Begin(ctx)
+	tx2, err := admin.Pool.Begin(ctx)
 	require.NoError(t, err)
+	defer tx2.Rollback(ctx) //nolint:errcheck // rolled back below; this ends it if the test fails first
+	tx = tx2
 	_, err = tx.Exec(ctx, `SAVEPOINT s`)
 	require.NoError(t, err)
 	other := call(t, tx, `opsdesk.purge_start('send-email', NULL, '{}', 'weekly', 3)`)
