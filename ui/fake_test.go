@@ -43,6 +43,8 @@ type fakeSource struct {
 	// the cap are lower bounds.
 	scoped bool
 	calls  map[string]int
+	// unfinished are the review's unfinished purge runs.
+	unfinished []storeview.UnfinishedPurge
 	// trail is the audit trail, newest last within each chain.
 	trail []storeview.AuditDetail
 }

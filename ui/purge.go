@@ -321,7 +321,8 @@ func (s *purgeScreen) View() string {
 		case s.err != nil && !s.started.IsZero():
 			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ the purge stopped", w-3)))
 			add(fmt.Sprintf("%s records were purged before it stopped: %s", count(s.progress.Purged), Clean(s.err.Error())))
-			add("Purge the tool again to resume the run; its audit record is written when it finishes.")
+			add("Purge the tool again to resume the run: its start record is in the audit trail, its result record is " +
+				"written when it finishes.")
 		case s.err != nil:
 			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ could not count what a purge would take: "+Clean(s.err.Error()), w-3)))
 			add("Nothing was purged.")

@@ -209,6 +209,10 @@ func (s *reviewScreen) View() string {
 		title += " · your tenants only"
 	}
 	lines := []string{s.st.Title.Render(truncate(title, w)), ""}
+	if purges := s.purgeWarnings(w); len(purges) > 0 {
+		lines = append(lines, purges...)
+		lines = append(lines, "")
+	}
 	if len(r.Tools) == 0 {
 		lines = append(lines, " no tools: the store is empty and the catalog names none")
 		return strings.Join(lines, "\n")
@@ -345,6 +349,40 @@ func (s *reviewScreen) pane(w int) []string {
 			}
 			lines = append(lines, "   "+s.st.Stuck.Render(l))
 		}
+	}
+	return lines
+}
+
+// purgeWarnings are the unfinished purge runs, above the table: records
+// went and no result record says so yet. The screen names two (one on a
+// short terminal); opsdesk retention review lists them all, with their
+// reasons.
+func (s *reviewScreen) purgeWarnings(w int) []string {
+	var lines []string
+	add := func(text string) {
+		for i, l := range wrap(text, w-3) {
+			if i > 0 {
+				l = "  " + l
+			}
+			lines = append(lines, " "+s.st.Stuck.Render(l))
+		}
+	}
+	shown := 2
+	if s.h < 30 {
+		shown = 1
+	}
+	runs := s.r.UnfinishedPurges
+	for i, u := range runs {
+		if i == shown {
+			add(fmt.Sprintf("⚠ %d more unfinished purge runs: opsdesk retention review lists them", len(runs)-i))
+			break
+		}
+		what := "every tool"
+		if u.Tool != "" {
+			what = u.Tool
+		}
+		add(Clean(fmt.Sprintf("⚠ unfinished purge run %d of %s, started %s by %s: %s purged, no result record yet; "+
+			"%s finishes it by purging again", u.Run, what, since(u.StartedAt, s.r.DBTime), u.Role, count(u.Purged), u.Role)))
 	}
 	return lines
 }

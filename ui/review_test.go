@@ -46,11 +46,25 @@ func (s *fakeSource) Review(_ context.Context, catalog map[string]storeview.Tool
 			Expiring24h: storeview.Count{N: 88}, Expiring7d: storeview.Count{N: 612},
 			OldestPending: &storeview.PendingRef{ID: 48901, LeasedAt: dbNow.Add(-3 * time.Second), LeaseExpiresAt: dbNow.Add(27 * time.Second)}},
 	}}
+	r.UnfinishedPurges = s.unfinished
 	if s.scoped {
 		r.Tools[1].Expired = storeview.Count{N: storeview.CountCap, AtLeast: true}
 		r.Tools[1].Purgeable = storeview.Count{N: storeview.CountCap - 2, AtLeast: true}
 	}
 	return r, nil
+}
+
+// fakeUnfinished is n unfinished purge runs, the first of create-ticket
+// by an admin who claims a name, the others of every tool.
+func fakeUnfinished(n int) []storeview.UnfinishedPurge {
+	seq := int64(408)
+	runs := []storeview.UnfinishedPurge{{Run: 7, Role: "alice", DisplayName: "Alice \x1b[31mA.", StartedAt: dbNow.Add(-3 * time.Hour),
+		Reason: "end of quarter", Tool: "create-ticket", Before: dbNow.Add(-3 * time.Hour), Purged: 12_000, StartSeq: &seq}}
+	for i := 1; i < n; i++ {
+		runs = append(runs, storeview.UnfinishedPurge{Run: int64(7 + i), Role: "bob", StartedAt: dbNow.Add(-time.Duration(i) * 24 * time.Hour),
+			Reason: "weekly", Before: dbNow.Add(-time.Duration(i) * 24 * time.Hour), Purged: int64(i)})
+	}
+	return runs
 }
 
 // fakePurger purges nothing real: it counts, reports progress in batches
@@ -121,6 +135,18 @@ func TestReviewViews(t *testing.T) {
 		{"purge-reason", func(h *harness) { h.keys(":retention<enter>jp") }},
 		{"purge-confirm", func(h *harness) { h.keys(":retention<enter>jpend of quarter<enter>") }},
 		{"purge-done", func(h *harness) { h.keys(":retention<enter>jpend of quarter<enter>y") }},
+		{"review-unfinished-purge", func(h *harness) {
+			h.src.mu.Lock()
+			h.src.unfinished = fakeUnfinished(1)
+			h.src.mu.Unlock()
+			h.keys(":retention<enter>")
+		}},
+		{"review-unfinished-purges", func(h *harness) {
+			h.src.mu.Lock()
+			h.src.unfinished = fakeUnfinished(4)
+			h.src.mu.Unlock()
+			h.keys(":retention<enter>")
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

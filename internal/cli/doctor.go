@@ -79,7 +79,9 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 	doctorRole(ctx, pool, check)
 	doctorClock(ctx, pool, check)
 	if err == nil {
-		doctorCounts(ctx, newView(pool, cfg.Context), check)
+		view := newView(pool, cfg.Context)
+		doctorCounts(ctx, view, check)
+		doctorPurges(ctx, view, check, w)
 	}
 	if failed {
 		return errDoctor
@@ -167,6 +169,25 @@ func abs(d time.Duration) time.Duration {
 		return -d
 	}
 	return d
+}
+
+// doctorPurges names the purge runs started and never finished: records
+// went, and the audit trail has their start record but no result yet. A
+// warning, not a failure: a purge under way is unfinished too (its last
+// batch says how recent it is). Only admins of every tenant see purge runs.
+func doctorPurges(ctx context.Context, view *storeview.Store, check func(bool, string, string), w io.Writer) {
+	runs, seen, err := view.UnfinishedPurges(ctx)
+	switch {
+	case err != nil:
+		check(false, "purges", err.Error())
+	case !seen:
+		fmt.Fprintf(w, "- %-12s %s\n", "purges", "purge runs are visible to admins of every tenant only")
+	case len(runs) == 0:
+		check(true, "purges", "no unfinished purge run")
+	}
+	for _, u := range runs {
+		fmt.Fprintf(w, "⚠ %-12s %s\n", "purges", ui.Clean(u.Warning()))
+	}
 }
 
 func doctorCounts(ctx context.Context, view *storeview.Store, check func(bool, string, string)) {

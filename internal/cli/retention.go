@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -39,7 +41,8 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use + " [ID...] [--filter 'QUERY'] --reason TEXT",
 		Short: short,
-		Long: short + ".\nName records by number, or by the filter language (at most 10,000):\n  " +
+		Long: short + ".\nName records by number, or by the filter language (at most 10,000). All or nothing:\n" +
+			"when a record is missing (or not visible to you), nothing changes and the command fails naming it.\n  " +
 			storeview.FilterHelp,
 		Example: "  opsdesk retention " + use + " 48213 48214 --reason 'litigation hold #12'\n" +
 			"  opsdesk retention " + use + " --filter 'tenant:acme tool:charge-card' --reason 'litigation hold #12'",
@@ -82,8 +85,7 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 				if !hold {
 					done = "released"
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %d records; %d already were; %d not found (or not visible)\n",
-					done, r.Changed, r.Unchanged, r.Missing)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %d records; %d already were\n", done, r.Changed, r.Unchanged)
 				return err
 			})
 		},
@@ -93,11 +95,8 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 	return cmd
 }
 
-// maxHold is how many records one hold or release may name.
-const maxHold = 10_000
-
 // matchingIDs pages through the records f selects, refusing more than
-// maxHold.
+// retention.MaxHold.
 func matchingIDs(ctx context.Context, v *storeview.Store, f storeview.Filter) ([]int64, error) {
 	var ids []int64
 	q := storeview.Query{Filter: f, Limit: 1000}
@@ -109,8 +108,8 @@ func matchingIDs(ctx context.Context, v *storeview.Store, f storeview.Filter) ([
 		for _, r := range page.Rows {
 			ids = append(ids, r.ID)
 		}
-		if len(ids) > maxHold {
-			return nil, usagef("the filter selects more than %d records: narrow it", maxHold)
+		if len(ids) > retention.MaxHold {
+			return nil, usagef("the filter selects more than %d records: narrow it", retention.MaxHold)
 		}
 		if page.Next == nil {
 			return ids, nil
@@ -198,6 +197,9 @@ func writeReview(w io.Writer, r storeview.Review) error {
 	} else {
 		fmt.Fprintf(w, "\n%d warnings:\n", n)
 	}
+	for _, u := range r.UnfinishedPurges {
+		fmt.Fprintf(w, "  ⚠ %s\n", ui.Clean(u.Warning()))
+	}
 	for _, t := range r.Tools {
 		for _, warn := range t.Warnings {
 			fmt.Fprintf(w, "  ⚠ %s: %s\n", ui.Clean(t.Tool), warn)
@@ -219,10 +221,11 @@ func newPurgeCmd(g *globalFlags) *cobra.Command {
 		Use:   "purge [--tool T] [--before TIME] [--dry-run] [--yes]",
 		Short: "Delete completed records whose retention ended, leaving tombstones (audited)",
 		Long: "Counts what would go first (the dry run), then deletes it in batches that skip locked rows,\n" +
-			"showing progress. Pending records, held records and records with unreviewed conflicts never\n" +
-			"go. Each purged record leaves a tombstone for its tool's retry_window (else its retention):\n" +
-			"a late retry then gets the tool's after_expiry. Interrupted, run it again: it resumes. One\n" +
-			"audit record per run says what went.",
+			"showing progress, and no more than the dry run counted. Pending records, held records and\n" +
+			"records with unreviewed conflicts never go. Each purged record leaves a tombstone for its tool's\n" +
+			"retry_window (else its retention): a late retry then gets the tool's after_expiry. The run's\n" +
+			"start record (who, why, what, the count) commits before anything is deleted; its result record\n" +
+			"when it finishes. Interrupted, run it again: it resumes the run, with a resume record.",
 		Example: "  opsdesk retention purge --dry-run\n" +
 			"  opsdesk retention purge --tool create-ticket --before 2026-11-01T00:00:00Z --yes",
 		Args: exactArgs(0),
@@ -292,10 +295,51 @@ func tombstoneLifetimes(cfg *config.Config) map[string]time.Duration {
 	return out
 }
 
+// checkTool refuses a purge of a tool that neither the store (the records
+// the role sees) nor the catalog knows: a misspelt name would purge
+// nothing and say so as if all were well. (The expired tombstones of a
+// tool with tombstones only go with a purge of every tool.)
+func checkTool(ctx context.Context, w *writer, tool string) error {
+	if _, ok := w.cfg.Tools[tool]; ok {
+		return nil
+	}
+	known, err := w.view.Tools(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(known, tool) {
+		return nil
+	}
+	for name := range w.cfg.Tools {
+		if !slices.Contains(known, name) {
+			known = append(known, name)
+		}
+	}
+	if len(known) == 0 {
+		return fmt.Errorf("no tool %s: the store has no records you see and the catalog names no tools", ui.Clean(tool))
+	}
+	slices.Sort(known)
+	more := ""
+	if len(known) > 20 {
+		known, more = known[:20], fmt.Sprintf(" and %d more", len(known)-20)
+	}
+	for i, name := range known {
+		known[i] = ui.Clean(name)
+	}
+	return fmt.Errorf("no tool %s: known tools %s%s", ui.Clean(tool), strings.Join(known, ", "), more)
+}
+
 func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purgeOptions, out, errOut io.Writer) error {
 	dry, err := retention.Eligible(ctx, w.pool, p)
 	if err != nil {
 		return err
+	}
+	// An unfinished run of the tool resumes, though its records are gone
+	// (and the catalog may not name it).
+	if p.Tool != "" && dry.Resumes == 0 {
+		if err := checkTool(ctx, w, p.Tool); err != nil {
+			return err
+		}
 	}
 	what := "every tool"
 	if p.Tool != "" {
@@ -313,15 +357,20 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 	if !opts.Yes {
 		return usagef("nothing purged: add --yes to purge them")
 	}
-	// What was counted: nothing that expired since, no more than counted.
-	p.Before, p.Max = dry.Before, dry.Count
+	// What was counted: nothing that expired since, no more than counted
+	// (none when it counted none).
+	p.DryRun = &dry
 	res, err := retention.Purge(ctx, w.pool, p, func(pr retention.Progress) {
 		fmt.Fprintf(errOut, "purged %d of about %d (run %d, batch %d)\n", pr.Purged, n, pr.Run, pr.Batches)
 	})
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "purged %d records in run %d, and %d expired tombstones; audit record %s#%d\n",
-		res.Purged, res.Run, res.TombstonesExpired, res.AuditTenant, res.AuditSeq)
+	started := "start"
+	if dry.Resumes != 0 {
+		started = "resume"
+	}
+	_, err = fmt.Fprintf(out, "purged %d records in run %d, and %d expired tombstones; audit records %s#%d (%s) and %s#%d (result)\n",
+		res.Purged, res.Run, res.TombstonesExpired, res.AuditTenant, res.StartSeq, started, res.AuditTenant, res.AuditSeq)
 	return err
 }

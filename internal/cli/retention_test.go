@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,7 +46,7 @@ func TestRetentionPurge(t *testing.T) {
 
 	code, out, errOut = run("retention", "purge", "--yes", "--reason", "weekly", "--workers", "3", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
-	require.Regexp(t, `purged 1 records in run \d+, and 0 expired tombstones; audit record #\d+`, out)
+	require.Regexp(t, `purged 1 records in run \d+, and 0 expired tombstones; audit records #\d+ \(start\) and #\d+ \(result\)`, out)
 	require.Contains(t, errOut, "purged 1 of about 1")
 
 	var inTombstone bool
@@ -82,10 +83,10 @@ func TestRetentionHoldAndRelease(t *testing.T) {
 	}
 	code, out, errOut := run("retention", "hold", mail, "--reason", "litigation #12", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
-	require.Equal(t, "held 1 records; 0 already were; 0 not found (or not visible)\n", out)
+	require.Equal(t, "held 1 records; 0 already were\n", out)
 	code, out, errOut = run("retention", "hold", "--filter", "tenant:acme", "--reason", "litigation #12", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
-	require.Equal(t, "held 2 records; 0 already were; 0 not found (or not visible)\n", out)
+	require.Equal(t, "held 2 records; 0 already were\n", out)
 	var held int
 	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.operations WHERE held`).Scan(&held))
 	require.Equal(t, 3, held)
@@ -103,7 +104,7 @@ func TestRetentionHoldAndRelease(t *testing.T) {
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	code, _, errOut = run("retention", "hold", mail, "--reason", "x", "--config", personConfig(t, operator, ""))
 	require.Equal(t, ExitFailure, code)
-	require.Contains(t, errOut, "may not hold records")
+	require.Contains(t, errOut, "may not hold or release records")
 }
 
 func TestRetentionReview(t *testing.T) {
@@ -141,4 +142,119 @@ func TestRetentionReview(t *testing.T) {
 	code, _, errOut = run("retention", "review", "--config", cfg, "-o", "yaml")
 	require.Equal(t, ExitUsage, code)
 	require.Contains(t, errOut, `-o "yaml": one of table, json`)
+}
+
+// A hold or release naming a record that is missing, or that the role
+// does not see, fails naming it and holds nothing (all or nothing); it
+// used to exit 0 saying "1 not found".
+func TestRetentionHoldOfMissingRecordsFails(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	mail := idOf(t, d, "mail-1")
+	admin := dbtest.NewPerson(t, d, "admin", "*")
+	cfg := personConfig(t, admin, "")
+	code, out, errOut := run("retention", "hold", "999999", "--reason", "x", "--config", cfg)
+	require.Equal(t, ExitFailure, code, out)
+	require.Contains(t, errOut, "no operation 999999 (or not visible to "+admin.Role+"): nothing held")
+	require.Empty(t, out)
+
+	code, _, errOut = run("retention", "hold", mail, "999999", "999998", "--reason", "x", "--config", cfg)
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, errOut, "no operations 999998, 999999")
+	var held int
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.operations WHERE held`).Scan(&held))
+	require.Zero(t, held, "nothing held")
+
+	// globex's record is not visible to an admin of acme.
+	acme := personConfig(t, dbtest.NewPerson(t, d, "admin", "acme"), "")
+	code, _, errOut = run("retention", "release", mail, "--reason", "x", "--config", acme)
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, errOut, "no operation "+mail+" (or not visible to")
+	require.Contains(t, errOut, "nothing released")
+}
+
+// A purge of a tool that neither the store nor the catalog knows fails
+// naming the known tools; it used to purge nothing and exit 0.
+func TestRetentionPurgeOfAnUnknownToolFails(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	cfg := personConfig(t, dbtest.NewPerson(t, d, "admin", "*"), "")
+	for _, args := range [][]string{{"--dry-run"}, {"--yes"}} {
+		code, out, errOut := run(append([]string{"retention", "purge", "--tool", "nosuch", "--config", cfg}, args...)...)
+		require.Equal(t, ExitFailure, code, out)
+		require.Contains(t, errOut, "no tool nosuch: known tools charge-card, create-ticket, send-email")
+	}
+	// A tool of the catalog with no records is known: nothing to purge.
+	code, out, errOut := run("retention", "purge", "--tool", "create-ticket", "--dry-run", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "0 records of tool create-ticket would be purged")
+	var runs int
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.purge_runs`).Scan(&runs))
+	require.Zero(t, runs)
+}
+
+// An unfinished purge (started, some records gone, never finished) shows
+// in the review, as text and JSON, and in doctor, for admins of every
+// tenant; a one-tenant admin sees no purge run.
+func TestUnfinishedPurgeShows(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.operations SET expires_at = now() - interval '1 hour' WHERE key = 'mail-1'`)
+	require.NoError(t, err)
+	admin := dbtest.NewPerson(t, d, "admin", "*")
+	var runID, seq int64
+	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT run, seq FROM opsdesk.purge_start('send-email', NULL, '{}', 'weekly', 1, 'Ann')`).
+		Scan(&runID, &seq))
+	var purged int
+	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT purged FROM opsdesk.purge_batch($1, 10)`, runID).Scan(&purged))
+	require.Equal(t, 1, purged)
+	cfg := personConfig(t, admin, "")
+
+	want := fmt.Sprintf(`⚠ purge run %d (tool send-email) unfinished: started 20`, runID)
+	code, out, errOut := run("retention", "review", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, want)
+	require.Contains(t, out, "by "+admin.Role+" (Ann), reason \"weekly\"; 1 purged so far of at most 1, last batch 20")
+	require.Contains(t, out, fmt.Sprintf("start record #%d, no result record yet. %s finishes it: opsdesk retention purge --tool send-email --yes",
+		seq, admin.Role))
+
+	code, out, errOut = run("retention", "review", "-o", "json", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	var r storeview.Review
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.Len(t, r.UnfinishedPurges, 1)
+	u := r.UnfinishedPurges[0]
+	require.Equal(t, runID, u.Run)
+	require.Equal(t, admin.Role, u.Role)
+	require.Equal(t, "Ann", u.DisplayName)
+	require.Equal(t, "weekly", u.Reason)
+	require.Equal(t, "send-email", u.Tool)
+	require.EqualValues(t, 1, u.Purged)
+	require.NotNil(t, u.StartSeq)
+	require.Equal(t, seq, *u.StartSeq)
+	require.False(t, u.StartedAt.IsZero())
+
+	code, out, _ = run("doctor", "--config", cfg)
+	require.Equal(t, ExitOK, code, "a warning, not a failure")
+	require.Contains(t, out, "⚠ purges       purge run "+strconv.FormatInt(runID, 10)+" (tool send-email) unfinished")
+
+	acme := personConfig(t, dbtest.NewPerson(t, d, "admin", "acme"), "")
+	code, out, errOut = run("retention", "review", "--config", acme)
+	require.Equal(t, ExitOK, code, errOut)
+	require.NotContains(t, out, "purge run")
+	code, out, _ = run("doctor", "--config", acme)
+	require.Equal(t, ExitOK, code)
+	require.Contains(t, out, "- purges       purge runs are visible to admins of every tenant only")
+
+	// Finished, it goes from the review and from doctor.
+	code, out, errOut = run("retention", "purge", "--tool", "send-email", "--yes", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "this resumes unfinished run "+strconv.FormatInt(runID, 10))
+	require.Regexp(t, `purged 1 records in run \d+, and 0 expired tombstones; audit records #\d+ \(resume\) and #\d+ \(result\)`, out)
+	code, out, _ = run("retention", "review", "--config", cfg)
+	require.Equal(t, ExitOK, code)
+	require.NotContains(t, out, "unfinished")
+	code, out, _ = run("doctor", "--config", cfg)
+	require.Equal(t, ExitOK, code)
+	require.Contains(t, out, "✓ purges       no unfinished purge run")
 }

@@ -1,8 +1,11 @@
 // Package retention purges completed records whose retention ended,
 // through the database's purge functions: in small batches that skip
-// locked rows, resumable, leaving tombstones, with one audit record per
-// run. Pending records, held records and records with unreviewed
-// conflicts never go.
+// locked rows, resumable, leaving tombstones. A run's start record (who,
+// why, what, and how many its dry run promised) commits before anything
+// is deleted, and its result record when it finishes. Pending records,
+// held records and records with unreviewed conflicts never go. The
+// database's refusals are audited and come back as
+// *reconcile.RefusedError.
 package retention
 
 import (
@@ -27,7 +30,7 @@ type PurgeParams struct {
 	Tool string
 	// Before limits it to records whose retention ended before this
 	// time (zero: now, by the database clock; and an unfinished run of
-	// the same tool resumes).
+	// the same tool resumes). A DryRun's Before replaces it.
 	Before time.Time
 	// TombstoneFor is how long each tool's tombstones last (its retry
 	// window); "*" for the others (default: the library's default
@@ -37,10 +40,13 @@ type PurgeParams struct {
 	DisplayName  string
 	// BatchSize is the records per transaction (default 1,000).
 	BatchSize int
-	// Max, when positive, is the most records this call deletes: the dry
-	// run's count, so that records that became purgeable since (a hold
-	// released, a conflict acknowledged) do not go unconfirmed.
-	Max int64
+	// DryRun is the dry run the person confirmed (Eligible's answer):
+	// the purge takes records whose retention ended before its Before,
+	// and no more than its Count, so that records that became purgeable
+	// since (a hold released, a conflict acknowledged) do not go
+	// unconfirmed. The count goes into the run's start record, and the
+	// database holds the run to it. Nil: Purge runs the dry run itself.
+	DryRun *DryRun
 	// Yield paces the purge for the library's sake: after each batch it
 	// waits Yield times as long as the batch took (0: no wait), so that
 	// at Yield 1 it works at most half the time. On a server with no
@@ -62,15 +68,19 @@ type Progress struct {
 	Batches int
 }
 
-// Result is a finished purge: its run and its audit record.
+// Result is a finished purge: its run and its audit records.
 type Result struct {
 	Run    int64 `json:"run"`
 	Purged int64 `json:"purged"`
 	// TombstonesExpired counts the expired tombstones the run removed (of
 	// its tool, or every tool's).
-	TombstonesExpired int64  `json:"tombstones_expired"`
-	AuditTenant       string `json:"audit_tenant"`
-	AuditSeq          int64  `json:"audit_seq"`
+	TombstonesExpired int64 `json:"tombstones_expired"`
+	// StartSeq is this call's start record (a resume record when it
+	// resumed a run), AuditSeq the run's result record; both are on
+	// AuditTenant's chain, "" (events outside any tenant).
+	StartSeq    int64  `json:"start_seq"`
+	AuditTenant string `json:"audit_tenant"`
+	AuditSeq    int64  `json:"audit_seq"`
 }
 
 // eligibleSQL mirrors opsdesk.purge_batch's conditions; a test checks
@@ -126,13 +136,23 @@ ORDER BY id LIMIT 1`, tool(p), cut).Scan(&d.Resumes, &cut)
 }
 
 // Purge deletes what p selects, a batch per transaction, calling progress
-// after each, and closes the run with its audit record. Interrupted (its
-// context cancelled, the connection lost), it can be called again with
-// the same parameters: it resumes the run.
+// after each, and closes the run with its result record. Its start record
+// commits first, before any batch. Interrupted (its context cancelled,
+// the connection lost), it can be called again with the same parameters:
+// it resumes the run, with a resume record. A refusal is a
+// *reconcile.RefusedError whose audit record is committed.
 func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func(Progress)) (Result, error) {
 	size := p.BatchSize
 	if size <= 0 {
 		size = 1000
+	}
+	dry := p.DryRun
+	if dry == nil {
+		d, err := Eligible(ctx, pool, p)
+		if err != nil {
+			return Result{}, err
+		}
+		dry = &d
 	}
 	// A tool the catalog does not know: the library's default retention,
 	// the window the retention review assumes for it too.
@@ -145,21 +165,28 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 		return Result{}, err
 	}
 	var res Result
-	err = pool.QueryRow(ctx, `SELECT opsdesk.purge_start($1, $2, $3, $4)`, tool(p), before(p), tombstones, p.Reason).Scan(&res.Run)
+	// A statement of its own: the start record commits before any batch
+	// (the database refuses batches in the transaction that started the
+	// run), and so does a refusal's.
+	start, err := scanAnswer(pool.QueryRow(ctx, `SELECT `+purgeColumns+` FROM opsdesk.purge_start($1, $2, $3, $4, $5, $6)`,
+		tool(p), pgtype.Timestamptz{Time: dry.Before, Valid: !dry.Before.IsZero()}, tombstones, p.Reason, dry.Count,
+		nullable(p.DisplayName)))
+	if err == nil {
+		err = start.refused()
+	}
 	if err != nil {
 		return res, fmt.Errorf("start the purge: %w", err)
 	}
-	var prog Progress
-	// A run's totals are its row plus its batches' (migration 00014).
-	err = pool.QueryRow(ctx, `SELECT r.purged + coalesce(sum(b.purged), 0), r.batches + count(b.run)
-FROM opsdesk.purge_runs r LEFT JOIN opsdesk.purge_batches b ON b.run = r.id WHERE r.id = $1 GROUP BY r.id`, res.Run).
-		Scan(&prog.Purged, &prog.Batches)
+	res.Run, res.StartSeq, res.AuditTenant = value(start.run), value(start.seq), deref(start.tenant)
+	// What the run purged before (a resume), and its batches.
+	prog := Progress{Run: res.Run, Purged: value(start.purged)}
+	err = pool.QueryRow(ctx, `SELECT r.batches + (SELECT count(*) FROM opsdesk.purge_batches b WHERE b.run = r.id)
+FROM opsdesk.purge_runs r WHERE r.id = $1`, res.Run).Scan(&prog.Batches)
 	if err != nil {
 		return res, fmt.Errorf("read purge run %d: %w", res.Run, err)
 	}
-	prog.Run = res.Run
-	// At most p.Max records, shared by the workers.
-	allow := &budget{left: p.Max, unlimited: p.Max <= 0}
+	// At most what the dry run counted, shared by the workers.
+	allow := &budget{left: dry.Count}
 	workers := max(p.Workers, 1)
 	// done counts a batch and reports it, one worker at a time.
 	var mu sync.Mutex
@@ -182,24 +209,35 @@ FROM opsdesk.purge_runs r LEFT JOIN opsdesk.purge_batches b ON b.run = r.id WHER
 	// Expired tombstones go too: past its retry window a late retry runs
 	// as new work whatever the policy, and the tombstone only takes room.
 	for {
-		var n int64
-		if err := pool.QueryRow(ctx, `SELECT opsdesk.purge_tombstones($1, $2)`, res.Run, size).Scan(&n); err != nil {
+		a, err := scanAnswer(pool.QueryRow(ctx, `SELECT `+purgeColumns+` FROM opsdesk.purge_tombstones($1, $2)`, res.Run, size))
+		if err == nil {
+			err = a.refused()
+		}
+		if err != nil {
 			return res, fmt.Errorf("purge run %d, expired tombstones: %w (run the purge again to resume)", res.Run, err)
 		}
-		if n == 0 {
+		if value(a.stones) == 0 {
 			break
 		}
 	}
 	// READ COMMITTED: purge_finish adds up the batches that committed
-	// while it waited for them (migration 00014).
+	// while it waited for them (migration 00014). The transaction commits
+	// a refusal too, for its audit record.
+	var fin answer
 	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, `SELECT f.audit_tenant, f.audit_seq, f.purged, r.tombstones_expired
-FROM opsdesk.purge_finish($1, $2) f, opsdesk.purge_runs r WHERE r.id = $1`, res.Run, nullable(p.DisplayName)).
-			Scan(&res.AuditTenant, &res.AuditSeq, &res.Purged, &res.TombstonesExpired)
+		var err error
+		fin, err = scanAnswer(tx.QueryRow(ctx, `SELECT `+purgeColumns+` FROM opsdesk.purge_finish($1, $2)`,
+			res.Run, nullable(p.DisplayName)))
+		return err
 	})
+	if err == nil {
+		err = fin.refused()
+	}
 	if err != nil {
 		return res, fmt.Errorf("finish purge run %d: %w", res.Run, err)
 	}
+	res.Purged, res.TombstonesExpired = value(fin.purged), value(fin.stones)
+	res.AuditTenant, res.AuditSeq = deref(fin.tenant), value(fin.seq)
 	return res, nil
 }
 
@@ -207,17 +245,13 @@ FROM opsdesk.purge_finish($1, $2) f, opsdesk.purge_runs r WHERE r.id = $1`, res.
 // workers: a batch takes its size from it and gives back what it did not
 // delete.
 type budget struct {
-	mu        sync.Mutex
-	left      int64
-	unlimited bool
+	mu   sync.Mutex
+	left int64
 }
 
 func (b *budget) take(size int64) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.unlimited {
-		return size
-	}
 	n := min(size, b.left)
 	b.left -= n
 	return n
@@ -241,10 +275,18 @@ func batches(ctx context.Context, pool *pgxpool.Pool, run int64, size int, allow
 		}
 		// READ COMMITTED whatever the database's default: the check that
 		// no conflict points at a deleted record reads the latest
-		// committed conflicts (migration 00010).
+		// committed conflicts (migration 00010). A refusal commits too,
+		// for its audit record.
+		var a answer
 		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-			return tx.QueryRow(ctx, `SELECT opsdesk.purge_batch($1, $2)`, run, limit).Scan(&n)
+			var err error
+			a, err = scanAnswer(tx.QueryRow(ctx, `SELECT `+purgeColumns+` FROM opsdesk.purge_batch($1, $2)`, run, limit))
+			return err
 		})
+		if err == nil {
+			err = a.refused()
+		}
+		n = value(a.purged)
 		allow.giveBack(limit - n)
 		if err != nil {
 			return err
@@ -282,6 +324,7 @@ func tool(p PurgeParams) *string {
 	return &p.Tool
 }
 
+// before is p's cut-off, NULL for now.
 func before(p PurgeParams) pgtype.Timestamptz {
 	return pgtype.Timestamptz{Time: p.Before, Valid: !p.Before.IsZero()}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -52,6 +53,17 @@ func setup(t *testing.T) (*dbtest.DB, *dbtest.Person) {
 	_, err := d.Admin.Exec(t.Context(), fixtures)
 	require.NoError(t, err)
 	return d, dbtest.NewPerson(t, d, "admin", "*")
+}
+
+// startRun starts (or resumes) a purge run as p with purge_start's
+// arguments args, in a statement of its own, and returns the run.
+func startRun(t *testing.T, p *dbtest.Person, args string) int64 {
+	t.Helper()
+	var outcome string
+	var run *int64
+	require.NoError(t, p.Pool.QueryRow(t.Context(), `SELECT outcome, run FROM opsdesk.purge_start(`+args+`)`).Scan(&outcome, &run))
+	require.Equal(t, "succeeded", outcome)
+	return *run
 }
 
 func keys(t *testing.T, d *dbtest.DB, sql string) []string {
@@ -138,10 +150,9 @@ FROM opsdesk.tombstones`).Scan(&tickets, &emails))
 func TestInterruptedPurgeResumes(t *testing.T) {
 	t.Parallel()
 	d, admin := setup(t)
-	var run int64
-	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT opsdesk.purge_start(NULL, NULL, '{}', 'nightly')`).Scan(&run))
+	run := startRun(t, admin, `NULL, NULL, '{}', 'nightly', 9`)
 	var first int
-	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT opsdesk.purge_batch($1, 4)`, run).Scan(&first))
+	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT purged FROM opsdesk.purge_batch($1, 4)`, run).Scan(&first))
 	require.Equal(t, 4, first)
 	// The process dies here. The dry run says the purge resumes the run:
 	dry, err := retention.Eligible(t.Context(), admin.Pool, retention.PurgeParams{})
@@ -163,9 +174,8 @@ func TestOnlyAdminsOfEveryTenantPurge(t *testing.T) {
 	d, _ := setup(t)
 	for _, p := range []*dbtest.Person{dbtest.NewPerson(t, d, "operator", "*"), dbtest.NewPerson(t, d, "admin", "acme")} {
 		_, err := retention.Purge(t.Context(), p.Pool, retention.PurgeParams{Reason: "x"}, nil)
-		var pgErr *pgconn.PgError
-		require.ErrorAs(t, err, &pgErr)
-		require.Equal(t, "42501", pgErr.Code)
+		require.ErrorIs(t, err, reconcile.ErrNotPermitted)
+		require.Contains(t, err.Error(), "may not purge")
 	}
 	var n int
 	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.operations`).Scan(&n))
@@ -220,16 +230,14 @@ func TestLegalHold(t *testing.T) {
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	_, err := retention.SetHold(t.Context(), operator.Pool, []int64{gone1}, true, "litigation", "")
-	var pgErr *pgconn.PgError
-	require.ErrorAs(t, err, &pgErr)
-	require.Equal(t, "42501", pgErr.Code)
+	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 	_, err = retention.SetHold(t.Context(), admin.Pool, []int64{gone1}, true, " ", "")
-	require.ErrorAs(t, err, &pgErr)
-	require.Equal(t, "22023", pgErr.Code, "a reason is required")
+	require.ErrorIs(t, err, reconcile.ErrInvalid)
+	require.Contains(t, err.Error(), "a reason is required")
 
-	r, err := retention.SetHold(t.Context(), admin.Pool, []int64{gone1, kept1, 999999}, true, "litigation hold #12", "Ann")
+	r, err := retention.SetHold(t.Context(), admin.Pool, []int64{gone1, kept1}, true, "litigation hold #12", "Ann")
 	require.NoError(t, err)
-	require.Equal(t, retention.HoldResult{Changed: 2, Missing: 1}, r)
+	require.Equal(t, retention.HoldResult{Changed: 2}, r)
 	r, err = retention.SetHold(t.Context(), admin.Pool, []int64{gone1}, true, "again", "")
 	require.NoError(t, err)
 	require.Equal(t, retention.HoldResult{Unchanged: 1}, r)
@@ -247,7 +255,10 @@ func TestLegalHold(t *testing.T) {
 	require.EqualValues(t, 1, res.Purged)
 
 	require.Equal(t, []string{"hold:set", "hold:set", "hold:release"},
-		keys(t, d, `SELECT action FROM opsdesk.audit WHERE action LIKE 'hold:%' ORDER BY at, seq`))
+		keys(t, d, `SELECT action FROM opsdesk.audit WHERE action LIKE 'hold:%' AND outcome = 'succeeded' ORDER BY at, seq`))
+	require.Equal(t, []string{operator.Role + " denied not_permitted", admin.Role + " failed invalid"},
+		keys(t, d, `SELECT role || ' ' || outcome || ' ' || (details->>'refusal') FROM opsdesk.audit
+WHERE action LIKE 'hold:%' AND outcome <> 'succeeded' ORDER BY at`), "the refusals are audited")
 }
 
 // The foreign key from conflicts to their records is kept by triggers
@@ -297,13 +308,12 @@ VALUES ('acme', 'create-ticket', $1, 1, '1', decode(repeat('ee', 32), 'hex'), de
 		// The purge holds gone-1 (deleted, not yet committed); the
 		// library records a conflict against it, waits, and fails once
 		// the purge commits: no conflict is left pointing at nothing.
+		run := startRun(t, admin, `NULL, NULL, '{}', 'race', 100`)
 		tx, err := admin.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer tx.Rollback(ctx) //nolint:errcheck
-		var run int64
-		require.NoError(t, tx.QueryRow(ctx, `SELECT opsdesk.purge_start(NULL, NULL, '{}', 'race')`).Scan(&run))
 		var n int
-		require.NoError(t, tx.QueryRow(ctx, `SELECT opsdesk.purge_batch($1, 100)`, run).Scan(&n))
+		require.NoError(t, tx.QueryRow(ctx, `SELECT purged FROM opsdesk.purge_batch($1, 100)`, run).Scan(&n))
 		require.Equal(t, 9, n)
 		done := make(chan error, 1)
 		go func() {
@@ -401,19 +411,18 @@ func TestConcurrentTombstoneExpiryKeepsTheNewTombstone(t *testing.T) {
 	_, err := d.Admin.Exec(ctx, `INSERT INTO opsdesk.tombstones (tenant, tool, key, operation_id, fingerprint, purged_at, expires_at)
 VALUES ('globex', 'send-email', 'gone-1', 1, sha256('x'), now() - interval '9 days', now() - interval '1 day')`)
 	require.NoError(t, err)
-	var run1, run2 int64
-	require.NoError(t, admin.Pool.QueryRow(ctx, `SELECT opsdesk.purge_start('send-email', NULL, '{}', 'a')`).Scan(&run1))
-	require.NoError(t, admin2.Pool.QueryRow(ctx, `SELECT opsdesk.purge_start(NULL, NULL, '{}', 'b')`).Scan(&run2))
+	run1 := startRun(t, admin, `'send-email', NULL, '{}', 'a', 100`)
+	run2 := startRun(t, admin2, `NULL, NULL, '{}', 'b', 100`)
 	tx, err := admin2.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck // committed below
 	var n int
-	require.NoError(t, tx.QueryRow(ctx, `SELECT opsdesk.purge_tombstones($1, 100)`, run2).Scan(&n))
+	require.NoError(t, tx.QueryRow(ctx, `SELECT tombstones FROM opsdesk.purge_tombstones($1, 100)`, run2).Scan(&n))
 	require.Equal(t, 1, n)
 	done := make(chan error, 1)
 	var purged int
 	go func() {
-		done <- admin.Pool.QueryRow(ctx, `SELECT opsdesk.purge_batch($1, 100)`, run1).Scan(&purged)
+		done <- admin.Pool.QueryRow(ctx, `SELECT purged FROM opsdesk.purge_batch($1, 100)`, run1).Scan(&purged)
 	}()
 	// The batch waits for the expiry's lock on the tombstone.
 	require.Eventually(t, func() bool {
@@ -457,7 +466,7 @@ func TestPurgeTakesNoMoreThanItsDryRun(t *testing.T) {
 	require.EqualValues(t, 9, dry.Count)
 	_, err = admin.Pool.Exec(ctx, `SELECT * FROM opsdesk.set_hold(ARRAY(SELECT id FROM opsdesk.operations WHERE key = 'held-1'), false, 'released')`)
 	require.NoError(t, err)
-	res, err := retention.Purge(ctx, admin.Pool, retention.PurgeParams{Reason: "r", Before: dry.Before, Max: dry.Count, BatchSize: 4}, nil)
+	res, err := retention.Purge(ctx, admin.Pool, retention.PurgeParams{Reason: "r", DryRun: &dry, BatchSize: 4}, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 9, res.Purged)
 	require.Len(t, keys(t, d, `SELECT key FROM opsdesk.operations WHERE expires_at <= now() AND state = 'completed' AND NOT held
@@ -591,8 +600,7 @@ func TestInterruptedParallelPurgeResumes(t *testing.T) {
 func TestRunCountedInItsRowResumes(t *testing.T) {
 	t.Parallel()
 	d, admin := setup(t)
-	var run int64
-	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT opsdesk.purge_start(NULL, NULL, '{}', 'nightly')`).Scan(&run))
+	run := startRun(t, admin, `NULL, NULL, '{}', 'nightly', 0`)
 	_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.purge_runs
 SET purged = 3, batches = 1, first_id = 1, last_id = 3, per_tenant = '{"acme": 2, "hooli": 1}' WHERE id = $1`, run)
 	require.NoError(t, err)
@@ -608,19 +616,20 @@ SET purged = 3, batches = 1, first_id = 1, last_id = 3, per_tenant = '{"acme": 2
 }
 
 // purge_finish adds up what committed while it waited: under REPEATABLE
-// READ it would miss it, so it refuses.
+// READ it would miss it, so it refuses (audited).
 func TestFinishNeedsReadCommitted(t *testing.T) {
 	t.Parallel()
-	_, admin := setup(t)
-	var run int64
-	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT opsdesk.purge_start(NULL, NULL, '{}', 'nightly')`).Scan(&run))
+	d, admin := setup(t)
+	run := startRun(t, admin, `NULL, NULL, '{}', 'nightly', 0`)
+	var code, message string
 	err := pgx.BeginTxFunc(t.Context(), admin.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
-		_, err := tx.Exec(t.Context(), `SELECT opsdesk.purge_finish($1)`, run)
-		return err
+		return tx.QueryRow(t.Context(), `SELECT code, message FROM opsdesk.purge_finish($1)`, run).Scan(&code, &message)
 	})
-	var pgErr *pgconn.PgError
-	require.ErrorAs(t, err, &pgErr)
-	require.Equal(t, "25000", pgErr.Code)
+	require.NoError(t, err)
+	require.Equal(t, "invalid", code)
+	require.Contains(t, message, "READ COMMITTED")
+	require.Equal(t, []string{"failed invalid"}, keys(t, d,
+		`SELECT outcome || ' ' || (details->>'refusal') FROM opsdesk.audit WHERE action = 'retention:purge'`))
 }
 
 // Workers share the dry run's count: together they delete no more.
@@ -633,7 +642,7 @@ func TestParallelPurgeTakesNoMoreThanItsDryRun(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 409, dry.Count)
 	res, err := retention.Purge(t.Context(), admin.Pool,
-		retention.PurgeParams{Reason: "r", Before: dry.Before, Max: 100, BatchSize: 7, Workers: 4}, nil)
+		retention.PurgeParams{Reason: "r", DryRun: &retention.DryRun{Count: 100, Before: dry.Before}, BatchSize: 7, Workers: 4}, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 100, res.Purged)
 	require.EqualValues(t, 100, readAudit(t, d, res).Purged)

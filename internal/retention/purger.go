@@ -25,6 +25,6 @@ func (p *Purger) Count(ctx context.Context, tool string) (DryRun, error) {
 // ended before its cut-off, at most its count. It calls progress after
 // each batch.
 func (p *Purger) Purge(ctx context.Context, tool string, dry DryRun, reason string, progress func(Progress)) (Result, error) {
-	return Purge(ctx, p.Pool, PurgeParams{Tool: tool, Before: dry.Before, Max: dry.Count, Reason: reason,
+	return Purge(ctx, p.Pool, PurgeParams{Tool: tool, DryRun: &dry, Reason: reason,
 		DisplayName: p.DisplayName, TombstoneFor: p.TombstoneFor}, progress)
 }

@@ -88,15 +88,131 @@ type Review struct {
 	Tools  []ToolReview `json:"tools"`
 	// Scoped: the role sees some tenants only, and the figures are theirs.
 	Scoped bool `json:"scoped"`
+	// UnfinishedPurges are purge runs started and never finished, each a
+	// warning. Only admins of every tenant see purge runs: for other
+	// roles it is empty.
+	UnfinishedPurges []UnfinishedPurge `json:"unfinished_purges"`
 }
 
-// Warnings counts the warnings of every tool.
+// Warnings counts the warnings of every tool and the unfinished purges.
 func (r Review) Warnings() int {
-	n := 0
+	n := len(r.UnfinishedPurges)
 	for _, t := range r.Tools {
 		n += len(t.Warnings)
 	}
 	return n
+}
+
+// UnfinishedPurge is a purge run started and never finished: its start
+// record is in the audit trail, its result record is not, and it may have
+// purged records already. Its role finishes it by purging again with the
+// same tool, which resumes it.
+type UnfinishedPurge struct {
+	Run int64 `json:"run"`
+	// Role started the run (the authenticated role); DisplayName is the
+	// name it claimed.
+	Role        string    `json:"role"`
+	DisplayName string    `json:"display_name,omitempty"`
+	StartedAt   time.Time `json:"started_at"`
+	Reason      string    `json:"reason"`
+	// Tool is the run's tool ("": every tool), Before its cut-off.
+	Tool   string    `json:"tool,omitempty"`
+	Before time.Time `json:"before"`
+	// Purged counts the records it purged so far; MayPurge is the most it
+	// may purge (its dry runs' promise; nil for a run started before
+	// promises were recorded, which must be resumed before it purges more).
+	Purged   int64  `json:"purged"`
+	MayPurge *int64 `json:"may_purge,omitempty"`
+	// LastBatchAt is when its last batch committed (nil: none recorded
+	// since it started or was resumed): a recent one is a purge under way.
+	LastBatchAt *time.Time `json:"last_batch_at,omitempty"`
+	// StartSeq is its start record on the "" chain (nil: started before
+	// start records, migration 00017).
+	StartSeq *int64 `json:"start_seq,omitempty"`
+}
+
+// Warning says what the run is and how to finish it, in one line. Its
+// role, name and reason are stored text: clean it before printing.
+func (u UnfinishedPurge) Warning() string {
+	who := u.Role
+	if u.DisplayName != "" {
+		who += " (" + u.DisplayName + ")"
+	}
+	what, flag := "every tool", ""
+	if u.Tool != "" {
+		what, flag = "tool "+u.Tool, " --tool "+u.Tool
+	}
+	stamp := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+	text := fmt.Sprintf("purge run %d (%s) unfinished: started %s by %s, reason %q; %d purged so far",
+		u.Run, what, stamp(u.StartedAt), who, u.Reason, u.Purged)
+	if u.MayPurge != nil {
+		text += fmt.Sprintf(" of at most %d", *u.MayPurge)
+	}
+	if u.LastBatchAt != nil {
+		text += ", last batch " + stamp(*u.LastBatchAt)
+	}
+	if u.StartSeq != nil {
+		text += fmt.Sprintf("; start record #%d, no result record yet", *u.StartSeq)
+	} else {
+		text += "; no start record (started before purges were audited up front)"
+	}
+	return text + fmt.Sprintf(". %s finishes it: opsdesk retention purge%s --yes", u.Role, flag)
+}
+
+// unfinishedPurgesSQL lists the unfinished runs with what they purged so
+// far: a run's totals are its row plus its batches' (migration 00014).
+const unfinishedPurgesSQL = `
+SELECT r.id, r.role, coalesce(r.display_name, ''), r.started_at, r.reason, coalesce(r.tool, ''), r.before,
+    r.purged + coalesce(b.n, 0), r.may_purge, b.last, r.start_seq
+FROM opsdesk.purge_runs r
+LEFT JOIN LATERAL (SELECT sum(x.purged) AS n, max(x.done_at) AS last FROM opsdesk.purge_batches x WHERE x.run = r.id) b ON true
+WHERE r.finished_at IS NULL
+ORDER BY r.id`
+
+// UnfinishedPurges lists the purge runs started and never finished. A role
+// that may not read purge runs (only admins of every tenant see them) gets
+// none and seen false.
+func (s *Store) UnfinishedPurges(ctx context.Context) (runs []UnfinishedPurge, seen bool, err error) {
+	return s.unfinishedPurges(ctx, s.pool)
+}
+
+func (s *Store) unfinishedPurges(ctx context.Context, q querier) ([]UnfinishedPurge, bool, error) {
+	var seen bool
+	err := q.QueryRow(ctx, `SELECT has_table_privilege('opsdesk.purge_runs', 'SELECT')
+    AND (NOT has_function_privilege('opsdesk.sees_every_tenant()', 'EXECUTE') OR opsdesk.sees_every_tenant())`).Scan(&seen)
+	if err != nil {
+		return nil, false, fmt.Errorf("read the unfinished purges: %w", err)
+	}
+	if !seen {
+		return nil, false, nil
+	}
+	rows, err := q.Query(ctx, unfinishedPurgesSQL)
+	if err != nil {
+		return nil, true, fmt.Errorf("read the unfinished purges: %w", err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (UnfinishedPurge, error) {
+		var u UnfinishedPurge
+		err := row.Scan(&u.Run, &u.Role, &u.DisplayName, &u.StartedAt, &u.Reason, &u.Tool, &u.Before,
+			&u.Purged, &u.MayPurge, &u.LastBatchAt, &u.StartSeq)
+		return u, err
+	})
+	if err != nil {
+		return nil, true, fmt.Errorf("read the unfinished purges: %w", err)
+	}
+	return runs, true, nil
+}
+
+// Tools lists the tools of the records the role sees: a loose index scan,
+// a probe per tenant and per tool.
+func (s *Store) Tools(ctx context.Context) ([]string, error) {
+	var every bool
+	var at time.Time
+	var tenants, tools []string
+	if err := s.pool.QueryRow(ctx, storeToolsSQL).Scan(&at, &every, &tenants, &tools); err != nil {
+		return nil, fmt.Errorf("list the store's tools: %w", err)
+	}
+	slices.Sort(tools)
+	return tools, nil
 }
 
 // visibleSQL says whether the role sees every tenant. (A role that may not
@@ -239,6 +355,9 @@ func (s *Store) reviewIn(ctx context.Context, q querier, catalog map[string]Tool
 		return r, fmt.Errorf("read the retention figures: %w", err)
 	}
 	if err := estimateReview(ctx, q, &r); err != nil {
+		return r, err
+	}
+	if r.UnfinishedPurges, _, err = s.unfinishedPurges(ctx, q); err != nil {
 		return r, err
 	}
 	for i := range r.Tools {

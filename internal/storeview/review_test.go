@@ -1,6 +1,7 @@
 package storeview
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -204,4 +205,55 @@ FROM generate_series(1, $1) i`, CountCap+500)
 	bulk = byTool(r)["bulk"]
 	require.Equal(t, Count{N: CountCap, AtLeast: true}, bulk.Purgeable)
 	require.Equal(t, Count{N: CountCap, AtLeast: true}, bulk.Expired)
+}
+
+// An unfinished purge run is a warning of the review, with who started it,
+// when, why and what it purged so far (its row's counts and its batches');
+// only admins of every tenant see purge runs.
+func TestReviewNamesUnfinishedPurges(t *testing.T) {
+	d := reviewDB(t)
+	admin := dbtest.NewPerson(t, d, "admin", "*")
+	var run, seq int64
+	require.NoError(t, admin.Pool.QueryRow(t.Context(),
+		`SELECT run, seq FROM opsdesk.purge_start('create-ticket', NULL, '{}', 'end of quarter', 3, 'Ann')`).Scan(&run, &seq))
+	var purged int64
+	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT purged FROM opsdesk.purge_batch($1, 2)`, run).Scan(&purged))
+	require.EqualValues(t, 2, purged)
+	// A run from before migration 00014 counted in its row, and one from
+	// before start records.
+	_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.purge_runs SET purged = 5 WHERE id = $1`, run)
+	require.NoError(t, err)
+	_, err = d.Admin.Exec(t.Context(), `INSERT INTO opsdesk.purge_runs (role, tool, before, tombstone_for, reason, purged)
+VALUES ('bob', NULL, now(), '{}', 'old', 7)`)
+	require.NoError(t, err)
+
+	r, err := New(admin.Pool, Options{}).Review(t.Context(), reviewCatalog)
+	require.NoError(t, err)
+	require.Len(t, r.UnfinishedPurges, 2)
+	u := r.UnfinishedPurges[0]
+	require.Equal(t, run, u.Run)
+	require.Equal(t, admin.Role, u.Role)
+	require.Equal(t, "Ann", u.DisplayName)
+	require.Equal(t, "end of quarter", u.Reason)
+	require.Equal(t, "create-ticket", u.Tool)
+	require.EqualValues(t, 7, u.Purged, "the row's 5 and the batch's 2")
+	require.Equal(t, int64(3), *u.MayPurge)
+	require.Equal(t, seq, *u.StartSeq)
+	require.NotNil(t, u.LastBatchAt)
+	require.Contains(t, u.Warning(), "start record #")
+	old := r.UnfinishedPurges[1]
+	require.Nil(t, old.StartSeq)
+	require.Contains(t, old.Warning(), "purge run "+strconv.FormatInt(old.Run, 10)+" (every tool) unfinished")
+	require.Contains(t, old.Warning(), "no start record")
+	require.Contains(t, old.Warning(), "bob finishes it: opsdesk retention purge --yes")
+	require.Equal(t, 4+2, r.Warnings())
+
+	for _, p := range []*dbtest.Person{dbtest.NewPerson(t, d, "admin", "acme"), dbtest.NewPerson(t, d, "viewer", "*")} {
+		r, err := New(p.Pool, Options{}).Review(t.Context(), reviewCatalog)
+		require.NoError(t, err)
+		require.Empty(t, r.UnfinishedPurges, p.Role)
+		_, seen, err := New(p.Pool, Options{}).UnfinishedPurges(t.Context())
+		require.NoError(t, err)
+		require.False(t, seen)
+	}
 }
