@@ -180,7 +180,7 @@ func writeReview(w io.Writer, r storeview.Review) error {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", ui.Clean(name),
-			retention, window, after,
+			retention, window, ui.Clean(after),
 			ui.ReviewFigure(t.Expiring24h), ui.ReviewFigure(t.Expiring7d), ui.ReviewFigure(t.Expired),
 			ui.ReviewFigure(t.Purgeable), t.Held, t.Conflicted, oldest)
 	}
@@ -202,7 +202,7 @@ func writeReview(w io.Writer, r storeview.Review) error {
 	}
 	for _, t := range r.Tools {
 		for _, warn := range t.Warnings {
-			fmt.Fprintf(w, "  ⚠ %s: %s\n", ui.Clean(t.Tool), warn)
+			fmt.Fprintf(w, "  ⚠ %s: %s\n", ui.Clean(t.Tool), ui.Clean(warn))
 		}
 	}
 	return nil
@@ -343,7 +343,7 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 	}
 	what := "every tool"
 	if p.Tool != "" {
-		what = "tool " + p.Tool
+		what = "tool " + ui.Clean(p.Tool)
 	}
 	n := dry.Count
 	fmt.Fprintf(out, "%d records of %s would be purged: completed, retention ended before %s, not held, no unreviewed conflicts\n",
@@ -371,6 +371,6 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 		started = "resume"
 	}
 	_, err = fmt.Fprintf(out, "purged %d records in run %d, and %d expired tombstones; audit records %s#%d (%s) and %s#%d (result)\n",
-		res.Purged, res.Run, res.TombstonesExpired, res.AuditTenant, res.StartSeq, started, res.AuditTenant, res.AuditSeq)
+		res.Purged, res.Run, res.TombstonesExpired, ui.Clean(res.AuditTenant), res.StartSeq, started, ui.Clean(res.AuditTenant), res.AuditSeq)
 	return err
 }
