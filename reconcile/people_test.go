@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -561,6 +562,80 @@ func TestDecisionWaitingForTheLibraryIsNotEnded(t *testing.T) {
 	require.ErrorIs(t, <-second, reconcile.ErrChanged)
 	state, _ := b.state(t, ids[0])
 	require.Equal(t, "released", state)
+}
+
+// Decisions queued behind a holder that waits for the library wait too:
+// the one that waits in the chain's gate is not ended by the one behind it
+// on its record.
+func TestQueueBehindALibraryWaitIsNotEnded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := dbtest.NewPerson(t, b.db, "operator", "*")
+	third := dbtest.NewPerson(t, b.db, "operator", "*")
+	ids := b.stuckRecords(t, "acme", 3) // a: held by the library; c: decided twice
+	lib, err := b.db.Service.Begin(b.ctx)
+	require.NoError(t, err)
+	defer lib.Rollback(context.WithoutCancel(b.ctx)) //nolint:errcheck
+	_, err = lib.Exec(b.ctx, `SELECT id FROM opsdesk.operations WHERE id = $1 FOR UPDATE`, ids[0])
+	require.NoError(t, err)
+	// The first decides record b (holding the acme chain) and then a,
+	// which waits for the library.
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := first.Pool.Exec(b.ctx, `
+SELECT opsdesk.decide(p_id => $1, p_decision => 'failed', p_expect_version => 1, p_reason => 'b'),
+       opsdesk.decide(p_id => $2, p_decision => 'failed', p_expect_version => 1, p_reason => 'a')`, ids[1], ids[0])
+		firstDone <- err
+	}()
+	b.waitFor(t, "the first's wait for the library",
+		`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock')`, first.Role)
+	second := make(chan error, 1)
+	go func() {
+		_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+			OperationID: ids[2], Decision: reconcile.NotExecuted, ExpectVersion: 1, Reason: "nothing at the provider"})
+		second <- err
+	}()
+	b.waitFor(t, "the second in the chain's gate",
+		`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock')`, b.operator.Role)
+	thirdDone := make(chan error, 1)
+	go func() {
+		_, err := reconcile.Decide(b.ctx, third.Pool, reconcile.DecideParams{
+			OperationID: ids[2], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
+		thirdDone <- err
+	}()
+	time.Sleep(5 * time.Second)
+	require.NoError(t, lib.Commit(b.ctx))
+	require.NoError(t, <-firstDone, "the decisions that waited for the library")
+	require.NoError(t, <-second, "the decision queued in the chain's gate")
+	require.ErrorIs(t, <-thirdDone, reconcile.ErrChanged)
+}
+
+// Two people each holding a chain the other waits for: one gives up at
+// once, as PostgreSQL's own deadlock detection would have it.
+func TestChainsHeldCrosswiseEndWithinSeconds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := dbtest.NewPerson(t, b.db, "admin", "*")
+	other := dbtest.NewPerson(t, b.db, "operator", "*")
+	acme, globex := b.stuckRecords(t, "acme", 2), b.stuckRecords(t, "globex", 2)
+	both := `SELECT opsdesk.decide(p_id => $1, p_decision => 'failed', p_expect_version => 1, p_reason => 'one'),
+    pg_sleep(0.5), opsdesk.decide(p_id => $2, p_decision => 'failed', p_expect_version => 1, p_reason => 'two')`
+	start := time.Now()
+	errs := make(chan error, 2)
+	go func() { _, err := b.operator.Pool.Exec(b.ctx, both, acme[0], globex[0]); errs <- err }()
+	go func() { _, err := other.Pool.Exec(b.ctx, both, globex[1], acme[1]); errs <- err }()
+	var deadlocks int
+	for range 2 {
+		var pgErr *pgconn.PgError
+		if err := <-errs; errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+			deadlocks++
+		} else if err != nil {
+			t.Logf("other error: %v", err)
+		}
+	}
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.GreaterOrEqual(t, deadlocks, 1)
+	b.verify(t, admin.Pool)
 }
 
 // A holder waiting for a lock a person holds (here its own role's other

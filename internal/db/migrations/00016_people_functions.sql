@@ -53,8 +53,8 @@
 --    pg_locks names its pid and virtual transaction to every role, unlike
 --    pg_stat_activity's transaction times: no pg_read_all_stats needed).
 --    Once one holder has held it for 2 s while the waiter waited, without
---    being seen waiting for a lock that only others than people hold (a
---    decision waiting for the library's row lock is spared), and is a
+--    being seen waiting in a gate or for a lock that only others than
+--    people hold (a decision waiting for the library is spared), and is a
 --    person's session (not a superuser, not opsdesk_service, not
 --    opsdesk_owner or its members: the migrating role), the waiter ends
 --    that session (pg_terminate_backend). Its
@@ -227,9 +227,10 @@ GRANT SELECT, UPDATE ON opsdesk.gates TO opsdesk_owner;
 -- "opsd" + kind, bucket), which pg_locks shows with its pid and virtual
 -- transaction to every role. Between rounds a waiter reads the badges; a
 -- session that has shown one for 2 s while the waiter waited goes to
--- end_stall, unless it was waiting meanwhile for a lock that only others
--- than people hold (a decision waiting for the library's row lock): then
--- the 2 s start again. Anyone may take a badge's advisory lock: a
+-- end_stall, unless it was waiting meanwhile in a gate or for a lock that
+-- only others than people hold (a decision waiting for the library's row
+-- lock): then the 2 s start again. Anyone may take a badge's advisory
+-- lock: a
 -- person who shows a badge without the gate is ended as if it held the
 -- gate, and blocks nobody; one who holds a badge exclusively (holders show
 -- theirs shared) is ended by the next holder at once. It returns the
@@ -244,8 +245,9 @@ DECLARE
     seen   text[];
     calm   timestamptz;
     h      text;
-    h_pid  integer;
-    spared boolean;
+    h_pid    integer;
+    blockers integer[];
+    spared   boolean;
     gone   jsonb;
     ended  jsonb;
 BEGIN
@@ -267,17 +269,26 @@ BEGIN
         END IF;
         -- Those shown since the first look, all along.
         seen := ARRAY(SELECT unnest(cur) INTERSECT SELECT unnest(seen));
-        -- A holder waiting for a lock that only others than people hold
-        -- (the library's row lock, say) is spared, and the clock starts
-        -- again: a holder is ended after 2 s of neither working nor
-        -- waiting for the library. One waiting for a person is not spared:
-        -- that person may be its accomplice.
+        -- A holder that waits is spared, and the clock starts again, when
+        -- it waits in a gate (where it deals with its own holder as this
+        -- function does) or for a lock that only others than people hold
+        -- (the library's row lock, say): a holder is ended after 2 s of
+        -- doing neither. One waiting for a person's lock elsewhere is not
+        -- spared: that person may be its accomplice. A holder waiting for
+        -- this session is a deadlock, which this session gives up.
         spared := false;
         FOREACH h IN ARRAY seen LOOP
             h_pid := split_part(h, '/', 1)::integer;
-            IF EXISTS (SELECT FROM pg_locks w WHERE w.pid = h_pid AND NOT w.granted)
-               AND NOT EXISTS (SELECT FROM unnest(pg_blocking_pids(h_pid)) b(pid)
-                               JOIN pg_stat_activity a ON a.pid = b.pid WHERE opsdesk.is_person(a.usesysid)) THEN
+            CONTINUE WHEN NOT EXISTS (SELECT FROM pg_locks w WHERE w.pid = h_pid AND NOT w.granted);
+            blockers := pg_blocking_pids(h_pid);
+            IF pg_backend_pid() = ANY (blockers) THEN
+                RAISE EXCEPTION '% is held by the session of pid %, which waits for this one', p_what, h_pid
+                    USING ERRCODE = 'deadlock_detected';
+            END IF;
+            IF EXISTS (SELECT FROM pg_locks t WHERE t.pid = h_pid AND t.locktype = 'tuple'
+                       AND t.relation = 'opsdesk.gates'::regclass)
+               OR NOT EXISTS (SELECT FROM unnest(blockers) b(pid)
+                              JOIN pg_stat_activity a ON a.pid = b.pid WHERE opsdesk.is_person(a.usesysid)) THEN
                 spared := true;
             END IF;
         END LOOP;
