@@ -92,6 +92,11 @@
 --
 --    Function-level lock_timeout bounds each round of waiting; no
 --    statement_timeout: a legitimate decision may wait through a queue.
+--    Those rounds are shorter than deadlock_timeout, so PostgreSQL never
+--    sees a cycle of gates: a waiter whose holder waits for it gives up
+--    with deadlock_detected. Longer cycles (three sessions each holding
+--    what the next waits for, in statements calling the functions
+--    crosswise) are not looked for.
 
 -- +goose Up
 
