@@ -99,7 +99,9 @@ type Result struct {
 	Code    string  `json:"code,omitempty"`
 	Message string  `json:"message,omitempty"`
 	// Tenant and Seq locate the audit record ("" is the chain of events
-	// outside any tenant).
+	// outside any tenant). Seq is 0 for a refusal beyond the role's rate
+	// of refusals recorded one by one: it is counted, and the count is
+	// audited on the "" chain.
 	Tenant  string `json:"audit_tenant"`
 	Seq     int64  `json:"audit_seq"`
 	State   string `json:"state,omitempty"`
@@ -137,8 +139,14 @@ func (e *RefusedError) Error() string {
 // Unwrap lets errors.Is match the refusal's kind.
 func (e *RefusedError) Unwrap() error { return codes[e.Code] }
 
-// AuditRef names the audit record, "acme#42" (or "#42" on the ” chain).
-func (r Result) AuditRef() string { return r.Tenant + "#" + fmt.Sprint(r.Seq) }
+// AuditRef names the audit record, "acme#42" (or "#42" on the ” chain),
+// or says that a refusal was only counted.
+func (r Result) AuditRef() string {
+	if r.Seq == 0 {
+		return "none of its own (counted on the '' chain)"
+	}
+	return r.Tenant + "#" + fmt.Sprint(r.Seq)
+}
 
 // Decide applies one decision through opsdesk.decide, connected as the
 // deciding person. A refusal is a *RefusedError; its audit record is
@@ -164,11 +172,12 @@ SELECT (r).* FROM opsdesk.decide(
     p_id => $1, p_decision => $2, p_expect_version => $3, p_reason => $4,
     p_result_ref => $5, p_result => $6, p_evidence_digest => $7, p_evidence_summary => $8,
     p_lookup => $9, p_force => $10, p_override => $11,
-    p_retention => $12 * interval '1 microsecond', p_snooze_until => $13, p_display_name => $14) r`,
+    p_retention => $12 * interval '1 microsecond', p_snooze_until => $13, p_display_name => $14,
+    p_lookup_ref => $15) r`,
 		p.OperationID, string(p.Decision), p.ExpectVersion, p.Reason,
 		nullable(p.ResultRef), result, nullable(p.Evidence.Digest), nullable(p.Evidence.Summary),
 		nullable(string(p.Evidence.Lookup)), p.Force, p.Override,
-		retention.Microseconds(), snooze, nullable(p.DisplayName))
+		retention.Microseconds(), snooze, nullable(p.DisplayName), nullable(p.Evidence.Ref))
 }
 
 // AckConflicts marks record id's unreviewed conflicting attempts among
@@ -219,7 +228,7 @@ type answer struct {
 	Code    *string
 	Message *string
 	Tenant  string
-	Seq     int64
+	Seq     *int64
 	State   *string
 	Version *int64
 }
@@ -231,8 +240,11 @@ func call(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Res
 	if err := pool.QueryRow(ctx, sql, args...).Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Seq, &a.State, &a.Version); err != nil {
 		return Result{}, mapError(err)
 	}
-	r := Result{Outcome: Outcome(a.Outcome), Tenant: a.Tenant, Seq: a.Seq}
+	r := Result{Outcome: Outcome(a.Outcome), Tenant: a.Tenant}
 	r.Code, r.Message, r.State = deref(a.Code), deref(a.Message), deref(a.State)
+	if a.Seq != nil {
+		r.Seq = *a.Seq
+	}
 	if a.Version != nil {
 		r.Version = *a.Version
 	}

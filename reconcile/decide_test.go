@@ -248,7 +248,9 @@ func TestGuards(t *testing.T) {
 		outcome reconcile.Outcome
 	}{
 		{"ReasonRequired", func(p *reconcile.DecideParams) { p.Reason = "  " }, reconcile.ErrInvalid, reconcile.FailedOut},
-		{"ChangedSinceYouLooked", func(p *reconcile.DecideParams) { p.ExpectVersion = v - 1 }, reconcile.ErrChanged, reconcile.FailedOut},
+		// Version 0 is no version (invalid): a version the record no longer
+		// (or never) had is a change.
+		{"ChangedSinceYouLooked", func(p *reconcile.DecideParams) { p.ExpectVersion = v + 1 }, reconcile.ErrChanged, reconcile.FailedOut},
 		{"LookupContradicts", func(p *reconcile.DecideParams) { p.Evidence.Lookup = reconcile.LookupFound }, reconcile.ErrContradictsLookup, reconcile.Denied},
 		{"CompletedNeedsAReference", func(p *reconcile.DecideParams) { p.Decision = reconcile.Completed }, reconcile.ErrInvalid, reconcile.FailedOut},
 		{"UnknownDecision", func(p *reconcile.DecideParams) { p.Decision = "maybe" }, reconcile.ErrInvalid, reconcile.FailedOut},

@@ -1,0 +1,780 @@
+package reconcile_test
+
+// Issue 10: the people's functions under attack. Each test connects as the
+// role the attack uses; the superuser only sets up fixtures and inspects.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	auditlog "github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/reconcile"
+)
+
+// answerOf is one function's decision_result, called in SQL.
+type answerOf struct {
+	Outcome, Code, Message string
+	Tenant                 string
+	Seq                    *int64
+}
+
+func callSQL(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) answerOf {
+	t.Helper()
+	var a answerOf
+	var code, msg *string
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT outcome, code, message, tenant, seq FROM `+sql, args...).
+		Scan(&a.Outcome, &code, &msg, &a.Tenant, &a.Seq), sql)
+	a.Code, a.Message = deref(code), deref(msg)
+	return a
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// A completed decision whose reference is not the one the lookup found
+// contradicts the lookup, and needs override; the lookup's reference is
+// audited.
+func TestLookupReferenceContradictsAnotherReference(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, v := b.stuck(t, "acme", "ord-1")
+	found := reconcile.Evidence{Lookup: reconcile.LookupFound, Ref: "CH-1118", Summary: "found, reference CH-1118"}
+	p := reconcile.DecideParams{OperationID: id, Decision: reconcile.Completed, ExpectVersion: v,
+		Reason: "settled by hand", ResultRef: "CH-MANUAL", Evidence: found}
+	res, err := reconcile.Decide(b.ctx, b.operator.Pool, p)
+	require.ErrorIs(t, err, reconcile.ErrContradictsLookup)
+	require.Equal(t, reconcile.Denied, res.Outcome)
+	require.Contains(t, res.Message, "CH-1118")
+	var lookupRef string
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT details->>'lookup_ref' FROM opsdesk.audit WHERE tenant = $1 AND seq = $2`,
+		res.Tenant, res.Seq).Scan(&lookupRef))
+	require.Equal(t, "CH-1118", lookupRef)
+	state, _ := b.state(t, id)
+	require.Equal(t, "stuck", state)
+
+	// The same reference, white space aside, agrees with the lookup.
+	p.ResultRef = "CH-1118\t"
+	_, err = reconcile.Decide(b.ctx, b.operator.Pool, p)
+	require.NoError(t, err)
+	var stored string
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT result_ref FROM opsdesk.operations WHERE id = $1`, id).Scan(&stored))
+	require.Equal(t, "CH-1118", stored)
+
+	// Another reference with override is recorded as overriding.
+	id2, v2 := b.stuck(t, "acme", "ord-2")
+	res, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: id2, Decision: reconcile.Completed,
+		ExpectVersion: v2, Reason: "the provider merged the charges", ResultRef: "CH-MANUAL", Evidence: found, Override: true})
+	require.NoError(t, err)
+	audits := b.audits(t)
+	last := audits[len(audits)-1]
+	require.Equal(t, res.Seq, last.Seq)
+	require.True(t, last.Override)
+}
+
+// Numbers, intervals and times outside their range are audited 'invalid'
+// refusals that change nothing.
+func TestNumericParametersAreChecked(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, v := b.stuck(t, "acme", "ord-1")
+	decide := func(extra string, args ...any) answerOf {
+		return callSQL(t, b.operator.Pool, `opsdesk.decide(p_id => $1, p_decision => $2, p_expect_version => $3,
+p_reason => 'checked'`+extra+`)`, args...)
+	}
+	for _, tc := range []struct {
+		name  string
+		extra string
+		args  []any
+	}{
+		{"RetentionOfAMicrosecond", `, p_retention => '1 microsecond'`, []any{id, "failed", v}},
+		{"RetentionUnderAMinute", `, p_retention => '59 seconds'`, []any{id, "failed", v}},
+		{"NegativeRetention", `, p_retention => '-7 days'`, []any{id, "failed", v}},
+		{"RetentionOverACentury", `, p_retention => '101 years'`, []any{id, "failed", v}},
+		{"NullRetention", `, p_retention => NULL`, []any{id, "failed", v}},
+		{"VersionZero", ``, []any{id, "failed", 0}},
+		{"NegativeVersion", ``, []any{id, "failed", -3}},
+		{"NullVersion", ``, []any{id, "failed", nil}},
+		{"SnoozeInThePast", `, p_snooze_until => now() - interval '1 minute'`, []any{id, "defer", v}},
+		{"SnoozeTwoYearsAhead", `, p_snooze_until => now() + interval '2 years'`, []any{id, "defer", v}},
+		{"SnoozeForever", `, p_snooze_until => 'infinity'`, []any{id, "defer", v}},
+		{"IdZero", ``, []any{0, "failed", v}},
+		{"NegativeId", ``, []any{-id, "failed", v}},
+		{"NullId", ``, []any{nil, "failed", v}},
+	} {
+		a := decide(tc.extra, tc.args...)
+		require.Equal(t, "invalid", a.Code, "%s: %s", tc.name, a.Message)
+		require.Equal(t, "failed", a.Outcome, tc.name)
+		require.NotNil(t, a.Seq, "%s: audited", tc.name)
+	}
+	ack := func(seen string) answerOf {
+		return callSQL(t, b.operator.Pool, `opsdesk.ack_conflicts($1, `+seen+`, 'seen')`, id)
+	}
+	for name, seen := range map[string]string{
+		"NullAmongSeen":     `ARRAY[1, NULL]::bigint[]`,
+		"ZeroAmongSeen":     `ARRAY[0]::bigint[]`,
+		"TwoDimensions":     `ARRAY[[1, 2], [3, 4]]::bigint[]`,
+		"TenThousandAndOne": `(SELECT array_agg(i) FROM generate_series(1, 10001) i)::bigint[]`,
+	} {
+		a := ack(seen)
+		require.Equal(t, "invalid", a.Code, "%s: %s", name, a.Message)
+		require.NotNil(t, a.Seq, "%s: audited", name)
+	}
+	for _, bad := range []int64{0, -1} {
+		a := callSQL(t, b.operator.Pool, `opsdesk.reveal_request($1, 'intent', 'which card')`, bad)
+		require.Equal(t, "invalid", a.Code, a.Message)
+		a = callSQL(t, b.operator.Pool, `opsdesk.ack_conflicts($1, NULL, 'seen')`, bad)
+		require.Equal(t, "invalid", a.Code, a.Message)
+		var value []byte
+		err := b.operator.Pool.QueryRow(b.ctx, `SELECT opsdesk.reveal_fetch('acme', $1)`, bad).Scan(&value)
+		requireCode(t, err, "22023", "reveal_fetch of seq "+fmt.Sprint(bad))
+	}
+	state, version := b.state(t, id)
+	require.Equal(t, "stuck", state)
+	require.Equal(t, v, version)
+
+	// The bounds themselves are fine.
+	a := decide(`, p_retention => '1 minute'`, id, "defer", v)
+	require.Equal(t, "invalid", a.Code, "defer without a snooze time")
+	a = decide(`, p_snooze_until => now() + interval '364 days', p_retention => '100 years'`, id, "defer", v)
+	require.Equal(t, "succeeded", a.Outcome, a.Message)
+}
+
+// A reason of white space only, Unicode's included, is no reason.
+func TestWhiteSpaceIsNoReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := dbtest.NewPerson(t, b.db, "admin", "*")
+	newcomer := dbtest.NewPerson(t, b.db, "")
+	id, v := b.stuck(t, "acme", "ord-1")
+	for _, blank := range []string{"\t", "\n", "\r\n", "\u3000", "\u00a0", "\ufeff", "\u200b", " \t\u2028\u3000 ", "\v\f"} {
+		_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+			OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: blank})
+		require.ErrorIs(t, err, reconcile.ErrInvalid, "decide, reason %q", blank)
+		_, err = reconcile.AckConflicts(b.ctx, b.operator.Pool, id, []int64{1}, blank, "")
+		require.ErrorIs(t, err, reconcile.ErrInvalid, "ack, reason %q", blank)
+		_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldIntent, blank, "")
+		require.ErrorIs(t, err, reconcile.ErrInvalid, "reveal, reason %q", blank)
+		_, err = reconcile.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "viewer", "acme", blank, "")
+		require.ErrorIs(t, err, reconcile.ErrInvalid, "grant, reason %q", blank)
+	}
+	state, _ := b.state(t, id)
+	require.Equal(t, "stuck", state)
+
+	// A reason is stored trimmed.
+	res, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "\u3000 no charge\t\n", DisplayName: "\tAlice "})
+	require.NoError(t, err)
+	var reason, name string
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT reason, display_name FROM opsdesk.audit WHERE tenant = $1 AND seq = $2`,
+		res.Tenant, res.Seq).Scan(&reason, &name))
+	require.Equal(t, "no charge", reason)
+	require.Equal(t, "Alice", name)
+}
+
+// grant_access looks the role up by its exact name: "Grp" is not grp.
+func TestGrantAccessNamesRolesExactly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := dbtest.NewPerson(t, b.db, "admin", "*")
+	viewer := dbtest.NewPerson(t, b.db, "viewer", "*")
+	id, v := b.stuck(t, "acme", "ord-1")
+	// A group that can log in, with the viewer as its member, and a login
+	// whose name is the group's folded to lower case.
+	suffix := strings.TrimPrefix(viewer.Role, "opsdesk_test_person_")
+	group, lower := "Grp_"+suffix, "grp_"+suffix
+	for _, sql := range []string{
+		`CREATE ROLE ` + pgx.Identifier{group}.Sanitize() + ` LOGIN`,
+		`CREATE ROLE ` + pgx.Identifier{lower}.Sanitize() + ` LOGIN`,
+		`GRANT ` + pgx.Identifier{group}.Sanitize() + ` TO ` + pgx.Identifier{viewer.Role}.Sanitize(),
+	} {
+		_, err := b.db.Admin.Exec(b.ctx, sql)
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() {
+		for _, r := range []string{group, lower} {
+			_, err := b.db.Admin.Exec(context.Background(), `DROP ROLE `+pgx.Identifier{r}.Sanitize())
+			require.NoError(t, err)
+		}
+	})
+	res, err := reconcile.GrantAccess(b.ctx, admin.Pool, group, "operator", "*", "on-call group", "")
+	require.ErrorIs(t, err, reconcile.ErrInvalid)
+	require.Contains(t, res.Message, "group with members")
+	var member bool
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT pg_has_role($1::text::name, 'opsdesk_operator', 'MEMBER')`, viewer.Role).Scan(&member))
+	require.False(t, member, "the viewer became an operator through the group")
+	_, err = reconcile.Decide(b.ctx, viewer.Pool, reconcile.DecideParams{
+		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "through the group"})
+	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
+	state, _ := b.state(t, id)
+	require.Equal(t, "stuck", state)
+
+	// The lower-case login is a person: it may be granted, by its name.
+	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, lower, "viewer", "acme", "joins", "")
+	require.NoError(t, err)
+	// A name that exists only in another case is no role.
+	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, strings.ToUpper(lower), "viewer", "acme", "typo", "")
+	require.ErrorIs(t, err, reconcile.ErrInvalid)
+}
+
+// A reveal request gives one fetch, to a role that is still an operator
+// seeing the record.
+func TestRevealFetchIsOnceAndChecksTheRoleAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := dbtest.NewPerson(t, b.db, "admin", "*")
+	op := dbtest.NewPerson(t, b.db, "operator", "acme")
+	id, _ := b.stuck(t, "acme", "ord-1")
+	fetch := func(res reconcile.Result) error {
+		var value []byte
+		return op.Pool.QueryRow(b.ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, res.Tenant, res.Seq).Scan(&value)
+	}
+
+	value, res, err := reconcile.Reveal(b.ctx, op.Pool, id, reconcile.FieldIntent, "which card", "")
+	require.NoError(t, err)
+	require.Contains(t, string(value), "4242")
+	err = fetch(res)
+	requireCode(t, err, "42501", "a second fetch of one request")
+	require.Contains(t, err.Error(), "fetched already")
+
+	// Requested, then no longer an operator of the tenant.
+	res, err = reconcile.GrantAccess(b.ctx, admin.Pool, op.Role, "operator", "acme", "on call", "")
+	require.NoError(t, err)
+	req := callSQL(t, op.Pool, `opsdesk.reveal_request($1, 'intent', 'which card')`, id)
+	require.Equal(t, "succeeded", req.Outcome)
+	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, op.Role, "viewer", "acme", "left on-call", "")
+	require.NoError(t, err)
+	err = fetch(reconcile.Result{Tenant: req.Tenant, Seq: *req.Seq})
+	requireCode(t, err, "42501", "a fetch after the demotion")
+
+	// Requested, then moved to another tenant.
+	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, op.Role, "operator", "acme", "back on call", "")
+	require.NoError(t, err)
+	req = callSQL(t, op.Pool, `opsdesk.reveal_request($1, 'intent', 'which card')`, id)
+	require.Equal(t, "succeeded", req.Outcome)
+	_, err = b.db.Admin.Exec(b.ctx, `UPDATE opsdesk.access SET tenant = 'globex' WHERE role = $1`, op.Role)
+	require.NoError(t, err)
+	err = fetch(reconcile.Result{Tenant: req.Tenant, Seq: *req.Seq})
+	requireCode(t, err, "42501", "a fetch of a tenant no longer seen")
+
+	var fetches int
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM opsdesk.reveal_fetches`).Scan(&fetches))
+	require.Equal(t, 1, fetches)
+}
+
+// Text of 32 MiB in any parameter is refused with a short answer and a
+// small audit record.
+func TestHugeInputMakesSmallAuditRecords(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := dbtest.NewPerson(t, b.db, "admin", "*")
+	newcomer := dbtest.NewPerson(t, b.db, "")
+	id, v := b.stuck(t, "acme", "ord-1")
+	huge := strings.Repeat("x", 32<<20)
+	hugeWide := strings.Repeat("é\"\\\u0001", 8<<20) // escapes in JSON, 2-byte characters
+	for _, tc := range []struct {
+		name string
+		pool *pgxpool.Pool
+		sql  string
+		arg  string
+	}{
+		{"Lookup", b.operator.Pool, `opsdesk.decide(p_id => $1, p_decision => 'failed', p_expect_version => $2, p_reason => 'r', p_lookup => $3)`, huge},
+		{"LookupEscaped", b.operator.Pool, `opsdesk.decide(p_id => $1, p_decision => 'failed', p_expect_version => $2, p_reason => 'r', p_lookup => $3)`, hugeWide},
+		{"Decision", b.operator.Pool, `opsdesk.decide(p_id => $1, p_decision => $3, p_expect_version => $2, p_reason => 'r')`, hugeWide},
+		{"Reason", b.operator.Pool, `opsdesk.decide(p_id => $1, p_decision => 'failed', p_expect_version => $2, p_reason => $3)`, huge},
+		{"ResultRef", b.operator.Pool, `opsdesk.decide(p_id => $1, p_decision => 'completed', p_expect_version => $2, p_reason => 'r', p_result_ref => $3)`, huge},
+		{"LookupRef", b.operator.Pool, `opsdesk.decide(p_id => $1, p_decision => 'completed', p_expect_version => $2, p_reason => 'r', p_result_ref => 'a', p_lookup => 'found', p_lookup_ref => $3)`, huge},
+		{"DisplayName", b.operator.Pool, `opsdesk.decide(p_id => $1, p_decision => 'failed', p_expect_version => $2, p_reason => 'r', p_display_name => $3)`, hugeWide},
+		{"Field", b.operator.Pool, `opsdesk.reveal_request($1, $3, 'r')`, huge},
+		{"Role", admin.Pool, `opsdesk.grant_access($3, 'viewer', 'acme', 'r')`, hugeWide},
+		{"Level", admin.Pool, `opsdesk.grant_access(session_user, $3, 'acme', 'r')`, huge},
+		{"Tenant", admin.Pool, `opsdesk.grant_access($4, 'viewer', $3, 'r')`, huge},
+	} {
+		// Every case takes the four arguments.
+		a := callSQL(t, tc.pool, tc.sql+` WHERE $1::bigint + $2::bigint IS NOT NULL AND $4::text IS NOT NULL`, id, v, tc.arg, newcomer.Role)
+		require.Equal(t, "invalid", a.Code, "%s: %.200s", tc.name, a.Message)
+		require.LessOrEqual(t, len(a.Message), 1100, tc.name)
+		require.NotNil(t, a.Seq, tc.name)
+		var details, row int
+		require.NoError(t, b.db.Admin.QueryRow(b.ctx, `
+SELECT octet_length(details::text), octet_length(a::text) FROM opsdesk.audit a WHERE tenant = $1 AND seq = $2`, a.Tenant, *a.Seq).
+			Scan(&details, &row))
+		require.LessOrEqual(t, details, 8<<10, "%s: details", tc.name)
+		require.LessOrEqual(t, row, 16<<10, "%s: the whole record", tc.name)
+	}
+	state, version := b.state(t, id)
+	require.Equal(t, "stuck", state)
+	require.Equal(t, v, version)
+}
+
+// stuckRecords makes n stuck records in tenant as fixtures and returns
+// their ids (all at version 1).
+func (b *bundle) stuckRecords(t *testing.T, tenant string, n int) []int64 {
+	t.Helper()
+	rows, err := b.db.Admin.Query(b.ctx, `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
+SELECT $1, 'charge-card', 'fixture-' || i, '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'pending', 'w',
+    now() - interval '2 minutes', now() - interval '1 minute'
+FROM generate_series(1, $2) i RETURNING id`, tenant, n)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	return ids
+}
+
+// timed runs f with a bound well above the policy's 2 s and tells how
+// long it took.
+func timed(t *testing.T, what string, f func(ctx context.Context) error) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := f(ctx)
+	took := time.Since(start)
+	require.NoError(t, err, "%s (after %s)", what, took)
+	require.Less(t, took, 10*time.Second, what)
+	t.Logf("%s: %s", what, took.Round(time.Millisecond))
+	return took
+}
+
+// waitFor polls, as the superuser (inspection only), until sql is true.
+func (b *bundle) waitFor(t *testing.T, what, sql string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var ok bool
+		require.NoError(t, b.db.Admin.QueryRow(b.ctx, sql, args...).Scan(&ok))
+		if ok {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "waiting for %s", what)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (b *bundle) verify(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	rep, err := auditlog.Verify(b.ctx, pool, auditlog.VerifyOpts{})
+	require.NoError(t, err)
+	require.True(t, rep.OK, "audit verify: %+v", rep.Break)
+	require.NotEmpty(t, rep.Chains)
+}
+
+// A viewer's statement that is refused twice and then sleeps holds no
+// tenant's chain, and holds the "" chain only until someone needs it.
+func TestViewerStatementDoesNotStallDecisions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := dbtest.NewPerson(t, b.db, "admin", "*")
+	viewer := dbtest.NewPerson(t, b.db, "viewer", "*")
+	newcomer := dbtest.NewPerson(t, b.db, "")
+	ids := b.stuckRecords(t, "acme", 3)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := viewer.Pool.Exec(b.ctx, `
+SELECT opsdesk.decide(p_id => $1, p_decision => 'failed', p_expect_version => 1, p_reason => 'mine'),
+       opsdesk.decide(p_id => $2, p_decision => 'failed', p_expect_version => 1, p_reason => 'mine'),
+       pg_sleep(25)`, ids[0], ids[1])
+		done <- err
+	}()
+	b.waitFor(t, "the viewer's sleep", `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event = 'PgSleep')`, viewer.Role)
+
+	timed(t, "an operator's decision in the viewer's tenant", func(ctx context.Context) error {
+		_, err := reconcile.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
+			OperationID: ids[2], Decision: reconcile.NotExecuted, ExpectVersion: 1, Reason: "nothing at the provider"})
+		return err
+	})
+	timed(t, "a grant on the '' chain", func(ctx context.Context) error {
+		_, err := reconcile.GrantAccess(ctx, admin.Pool, newcomer.Role, "viewer", "acme", "joins", "")
+		return err
+	})
+	select {
+	case err := <-done:
+		require.Error(t, err, "the viewer's session is ended")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the viewer's statement still runs")
+	}
+	state, _ := b.state(t, ids[2])
+	require.Equal(t, "released", state)
+	b.verify(t, admin.Pool)
+}
+
+// An operator who decides in a transaction and leaves it open is ended
+// when another decision needs its chain or its record: its decision rolls
+// back with its audit record.
+func TestOpenTransactionDoesNotStallDecisions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := dbtest.NewPerson(t, b.db, "admin", "*")
+	holder := dbtest.NewPerson(t, b.db, "operator", "*")
+	newcomer := dbtest.NewPerson(t, b.db, "")
+	ids := b.stuckRecords(t, "acme", 4)
+
+	// hold opens a transaction as the holder, runs sql in it (inside a
+	// savepoint it then releases, with savepoint) and leaves it open; the
+	// returned function tries to commit it.
+	hold := func(savepoint bool, sql string, args ...any) func() error {
+		conn, err := pgx.Connect(b.ctx, holder.DSN)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close(context.Background()) })
+		tx, err := conn.Begin(b.ctx)
+		require.NoError(t, err)
+		if savepoint {
+			_, err = tx.Exec(b.ctx, `SAVEPOINT s`)
+			require.NoError(t, err)
+		}
+		_, err = tx.Exec(b.ctx, sql, args...)
+		require.NoError(t, err)
+		if savepoint {
+			_, err = tx.Exec(b.ctx, `RELEASE SAVEPOINT s`)
+			require.NoError(t, err)
+		}
+		return func() error { return tx.Commit(context.Background()) }
+	}
+	decideSQL := `SELECT * FROM opsdesk.decide(p_id => $1, p_decision => 'not-executed', p_expect_version => 1, p_reason => 'mine')`
+
+	// The acme chain and record 0.
+	commit0 := hold(false, decideSQL, ids[0])
+	timed(t, "another record's decision in the same tenant", func(ctx context.Context) error {
+		_, err := reconcile.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
+			OperationID: ids[1], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
+		return err
+	})
+	require.Error(t, commit0(), "the holder's transaction was ended")
+
+	// The '' chain, by a refusal.
+	commit1 := hold(false, `SELECT * FROM opsdesk.decide(p_id => 999999999, p_decision => 'failed', p_expect_version => 1, p_reason => 'typo')`)
+	timed(t, "a grant on the '' chain", func(ctx context.Context) error {
+		_, err := reconcile.GrantAccess(ctx, admin.Pool, newcomer.Role, "viewer", "acme", "joins", "")
+		return err
+	})
+	require.Error(t, commit1())
+
+	// The record itself.
+	commit2 := hold(false, decideSQL, ids[2])
+	timed(t, "a decision on the record held", func(ctx context.Context) error {
+		_, err := reconcile.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
+			OperationID: ids[2], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
+		return err
+	})
+	require.Error(t, commit2())
+
+	// Behind a released savepoint.
+	commit3 := hold(true, decideSQL, ids[3])
+	timed(t, "a decision in the same tenant, the holder's savepoint released", func(ctx context.Context) error {
+		_, err := reconcile.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
+			OperationID: ids[0], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
+		return err
+	})
+	require.Error(t, commit3())
+
+	// The holder's decisions went with their audit records.
+	state, version := b.state(t, ids[3])
+	require.Equal(t, "stuck", state)
+	require.EqualValues(t, 1, version)
+	var held, ended int
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `
+SELECT count(*) FILTER (WHERE role = $1), count(*) FILTER (WHERE details->'ended_sessions' @> jsonb_build_array(jsonb_build_object('role', $1::text)))
+FROM opsdesk.audit`, holder.Role).Scan(&held, &ended))
+	require.Zero(t, held, "an ended session's records stay")
+	require.Equal(t, 3, ended, "the decisions that ended a session holding a chain say so")
+	b.verify(t, admin.Pool)
+}
+
+// A login that takes the gates' advisory locks for itself blocks nobody:
+// only the functions hold gates, and a badge held exclusively is ended.
+func TestAdvisoryLocksDoNotStallDecisions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := dbtest.NewPerson(t, b.db, "admin", "*")
+	outsider := dbtest.NewPerson(t, b.db, "")
+	ids := b.stuckRecords(t, "acme", 1)
+	_, err := outsider.Pool.Exec(b.ctx, `SELECT FROM opsdesk.gates FOR UPDATE`)
+	requireCode(t, err, "42501", "an outsider locks the gates")
+	conn, err := pgx.Connect(b.ctx, outsider.DSN)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(b.ctx)
+	require.NoError(t, err)
+	// Every class and key the gates' badges could use, for the acme chain
+	// and the record.
+	_, err = tx.Exec(b.ctx, `
+SELECT pg_advisory_xact_lock(c, k)
+FROM generate_series(1869640540, 1869640570) c,
+     unnest(ARRAY[hashtext('acme') & 4095, hashint8($1::bigint) & 4095]) k`, ids[0])
+	require.NoError(t, err)
+
+	timed(t, "a decision under the outsider's advisory locks", func(ctx context.Context) error {
+		_, err := reconcile.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
+			OperationID: ids[0], Decision: reconcile.NotExecuted, ExpectVersion: 1, Reason: "nothing at the provider"})
+		return err
+	})
+	require.Error(t, tx.Commit(b.ctx), "the outsider's session was ended")
+	b.verify(t, admin.Pool)
+}
+
+// A decision that waits for the library's lock on its record is not a
+// stall: another decision on the record waits for it rather than ending
+// it.
+func TestDecisionWaitingForTheLibraryIsNotEnded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other := dbtest.NewPerson(t, b.db, "operator", "*")
+	ids := b.stuckRecords(t, "acme", 1)
+	// The library holds the record for 5 s (a slow local effect).
+	lib, err := b.db.Service.Begin(b.ctx)
+	require.NoError(t, err)
+	defer lib.Rollback(context.WithoutCancel(b.ctx)) //nolint:errcheck
+	_, err = lib.Exec(b.ctx, `SELECT id FROM opsdesk.operations WHERE id = $1 FOR UPDATE`, ids[0])
+	require.NoError(t, err)
+	first := make(chan error, 1)
+	go func() {
+		_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+			OperationID: ids[0], Decision: reconcile.NotExecuted, ExpectVersion: 1, Reason: "nothing at the provider"})
+		first <- err
+	}()
+	b.waitFor(t, "the first decision's wait for the library",
+		`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock')`, b.operator.Role)
+	second := make(chan error, 1)
+	go func() {
+		_, err := reconcile.Decide(b.ctx, other.Pool, reconcile.DecideParams{
+			OperationID: ids[0], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
+		second <- err
+	}()
+	time.Sleep(5 * time.Second)
+	require.NoError(t, lib.Commit(b.ctx))
+	require.NoError(t, <-first, "the decision that waited for the library")
+	require.ErrorIs(t, <-second, reconcile.ErrChanged)
+	state, _ := b.state(t, ids[0])
+	require.Equal(t, "released", state)
+}
+
+// Decisions queued behind a holder that waits for the library wait too:
+// the one that waits in the chain's gate is not ended by the one behind it
+// on its record.
+func TestQueueBehindALibraryWaitIsNotEnded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := dbtest.NewPerson(t, b.db, "operator", "*")
+	third := dbtest.NewPerson(t, b.db, "operator", "*")
+	ids := b.stuckRecords(t, "acme", 3) // a: held by the library; c: decided twice
+	lib, err := b.db.Service.Begin(b.ctx)
+	require.NoError(t, err)
+	defer lib.Rollback(context.WithoutCancel(b.ctx)) //nolint:errcheck
+	_, err = lib.Exec(b.ctx, `SELECT id FROM opsdesk.operations WHERE id = $1 FOR UPDATE`, ids[0])
+	require.NoError(t, err)
+	// The first decides record b (holding the acme chain) and then a,
+	// which waits for the library.
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := first.Pool.Exec(b.ctx, `
+SELECT opsdesk.decide(p_id => $1, p_decision => 'failed', p_expect_version => 1, p_reason => 'b'),
+       opsdesk.decide(p_id => $2, p_decision => 'failed', p_expect_version => 1, p_reason => 'a')`, ids[1], ids[0])
+		firstDone <- err
+	}()
+	b.waitFor(t, "the first's wait for the library",
+		`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock')`, first.Role)
+	second := make(chan error, 1)
+	go func() {
+		_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+			OperationID: ids[2], Decision: reconcile.NotExecuted, ExpectVersion: 1, Reason: "nothing at the provider"})
+		second <- err
+	}()
+	b.waitFor(t, "the second in the chain's gate",
+		`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock')`, b.operator.Role)
+	thirdDone := make(chan error, 1)
+	go func() {
+		_, err := reconcile.Decide(b.ctx, third.Pool, reconcile.DecideParams{
+			OperationID: ids[2], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
+		thirdDone <- err
+	}()
+	time.Sleep(5 * time.Second)
+	require.NoError(t, lib.Commit(b.ctx))
+	require.NoError(t, <-firstDone, "the decisions that waited for the library")
+	require.NoError(t, <-second, "the decision queued in the chain's gate")
+	require.ErrorIs(t, <-thirdDone, reconcile.ErrChanged)
+}
+
+// Two people each holding a chain the other waits for: one gives up at
+// once, as PostgreSQL's own deadlock detection would have it.
+func TestChainsHeldCrosswiseEndWithinSeconds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := dbtest.NewPerson(t, b.db, "admin", "*")
+	other := dbtest.NewPerson(t, b.db, "operator", "*")
+	acme, globex := b.stuckRecords(t, "acme", 2), b.stuckRecords(t, "globex", 2)
+	both := `SELECT opsdesk.decide(p_id => $1, p_decision => 'failed', p_expect_version => 1, p_reason => 'one'),
+    pg_sleep(0.5), opsdesk.decide(p_id => $2, p_decision => 'failed', p_expect_version => 1, p_reason => 'two')`
+	start := time.Now()
+	errs := make(chan error, 2)
+	go func() { _, err := b.operator.Pool.Exec(b.ctx, both, acme[0], globex[0]); errs <- err }()
+	go func() { _, err := other.Pool.Exec(b.ctx, both, globex[1], acme[1]); errs <- err }()
+	var deadlocks int
+	for range 2 {
+		var pgErr *pgconn.PgError
+		if err := <-errs; errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+			deadlocks++
+		} else if err != nil {
+			t.Logf("other error: %v", err)
+		}
+	}
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.GreaterOrEqual(t, deadlocks, 1)
+	b.verify(t, admin.Pool)
+}
+
+// A holder waiting for a lock a person holds (here its own role's other
+// session, which holds the role's refusal count) is not spared.
+func TestHolderWaitingForAnAccompliceIsEnded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	holder := dbtest.NewPerson(t, b.db, "operator", "*")
+	ids := b.stuckRecords(t, "acme", 2)
+	begin := func() pgx.Tx {
+		conn, err := pgx.Connect(b.ctx, holder.DSN)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close(context.Background()) })
+		tx, err := conn.Begin(b.ctx)
+		require.NoError(t, err)
+		return tx
+	}
+	refusal := `SELECT * FROM opsdesk.decide(p_id => 0, p_decision => 'failed', p_expect_version => 1, p_reason => 'typo')`
+	accomplice := begin()
+	_, err := accomplice.Exec(b.ctx, refusal)
+	require.NoError(t, err)
+	main := begin()
+	_, err = main.Exec(b.ctx, `SELECT * FROM opsdesk.decide(p_id => $1, p_decision => 'failed', p_expect_version => 1, p_reason => 'mine')`, ids[0])
+	require.NoError(t, err)
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := main.Exec(b.ctx, refusal) // waits for the accomplice, holding the acme chain
+		blocked <- err
+	}()
+	b.waitFor(t, "the holder's wait for its accomplice",
+		`SELECT count(*) = 2 FROM pg_stat_activity WHERE usename = $1 AND (state = 'idle in transaction' OR wait_event_type = 'Lock')`, holder.Role)
+	timed(t, "a decision in the tenant the holder holds", func(ctx context.Context) error {
+		_, err := reconcile.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
+			OperationID: ids[1], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
+		return err
+	})
+	require.Error(t, <-blocked)
+	state, _ := b.state(t, ids[0])
+	require.Equal(t, "stuck", state)
+}
+
+// Without pg_signal_backend the waiter fails fast, naming the holder,
+// instead of waiting. Not parallel: the grant is cluster-wide, and this
+// package's parallel tests wait while it runs.
+func TestStallWithoutTheRightToEndSessionsFailsFast(t *testing.T) {
+	b := setup(t)
+	holder := dbtest.NewPerson(t, b.db, "operator", "*")
+	ids := b.stuckRecords(t, "acme", 2)
+	_, err := b.db.Admin.Exec(b.ctx, `REVOKE pg_signal_backend FROM opsdesk_owner`)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, err := b.db.Admin.Exec(context.Background(), `GRANT pg_signal_backend TO opsdesk_owner`)
+		require.NoError(t, err)
+	})
+	tx, err := holder.Pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.WithoutCancel(b.ctx)) //nolint:errcheck
+	_, err = tx.Exec(b.ctx, `SELECT * FROM opsdesk.decide(p_id => $1, p_decision => 'not-executed', p_expect_version => 1, p_reason => 'mine')`, ids[0])
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = reconcile.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
+		OperationID: ids[1], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
+	require.Less(t, time.Since(start), 10*time.Second)
+	requireCode(t, err, "55P03", "the waiter")
+	require.Contains(t, err.Error(), holder.Role)
+	require.NoError(t, tx.Commit(b.ctx), "the holder was not ended")
+	state, _ := b.state(t, ids[1])
+	require.Equal(t, "stuck", state)
+}
+
+// 5,000 refusals of one viewer cost the trail at most 31 records a minute,
+// and each is counted: in a record of its own or in a summary's count.
+func TestRefusalFloodIsCountedNotRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := dbtest.NewPerson(t, b.db, "admin", "*")
+	viewer := dbtest.NewPerson(t, b.db, "viewer", "*")
+	newcomer := dbtest.NewPerson(t, b.db, "")
+	ids := b.stuckRecords(t, "acme", 1)
+	const refusals, workers = 5000, 8
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var recorded, counted int
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < refusals; i += workers {
+				res, err := reconcile.Decide(b.ctx, viewer.Pool, reconcile.DecideParams{
+					OperationID: ids[0], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "again"})
+				if !errors.Is(err, reconcile.ErrNotPermitted) {
+					errs <- fmt.Errorf("refusal %d: %w", i, err)
+					return
+				}
+				mu.Lock()
+				if res.Seq == 0 {
+					counted++
+				} else {
+					recorded++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	minutes := int(time.Since(start)/time.Minute) + 1 // windows the flood may have opened
+	t.Logf("%d refusals in %s: %d recorded, %d counted", refusals, time.Since(start).Round(time.Millisecond), recorded, counted)
+	require.Equal(t, refusals, recorded+counted)
+	require.LessOrEqual(t, recorded, 30*minutes)
+
+	// The next record on the '' chain brings the summary.
+	_, err := reconcile.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "viewer", "acme", "joins", "")
+	require.NoError(t, err)
+	// (A flood longer than a minute may have brought one already: a
+	// recorded refusal on the '' chain brings the summaries due.)
+	var own, summaries, summarized, byCode int
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `
+SELECT count(*) FILTER (WHERE action <> 'refusals:summary'), count(*) FILTER (WHERE action = 'refusals:summary'),
+    coalesce(sum((details->>'refusals')::int), 0), coalesce(sum((details->'by_code'->>'not_permitted')::int), 0)
+FROM opsdesk.audit WHERE role = $1`, viewer.Role).Scan(&own, &summaries, &summarized, &byCode))
+	require.Equal(t, recorded, own)
+	require.GreaterOrEqual(t, summaries, 1)
+	require.LessOrEqual(t, summaries, minutes)
+	require.Equal(t, refusals, own+summarized, "every refusal is counted")
+	require.Equal(t, counted, byCode)
+	require.LessOrEqual(t, own+summaries, 31*minutes)
+
+	// Another grant at once: no second summary within the minute.
+	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "operator", "acme", "on call", "")
+	require.NoError(t, err)
+	b.verify(t, admin.Pool)
+	var n int
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM opsdesk.audit WHERE action = 'refusals:summary'`).Scan(&n))
+	require.Equal(t, summaries, n)
+}
