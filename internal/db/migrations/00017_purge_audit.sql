@@ -38,17 +38,8 @@
 
 -- +goose Up
 
--- clean_reason trims Unicode white space (and the invisible BOM and
--- zero-width space) from both ends of a person's text; NULL when nothing is
--- left. People's reasons, notes and names go through it.
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION opsdesk.clean_reason(p text) RETURNS text
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT nullif(regexp_replace(p, '^[[:space:]\u0085\u00a0\u1680\u180e\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]+|[[:space:]\u0085\u00a0\u1680\u180e\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]+$', '', 'g'), '') $$;
--- +goose StatementEnd
-ALTER FUNCTION opsdesk.clean_reason(text) OWNER TO opsdesk_owner;
-REVOKE ALL ON FUNCTION opsdesk.clean_reason(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION opsdesk.clean_reason(text) TO opsdesk_owner;
+-- Reasons and display names go through opsdesk.clean_reason (migration
+-- 00016).
 
 DROP FUNCTION opsdesk.purge_start(text, timestamptz, jsonb, text);
 DROP FUNCTION opsdesk.purge_batch(bigint, integer);
