@@ -215,9 +215,7 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 	if p.Decision == reconcile.Completed && p.ResultRef == "" {
 		return usagef("--as completed needs --result-ref: the provider's reference for the effect")
 	}
-	if err := checkContradiction(p, errOut); err != nil {
-		return err
-	}
+	checkContradiction(p, errOut)
 	if opts.Snooze > 0 {
 		p.SnoozeUntil = d.DBTime.Add(opts.Snooze) // the database clock
 	}
@@ -252,18 +250,16 @@ func gatherEvidence(ctx context.Context, w *writer, d storeview.Detail, opts res
 }
 
 // checkContradiction says, before deciding, that the decision goes
-// against the lookup. A reference other than the one the provider
-// reported is refused here without --override (retries would replay a
-// reference the provider does not know); the other contradictions reach
-// the database, which refuses them without --override and audits it.
-func checkContradiction(p reconcile.DecideParams, errOut io.Writer) error {
+// against the lookup. The database refuses every contradiction without
+// --override (another --result-ref than the one the provider reported
+// included) and audits the refusal, so nothing is refused here.
+func checkContradiction(p reconcile.DecideParams, errOut io.Writer) {
 	e := p.Evidence
 	switch {
 	case !e.Contradicts(p.Decision, p.ResultRef):
-		return nil
 	case e.RefContradicts(p.Decision, p.ResultRef) && !p.Override:
-		return usagef("--result-ref %q contradicts the lookup, which found reference %q: leave --result-ref out to record %q, "+
-			"or pass --override to record %q against the lookup (audited)", p.ResultRef, e.Ref, e.Ref, p.ResultRef)
+		fmt.Fprintf(errOut, "warning: --result-ref %q contradicts the lookup, which found reference %q: leave --result-ref out to record %q, "+
+			"or pass --override to record %q against the lookup (audited)\n", p.ResultRef, e.Ref, e.Ref, p.ResultRef)
 	case e.RefContradicts(p.Decision, p.ResultRef):
 		fmt.Fprintf(errOut, "warning: --result-ref %q contradicts the lookup, which found reference %q: deciding against it (--override, recorded)\n",
 			p.ResultRef, e.Ref)
@@ -271,7 +267,6 @@ func checkContradiction(p reconcile.DecideParams, errOut io.Writer) error {
 		fmt.Fprintf(errOut, "warning: the lookup says %s, which contradicts %s: deciding against it (--override, recorded)\n",
 			strings.ReplaceAll(string(e.Lookup), "_", " "), p.Decision)
 	}
-	return nil
 }
 
 // withNote adds what the person noted to the evidence: the summary keeps

@@ -347,13 +347,17 @@ func TestResolveReferenceContradictsLookup(t *testing.T) {
 	id := stuckRecord(t, d, "acme", "charge-card", "ord-9", "external_unknown", "worker-1")
 	before := auditCount(t, d)
 
+	// Said first, then refused by the database, which audits the refusal.
 	code, _, errOut := run("resolve", id, "--as", "completed", "--result-ref", "CH-MANUAL", "--reason", "saw it", "--config", cfg)
-	require.Equal(t, ExitUsage, code, errOut)
+	require.Equal(t, ExitFailure, code, errOut)
 	require.Contains(t, errOut, "found, reference CH-1118")
 	require.Contains(t, errOut, `--result-ref "CH-MANUAL" contradicts the lookup, which found reference "CH-1118"`)
-	require.Contains(t, errOut, "--override")
+	require.Contains(t, errOut, "deciding needs override")
 	require.Equal(t, "pending", state(t, d, id))
-	require.Equal(t, before, auditCount(t, d), "refused before deciding")
+	require.Equal(t, before+1, auditCount(t, d), "the refusal is audited")
+	outcome, _, override := lastAudit(t, d, id)
+	require.Equal(t, "denied", outcome)
+	require.False(t, override)
 
 	code, out, errOut := run("resolve", id, "--as", "completed", "--result-ref", "CH-MANUAL", "--reason", "the dashboard shows CH-MANUAL",
 		"--override", "--evidence", "dashboard", "--config", cfg)
