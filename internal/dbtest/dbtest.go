@@ -255,7 +255,8 @@ func randomSuffix() string {
 }
 
 // Person is a login role for one person, granted one of opsdesk's group
-// roles, as `opsdesk access grant` would make it.
+// roles, as `opsdesk access grant` would make it (or, from NewService, a
+// service's login).
 type Person struct {
 	Role string
 	DSN  string
@@ -268,27 +269,48 @@ type Person struct {
 // connect as it, never as the superuser. It is dropped when t ends.
 func NewPerson(t testing.TB, d *DB, level string, tenants ...string) *Person {
 	t.Helper()
-	ctx := context.Background()
-	p := &Person{Role: fmt.Sprintf("opsdesk_test_person_%s_%d", randomSuffix(), server.seq.Add(1))}
-	password := randomSuffix() + randomSuffix()
-	sql := fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, pgx.Identifier{p.Role}.Sanitize(), password)
+	group := ""
 	if level != "" {
-		sql += " IN ROLE " + pgx.Identifier{"opsdesk_" + level}.Sanitize()
+		group = "opsdesk_" + level
 	}
-	if _, err := d.Admin.Exec(ctx, sql); err != nil {
-		t.Fatalf("dbtest: create person: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := d.Admin.Exec(context.Background(), `DROP ROLE `+pgx.Identifier{p.Role}.Sanitize()); err != nil {
-			t.Errorf("dbtest: drop person: %v", err)
-		}
-	})
+	p := newLogin(t, d, "person", group)
 	for _, tenant := range tenants {
-		_, err := d.Admin.Exec(ctx, `INSERT INTO opsdesk.access (role, tenant, granted_by) VALUES ($1, $2, 'dbtest')`, p.Role, tenant)
+		_, err := d.Admin.Exec(context.Background(), `INSERT INTO opsdesk.access (role, tenant, granted_by) VALUES ($1, $2, 'dbtest')`, p.Role, tenant)
 		if err != nil {
 			t.Fatalf("dbtest: map person to tenant: %v", err)
 		}
 	}
+	return p
+}
+
+// NewService creates a second service login in d's cluster, granted
+// opsdesk_service like d.Service's but a different role: tests of what one
+// service may do to another's leases connect as it. It is dropped when t
+// ends.
+func NewService(t testing.TB, d *DB) *Person {
+	t.Helper()
+	return newLogin(t, d, "service", "opsdesk_service")
+}
+
+// newLogin creates a login role with a random password, granted group
+// unless it is "", and a pool connected as it; both go when t ends.
+func newLogin(t testing.TB, d *DB, kind, group string) *Person {
+	t.Helper()
+	ctx := context.Background()
+	p := &Person{Role: fmt.Sprintf("opsdesk_test_%s_%s_%d", kind, randomSuffix(), server.seq.Add(1))}
+	password := randomSuffix() + randomSuffix()
+	sql := fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, pgx.Identifier{p.Role}.Sanitize(), password)
+	if group != "" {
+		sql += " IN ROLE " + pgx.Identifier{group}.Sanitize()
+	}
+	if _, err := d.Admin.Exec(ctx, sql); err != nil {
+		t.Fatalf("dbtest: create %s: %v", kind, err)
+	}
+	t.Cleanup(func() {
+		if _, err := d.Admin.Exec(context.Background(), `DROP ROLE `+pgx.Identifier{p.Role}.Sanitize()); err != nil {
+			t.Errorf("dbtest: drop %s: %v", kind, err)
+		}
+	})
 	var err error
 	if p.DSN, err = WithDatabase(server.adminDSN, d.Name, p.Role, password); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,187 @@
+-- The operation state machine, enforced by the database for every writer
+-- (issue 10). Column privileges kept the service role from rewriting a
+-- record's identity, but any login granted opsdesk_service could still
+-- rewrite a completed record's result, complete another's stuck record,
+-- reset its version or push it back to pending, and rewrite a held record,
+-- with plain SQL and no audit record. A trigger now allows the service only
+-- the library's own steps:
+--
+--   reserve    INSERT: pending, attempt 1, version 1, leased from now, no
+--              outcome, no conflicts, not held;
+--   take over  a released record, or a pending one whose lease expired when
+--              the provider deduplicates by key (the effect external_idempotent
+--              before and after): the next attempt, version + 1, leased from
+--              now, by any service login;
+--   complete   a pending record, by the login that holds its lease, owner and
+--              attempt unchanged, completed_at now, expires_at not in the past;
+--   release    a pending record, by the login that holds its lease;
+--   lease      renewed (while live) or shortened (never into the past) on a
+--              pending record, by the login that holds its lease, version
+--              unchanged;
+--   conflict   conflict_count + 1 and last_conflict_at now, in any state.
+--
+-- Each step changes its own columns and nothing else (a column added
+-- later is immutable to the service until this function says otherwise);
+-- version goes up by one with every change of state, owner, attempt or
+-- result and stays put otherwise. Completed and rejected records are
+-- therefore final, and a held record is frozen except for what its lease
+-- holder records about the attempt running now (completion, release, its
+-- lease) and conflict counts: recording what happened is not rewriting it.
+-- A held record is never taken over.
+--
+-- Who holds a lease: the login (session_user) that reserved or took over
+-- the record, kept in owner_role by the trigger. The owner column is the
+-- name a process chose and cannot be checked; a login can. A login is
+-- therefore the unit of trust: processes sharing one can act on each
+-- other's leases, so each service should log in as its own role. Records
+-- reserved before this migration have no owner_role; any service login
+-- may complete, release or renew them as before.
+--
+-- The people's functions (SECURITY DEFINER, owned by opsdesk_owner) do
+-- their own checks and write their own audit records; the trigger only
+-- keeps them from changing id, identity, fingerprint or created_at, from
+-- lowering the version, and from changing state, owner, attempt or result
+-- without raising it. Superusers pass unchecked: they can disable any
+-- trigger anyway, and tests set up fixtures as one. So can the tables'
+-- owner (the migrating role), which may ALTER TABLE … DISABLE TRIGGER.
+--
+-- A refusal raises check_violation (23514) naming the constraint
+-- operations_state_machine and the rule the write broke.
+--
+-- Cost: one PL/pgSQL call per written row, no queries (docs/benchmarks.md,
+-- "The state machine enforced for every writer (issue 10)").
+
+-- +goose Up
+ALTER TABLE opsdesk.operations ADD COLUMN owner_role text;
+-- Written by the trigger alone: the service has no privilege on it.
+GRANT SELECT (owner_role) ON opsdesk.operations TO opsdesk_viewer;
+
+-- +goose StatementBegin
+CREATE FUNCTION opsdesk.operations_state_machine() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- OLD with the columns the step may change taken from NEW: the row the
+    -- step must produce, compared with NEW as a whole.
+    e    opsdesk.operations;
+    rule text;
+BEGIN
+    IF current_setting('is_superuser') = 'on' THEN
+        RETURN NEW;
+    END IF;
+
+    IF current_user = 'opsdesk_owner' THEN
+        -- A people's function, which checks and audits its own changes.
+        IF TG_OP = 'INSERT' THEN
+            rule := 'the people''s functions do not create records';
+        ELSIF (NEW.id, NEW.tenant, NEW.tool, NEW.key, NEW.fingerprint, NEW.created_at)
+              IS DISTINCT FROM (OLD.id, OLD.tenant, OLD.tool, OLD.key, OLD.fingerprint, OLD.created_at) THEN
+            rule := 'id, identity, fingerprint and created_at never change';
+        ELSIF NEW.version < OLD.version
+           OR (NEW.version = OLD.version AND (NEW.state, NEW.owner, NEW.attempt, NEW.outcome, NEW.result, NEW.result_ref)
+               IS DISTINCT FROM (OLD.state, OLD.owner, OLD.attempt, OLD.outcome, OLD.result, OLD.result_ref)) THEN
+            rule := 'the version goes up with every change of state, owner, attempt or result, and never down';
+        ELSE
+            RETURN NEW;
+        END IF;
+
+    ELSIF TG_OP = 'INSERT' THEN
+        IF NEW.state <> 'pending' OR NEW.attempt <> 1 OR NEW.version <> 1 OR NEW.conflict_count <> 0 OR NEW.held
+           OR NEW.outcome IS NOT NULL OR NEW.result IS NOT NULL OR NEW.result_ref IS NOT NULL
+           OR NEW.completed_at IS NOT NULL OR NEW.expires_at IS NOT NULL OR NEW.last_conflict_at IS NOT NULL
+           OR NEW.created_at <> now() OR NEW.updated_at <> now()
+           OR NEW.leased_at IS DISTINCT FROM now() OR NEW.lease_expires_at < now() THEN
+            rule := 'a new record is pending, attempt 1, version 1, leased from now, with no outcome';
+        ELSE
+            NEW.owner_role := session_user;
+            RETURN NEW;
+        END IF;
+
+    ELSE
+        e := OLD;
+        IF NEW.attempt <> OLD.attempt THEN
+            IF OLD.held THEN
+                rule := 'a record under legal hold is not taken over';
+            ELSIF NOT (OLD.state = 'released' OR (OLD.state = 'pending' AND OLD.lease_expires_at <= now()
+                       AND OLD.effect = 'external_idempotent' AND NEW.effect = 'external_idempotent')) THEN
+                rule := 'only a released record, or a pending one whose lease expired and whose provider '
+                    || 'deduplicates by key, is taken over; a ' || OLD.state || ' ' || OLD.effect || ' record is not';
+            ELSIF NEW.state <> 'pending' OR NEW.attempt <> OLD.attempt + 1 OR NEW.version <> OLD.version + 1
+               OR NEW.updated_at <> now() OR NEW.leased_at IS DISTINCT FROM now() OR NEW.lease_expires_at < now() THEN
+                rule := 'a takeover is the next attempt of a pending record (attempt and version + 1), leased from now';
+            END IF;
+            e.state := NEW.state;
+            e.owner := NEW.owner;
+            e.attempt := NEW.attempt;
+            e.effect := NEW.effect;
+            e.leased_at := NEW.leased_at;
+            e.lease_expires_at := NEW.lease_expires_at;
+            e.updated_at := NEW.updated_at;
+            e.version := NEW.version;
+            NEW.owner_role := session_user;
+            e.owner_role := session_user;
+        ELSIF NEW.state <> OLD.state THEN
+            IF OLD.state = 'completed' THEN
+                rule := 'a completed record is final: only the people''s functions change it';
+            ELSIF OLD.state <> 'pending' THEN
+                rule := 'a ' || OLD.state || ' record changes only by a takeover';
+            ELSIF OLD.owner_role <> session_user THEN
+                rule := 'the lease is held by login ' || OLD.owner_role || ', not ' || session_user;
+            ELSIF NEW.version <> OLD.version + 1 OR NEW.updated_at <> now() THEN
+                rule := 'completing or releasing a record raises its version by one, updated now';
+            ELSIF NEW.state = 'completed' AND (NEW.completed_at IS DISTINCT FROM now() OR NEW.expires_at < now()) THEN
+                rule := 'a record is completed now (completed_at = now()), to expire no earlier than now';
+            END IF;
+            e.state := NEW.state;
+            e.version := NEW.version;
+            e.updated_at := NEW.updated_at;
+            IF NEW.state = 'completed' THEN
+                e.outcome := NEW.outcome;
+                e.result := NEW.result;
+                e.result_ref := NEW.result_ref;
+                e.completed_at := NEW.completed_at;
+                e.expires_at := NEW.expires_at;
+            END IF;
+        ELSIF NEW.lease_expires_at IS DISTINCT FROM OLD.lease_expires_at THEN
+            IF OLD.state <> 'pending' THEN
+                rule := 'only a pending record has a lease to renew';
+            ELSIF OLD.owner_role <> session_user THEN
+                rule := 'the lease is held by login ' || OLD.owner_role || ', not ' || session_user;
+            ELSIF NEW.lease_expires_at < now()
+               OR (NEW.lease_expires_at > OLD.lease_expires_at AND OLD.lease_expires_at <= now()) THEN
+                rule := 'a lease is renewed while it is live, and never ends in the past';
+            END IF;
+            e.lease_expires_at := NEW.lease_expires_at;
+        END IF;
+        IF NEW.conflict_count <> OLD.conflict_count OR NEW.last_conflict_at IS DISTINCT FROM OLD.last_conflict_at THEN
+            IF NEW.conflict_count <> OLD.conflict_count + 1 OR NEW.last_conflict_at IS DISTINCT FROM now() THEN
+                rule := coalesce(rule, 'a conflict is counted one at a time, now');
+            END IF;
+            e.conflict_count := NEW.conflict_count;
+            e.last_conflict_at := NEW.last_conflict_at;
+        END IF;
+        IF rule IS NULL AND e IS DISTINCT FROM NEW THEN
+            rule := CASE WHEN OLD.state = 'completed' THEN 'a completed record is final: only the people''s functions change it'
+                         WHEN OLD.held THEN 'a record under legal hold is frozen'
+                         ELSE 'the write changes what its step may not (identity, fingerprint, version, timestamps, '
+                             || 'result or ownership outside completion and takeover)' END;
+        END IF;
+        IF rule IS NULL THEN
+            RETURN NEW;
+        END IF;
+    END IF;
+
+    RAISE EXCEPTION 'opsdesk.operations record % (%): %', NEW.id, CASE TG_OP WHEN 'INSERT' THEN 'new' ELSE OLD.state END, rule
+        USING ERRCODE = 'check_violation', SCHEMA = 'opsdesk', TABLE = 'operations',
+            CONSTRAINT = 'operations_state_machine',
+            HINT = 'The library''s steps are allowed; a person changes a record through the console (opsdesk ops).';
+END
+$$;
+-- +goose StatementEnd
+
+REVOKE ALL ON FUNCTION opsdesk.operations_state_machine() FROM PUBLIC;
+
+CREATE TRIGGER operations_state_machine BEFORE INSERT OR UPDATE ON opsdesk.operations
+    FOR EACH ROW EXECUTE FUNCTION opsdesk.operations_state_machine();
+-- ALWAYS: it fires with session_replication_role = replica too.
+ALTER TABLE opsdesk.operations ENABLE ALWAYS TRIGGER operations_state_machine;
