@@ -28,10 +28,24 @@ func TestExportHugeRecord(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.chain(t, "acme", 2)
-	// audit_append assigns seq, time, role and hash, as the functions do.
-	_, err := b.d.Admin.Exec(t.Context(), `SELECT opsdesk.audit_append(ROW('acme', NULL, NULL, NULL, NULL, NULL, 'test:huge', 'succeeded',
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'huge', NULL, NULL, false, false,
-    jsonb_build_object('blob', repeat('ab', 17 << 19)), NULL, NULL, NULL)::opsdesk.audit)`)
+	// Appended as audit_append did before migration 00016 cut every field:
+	// seq, time, role and hash assigned under the chain head's lock.
+	_, err := b.d.Admin.Exec(t.Context(), `DO $$
+DECLARE
+    a    opsdesk.audit;
+    head opsdesk.audit_heads;
+BEGIN
+    SELECT * INTO head FROM opsdesk.audit_heads WHERE tenant = 'acme' FOR UPDATE;
+    a.tenant := 'acme'; a.seq := head.seq + 1; a.prev_hash := head.hash;
+    a.event_id := gen_random_uuid(); a.at := clock_timestamp(); a.role := session_user;
+    a.action := 'test:huge'; a.outcome := 'succeeded'; a.reason := 'huge';
+    a.forced := false; a.override := false; a.hash_version := 1;
+    a.details := jsonb_build_object('blob', repeat('ab', 17 << 19));
+    a.hash := opsdesk.audit_hash(a);
+    INSERT INTO opsdesk.audit SELECT a.*;
+    UPDATE opsdesk.audit_heads SET seq = a.seq, hash = a.hash WHERE tenant = 'acme';
+END
+$$`)
 	require.NoError(t, err)
 	b.chain(t, "acme", 1)
 	rep := b.verify(t, VerifyOpts{})

@@ -257,8 +257,12 @@ func stuckRecord(t *testing.T, d *dbtest.DB, tenant, tool, key, effect, owner st
 	var id int64
 	require.NoError(t, d.Service.QueryRow(t.Context(), `
 INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt, leased_at, lease_expires_at)
-VALUES ($1, $2, $3, '1', decode(repeat('0a', 32), 'hex'), $4, 'pending', $5, 1, now() - interval '2m', now() - interval '1m')
+VALUES ($1, $2, $3, '1', decode(repeat('0a', 32), 'hex'), $4, 'pending', $5, 1, now(), now() + interval '1m')
 RETURNING id`, tenant, tool, key, effect, owner).Scan(&id))
+	// The lease runs out: only the clock (here the superuser) moves it into the past.
+	_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.operations
+SET leased_at = now() - interval '2m', lease_expires_at = now() - interval '1m' WHERE id = $1`, id)
+	require.NoError(t, err)
 	return strconv.FormatInt(id, 10)
 }
 
