@@ -9,6 +9,11 @@
 -- admin's session after 2 s; the hold rolls back with its audit records.
 -- A hold of many records takes the gates of their buckets (at most 4,096),
 -- in bucket order.
+--
+-- purge_start as in migration 00017, with the dry run's count bounded
+-- above too (at most 10^15, more records than any table holds): a resume
+-- adds it to what the run purged, and a count near the bigint limit made
+-- that sum raise "bigint out of range", rolling the refusal back unaudited.
 
 -- +goose Up
 
@@ -97,6 +102,93 @@ END
 $$;
 -- +goose StatementEnd
 
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION opsdesk.purge_start(p_tool text, p_before timestamptz, p_tombstone_for jsonb, p_reason text,
+    p_promised bigint, p_display_name text DEFAULT NULL)
+RETURNS opsdesk.purge_result
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    a       opsdesk.audit;
+    r       opsdesk.purge_runs;
+    so_far  bigint;
+    problem text;
+BEGIN
+    a.tenant := '';
+    a.action := 'retention:purge-start';
+    a.reason := opsdesk.clean_reason(p_reason);
+    a.display_name := opsdesk.clean_reason(p_display_name);
+    -- Refusals say what was asked (refuse cuts what is too long).
+    a.details := jsonb_strip_nulls(jsonb_build_object('tool', left(p_tool, 200), 'before', p_before,
+        'tombstone_for', p_tombstone_for, 'promised', p_promised));
+    IF NOT opsdesk.may_purge() THEN
+        RETURN opsdesk.purge_refused(opsdesk.refuse(a, 'not_permitted',
+            session_user || ' may not purge: it needs opsdesk_admin and every tenant'), NULL);
+    ELSIF a.reason IS NULL THEN
+        RETURN opsdesk.purge_refused(opsdesk.refuse(a, 'invalid', 'a reason is required'), NULL);
+    ELSIF octet_length(a.reason) > 2000 OR octet_length(a.display_name) > 200 THEN
+        RETURN opsdesk.purge_refused(opsdesk.refuse(a, 'invalid',
+            'the reason is limited to 2000 bytes, the display name to 200'), NULL);
+    END IF;
+    problem := CASE WHEN p_tool IS NOT NULL THEN opsdesk.tool_name_problem(p_tool) END;
+    IF problem IS NOT NULL THEN
+        RETURN opsdesk.purge_refused(opsdesk.refuse(a, 'invalid', problem || ' (NULL: every tool)'), NULL);
+    ELSIF p_before IS NOT NULL AND (NOT isfinite(p_before) OR p_before > now()) THEN
+        RETURN opsdesk.purge_refused(opsdesk.refuse(a, 'invalid',
+            'purge before ' || p_before || ': a time no later than now (NULL: now)'), NULL);
+    ELSIF p_promised IS NULL OR p_promised < 0 OR p_promised > 1000000000000000 THEN
+        RETURN opsdesk.purge_refused(opsdesk.refuse(a, 'invalid',
+            'the dry run''s count, the most the purge may take, is required: a number from 0 to 1000000000000000, not '
+            || coalesce(p_promised::text, 'NULL')), NULL);
+    END IF;
+    problem := opsdesk.tombstone_policy_problem(p_tombstone_for);
+    IF problem IS NOT NULL THEN
+        RETURN opsdesk.purge_refused(opsdesk.refuse(a, 'invalid', problem), NULL);
+    END IF;
+    a.tool := p_tool;
+    a.outcome := 'succeeded';
+
+    -- Locked: the resume waits for the run's batches in flight, and counts
+    -- them.
+    SELECT * INTO r FROM opsdesk.purge_runs
+    WHERE role = session_user AND finished_at IS NULL AND tool IS NOT DISTINCT FROM p_tool
+      AND (p_before IS NULL OR before = p_before)
+    ORDER BY id LIMIT 1
+    FOR UPDATE;
+    IF FOUND THEN
+        -- A run's totals are its row plus its batches' (migration 00014).
+        so_far := r.purged + coalesce((SELECT sum(b.purged) FROM opsdesk.purge_batches b WHERE b.run = r.id), 0);
+        a.action := 'retention:purge-resume';
+        a.details := jsonb_strip_nulls(jsonb_build_object('run', r.id, 'start_seq', r.start_seq,
+            'started_by', r.role, 'started_at', r.started_at, 'tool', r.tool, 'before', r.before,
+            'tombstone_for', r.tombstone_for, 'purged_so_far', so_far, 'promised', p_promised,
+            'may_purge', so_far + p_promised));
+        a := opsdesk.audit_append(a);
+        UPDATE opsdesk.purge_runs
+        SET may_purge = so_far + p_promised, audit_seq = a.seq, audited_xact = pg_current_xact_id()
+        WHERE id = r.id;
+        RETURN ('succeeded', NULL, NULL, a.tenant, a.seq, r.id, so_far, NULL)::opsdesk.purge_result;
+    END IF;
+
+    -- pg_current_xact_id is the top-level transaction's, in a savepoint
+    -- too: purge_batch compares it with its own.
+    INSERT INTO opsdesk.purge_runs (role, tool, before, tombstone_for, reason, display_name, promised, may_purge,
+        audited_xact)
+    VALUES (session_user, p_tool, coalesce(p_before, now()), p_tombstone_for, a.reason, a.display_name, p_promised,
+        p_promised, pg_current_xact_id())
+    RETURNING * INTO r;
+    a.details := jsonb_strip_nulls(jsonb_build_object('run', r.id, 'tool', r.tool, 'before', r.before,
+        'tombstone_for', r.tombstone_for, 'promised', p_promised));
+    a := opsdesk.audit_append(a);
+    UPDATE opsdesk.purge_runs SET start_seq = a.seq, audit_seq = a.seq WHERE id = r.id;
+    RETURN ('succeeded', NULL, NULL, a.tenant, a.seq, r.id, 0, NULL)::opsdesk.purge_result;
+END
+$$;
+-- +goose StatementEnd
+
 ALTER FUNCTION opsdesk.set_hold(bigint[], boolean, text, text) OWNER TO opsdesk_owner;
 REVOKE ALL ON FUNCTION opsdesk.set_hold(bigint[], boolean, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION opsdesk.set_hold(bigint[], boolean, text, text) TO opsdesk_viewer;
+ALTER FUNCTION opsdesk.purge_start(text, timestamptz, jsonb, text, bigint, text) OWNER TO opsdesk_owner;
+REVOKE ALL ON FUNCTION opsdesk.purge_start(text, timestamptz, jsonb, text, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION opsdesk.purge_start(text, timestamptz, jsonb, text, bigint, text) TO opsdesk_viewer;
