@@ -778,3 +778,40 @@ FROM opsdesk.audit WHERE role = $1`, viewer.Role).Scan(&own, &summaries, &summar
 	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM opsdesk.audit WHERE action = 'refusals:summary'`).Scan(&n))
 	require.Equal(t, summaries, n)
 }
+
+// A one-tenant admin who holds a record in a statement that then sleeps
+// (or a transaction left open) holds the record's row lock: set_hold must
+// take the record's gate as decide does, so an operator's decision on it
+// waits in the gate and ends the holder within seconds, instead of waiting
+// on the row for as long as the admin likes.
+func TestHoldDoesNotStallDecisions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	holder := dbtest.NewPerson(t, b.db, "admin", "acme")
+	ids := b.stuckRecords(t, "acme", 1)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := holder.Pool.Exec(b.ctx, `
+SELECT (opsdesk.set_hold(ARRAY[$1::bigint], true, 'litigation')).outcome, pg_sleep(25)`, ids[0])
+		done <- err
+	}()
+	b.waitFor(t, "the admin's sleep", `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event = 'PgSleep')`, holder.Role)
+
+	timed(t, "an operator's decision on the record the admin holds", func(ctx context.Context) error {
+		_, err := reconcile.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
+			OperationID: ids[0], Decision: reconcile.NotExecuted, ExpectVersion: 1, Reason: "nothing at the provider"})
+		return err
+	})
+	select {
+	case err := <-done:
+		require.Error(t, err, "the admin's session is ended")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the admin's statement still runs")
+	}
+	state, _ := b.state(t, ids[0])
+	require.Equal(t, "released", state)
+	var held bool
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT held FROM opsdesk.operations WHERE id = $1`, ids[0]).Scan(&held))
+	require.False(t, held, "the ended hold rolled back with its audit record")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -431,4 +432,25 @@ SELECT id, 3, '{"globex": 3}', 1, 3 FROM r`)
 	runs, batches = count(admin)
 	require.Equal(t, 1, runs)
 	require.Equal(t, 1, batches)
+}
+
+// The dry run's count is bounded above as well as below: a resume adds it
+// to what the run purged, and a promise near the bigint limit made that
+// sum overflow, which raised "bigint out of range" and rolled the refusal
+// back with no audit record.
+func TestPromiseIsBounded(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	run := startRun(t, admin, `NULL, NULL, '{}', 'weekly', 1`)
+	require.EqualValues(t, 1, num(call(t, admin.Pool, "opsdesk.purge_batch($1, 100)", run).Purged))
+	for _, promised := range []int64{math.MaxInt64, math.MaxInt64 - 1, 1e15 + 1} {
+		a := call(t, admin.Pool, `opsdesk.purge_start(NULL, NULL, '{}', 'weekly', $1)`, promised)
+		require.Equal(t, "failed", a.Outcome, "promise %d", promised)
+		require.Equal(t, "invalid", str(a.Code))
+		require.Contains(t, str(a.Message), "the dry run's count")
+		require.NotNil(t, a.Seq, "the refusal is audited")
+		require.Equal(t, "retention:purge-start", readRecord(t, d, *a.Seq).Action)
+	}
+	// A large but possible count still resumes the run.
+	require.Equal(t, run, startRun(t, admin, `NULL, NULL, '{}', 'weekly', 1000000000000000`))
 }
