@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -101,7 +102,10 @@ func setup(t *testing.T, so setupOpts) *bundle {
 	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { so.handler(b, w, r) }))
 	mux.Handle("/payments", h)
 	mux.Handle("/payments/{id}", h)
-	b.srv = httptest.NewServer(mux)
+	b.srv = httptest.NewUnstartedServer(mux)
+	// The handlers that panic on purpose are not worth a log line.
+	b.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	b.srv.Start()
 	t.Cleanup(b.srv.Close)
 	return b
 }
@@ -160,6 +164,21 @@ func (b *bundle) do(t *testing.T, c call) answer {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return answer{status: resp.StatusCode, header: resp.Header, body: body}
+}
+
+// dropped makes a call whose handler panics: net/http drops the
+// connection without an answer.
+func (b *bundle) dropped(t *testing.T, key string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.srv.URL+"/payments", nil)
+	require.NoError(t, err)
+	req.Header.Set(accountHeader, "Bearer key-acme")
+	req.Header.Set(idemhttp.KeyHeader, key)
+	resp, err := b.srv.Client().Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	require.Error(t, err, "the connection is dropped without an answer")
 }
 
 // problem checks a is the middleware's problem answer of the given type
@@ -562,18 +581,30 @@ func TestHandlerOutcomes(t *testing.T) {
 				panic(http.ErrAbortHandler)
 			},
 		})
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.srv.URL+"/payments", nil)
-		require.NoError(t, err)
-		req.Header.Set(accountHeader, "Bearer key-acme")
-		req.Header.Set(idemhttp.KeyHeader, `"k"`)
-		resp, err := b.srv.Client().Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		require.Error(t, err, "the connection is dropped without an answer")
+		b.dropped(t, `"k"`)
 		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE state = 'pending'`))
 		problem(t, b.do(t, call{key: key(`"k"`)}), http.StatusConflict, idemhttp.TypeInProgress, true)
 		require.EqualValues(t, 1, b.calls.Load())
+	})
+
+	// A panic in a handler that is safe to run again under the key is run
+	// again by the next request at once, not after the lease.
+	t.Run("PanicRetriedWhenIdempotent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{
+			policy: ops.Policy{Effect: ops.EffectIdempotentProvider, Lease: time.Minute},
+			handler: func(b *bundle, w http.ResponseWriter, r *http.Request) {
+				if b.calls.Load() == 0 {
+					b.calls.Add(1)
+					panic("handler bug")
+				}
+				createPayment(b, w, r)
+			},
+		})
+		b.dropped(t, `"k"`)
+		second := b.do(t, call{key: key(`"k"`)})
+		require.Equal(t, http.StatusCreated, second.status, "%s", second.body)
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE attempt = 2 AND state = 'completed'`))
 	})
 
 	// The handler learns its attempt: the identity to pass on.
