@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/opsdesk/opsdesk/ops"
@@ -277,11 +278,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		// whether or not the store could record it.
 		rec.send(w)
 	case err == nil:
-		m.replay(w, out.Result)
+		m.replay(w, out.Result, ops.OutcomeSucceeded, out.ResultRef)
 	default:
 		var rej *ops.RejectedError
 		if errors.As(err, &rej) && rej.Replayed {
-			m.replay(w, rej.Payload)
+			m.replay(w, rej.Payload, ops.OutcomeRejected, "")
 			return
 		}
 		m.refuse(w, err)
@@ -296,20 +297,29 @@ func serveCaptured(next http.Handler, rec *recorder, r *http.Request) (panicked 
 	return nil
 }
 
-// replay sends a stored answer.
-func (m *Middleware) replay(w http.ResponseWriter, raw json.RawMessage) {
+// replay sends a stored answer. A record completed without one (an
+// operator decided after the handler's outcome was unknown) is answered
+// with what the decision says.
+func (m *Middleware) replay(w http.ResponseWriter, raw json.RawMessage, outcome, ref string) {
 	var s storedResponse
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil || s.Status < 200 || s.Status > 999 {
-		// Something other than this middleware stored the tool's
-		// result: the tool is shared with another caller.
-		writeProblem(w, Problem{Type: TypeStoredResponseUnreadable, Title: "The stored answer cannot be replayed",
-			Status: http.StatusInternalServerError,
-			Detail: "a request with this key completed, but what was stored is not an answer this endpoint wrote; nothing ran"}, 0)
+	if err := dec.Decode(&s); err == nil && s.Status >= 200 && s.Status <= 999 {
+		s.replay(w, m.opts.ReplayHeader)
 		return
 	}
-	s.replay(w, m.opts.ReplayHeader)
+	if outcome == ops.OutcomeRejected {
+		writeProblem(w, Problem{Type: TypeFailed, Title: "The request with this Idempotency-Key failed", Status: http.StatusGone,
+			Detail: "the request with this key did not take effect and was marked failed; it is not run again. " +
+				"Send it with a new key if you still want it"}, 0)
+		return
+	}
+	detail := "the request with this key took effect, but its answer was not kept; it is not run again"
+	if ref != "" {
+		detail += "; its reference is " + strconv.Quote(ref)
+	}
+	writeProblem(w, Problem{Type: TypeAnswerNotKept, Title: "The request with this Idempotency-Key took effect", Status: http.StatusGone,
+		Detail: detail, Reference: ref}, 0)
 }
 
 // refuse answers a request that did not run with the problem its error

@@ -3,7 +3,6 @@ package idemhttp_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -679,20 +678,45 @@ VALUES ('acme', $1, 'old', 7, decode(repeat('ab', 32), 'hex'), now() - interval 
 		require.Zero(t, b.records(t))
 	})
 
-	t.Run("StoredResultNotAnAnswer", func(t *testing.T) {
+	// A request whose outcome was unknown and that an operator decided:
+	// confirmed completed is 410 with the reference, marked failed is 410,
+	// not executed runs again. Never a second run of a decided request.
+	t.Run("OperatorDecisions", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{policy: ops.Policy{Effect: ops.EffectIdempotentProvider}})
-		// Another caller of the same tool stored a result of its own.
-		store, err := ops.New(b.db.Service, ops.Config{Tools: map[string]ops.Policy{tool: {Effect: ops.EffectIdempotentProvider}}})
-		require.NoError(t, err)
-		intent := map[string]any{"method": "POST", "path": "/payments"}
-		_, err = ops.DoExternal(t.Context(), store, ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: tool, Key: "k"}, Version: "1", Intent: intent},
-			func(context.Context, ops.Attempt) (map[string]string, error) {
-				return map[string]string{"ref": "CH-1"}, nil
-			})
-		require.NoError(t, err)
-		problem(t, b.do(t, call{key: key(`"k"`)}), http.StatusInternalServerError, idemhttp.TypeStoredResponseUnreadable, false)
-		require.Zero(t, b.calls.Load())
+		b := setup(t, setupOpts{
+			policy: ops.Policy{Effect: ops.EffectUnknownOutcome, Lease: 200 * time.Millisecond},
+			handler: func(b *bundle, w http.ResponseWriter, _ *http.Request) {
+				if b.calls.Add(1) <= 3 {
+					w.WriteHeader(http.StatusInternalServerError) // outcome unknown
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+			},
+		})
+		operator := dbtest.NewPerson(t, b.db, "operator", "acme")
+		decide := func(k, decision, ref string) {
+			t.Helper()
+			require.Equal(t, http.StatusInternalServerError, b.do(t, call{key: key(strconv.Quote(k))}).status)
+			var id, version int64
+			require.Eventually(t, func() bool {
+				err := b.db.Admin.QueryRow(t.Context(), `SELECT id, version FROM opsdesk.operations
+WHERE key = $1 AND state = 'pending' AND lease_expires_at <= now()`, k).Scan(&id, &version)
+				return err == nil
+			}, 10*time.Second, 20*time.Millisecond)
+			var outcome string
+			require.NoError(t, operator.Pool.QueryRow(t.Context(), `SELECT outcome FROM opsdesk.decide(p_id => $1, p_decision => $2,
+p_expect_version => $3, p_reason => 'checked the ledger', p_result_ref => nullif($4, ''))`, id, decision, version, ref).Scan(&outcome))
+			require.Equal(t, "succeeded", outcome)
+		}
+		decide("confirmed", "completed", "pay-77")
+		p := problem(t, b.do(t, call{key: key(`"confirmed"`)}), http.StatusGone, idemhttp.TypeAnswerNotKept, false)
+		require.Equal(t, "pay-77", p.Reference)
+		decide("failed", "failed", "")
+		problem(t, b.do(t, call{key: key(`"failed"`)}), http.StatusGone, idemhttp.TypeFailed, false)
+		require.EqualValues(t, 2, b.calls.Load(), "decided requests do not run again")
+		decide("released", "not-executed", "")
+		require.Equal(t, http.StatusCreated, b.do(t, call{key: key(`"released"`)}).status, "not executed: the retry runs it")
+		require.EqualValues(t, 4, b.calls.Load())
 	})
 
 	t.Run("TenantTheStoreRefuses", func(t *testing.T) {

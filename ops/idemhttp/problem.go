@@ -44,9 +44,13 @@ const (
 	// TypeUnavailable (503): the operation store failed before anything
 	// ran.
 	TypeUnavailable = problemBase + "unavailable"
-	// TypeStoredResponseUnreadable (500): the key's stored response does
-	// not decode.
-	TypeStoredResponseUnreadable = problemBase + "stored-response-unreadable"
+	// TypeAnswerNotKept (410): the key's request took effect, but no
+	// answer of the handler's was stored: an operator confirmed the
+	// effect after the handler's outcome was unknown.
+	TypeAnswerNotKept = problemBase + "answer-not-kept"
+	// TypeFailed (410): the key's request failed for good: an operator
+	// found it did not take effect and marked it failed.
+	TypeFailed = problemBase + "failed"
 	// TypeMisconfigured (500): the endpoint's tool is unknown to the store
 	// or has a local effect.
 	TypeMisconfigured = problemBase + "misconfigured"
@@ -64,6 +68,9 @@ type Problem struct {
 	// and may succeed. False: the same request with the same key will get
 	// this answer again; fix the request, or wait for an operator.
 	RetryWithSameKey bool `json:"retry_with_same_key"`
+	// Reference is the effect's reference (a payment id, a ticket
+	// number), when an answer-not-kept problem knows it.
+	Reference string `json:"reference,omitempty"`
 }
 
 // writeProblem answers with p. A positive retryAfter is sent as
