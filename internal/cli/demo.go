@@ -155,11 +155,11 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	}
 	defer pool.Close()
 
-	provider, err := demo.StartProvider()
+	provider, stopProvider, err := startDemoProvider(ctx, cluster, int32(2*opts.Workers+4))
 	if err != nil {
 		return err
 	}
-	defer provider.Close()
+	defer stopProvider()
 	if err := writeDemoCatalog(catalog, operatorDSN, provider.URL()); err != nil {
 		return err
 	}
@@ -287,6 +287,57 @@ CREATE ROLE `+demoRole+` LOGIN IN ROLE opsdesk_service;`); err != nil {
 		return "", err
 	}
 	return cluster.DSN(demoDatabase) + " user=" + demoOperator + " password=" + password, nil
+}
+
+// The simulated provider's own operation store, where idemhttp records the
+// requests it gets: a database of its own, so that the console shows the
+// fleet's records only, and the login role the provider connects as.
+const (
+	providerDatabase = "opsdesk_provider"
+	providerRole     = "opsdesk_demo_provider"
+)
+
+// startDemoProvider creates and migrates the provider's database and
+// starts the provider over it, with a pool of maxConns connections. stop
+// closes the provider, then its pool.
+func startDemoProvider(ctx context.Context, cluster *pgcluster.Cluster, maxConns int32) (p *demo.Provider, stop func(), err error) {
+	admin, err := pgx.Connect(ctx, cluster.DSN("postgres"))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+providerDatabase); err != nil {
+		return nil, nil, fmt.Errorf("create the provider's database: %w", err)
+	}
+	ownerCfg, err := pgx.ParseConfig(cluster.DSN(providerDatabase))
+	if err != nil {
+		return nil, nil, err
+	}
+	ownerCfg.RuntimeParams["application_name"] = "opsdesk demo"
+	if _, err := db.Migrate(ctx, ownerCfg); err != nil {
+		return nil, nil, fmt.Errorf("migrate the provider's database: %w", err)
+	}
+	if _, err := admin.Exec(ctx, `CREATE ROLE `+providerRole+` LOGIN IN ROLE opsdesk_service`); err != nil {
+		return nil, nil, fmt.Errorf("create the provider's role: %w", err)
+	}
+	cfg, err := db.PoolConfig(cluster.DSN(providerDatabase)+" user="+providerRole, "opsdesk demo provider")
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.MaxConns = maxConns
+	pool, err := db.Open(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err = demo.StartProvider(demo.ProviderConfig{Pool: pool})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return p, func() {
+		_ = p.Close() // held calls are aborted; nothing to report
+		pool.Close()
+	}, nil
 }
 
 // demoOperator is the login role the demo's console connects as: a person,

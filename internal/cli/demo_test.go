@@ -24,6 +24,7 @@ import (
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
+	"github.com/opsdesk/opsdesk/ops/idemhttp"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -98,7 +99,7 @@ func TestDemo(t *testing.T) {
 
 		conn, err := pgx.Connect(t.Context(), dsn)
 		require.NoError(t, err)
-		var id struct{ tenant, tool, key, ref string }
+		var id struct{ tenant, tool, key, ref, intent string }
 		var counts demo.Counts
 		waitFor(t, 2*time.Minute, "records appear in the demo's store", func() bool {
 			counts, err = demo.CountStates(t.Context(), conn)
@@ -107,8 +108,8 @@ func TestDemo(t *testing.T) {
 				return false
 			}
 			err := conn.QueryRow(t.Context(), `
-SELECT tenant, tool, key, result_ref FROM opsdesk.operations
-WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local' LIMIT 1`).Scan(&id.tenant, &id.tool, &id.key, &id.ref)
+SELECT tenant, tool, key, result_ref, intent->>'intent' FROM opsdesk.operations
+WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local' LIMIT 1`).Scan(&id.tenant, &id.tool, &id.key, &id.ref, &id.intent)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return false
 			}
@@ -126,6 +127,38 @@ WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local' LIMIT 
 		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 		require.JSONEq(t, `{"found":true,"ref":"`+id.ref+`"}`, string(body))
 		require.NoError(t, conn.Close(t.Context()))
+
+		// PROVIDER_URL answers by the Idempotency-Key draft: the fleet's
+		// request with its key replays the provider's answer, the key with
+		// another request is 422, and no key is 400, problems both.
+		charge := func(key, payload string) (*http.Response, []byte) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, providerURL+"/v1/"+id.tool, strings.NewReader(payload))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(demo.TenantHeader, id.tenant)
+			if key != "" {
+				req.Header.Set(idemhttp.KeyHeader, key)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			return resp, body
+		}
+		quoted, err := idemhttp.FormatKey(id.key)
+		require.NoError(t, err)
+		resp, body = charge(quoted, id.intent)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		require.Equal(t, "true", resp.Header.Get(idemhttp.DefaultReplayHeader))
+		require.JSONEq(t, `{"ref":"`+id.ref+`"}`, string(body))
+		resp, body = charge(quoted, `{}`)
+		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, string(body))
+		require.Equal(t, idemhttp.ProblemContentType, resp.Header.Get("Content-Type"))
+		require.Contains(t, string(body), idemhttp.TypeKeyReused)
+		resp, body = charge("", `{}`)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(body))
+		require.Contains(t, string(body), idemhttp.TypeKeyMissing)
 
 		require.NoError(t, cmd.Process.Signal(os.Interrupt))
 		select {
@@ -201,9 +234,9 @@ func TestDemoConsoleRole(t *testing.T) {
 	operatorDSN, err := prepareDemoDatabase(ctx, cluster)
 	require.NoError(t, err)
 	require.Contains(t, operatorDSN, "user="+demoOperator)
-	provider, err := demo.StartProvider()
+	provider, stopProvider, err := startDemoProvider(ctx, cluster, 4)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = provider.Close() })
+	t.Cleanup(stopProvider)
 	catalog := filepath.Join(t.TempDir(), "opsdesk.yaml")
 	require.NoError(t, writeDemoCatalog(catalog, operatorDSN, provider.URL()))
 	cfg, err := config.Load(config.Options{File: catalog})

@@ -295,7 +295,7 @@ func TestResolveDotKeyIsNotReleased(t *testing.T) {
 	t.Parallel()
 	_, d := storeConfig(t)
 	operator := dbtest.NewPerson(t, d, "operator", "*")
-	provider, err := demo.StartProvider()
+	provider, err := demo.StartProvider(demo.ProviderConfig{Pool: dbtest.New(t).Service})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = provider.Close() })
 	cfg := lookupConfig(t, operator, demo.ToolChargeCard, "external_unknown", provider.URL()+demo.LookupPath)

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/idemhttp"
 )
 
 // providerClient is how the fleet calls the provider.
@@ -52,44 +55,102 @@ func (e *providerError) business() bool {
 // act asks the provider to apply intent under id's key, with an optional
 // simulated fault, waiting at most timeout. It returns the provider's
 // reference; a *providerError when the provider answered without acting;
-// and any other error when nobody knows whether it acted.
+// ops.NotApplied when the call could not be sent; and any other error when
+// nobody knows whether it acted. While an earlier call with the key is
+// still being handled (409, the draft's answer) it retries within timeout.
 func (c *providerClient) act(ctx context.Context, id ops.Identity, intent any, fault string, timeout time.Duration) (string, error) {
 	body, err := json.Marshal(intent)
 	if err != nil {
-		return "", err
+		return "", ops.NotApplied(err)
+	}
+	key, err := idemhttp.FormatKey(id.Key)
+	if err != nil {
+		return "", ops.NotApplied(fmt.Errorf("the key cannot be sent to the provider: %w", err))
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		ref, retryAfter, err := c.post(ctx, id, key, body, fault)
+		if retryAfter == 0 {
+			return ref, err
+		}
+		// Never past the deadline: then the outcome stays unknown.
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w; gave up waiting: %w", err, ctx.Err())
+		case <-time.After(min(wait, retryAfter)):
+		}
+	}
+}
+
+// post makes one call. A positive retryAfter means the key's earlier call
+// is still being handled: the same call may be made again then.
+func (c *providerClient) post(ctx context.Context, id ops.Identity, key string, body []byte, fault string) (ref string, retryAfter time.Duration, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/"+url.PathEscape(id.Tool), bytes.NewReader(body))
 	if err != nil {
-		return "", err
+		return "", 0, ops.NotApplied(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(TenantHeader, id.Tenant)
-	req.Header.Set(IdempotencyKeyHeader, id.Key)
+	req.Header.Set(IdempotencyKeyHeader, key)
 	if fault != "" {
 		req.Header.Set(FaultHeader, fault)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("call the provider: %w", err)
+		return "", 0, fmt.Errorf("call the provider: %w", err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return "", fmt.Errorf("read the provider's answer: %w", err)
+		return "", 0, fmt.Errorf("read the provider's answer: %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		perr := &providerError{Status: resp.StatusCode}
-		if err := json.Unmarshal(raw, &perr.apiError); err != nil {
-			// Not the provider's own answer: nothing says it did not act.
-			return "", fmt.Errorf("provider answered %s with an unreadable body", resp.Status)
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		var ans actionAnswer
+		if err := json.Unmarshal(raw, &ans); err != nil || ans.Ref == "" {
+			return "", 0, errors.New("provider answered 200 without a reference")
 		}
-		return "", perr
+		return ans.Ref, 0, nil
+	case resp.Header.Get("Content-Type") == idemhttp.ProblemContentType:
+		return problemError(resp, raw)
 	}
-	var ans actionAnswer
-	if err := json.Unmarshal(raw, &ans); err != nil || ans.Ref == "" {
-		return "", fmt.Errorf("provider answered 200 without a reference")
+	perr := &providerError{Status: resp.StatusCode}
+	if err := json.Unmarshal(raw, &perr.apiError); err != nil {
+		// Not the provider's own answer: nothing says it did not act.
+		return "", 0, fmt.Errorf("provider answered %s with an unreadable body", resp.Status)
 	}
-	return ans.Ref, nil
+	return "", 0, perr
+}
+
+// problemError reads the idempotency middleware's answer: the call was
+// not run. What that says about the operation depends on the problem.
+func problemError(resp *http.Response, raw []byte) (string, time.Duration, error) {
+	var p idemhttp.Problem
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return "", 0, fmt.Errorf("provider answered %s with an unreadable problem", resp.Status)
+	}
+	switch p.Type {
+	case idemhttp.TypeInProgress:
+		// An earlier call with the key runs, or its answer was lost a
+		// moment ago: this one may be retried, and until it gets an
+		// answer the outcome is unknown.
+		after, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if err != nil || after < 1 {
+			after = 1
+		}
+		return "", time.Duration(after) * time.Second, fmt.Errorf("provider answered %d: %s", p.Status, p.Detail)
+	case idemhttp.TypeKeyReused:
+		// As real providers do, and as the provider did before it answered
+		// by the draft: a business refusal, stored.
+		return "", 0, &providerError{Status: p.Status, apiError: apiError{Code: "idempotency_key_reused", Message: p.Detail}}
+	case idemhttp.TypeKeyMissing, idemhttp.TypeKeyInvalid, idemhttp.TypeTenantInvalid,
+		idemhttp.TypeRequestInvalid, idemhttp.TypeBodyTooLarge, idemhttp.TypeUnavailable:
+		// Refused before anything ran, and the key deduplicates any
+		// earlier call: the next attempt may run.
+		return "", 0, &providerError{Status: p.Status, apiError: apiError{Code: "refused", Message: p.Detail}}
+	}
+	// Needs reconciliation, expired, misconfigured: the provider does not
+	// say whether it acted.
+	return "", 0, fmt.Errorf("provider answered %d: %s", p.Status, p.Detail)
 }

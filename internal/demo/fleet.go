@@ -575,6 +575,8 @@ func (w *worker) external(ctx context.Context, req ops.Request, p plan) (answer,
 		var perr *providerError
 		switch {
 		case err == nil:
+		case errors.Is(err, ops.ErrNotApplied):
+			return providerResult{}, err
 		case errors.As(err, &perr) && perr.business():
 			return providerResult{}, ops.Reject(rejection{Code: perr.Code, Message: perr.Message})
 		case errors.As(err, &perr):

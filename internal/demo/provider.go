@@ -2,7 +2,6 @@ package demo
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,27 +9,31 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/idemhttp"
 )
 
 // Headers of the provider's action endpoint.
 const (
-	// IdempotencyKeyHeader carries the operation's key: the provider acts
-	// at most once per (tenant, tool, key) and answers a repeated key with
-	// the first call's reference.
-	IdempotencyKeyHeader = "Idempotency-Key"
-	// TenantHeader names the tenant the call is made for.
+	// IdempotencyKeyHeader carries the operation's key, as the IETF draft
+	// defines it (a quoted string; the bare key is accepted too): the
+	// provider acts at most once per (tenant, tool, key) and answers a
+	// repeated key with the first call's answer.
+	IdempotencyKeyHeader = idemhttp.KeyHeader
+	// TenantHeader names the tenant the call is made for. It stands for
+	// the API key a real provider would know its customer by.
 	TenantHeader = "Tenant"
 	// FaultHeader asks the provider to misbehave in one of the Fault* ways.
 	FaultHeader = "Simulate-Fault"
 	// ReplayedHeader is "true" on an answer to a repeated key.
-	ReplayedHeader = "Idempotent-Replayed"
+	ReplayedHeader = idemhttp.DefaultReplayHeader
 )
 
 // Faults the provider simulates on request (FaultHeader).
@@ -54,13 +57,14 @@ const (
 // acted, 404 {"found":false} when it did not.
 const LookupPath = "/lookup/{tenant}/{tool}/{key}"
 
-// maxBody bounds a request body.
+// maxBody bounds the body of a request to the provider and of its answer.
 const maxBody = 64 << 10
 
 // Provider is the simulated external provider: an HTTP server on
-// 127.0.0.1 that honours idempotency keys, answers outcome lookups by key,
-// and misbehaves on request. Its record of what it did is the ground truth
-// behind every stuck record.
+// 127.0.0.1 whose action endpoints answer by the IETF Idempotency-Key draft
+// (through idemhttp, over an operation store of its own), which answers
+// outcome lookups by key and misbehaves on request. Its ledger of what it
+// did is the ground truth behind every stuck record.
 type Provider struct {
 	url     string
 	srv     *http.Server
@@ -70,25 +74,31 @@ type Provider struct {
 	holding atomic.Int64
 
 	mu      sync.Mutex
-	effects map[ops.Identity]effect
-	issued  map[string]int // references issued per tool
+	effects map[ops.Identity]string // the reference of every effect
+	issued  map[string]int          // references issued per tool
 }
 
-// effect is something the provider did.
-type effect struct {
-	ref string
-	// body is the SHA-256 of the request that caused it: the same key with
-	// another request is refused, as real providers do.
-	body [sha256.Size]byte
+// providerTools are the tools the provider acts for.
+var providerTools = []string{ToolSendEmail, ToolChargeCard, ToolDeployService}
+
+// ProviderConfig configures a Provider.
+type ProviderConfig struct {
+	// Pool reaches the provider's own operation store, where idemhttp
+	// records its requests: a migrated database of its own (not the
+	// fleet's, whose records the console shows), as a role granted
+	// opsdesk_service.
+	Pool *pgxpool.Pool
+	// Lease of the provider's request records (default DefaultLease).
+	Lease time.Duration
 }
 
 // actionAnswer is the body of a 200 answer to an action.
 type actionAnswer struct {
-	Ref      string `json:"ref"`
-	Replayed bool   `json:"replayed"`
+	Ref string `json:"ref"`
 }
 
-// apiError is the body of an error answer.
+// apiError is the body of the provider's own error answers (the
+// middleware's are RFC 9457 problems).
 type apiError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
@@ -103,22 +113,46 @@ type lookupAnswer struct {
 }
 
 // StartProvider starts a provider on a random port of 127.0.0.1. Close
-// stops it.
-func StartProvider() (*Provider, error) {
+// stops it; the pool stays the caller's.
+func StartProvider(cfg ProviderConfig) (*Provider, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("provider: no pool for its operation store")
+	}
+	lease := cfg.Lease
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	// The handler is idempotent per identity (its ledger holds one effect
+	// per key), so an attempt that died or whose answer was lost is run
+	// again by the next request with the key, which finds the effect.
+	policies := map[string]ops.Policy{}
+	for _, tool := range providerTools {
+		policies[tool] = ops.Policy{Effect: ops.EffectIdempotentProvider, Lease: lease}
+	}
+	store, err := ops.New(cfg.Pool, ops.Config{Tools: policies, Owner: "provider"})
+	if err != nil {
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	p := &Provider{
+		served:  make(chan struct{}),
+		closing: make(chan struct{}),
+		effects: map[ops.Identity]string{},
+		issued:  map[string]int{},
+	}
+	mux := http.NewServeMux()
+	for _, tool := range providerTools {
+		idem, err := idemhttp.New(store, idemhttp.Options{Tool: tool, Tenant: tenantOf, MaxBody: maxBody})
+		if err != nil {
+			return nil, fmt.Errorf("provider: %w", err)
+		}
+		mux.Handle("POST /v1/"+tool, checkFault(idem.Wrap(http.HandlerFunc(p.handleAction))))
+	}
+	mux.HandleFunc("GET "+LookupPath, p.handleLookup)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen for the provider: %w", err)
 	}
-	p := &Provider{
-		url:     "http://" + ln.Addr().String(),
-		served:  make(chan struct{}),
-		closing: make(chan struct{}),
-		effects: map[ops.Identity]effect{},
-		issued:  map[string]int{},
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/{tool}", p.handleAction)
-	mux.HandleFunc("GET "+LookupPath, p.handleLookup)
+	p.url = "http://" + ln.Addr().String()
 	p.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -155,8 +189,8 @@ func (p *Provider) Close() error {
 func (p *Provider) Effect(id ops.Identity) (ref string, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	e, ok := p.effects[id]
-	return e.ref, ok
+	ref, ok = p.effects[id]
+	return ref, ok
 }
 
 // Holding is how many calls the provider holds without answering
@@ -171,26 +205,45 @@ func (p *Provider) Effects() int {
 	return len(p.effects)
 }
 
+// tenantOf is the provider's tenant: its customer, named by TenantHeader
+// (the demo's stand-in for an API key).
+func tenantOf(r *http.Request) (string, error) {
+	if t := r.Header.Get(TenantHeader); t != "" {
+		return t, nil
+	}
+	return "", errors.New("the " + TenantHeader + " header is required")
+}
+
+// checkFault refuses a malformed FaultHeader before the request is
+// recorded: a fault is how to misbehave, not part of the request.
+func checkFault(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, err := parseFault(r.Header.Get(FaultHeader)); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{Code: "bad_request", Message: err.Error()})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// handleAction acts once per identity; idemhttp, in front of it, has
+// parsed the key, fingerprinted the request and replays stored answers.
 func (p *Provider) handleAction(w http.ResponseWriter, r *http.Request) {
-	id := ops.Identity{Tenant: r.Header.Get(TenantHeader), Tool: r.PathValue("tool"), Key: r.Header.Get(IdempotencyKeyHeader)}
-	if id.Tenant == "" || id.Key == "" {
-		writeJSON(w, http.StatusBadRequest, apiError{Code: "bad_request",
-			Message: "the " + TenantHeader + " and " + IdempotencyKeyHeader + " headers are required"})
+	at, ok := idemhttp.AttemptFromContext(r.Context())
+	if !ok {
+		writeJSON(w, http.StatusInternalServerError, apiError{Code: "internal", Message: "no idempotency key in the request's context"})
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := io.ReadAll(r.Body) // bounded and buffered by idemhttp
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, apiError{Code: "bad_request", Message: "read body: " + err.Error()})
 		return
 	}
-	fault, delay, err := parseFault(r.Header.Get(FaultHeader))
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Code: "bad_request", Message: err.Error()})
-		return
-	}
+	fault, delay, _ := parseFault(r.Header.Get(FaultHeader)) // checked by checkFault
 
 	switch fault {
 	case FaultUnavailable:
+		// 503: nothing done, and idemhttp releases the key.
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Code: "unavailable",
 			Message: "the provider is overloaded; nothing was done, try again later"})
 		return
@@ -206,21 +259,15 @@ func (p *Provider) handleAction(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler)
 		}
 	}
-	if status, refusal := decide(id.Tool, body); refusal != nil {
+	if status, refusal := decide(at.Tool, body); refusal != nil {
 		writeJSON(w, status, refusal)
 		return
 	}
-	ref, replayed, ok := p.act(id, body)
-	if !ok {
-		writeJSON(w, http.StatusUnprocessableEntity, apiError{Code: "idempotency_key_reused",
-			Message: "this key was used with a different request; nothing was done"})
-		return
-	}
+	ref := p.act(at.Identity)
 	if fault == FaultLoseResponse {
 		p.hang(r)
 	}
-	w.Header().Set(ReplayedHeader, strconv.FormatBool(replayed))
-	writeJSON(w, http.StatusOK, actionAnswer{Ref: ref, Replayed: replayed})
+	writeJSON(w, http.StatusOK, actionAnswer{Ref: ref})
 }
 
 // hang holds the call until the caller gives up or the provider closes,
@@ -235,19 +282,18 @@ func (p *Provider) hang(r *http.Request) {
 	panic(http.ErrAbortHandler)
 }
 
-// act applies the effect once per identity. ok is false when the identity
-// was used with another request.
-func (p *Provider) act(id ops.Identity, body []byte) (ref string, replayed, ok bool) {
-	sum := sha256.Sum256(body)
+// act applies the effect once per identity, like a ledger unique by key:
+// an attempt run again after its answer was lost finds the effect.
+func (p *Provider) act(id ops.Identity) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e, done := p.effects[id]; done {
-		return e.ref, true, e.body == sum
+	if ref, done := p.effects[id]; done {
+		return ref
 	}
 	p.issued[id.Tool]++
-	ref = fmt.Sprintf("%s-%d", refPrefix(id.Tool), 1000+p.issued[id.Tool])
-	p.effects[id] = effect{ref: ref, body: sum}
-	return ref, false, true
+	ref := fmt.Sprintf("%s-%d", refPrefix(id.Tool), 1000+p.issued[id.Tool])
+	p.effects[id] = ref
+	return ref
 }
 
 func refPrefix(tool string) string {

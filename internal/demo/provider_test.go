@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,28 +13,35 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/idemhttp"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
-// providerCall is one POST to the provider's action endpoint.
+// providerCall is one POST to the provider's action endpoint. The key is
+// sent as the draft's quoted string, or as it is when rawKey.
 type providerCall struct {
 	tenant, tool, key string
+	rawKey            bool
 	body              string
 	fault             string
 	timeout           time.Duration
 }
 
 type providerReply struct {
-	status   int
-	replayed string
-	body     map[string]any
+	status      int
+	replayed    string
+	contentType string
+	raw         []byte
+	body        map[string]any
 }
 
+// startProvider starts a provider over an operation store of its own.
 func startProvider(t *testing.T) *demo.Provider {
 	t.Helper()
-	p, err := demo.StartProvider()
+	p, err := demo.StartProvider(demo.ProviderConfig{Pool: dbtest.New(t).Service})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
 	require.True(t, strings.HasPrefix(p.URL(), "http://127.0.0.1:"), p.URL())
@@ -50,11 +58,17 @@ func (c providerCall) do(t *testing.T, p *demo.Provider) (providerReply, error) 
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL()+"/v1/"+c.tool, bytes.NewBufferString(c.body))
 	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
 	if c.tenant != "" {
 		req.Header.Set(demo.TenantHeader, c.tenant)
 	}
 	if c.key != "" {
-		req.Header.Set(demo.IdempotencyKeyHeader, c.key)
+		key := c.key
+		if !c.rawKey {
+			key, err = idemhttp.FormatKey(c.key)
+			require.NoError(t, err)
+		}
+		req.Header.Set(demo.IdempotencyKeyHeader, key)
 	}
 	if c.fault != "" {
 		req.Header.Set(demo.FaultHeader, c.fault)
@@ -64,9 +78,27 @@ func (c providerCall) do(t *testing.T, p *demo.Provider) (providerReply, error) 
 		return providerReply{}, err
 	}
 	defer resp.Body.Close()
-	r := providerReply{status: resp.StatusCode, replayed: resp.Header.Get(demo.ReplayedHeader)}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r.body))
+	r := providerReply{status: resp.StatusCode, replayed: resp.Header.Get(demo.ReplayedHeader), contentType: resp.Header.Get("Content-Type")}
+	r.raw, err = io.ReadAll(resp.Body)
+	if err != nil {
+		return providerReply{}, err
+	}
+	require.NoError(t, json.Unmarshal(r.raw, &r.body), "%s", r.raw)
 	return r, nil
+}
+
+// untilAnswered makes the call again while the provider says an earlier
+// call with the key is still being handled (the draft's 409).
+func (c providerCall) untilAnswered(t *testing.T, p *demo.Provider) providerReply {
+	t.Helper()
+	var r providerReply
+	require.Eventually(t, func() bool {
+		var err error
+		r, err = c.do(t, p)
+		require.NoError(t, err)
+		return r.status != http.StatusConflict
+	}, 20*time.Second, 20*time.Millisecond)
+	return r
 }
 
 // lookup asks the provider's lookup endpoint about an identity.
@@ -102,16 +134,17 @@ func TestProvider(t *testing.T) {
 		first, err := call.do(t, p)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, first.status)
-		require.Equal(t, "false", first.replayed)
+		require.Empty(t, first.replayed)
 		ref := first.body["ref"].(string)
 		require.Regexp(t, `^CH-\d+$`, ref)
 
-		for range 3 {
-			again, err := call.do(t, p)
+		for _, again := range []providerCall{call, {tenant: call.tenant, tool: call.tool, key: call.key, rawKey: true,
+			body: `{"card":"tok_visa", "amount_cents": 4200, "order": "order-1"}`}} {
+			again, err := again.do(t, p)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusOK, again.status)
 			require.Equal(t, "true", again.replayed)
-			require.Equal(t, ref, again.body["ref"], "the same key returns the same reference")
+			require.Equal(t, first.raw, again.raw, "the same key replays the first answer byte for byte")
 		}
 		require.Equal(t, 1, p.Effects(), "a repeated key has no second effect")
 
@@ -129,7 +162,9 @@ func TestProvider(t *testing.T) {
 		r, err = changed.do(t, p)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusUnprocessableEntity, r.status)
-		require.Equal(t, "idempotency_key_reused", r.body["code"])
+		require.Equal(t, idemhttp.ProblemContentType, r.contentType)
+		require.Equal(t, idemhttp.TypeKeyReused, r.body["type"])
+		require.Equal(t, false, r.body["retry_with_same_key"])
 		require.Equal(t, 2, p.Effects())
 
 		got, ok := p.Effect(ops.Identity{Tenant: "acme", Tool: demo.ToolChargeCard, Key: "order-1:charge"})
@@ -167,8 +202,9 @@ func TestProvider(t *testing.T) {
 		}
 		_, err := providerCall{tenant: "acme", tool: demo.ToolChargeCard, key: "b", body: `{"card":"tok_visa"}`}.do(t, p)
 		require.NoError(t, err)
-		// Keys a header can carry (the provider takes keys in a header).
-		for _, key := range []string{"..", ".", "a/../b", "../b", "x&tenant=globex", "%2e%2e", "%2F", "?", "#", "a b", "a+b", "x;y=1", "ключ-ü"} {
+		// Keys a header can carry (the provider takes keys in a header, as
+		// the draft's printable ASCII strings).
+		for _, key := range []string{"..", ".", "a/../b", "../b", "x&tenant=globex", "%2e%2e", "%2F", "?", "#", "a b", "a+b", "x;y=1", `a"b\c`} {
 			a := ask("acme", key)
 			require.Equal(t, reconcile.LookupNotFound, a.Evidence.Lookup, "%q before the call: %s", key, a.Evidence.Summary)
 			r, err := providerCall{tenant: "acme", tool: demo.ToolChargeCard, key: key, body: `{"card":"tok_visa"}`}.do(t, p)
@@ -189,12 +225,49 @@ func TestProvider(t *testing.T) {
 			{tenant: "acme", tool: demo.ToolSendEmail, body: `{}`},
 			{key: "k", tool: demo.ToolSendEmail, body: `{}`},
 			{tenant: "acme", key: "k", tool: demo.ToolSendEmail, body: `{}`, fault: "explode"},
+			{tenant: "acme", key: `"a", "b"`, rawKey: true, tool: demo.ToolSendEmail, body: `{}`},
+			{tenant: "acme", key: "ключ-ü", rawKey: true, tool: demo.ToolSendEmail, body: `{}`},
+			{tenant: "acme", key: strings.Repeat("k", 256), tool: demo.ToolSendEmail, body: `{}`, rawKey: true},
 		} {
 			r, err := c.do(t, p)
 			require.NoError(t, err)
-			require.Equal(t, http.StatusBadRequest, r.status)
+			require.Equal(t, http.StatusBadRequest, r.status, "%+v: %s", c, r.raw)
 		}
 		require.Zero(t, p.Effects())
+	})
+
+	// The draft's answers: 400 problems for a missing or malformed key,
+	// 409 while a call with the key runs.
+	t.Run("AnswersByTheDraft", func(t *testing.T) {
+		t.Parallel()
+		p := startProvider(t)
+		r, err := providerCall{tenant: "acme", tool: demo.ToolChargeCard, body: `{}`}.do(t, p)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusBadRequest, r.status)
+		require.Equal(t, idemhttp.ProblemContentType, r.contentType)
+		require.Equal(t, idemhttp.TypeKeyMissing, r.body["type"])
+
+		slow := providerCall{tenant: "acme", tool: demo.ToolDeployService, key: "rel-9", body: `{"version":"v1","environment":"prod"}`, fault: demo.FaultSlow + "=3s"}
+		done := make(chan providerReply, 1)
+		go func() {
+			r, err := slow.do(t, p)
+			if err != nil {
+				r.status = -1
+			}
+			done <- r
+		}()
+		var busy providerReply
+		require.Eventually(t, func() bool {
+			var err error
+			busy, err = providerCall{tenant: "acme", tool: demo.ToolDeployService, key: "rel-9", body: `{"version":"v1","environment":"prod"}`}.do(t, p)
+			require.NoError(t, err)
+			return busy.status == http.StatusConflict
+		}, 10*time.Second, 10*time.Millisecond)
+		require.Equal(t, idemhttp.TypeInProgress, busy.body["type"])
+		require.Equal(t, true, busy.body["retry_with_same_key"])
+		first := <-done
+		require.Equal(t, http.StatusOK, first.status)
+		require.Equal(t, 1, p.Effects())
 	})
 
 	t.Run("BusinessRefusalsDoNothing", func(t *testing.T) {
@@ -232,13 +305,18 @@ func TestProvider(t *testing.T) {
 		found, ref := lookup(t, p.URL(), id)
 		require.True(t, found, "the provider acted although nobody saw its answer")
 
-		// A retry with the key learns the reference without a second effect.
+		// A retry with the key learns the reference without a second
+		// effect: the abandoned call's outcome was unknown, so the retry
+		// runs the action again, which finds its effect.
 		c.fault, c.timeout = "", 0
-		r, err := c.do(t, p)
-		require.NoError(t, err)
+		r := c.untilAnswered(t, p)
+		require.Equal(t, http.StatusOK, r.status)
 		require.Equal(t, ref, r.body["ref"])
-		require.Equal(t, "true", r.replayed)
 		require.Equal(t, 1, p.Effects())
+		again, err := c.do(t, p)
+		require.NoError(t, err)
+		require.Equal(t, "true", again.replayed, "that answer is stored now")
+		require.Equal(t, r.raw, again.raw)
 	})
 
 	t.Run("FaultTimeoutBeforeActing", func(t *testing.T) {
@@ -269,7 +347,7 @@ func TestProvider(t *testing.T) {
 
 	t.Run("CloseAbortsHeldCalls", func(t *testing.T) {
 		t.Parallel()
-		p, err := demo.StartProvider()
+		p, err := demo.StartProvider(demo.ProviderConfig{Pool: dbtest.New(t).Service})
 		require.NoError(t, err)
 		req, err := http.NewRequest(http.MethodPost, p.URL()+"/v1/"+demo.ToolChargeCard, strings.NewReader(`{}`))
 		require.NoError(t, err)

@@ -3,9 +3,11 @@
 // library against a simulated external provider, with faults injected so
 // that every state of the state machine appears and keeps appearing.
 //
-// The provider ([Provider]) is an HTTP server on 127.0.0.1 that honours
-// idempotency keys and answers outcome lookups by key, so that the truth
-// behind every stuck record can be found out the way an operator would.
+// The provider ([Provider]) is an HTTP server on 127.0.0.1 whose action
+// endpoints answer by the IETF Idempotency-Key draft (ops/idemhttp over an
+// operation store of its own) and which answers outcome lookups by key, so
+// that the truth behind every stuck record can be found out the way an
+// operator would.
 // The fleet ([Fleet]) is a few goroutines, each with its own ops.Store and
 // owner, drawing seeded jobs at a steady rate.
 package demo

@@ -1,0 +1,357 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/opsdesk/opsdesk/ops"
+)
+
+// Defaults of an Options' zero fields.
+const (
+	// DefaultVersion is the tool version requests are recorded under.
+	DefaultVersion = "1"
+	// DefaultMaxBody bounds a protected request's body, which is read
+	// whole before anything runs.
+	DefaultMaxBody = 1 << 20
+	// DefaultReplayHeader is set to "true" on replayed answers (the name
+	// Stripe uses).
+	DefaultReplayHeader = "Idempotent-Replayed"
+	// DefaultUnavailableRetryAfter is the Retry-After of a 503.
+	DefaultUnavailableRetryAfter = time.Second
+)
+
+// DefaultMethods are the methods protected by default: the ones HTTP does
+// not define as idempotent (GET, HEAD, PUT, DELETE and OPTIONS are).
+func DefaultMethods() []string { return []string{http.MethodPost, http.MethodPatch} }
+
+// DefaultStoredHeaders are the response headers stored and replayed by
+// default. Set-Cookie is not among them.
+func DefaultStoredHeaders() []string { return []string{"Content-Type", "Content-Language", "Location"} }
+
+// Verdict is what a handler's answer says about its effect, and so what
+// the store does with the answer.
+type Verdict int
+
+const (
+	// Succeeded: the effect happened. The answer is stored and replayed to
+	// every retry with the key.
+	Succeeded Verdict = iota + 1
+	// Rejected: the handler judged the request and refused it for good.
+	// The answer is stored as a rejection and replayed.
+	Rejected
+	// NotApplied: the handler did nothing (it was busy or overloaded).
+	// Nothing is stored and the key is released: a retry runs the handler
+	// again.
+	NotApplied
+	// Unknown: the effect may or may not have happened. Nothing is stored
+	// and the key's record stays pending: the tool's effect decides what a
+	// retry gets (see Options.Tool).
+	Unknown
+)
+
+// DefaultClassify reads a handler's status: 408, 425, 429 and 503 say
+// nothing was done (NotApplied); other 1xx to 3xx are Succeeded, other 4xx
+// Rejected (the request was judged), and other 5xx Unknown (a handler that
+// failed midway may have done part of its work).
+func DefaultClassify(status int) Verdict {
+	switch {
+	case status == http.StatusRequestTimeout, status == http.StatusTooEarly,
+		status == http.StatusTooManyRequests, status == http.StatusServiceUnavailable:
+		return NotApplied
+	case status < 400:
+		return Succeeded
+	case status < 500:
+		return Rejected
+	}
+	return Unknown
+}
+
+// Options configures a Middleware.
+type Options struct {
+	// Tool is the ops tool the endpoint's requests are recorded under
+	// (required). Its policy in the store must be external, because the
+	// handler's effects are outside the record's transaction:
+	// ops.EffectIdempotentProvider when running the handler twice for one
+	// key cannot repeat its effect (its writes are unique by the key, or
+	// it passes the key on to its own provider): an abandoned or Unknown
+	// attempt is then run again by the next retry; ops.EffectUnknownOutcome
+	// when it could: such an attempt then waits for an operator
+	// (409 needs-reconciliation) once its lease runs out.
+	Tool string
+	// Version is the tool's version (default DefaultVersion); it is part
+	// of the fingerprint.
+	Version string
+	// Tenant returns the tenant a request is made for (required): from
+	// the service's authentication, never from something the client
+	// chose unless the service means it to. An error is answered 400 with
+	// its text as the detail.
+	Tenant func(*http.Request) (string, error)
+	// Methods are the protected methods (default DefaultMethods()); other
+	// requests pass through untouched.
+	Methods []string
+	// StoredHeaders are the response headers stored and replayed (default
+	// DefaultStoredHeaders()). The first answer carries every header the
+	// handler set.
+	StoredHeaders []string
+	// MaxBody bounds a protected request's body (default DefaultMaxBody);
+	// a larger one is answered 413.
+	MaxBody int64
+	// ReplayHeader is set to "true" on replays (default
+	// DefaultReplayHeader).
+	ReplayHeader string
+	// Classify maps the handler's status to a Verdict (default
+	// DefaultClassify).
+	Classify func(status int) Verdict
+	// UnavailableRetryAfter is the Retry-After of a 503 (default
+	// DefaultUnavailableRetryAfter).
+	UnavailableRetryAfter time.Duration
+}
+
+// Middleware makes the handlers it wraps answer by the IETF Idempotency-Key
+// draft (draft-ietf-httpapi-idempotency-key-header-07), recording every
+// protected request in the operation store.
+type Middleware struct {
+	store   *ops.Store
+	opts    Options
+	methods map[string]bool
+}
+
+// New returns a Middleware recording requests in store.
+func New(store *ops.Store, opts Options) (*Middleware, error) {
+	switch {
+	case store == nil:
+		return nil, errors.New("idemhttp: nil store")
+	case opts.Tool == "":
+		return nil, errors.New("idemhttp: Options.Tool is required: the ops tool the endpoint's requests are recorded under")
+	case opts.Tenant == nil:
+		return nil, errors.New("idemhttp: Options.Tenant is required: the tenant comes from the service, not the client")
+	case opts.MaxBody < 0:
+		return nil, fmt.Errorf("idemhttp: Options.MaxBody %d is negative", opts.MaxBody)
+	case opts.UnavailableRetryAfter < 0:
+		return nil, fmt.Errorf("idemhttp: Options.UnavailableRetryAfter %v is negative", opts.UnavailableRetryAfter)
+	}
+	if opts.Version == "" {
+		opts.Version = DefaultVersion
+	}
+	if opts.Methods == nil {
+		opts.Methods = DefaultMethods()
+	}
+	if opts.StoredHeaders == nil {
+		opts.StoredHeaders = DefaultStoredHeaders()
+	}
+	if opts.MaxBody == 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.ReplayHeader == "" {
+		opts.ReplayHeader = DefaultReplayHeader
+	}
+	if opts.Classify == nil {
+		opts.Classify = DefaultClassify
+	}
+	if opts.UnavailableRetryAfter == 0 {
+		opts.UnavailableRetryAfter = DefaultUnavailableRetryAfter
+	}
+	m := &Middleware{store: store, methods: map[string]bool{}}
+	for _, method := range opts.Methods {
+		if method == "" {
+			return nil, errors.New("idemhttp: Options.Methods holds an empty method")
+		}
+		m.methods[method] = true
+	}
+	headers := make([]string, len(opts.StoredHeaders))
+	for i, h := range opts.StoredHeaders {
+		headers[i] = http.CanonicalHeaderKey(h)
+	}
+	opts.StoredHeaders = headers
+	opts.ReplayHeader = http.CanonicalHeaderKey(opts.ReplayHeader)
+	m.opts = opts
+	return m, nil
+}
+
+// Wrap returns next behind the middleware: a protected request runs next at
+// most once per (tenant, tool, key), and its retries get next's stored
+// answer.
+func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !m.methods[r.Method] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		m.serve(w, r, next)
+	})
+}
+
+type attemptKey struct{}
+
+// AttemptFromContext returns the attempt a protected request's handler
+// runs as: its identity (tenant, tool, key) and attempt number. A handler
+// that calls a provider of its own passes the key on.
+func AttemptFromContext(ctx context.Context) (ops.Attempt, bool) {
+	a, ok := ctx.Value(attemptKey{}).(ops.Attempt)
+	return a, ok
+}
+
+// errPanicked is the outcome of a handler that panicked: unknown.
+var errPanicked = errors.New("the handler panicked")
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	key, err := ParseKey(r.Header)
+	if errors.Is(err, ErrKeyMissing) {
+		writeProblem(w, Problem{Type: TypeKeyMissing, Title: "Idempotency-Key is missing", Status: http.StatusBadRequest,
+			Detail: fmt.Sprintf(`%s %s needs an Idempotency-Key header holding a key unique to this request, such as "8e03978e-40d5-43e8-bc93-6894a57f9324"; nothing ran`, r.Method, r.URL.EscapedPath())}, 0)
+		return
+	}
+	if err != nil {
+		writeProblem(w, Problem{Type: TypeKeyInvalid, Title: "Idempotency-Key is invalid", Status: http.StatusBadRequest,
+			Detail: err.Error() + "; nothing ran"}, 0)
+		return
+	}
+	tenant, err := m.opts.Tenant(r)
+	if err != nil {
+		writeProblem(w, Problem{Type: TypeTenantInvalid, Title: "The request's tenant is invalid", Status: http.StatusBadRequest,
+			Detail: err.Error() + "; nothing ran"}, 0)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.opts.MaxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeProblem(w, Problem{Type: TypeBodyTooLarge, Title: "The request's body is too large", Status: http.StatusRequestEntityTooLarge,
+			Detail: fmt.Sprintf("the body is over the limit of %d bytes; nothing ran", tooLarge.Limit)}, 0)
+		return
+	case err != nil:
+		writeProblem(w, Problem{Type: TypeRequestInvalid, Title: "The request's body could not be read", Status: http.StatusBadRequest,
+			Detail: "reading the body failed: " + err.Error() + "; nothing ran", RetryWithSameKey: true}, 0)
+		return
+	}
+	in, err := intentOf(r, body, m.opts.Tool, m.opts.Version)
+	if err != nil {
+		writeProblem(w, Problem{Type: TypeRequestInvalid, Title: "The request is invalid", Status: http.StatusBadRequest,
+			Detail: err.Error() + "; nothing ran"}, 0)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+
+	req := ops.Request{Identity: ops.Identity{Tenant: tenant, Tool: m.opts.Tool, Key: key}, Version: m.opts.Version, Intent: in}
+	var (
+		rec      *recorder
+		panicked any
+	)
+	out, err := ops.DoExternal(r.Context(), m.store, req, func(ctx context.Context, a ops.Attempt) (json.RawMessage, error) {
+		rec = newRecorder()
+		panicked = serveCaptured(next, rec, r.WithContext(context.WithValue(ctx, attemptKey{}, a)))
+		if panicked != nil {
+			return nil, errPanicked
+		}
+		rec.finish()
+		stored := rec.stored(m.opts.StoredHeaders)
+		raw, err := json.Marshal(stored)
+		if err != nil {
+			return nil, fmt.Errorf("encode the handler's answer: %w", err)
+		}
+		switch m.opts.Classify(stored.Status) {
+		case Succeeded:
+			return raw, nil
+		case Rejected:
+			return nil, ops.Reject(json.RawMessage(raw))
+		case NotApplied:
+			return nil, ops.NotApplied(fmt.Errorf("the handler answered %d", stored.Status))
+		}
+		return nil, fmt.Errorf("the handler answered %d", stored.Status)
+	})
+	switch {
+	case panicked != nil:
+		// Recorded as an unknown outcome; now net/http does with the
+		// panic what the handler meant (http.ErrAbortHandler drops the
+		// connection).
+		panic(panicked)
+	case rec != nil:
+		// The handler ran: its answer is the truth about this request,
+		// whether or not the store could record it.
+		rec.send(w)
+	case err == nil:
+		m.replay(w, out.Result, ops.OutcomeSucceeded, out.ResultRef)
+	default:
+		var rej *ops.RejectedError
+		if errors.As(err, &rej) && rej.Replayed {
+			m.replay(w, rej.Payload, ops.OutcomeRejected, "")
+			return
+		}
+		m.refuse(w, err)
+	}
+}
+
+// serveCaptured runs the handler into rec and returns what it panicked
+// with, if it did.
+func serveCaptured(next http.Handler, rec *recorder, r *http.Request) (panicked any) {
+	defer func() { panicked = recover() }()
+	next.ServeHTTP(rec, r)
+	return nil
+}
+
+// replay sends a stored answer. A record completed without one (an
+// operator decided after the handler's outcome was unknown) is answered
+// with what the decision says.
+func (m *Middleware) replay(w http.ResponseWriter, raw json.RawMessage, outcome, ref string) {
+	var s storedResponse
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err == nil && s.Status >= 200 && s.Status <= 999 {
+		s.replay(w, m.opts.ReplayHeader)
+		return
+	}
+	if outcome == ops.OutcomeRejected {
+		writeProblem(w, Problem{Type: TypeFailed, Title: "The request with this Idempotency-Key failed", Status: http.StatusGone,
+			Detail: "the request with this key did not take effect and was marked failed; it is not run again. " +
+				"Send it with a new key if you still want it"}, 0)
+		return
+	}
+	detail := "the request with this key took effect, but its answer was not kept; it is not run again"
+	if ref != "" {
+		detail += "; its reference is " + strconv.Quote(ref)
+	}
+	writeProblem(w, Problem{Type: TypeAnswerNotKept, Title: "The request with this Idempotency-Key took effect", Status: http.StatusGone,
+		Detail: detail, Reference: ref}, 0)
+}
+
+// refuse answers a request that did not run with the problem its error
+// names.
+func (m *Middleware) refuse(w http.ResponseWriter, err error) {
+	var busy *ops.InProgressError
+	switch {
+	case errors.As(err, &busy):
+		writeProblem(w, Problem{Type: TypeInProgress, Title: "A request is outstanding for this Idempotency-Key", Status: http.StatusConflict,
+			Detail: "a request with this key is being handled now; retry with the same key after Retry-After to get its answer", RetryWithSameKey: true},
+			max(busy.RetryAfter, time.Second))
+	case errors.Is(err, ops.ErrIntentConflict):
+		writeProblem(w, Problem{Type: TypeKeyReused, Title: "Idempotency-Key is already used", Status: http.StatusUnprocessableEntity,
+			Detail: "this key was first used for a different request (method, path, query or body); a key names one request: send a new request with a new key; nothing ran"}, 0)
+	case errors.Is(err, ops.ErrNeedsReconciliation):
+		writeProblem(w, Problem{Type: TypeNeedsReconciliation, Title: "The outcome of a request with this Idempotency-Key is unknown", Status: http.StatusConflict,
+			Detail: "an earlier request with this key may or may not have taken effect; it is not run again until an operator has found out, and retries get this answer until then. " +
+				"Do not send it with a new key unless you know the first did not take effect; nothing ran"}, 0)
+	case errors.Is(err, ops.ErrExpired):
+		writeProblem(w, Problem{Type: TypeExpired, Title: "Idempotency-Key has expired", Status: http.StatusGone,
+			Detail: "the request with this key was handled long ago, its answer is no longer kept, and this endpoint does not run late retries; nothing ran"}, 0)
+	case errors.Is(err, ops.ErrInvalidRequest):
+		writeProblem(w, Problem{Type: TypeRequestInvalid, Title: "The request is invalid", Status: http.StatusBadRequest,
+			Detail: err.Error() + "; nothing ran"}, 0)
+	case errors.Is(err, ops.ErrUnknownTool), errors.Is(err, ops.ErrWrongEffect):
+		writeProblem(w, Problem{Type: TypeMisconfigured, Title: "The endpoint is misconfigured", Status: http.StatusInternalServerError,
+			Detail: "the endpoint's idempotency tool is not configured for HTTP requests; nothing ran"}, 0)
+	default:
+		// ErrUnavailable, and any store failure before the handler ran:
+		// nothing ran, and nothing this request did can run twice.
+		writeProblem(w, Problem{Type: TypeUnavailable, Title: "The service cannot take this request now", Status: http.StatusServiceUnavailable,
+			Detail: "the idempotency store failed before anything ran; retry with the same key after Retry-After", RetryWithSameKey: true},
+			m.opts.UnavailableRetryAfter)
+	}
+}

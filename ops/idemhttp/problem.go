@@ -1,0 +1,94 @@
+package idemhttp
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// ProblemContentType is the media type of the middleware's error answers
+// (RFC 9457).
+const ProblemContentType = "application/problem+json"
+
+// The problem types the middleware answers with. Each URI names a section
+// of the project's documentation; clients match on the URI, never on the
+// title or detail.
+const (
+	problemBase = "https://github.com/opsdesk/opsdesk/blob/main/docs/idempotency-key.md#"
+
+	// TypeKeyMissing (400): a protected method without the header.
+	TypeKeyMissing = problemBase + "key-missing"
+	// TypeKeyInvalid (400): an empty, over-long or malformed key, or the
+	// header sent twice.
+	TypeKeyInvalid = problemBase + "key-invalid"
+	// TypeTenantInvalid (400): the service's Tenant function refused the
+	// request.
+	TypeTenantInvalid = problemBase + "tenant-invalid"
+	// TypeRequestInvalid (400): a body that cannot be read, or that says
+	// it is JSON and is not.
+	TypeRequestInvalid = problemBase + "request-invalid"
+	// TypeBodyTooLarge (413): a body over Options.MaxBody.
+	TypeBodyTooLarge = problemBase + "body-too-large"
+	// TypeInProgress (409): a request with the key is being handled now.
+	TypeInProgress = problemBase + "in-progress"
+	// TypeKeyReused (422): the key was first used for a different request.
+	TypeKeyReused = problemBase + "key-reused"
+	// TypeNeedsReconciliation (409): an earlier request with the key may
+	// or may not have taken effect; an operator must decide.
+	TypeNeedsReconciliation = problemBase + "needs-reconciliation"
+	// TypeExpired (410): the key's record was purged and the endpoint
+	// refuses late retries.
+	TypeExpired = problemBase + "expired"
+	// TypeUnavailable (503): the operation store failed before anything
+	// ran.
+	TypeUnavailable = problemBase + "unavailable"
+	// TypeAnswerNotKept (410): the key's request took effect, but no
+	// answer of the handler's was stored: an operator confirmed the
+	// effect after the handler's outcome was unknown.
+	TypeAnswerNotKept = problemBase + "answer-not-kept"
+	// TypeFailed (410): the key's request failed for good: an operator
+	// found it did not take effect and marked it failed.
+	TypeFailed = problemBase + "failed"
+	// TypeMisconfigured (500): the endpoint's tool is unknown to the store
+	// or has a local effect.
+	TypeMisconfigured = problemBase + "misconfigured"
+)
+
+// Problem is the body of every answer the middleware gives instead of the
+// handler's: an RFC 9457 problem document with one extension member.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	// RetryWithSameKey says whether sending the same request again with
+	// the same key (after Retry-After, when the answer has one) is safe
+	// and may succeed. False: the same request with the same key will get
+	// this answer again; fix the request, or wait for an operator.
+	RetryWithSameKey bool `json:"retry_with_same_key"`
+	// Reference is the effect's reference (a payment id, a ticket
+	// number), when an answer-not-kept problem knows it.
+	Reference string `json:"reference,omitempty"`
+}
+
+// writeProblem answers with p. A positive retryAfter is sent as
+// Retry-After in whole seconds, rounded up.
+func writeProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
+	h := w.Header()
+	h.Set("Content-Type", ProblemContentType)
+	h.Set("Content-Language", "en")
+	// An answer about one attempt, never about the resource.
+	h.Set("Cache-Control", "no-store")
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		// A struct of strings, an int and a bool always marshals.
+		panic(err)
+	}
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(append(body, '\n')) // the client may be gone
+}
