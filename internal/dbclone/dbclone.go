@@ -48,13 +48,15 @@ func For(adminDSN string) *Server {
 	if s, ok := servers.Load(adminDSN); ok {
 		return s.(*Server)
 	}
-	s := &Server{
-		adminDSN: adminDSN,
-		template: fmt.Sprintf("opsdesk_template_v%d_%s", db.LatestVersion(), db.MigrationsDigest()),
-	}
-	s.ready = sync.OnceValue(s.createTemplate)
+	s := newServer(adminDSN, fmt.Sprintf("opsdesk_template_v%d_%s", db.LatestVersion(), db.MigrationsDigest()))
 	actual, _ := servers.LoadOrStore(adminDSN, s)
 	return actual.(*Server)
+}
+
+func newServer(adminDSN, template string) *Server {
+	s := &Server{adminDSN: adminDSN, template: template}
+	s.ready = sync.OnceValue(s.createTemplate)
+	return s
 }
 
 // Template makes sure the migrated template exists and returns its name.
