@@ -40,7 +40,10 @@ type Store struct {
 }
 
 // New returns a Store over pool, which must reach a database migrated by
-// opsdesk migrate, as a role granted opsdesk_service.
+// opsdesk migrate (or ops/opsmigrate), as a role granted opsdesk_service.
+// New does no I/O and does not compare the schema's version with this
+// library's: opsmigrate.Check does, for a service that wants to refuse to
+// start on a mismatch.
 func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("ops: nil pool")

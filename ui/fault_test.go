@@ -95,7 +95,13 @@ func newFaultDB(t *testing.T) *faultDB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Migrate(ctx, cfg.ConnConfig); err != nil {
+	pool, err := db.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Migrate(ctx, pool, nil)
+	pool.Close()
+	if err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	sqlExec(t, d.dsn, faultFixtures)

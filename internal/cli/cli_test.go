@@ -26,6 +26,30 @@ func TestVersion(t *testing.T) {
 	code, out, _ := run("version")
 	require.Equal(t, ExitOK, code)
 	require.Regexp(t, `^opsdesk \S+ \(schema \d+, go\S+\)\n$`, out)
+	code, _, errOut := run("version", "--dsn", " \t\n")
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, errOut, "--dsn is blank")
+
+	t.Run("ComparesTheDatabase", func(t *testing.T) {
+		t.Parallel()
+		d := dbtest.New(t)
+		viewer := dbtest.NewPerson(t, d, "viewer")
+		code, out, errOut := run("version", "--dsn", viewer.DSN)
+		require.Equal(t, ExitOK, code, errOut)
+		require.Regexp(t, `\ndatabase schema `+itoa(db.LatestVersion())+`\n$`, out)
+
+		// A newer opsdesk migrated it: this one says so and fails.
+		_, err := d.Admin.Exec(t.Context(), `INSERT INTO opsdesk.schema_migrations (version_id, is_applied) VALUES ($1, true)`,
+			db.LatestVersion()+1)
+		require.NoError(t, err)
+		code, _, errOut = run("version", "--dsn", viewer.DSN)
+		require.Equal(t, ExitFailure, code)
+		require.Contains(t, errOut, "newer than this opsdesk")
+		code, _, errOut = run("migrate", "--dsn", d.AdminDSN)
+		require.Equal(t, ExitFailure, code)
+		require.Contains(t, errOut, "newer than this opsdesk")
+		require.Contains(t, errOut, "nothing was changed")
+	})
 }
 
 func TestMigrateCommand(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 
 // runConsole opens the console on the configured context. An unreachable
 // database is shown (and retried) inside the console; a reachable database
-// whose schema is behind is refused before it opens.
+// whose schema is behind or ahead of this opsdesk is refused before it opens.
 func runConsole(cmd *cobra.Command, g *globalFlags) error {
 	cfg, err := loadConfig(cmd, g)
 	if err != nil {
@@ -91,7 +91,7 @@ func openConsoleView(ctx context.Context, c config.Context) (*storeview.Store, *
 	}
 	checkCtx, cancel := context.WithTimeout(ctx, statementTimeout)
 	defer cancel()
-	if _, err := db.CheckSchema(checkCtx, pool); errors.Is(err, db.ErrSchemaBehind) {
+	if _, err := db.CheckSchema(checkCtx, pool); errors.Is(err, db.ErrSchemaBehind) || errors.Is(err, db.ErrSchemaAhead) {
 		pool.Close()
 		return nil, nil, err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ops/opsmigrate"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -253,6 +254,18 @@ func watchDemo(ctx context.Context, opts demoOptions, admin db.Querier, fleet *d
 	}
 }
 
+// migrateDemoDatabase installs the schema as a service would, through
+// opsmigrate.
+func migrateDemoDatabase(ctx context.Context, dsn string) error {
+	pool, err := openDSN(ctx, dsn, "opsdesk demo")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	_, err = opsmigrate.Migrate(ctx, pool, nil)
+	return err
+}
+
 // prepareDemoDatabase creates and migrates the demo's database, the
 // business tables the local tools write, the fleet's login role and the
 // console's (see demoOperator), and returns the console's DSN.
@@ -270,7 +283,7 @@ func prepareDemoDatabase(ctx context.Context, cluster *pgcluster.Cluster) (opera
 		return "", err
 	}
 	ownerCfg.RuntimeParams["application_name"] = "opsdesk demo"
-	if _, err := db.Migrate(ctx, ownerCfg); err != nil {
+	if err := migrateDemoDatabase(ctx, cluster.DSN(demoDatabase)); err != nil {
 		return "", err
 	}
 	owner, err := pgx.ConnectConfig(ctx, ownerCfg)

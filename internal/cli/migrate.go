@@ -6,9 +6,11 @@ import (
 	"io"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/ops/opsmigrate"
 )
 
 type migrateOptions struct {
@@ -38,12 +40,12 @@ func runMigrate(ctx context.Context, opts migrateOptions, stdout io.Writer) erro
 	if strings.TrimSpace(opts.DSN) == "" {
 		return usagef("--dsn is required: the database to migrate, for example --dsn 'postgres://admin@localhost/opsdesk'")
 	}
-	cfg, err := db.ParseConnConfig(opts.DSN)
+	pool, err := openDSN(ctx, opts.DSN, "opsdesk migrate")
 	if err != nil {
-		return usagef("--dsn: %w", err)
+		return err
 	}
-	cfg.RuntimeParams["application_name"] = "opsdesk migrate"
-	res, err := db.Migrate(ctx, cfg)
+	defer pool.Close()
+	res, err := opsmigrate.Migrate(ctx, pool, nil)
 	if err != nil {
 		return err
 	}
@@ -53,4 +55,14 @@ func runMigrate(ctx context.Context, opts migrateOptions, stdout io.Writer) erro
 	}
 	_, err = fmt.Fprintf(stdout, "schema migrated from version %d to %d (%s)\n", res.From, res.To, strings.Join(res.Applied, ", "))
 	return err
+}
+
+// openDSN opens a small pool on the database a --dsn flag names.
+func openDSN(ctx context.Context, dsn, application string) (*pgxpool.Pool, error) {
+	cfg, err := db.PoolConfig(dsn, application)
+	if err != nil {
+		return nil, usagef("--dsn: %w", err)
+	}
+	cfg.MaxConns = 2
+	return db.Open(ctx, cfg)
 }

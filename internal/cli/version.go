@@ -1,29 +1,59 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/ops/opsmigrate"
 )
 
-func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print opsdesk's version and the schema version it needs",
-		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runVersion(cmd.OutOrStdout())
-		},
-	}
+type versionOptions struct {
+	DSN string
 }
 
-func runVersion(w io.Writer) error {
-	_, err := fmt.Fprintf(w, "opsdesk %s (schema %d, %s)\n", buildVersion(), db.LatestVersion(), runtime.Version())
+func newVersionCmd() *cobra.Command {
+	var opts versionOptions
+	cmd := &cobra.Command{
+		Use:   "version [--dsn DSN]",
+		Short: "Print opsdesk's version and the schema version it needs",
+		Long: "Print opsdesk's version and the schema version it needs. With --dsn, also read the\n" +
+			"database's schema version, and fail when it is older or newer than this opsdesk's\n" +
+			"(connect as the migrating role or one granted opsdesk_viewer).",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runVersion(cmd.Context(), opts, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&opts.DSN, "dsn", "", "PostgreSQL connection string (URL or key=value) of a database to compare")
+	return cmd
+}
+
+func runVersion(ctx context.Context, opts versionOptions, w io.Writer) error {
+	if _, err := fmt.Fprintf(w, "opsdesk %s (schema %d, %s)\n", buildVersion(), opsmigrate.LatestVersion(), runtime.Version()); err != nil {
+		return err
+	}
+	if opts.DSN == "" {
+		return nil
+	}
+	if strings.TrimSpace(opts.DSN) == "" {
+		return usagef("--dsn is blank: give the database to compare, or leave the flag out")
+	}
+	pool, err := openDSN(ctx, opts.DSN, "opsdesk version")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	v, err := opsmigrate.Check(ctx, pool)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "database schema %d\n", v.Database)
 	return err
 }
 

@@ -4,8 +4,10 @@ package db
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -34,7 +37,13 @@ var migrationFiles embed.FS
 
 // ErrSchemaBehind means the database has not been migrated to the schema this
 // build of opsdesk needs.
-var ErrSchemaBehind = errors.New("schema is behind: run opsdesk migrate")
+var ErrSchemaBehind = errors.New("the database's opsdesk schema is older than this opsdesk: " +
+	"migrate it (opsdesk migrate, or opsmigrate.Migrate)")
+
+// ErrSchemaAhead means the database's schema was migrated by a newer opsdesk
+// than this build: this build does not know what those migrations changed.
+var ErrSchemaAhead = errors.New("the database's opsdesk schema is newer than this opsdesk: " +
+	"upgrade opsdesk (the library or the command) to the version that migrated it")
 
 // MigrateResult tells what a migration run did.
 type MigrateResult struct {
@@ -65,65 +74,135 @@ func LatestVersion() int64 {
 	return latest
 }
 
-// Migrate installs or upgrades the opsdesk schema in the database cfg points
-// at. It is idempotent and safe to run from several processes at once: runs
-// are serialized by an advisory lock and a later run finds nothing to do.
-func Migrate(ctx context.Context, cfg *pgx.ConnConfig) (MigrateResult, error) {
-	sqlDB := stdlib.OpenDB(*cfg)
-	defer sqlDB.Close()
-
-	if err := createSchema(ctx, sqlDB); err != nil {
-		return MigrateResult{}, err
-	}
-	p, err := newProvider(sqlDB)
+// MigrationsDigest is a short hex digest of the embedded migrations' names
+// and contents: two builds with the same digest install the same schema, so
+// a migrated template database can be named after it and reused.
+func MigrationsDigest() string {
+	entries, err := migrationFiles.ReadDir("migrations")
 	if err != nil {
-		return MigrateResult{}, err
+		panic(fmt.Sprintf("read embedded migrations: %v", err))
 	}
-	from, err := p.GetDBVersion(ctx)
-	if err != nil {
-		return MigrateResult{}, fmt.Errorf("read schema version: %w", err)
-	}
-	results, err := p.Up(ctx)
-	if err != nil && !errors.Is(err, goose.ErrNoNextVersion) {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
-			return MigrateResult{}, fmt.Errorf("migrate as %q: %s; connect as a superuser or the database's owner "+
-				"with CREATEROLE, or have an administrator create opsdesk's roles first (README, \"Installing the schema\") "+
-				"(nothing was changed: each migration runs in one transaction)", cfg.User, pgErr.Message)
+	h := sha256.New()
+	for _, e := range entries { // ReadDir sorts by name
+		body, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			panic(fmt.Sprintf("read embedded migration %s: %v", e.Name(), err))
 		}
-		return MigrateResult{}, fmt.Errorf("migrate: %w", err)
+		fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(body))
+		h.Write(body)
 	}
-	to, err := p.GetDBVersion(ctx)
-	if err != nil {
-		return MigrateResult{}, fmt.Errorf("read schema version: %w", err)
-	}
-	res := MigrateResult{From: from, To: to}
-	for _, r := range results {
-		res.Applied = append(res.Applied, r.Source.Path)
-	}
-	return res, nil
+	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-// CheckSchema returns the database's schema version, and ErrSchemaBehind
-// when it is older than LatestVersion.
-func CheckSchema(ctx context.Context, q Querier) (int64, error) {
+// Migrate installs or upgrades the opsdesk schema in the database pool
+// reaches, and refuses (ErrSchemaAhead, changing nothing) a schema a newer
+// opsdesk migrated. It is idempotent and safe to run from several processes
+// at once: runs are serialized by an advisory lock and a later run finds
+// nothing to do. logger (nil: none) receives goose's record of each
+// migration.
+//
+// The pool is lent, not closed; a run holds one of its connections at a
+// time, and leaves none of them holding a lock or a changed setting.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (res MigrateResult, err error) {
+	user := pool.Config().ConnConfig.User
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close() // the pool stays open
+
+	if err := createSchema(ctx, sqlDB); err != nil {
+		return res, fmt.Errorf("%w (nothing was changed)", privilegeHint(user, err))
+	}
+	p, err := newProvider(sqlDB, logger)
+	if err != nil {
+		return res, err
+	}
+	// Reading the version takes the migration lock: a run in progress
+	// finishes first.
+	if res.From, err = p.GetDBVersion(ctx); err != nil {
+		return res, fmt.Errorf("read schema version: %w", privilegeHint(user, err))
+	}
+	res.To = res.From
+	if err := refuseAhead(res.From); err != nil {
+		return res, fmt.Errorf("%w (nothing was changed)", err)
+	}
+	results, err := p.Up(ctx)
+	var partial *goose.PartialError
+	if errors.As(err, &partial) {
+		results = partial.Applied
+	}
+	for _, r := range results {
+		res.Applied = append(res.Applied, r.Source.Path)
+		res.To = r.Source.Version
+	}
+	if err != nil {
+		if len(res.Applied) == 0 {
+			return res, fmt.Errorf("migrate (nothing was changed): %w", privilegeHint(user, err))
+		}
+		return res, fmt.Errorf("migrate: reached version %d, then a migration failed and changed nothing "+
+			"(each runs in its own transaction): %w", res.To, privilegeHint(user, err))
+	}
+	if res.To, err = p.GetDBVersion(ctx); err != nil {
+		return res, fmt.Errorf("read schema version: %w", err)
+	}
+	// A newer opsdesk may have migrated between the first read and Up:
+	// Up then found nothing of this build's to apply.
+	return res, refuseAhead(res.To)
+}
+
+// refuseAhead returns ErrSchemaAhead for a version this build does not know.
+func refuseAhead(version int64) error {
+	if latest := LatestVersion(); version > latest {
+		return fmt.Errorf("schema version %d, this opsdesk knows up to %d: %w", version, latest, ErrSchemaAhead)
+	}
+	return nil
+}
+
+// privilegeHint says who may migrate when the server refused a privilege.
+func privilegeHint(user string, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" { // insufficient_privilege
+		return err
+	}
+	return fmt.Errorf("migrate as %q: %w; connect as a superuser or the database's owner with CREATEROLE, "+
+		"or have an administrator create opsdesk's roles first (README, \"Installing the schema\")", user, err)
+}
+
+// SchemaVersion returns the database's schema version: 0 when it has no
+// opsdesk schema.
+func SchemaVersion(ctx context.Context, q Querier) (int64, error) {
 	var exists bool
 	err := q.QueryRow(ctx, `SELECT to_regclass('opsdesk.schema_migrations') IS NOT NULL`).Scan(&exists)
 	if err != nil {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	if !exists {
-		return 0, fmt.Errorf("no opsdesk schema in this database: %w", ErrSchemaBehind)
+		return 0, nil
 	}
 	var version int64
 	err = q.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM opsdesk.schema_migrations WHERE is_applied`).Scan(&version)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+		return 0, fmt.Errorf("read schema version: this role may not read opsdesk.schema_migrations "+
+			"(opsdesk_viewer and the migrating role may; opsdesk_service may not): %w", err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return version, nil
+}
+
+// CheckSchema returns the database's schema version, with ErrSchemaBehind
+// when it is older than LatestVersion and ErrSchemaAhead when it is newer.
+func CheckSchema(ctx context.Context, q Querier) (int64, error) {
+	version, err := SchemaVersion(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	if version == 0 {
+		return 0, fmt.Errorf("no opsdesk schema in this database: %w", ErrSchemaBehind)
 	}
 	if latest := LatestVersion(); version < latest {
 		return version, fmt.Errorf("schema version %d, this opsdesk needs %d: %w", version, latest, ErrSchemaBehind)
 	}
-	return version, nil
+	return version, refuseAhead(version)
 }
 
 // Querier is the part of a pool, connection or transaction that runs queries.
@@ -153,7 +232,10 @@ func createSchema(ctx context.Context, sqlDB *sql.DB) error {
 	return nil
 }
 
-func newProvider(sqlDB *sql.DB) (*goose.Provider, error) {
+func newProvider(sqlDB *sql.DB, logger *slog.Logger) (*goose.Provider, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	fsys, err := fs.Sub(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
@@ -171,6 +253,6 @@ func newProvider(sqlDB *sql.DB) (*goose.Provider, error) {
 		goose.WithTableName(versionTable),
 		goose.WithSessionLocker(locker),
 		goose.WithDisableGlobalRegistry(true),
-		goose.WithSlog(slog.New(slog.DiscardHandler)),
+		goose.WithSlog(logger),
 	)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -15,16 +14,6 @@ import (
 // spellings (password = x, URLs with @ in the password).
 var ErrBadDSN = errors.New("the DSN does not parse: write key=value pairs (host=… dbname=… user=…) " +
 	"or a URL (postgres://user@host:5432/dbname); its text is not shown because it may hold a password")
-
-// ParseConnConfig parses a DSN for a single connection, with ErrBadDSN as
-// its only error.
-func ParseConnConfig(dsn string) (*pgx.ConnConfig, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, ErrBadDSN
-	}
-	return cfg, nil
-}
 
 // PoolConfig parses a DSN (URL or keyword/value form, with libpq's
 // environment variables as defaults) into a pool configuration that names

@@ -3,27 +3,24 @@
 // OPSDESK_TEST_DSN points at.
 //
 // A package's TestMain calls Main; each test calls New, which clones a
-// migrated template database, so tests can run with t.Parallel().
+// migrated template database, so tests can run with t.Parallel(). The
+// template and the clones come from internal/dbclone, which ops/opstest (the
+// helper for services' tests) shares.
 package dbtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/internal/dbclone"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
 )
 
@@ -34,14 +31,7 @@ const EnvDSN = "OPSDESK_TEST_DSN"
 // server is the test binary's database server, set up by Main.
 var server struct {
 	adminDSN string
-	template string
-	seq      atomic.Int64
-	// serviceRole is this test binary's login role granted
-	// opsdesk_service, with a random password: the library's tests connect
-	// as it, never as the superuser, so they prove the grants suffice. It
-	// is dropped when the tests end.
-	serviceRole     string
-	servicePassword string
+	clones   *dbclone.Server
 
 	mu    sync.Mutex
 	drops []func() error // databases Create made, dropped when the tests end
@@ -51,6 +41,9 @@ var server struct {
 // OPSDESK_TEST_DSN) and exits. The cluster is stopped and removed when the
 // tests end, whether they passed or not. A missing server is a failure that
 // says how to install one, never a skip.
+//
+// Main sets OPSDESK_TEST_DSN to the cluster it started, so that ops/opstest,
+// which reads it as a service's tests would, uses the same server.
 func Main(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -72,12 +65,15 @@ func run(m *testing.M) int {
 			}
 		}()
 		server.adminDSN = cluster.DSN("postgres")
+		if err := os.Setenv(EnvDSN, server.adminDSN); err != nil {
+			fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
+			return 1
+		}
 	}
-	suffix := randomSuffix()
-	server.template = "opsdesk_tmpl_" + suffix
-	server.serviceRole = "opsdesk_test_service_" + suffix
-	server.servicePassword = randomSuffix() + randomSuffix()
-	if err := createTemplate(ctx); err != nil {
+	server.clones = dbclone.For(server.adminDSN)
+	// Migrating the template once here, before any test, makes a broken
+	// migration one clear failure instead of one per test.
+	if _, err := server.clones.Template(); err != nil {
 		fmt.Fprintf(os.Stderr, "dbtest: prepare template database: %v\n", err)
 		return 1
 	}
@@ -91,37 +87,7 @@ func run(m *testing.M) int {
 		}
 	}
 	server.mu.Unlock()
-
-	dropCtx, dropCancel := context.WithTimeout(context.Background(), time.Minute)
-	defer dropCancel()
-	if err := exec(dropCtx, server.adminDSN, `DROP DATABASE IF EXISTS `+pgx.Identifier{server.template}.Sanitize()+` WITH (FORCE)`); err != nil {
-		fmt.Fprintf(os.Stderr, "dbtest: drop template database: %v\n", err)
-	}
-	if err := exec(dropCtx, server.adminDSN, `DROP ROLE IF EXISTS `+pgx.Identifier{server.serviceRole}.Sanitize()); err != nil {
-		fmt.Fprintf(os.Stderr, "dbtest: drop role: %v\n", err)
-	}
 	return code
-}
-
-// createTemplate creates and migrates the database every test clones, and
-// the login role tests connect as.
-func createTemplate(ctx context.Context) error {
-	if err := exec(ctx, server.adminDSN, `CREATE DATABASE `+pgx.Identifier{server.template}.Sanitize()); err != nil {
-		return err
-	}
-	dsn, err := WithDatabase(server.adminDSN, server.template, "", "")
-	if err != nil {
-		return err
-	}
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return err
-	}
-	if _, err := db.Migrate(ctx, cfg); err != nil {
-		return err
-	}
-	return exec(ctx, server.adminDSN, fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s' IN ROLE opsdesk_service`,
-		pgx.Identifier{server.serviceRole}.Sanitize(), server.servicePassword))
 }
 
 // DB is one test's database.
@@ -159,37 +125,41 @@ func New(t testing.TB) *DB {
 }
 
 // Create creates a fresh migrated database outside a test (for examples);
-// the pools are left nil. drop removes it; whatever is left is dropped when
-// the tests end.
+// the pools are left nil. drop removes it and its service login; whatever is
+// left is dropped when the tests end.
 func Create(ctx context.Context) (d *DB, drop func() error, err error) {
-	if server.template == "" {
+	if server.clones == nil {
 		return nil, nil, errors.New("the package's TestMain must call dbtest.Main")
 	}
-	name := fmt.Sprintf("opsdesk_test_%s_%d", randomSuffix(), server.seq.Add(1))
-	err = exec(ctx, server.adminDSN, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s`,
-		pgx.Identifier{name}.Sanitize(), pgx.Identifier{server.template}.Sanitize()))
+	c, err := server.clones.Create(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("create database: %w", err)
+		return nil, nil, err
 	}
-	drop = sync.OnceValue(func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := exec(ctx, server.adminDSN, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
-			return fmt.Errorf("drop database %s: %w", name, err)
-		}
-		return nil
-	})
+	dropAtExit(c.Drop)
+	return &DB{Name: c.Name, AdminDSN: c.AdminDSN, ServiceDSN: c.ServiceDSN}, c.Drop, nil
+}
+
+// CreateEmpty creates a database with no opsdesk schema, for tests and
+// examples of migrating, and returns a superuser DSN for it. drop removes
+// it; whatever is left is dropped when the tests end.
+func CreateEmpty(ctx context.Context) (adminDSN string, drop func() error, err error) {
+	if server.clones == nil {
+		return "", nil, errors.New("the package's TestMain must call dbtest.Main")
+	}
+	c, err := server.clones.CreateEmpty(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	dropAtExit(c.Drop)
+	return c.AdminDSN, c.Drop, nil
+}
+
+// dropAtExit makes Main call drop when the tests end: a database an example
+// made, or one a test left behind when it crashed, goes then.
+func dropAtExit(drop func() error) {
 	server.mu.Lock()
+	defer server.mu.Unlock()
 	server.drops = append(server.drops, drop)
-	server.mu.Unlock()
-	d = &DB{Name: name}
-	if d.AdminDSN, err = WithDatabase(server.adminDSN, name, "", ""); err == nil {
-		d.ServiceDSN, err = WithDatabase(server.adminDSN, name, server.serviceRole, server.servicePassword)
-	}
-	if err != nil {
-		return nil, nil, errors.Join(err, drop())
-	}
-	return d, drop, nil
 }
 
 // Pool opens a pool on dsn with an empty search_path, closed when t ends.
@@ -215,43 +185,7 @@ func Pool(t testing.TB, dsn string) *pgxpool.Pool {
 // password too when user is not empty. It understands both URL and
 // keyword/value DSNs.
 func WithDatabase(dsn, database, user, password string) (string, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "", fmt.Errorf("parse %s: %w", EnvDSN, err)
-		}
-		u.Path = "/" + database
-		if user != "" {
-			u.User = url.UserPassword(user, password)
-		}
-		return u.String(), nil
-	}
-	// In keyword/value form a later keyword overrides an earlier one.
-	out := dsn + " dbname=" + quote(database)
-	if user != "" {
-		out += " user=" + quote(user) + " password=" + quote(password)
-	}
-	return out, nil
-}
-
-func quote(v string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
-}
-
-func exec(ctx context.Context, dsn, sql string) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql)
-	return err
-}
-
-func randomSuffix() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b) // never fails: crypto/rand crashes the program instead
-	return hex.EncodeToString(b)
+	return dbclone.WithDatabase(dsn, database, user, password)
 }
 
 // Person is a login role for one person, granted one of opsdesk's group
@@ -296,25 +230,16 @@ func NewService(t testing.TB, d *DB) *Person {
 // unless it is "", and a pool connected as it; both go when t ends.
 func newLogin(t testing.TB, d *DB, kind, group string) *Person {
 	t.Helper()
-	ctx := context.Background()
-	p := &Person{Role: fmt.Sprintf("opsdesk_test_%s_%s_%d", kind, randomSuffix(), server.seq.Add(1))}
-	password := randomSuffix() + randomSuffix()
-	sql := fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, pgx.Identifier{p.Role}.Sanitize(), password)
-	if group != "" {
-		sql += " IN ROLE " + pgx.Identifier{group}.Sanitize()
-	}
-	if _, err := d.Admin.Exec(ctx, sql); err != nil {
-		t.Fatalf("dbtest: create %s: %v", kind, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := server.clones.NewLogin(ctx, d.Name, kind, group)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
 	}
 	t.Cleanup(func() {
-		if _, err := d.Admin.Exec(context.Background(), `DROP ROLE `+pgx.Identifier{p.Role}.Sanitize()); err != nil {
-			t.Errorf("dbtest: drop %s: %v", kind, err)
+		if err := l.Drop(); err != nil {
+			t.Errorf("dbtest: %v", err)
 		}
 	})
-	var err error
-	if p.DSN, err = WithDatabase(server.adminDSN, d.Name, p.Role, password); err != nil {
-		t.Fatal(err)
-	}
-	p.Pool = Pool(t, p.DSN)
-	return p
+	return &Person{Role: l.Name, DSN: l.DSN, Pool: Pool(t, l.DSN)}
 }
