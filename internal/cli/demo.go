@@ -322,12 +322,7 @@ func startDemoProvider(ctx context.Context, cluster *pgcluster.Cluster, maxConns
 	if _, err := admin.Exec(ctx, `CREATE DATABASE `+providerDatabase); err != nil {
 		return nil, nil, fmt.Errorf("create the provider's database: %w", err)
 	}
-	ownerCfg, err := pgx.ParseConfig(cluster.DSN(providerDatabase))
-	if err != nil {
-		return nil, nil, err
-	}
-	ownerCfg.RuntimeParams["application_name"] = "opsdesk demo"
-	if _, err := db.Migrate(ctx, ownerCfg); err != nil {
+	if err := migrateDemoDatabase(ctx, cluster.DSN(providerDatabase)); err != nil {
 		return nil, nil, fmt.Errorf("migrate the provider's database: %w", err)
 	}
 	if _, err := admin.Exec(ctx, `CREATE ROLE `+providerRole+` LOGIN IN ROLE opsdesk_service`); err != nil {
