@@ -888,35 +888,64 @@ func TestRefusalsDoNotStallTheLibrary(t *testing.T) {
 		})
 	}
 
-	// A decision that passed its checks, then waited for the record and
-	// found it changed meanwhile, refuses after letting it go.
+	// A call that passed its checks, then waited for its record and found
+	// it changed (a decision) or gone (a hold), refuses after letting the
+	// records go.
 	t.Run("DecideChangedWhileWaiting", func(t *testing.T) {
 		id, version := b.stuck(t, "acme", "refused-changed")
-		change, err := b.db.Admin.Begin(b.ctx)
-		require.NoError(t, err)
-		defer change.Rollback(context.WithoutCancel(b.ctx)) //nolint:errcheck
-		_, err = change.Exec(b.ctx, `UPDATE opsdesk.operations SET version = version + 1 WHERE id = $1`, id)
-		require.NoError(t, err)
-		conn, err := pgx.Connect(b.ctx, operator.DSN)
-		require.NoError(t, err)
-		defer conn.Close(context.WithoutCancel(b.ctx))
-		tx, err := conn.Begin(b.ctx)
-		require.NoError(t, err)
-		codes := make(chan string, 1)
-		go func() {
-			var code string
-			if err := tx.QueryRow(b.ctx, `SELECT (opsdesk.decide($1, 'failed', $2, 'x')).code`, id, version).Scan(&code); err != nil {
-				code = err.Error()
-			}
-			codes <- code
-		}()
-		b.waitFor(t, "the decision's wait for the record",
-			`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock')`, operator.Role)
+		change := b.lockedBySuperuser(t, `UPDATE opsdesk.operations SET version = version + 1 WHERE id = $1`, id)
+		code, rollback := b.waiting(t, operator, `SELECT (opsdesk.decide($1, 'failed', $2, 'x')).code`, id, version)
 		require.NoError(t, change.Commit(b.ctx))
-		require.Equal(t, "changed", <-codes)
+		require.Equal(t, "changed", <-code)
 		b.conflictAfter(t, "whose decision was refused as changed", "refused-changed")
-		require.NoError(t, tx.Rollback(b.ctx))
+		require.NoError(t, rollback())
 	})
+	t.Run("HoldOfARecordPurgedWhileWaiting", func(t *testing.T) {
+		kept, gone := completed("refused-hold-kept"), completed("refused-hold-gone")
+		purge := b.lockedBySuperuser(t, `SELECT FROM opsdesk.operations WHERE id = $1 FOR UPDATE`, kept)
+		code, rollback := b.waiting(t, admin, `SELECT (opsdesk.set_hold(ARRAY[$1::bigint, $2], true, 'litigation')).code`, kept, gone)
+		_, err := purge.Exec(b.ctx, `DELETE FROM opsdesk.operations WHERE id = $1`, gone)
+		require.NoError(t, err)
+		require.NoError(t, purge.Commit(b.ctx))
+		require.Equal(t, "not_found", <-code)
+		b.conflictAfter(t, "whose hold was refused", "refused-hold-kept")
+		require.NoError(t, rollback())
+	})
+}
+
+// lockedBySuperuser runs sql in a transaction of the superuser (a
+// fixture: a write that others wait for) and leaves it open.
+func (b *bundle) lockedBySuperuser(t *testing.T, sql string, args ...any) pgx.Tx {
+	t.Helper()
+	tx, err := b.db.Admin.Begin(b.ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(b.ctx, sql, args...)
+	require.NoError(t, err)
+	return tx
+}
+
+// waiting runs sql as p in a transaction on a connection of its own until
+// it waits for a lock, and returns its one value (or its error) to come,
+// and a function that rolls the transaction back.
+func (b *bundle) waiting(t *testing.T, p *dbtest.Person, sql string, args ...any) (<-chan string, func() error) {
+	t.Helper()
+	conn, err := pgx.Connect(b.ctx, p.DSN)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	tx, err := conn.Begin(b.ctx)
+	require.NoError(t, err)
+	value := make(chan string, 1)
+	go func() {
+		var v string
+		if err := tx.QueryRow(b.ctx, sql, args...).Scan(&v); err != nil {
+			v = err.Error()
+		}
+		value <- v
+	}()
+	b.waitFor(t, "the wait of "+p.Role,
+		`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock')`, p.Role)
+	return value, func() error { return tx.Rollback(b.ctx) }
 }
 
 // The "" chain has a gate of its own: a viewer whose refusal holds it
