@@ -823,13 +823,21 @@ SELECT (opsdesk.set_hold(ARRAY[$1::bigint], true, 'litigation')).outcome, pg_sle
 // it back.
 func (b *bundle) openTx(t *testing.T, p *dbtest.Person, dst any, sql string, args ...any) func() error {
 	t.Helper()
+	tx := b.beginAs(t, p)
+	require.NoError(t, tx.QueryRow(b.ctx, sql, args...).Scan(dst), sql)
+	return func() error { return tx.Rollback(context.Background()) }
+}
+
+// beginAs begins a transaction as p on a connection of its own, closed
+// when the test ends.
+func (b *bundle) beginAs(t *testing.T, p *dbtest.Person) pgx.Tx {
+	t.Helper()
 	conn, err := pgx.Connect(b.ctx, p.DSN)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	tx, err := conn.Begin(b.ctx)
 	require.NoError(t, err)
-	require.NoError(t, tx.QueryRow(b.ctx, sql, args...).Scan(dst), sql)
-	return func() error { return tx.Rollback(context.Background()) }
+	return tx
 }
 
 // conflictAfter has the library retry key in acme with another intent,
@@ -930,11 +938,7 @@ func (b *bundle) lockedBySuperuser(t *testing.T, sql string, args ...any) pgx.Tx
 // and a function that rolls the transaction back.
 func (b *bundle) waiting(t *testing.T, p *dbtest.Person, sql string, args ...any) (<-chan string, func() error) {
 	t.Helper()
-	conn, err := pgx.Connect(b.ctx, p.DSN)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	tx, err := conn.Begin(b.ctx)
-	require.NoError(t, err)
+	tx := b.beginAs(t, p)
 	value := make(chan string, 1)
 	go func() {
 		var v string
