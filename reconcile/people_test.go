@@ -19,6 +19,7 @@ import (
 
 	auditlog "github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -814,4 +815,166 @@ SELECT (opsdesk.set_hold(ARRAY[$1::bigint], true, 'litigation')).outcome, pg_sle
 	var held bool
 	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT held FROM opsdesk.operations WHERE id = $1`, ids[0]).Scan(&held))
 	require.False(t, held, "the ended hold rolled back with its audit record")
+}
+
+// openTx opens a transaction as p on a connection of its own, runs sql in
+// it and scans its one value into dst, and leaves the transaction open
+// (as a statement that then sleeps would): the returned function rolls
+// it back.
+func (b *bundle) openTx(t *testing.T, p *dbtest.Person, dst any, sql string, args ...any) func() error {
+	t.Helper()
+	tx := b.beginAs(t, p)
+	require.NoError(t, tx.QueryRow(b.ctx, sql, args...).Scan(dst), sql)
+	return func() error { return tx.Rollback(context.Background()) }
+}
+
+// beginAs begins a transaction as p on a connection of its own, closed
+// when the test ends.
+func (b *bundle) beginAs(t *testing.T, p *dbtest.Person) pgx.Tx {
+	t.Helper()
+	conn, err := pgx.Connect(b.ctx, p.DSN)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	tx, err := conn.Begin(b.ctx)
+	require.NoError(t, err)
+	return tx
+}
+
+// conflictAfter has the library retry key in acme with another intent,
+// which records a conflict on the record: an UPDATE of its row, made as
+// the service login, which takes no gate.
+func (b *bundle) conflictAfter(t *testing.T, what, key string) {
+	t.Helper()
+	timed(t, "the library's conflict on the record "+what, func(ctx context.Context) error {
+		_, err := ops.DoExternal(ctx, b.store, chargeReq("acme", key, 999), func(context.Context, ops.Attempt) (receipt, error) {
+			return receipt{}, errors.New("must not run")
+		})
+		if errors.Is(err, ops.ErrIntentConflict) {
+			return nil
+		}
+		return fmt.Errorf("want an intent conflict, got %w", err)
+	})
+}
+
+// A refused call locks nothing: a one-tenant operator's or admin's refusal
+// in a transaction left open (or a statement that then sleeps) does not
+// make the library wait to write the record. The library takes no gate,
+// so nothing would end the refuser: decide, ack_conflicts and set_hold
+// used to lock the record before they checked anything.
+func TestRefusalsDoNotStallTheLibrary(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	operator := dbtest.NewPerson(t, b.db, "operator", "acme")
+	admin := dbtest.NewPerson(t, b.db, "admin", "acme")
+	completed := func(key string) int64 {
+		_, _, err := b.retry(t, "acme", key, 100)
+		require.NoError(t, err)
+		var id int64
+		require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT id FROM opsdesk.operations WHERE key = $1`, key).Scan(&id))
+		return id
+	}
+	for _, c := range []struct {
+		name, code string
+		who        *dbtest.Person
+		sql        string
+	}{
+		{"DecideUnknownDecision", "invalid", operator, `SELECT (opsdesk.decide($1, 'bogus', 1, 'x')).code`},
+		{"DecideNotPending", "not_pending", operator, `SELECT (opsdesk.decide($1, 'failed', 2, 'x')).code`},
+		{"DecideStaleVersion", "changed", operator, `SELECT (opsdesk.decide($1, 'failed', 1, 'x')).code`},
+		{"AckWithoutReason", "invalid", operator, `SELECT (opsdesk.ack_conflicts($1, '{1}', E'\t')).code`},
+		{"AckNoConflicts", "no_conflicts", operator, `SELECT (opsdesk.ack_conflicts($1, '{1}', 'seen')).code`},
+		{"HoldWithAMissingRecord", "not_found", admin, `SELECT (opsdesk.set_hold(ARRAY[$1, 999999999], true, 'litigation')).code`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key := "refused-" + c.name
+			id := completed(key)
+			var code string
+			rollback := b.openTx(t, c.who, &code, c.sql, id)
+			require.Equal(t, c.code, code)
+			b.conflictAfter(t, "refused", key)
+			require.NoError(t, rollback())
+		})
+	}
+
+	// A call that passed its checks, then waited for its record and found
+	// it changed (a decision) or gone (a hold), refuses after letting the
+	// records go.
+	t.Run("DecideChangedWhileWaiting", func(t *testing.T) {
+		id, version := b.stuck(t, "acme", "refused-changed")
+		change := b.lockedBySuperuser(t, `UPDATE opsdesk.operations SET version = version + 1 WHERE id = $1`, id)
+		code, rollback := b.waiting(t, operator, `SELECT (opsdesk.decide($1, 'failed', $2, 'x')).code`, id, version)
+		require.NoError(t, change.Commit(b.ctx))
+		require.Equal(t, "changed", <-code)
+		b.conflictAfter(t, "whose decision was refused as changed", "refused-changed")
+		require.NoError(t, rollback())
+	})
+	t.Run("HoldOfARecordPurgedWhileWaiting", func(t *testing.T) {
+		kept, gone := completed("refused-hold-kept"), completed("refused-hold-gone")
+		purge := b.lockedBySuperuser(t, `SELECT FROM opsdesk.operations WHERE id = $1 FOR UPDATE`, kept)
+		code, rollback := b.waiting(t, admin, `SELECT (opsdesk.set_hold(ARRAY[$1::bigint, $2], true, 'litigation')).code`, kept, gone)
+		_, err := purge.Exec(b.ctx, `DELETE FROM opsdesk.operations WHERE id = $1`, gone)
+		require.NoError(t, err)
+		require.NoError(t, purge.Commit(b.ctx))
+		require.Equal(t, "not_found", <-code)
+		b.conflictAfter(t, "whose hold was refused", "refused-hold-kept")
+		require.NoError(t, rollback())
+	})
+}
+
+// lockedBySuperuser runs sql in a transaction of the superuser (a
+// fixture: a write that others wait for) and leaves it open.
+func (b *bundle) lockedBySuperuser(t *testing.T, sql string, args ...any) pgx.Tx {
+	t.Helper()
+	tx, err := b.db.Admin.Begin(b.ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(b.ctx, sql, args...)
+	require.NoError(t, err)
+	return tx
+}
+
+// waiting runs sql as p in a transaction on a connection of its own until
+// it waits for a lock, and returns its one value (or its error) to come,
+// and a function that rolls the transaction back.
+func (b *bundle) waiting(t *testing.T, p *dbtest.Person, sql string, args ...any) (<-chan string, func() error) {
+	t.Helper()
+	tx := b.beginAs(t, p)
+	value := make(chan string, 1)
+	go func() {
+		var v string
+		if err := tx.QueryRow(b.ctx, sql, args...).Scan(&v); err != nil {
+			v = err.Error()
+		}
+		value <- v
+	}()
+	b.waitFor(t, "the wait of "+p.Role,
+		`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock')`, p.Role)
+	return value, func() error { return tx.Rollback(b.ctx) }
+}
+
+// The "" chain has a gate of its own: a viewer whose refusal holds it
+// (refusals without rights go there) holds nothing a decision in any
+// tenant needs, even one whose chain's bucket was the "" chain's.
+func TestEmptyChainSharesNoTenantsGate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	viewer := dbtest.NewPerson(t, b.db, "viewer", "*")
+	var tenant string
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `
+SELECT 't' || i FROM generate_series(1, 1000000) i WHERE hashtext('t' || i) & 4095 = hashtext('') & 4095 LIMIT 1`).Scan(&tenant))
+	ids := b.stuckRecords(t, tenant, 2)
+	var chain string
+	rollback := b.openTx(t, viewer, &chain, `SELECT tenant FROM opsdesk.decide(p_id => $1, p_decision => 'failed',
+    p_expect_version => 1, p_reason => 'mine')`, ids[0])
+	require.Empty(t, chain, "the viewer's refusal is on the '' chain")
+
+	timed(t, "an operator's decision in tenant "+tenant, func(ctx context.Context) error {
+		_, err := reconcile.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
+			OperationID: ids[1], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
+		return err
+	})
+	var ended bool
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT EXISTS (SELECT FROM opsdesk.audit WHERE details ? 'ended_sessions')`).Scan(&ended))
+	require.False(t, ended, "the decision ended nobody")
+	require.NoError(t, rollback(), "the viewer's session is still open")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -42,7 +43,10 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 		Use:   use + " [ID...] [--filter 'QUERY'] --reason TEXT",
 		Short: short,
 		Long: short + ".\nName records by number, or by the filter language (at most 10,000). All or nothing:\n" +
-			"when a record is missing (or not visible to you), nothing changes and the command fails naming it.\n  " +
+			"when a record is missing (or not visible to you), nothing changes and the command fails naming it.\n" +
+			"More than " + strconv.Itoa(retention.HoldBatch) + " records go in batches, each its own transaction, so that decisions\n" +
+			"need not wait for the whole set; progress goes to stderr. Should a batch fail (a record\n" +
+			"purged meanwhile, say), the command stops and says which records it held and which not.\n  " +
 			storeview.FilterHelp,
 		Example: "  opsdesk retention " + use + " 48213 48214 --reason 'litigation hold #12'\n" +
 			"  opsdesk retention " + use + " --filter 'tenant:acme tool:charge-card' --reason 'litigation hold #12'",
@@ -77,13 +81,20 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 						return err
 					}
 				}
-				r, err := retention.SetHold(ctx, w.pool, ids, hold, reason, w.cfg.Context.DisplayName)
-				if err != nil {
-					return err
-				}
 				done := "held"
 				if !hold {
 					done = "released"
+				}
+				// A large set goes in batches: say how far it got.
+				var progress func(retention.HoldProgress)
+				if len(ids) > retention.HoldBatch {
+					progress = func(p retention.HoldProgress) {
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s %d of %d records (ids up to %d)\n", done, p.Done, p.Total, p.Through)
+					}
+				}
+				r, err := retention.SetHold(ctx, w.pool, ids, hold, reason, w.cfg.Context.DisplayName, progress)
+				if err != nil {
+					return err
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %d records; %d already were\n", done, r.Changed, r.Unchanged)
 				return err

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
@@ -257,4 +258,25 @@ func TestUnfinishedPurgeShows(t *testing.T) {
 	code, out, _ = run("doctor", "--config", cfg)
 	require.Equal(t, ExitOK, code)
 	require.Contains(t, out, "✓ purges       no unfinished purge run")
+}
+
+// A hold of more than retention.HoldBatch records goes in batches and
+// reports each on stderr; the summary stays on stdout.
+func TestRetentionHoldInBatchesReportsProgress(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	n := 3 * retention.HoldBatch
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, completed_at, expires_at)
+SELECT 'initech', 'create-ticket', 'bulk-' || i, '1', decode(repeat('01', 32), 'hex'), 'local', 'completed', 'succeeded', 'w',
+    now(), now(), now(), now() + interval '1 day'
+FROM generate_series(1, $1) i`, n)
+	require.NoError(t, err)
+	cfg := personConfig(t, dbtest.NewPerson(t, d, "admin", "*"), "")
+	code, out, errOut := run("retention", "hold", "--filter", "tenant:initech", "--reason", "litigation #12", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, fmt.Sprintf("held %d records; 0 already were\n", n), out)
+	require.Regexp(t, fmt.Sprintf(`^held %d of %d records \(ids up to \d+\)\n`, retention.HoldBatch, n), errOut)
+	require.Contains(t, errOut, fmt.Sprintf("held %d of %d records", n, n))
 }

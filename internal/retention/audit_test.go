@@ -385,7 +385,7 @@ func TestHoldIsAllOrNothing(t *testing.T) {
 	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT (SELECT id FROM opsdesk.operations WHERE tenant = 'acme' AND key = 'gone-1'),
     (SELECT id FROM opsdesk.operations WHERE tenant = 'globex' AND key = 'gone-1')`).Scan(&acme, &globex))
 
-	r, err := retention.SetHold(ctx, admin.Pool, []int64{acme, 999999, 999998}, true, "litigation", "")
+	r, err := retention.SetHold(ctx, admin.Pool, []int64{acme, 999999, 999998}, true, "litigation", "", nil)
 	require.ErrorIs(t, err, reconcile.ErrNotFound)
 	require.Contains(t, err.Error(), "no operations 999998, 999999 (or not visible to "+admin.Role+"): nothing held")
 	require.Equal(t, []int64{999998, 999999}, r.Missing)
@@ -395,15 +395,15 @@ FROM opsdesk.audit WHERE action = 'hold:set'`), "the refusal is audited")
 
 	// A one-tenant admin does not see globex's record.
 	acmeAdmin := dbtest.NewPerson(t, d, "admin", "acme")
-	r, err = retention.SetHold(ctx, acmeAdmin.Pool, []int64{acme, globex}, true, "litigation", "")
+	r, err = retention.SetHold(ctx, acmeAdmin.Pool, []int64{acme, globex}, true, "litigation", "", nil)
 	require.ErrorIs(t, err, reconcile.ErrNotFound)
 	require.Equal(t, []int64{globex}, r.Missing)
 	require.Empty(t, keys(t, d, `SELECT key FROM opsdesk.operations WHERE held AND key <> 'held-1'`))
 
-	r, err = retention.SetHold(ctx, admin.Pool, []int64{acme, acme, globex}, true, "litigation", "")
+	r, err = retention.SetHold(ctx, admin.Pool, []int64{acme, acme, globex}, true, "litigation", "", nil)
 	require.NoError(t, err)
 	require.Equal(t, retention.HoldResult{Changed: 2}, r)
-	r, err = retention.SetHold(ctx, admin.Pool, []int64{acme, globex, 999999}, false, "case closed", "")
+	r, err = retention.SetHold(ctx, admin.Pool, []int64{acme, globex, 999999}, false, "case closed", "", nil)
 	require.ErrorIs(t, err, reconcile.ErrNotFound)
 	require.Contains(t, err.Error(), "nothing released")
 	require.Equal(t, []int64{999999}, r.Missing)

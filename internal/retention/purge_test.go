@@ -229,16 +229,16 @@ func TestLegalHold(t *testing.T) {
     (SELECT id FROM opsdesk.operations WHERE key = 'kept-1')`).Scan(&gone1, &kept1))
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
-	_, err := retention.SetHold(t.Context(), operator.Pool, []int64{gone1}, true, "litigation", "")
+	_, err := retention.SetHold(t.Context(), operator.Pool, []int64{gone1}, true, "litigation", "", nil)
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
-	_, err = retention.SetHold(t.Context(), admin.Pool, []int64{gone1}, true, " ", "")
+	_, err = retention.SetHold(t.Context(), admin.Pool, []int64{gone1}, true, " ", "", nil)
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 	require.Contains(t, err.Error(), "a reason is required")
 
-	r, err := retention.SetHold(t.Context(), admin.Pool, []int64{gone1, kept1}, true, "litigation hold #12", "Ann")
+	r, err := retention.SetHold(t.Context(), admin.Pool, []int64{gone1, kept1}, true, "litigation hold #12", "Ann", nil)
 	require.NoError(t, err)
 	require.Equal(t, retention.HoldResult{Changed: 2}, r)
-	r, err = retention.SetHold(t.Context(), admin.Pool, []int64{gone1}, true, "again", "")
+	r, err = retention.SetHold(t.Context(), admin.Pool, []int64{gone1}, true, "again", "", nil)
 	require.NoError(t, err)
 	require.Equal(t, retention.HoldResult{Unchanged: 1}, r)
 
@@ -247,7 +247,7 @@ func TestLegalHold(t *testing.T) {
 	require.EqualValues(t, 8, res.Purged, "the held record stays")
 	require.Contains(t, keys(t, d, `SELECT key FROM opsdesk.operations WHERE tenant = 'acme'`), "gone-1")
 
-	r, err = retention.SetHold(t.Context(), admin.Pool, []int64{gone1}, false, "case closed", "")
+	r, err = retention.SetHold(t.Context(), admin.Pool, []int64{gone1}, false, "case closed", "", nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, r.Changed)
 	res, err = retention.Purge(t.Context(), admin.Pool, retention.PurgeParams{Reason: "weekly"}, nil)
