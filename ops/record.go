@@ -20,10 +20,17 @@ const (
 	StateReleased  State = "released"
 )
 
-// Outcomes of a completed record.
+// RecordOutcome is how a completed record's operation ended. (Outcome is
+// a call's answer.)
+type RecordOutcome string
+
+// The outcomes of a completed record.
 const (
-	OutcomeSucceeded = "succeeded"
-	OutcomeRejected  = "rejected"
+	// OutcomeSucceeded: the effect happened; its result is replayed.
+	OutcomeSucceeded RecordOutcome = "succeeded"
+	// OutcomeRejected: a business rejection (Reject), replayed as
+	// *RejectedError.
+	OutcomeRejected RecordOutcome = "rejected"
 )
 
 // Record is an operation's record as the store holds it, read at DBTime.
@@ -36,7 +43,7 @@ type Record struct {
 	Effect      Effect
 	State       State
 	// Outcome is OutcomeSucceeded or OutcomeRejected when completed.
-	Outcome        string
+	Outcome        RecordOutcome
 	Owner          string
 	Attempt        int
 	LeasedAt       time.Time
@@ -143,7 +150,7 @@ WHERE tenant = $1 AND tool = $2 AND key = $3 AND expires_at > now()`, id.Tenant,
 		ToolVersion:    row.ToolVersion,
 		Effect:         Effect(row.Effect),
 		State:          State(row.State),
-		Outcome:        row.Outcome,
+		Outcome:        RecordOutcome(row.Outcome),
 		Owner:          row.Owner,
 		Attempt:        int(row.Attempt),
 		LeasedAt:       deref(row.LeasedAt),

@@ -195,9 +195,9 @@ WHERE tenant = $1 AND tool = $2 AND key = $3 AND owner = $4 AND attempt = $5 AND
 // complete stores an attempt's result: a compare-and-set on (owner,
 // attempt) so that a zombie can never overwrite a newer owner's or an
 // operator's decision.
-func (s *Store) complete(ctx context.Context, q dbtx, c *call, l lease, outcome string, result []byte, ref *string) error {
+func (s *Store) complete(ctx context.Context, q dbtx, c *call, l lease, outcome RecordOutcome, result []byte, ref *string) error {
 	tag, err := q.Exec(ctx, completeSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt,
-		outcome, result, ref, c.policy.Retention.Microseconds())
+		string(outcome), result, ref, c.policy.Retention.Microseconds())
 	if err != nil {
 		return err
 	}
