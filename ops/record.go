@@ -77,7 +77,9 @@ func (r *Record) Stuck() bool { return r.State == StatePending && r.LeaseExpired
 
 // Lookup reads the record of an identity without executing anything. A
 // missing record is a Record with State StateAbsent, not an error. Callers
-// that saw a timeout ask before they decide what to do.
+// that saw a timeout ask before they decide what to do. It writes nothing,
+// so its only failures are ErrUnavailable and ErrRefused (and bad identity
+// fields, ErrInvalidRequest).
 func (s *Store) Lookup(ctx context.Context, id Identity) (Record, error) {
 	for field, v := range map[string]string{"tenant": id.Tenant, "tool": id.Tool} {
 		if err := checkName(field, v, maxNameBytes); err != nil {
@@ -89,7 +91,7 @@ func (s *Store) Lookup(ctx context.Context, id Identity) (Record, error) {
 	}
 	rec, _, err := load(ctx, s.pool, id)
 	if err != nil {
-		return Record{}, fmt.Errorf("look up %s: %w", id, mapDBError(err))
+		return Record{}, fmt.Errorf("look up %s: %w", id, notWritten(err))
 	}
 	return rec, nil
 }
