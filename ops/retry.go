@@ -11,9 +11,9 @@ import (
 type RetryOpts struct {
 	// MinWait is the shortest pause between two attempts (default 50ms).
 	MinWait time.Duration
-	// MaxWait is the longest (default 5s). An owner's lease with longer to
-	// run is waited out in several pauses: each attempt learns the time
-	// left afresh.
+	// MaxWait is the longest (default 5s; at most an hour). An owner's
+	// lease with longer to run is waited out in several pauses: each
+	// attempt learns the time left afresh.
 	MaxWait time.Duration
 }
 
@@ -51,7 +51,8 @@ func Retry[T any](ctx context.Context, opts *RetryOpts, fn func(ctx context.Cont
 	if opts != nil && opts.MaxWait > 0 {
 		maxWait = opts.MaxWait
 	}
-	maxWait = max(maxWait, minWait)
+	// An hour at most, so that a pause and its jitter cannot overflow.
+	minWait, maxWait = min(minWait, time.Hour), min(max(maxWait, minWait), time.Hour)
 	backoff := minWait
 	for {
 		v, err := fn(ctx)
