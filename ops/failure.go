@@ -65,6 +65,9 @@ func mayHaveCommitted(err error, answered bool) bool {
 	if pgconn.SafeToRetry(err) || errors.As(err, &connErr) {
 		return false // nothing was sent
 	}
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
+		return false // the server answered the COMMIT with a rollback
+	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return true // the answer was lost on the way
