@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -70,6 +71,9 @@ const (
 	cancelCtx fault = "CancelContext"
 )
 
+// toolRenewing is an external tool whose lease is renewed every second.
+const toolRenewing = "send-email-slowly"
+
 // faultLock is the advisory lock a held statement waits for.
 const faultLock = 0x0fa017
 
@@ -81,23 +85,27 @@ GRANT SELECT, INSERT ON biz.tickets TO opsdesk_service;
 
 CREATE SCHEMA fault;
 CREATE TABLE fault.arm (pattern text NOT NULL);
-CREATE FUNCTION fault.hold() RETURNS boolean
+CREATE FUNCTION fault.hold(at text DEFAULT '') RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog AS $$
 BEGIN
-    IF EXISTS (SELECT FROM fault.arm WHERE current_query() LIKE pattern) THEN
+    -- Wait while armed: on the test's advisory lock, and if the test's
+    -- session ends first (a stopping server ends them in any order), by
+    -- polling until this session ends too.
+    WHILE EXISTS (SELECT FROM fault.arm WHERE at || coalesce(current_query(), '') LIKE pattern) LOOP
         PERFORM pg_advisory_lock(` + "1023" + `);
         PERFORM pg_advisory_unlock(` + "1023" + `);
-    END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
     RETURN true;
 END $$;
 CREATE FUNCTION fault.hold_trigger() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
-    PERFORM fault.hold();
+    PERFORM fault.hold('commit:');
     RETURN NULL;
 END $$;
 GRANT USAGE ON SCHEMA fault TO PUBLIC;
-GRANT EXECUTE ON FUNCTION fault.hold(), fault.hold_trigger() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION fault.hold(text), fault.hold_trigger() TO PUBLIC;
 
 ALTER TABLE opsdesk.operations ENABLE ROW LEVEL SECURITY;
 CREATE POLICY fault_hold ON opsdesk.operations AS RESTRICTIVE USING (fault.hold()) WITH CHECK (fault.hold());
@@ -144,7 +152,9 @@ func newFaultDB(t *testing.T, adminDSN, serviceDSN string, cluster *pgcluster.Cl
 	f.service, err = db.Open(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(f.service.Close)
-	f.store = newStore(t, f.service, ops.Config{Owner: "worker-1"})
+	tools := maps.Clone(testTools)
+	tools[toolRenewing] = ops.Policy{Effect: ops.EffectIdempotentProvider, Lease: 3 * time.Second}
+	f.store = newStore(t, f.service, ops.Config{Owner: "worker-1", Tools: tools})
 	t.Cleanup(func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -434,7 +444,7 @@ func doTxSteps() []faultStep {
 		{name: "RecordConflict", pattern: "%INSERT INTO opsdesk.conflicts%", fixture: completed, call: conflicting, want: same(ops.ErrUnavailable)},
 		{name: "BusinessWrite", pattern: "%INSERT INTO biz.tickets%", call: ticket, want: same(ops.ErrUnavailable)},
 		{name: "Complete", pattern: "%SET state = 'completed'%", call: ticket, want: same(ops.ErrUnavailable)},
-		{name: "Commit", pattern: "commit", call: ticket, want: map[fault]want{
+		{name: "Commit", pattern: "commit:commit", call: ticket, want: map[fault]want{
 			terminate: {class: ops.ErrOutcomeUnknown, step: ops.StepCommit, state: allOrNothing},
 			stop:      {class: ops.ErrOutcomeUnknown, step: ops.StepCommit, state: allOrNothing},
 			// Once sent, the commit is not cut short: it happens.
@@ -455,15 +465,30 @@ func doExternalSteps() []faultStep {
 		_, err := ops.DoExternal(t.Context(), f.store, emailReq(key), f.provider.failWith(ops.NotApplied(errors.New("declined"))))
 		require.ErrorIs(t, err, ops.ErrNotApplied)
 	}
-	// The provider call lasts two leases, or until the lease is lost.
+	// The provider call lasts until a renewal after the held one has moved
+	// the lease on, or until the lease is lost. Its tool's lease is long
+	// enough (a renewal every second) for the test to hit the held renewal
+	// before the renewal's own timeout, even on a loaded machine.
 	long := func(ctx context.Context, f *faultDB, key string) error {
-		_, err := ops.DoExternal(ctx, f.store, emailReq(key), func(ctx context.Context, a ops.Attempt) (receipt, error) {
+		req := externalReq(toolRenewing, key, diskFull)
+		_, err := ops.DoExternal(ctx, f.store, req, func(ctx context.Context, a ops.Attempt) (receipt, error) {
 			r := f.provider.record(a)
-			select {
-			case <-time.After(2 * testLease):
-				return r, nil
-			case <-ctx.Done():
-				return receipt{}, context.Cause(ctx)
+			var first time.Time
+			for {
+				var expires time.Time
+				err := f.admin.QueryRow(ctx, `SELECT lease_expires_at FROM opsdesk.operations WHERE id = $1`, a.OperationID).Scan(&expires)
+				switch {
+				case err != nil: // the server is away, or ctx ended
+				case first.IsZero():
+					first = expires
+				case expires.After(first):
+					return r, nil
+				}
+				select {
+				case <-ctx.Done():
+					return receipt{}, context.Cause(ctx)
+				case <-time.After(20 * time.Millisecond):
+				}
 			}
 		})
 		return err
@@ -474,6 +499,13 @@ func doExternalSteps() []faultStep {
 			stop:      {class: ops.ErrUnavailable, state: unchanged},
 			// The reservation, once sent, is written; the call then hands
 			// it back instead of calling the provider.
+			cancelCtx: {class: ops.ErrUnavailable, state: inState("released")},
+		}},
+		{name: "ReserveCommit", pattern: "commit:", call: send, want: map[fault]want{
+			// The row was sent, then the session ended before the commit:
+			// the library cannot tell that it did not commit.
+			terminate: {class: ops.ErrOutcomeUnknown, step: ops.StepReserve, state: unchanged},
+			stop:      {class: ops.ErrOutcomeUnknown, step: ops.StepReserve, state: unchanged},
 			cancelCtx: {class: ops.ErrUnavailable, state: inState("released")},
 		}},
 		{name: "ReadExisting", pattern: "%now() AS db_now%", fixture: completed, call: send, want: same(ops.ErrUnavailable)},
@@ -507,7 +539,7 @@ func doExternalSteps() []faultStep {
 				stop:      {class: ops.ErrNotRecorded, state: inState("pending"), calls: 1},
 				cancelCtx: {class: ops.ErrNotApplied, state: inState("released"), calls: 1, cause: ops.ErrNotApplied},
 			}},
-		{name: "LeaseRenewal", pattern: "%SET lease_expires_at = now() +%", call: long, want: map[fault]want{
+		{name: "LeaseRenewal", pattern: "%SET lease_expires_at = now() +%", tool: toolRenewing, call: long, want: map[fault]want{
 			// One failed renewal does not lose the lease: the next renews it.
 			terminate: {state: inState("completed"), calls: 1},
 			stop:      {class: ops.ErrOutcomeUnknown, step: ops.StepCall, state: inState("pending"), calls: 1, cause: ops.ErrLeaseLost},
