@@ -42,16 +42,17 @@ type ResultReferencer interface {
 	ResultRef() string
 }
 
-// writeTimeout bounds the write that records an external call's outcome,
-// which runs even when the caller's context is done: the effect may have
-// happened, and the record must say so.
-const writeTimeout = 15 * time.Second
-
 // DoTx runs a local effect exactly once per identity. It reserves the
 // record, calls fn with the same transaction for the business writes, stores
 // the result and commits once. An error from fn (other than Reject) rolls
-// everything back and is returned as it is. An equivalent retry replays the
+// everything back: one from the database gets its class (ErrUnavailable or
+// ErrRefused), fn's own is returned as it is. An equivalent retry replays the
 // stored result; a concurrent one waits for this transaction and replays.
+//
+// A database failure before the commit wrote nothing (ErrUnavailable,
+// ErrRefused). The commit, once sent, is not cut short by ctx: a commit whose
+// answer was lost is ErrOutcomeUnknown with Step StepCommit, and an
+// equivalent retry replays or executes it.
 func DoTx[R any](ctx context.Context, s *Store, req Request, fn func(ctx context.Context, tx pgx.Tx) (R, error)) (out Outcome[R], err error) {
 	c, err := s.newCall(req, false)
 	defer func() { s.logCall(ctx, c, out.OperationID, out.Attempt, out.Disposition, err) }()
@@ -64,7 +65,7 @@ func DoTx[R any](ctx context.Context, s *Store, req Request, fn func(ctx context
 			return out, err
 		}
 	}
-	return out, fmt.Errorf("%s: record kept changing during %d tries: %w", c.Identity, maxRaces, err)
+	return out, &UnavailableError{Err: fmt.Errorf("%s: record kept changing during %d tries: %w", c.Identity, maxRaces, err)}
 }
 
 func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Context, pgx.Tx) (R, error)) (Outcome[R], error) {
@@ -74,22 +75,25 @@ func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Con
 	// default isolation is.
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
-		return out, fmt.Errorf("begin transaction: %w", mapDBError(err))
+		return out, fmt.Errorf("begin transaction: %w", notWritten(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 
-	l, ok, err := s.reserve(ctx, tx, c)
+	l, ok, _, err := s.reserve(ctx, tx, c)
 	if err != nil {
-		return out, fmt.Errorf("reserve %s: %w", c.Identity, mapDBError(err))
+		return out, fmt.Errorf("reserve %s: %w", c.Identity, notWritten(err))
 	}
 	if !ok {
 		var prior *priorResult
 		l, prior, err = s.resolveExisting(ctx, tx, c)
-		if errors.Is(err, ErrIntentConflict) {
+		var conflict *IntentConflictError
+		if errors.As(err, &conflict) {
 			// The refused attempt must be on record even though nothing
 			// else happens.
-			if cerr := tx.Commit(ctx); cerr != nil {
-				return out, fmt.Errorf("record intent conflict on %s: %w", c.Identity, mapDBError(cerr))
+			if cerr := commit(ctx, tx, func(err error) error {
+				return &OutcomeUnknownError{Identity: c.Identity, OperationID: conflict.OperationID, Step: StepConflict, Err: err}
+			}); cerr != nil {
+				return out, fmt.Errorf("record intent conflict on %s: %w", c.Identity, cerr)
 			}
 		}
 		if err != nil {
@@ -105,7 +109,7 @@ func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Con
 	var rej *rejection
 	if ferr != nil {
 		if !errors.As(ferr, &rej) {
-			return out, ferr
+			return out, fnFailed(ferr)
 		}
 		outcome, payload = OutcomeRejected, rej.payload
 	}
@@ -114,17 +118,44 @@ func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Con
 		return out, err
 	}
 	if err := s.complete(ctx, tx, c, l, outcome, result, ref); err != nil {
-		return out, fmt.Errorf("complete %s: %w", c.Identity, mapDBError(err))
+		if classified(err) { // lost ownership
+			return out, err
+		}
+		return out, fmt.Errorf("complete %s: %w", c.Identity, notWritten(err))
 	}
-	if err := tx.Commit(ctx); err != nil {
-		// Not ErrUnavailable: the commit may have happened. A retry is
-		// safe either way: it replays if it did and executes if not.
-		return out, fmt.Errorf("commit %s: outcome unknown, a retry replays or executes it: %w", c.Identity, err)
+	if err := commit(ctx, tx, func(err error) error {
+		// The record commits with the business writes or not at all, so a
+		// retry is safe either way: it replays or executes.
+		return &OutcomeUnknownError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Step: StepCommit, Err: err}
+	}); err != nil {
+		return out, fmt.Errorf("commit %s: %w", c.Identity, err)
 	}
 	if rej != nil {
 		return out, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: result}
 	}
 	return Outcome[R]{Result: r, Disposition: Created, OperationID: l.ID, Attempt: l.Attempt, ResultRef: deref(ref)}, nil
+}
+
+// commit commits DoTx's transaction. A caller that cancelled before gets
+// nothing committed; once sent, the COMMIT is not cut short by ctx, because
+// the library could not tell afterwards whether it happened. A commit that
+// failed but may have happened is what unknown makes of its error.
+func commit(ctx context.Context, tx pgx.Tx, unknown func(error) error) error {
+	wctx, cancel, err := shielded(ctx)
+	if err != nil {
+		return notWritten(err)
+	}
+	defer cancel()
+	err = tx.Commit(wctx)
+	switch {
+	case err == nil:
+		return nil
+	case mayHaveCommitted(err, true):
+		// A COMMIT's answer is a command tag that pgx does not show when
+		// an error follows it: it counts as answered.
+		return unknown(err)
+	}
+	return notWritten(err)
 }
 
 // Attempt is what an external call needs to know about its attempt.
@@ -148,6 +179,13 @@ type Attempt struct {
 // not happen (the reservation is released), Reject(payload) for a business
 // rejection (stored and replayed), and any other error when the outcome is
 // unknown: the record stays pending and is never deleted or marked failed.
+//
+// A database failure before the provider is called wrote nothing
+// (ErrUnavailable, ErrRefused), except when the answer to the reservation
+// itself was lost: ErrOutcomeUnknown with Step StepReserve. The reservation,
+// once sent, is not cut short by ctx (writeTimeout bounds it); if ctx ended
+// meanwhile, the lease is released and the provider is not called. A failure
+// to store the provider's answer is ErrNotRecorded.
 func DoExternal[R any](ctx context.Context, s *Store, req Request, fn func(ctx context.Context, a Attempt) (R, error)) (out Outcome[R], err error) {
 	c, err := s.newCall(req, true)
 	defer func() { s.logCall(ctx, c, out.OperationID, out.Attempt, out.Disposition, err) }()
@@ -157,7 +195,7 @@ func DoExternal[R any](ctx context.Context, s *Store, req Request, fn func(ctx c
 	var l lease
 	for try := 0; ; try++ {
 		if try == maxRaces {
-			return out, fmt.Errorf("%s: record kept changing during %d tries: %w", c.Identity, maxRaces, errRace)
+			return out, &UnavailableError{Err: fmt.Errorf("%s: record kept changing during %d tries: %w", c.Identity, maxRaces, errRace)}
 		}
 		var prior *priorResult
 		l, prior, err = s.acquire(ctx, c)
@@ -172,6 +210,11 @@ func DoExternal[R any](ctx context.Context, s *Store, req Request, fn func(ctx c
 		}
 		break
 	}
+	if err := ctx.Err(); err != nil {
+		// The caller gave up while the lease was being written: hand it
+		// back rather than call the provider with a cancelled context.
+		return out, s.abandon(ctx, c, l, err)
+	}
 	return runExternal(ctx, s, c, l, fn)
 }
 
@@ -179,14 +222,42 @@ func DoExternal[R any](ctx context.Context, s *Store, req Request, fn func(ctx c
 // transaction: the reservation must be durable before the provider is
 // called.
 func (s *Store) acquire(ctx context.Context, c *call) (lease, *priorResult, error) {
-	l, ok, err := s.reserve(ctx, s.pool, c)
+	// One connection for the whole step, taken first: failing to get one
+	// certainly sent nothing.
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return l, nil, fmt.Errorf("reserve %s: %w", c.Identity, mapDBError(err))
+		return lease{}, nil, fmt.Errorf("reserve %s: %w", c.Identity, notWritten(err))
+	}
+	defer conn.Release()
+	wctx, cancel, err := writeContext(ctx, conn)
+	if err != nil {
+		return lease{}, nil, fmt.Errorf("reserve %s: %w", c.Identity, notWritten(err))
+	}
+	l, ok, answered, err := s.reserve(wctx, conn, c)
+	cancel()
+	if err != nil {
+		return l, nil, fmt.Errorf("reserve %s: %w", c.Identity, writeFailed(conn, err, answered, func(err error) error {
+			return &OutcomeUnknownError{Identity: c.Identity, OperationID: l.ID, Attempt: 1, Step: StepReserve, Err: err}
+		}))
 	}
 	if ok {
 		return l, nil, nil
 	}
-	return s.resolveExisting(ctx, s.pool, c)
+	return s.resolveExisting(ctx, conn, c)
+}
+
+// abandon releases a lease acquired for a call whose context ended before
+// the provider was called. cause is the context's error.
+func (s *Store) abandon(ctx context.Context, c *call, l lease, cause error) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	if _, err := s.pool.Exec(wctx, releaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt); err != nil {
+		return &OutcomeUnknownError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Step: StepReserve,
+			Err: fmt.Errorf("%w; releasing the reservation failed: %w", cause, err)}
+	}
+	// Released (or, had it been taken from this attempt meanwhile, left to
+	// its new owner): nothing of this call stands.
+	return &UnavailableError{Err: fmt.Errorf("%s: the reservation was released unused: %w", c.Identity, cause)}
 }
 
 func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func(context.Context, Attempt) (R, error)) (Outcome[R], error) {
@@ -227,9 +298,17 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 		return out, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: result}
 
 	case errors.Is(ferr, ErrNotApplied):
+		// The provider's own error, without the wrapper that says "not
+		// applied": released or not, the record says otherwise if the
+		// release fails.
+		providerErr := ferr
+		if n := (*notApplied)(nil); errors.As(ferr, &n) {
+			providerErr = n.err
+		}
 		tag, err := s.pool.Exec(wctx, releaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt)
 		if err != nil {
-			return out, fmt.Errorf("%s: %w; releasing the reservation failed, it stays pending: %w", c.Identity, ferr, mapDBError(err))
+			return out, &NotRecordedError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt,
+				Err: fmt.Errorf("the provider said the effect did not happen (%w), but releasing the reservation failed: %w", providerErr, err)}
 		}
 		if tag.RowsAffected() == 0 {
 			// A newer attempt or an operator owns the record now: nothing
@@ -245,7 +324,7 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 			// effort: the lease expires by itself anyway.
 			_, _ = s.pool.Exec(wctx, expireLeaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt)
 		}
-		return out, &OutcomeUnknownError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Err: ferr}
+		return out, &OutcomeUnknownError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Step: StepCall, Err: ferr}
 	}
 }
 
@@ -333,7 +412,7 @@ type priorResult struct {
 func (s *Store) resolveExisting(ctx context.Context, q dbtx, c *call) (lease, *priorResult, error) {
 	rec, result, err := load(ctx, q, c.Identity)
 	if err != nil {
-		return lease{}, nil, fmt.Errorf("read %s: %w", c.Identity, mapDBError(err))
+		return lease{}, nil, fmt.Errorf("read %s: %w", c.Identity, notWritten(err))
 	}
 	if rec.State == StateAbsent {
 		if c.policy.AfterExpiry == RejectAfterExpiry && !rec.PurgedAt.IsZero() {
@@ -347,9 +426,16 @@ func (s *Store) resolveExisting(ctx context.Context, q dbtx, c *call) (lease, *p
 	case decideConflict:
 		return lease{}, nil, s.recordConflict(ctx, q, c, &rec)
 	case decideTakeOver:
-		l, ok, err := s.takeOver(ctx, q, c, rec.Version)
+		wctx, cancel, err := writeContext(ctx, q)
 		if err != nil {
-			return l, nil, fmt.Errorf("take over %s: %w", c.Identity, mapDBError(err))
+			return lease{}, nil, fmt.Errorf("take over %s: %w", c.Identity, notWritten(err))
+		}
+		l, ok, answered, err := s.takeOver(wctx, q, c, rec.Version)
+		cancel()
+		if err != nil {
+			return l, nil, fmt.Errorf("take over %s: %w", c.Identity, writeFailed(q, err, answered, func(err error) error {
+				return &OutcomeUnknownError{Identity: c.Identity, OperationID: rec.ID, Attempt: rec.Attempt + 1, Step: StepReserve, Err: err}
+			}))
 		}
 		if !ok {
 			return l, nil, errRace

@@ -14,5 +14,11 @@
 // pending; once its lease expires it is taken over automatically only where
 // that is safe, and otherwise waits for a person ([ErrNeedsReconciliation]).
 //
+// Every error is one class a caller matches with errors.Is (see the sentinel
+// errors). When the database fails, the class says what was written: nothing
+// ([ErrUnavailable]), nothing because the database refused ([ErrRefused]), or
+// nobody knows ([ErrOutcomeUnknown], [ErrNotRecorded]). [Retry] tries a call
+// again where that settles it without a person.
+//
 // All lease and age arithmetic uses the database clock.
 package ops

@@ -1,14 +1,32 @@
 package ops
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 )
 
-// Sentinel errors. Every error the library returns for one of these
-// situations matches it with errors.Is; the typed errors carry the details.
+// Sentinel errors. Every error DoTx, DoExternal and Lookup return matches
+// exactly one of them with errors.Is, with two exceptions: an error of fn's
+// own (not from the database), and a result that does not encode as JSON or
+// does not decode into R, are returned as they are; an attempt that was not
+// applied and had lost its lease meanwhile matches ErrLostOwnership and
+// ErrNotApplied, both true. The typed errors carry the details, and the
+// underlying error (a *pgconn.PgError, context.Canceled…) stays in the
+// chain.
+//
+// When the database fails, the error says what was written, in one of three
+// classes:
+//
+//   - nothing was written: ErrUnavailable. A retry with the same key is safe
+//     and may succeed (Retry does it).
+//   - the database refused the statement: ErrRefused. Nothing was written,
+//     and a retry fails the same way until someone fixes the cause.
+//   - the outcome is unknown: ErrOutcomeUnknown (see Step for what may have
+//     happened) and ErrNotRecorded. A retry with the same key is still safe:
+//     it replays, executes, waits or asks for a person, as the record says.
 var (
 	// ErrInvalidRequest: a bad identity, version or intent. Nothing was
 	// written. See *InvalidRequestError.
@@ -34,21 +52,35 @@ var (
 	// ErrLostOwnership: the attempt's completion was refused because its
 	// lease was taken over or an operator decided in the meantime.
 	ErrLostOwnership = errors.New("lost ownership of the operation")
-	// ErrOutcomeUnknown: the external call failed without saying whether
-	// the effect happened. The record stays pending.
+	// ErrOutcomeUnknown: something may have happened that the library could
+	// not observe: the external call failed without saying whether the
+	// effect happened (the record stays pending), or the answer to a write
+	// was lost. See *OutcomeUnknownError and its Step.
 	ErrOutcomeUnknown = errors.New("outcome unknown")
 	// ErrNotApplied: the external call said the effect definitely did not
 	// happen; the reservation was released. See NotApplied.
 	ErrNotApplied = errors.New("effect not applied")
-	// ErrUnavailable: the operation store could not be reached before
-	// anything was written.
+	// ErrUnavailable: nothing was written. The store could not be reached,
+	// failed in a way a later attempt may not meet (a restart, a terminated
+	// backend, a serialization failure, too many connections), or the
+	// call's context ended before anything committed. A retry with the same
+	// key is safe. See *UnavailableError.
 	ErrUnavailable = errors.New("operation store unavailable")
-	// ErrNotRecorded: an external call finished (applied or rejected) but
-	// its outcome could not be stored. The record stays pending and needs
-	// reconciliation once its lease expires. See *NotRecordedError.
+	// ErrRefused: the database refused a statement and nothing was written:
+	// the role lacks a privilege, the schema is missing, or a constraint or
+	// the store's state machine rejected the write. A retry fails the same
+	// way until someone fixes the cause. See *RefusedError.
+	ErrRefused = errors.New("refused by the database")
+	// ErrNotRecorded: an external call finished (applied, rejected or not
+	// applied) but storing its outcome failed, or the answer to that write
+	// was lost. The record may stay pending, and then needs reconciliation
+	// once its lease expires. See *NotRecordedError.
 	ErrNotRecorded = errors.New("outcome not recorded")
 	// ErrLeaseLost is the cause of an external call's context
-	// cancellation when its lease could not be renewed.
+	// cancellation when its lease could not be renewed. It is a cause, not
+	// a class: the call's error is the one fn's failure gets, usually
+	// ErrOutcomeUnknown, with ErrLeaseLost in its chain when fn returns
+	// context.Cause(ctx).
 	ErrLeaseLost = errors.New("lease could not be renewed")
 	// ErrExpired: the identity's record was purged and the tool rejects
 	// retries after expiry (RejectAfterExpiry). Nothing ran. See
@@ -191,16 +223,55 @@ func (e *LostOwnershipError) Error() string {
 
 func (e *LostOwnershipError) Is(target error) bool { return target == ErrLostOwnership }
 
-// OutcomeUnknownError: the external call failed without a definite answer.
-// The record stays pending (never deleted, never marked failed).
+// Step names what an OutcomeUnknownError could not observe.
+type Step string
+
+// What may or may not have happened when the outcome is unknown.
+const (
+	// StepCall: DoExternal's provider call failed without saying whether
+	// the effect happened. The record stays pending: an idempotent
+	// provider's next attempt takes it over with the same key, any other is
+	// refused with ErrNeedsReconciliation once the lease expires.
+	StepCall Step = "provider call"
+	// StepCommit: DoTx's COMMIT was sent and its answer lost. The record
+	// and the business writes committed together or not at all: an
+	// equivalent retry replays them or executes them.
+	StepCommit Step = "commit"
+	// StepReserve: the answer to DoExternal's reservation (or takeover of
+	// a record) was lost. The provider was not called, but the record may
+	// be pending under this attempt's lease: a retry gets ErrInProgress
+	// until the lease expires, then what the tool's effect allows.
+	StepReserve Step = "reservation"
+	// StepConflict: the key was used with another intent, and the answer to
+	// the write recording this attempt was lost: it may or may not be on
+	// record. A retry gets ErrIntentConflict.
+	StepConflict Step = "conflict record"
+)
+
+// OutcomeUnknownError: something may have happened that the library could
+// not observe. A pending record is never deleted or marked failed because
+// of it.
 type OutcomeUnknownError struct {
 	Identity
 	OperationID int64
 	Attempt     int
-	Err         error
+	// Step is what may or may not have happened.
+	Step Step
+	Err  error
 }
 
 func (e *OutcomeUnknownError) Error() string {
+	switch e.Step {
+	case StepCommit:
+		return fmt.Sprintf("operation %s attempt %d: the commit's answer was lost, so it committed whole or not at all; "+
+			"an equivalent retry replays or executes it: %v", e.Identity, e.Attempt, e.Err)
+	case StepReserve:
+		return fmt.Sprintf("operation %s attempt %d: the reservation's answer was lost; the provider was not called, "+
+			"but the record may stay pending until its lease expires: %v", e.Identity, e.Attempt, e.Err)
+	case StepConflict:
+		return fmt.Sprintf("operation %s (%d): the key was used with another intent, and whether this attempt was "+
+			"recorded is unknown: %v", e.Identity, e.OperationID, e.Err)
+	}
 	return fmt.Sprintf("operation %s (%d) attempt %d: outcome unknown, the record stays pending: %v",
 		e.Identity, e.OperationID, e.Attempt, e.Err)
 }
@@ -209,17 +280,45 @@ func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcom
 
 func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 
-// UnavailableError: the store could not be reached or stopped answering
-// before anything was written.
+// UnavailableError: nothing was written, because the store could not be
+// reached, failed transiently, or the call's context ended first.
 type UnavailableError struct {
 	Err error
 }
 
-func (e *UnavailableError) Error() string { return "operation store unavailable: " + e.Err.Error() }
+func (e *UnavailableError) Error() string {
+	if errors.Is(e.Err, context.Canceled) || errors.Is(e.Err, context.DeadlineExceeded) {
+		return "the call ended before anything was written: " + e.Err.Error()
+	}
+	return "operation store unavailable, nothing was written: " + e.Err.Error()
+}
 
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// RefusedError: the database refused a statement; nothing was written.
+type RefusedError struct {
+	// SQLState is the PostgreSQL error code, such as 42501
+	// (insufficient_privilege) or 23514 (check_violation, also raised by
+	// the state machine's trigger operations_state_machine).
+	SQLState string
+	Err      error
+}
+
+func (e *RefusedError) Error() string {
+	switch e.SQLState {
+	case "42501": // insufficient_privilege
+		return "refused by the database: the connected role lacks a privilege (is it granted opsdesk_service?): " + e.Err.Error()
+	case "3F000", "42P01", "42703", "42883": // invalid_schema_name, undefined_table, _column, _function
+		return "refused by the database: its operation store is missing or older than this library (run opsdesk migrate): " + e.Err.Error()
+	}
+	return "refused by the database, nothing was written: " + e.Err.Error()
+}
+
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+
+func (e *RefusedError) Unwrap() error { return e.Err }
 
 // Reject returns the error an operation function returns for a business
 // rejection: payload is stored (as JSON) and every later equivalent attempt
@@ -245,7 +344,9 @@ func (n *notApplied) Unwrap() error { return n.err }
 func (n *notApplied) Is(target error) bool { return target == ErrNotApplied }
 
 // NotRecordedError: the external call finished but the store could not
-// record how. The effect may well have happened: do not assume otherwise.
+// record how, or the answer to that write was lost. The effect may well have
+// happened: do not assume otherwise. Err holds the database's error (and,
+// when the provider said the effect did not happen, the provider's).
 type NotRecordedError struct {
 	Identity
 	OperationID int64

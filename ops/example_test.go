@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -66,8 +67,15 @@ func Example() {
 		return t, err
 	}
 
+	// Retry waits out another attempt's lease (ErrInProgress) and an
+	// unreachable store (ErrUnavailable), and tries again with the same
+	// key, within the deadline.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	for range 2 { // the second call is a retry after a lost response
-		out, err := ops.DoTx(ctx, store, req, create)
+		out, err := ops.Retry(ctx, nil, func(ctx context.Context) (ops.Outcome[Ticket], error) {
+			return ops.DoTx(ctx, store, req, create)
+		})
 		if err != nil {
 			log.Fatal(err)
 		}

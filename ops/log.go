@@ -38,6 +38,8 @@ func disposition(d Disposition, err error) string {
 		return "not_recorded"
 	case errors.Is(err, ErrUnavailable):
 		return "unavailable"
+	case errors.Is(err, ErrRefused):
+		return "refused"
 	}
 	return "error"
 }
@@ -49,7 +51,7 @@ func (s *Store) logCall(ctx context.Context, c *call, id int64, attempt int, d D
 	level := slog.LevelInfo
 	name := disposition(d, err)
 	switch name {
-	case "conflict", "needs_reconciliation", "lost_ownership", "outcome_unknown", "not_recorded", "unavailable", "error", "misconfigured":
+	case "conflict", "needs_reconciliation", "lost_ownership", "outcome_unknown", "not_recorded", "unavailable", "refused", "error", "misconfigured":
 		level = slog.LevelWarn
 	}
 	if !s.logger.Enabled(ctx, level) {

@@ -20,10 +20,17 @@ const (
 	StateReleased  State = "released"
 )
 
-// Outcomes of a completed record.
+// RecordOutcome is how a completed record's operation ended. (Outcome is
+// a call's answer.)
+type RecordOutcome string
+
+// The outcomes of a completed record.
 const (
-	OutcomeSucceeded = "succeeded"
-	OutcomeRejected  = "rejected"
+	// OutcomeSucceeded: the effect happened; its result is replayed.
+	OutcomeSucceeded RecordOutcome = "succeeded"
+	// OutcomeRejected: a business rejection (Reject), replayed as
+	// *RejectedError.
+	OutcomeRejected RecordOutcome = "rejected"
 )
 
 // Record is an operation's record as the store holds it, read at DBTime.
@@ -36,7 +43,7 @@ type Record struct {
 	Effect      Effect
 	State       State
 	// Outcome is OutcomeSucceeded or OutcomeRejected when completed.
-	Outcome        string
+	Outcome        RecordOutcome
 	Owner          string
 	Attempt        int
 	LeasedAt       time.Time
@@ -70,7 +77,9 @@ func (r *Record) Stuck() bool { return r.State == StatePending && r.LeaseExpired
 
 // Lookup reads the record of an identity without executing anything. A
 // missing record is a Record with State StateAbsent, not an error. Callers
-// that saw a timeout ask before they decide what to do.
+// that saw a timeout ask before they decide what to do. It writes nothing,
+// so its only failures are ErrUnavailable and ErrRefused (and bad identity
+// fields, ErrInvalidRequest).
 func (s *Store) Lookup(ctx context.Context, id Identity) (Record, error) {
 	for field, v := range map[string]string{"tenant": id.Tenant, "tool": id.Tool} {
 		if err := checkName(field, v, maxNameBytes); err != nil {
@@ -82,7 +91,7 @@ func (s *Store) Lookup(ctx context.Context, id Identity) (Record, error) {
 	}
 	rec, _, err := load(ctx, s.pool, id)
 	if err != nil {
-		return Record{}, fmt.Errorf("look up %s: %w", id, mapDBError(err))
+		return Record{}, fmt.Errorf("look up %s: %w", id, notWritten(err))
 	}
 	return rec, nil
 }
@@ -143,7 +152,7 @@ WHERE tenant = $1 AND tool = $2 AND key = $3 AND expires_at > now()`, id.Tenant,
 		ToolVersion:    row.ToolVersion,
 		Effect:         Effect(row.Effect),
 		State:          State(row.State),
-		Outcome:        row.Outcome,
+		Outcome:        RecordOutcome(row.Outcome),
 		Owner:          row.Owner,
 		Attempt:        int(row.Attempt),
 		LeasedAt:       deref(row.LeasedAt),

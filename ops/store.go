@@ -152,18 +152,38 @@ RETURNING id, attempt, version`
 // reserve inserts a pending record; ok is false when the identity exists
 // (or, for a tool that rejects retries after expiry, was purged).
 // A concurrent reservation of the same identity blocks until it commits or
-// rolls back: the primary key serializes attempts.
-func (s *Store) reserve(ctx context.Context, q dbtx, c *call) (l lease, ok bool, err error) {
+// rolls back: the primary key serializes attempts. answered tells whether
+// the statement's row arrived, which matters when it failed (see
+// mayHaveCommitted).
+func (s *Store) reserve(ctx context.Context, q dbtx, c *call) (l lease, ok, answered bool, err error) {
 	sql := reserveSQL
 	if c.policy.AfterExpiry == RejectAfterExpiry {
 		sql = reserveUnlessPurgedSQL
 	}
-	err = q.QueryRow(ctx, sql, c.Tenant, c.Tool, c.Key, c.Version, c.fingerprint[:],
-		string(c.policy.Effect), s.owner, c.policy.Lease.Microseconds(), c.canonical).Scan(&l.ID, &l.Attempt, &l.Version)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return l, false, nil
+	return queryLease(ctx, q, sql, c.Tenant, c.Tool, c.Key, c.Version, c.fingerprint[:],
+		string(c.policy.Effect), s.owner, c.policy.Lease.Microseconds(), c.canonical)
+}
+
+// queryLease runs a statement that returns at most one lease row. ok tells
+// whether it returned one; answered whether the row arrived, even if the
+// statement failed afterwards.
+func queryLease(ctx context.Context, q dbtx, sql string, args ...any) (l lease, ok, answered bool, err error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return l, false, false, err
 	}
-	return l, err == nil, err
+	defer rows.Close()
+	if rows.Next() {
+		answered = true
+		if err := rows.Scan(&l.ID, &l.Attempt, &l.Version); err != nil {
+			return l, false, answered, err
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return l, false, answered, err
+	}
+	return l, answered, answered, nil
 }
 
 const takeOverSQL = `
@@ -179,13 +199,9 @@ RETURNING id, attempt, version`
 // attempt under the tool's current effect. ok is false when the record changed since it was read (the
 // caller reads it again); the lease condition is checked again because lease
 // renewals do not bump the version.
-func (s *Store) takeOver(ctx context.Context, q dbtx, c *call, seen int64) (l lease, ok bool, err error) {
-	err = q.QueryRow(ctx, takeOverSQL, c.Tenant, c.Tool, c.Key, seen, s.owner,
-		c.policy.Lease.Microseconds(), string(c.policy.Effect)).Scan(&l.ID, &l.Attempt, &l.Version)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return l, false, nil
-	}
-	return l, err == nil, err
+func (s *Store) takeOver(ctx context.Context, q dbtx, c *call, seen int64) (l lease, ok, answered bool, err error) {
+	return queryLease(ctx, q, takeOverSQL, c.Tenant, c.Tool, c.Key, seen, s.owner,
+		c.policy.Lease.Microseconds(), string(c.policy.Effect))
 }
 
 const completeSQL = `
@@ -198,9 +214,9 @@ WHERE tenant = $1 AND tool = $2 AND key = $3 AND owner = $4 AND attempt = $5 AND
 // complete stores an attempt's result: a compare-and-set on (owner,
 // attempt) so that a zombie can never overwrite a newer owner's or an
 // operator's decision.
-func (s *Store) complete(ctx context.Context, q dbtx, c *call, l lease, outcome string, result []byte, ref *string) error {
+func (s *Store) complete(ctx context.Context, q dbtx, c *call, l lease, outcome RecordOutcome, result []byte, ref *string) error {
 	tag, err := q.Exec(ctx, completeSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt,
-		outcome, result, ref, c.policy.Retention.Microseconds())
+		string(outcome), result, ref, c.policy.Retention.Microseconds())
 	if err != nil {
 		return err
 	}
@@ -231,16 +247,30 @@ func (s *Store) recordConflict(ctx context.Context, q dbtx, c *call, rec *Record
 		Identity: c.Identity, OperationID: rec.ID, Stored: rec.Fingerprint, Attempted: c.fingerprint,
 		StoredVersion: rec.ToolVersion, AttemptedVersion: c.Version,
 	}
-	err := q.QueryRow(ctx, conflictSQL, c.Tenant, c.Tool, c.Key, rec.ID, c.Version,
-		c.fingerprint[:], rec.Fingerprint[:], s.owner).Scan(&conflict.ConflictID)
+	wctx, cancel, err := writeContext(ctx, q)
+	if err != nil {
+		return fmt.Errorf("record intent conflict on %s: %w", c.Identity, notWritten(err))
+	}
+	defer cancel()
+	rows, _ := q.Query(wctx, conflictSQL, c.Tenant, c.Tool, c.Key, rec.ID, c.Version,
+		c.fingerprint[:], rec.Fingerprint[:], s.owner)
+	answered := false
+	if rows.Next() {
+		answered = true
+		_ = rows.Scan(&conflict.ConflictID) // an error stays in rows.Err
+	}
+	rows.Close()
+	err = rows.Err()
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23503" || // foreign_key_violation
-		errors.Is(err, pgx.ErrNoRows) {
+		err == nil && !answered {
 		// The record read was purged (and the identity maybe created
 		// again) before the conflict was recorded: start over.
 		return errRace
 	}
 	if err != nil {
-		return fmt.Errorf("record intent conflict on %s: %w", c.Identity, mapDBError(err))
+		return fmt.Errorf("record intent conflict on %s: %w", c.Identity, writeFailed(q, err, answered, func(err error) error {
+			return &OutcomeUnknownError{Identity: c.Identity, OperationID: rec.ID, Attempt: rec.Attempt, Step: StepConflict, Err: err}
+		}))
 	}
 	return conflict
 }
@@ -299,31 +329,3 @@ var errRace = errors.New("record changed concurrently")
 
 // maxRaces bounds how often one call starts over after losing a race.
 const maxRaces = 8
-
-// mapDBError turns driver errors into the library's: an unreachable server
-// is ErrUnavailable. Callers never need pgx to classify an error.
-func mapDBError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
-		return &UnavailableError{Err: err}
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	if pgconn.Timeout(err) {
-		return &UnavailableError{Err: err}
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "42501": // insufficient_privilege
-			return fmt.Errorf("the connected role lacks a privilege (is it granted opsdesk_service?): %w", err)
-		case "3F000", "42P01": // invalid_schema_name, undefined_table
-			return fmt.Errorf("no operation store in this database (run opsdesk migrate): %w", err)
-		}
-	}
-	return err
-}
