@@ -21,6 +21,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmigrate"
 )
 
 // Fault injection: each statement of DoTx, DoExternal and Lookup is held in
@@ -621,9 +622,10 @@ func faultCluster(t *testing.T) (c *pgcluster.Cluster, adminDSN, serviceDSN stri
 	_, err = conn.Exec(ctx, `CREATE DATABASE opsdesk`)
 	require.NoError(t, err)
 	adminDSN = c.DSN("opsdesk")
-	cfg, err := pgx.ParseConfig(adminDSN)
+	admin, err := pgxpool.New(ctx, adminDSN)
 	require.NoError(t, err)
-	_, err = db.Migrate(ctx, cfg)
+	_, err = opsmigrate.Migrate(ctx, admin, nil)
+	admin.Close()
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, `CREATE ROLE fault_service LOGIN IN ROLE opsdesk_service`)
 	require.NoError(t, err)

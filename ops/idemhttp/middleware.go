@@ -300,7 +300,7 @@ func serveCaptured(next http.Handler, rec *recorder, r *http.Request) (panicked 
 // replay sends a stored answer. A record completed without one (an
 // operator decided after the handler's outcome was unknown) is answered
 // with what the decision says.
-func (m *Middleware) replay(w http.ResponseWriter, raw json.RawMessage, outcome, ref string) {
+func (m *Middleware) replay(w http.ResponseWriter, raw json.RawMessage, outcome ops.RecordOutcome, ref string) {
 	var s storedResponse
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -347,6 +347,11 @@ func (m *Middleware) refuse(w http.ResponseWriter, err error) {
 	case errors.Is(err, ops.ErrUnknownTool), errors.Is(err, ops.ErrWrongEffect):
 		writeProblem(w, Problem{Type: TypeMisconfigured, Title: "The endpoint is misconfigured", Status: http.StatusInternalServerError,
 			Detail: "the endpoint's idempotency tool is not configured for HTTP requests; nothing ran"}, 0)
+	case errors.Is(err, ops.ErrRefused):
+		// A privilege, the schema or the store's state machine: retrying
+		// cannot help until someone fixes the cause.
+		writeProblem(w, Problem{Type: TypeMisconfigured, Title: "The endpoint is misconfigured", Status: http.StatusInternalServerError,
+			Detail: "the idempotency store refused the request (a privilege, the schema or its rules); nothing ran"}, 0)
 	default:
 		// ErrUnavailable, and any store failure before the handler ran:
 		// nothing ran, and nothing this request did can run twice.
