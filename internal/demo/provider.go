@@ -194,7 +194,7 @@ func (p *Provider) Effect(id ops.Identity) (ref string, ok bool) {
 }
 
 // Holding is how many calls the provider holds without answering
-// (FaultLoseResponse, FaultTimeoutBeforeActing) right now.
+// (FaultLoseResponse, FaultTimeoutBeforeActing, FaultSlow) right now.
 func (p *Provider) Holding() int { return int(p.holding.Load()) }
 
 // Effects is how many effects the provider applied (repeated keys apply
@@ -250,6 +250,8 @@ func (p *Provider) handleAction(w http.ResponseWriter, r *http.Request) {
 	case FaultTimeoutBeforeActing:
 		p.hang(r)
 	case FaultSlow:
+		p.holding.Add(1)
+		defer p.holding.Add(-1)
 		select {
 		case <-time.After(delay):
 		case <-r.Context().Done():

@@ -247,7 +247,7 @@ func TestProvider(t *testing.T) {
 		require.Equal(t, idemhttp.ProblemContentType, r.contentType)
 		require.Equal(t, idemhttp.TypeKeyMissing, r.body["type"])
 
-		slow := providerCall{tenant: "acme", tool: demo.ToolDeployService, key: "rel-9", body: `{"version":"v1","environment":"prod"}`, fault: demo.FaultSlow + "=3s"}
+		slow := providerCall{tenant: "acme", tool: demo.ToolDeployService, key: "rel-9", body: `{"version":"v1","environment":"prod"}`, fault: demo.FaultSlow + "=6s"}
 		done := make(chan providerReply, 1)
 		go func() {
 			r, err := slow.do(t, p)
@@ -256,6 +256,9 @@ func TestProvider(t *testing.T) {
 			}
 			done <- r
 		}()
+		// The slow call holds its key before anyone asks again: asked
+		// first, the second call would run and the slow one replay it.
+		require.Eventually(t, func() bool { return p.Holding() == 1 }, 20*time.Second, 5*time.Millisecond)
 		var busy providerReply
 		require.Eventually(t, func() bool {
 			var err error
