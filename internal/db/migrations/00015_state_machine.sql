@@ -49,17 +49,24 @@
 -- A refusal raises check_violation (23514) naming the constraint
 -- operations_state_machine and the rule the write broke.
 --
--- Cost. The library's two hot writes, the reservation and the completion,
--- are recognised by the triggers' WHEN conditions, which the executor
--- evaluates as compiled expressions: the PL/pgSQL function (about 5 µs a
--- row for the reservation and 9 µs for the completion, most of it the
--- pinned search_path's per-call cost) runs only for the other steps and
--- for refusals. A WHEN condition is a subset of what the function allows,
--- never more: coalesce(…, false) sends any NULL to the function, and a test
--- (internal/db) requires the completion's condition to name every column.
--- Expressions in WHEN are bound when the trigger is created, so a caller's
--- search_path cannot redirect them. docs/benchmarks.md, "The state machine
--- enforced for every writer (issue 10)".
+-- Cost. The library runs one transaction per call with one row per
+-- statement, so what a trigger costs per statement and per transaction
+-- counts, not per row: a PL/pgSQL trigger pays its call and pinned
+-- search_path on every statement and builds every expression it evaluates
+-- again in every transaction, and a WHEN condition is read back from its
+-- stored text and compiled on every statement, in proportion to its size.
+-- The library's two hot writes, the reservation and the completion, are
+-- therefore recognised by small WHEN conditions and never call the
+-- function, which runs only for the other steps and for refusals. A WHEN
+-- condition names only the columns the service holds a privilege on: the
+-- others it cannot write at all (their defaults on insert: version 1, no
+-- outcome, not held, owner_role the login, …), and a test (internal/db)
+-- fails when the service's column privileges change. It allows a subset of
+-- what the function allows, never more; coalesce(…, false) sends any NULL
+-- to the function. WHEN expressions are bound when the trigger is created,
+-- so a caller's search_path cannot redirect them (the function pins its
+-- own). docs/benchmarks.md, "The state machine enforced for every writer
+-- (issue 10)".
 
 -- +goose Up
 ALTER TABLE opsdesk.operations ADD COLUMN owner_role text;
@@ -196,33 +203,28 @@ $$;
 
 REVOKE ALL ON FUNCTION opsdesk.operations_state_machine() FROM PUBLIC;
 
--- The reservation (reserveSQL): checked in full here, so the function
--- runs only for other inserts.
+-- The reservation (reserveSQL) by a service login. The service inserts
+-- no other column, and owner_role defaults to its login.
 CREATE TRIGGER operations_state_machine_insert BEFORE INSERT ON opsdesk.operations
-    FOR EACH ROW WHEN (NOT coalesce(current_setting('is_superuser') = 'off'
-        AND NEW.state = 'pending' AND NEW.attempt = 1 AND NEW.version = 1 AND NEW.conflict_count = 0 AND NOT NEW.held
-        AND NEW.outcome IS NULL AND NEW.result IS NULL AND NEW.result_ref IS NULL
-        AND NEW.completed_at IS NULL AND NEW.expires_at IS NULL AND NEW.last_conflict_at IS NULL
-        AND NEW.created_at = now() AND NEW.updated_at = now()
-        AND NEW.leased_at = now() AND NEW.lease_expires_at >= now() AND NEW.owner_role = session_user, false))
+    FOR EACH ROW WHEN (NOT coalesce(NEW.state = 'pending' AND NEW.attempt = 1
+        AND NEW.leased_at = now() AND NEW.lease_expires_at >= now()
+        AND current_setting('is_superuser') = 'off', false))
     EXECUTE FUNCTION opsdesk.operations_state_machine();
 
--- The completion (completeSQL) by the login holding the lease: checked in
--- full here, every column named, so the function runs only for other
--- updates.
+-- The completion (completeSQL) by the login holding the lease: it writes
+-- state, outcome, result, result_ref, completed_at, expires_at,
+-- updated_at and version, and keeps the other columns the service may
+-- update. A person's login never holds a lease, so the people's functions
+-- always take the function's path.
 CREATE TRIGGER operations_state_machine_update BEFORE UPDATE ON opsdesk.operations
     FOR EACH ROW WHEN (NOT coalesce(OLD.state = 'pending' AND NEW.state = 'completed'
-        AND OLD.owner_role = session_user
-        AND NEW.version = OLD.version + 1 AND NEW.updated_at = now() AND NEW.completed_at = now()
+        AND OLD.owner_role = session_user AND NEW.version = OLD.version + 1
+        AND NEW.updated_at = now() AND NEW.completed_at = now()
         AND (NEW.expires_at IS NULL OR NEW.expires_at >= now())
-        -- outcome, result and result_ref are the completion's to write.
-        AND (NEW.id, NEW.tenant, NEW.tool, NEW.key, NEW.tool_version, NEW.fingerprint, NEW.effect, NEW.owner,
-             NEW.attempt, NEW.leased_at, NEW.lease_expires_at, NEW.created_at, NEW.conflict_count,
-             NEW.last_conflict_at, NEW.intent, NEW.held, NEW.owner_role)
-            IS NOT DISTINCT FROM
-            (OLD.id, OLD.tenant, OLD.tool, OLD.key, OLD.tool_version, OLD.fingerprint, OLD.effect, OLD.owner,
-             OLD.attempt, OLD.leased_at, OLD.lease_expires_at, OLD.created_at, OLD.conflict_count,
-             OLD.last_conflict_at, OLD.intent, OLD.held, OLD.owner_role), false))
+        AND NEW.effect = OLD.effect AND NEW.owner = OLD.owner AND NEW.attempt = OLD.attempt
+        AND NEW.leased_at = OLD.leased_at AND NEW.lease_expires_at = OLD.lease_expires_at
+        AND NEW.conflict_count = OLD.conflict_count
+        AND NEW.last_conflict_at IS NOT DISTINCT FROM OLD.last_conflict_at, false))
     EXECUTE FUNCTION opsdesk.operations_state_machine();
 
 -- ALWAYS: they fire with session_replication_role = replica too.
