@@ -30,12 +30,13 @@
 -- A held record is never taken over.
 --
 -- Who holds a lease: the login (session_user) that reserved or took over
--- the record, kept in owner_role by the trigger. The owner column is the
--- name a process chose and cannot be checked; a login can. A login is
--- therefore the unit of trust: processes sharing one can act on each
+-- the record, kept in owner_role (its default on insert; the trigger on
+-- takeover; the service has no privilege on the column). The owner column
+-- is the name a process chose and cannot be checked; a login can. A login
+-- is therefore the unit of trust: processes sharing one can act on each
 -- other's leases, so each service should log in as its own role. Records
--- reserved before this migration have no owner_role; any service login
--- may complete, release or renew them as before.
+-- reserved before this migration, or inserted by a superuser, name no
+-- login; any service login may complete, release or renew them.
 --
 -- The people's functions (SECURITY DEFINER, owned by opsdesk_owner) do
 -- their own checks and write their own audit records; the trigger only
@@ -48,12 +49,29 @@
 -- A refusal raises check_violation (23514) naming the constraint
 -- operations_state_machine and the rule the write broke.
 --
--- Cost: one PL/pgSQL call per written row, no queries (docs/benchmarks.md,
--- "The state machine enforced for every writer (issue 10)").
+-- Cost. The library runs one transaction per call with one row per
+-- statement, so what a trigger costs per statement and per transaction
+-- counts, not per row: a PL/pgSQL trigger pays its call and pinned
+-- search_path on every statement and builds every expression it evaluates
+-- again in every transaction, and a WHEN condition is read back from its
+-- stored text and compiled on every statement, in proportion to its size.
+-- The library's two hot writes, the reservation and the completion, are
+-- therefore recognised by small WHEN conditions and never call the
+-- function, which runs only for the other steps and for refusals. A WHEN
+-- condition names only the columns the service holds a privilege on: the
+-- others it cannot write at all (their defaults on insert: version 1, no
+-- outcome, not held, owner_role the login, …), and a test (internal/db)
+-- fails when the service's column privileges change. It allows a subset of
+-- what the function allows, never more; coalesce(…, false) sends any NULL
+-- to the function. WHEN expressions are bound when the trigger is created,
+-- so a caller's search_path cannot redirect them (the function pins its
+-- own). docs/benchmarks.md, "The state machine enforced for every writer
+-- (issue 10)".
 
 -- +goose Up
 ALTER TABLE opsdesk.operations ADD COLUMN owner_role text;
--- Written by the trigger alone: the service has no privilege on it.
+-- Set apart from ADD COLUMN, so that existing rows stay NULL.
+ALTER TABLE opsdesk.operations ALTER COLUMN owner_role SET DEFAULT session_user;
 GRANT SELECT (owner_role) ON opsdesk.operations TO opsdesk_viewer;
 
 -- +goose StatementBegin
@@ -67,6 +85,10 @@ DECLARE
     rule text;
 BEGIN
     IF current_setting('is_superuser') = 'on' THEN
+        -- A superuser's record is no service login's lease.
+        IF TG_OP = 'INSERT' AND NEW.owner_role = session_user THEN
+            NEW.owner_role := NULL;
+        END IF;
         RETURN NEW;
     END IF;
 
@@ -181,7 +203,30 @@ $$;
 
 REVOKE ALL ON FUNCTION opsdesk.operations_state_machine() FROM PUBLIC;
 
-CREATE TRIGGER operations_state_machine BEFORE INSERT OR UPDATE ON opsdesk.operations
-    FOR EACH ROW EXECUTE FUNCTION opsdesk.operations_state_machine();
--- ALWAYS: it fires with session_replication_role = replica too.
-ALTER TABLE opsdesk.operations ENABLE ALWAYS TRIGGER operations_state_machine;
+-- The reservation (reserveSQL) by a service login. The service inserts
+-- no other column, and owner_role defaults to its login.
+CREATE TRIGGER operations_state_machine_insert BEFORE INSERT ON opsdesk.operations
+    FOR EACH ROW WHEN (NOT coalesce(NEW.state = 'pending' AND NEW.attempt = 1
+        AND NEW.leased_at = now() AND NEW.lease_expires_at >= now()
+        AND current_setting('is_superuser') = 'off', false))
+    EXECUTE FUNCTION opsdesk.operations_state_machine();
+
+-- The completion (completeSQL) by the login holding the lease: it writes
+-- state, outcome, result, result_ref, completed_at, expires_at,
+-- updated_at and version, and keeps the other columns the service may
+-- update. A person's login never holds a lease, so the people's functions
+-- always take the function's path.
+CREATE TRIGGER operations_state_machine_update BEFORE UPDATE ON opsdesk.operations
+    FOR EACH ROW WHEN (NOT coalesce(OLD.state = 'pending' AND NEW.state = 'completed'
+        AND OLD.owner_role = session_user AND NEW.version = OLD.version + 1
+        AND NEW.updated_at = now() AND NEW.completed_at = now()
+        AND (NEW.expires_at IS NULL OR NEW.expires_at >= now())
+        AND NEW.effect = OLD.effect AND NEW.owner = OLD.owner AND NEW.attempt = OLD.attempt
+        AND NEW.leased_at = OLD.leased_at AND NEW.lease_expires_at = OLD.lease_expires_at
+        AND NEW.conflict_count = OLD.conflict_count
+        AND NEW.last_conflict_at IS NOT DISTINCT FROM OLD.last_conflict_at, false))
+    EXECUTE FUNCTION opsdesk.operations_state_machine();
+
+-- ALWAYS: they fire with session_replication_role = replica too.
+ALTER TABLE opsdesk.operations ENABLE ALWAYS TRIGGER operations_state_machine_insert;
+ALTER TABLE opsdesk.operations ENABLE ALWAYS TRIGGER operations_state_machine_update;

@@ -1,0 +1,49 @@
+package db_test
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+)
+
+// The state machine's fast paths (migration 00015) check only the columns
+// the service may insert or update: the service cannot write the others at
+// all. A grant of one more column, or of the whole table, would let the
+// service rewrite it while reserving or completing a record, so this test
+// fails until the fast paths and the function have been checked for it.
+func TestStateMachineFastPathsRelyOnTheseGrants(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	privileged := func(privilege string) []string {
+		t.Helper()
+		rows, err := d.Admin.Query(t.Context(), `
+SELECT attname::text FROM pg_attribute
+WHERE attrelid = 'opsdesk.operations'::regclass AND attnum > 0 AND NOT attisdropped
+  AND has_column_privilege('opsdesk_service', 'opsdesk.operations', attname, $1)`, privilege)
+		require.NoError(t, err)
+		columns, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		sort.Strings(columns)
+		return columns
+	}
+	require.Equal(t, []string{"attempt", "effect", "fingerprint", "intent", "key", "lease_expires_at", "leased_at",
+		"owner", "state", "tenant", "tool", "tool_version"}, privileged("INSERT"),
+		"the reservation's WHEN condition (operations_state_machine_insert) checks state, attempt and the lease only")
+	require.Equal(t, []string{"attempt", "completed_at", "conflict_count", "effect", "expires_at", "last_conflict_at",
+		"lease_expires_at", "leased_at", "outcome", "owner", "result", "result_ref", "state", "updated_at", "version"},
+		privileged("UPDATE"),
+		"the completion's WHEN condition (operations_state_machine_update) holds only these columns")
+
+	// The defaults the reservation's condition relies on.
+	var defaults int
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `
+SELECT count(*) FROM pg_attrdef a JOIN pg_attribute c ON c.attrelid = a.adrelid AND c.attnum = a.adnum
+WHERE a.adrelid = 'opsdesk.operations'::regclass
+  AND (c.attname, pg_get_expr(a.adbin, a.adrelid)) IN (('owner_role', 'SESSION_USER'), ('version', '1'),
+      ('conflict_count', '0'), ('held', 'false'), ('created_at', 'now()'), ('updated_at', 'now()'))`).Scan(&defaults))
+	require.Equal(t, 6, defaults)
+}
