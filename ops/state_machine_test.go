@@ -203,6 +203,8 @@ func TestStuckRecordIsNotCompletedWithoutItsLease(t *testing.T) {
     owner = 'thief', completed_at = now(), updated_at = now(), version = version + 1 WHERE id = $1`,
 		`UPDATE opsdesk.operations SET state = 'completed', outcome = 'succeeded', result = '{}', result_ref = 'forged',
     completed_at = now(), updated_at = now(), version = version + 1, effect = 'external_idempotent' WHERE id = $1`,
+		`UPDATE opsdesk.operations SET state = 'completed', outcome = 'succeeded', result = '{}', result_ref = 'forged',
+    completed_at = now(), updated_at = now(), version = version + 1, leased_at = leased_at - interval '1 day' WHERE id = $1`,
 	)
 	b.requireRefused(t, b.db.Service, id, "a record is completed now",
 		`UPDATE opsdesk.operations SET state = 'completed', outcome = 'succeeded', result = '{}', result_ref = 'forged',

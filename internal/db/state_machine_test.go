@@ -33,10 +33,18 @@ WHERE attrelid = 'opsdesk.operations'::regclass AND attnum > 0 AND NOT attisdrop
 	require.Equal(t, []string{"attempt", "effect", "fingerprint", "intent", "key", "lease_expires_at", "leased_at",
 		"owner", "state", "tenant", "tool", "tool_version"}, privileged("INSERT"),
 		"the reservation's WHEN condition (operations_state_machine_insert) checks state, attempt and the lease only")
-	require.Equal(t, []string{"attempt", "completed_at", "conflict_count", "effect", "expires_at", "last_conflict_at",
-		"lease_expires_at", "leased_at", "outcome", "owner", "result", "result_ref", "state", "updated_at", "version"},
-		privileged("UPDATE"),
-		"the completion's WHEN condition (operations_state_machine_update) holds only these columns")
+	// The completion's condition (operations_state_machine_update) checks
+	// the columns it writes; operations_state_machine_kept, the others.
+	kept := []string{"attempt", "conflict_count", "effect", "last_conflict_at", "lease_expires_at", "leased_at", "owner"}
+	completion := []string{"completed_at", "expires_at", "outcome", "result", "result_ref", "state", "updated_at", "version"}
+	require.ElementsMatch(t, append(kept, completion...), privileged("UPDATE"))
+	rows, err := d.Admin.Query(t.Context(), `
+SELECT a.attname::text FROM pg_trigger g JOIN pg_attribute a ON a.attrelid = g.tgrelid AND a.attnum = ANY (g.tgattr)
+WHERE g.tgrelid = 'opsdesk.operations'::regclass AND g.tgname = 'operations_state_machine_kept'`)
+	require.NoError(t, err)
+	watched, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.ElementsMatch(t, kept, watched)
 
 	// The defaults the reservation's condition relies on.
 	var defaults int
