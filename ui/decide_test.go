@@ -2,6 +2,8 @@ package ui
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -602,6 +604,9 @@ func TestDecideRevealCancel(t *testing.T) {
 	case msg = <-answered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reveal's request was not cancelled")
+	}
+	if a, ok := msg.(applyMsg); !ok || !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("the reveal's request ended with %#v, want it cancelled", msg)
 	}
 	h.send(msg)
 	if h.m.active() != h.m.detail || h.m.decide.revealed.ok || strings.Contains(h.view(), "Stored result") {
