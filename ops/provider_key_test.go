@@ -1,7 +1,6 @@
 package ops_test
 
 import (
-	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -64,18 +63,4 @@ func TestProviderKey(t *testing.T) {
 			require.True(t, strings.HasPrefix(k, ops.ProviderKeyPrefix))
 		}
 	})
-}
-
-// A provider account shared by two tenants: the same raw key gives each
-// its own provider key.
-func ExampleIdentity_ProviderKey() {
-	acme := ops.Identity{Tenant: "acme", Tool: "charge-card", Key: "order-7"}
-	globex := ops.Identity{Tenant: "globex", Tool: "charge-card", Key: "order-7"}
-	fmt.Println(acme.ProviderKey())
-	fmt.Println(globex.ProviderKey())
-	fmt.Println(acme.ProviderKey() == globex.ProviderKey())
-	// Output:
-	// opsdesk1_xd5alxash2b3ljvcybzinizkxdqui4sbymbcgfol26tkrx6ueniq
-	// opsdesk1_prfc6r4cjrlaelddcnyla346ojn6zgbm3cqeu732dznvkzlsvwqa
-	// false
 }

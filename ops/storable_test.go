@@ -389,3 +389,22 @@ func TestUnstorableJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestLogsSayAResultWasNotStored(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var buf strings.Builder
+	store := newStore(t, b.db.Service, ops.Config{Owner: "w-log", Logger: newJSONLogger(&buf), MaxResultBytes: 64})
+	send := func(context.Context, ops.Attempt) (blob, error) {
+		return blob{Ref: "R-9", Data: "secret " + strings.Repeat("x", 100)}, nil
+	}
+	_, err := ops.DoExternal(b.ctx, store, chargeReq("k-log"), send)
+	require.NoError(t, err)
+	_, err = ops.DoExternal(b.ctx, store, chargeReq("k-log"), send)
+	require.ErrorIs(t, err, ops.ErrResultNotStored)
+	logs := buf.String()
+	require.Contains(t, logs, `"level":"WARN","msg":"opsdesk operation"`)
+	require.Contains(t, logs, `"disposition":"created_not_stored"`)
+	require.Contains(t, logs, `"disposition":"replayed_not_stored"`)
+	require.NotContains(t, logs, "secret")
+}
