@@ -81,8 +81,10 @@ type Tool struct {
 // Lookup is an HTTP outcome lookup (used by reconciliation): a GET whose
 // status says whether the provider has the effect.
 type Lookup struct {
-	// URL is a template over {tenant}, {tool} and {key}, in its path or
-	// query only (never its host or fragment); each is replaced by its
+	// URL is a template over {tenant}, {tool}, {key} (the caller's key)
+	// and {provider_key} (the key ops.Identity.ProviderKey derives, for
+	// services that send that to the provider), in its path or query only
+	// (never its host or fragment); each is replaced by its
 	// percent-encoded value.
 	URL     string        `mapstructure:"url"`
 	Timeout time.Duration `mapstructure:"timeout"`

@@ -167,6 +167,7 @@ func TestErrorsNameTheFileAndKey(t *testing.T) {
 		"LookupInScheme":          {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'http{tool}://p/{key}'}\n", want: []string{"tools.t", "scheme or the host"}},
 		"LookupInFragment":        {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/c?k={key}#{tenant}'}\n", want: []string{"tools.t", "fragment"}},
 		"LookupKeyOnlyInFragment": {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/c#{key}'}\n", want: []string{"tools.t", "fragment"}},
+		"LookupProviderKeyInHost": {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://{provider_key}.p/x'}\n", want: []string{"tools.t", "scheme or the host"}},
 		"LookupUnknownName":       {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/{id}/{key}'}\n", want: []string{"tools.t", "unknown placeholder {id}"}},
 		"LookupRedirectStatus":    {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/{key}', not_found_status: 302}\n", want: []string{"not_found_status", "redirect"}},
 		"LookupSameStatuses":      {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/{key}', found_status: 404}\n", want: []string{"both 404"}},

@@ -33,6 +33,12 @@ type Outcome[R any] struct {
 	// result carried one (ResultReferencer) or an operator recorded it
 	// while confirming the effect happened.
 	ResultRef string
+	// NotStored is set by DoExternal when the effect succeeded but its
+	// result could not be stored as it is (over Config.MaxResultBytes,
+	// JSON the store refuses, or not encodable): Result is the real
+	// result, and the record keeps only a marker and ResultRef. Keep what
+	// you need of Result now: retries get *ResultNotStoredError instead.
+	NotStored *ResultNotStored
 }
 
 // ResultReferencer is implemented by results that carry the provider's
@@ -53,6 +59,11 @@ type ResultReferencer interface {
 // ErrRefused). The commit, once sent, is not cut short by ctx: a commit whose
 // answer was lost is ErrOutcomeUnknown with Step StepCommit, and an
 // equivalent retry replays or executes it.
+//
+// A result or rejection payload the store cannot hold (over
+// Config.MaxResultBytes, U+0000 in a string, not encodable as JSON) is
+// refused with *InvalidRequestError before the commit: fn ran, but its
+// writes roll back with the record, and a retry runs fn again.
 func DoTx[R any](ctx context.Context, s *Store, req Request, fn func(ctx context.Context, tx pgx.Tx) (R, error)) (out Outcome[R], err error) {
 	c, err := s.newCall(req, false)
 	defer func() { s.logCall(ctx, c, out.OperationID, out.Attempt, out.Disposition, err) }()
@@ -81,7 +92,7 @@ func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Con
 
 	l, ok, _, err := s.reserve(ctx, tx, c)
 	if err != nil {
-		return out, fmt.Errorf("reserve %s: %w", c.Identity, notWritten(err))
+		return out, reserveError(c, err)
 	}
 	if !ok {
 		var prior *priorResult
@@ -105,21 +116,27 @@ func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Con
 	}
 
 	r, ferr := fn(ctx, callerTx{tx})
-	outcome, payload := OutcomeSucceeded, any(r)
+	outcome, payload, field := OutcomeSucceeded, any(r), "result"
 	var rej *rejection
 	if ferr != nil {
 		if !errors.As(ferr, &rej) {
 			return out, fnFailed(ferr)
 		}
-		outcome, payload = OutcomeRejected, rej.payload
+		outcome, payload, field = OutcomeRejected, rej.payload, "rejection"
 	}
-	result, ref, err := encodeResult(payload)
-	if err != nil {
+	// Refused before the commit, so that nothing fn wrote commits without
+	// a record a retry could replay.
+	enc := encode(payload, s.maxResult)
+	if err := enc.refuse(field); err != nil {
 		return out, err
 	}
+	result, ref := enc.js, enc.ref
 	if err := s.complete(ctx, tx, c, l, outcome, result, ref); err != nil {
 		if classified(err) { // lost ownership
 			return out, err
+		}
+		if code, refused := storeRefused(err); refused {
+			return out, refusedByStore(field, code)
 		}
 		return out, fmt.Errorf("complete %s: %w", c.Identity, notWritten(err))
 	}
@@ -160,8 +177,9 @@ func commit(ctx context.Context, tx pgx.Tx, unknown func(error) error) error {
 
 // Attempt is what an external call needs to know about its attempt.
 type Attempt struct {
-	// Identity's Key is the idempotency key to send to the provider: the
-	// same for every attempt of the operation.
+	// Identity is the operation's. Send ProviderKey() to the provider as
+	// its idempotency key (the same for every attempt of the operation);
+	// Key is the caller's raw key, unique only within (tenant, tool).
 	Identity
 	OperationID int64
 	// Number counts attempts: 1, then one more per takeover or release.
@@ -186,9 +204,24 @@ type Attempt struct {
 // once sent, is not cut short by ctx (writeTimeout bounds it); if ctx ended
 // meanwhile, the lease is released and the provider is not called. A failure
 // to store the provider's answer is ErrNotRecorded.
+//
+// The provider has acted by the time fn returns, so a result or rejection
+// payload the store cannot hold is never refused: the record completes
+// with a marker in its place (and the result's reference), the call
+// returns the real result with Outcome.NotStored set (or a *RejectedError
+// with NotStored set), and retries get *ResultNotStoredError (or the
+// rejection with the marker as its payload). A result reference the store
+// cannot hold (over 500 bytes, not UTF-8, U+0000) is left out of the
+// record; the stored result still carries it.
 func DoExternal[R any](ctx context.Context, s *Store, req Request, fn func(ctx context.Context, a Attempt) (R, error)) (out Outcome[R], err error) {
 	c, err := s.newCall(req, true)
-	defer func() { s.logCall(ctx, c, out.OperationID, out.Attempt, out.Disposition, err) }()
+	defer func() {
+		d := out.Disposition
+		if out.NotStored != nil && err == nil {
+			d = createdNotStored
+		}
+		s.logCall(ctx, c, out.OperationID, out.Attempt, d, err)
+	}()
 	if err != nil {
 		return out, err
 	}
@@ -236,6 +269,9 @@ func (s *Store) acquire(ctx context.Context, c *call) (lease, *priorResult, erro
 	l, ok, answered, err := s.reserve(wctx, conn, c)
 	cancel()
 	if err != nil {
+		if code, refused := storeRefused(err); refused {
+			return l, nil, refusedIntent(code)
+		}
 		return l, nil, fmt.Errorf("reserve %s: %w", c.Identity, writeFailed(conn, err, answered, func(err error) error {
 			return &OutcomeUnknownError{Identity: c.Identity, OperationID: l.ID, Attempt: 1, Step: StepReserve, Err: err}
 		}))
@@ -277,25 +313,23 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 	switch {
 	case ferr == nil:
 		out.Result = r
-		result, ref, err := encodeResult(r)
-		if err != nil {
-			return out, &NotRecordedError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Err: err}
-		}
-		if err := s.complete(wctx, s.pool, c, l, OutcomeSucceeded, result, ref); err != nil {
+		enc := encode(r, s.maxResult)
+		if err := s.completeExternal(wctx, c, l, OutcomeSucceeded, enc); err != nil {
 			return out, notRecorded(c, l, err)
 		}
-		out.Disposition, out.ResultRef = Created, deref(ref)
+		out.Disposition, out.ResultRef, out.NotStored = Created, deref(enc.ref), enc.notStored
 		return out, nil
 
 	case errors.As(ferr, &rej):
-		result, ref, err := encodeResult(rej.payload)
-		if err != nil {
-			return out, &NotRecordedError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Err: err}
-		}
-		if err := s.complete(wctx, s.pool, c, l, OutcomeRejected, result, ref); err != nil {
+		enc := encode(rej.payload, s.maxResult)
+		if err := s.completeExternal(wctx, c, l, OutcomeRejected, enc); err != nil {
 			return out, notRecorded(c, l, err)
 		}
-		return out, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: result}
+		payload := enc.js
+		if payload == nil { // not encodable: the marker says so
+			payload = enc.stored()
+		}
+		return out, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: payload, NotStored: enc.notStored}
 
 	case errors.Is(ferr, ErrNotApplied):
 		// The provider's own error, without the wrapper that says "not
@@ -469,9 +503,16 @@ func (callerTx) Rollback(context.Context) error { return errTxLent }
 // replay answers with an earlier attempt's stored outcome.
 func replay[R any](c *call, prior *priorResult) (Outcome[R], error) {
 	out := Outcome[R]{Disposition: Replayed, OperationID: prior.rec.ID, Attempt: prior.rec.Attempt, ResultRef: prior.rec.ResultRef}
+	notStored, _ := storedMarker(prior.result)
 	if prior.rec.Outcome == OutcomeRejected {
 		out.Disposition = ""
-		return out, &RejectedError{Identity: c.Identity, OperationID: prior.rec.ID, Payload: prior.result, Replayed: true}
+		return out, &RejectedError{Identity: c.Identity, OperationID: prior.rec.ID, Payload: prior.result, Replayed: true, NotStored: notStored}
+	}
+	if notStored != nil {
+		// Decoding the marker into R would pass a zero result off as the
+		// stored one.
+		out.NotStored = notStored
+		return out, &ResultNotStoredError{Identity: c.Identity, OperationID: prior.rec.ID, ResultRef: prior.rec.ResultRef, ResultNotStored: *notStored}
 	}
 	if err := json.Unmarshal(prior.result, &out.Result); err != nil {
 		return Outcome[R]{}, fmt.Errorf("%s: stored result does not decode into %T: %w", c.Identity, out.Result, err)
@@ -479,15 +520,35 @@ func replay[R any](c *call, prior *priorResult) (Outcome[R], error) {
 	return out, nil
 }
 
-// encodeResult marshals a result or rejection for storage.
-func encodeResult(v any) (result []byte, ref *string, err error) {
-	result, err = json.Marshal(v)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encode result as JSON: %w", err)
+// completeExternal stores an external call's result, or the marker of a
+// result the store cannot hold: the provider has acted, and the record
+// must say so. A value the server refuses though the library's checks
+// passed is stored as a marker on a second try.
+func (s *Store) completeExternal(ctx context.Context, c *call, l lease, outcome RecordOutcome, enc *encoded) error {
+	err := s.complete(ctx, s.pool, c, l, outcome, enc.stored(), enc.ref)
+	if code, refused := storeRefused(err); refused && enc.notStored == nil {
+		enc.notStored = newNotStored(enc.js, "was refused by the store (SQLSTATE "+code+")")
+		err = s.complete(ctx, s.pool, c, l, outcome, enc.stored(), enc.ref)
 	}
-	if r, ok := v.(ResultReferencer); ok {
-		s := r.ResultRef()
-		ref = &s
-	}
-	return result, ref, nil
+	return err
 }
+
+// reserveError is the error of a failed reservation. Nothing was written:
+// the reservation is the first write. An intent the server refuses (one
+// nested deeper than its stack allows) is the request's fault.
+func reserveError(c *call, err error) error {
+	if code, refused := storeRefused(err); refused {
+		return refusedIntent(code)
+	}
+	return fmt.Errorf("reserve %s: %w", c.Identity, notWritten(err))
+}
+
+// refusedIntent is a reservation the server refused for a value it cannot
+// hold (SQLSTATE code).
+func refusedIntent(code string) error {
+	return &InvalidRequestError{Field: "intent", Problem: "was refused by the store (SQLSTATE " + code + "); nothing was written"}
+}
+
+// createdNotStored names, in logs only, a DoExternal call that ran but
+// whose result was stored as a marker.
+const createdNotStored Disposition = "created_not_stored"

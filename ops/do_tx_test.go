@@ -146,7 +146,8 @@ func TestDoTx(t *testing.T) {
 			_, err := createTicket("acme", "k1", printer.Title)(ctx, tx)
 			return func() {}, err
 		})
-		require.ErrorContains(t, err, "encode result")
+		require.ErrorIs(t, err, ops.ErrInvalidRequest)
+		require.ErrorContains(t, err, "cannot be encoded as JSON")
 		require.Equal(t, 0, b.tickets(t))
 		require.Equal(t, ops.StateAbsent, b.lookup(t, toolTicket, "acme", "k1").State)
 

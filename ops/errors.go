@@ -190,6 +190,10 @@ type RejectedError struct {
 	Payload json.RawMessage
 	// Replayed is true when the rejection was stored by an earlier attempt.
 	Replayed bool
+	// NotStored is set when DoExternal could not store the payload as it
+	// was: Payload is the real one in the attempt that ran, and the
+	// stored marker on a replay.
+	NotStored *ResultNotStored
 }
 
 func (e *RejectedError) Error() string {

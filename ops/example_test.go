@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,6 +93,71 @@ func Example() {
 	// replayed ticket 1
 	// true
 }
+
+// A provider account shared by two tenants: the same raw key gives each
+// its own provider key.
+func ExampleIdentity_ProviderKey() {
+	acme := ops.Identity{Tenant: "acme", Tool: "charge-card", Key: "order-7"}
+	globex := ops.Identity{Tenant: "globex", Tool: "charge-card", Key: "order-7"}
+	fmt.Println(acme.ProviderKey())
+	fmt.Println(globex.ProviderKey())
+	fmt.Println(acme.ProviderKey() == globex.ProviderKey())
+	// Output:
+	// opsdesk1_xd5alxash2b3ljvcybzinizkxdqui4sbymbcgfol26tkrx6ueniq
+	// opsdesk1_prfc6r4cjrlaelddcnyla346ojn6zgbm3cqeu732dznvkzlsvwqa
+	// false
+}
+
+// An external call whose result is over the store's limit: the caller
+// gets it this once, and retries learn that the effect happened.
+func ExampleOutcome_notStored() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, exampleDSN())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := ops.New(pool, ops.Config{
+		Tools:          map[string]ops.Policy{"export-report": {Effect: ops.EffectIdempotentProvider}},
+		MaxResultBytes: 1 << 10, // 1 KiB, to show it; the default is 1 MiB
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	req := ops.Request{
+		Identity: ops.Identity{Tenant: "acme", Tool: "export-report", Key: "run-7:export"},
+		Version:  "1",
+		Intent:   map[string]string{"month": "2025-06"},
+	}
+	export := func(ctx context.Context, a ops.Attempt) (Report, error) {
+		// Send a.ProviderKey() as the provider's idempotency key.
+		return Report{ID: "rep_77", CSV: strings.Repeat("row\n", 1000)}, nil
+	}
+
+	out, err := ops.DoExternal(ctx, store, req, export)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(out.Disposition, len(out.Result.CSV), "bytes;", out.NotStored.Reason)
+
+	_, err = ops.DoExternal(ctx, store, req, export) // a retry: nothing runs
+	var notStored *ops.ResultNotStoredError
+	if errors.As(err, &notStored) {
+		fmt.Println("took effect before, reference", notStored.ResultRef)
+	}
+	// Output:
+	// created 4000 bytes; is 5024 bytes, over the limit of 1024 (Config.MaxResultBytes)
+	// took effect before, reference rep_77
+}
+
+// Report is an export's result; its ID is the provider's reference.
+type Report struct {
+	ID  string `json:"id"`
+	CSV string `json:"csv"`
+}
+
+// ResultRef is stored with the record, also when the report is not.
+func (r Report) ResultRef() string { return r.ID }
 
 // exampleDSN prepares a fresh database like the tests' and returns the
 // service role's DSN. It is dropped when the test binary exits.

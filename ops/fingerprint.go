@@ -31,39 +31,73 @@ type canonicalEnvelope struct {
 
 // Canonical returns the RFC 8785 (JCS) canonical JSON of
 // {tool, version, intent} and its SHA-256. Field order, whitespace and
-// string escapes in the intent do not change it.
+// string escapes in the intent do not change it. An intent the store
+// cannot hold (U+0000 in any string or key) or compare exactly (numbers of
+// magnitude 2^53 or more) is an *InvalidRequestError.
 func Canonical(tool, version string, intent any) ([]byte, Fingerprint, error) {
+	return canonical(tool, version, intent, 0)
+}
+
+// canonicalGrowth bounds how much longer the canonical form can be than
+// encoding/json's: a number such as 1e15 is written out in full (16
+// digits for 4 characters), and everything else keeps or loses length.
+const canonicalGrowth = 4
+
+// canonical is Canonical with a size limit (0: none) in canonical bytes.
+// An intent far over the limit is refused once encoded, before the costlier
+// canonicalization.
+func canonical(tool, version string, intent any, maxBytes int) ([]byte, Fingerprint, error) {
 	raw, err := json.Marshal(canonicalEnvelope{Tool: tool, Version: version, Intent: intent})
 	if err != nil {
 		return nil, Fingerprint{}, &InvalidRequestError{Field: "intent", Problem: "cannot be encoded as JSON: " + trimPrefix(err.Error(), "json: "), Err: err}
+	}
+	if maxBytes > 0 && len(raw) > canonicalGrowth*maxBytes {
+		return nil, Fingerprint{}, tooLargeIntent(len(raw), "as JSON", maxBytes)
 	}
 	canon, err := jcs.Transform(raw)
 	if err != nil {
 		return nil, Fingerprint{}, &InvalidRequestError{Field: "intent", Problem: "cannot be canonicalized: " + err.Error(), Err: err}
 	}
-	if err := checkNumbers(canon); err != nil {
+	if maxBytes > 0 && len(canon) > maxBytes {
+		return nil, Fingerprint{}, tooLargeIntent(len(canon), "in canonical form", maxBytes)
+	}
+	if err := checkCanonical(canon); err != nil {
 		return nil, Fingerprint{}, err
 	}
 	return canon, sha256.Sum256(canon), nil
 }
 
+func tooLargeIntent(n int, form string, maxBytes int) error {
+	return &InvalidRequestError{Field: "intent", Problem: fmt.Sprintf(
+		"is %d bytes %s, over the limit of %d in canonical form (Config.MaxIntentBytes)", n, form, maxBytes)}
+}
+
 // maxSafeNumber is 2^53: above it, neighbouring integers share a double.
 const maxSafeNumber = 1 << 53
 
-// checkNumbers refuses numbers of magnitude 2^53 or more in canonical JSON.
-// RFC 8785 reads every number as an IEEE 754 double, so 9007199254740993 and
-// 9007199254740992 canonicalize alike and a changed intent would pass as a
-// replay. Below 2^53 every integer is exact.
+// checkCanonical refuses what canonical JSON may hold but an intent must
+// not:
+//   - numbers of magnitude 2^53 or more. RFC 8785 reads every number as an
+//     IEEE 754 double, so 9007199254740993 and 9007199254740992
+//     canonicalize alike and a changed intent would pass as a replay.
+//     Below 2^53 every integer is exact.
+//   - U+0000 in a string or an object key, which PostgreSQL cannot store:
+//     the reservation would fail after the call had begun.
 //
-// It scans the canonical form (valid JSON, numbers in ECMAScript form)
-// instead of decoding it: this runs on every call.
-func checkNumbers(canon []byte) error {
+// It scans the canonical form (valid UTF-8 JSON, numbers in ECMAScript
+// form, U+0000 written as \u0000) instead of decoding it: this runs on
+// every call.
+func checkCanonical(canon []byte) error {
 	for i := 0; i < len(canon); i++ {
 		switch c := canon[i]; {
 		case c == '"':
 			// Skip the string; an escaped quote is preceded by a backslash.
 			for i++; i < len(canon) && canon[i] != '"'; i++ {
 				if canon[i] == '\\' {
+					if bytes.HasPrefix(canon[i:], []byte(nulEscape)) {
+						return &InvalidRequestError{Field: "intent", Problem: "contains U+0000 (\\u0000), which the store cannot hold; " +
+							"remove it, or send binary data encoded (base64)"}
+					}
 					i++
 				}
 			}

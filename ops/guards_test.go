@@ -139,16 +139,20 @@ SELECT 'acme', $1, 'k1', '1', $2, 'local', 'pending', 'ghost', now() - interval 
 		require.Equal(t, 2, rec.Attempt)
 	})
 
-	t.Run("UnstorableResultIsNotRecordedAndStaysPending", func(t *testing.T) {
+	t.Run("UnencodableResultCompletesWithAMarker", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := ops.DoExternal(b.ctx, b.store, chargeReq("k1"), func(context.Context, ops.Attempt) (chan int, error) {
-			return make(chan int), nil // the charge went through; its result cannot be encoded
+		// The charge went through; its result cannot be encoded. The
+		// record says it happened rather than wait for a person.
+		out, err := ops.DoExternal(b.ctx, b.store, chargeReq("k1"), func(context.Context, ops.Attempt) (chan int, error) {
+			return make(chan int), nil
 		})
-		require.ErrorIs(t, err, ops.ErrNotRecorded)
-		require.NotErrorIs(t, err, ops.ErrUnavailable, "something did happen")
+		require.NoError(t, err)
+		require.NotNil(t, out.Result)
+		require.Equal(t, "cannot be encoded as JSON (chan int)", out.NotStored.Reason)
 		rec := b.lookup(t, toolCharge, "acme", "k1")
-		require.Equal(t, ops.StatePending, rec.State)
+		require.Equal(t, ops.StateCompleted, rec.State)
+		require.Equal(t, ops.OutcomeSucceeded, rec.Outcome)
 	})
 }
 

@@ -36,6 +36,8 @@ func disposition(d Disposition, err error) string {
 		return "not_applied"
 	case errors.Is(err, ErrNotRecorded):
 		return "not_recorded"
+	case errors.Is(err, ErrResultNotStored):
+		return "replayed_not_stored"
 	case errors.Is(err, ErrUnavailable):
 		return "unavailable"
 	case errors.Is(err, ErrRefused):
@@ -51,7 +53,8 @@ func (s *Store) logCall(ctx context.Context, c *call, id int64, attempt int, d D
 	level := slog.LevelInfo
 	name := disposition(d, err)
 	switch name {
-	case "conflict", "needs_reconciliation", "lost_ownership", "outcome_unknown", "not_recorded", "unavailable", "refused", "error", "misconfigured":
+	case "conflict", "needs_reconciliation", "lost_ownership", "outcome_unknown", "not_recorded", "unavailable", "refused", "error", "misconfigured",
+		string(createdNotStored):
 		level = slog.LevelWarn
 	}
 	if !s.logger.Enabled(ctx, level) {

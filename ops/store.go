@@ -26,6 +26,17 @@ type Config struct {
 	// fingerprint prefix, disposition, latency), never raw intents or
 	// results. Nil: no logging.
 	Logger *slog.Logger
+	// MaxIntentBytes bounds a request's canonical intent ({tool, version,
+	// intent} in RFC 8785 form), in bytes; 0 means DefaultMaxIntentBytes
+	// (256 KiB). A larger one is refused with ErrInvalidRequest before
+	// anything runs.
+	MaxIntentBytes int
+	// MaxResultBytes bounds a result or rejection payload as JSON, in
+	// bytes; 0 means DefaultMaxResultBytes (1 MiB). DoTx refuses a larger
+	// one with ErrInvalidRequest before it commits; DoExternal, whose
+	// provider already acted, stores a marker in its place (see
+	// Outcome.NotStored).
+	MaxResultBytes int
 }
 
 // Store runs operations against the operation store.
@@ -34,6 +45,8 @@ type Store struct {
 	tools  map[string]Policy
 	owner  string
 	logger *slog.Logger
+	// maxIntent and maxResult are Config's size limits, defaults applied.
+	maxIntent, maxResult int
 	// heartbeat overrides the lease renewal interval (a third of the
 	// tool's lease) in tests that play a paused process.
 	heartbeat time.Duration
@@ -71,7 +84,15 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{pool: pool, tools: tools, owner: owner, logger: logger}, nil
+	maxIntent, err := limit("MaxIntentBytes", cfg.MaxIntentBytes, DefaultMaxIntentBytes)
+	if err != nil {
+		return nil, fmt.Errorf("ops: %w", err)
+	}
+	maxResult, err := limit("MaxResultBytes", cfg.MaxResultBytes, DefaultMaxResultBytes)
+	if err != nil {
+		return nil, fmt.Errorf("ops: %w", err)
+	}
+	return &Store{pool: pool, tools: tools, owner: owner, logger: logger, maxIntent: maxIntent, maxResult: maxResult}, nil
 }
 
 // Owner is the name this store's attempts are recorded under.
@@ -109,7 +130,7 @@ func (s *Store) newCall(req Request, external bool) (*call, error) {
 			return c, &InvalidRequestError{Field: "intent", Problem: err.Error(), Err: err}
 		}
 	}
-	canon, fp, err := Canonical(req.Tool, req.Version, req.Intent)
+	canon, fp, err := canonical(req.Tool, req.Version, req.Intent, s.maxIntent)
 	if err != nil {
 		return c, err
 	}

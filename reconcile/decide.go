@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -202,16 +203,76 @@ const (
 // the second read the value (the database refuses to hand it out any
 // other way), so nobody sees one without a trace.
 func Reveal(ctx context.Context, pool *pgxpool.Pool, id int64, field Field, reason, displayName string) (json.RawMessage, Result, error) {
-	res, err := call(ctx, pool, `SELECT * FROM opsdesk.reveal_request($1, $2, $3, $4)`,
-		id, string(field), reason, nullable(displayName))
+	res, err := requestReveal(ctx, pool, id, field, reason, displayName)
 	if err != nil {
 		return nil, res, err
 	}
 	var value []byte
 	if err := pool.QueryRow(ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, res.Tenant, res.Seq).Scan(&value); err != nil {
-		return nil, res, fmt.Errorf("read the revealed %s (audit record %s): %w", field, res.AuditRef(), mapError(err))
+		return nil, res, fetchError(field, res, err)
 	}
 	return value, res, nil
+}
+
+// Revealed is the start of a revealed value: what a screen can show of a
+// value of any size.
+type Revealed struct {
+	// Text is the value's JSON text as the store writes it, cut after
+	// RevealStart's limit (at a character boundary); nil when nothing was
+	// stored.
+	Text []byte
+	// Size is the whole text's length in bytes.
+	Size int64
+}
+
+// Truncated tells whether Text is only the start of the value.
+func (r Revealed) Truncated() bool { return int64(len(r.Text)) < r.Size }
+
+// RevealStart is Reveal for a screen: it returns at most the first
+// maxBytes bytes of the value's text and the whole text's size, cut by
+// the database, so that a stored value of any size costs no more than
+// maxBytes to fetch and to show. It is audited like Reveal.
+func RevealStart(ctx context.Context, pool *pgxpool.Pool, id int64, field Field, reason, displayName string, maxBytes int) (Revealed, Result, error) {
+	res, err := requestReveal(ctx, pool, id, field, reason, displayName)
+	if err != nil {
+		return Revealed{}, res, err
+	}
+	var (
+		text *string
+		size *int64
+	)
+	// One call of reveal_fetch (a request gives one fetch), cut as text:
+	// left counts characters, so at most four bytes each.
+	err = pool.QueryRow(ctx, `WITH v AS MATERIALIZED (SELECT opsdesk.reveal_fetch($1, $2)::text AS t)
+SELECT left(t, $3), octet_length(t) FROM v`, res.Tenant, res.Seq, max(0, maxBytes)).Scan(&text, &size)
+	if err != nil {
+		return Revealed{}, res, fetchError(field, res, err)
+	}
+	if text == nil {
+		return Revealed{}, res, nil
+	}
+	return Revealed{Text: []byte(cutUTF8(*text, maxBytes)), Size: *size}, res, nil
+}
+
+// cutUTF8 is the longest prefix of s within n bytes that ends on a
+// character boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func requestReveal(ctx context.Context, pool *pgxpool.Pool, id int64, field Field, reason, displayName string) (Result, error) {
+	return call(ctx, pool, `SELECT * FROM opsdesk.reveal_request($1, $2, $3, $4)`,
+		id, string(field), reason, nullable(displayName))
+}
+
+func fetchError(field Field, res Result, err error) error {
+	return fmt.Errorf("read the revealed %s (audit record %s): %w", field, res.AuditRef(), mapError(err))
 }
 
 // GrantAccess makes login role role a viewer, operator or admin of tenant

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -577,6 +578,45 @@ func TestRevealIsAuditedBeforeItIsShown(t *testing.T) {
 	require.Equal(t, "reveal:intent", audits[len(audits)-1].Action)
 	_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, "fingerprint", "curious", "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
+}
+
+// TestRevealStartOfALargeValue: a screen's reveal fetches the start of a
+// value of any size and its size, cut by the database at a character
+// boundary, and is audited like any reveal.
+func TestRevealStartOfALargeValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	big, err := ops.New(b.db.Service, ops.Config{Tools: tools, Owner: "worker-big", MaxResultBytes: 40 << 20})
+	require.NoError(t, err)
+	// 32 MiB of two-byte characters, so that a cut can fall inside one.
+	huge := receipt{ChargeID: strings.Repeat("é", 16<<20)}
+	out, err := ops.DoExternal(b.ctx, big, chargeReq("acme", "ord-big", 100), func(context.Context, ops.Attempt) (receipt, error) {
+		return huge, nil
+	})
+	require.NoError(t, err)
+	require.Nil(t, out.NotStored)
+
+	// 15 bytes of {"charge_id": " then é: the limit falls inside one.
+	const limit = 64 << 10
+	got, res, err := reconcile.RevealStart(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldResult, "how large is it?", "", limit)
+	require.NoError(t, err)
+	require.True(t, got.Truncated())
+	require.Equal(t, int64(len(`{"charge_id": ""}`)+32<<20), got.Size, "jsonb's text, whole")
+	require.Equal(t, limit-1, len(got.Text), "cut before the character the limit splits")
+	require.True(t, utf8.Valid(got.Text))
+	require.True(t, strings.HasPrefix(string(got.Text), `{"charge_id": "éé`))
+	audits := b.audits(t)
+	require.Equal(t, res.Seq, audits[len(audits)-1].Seq)
+	require.Equal(t, "reveal:result", audits[len(audits)-1].Action)
+
+	// A small value comes whole; no stored value is no text.
+	got, _, err = reconcile.RevealStart(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldIntent, "which card?", "", limit)
+	require.NoError(t, err)
+	require.False(t, got.Truncated())
+	require.JSONEq(t, `{"intent":{"amount":100,"card":"4242"},"tool":"charge-card","version":"1"}`, string(got.Text))
+	id, _ := b.stuck(t, "acme", "ord-none")
+	_, _, err = reconcile.RevealStart(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "anything?", "", limit)
+	require.ErrorIs(t, err, reconcile.ErrNoValue)
 }
 
 // A tenant-scoped operator neither sees nor decides another tenant's

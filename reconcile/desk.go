@@ -90,3 +90,9 @@ func (d *Desk) AckConflicts(ctx context.Context, id int64, seen []int64, reason 
 func (d *Desk) Reveal(ctx context.Context, id int64, field Field, reason string) (json.RawMessage, Result, error) {
 	return Reveal(ctx, d.Pool, id, field, reason, d.DisplayName)
 }
+
+// RevealStart returns the start of record id's stored intent or result
+// (at most maxBytes of its text) and its size, audited first.
+func (d *Desk) RevealStart(ctx context.Context, id int64, field Field, reason string, maxBytes int) (Revealed, Result, error) {
+	return RevealStart(ctx, d.Pool, id, field, reason, d.DisplayName, maxBytes)
+}

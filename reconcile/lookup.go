@@ -15,14 +15,17 @@ import (
 	"time"
 
 	"github.com/opsdesk/opsdesk/internal/lookupurl"
+	"github.com/opsdesk/opsdesk/ops"
 )
 
 // LookupSpec says how to ask a provider whether an effect happened: a GET
 // whose status is the answer.
 type LookupSpec struct {
-	// URL is a template over {tenant}, {tool} and {key}, in its path or
-	// its query (see internal/lookupurl): each is replaced by its value,
-	// percent-encoded so that the URL names this identity and no other.
+	// URL is a template over {tenant}, {tool}, {key} and {provider_key}
+	// (ops.Identity.ProviderKey: the key a service that sends it gave the
+	// provider), in its path or its query (see internal/lookupurl): each
+	// is replaced by its value, percent-encoded so that the URL names this
+	// identity and no other.
 	URL string
 	// Timeout bounds the request (default 5s).
 	Timeout time.Duration
@@ -70,7 +73,8 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 	if err != nil {
 		return noAnswer(fmt.Errorf("lookup URL template: %w", err))
 	}
-	target, err := tmpl.Build(lookupurl.Values{Tenant: tenant, Tool: tool, Key: key})
+	id := ops.Identity{Tenant: tenant, Tool: tool, Key: key}
+	target, err := tmpl.Build(lookupurl.Values{Tenant: tenant, Tool: tool, Key: key, ProviderKey: id.ProviderKey()})
 	if err != nil {
 		return noAnswer(fmt.Errorf("no exact lookup URL for this operation: %w", err))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -192,6 +193,31 @@ func TestLookupExactURLs(t *testing.T) {
 		a := reconcile.Ask(t.Context(), p.srv.Client(), spec, "..", ".", "a/../b")
 		require.Equal(t, reconcile.LookupFound, a.Evidence.Lookup, a.Evidence.Summary)
 	})
+}
+
+// TestLookupByProviderKey: a provider that was sent the provider key
+// (ops.Identity.ProviderKey) knows the operation by it alone; the lookup
+// asks for the same key, so two tenants' equal raw keys are told apart.
+func TestLookupByProviderKey(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t)
+	acme := ops.Identity{Tenant: "acme", Tool: "charge-card", Key: "ord-1"}
+	// One provider account for every tenant: the provider's own tenant
+	// and tool are the account's.
+	p.act("shared", "charges", acme.ProviderKey())
+	spec := reconcile.LookupSpec{URL: p.srv.URL + "/path/shared/charges/{provider_key}", ResultRef: "/ref"}
+	a := reconcile.Ask(t.Context(), p.srv.Client(), spec, acme.Tenant, acme.Tool, acme.Key)
+	require.Equal(t, reconcile.LookupFound, a.Evidence.Lookup, a.Evidence.Summary)
+	require.Equal(t, "REF:"+hex.EncodeToString([]byte("shared|charges|"+acme.ProviderKey())), a.ResultRef)
+
+	// Globex's ord-1 is another operation: not found, though the raw keys
+	// are equal.
+	a = reconcile.Ask(t.Context(), p.srv.Client(), spec, "globex", "charge-card", "ord-1")
+	require.Equal(t, reconcile.LookupNotFound, a.Evidence.Lookup, a.Evidence.Summary)
+	for _, key := range hostileKeys {
+		a = reconcile.Ask(t.Context(), p.srv.Client(), spec, "acme", "charge-card", key)
+		require.Equal(t, reconcile.LookupNotFound, a.Evidence.Lookup, "%q: %s", key, a.Evidence.Summary)
+	}
 }
 
 // TestLookupRefusesInexactURLs: a URL that cannot name the identity is

@@ -1,9 +1,7 @@
 package ui
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -91,7 +89,7 @@ type (
 	applyMsg struct {
 		seq   int
 		res   reconcile.Result
-		value json.RawMessage
+		value reconcile.Revealed
 		err   error
 	}
 	refetchMsg struct {
@@ -143,14 +141,17 @@ type decideScreen struct {
 	inputErr string
 
 	// Outcome.
-	applySeq   int
-	res        reconcile.Result
-	err        error
-	revealed   json.RawMessage
-	refetchSeq int
-	refetching bool
-	nowRec     *storeview.Detail // the record read again after a refusal
-	refetchErr error
+	applySeq int
+	res      reconcile.Result
+	err      error
+	revealed revealedValue
+	// cancelReveal cancels the reveal being fetched: esc leaves at once
+	// rather than wait for a large value.
+	cancelReveal context.CancelFunc
+	refetchSeq   int
+	refetching   bool
+	nowRec       *storeview.Detail // the record read again after a refusal
+	refetchErr   error
 }
 
 func newDecide(d deps, dec Decider) *decideScreen {
@@ -206,6 +207,7 @@ func (s *decideScreen) capturing() bool {
 
 func (s *decideScreen) SetSize(w, h int) {
 	s.w, s.h = w, h
+	s.layOutRevealed()
 	for _, in := range []*textinput.Model{&s.ref, &s.snooze, &s.reason, &s.typed} {
 		in.Width = max(1, w-8)
 	}
@@ -243,9 +245,14 @@ func (s *decideScreen) start(k flowKind, rec storeview.Detail) tea.Cmd {
 }
 
 // leave forgets what the flow must not keep once the operator leaves it:
-// a revealed value, the reason typed.
+// a revealed value (or one still being fetched), the reason typed.
 func (s *decideScreen) leave() {
-	s.revealed = nil
+	if s.cancelReveal != nil {
+		s.cancelReveal()
+		s.cancelReveal = nil
+	}
+	s.applySeq = 0 // an answer still on its way is dropped
+	s.revealed.forget()
 	s.reason.SetValue("")
 	s.typed.SetValue("")
 }
@@ -400,7 +407,8 @@ func (s *decideScreen) backLabels() (esc, q string) {
 
 func (s *decideScreen) updateKeys() {
 	k := &s.keys
-	for _, b := range []*key.Binding{&k.Next, &k.Yes, &k.No, &k.Override, &k.AskAgain, &k.Choose, &k.Up, &k.Down, &k.Accept, &k.Cancel} {
+	for _, b := range []*key.Binding{&k.Next, &k.Yes, &k.No, &k.Override, &k.AskAgain, &k.Choose, &k.Up, &k.Down,
+		&k.Top, &k.Bottom, &k.NextPage, &k.PrevPage, &k.Accept, &k.Cancel} {
 		b.SetEnabled(false)
 	}
 	k.Next.SetHelp("enter", "next")
@@ -447,9 +455,17 @@ func (s *decideScreen) updateKeys() {
 		k.No.SetEnabled(true)
 		k.No.SetKeys("n", "N", "enter")
 		k.No.SetHelp("n/enter", "no")
+	case stepApplying:
+		// A reveal may fetch a large value over a slow link: esc
+		// gives up on it.
+		k.Cancel.SetEnabled(s.kind.reveals())
+		k.Cancel.SetHelp("esc", "cancel the reveal")
 	case stepResult:
 		k.Next.SetEnabled(!s.refetching)
 		k.Next.SetHelp("enter", "back to the record")
+		if s.kind.reveals() && s.err == nil {
+			s.revealed.enableScroll(k, s.revealRoom())
+		}
 	}
 }
 
@@ -459,6 +475,9 @@ func (s *decideScreen) ShortHelp() []key.Binding {
 	if s.capturing() {
 		quit := k.ForceQuit
 		return []key.Binding{k.Accept, k.Cancel, quit}
+	}
+	if s.step == stepResult {
+		return []key.Binding{k.Next, combined("↑/↓", "scroll", k.Up, k.Down), combined("pgdn/pgup", "page", k.NextPage, k.PrevPage)}
 	}
 	return []key.Binding{combined("↑/↓", "choose", k.Up, k.Down), k.Next, k.Yes, k.No, k.Override, k.AskAgain}
 }
@@ -542,6 +561,9 @@ func (s *decideScreen) key(msg tea.KeyMsg) tea.Cmd {
 	if s.capturing() {
 		switch {
 		case s.step == stepApplying:
+			if key.Matches(msg, k.Cancel) {
+				return s.abandonReveal()
+			}
 			return nil
 		case key.Matches(msg, k.Cancel):
 			if handled, cmd := s.back(); handled {
@@ -553,6 +575,9 @@ func (s *decideScreen) key(msg tea.KeyMsg) tea.Cmd {
 			return s.submit()
 		}
 		return s.updateInput(msg)
+	}
+	if s.step == stepResult && s.revealed.scrollKey(msg, k, s.revealRoom()) {
+		return nil
 	}
 	switch {
 	case key.Matches(msg, k.Up):
@@ -729,7 +754,7 @@ func (s *decideScreen) apply() tea.Cmd {
 	seq, dec, rec, reason := s.seq, s.dec, s.rec, strings.TrimSpace(s.reason.Value())
 	type applied struct {
 		res   reconcile.Result
-		value json.RawMessage
+		value reconcile.Revealed
 	}
 	wrap := func(a applied, err error) tea.Msg { return applyMsg{seq: seq, res: a.res, value: a.value, err: err} }
 	var cmd tea.Cmd
@@ -754,8 +779,11 @@ func (s *decideScreen) apply() tea.Cmd {
 			return applied{res: r}, err
 		}, wrap)
 	case flowReveal, flowRevealIntent:
-		cmd = run(s.f, func(ctx context.Context) (applied, error) {
-			v, r, err := dec.Reveal(ctx, rec.ID, s.kind.field(), reason)
+		f := s.f
+		f.ctx, s.cancelReveal = context.WithCancel(f.ctx)
+		field := s.kind.field()
+		cmd = run(f, func(ctx context.Context) (applied, error) {
+			v, r, err := dec.RevealStart(ctx, rec.ID, field, reason, revealBytes)
 			return applied{res: r, value: v}, err
 		}, wrap)
 	}
@@ -769,8 +797,13 @@ func (s *decideScreen) onApply(msg applyMsg) tea.Cmd {
 	}
 	s.step = stepResult
 	s.res, s.err = msg.res, msg.err
+	if s.cancelReveal != nil {
+		s.cancelReveal()
+		s.cancelReveal = nil
+	}
 	if msg.err == nil && s.kind.reveals() {
-		s.revealed = msg.value
+		s.revealed.set(msg.value)
+		s.layOutRevealed()
 	}
 	s.reason.SetValue("")
 	if errors.Is(msg.err, reconcile.ErrChanged) {
@@ -1239,7 +1272,9 @@ func (s *decideScreen) resultView() []string {
 		}
 		if s.kind.reveals() {
 			out = append(out, "", " "+s.st.Title.Render("Stored "+string(s.kind.field()))+s.st.Muted.Render("  (hidden again when you leave)"))
-			out = append(out, s.revealedLines()...)
+			room := s.revealRoom()
+			s.revealed.clampScroll(room)
+			out = append(out, strings.Split(s.revealed.scrollView(s.w, room, s.st), "\n")...)
 		}
 	case errors.As(s.err, &refused):
 		s.para(&out, "✗ Refused: "+Clean(refused.Message), s.st.Error.Render)
@@ -1306,22 +1341,30 @@ func (s *decideScreen) changedLines() []string {
 	return out
 }
 
-// revealedLines show the stored value, indented if it is JSON.
-func (s *decideScreen) revealedLines() []string {
-	if len(s.revealed) == 0 || string(s.revealed) == "null" {
-		return []string{" " + s.st.Muted.Render("null: nothing was stored with the outcome")}
+// layOutRevealed lays the revealed value out for the screen's width.
+func (s *decideScreen) layOutRevealed() {
+	more := fmt.Sprintf("opsdesk ops reveal %d --field %s --reason … prints it whole.", s.rec.ID, s.kind.field())
+	s.revealed.layOut(s.w, s.st, more)
+}
+
+// revealRoom is how many lines the revealed value has on the result
+// step, below the title, the steps and what the reveal did.
+func (s *decideScreen) revealRoom() int {
+	head := 3 + 2                                                                      // the title, the steps, a blank line; done, a blank line
+	head += len(wrap("record "+Clean(s.res.AuditRef())+", committed", max(1, s.w-15))) // the audit field
+	head += 2                                                                          // a blank line, the value's title
+	return max(1, s.h-head)
+}
+
+// abandonReveal gives up on a reveal still being fetched: its request is
+// cancelled and the flow leaves at once. Its audit record may well have
+// committed already (it commits before the value is read): the operator
+// is told so.
+func (s *decideScreen) abandonReveal() tea.Cmd {
+	s.leave()
+	s.step = stepReason
+	s.goTo(navMsg{to: screenPrevious})
+	return func() tea.Msg {
+		return noteMsg("reveal cancelled, nothing shown; its audit record may be committed")
 	}
-	var buf bytes.Buffer
-	text := string(s.revealed)
-	if json.Indent(&buf, s.revealed, "", "  ") == nil {
-		text = buf.String()
-	}
-	var out []string
-	for _, l := range strings.Split(text, "\n") {
-		indent := len(l) - len(strings.TrimLeft(l, " "))
-		for _, wl := range wrap(Clean(l), max(1, s.w-4-indent)) {
-			out = append(out, "   "+strings.Repeat(" ", indent)+wl)
-		}
-	}
-	return out
 }

@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -34,6 +33,11 @@ type fakeDecider struct {
 	reasons  []string
 	reveals  []int64
 	calls    map[string]int
+	// values replaces the stored intent or result a reveal returns.
+	values map[reconcile.Field][]byte
+	// slowReveal, when set, makes a reveal wait for its context after
+	// closing it.
+	slowReveal chan struct{}
 }
 
 func newFakeDecider(src *fakeSource) *fakeDecider {
@@ -205,7 +209,7 @@ func (f *fakeDecider) AckConflicts(_ context.Context, id int64, seen []int64, re
 	return res, err
 }
 
-func (f *fakeDecider) Reveal(_ context.Context, id int64, field reconcile.Field, reason string) (json.RawMessage, reconcile.Result, error) {
+func (f *fakeDecider) RevealStart(ctx context.Context, id int64, field reconcile.Field, reason string, maxBytes int) (reconcile.Revealed, reconcile.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.src.mu.Lock()
@@ -216,18 +220,36 @@ func (f *fakeDecider) Reveal(_ context.Context, id int64, field reconcile.Field,
 	r := f.record(id)
 	if r == nil {
 		res, err := f.answer(nil, "not_found", "no such operation")
-		return nil, res, err
+		return reconcile.Revealed{}, res, err
 	}
-	if field == reconcile.FieldIntent {
-		res, err := f.answer(r, "", "")
-		return json.RawMessage(`{"intent":{"template":"tmpl-7731","to":"user-8812@example.com"},"tool":"send-email","version":"1"}`), res, err
-	}
-	if r.State != storeview.StateCompleted && r.State != storeview.StateRejected {
+	value := f.values[field]
+	switch {
+	case value != nil:
+	case field == reconcile.FieldIntent:
+		value = []byte(`{"intent":{"template":"tmpl-7731","to":"user-8812@example.com"},"tool":"send-email","version":"1"}`)
+	case r.State != storeview.StateCompleted && r.State != storeview.StateRejected:
 		res, err := f.answer(r, "no_value", "the record has no stored result")
-		return nil, res, err
+		return reconcile.Revealed{}, res, err
+	default:
+		value = []byte(`{"message_id":"msg_8f3a21","accepted":true,"to":"user-8812@example.com"}`)
 	}
 	res, err := f.answer(r, "", "")
-	return json.RawMessage(`{"message_id":"msg_8f3a21","accepted":true,"to":"user-8812@example.com"}`), res, err
+	if f.slowReveal != nil {
+		// A value slow to come: the audit has committed, the value has
+		// not arrived until the operator gives up.
+		f.mu.Unlock()
+		f.src.mu.Unlock()
+		close(f.slowReveal)
+		<-ctx.Done()
+		f.src.mu.Lock()
+		f.mu.Lock()
+		return reconcile.Revealed{}, res, ctx.Err()
+	}
+	out := reconcile.Revealed{Text: value, Size: int64(len(value))}
+	if len(out.Text) > maxBytes {
+		out.Text = out.Text[:maxBytes]
+	}
+	return out, res, err
 }
 
 // newDecideHarness drives a console that may write through dec (nil: no

@@ -1,8 +1,13 @@
 package ui
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,6 +111,30 @@ func TestDecideViews(t *testing.T) {
 		{"ack-result", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "acaller reused keys; fixed in v2.3<enter>y") }},
 		{"reveal-reason", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "v") }},
 		{"reveal-result", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "vcustomer asks what was sent<enter>") }},
+		// A 32 MiB result: its start, laid out once, paged, and what was cut.
+		{"reveal-large", func(h *harness, dec *fakeDecider) {
+			dec.values = map[reconcile.Field][]byte{reconcile.FieldResult: largeValue()}
+			h.keys(openEmail + "vexport size<enter>")
+		}},
+		{"reveal-large-page", func(h *harness, dec *fakeDecider) {
+			dec.values = map[reconcile.Field][]byte{reconcile.FieldResult: largeValue()}
+			h.keys(openEmail + "vexport size<enter>nn")
+		}},
+		{"reveal-large-end", func(h *harness, dec *fakeDecider) {
+			dec.values = map[reconcile.Field][]byte{reconcile.FieldResult: largeValue()}
+			h.keys(openEmail + "vexport size<enter>G")
+		}},
+		// Waiting for a value, then giving up on it: back on the record at
+		// once, the command never answered.
+		{"reveal-loading", func(h *harness, _ *fakeDecider) {
+			h.keys(openEmail + "vexport size")
+			h.m.Update(tea.KeyMsg{Type: tea.KeyEnter}) // the reveal's command is never run
+		}},
+		{"reveal-cancelled", func(h *harness, _ *fakeDecider) {
+			h.keys(openEmail + "vexport size")
+			h.m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+			h.keys("<esc>")
+		}},
 		{"help", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>?") }},
 	}
 	for _, c := range cases {
@@ -472,7 +501,7 @@ func TestDecideReveal(t *testing.T) {
 		t.Fatalf("the value is not shown after the audit:\n%s", v)
 	}
 	h.keys("q")
-	if h.m.decide.revealed != nil || strings.Contains(h.view(), "user-8812@example.com") {
+	if h.m.decide.revealed.ok || strings.Contains(h.view(), "user-8812@example.com") {
 		t.Fatal("the value was kept after leaving")
 	}
 	if dec.reasons[0] != "customer asks" {
@@ -487,6 +516,151 @@ func TestDecideReveal(t *testing.T) {
 	h.keys("q")
 	if strings.Contains(h.view(), "tmpl-7731") {
 		t.Fatal("the intent was kept after leaving")
+	}
+}
+
+// largeValue is a 32 MiB stored result: an export with a long word,
+// wide characters, runs of spaces and escapes, then rows and rows.
+var largeValue = sync.OnceValue(func() []byte {
+	var b strings.Builder
+	b.WriteString(`{"report":"nightly export","blob":"`)
+	b.WriteString(strings.Repeat("QUJD", 60))
+	b.WriteString(`","title":"鍵の一覧  two spaces \u001b[2J","rows":[`)
+	for i := 0; b.Len() < 32<<20; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":%d,"customer":"acme","tags":[],"note":"row %d"}`, i, i)
+	}
+	b.WriteString("]}")
+	return []byte(b.String())
+})
+
+// TestDecideRevealLarge: a value of any size is fetched up to
+// revealBytes, laid out once and paged; every line fits the screen.
+func TestDecideRevealLarge(t *testing.T) {
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	dec.values = map[reconcile.Field][]byte{reconcile.FieldResult: largeValue()}
+	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	start := time.Now()
+	h.keys(openEmail + "vexport size<enter>")
+	v := h.view()
+	if !strings.Contains(v, `"report": "nightly export",`) || !strings.Contains(v, "lines 1–") {
+		t.Fatalf("the large value's start is not shown, paged:\n%s", v)
+	}
+	lines := len(h.m.decide.revealed.lines)
+	if lines < 1000 || lines > 10000 {
+		t.Fatalf("%d lines laid out for a value cut to %d bytes", lines, revealBytes)
+	}
+	// Paging to the end and back lays nothing out again.
+	for range 50 {
+		h.keys("n")
+	}
+	h.keys("G")
+	if v := h.view(); !strings.Contains(v, "more bytes not shown") || !strings.Contains(v, "opsdesk ops reveal 48190 --field result") {
+		t.Fatalf("the end does not say what was cut:\n%s", v)
+	}
+	h.keys("g")
+	if v := h.view(); !strings.Contains(v, "lines 1–") {
+		t.Fatalf("g does not go back to the start:\n%s", v)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("showing a 32 MiB value took %v", took)
+	}
+	// The value is hidden again when the operator leaves.
+	h.keys("<enter>")
+	if h.m.decide.revealed.ok || strings.Contains(h.view(), "nightly export") {
+		t.Fatal("the value was kept after leaving")
+	}
+}
+
+// TestDecideRevealCancel: esc while a reveal is fetched leaves at once
+// and cancels the request; its answer, when it comes, shows nothing.
+func TestDecideRevealCancel(t *testing.T) {
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	dec.slowReveal = make(chan struct{})
+	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+	h.keys(openEmail + "vneed the message id")
+	_, cmd := h.m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	answered := make(chan tea.Msg, 1)
+	go func() { answered <- cmd() }()
+	select {
+	case <-dec.slowReveal: // the audit committed; the value is on its way
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reveal was never asked for")
+	}
+	if v := h.view(); !strings.Contains(v, "asking the database…") || !strings.Contains(v, "esc cancel the reveal") {
+		t.Fatalf("waiting for the value:\n%s", v)
+	}
+	h.keys("<esc>")
+	v := h.view()
+	if h.m.active() != h.m.detail || !strings.Contains(v, "reveal cancelled, nothing shown") {
+		t.Fatalf("esc did not leave at once:\n%s", v)
+	}
+	var msg tea.Msg
+	select {
+	case msg = <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reveal's request was not cancelled")
+	}
+	if a, ok := msg.(applyMsg); !ok || !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("the reveal's request ended with %#v, want it cancelled", msg)
+	}
+	h.send(msg)
+	if h.m.active() != h.m.detail || h.m.decide.revealed.ok || strings.Contains(h.view(), "Stored result") {
+		t.Fatalf("the late answer was shown:\n%s", h.view())
+	}
+}
+
+// TestIndentJSON: the start of a value is laid out as json.Indent lays
+// out the whole.
+func TestIndentJSON(t *testing.T) {
+	for _, js := range []string{
+		`{"a":1,"b":[1,2,{"c":null}],"d":{},"e":[],"f":"x,y:{[\"]}"}`,
+		`{"charge_id": "ch_1", "amount": 100, "nested": {"k": [true, false]}}`,
+		`[]`, `"plain"`, `12.5`, `[{"a":[[]]}]`,
+	} {
+		var want bytes.Buffer
+		if err := json.Indent(&want, []byte(js), "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		if got := indentJSON([]byte(js)); got != want.String() {
+			t.Errorf("%s:\n%s\nwant\n%s", js, got, want.String())
+		}
+	}
+	// A cut value: no error, the same layout as far as it goes.
+	if got := indentJSON([]byte(`{"a":[1,{"b":"x,`)); got != "{\n  \"a\": [\n    1,\n    {\n      \"b\": \"x," {
+		t.Errorf("cut value laid out as %q", got)
+	}
+}
+
+// TestHardWrap keeps every character and fits every line, in one pass.
+func TestHardWrap(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		w    int
+		want []string
+	}{
+		{"abcdef", 4, []string{"abcd", "ef"}},
+		{"a  b", 2, []string{"a ", " b"}},
+		{"鍵鍵鍵", 5, []string{"鍵鍵", "鍵"}},
+		{"éé", 1, []string{"é", "é"}},
+		{"", 3, []string{""}},
+	} {
+		if got := hardWrap(c.s, c.w); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("hardWrap(%q, %d) = %q, want %q", c.s, c.w, got, c.want)
+		}
+	}
+	long := strings.Repeat("鍵", 1<<20)
+	start := time.Now()
+	lines := hardWrap(long, 77)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("hardWrap of 1M wide characters took %v", took)
+	}
+	if strings.Join(lines, "") != long || width(lines[0]) != 76 {
+		t.Fatalf("hardWrap lost characters or overfilled a line (%d cells)", width(lines[0]))
 	}
 }
 

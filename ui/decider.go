@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/opsdesk/opsdesk/reconcile"
 )
@@ -26,9 +25,10 @@ type Decider interface {
 	// AckConflicts acknowledges a record's unreviewed conflicting attempts
 	// among seen, those the operator was shown.
 	AckConflicts(ctx context.Context, id int64, seen []int64, reason string) (reconcile.Result, error)
-	// Reveal returns a record's stored intent or result once its audit
+	// RevealStart returns the start of a record's stored intent or
+	// result (at most maxBytes of its text) and its size, once its audit
 	// record has committed.
-	Reveal(ctx context.Context, id int64, field reconcile.Field, reason string) (json.RawMessage, reconcile.Result, error)
+	RevealStart(ctx context.Context, id int64, field reconcile.Field, reason string, maxBytes int) (reconcile.Revealed, reconcile.Result, error)
 }
 
 var _ Decider = (*reconcile.Desk)(nil)

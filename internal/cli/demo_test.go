@@ -24,6 +24,7 @@ import (
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
+	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/ops/idemhttp"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
@@ -118,8 +119,10 @@ WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local' LIMIT 
 		})
 		t.Logf("records: %v", counts)
 
-		// PROVIDER_URL is the provider the fleet calls: it knows the effect.
-		resp, err := http.Get(providerURL + "/lookup/" + id.tenant + "/" + id.tool + "/" + url.PathEscape(id.key))
+		// PROVIDER_URL is the provider the fleet calls: it knows the effect
+		// by the provider key the fleet sent.
+		providerKey := ops.Identity{Tenant: id.tenant, Tool: id.tool, Key: id.key}.ProviderKey()
+		resp, err := http.Get(providerURL + "/lookup/" + id.tenant + "/" + id.tool + "/" + providerKey)
 		require.NoError(t, err)
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -146,7 +149,7 @@ WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local' LIMIT 
 			require.NoError(t, err)
 			return resp, body
 		}
-		quoted, err := idemhttp.FormatKey(id.key)
+		quoted, err := idemhttp.FormatKey(providerKey)
 		require.NoError(t, err)
 		resp, body = charge(quoted, id.intent)
 		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))

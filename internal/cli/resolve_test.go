@@ -290,7 +290,9 @@ SELECT outcome, evidence_summary, override FROM opsdesk.audit WHERE operation_id
 // TestResolveDotKeyIsNotReleased is the release-after-404 scenario end
 // to end: the demo provider charged key .., whose lookup URL a
 // dot-segment-cleaning mux used to redirect to a 404, which read as "not
-// found" and let not-executed release the charge without --override.
+// found" and let not-executed release the charge without --override. The
+// provider now knows the charge by its provider key, which the catalog's
+// lookup asks for: resolve still finds it.
 func TestResolveDotKeyIsNotReleased(t *testing.T) {
 	t.Parallel()
 	_, d := storeConfig(t)
@@ -318,20 +320,21 @@ func TestResolveDotKeyIsNotReleased(t *testing.T) {
 	}
 }
 
-// charge makes the demo provider charge (tenant, charge-card, key) and
-// returns its reference.
+// charge makes the demo provider charge (tenant, charge-card, key), under
+// its provider key as the fleet sends it, and returns its reference.
 func charge(t *testing.T, p *demo.Provider, tenant, key string) string {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, p.URL()+"/v1/"+demo.ToolChargeCard,
 		strings.NewReader(`{"card":"tok_visa"}`))
 	require.NoError(t, err)
 	req.Header.Set(demo.TenantHeader, tenant)
-	req.Header.Set(demo.IdempotencyKeyHeader, key)
+	id := ops.Identity{Tenant: tenant, Tool: demo.ToolChargeCard, Key: key}
+	req.Header.Set(demo.IdempotencyKeyHeader, id.ProviderKey())
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	ref, ok := p.Effect(ops.Identity{Tenant: tenant, Tool: demo.ToolChargeCard, Key: key})
+	ref, ok := p.Effect(demo.ProviderIdentity(id))
 	require.True(t, ok)
 	return ref
 }

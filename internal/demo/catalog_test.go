@@ -54,7 +54,7 @@ func TestCatalogLoads(t *testing.T) {
 			continue
 		}
 		require.NotNil(t, tool.Lookup, name)
-		require.Equal(t, "http://127.0.0.1:4242/lookup/{tenant}/{tool}/{key}", tool.Lookup.URL)
+		require.Equal(t, "http://127.0.0.1:4242/lookup/{tenant}/{tool}/{provider_key}", tool.Lookup.URL)
 		require.Equal(t, 2*time.Second, tool.Lookup.Timeout)
 		require.Equal(t, "/ref", tool.Lookup.ResultRef)
 	}

@@ -52,18 +52,21 @@ func (e *providerError) business() bool {
 	return e.Status == http.StatusPaymentRequired || e.Status == http.StatusUnprocessableEntity
 }
 
-// act asks the provider to apply intent under id's key, with an optional
-// simulated fault, waiting at most timeout. It returns the provider's
+// act asks the provider to apply intent for attempt a, under its provider
+// key (ops.Identity.ProviderKey: the raw key is unique only within a
+// tenant and a tool), with an optional simulated fault, waiting at most
+// timeout. It returns the provider's
 // reference; a *providerError when the provider answered without acting;
 // ops.NotApplied when the call could not be sent; and any other error when
 // nobody knows whether it acted. While an earlier call with the key is
 // still being handled (409, the draft's answer) it retries within timeout.
-func (c *providerClient) act(ctx context.Context, id ops.Identity, intent any, fault string, timeout time.Duration) (string, error) {
+func (c *providerClient) act(ctx context.Context, a ops.Attempt, intent any, fault string, timeout time.Duration) (string, error) {
 	body, err := json.Marshal(intent)
 	if err != nil {
 		return "", ops.NotApplied(err)
 	}
-	key, err := idemhttp.FormatKey(id.Key)
+	id := a.Identity
+	key, err := idemhttp.FormatKey(a.ProviderKey())
 	if err != nil {
 		return "", ops.NotApplied(fmt.Errorf("the key cannot be sent to the provider: %w", err))
 	}

@@ -571,7 +571,7 @@ func (w *worker) external(ctx context.Context, req ops.Request, p plan) (answer,
 		if p.crash == crashBeforeCall {
 			return providerResult{}, errCrashed
 		}
-		ref, err := w.f.client.act(ctx, at.Identity, req.Intent, p.fault, timeout)
+		ref, err := w.f.client.act(ctx, at, req.Intent, p.fault, timeout)
 		var perr *providerError
 		switch {
 		case err == nil:

@@ -110,7 +110,7 @@ SELECT count(*) FROM opsdesk.operations WHERE state = 'completed' AND attempt > 
 SELECT tenant, tool, key FROM opsdesk.operations
 WHERE state = 'pending' AND lease_expires_at <= now() AND effect = 'external_unknown'
 ORDER BY id LIMIT 50`) {
-			found, _ := lookup(t, b.provider.URL(), id)
+			found, _ := lookup(t, b.provider.URL(), demo.ProviderIdentity(id))
 			mark("stuck, the provider acted", found)
 			mark("stuck, the provider did not act", !found)
 		}
@@ -141,10 +141,10 @@ ORDER BY id LIMIT 50`) {
 		abandoned := b.fleet.Abandoned()
 		acted := map[bool]int{}
 		for _, a := range abandoned {
-			found, ref := lookup(t, b.provider.URL(), a.Identity)
+			found, ref := lookup(t, b.provider.URL(), demo.ProviderIdentity(a.Identity))
 			require.Equal(t, a.ProviderActed, found, "%s (%s): lookup", a.Identity, a.Scenario)
 			if found {
-				truth, _ := b.provider.Effect(a.Identity)
+				truth, _ := b.provider.Effect(demo.ProviderIdentity(a.Identity))
 				require.Equal(t, truth, ref)
 			}
 			acted[found]++
@@ -164,8 +164,10 @@ SELECT tenant, tool, key FROM opsdesk.operations
 WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local'`)
 		require.NotEmpty(t, ids)
 		for _, id := range ids {
-			truth, ok := b.provider.Effect(id)
+			truth, ok := b.provider.Effect(demo.ProviderIdentity(id))
 			require.True(t, ok, "%s completed but the provider never acted", id)
+			_, raw := b.provider.Effect(id)
+			require.False(t, raw, "%s: the provider was sent the raw key, not the provider key", id)
 			require.Equal(t, truth, b.lookupRecord(t, id).ResultRef, id.String())
 		}
 	})
@@ -203,7 +205,7 @@ WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local'`)
 			ans := reconcile.Ask(t.Context(), http.DefaultClient, reconcile.LookupSpec(*spec), a.Tenant, a.Tool, a.Key)
 			require.NoError(t, ans.Err, a.Identity.String())
 			require.Equal(t, a.ProviderActed, ans.Evidence.Lookup == reconcile.LookupFound, "%s (%s)", a.Identity, a.Scenario)
-			truth, _ := b.provider.Effect(a.Identity)
+			truth, _ := b.provider.Effect(demo.ProviderIdentity(a.Identity))
 			require.Equal(t, truth, ans.ResultRef, a.Identity.String())
 
 			rec := b.lookupRecord(t, a.Identity)

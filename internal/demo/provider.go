@@ -52,10 +52,12 @@ const (
 )
 
 // LookupPath is the provider's outcome lookup as a URL path template over
-// {tenant}, {tool} and {key}, each one escaped path segment (as opsdesk's
-// lookups send them): 200 {"found":true,"ref":"…"} when the provider
-// acted, 404 {"found":false} when it did not.
-const LookupPath = "/lookup/{tenant}/{tool}/{key}"
+// {tenant}, {tool} and {provider_key}, each one escaped path segment (as
+// opsdesk's lookups send them): 200 {"found":true,"ref":"…"} when the
+// provider acted on the Idempotency-Key it names, 404 {"found":false}
+// when it did not. The fleet sends ops.Identity.ProviderKey as the key,
+// and the catalog's lookup asks for the same.
+const LookupPath = "/lookup/{tenant}/{tool}/{provider_key}"
 
 // maxBody bounds the body of a request to the provider and of its answer.
 const maxBody = 64 << 10
@@ -185,7 +187,9 @@ func (p *Provider) Close() error {
 }
 
 // Effect tells whether the provider acted on an operation, and its
-// reference if it did: the ground truth a lookup reports.
+// reference if it did: the ground truth a lookup reports. id is as the
+// provider knows it: the tenant and tool of the call, and the key it was
+// sent (see ProviderIdentity for the fleet's calls).
 func (p *Provider) Effect(id ops.Identity) (ref string, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -203,6 +207,13 @@ func (p *Provider) Effects() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.effects)
+}
+
+// ProviderIdentity is the identity under which the provider knows one of
+// the fleet's operations: its tenant (the customer) and tool (the
+// endpoint), and the provider key the fleet sends as Idempotency-Key.
+func ProviderIdentity(id ops.Identity) ops.Identity {
+	return ops.Identity{Tenant: id.Tenant, Tool: id.Tool, Key: id.ProviderKey()}
 }
 
 // tenantOf is the provider's tenant: its customer, named by TenantHeader
@@ -340,7 +351,7 @@ const declinedCard = "tok_declined"
 // segment, so %2E%2E is the key .. and %2F a slash inside a key, never a
 // dot segment or a separator.
 func (p *Provider) handleLookup(w http.ResponseWriter, r *http.Request) {
-	id := ops.Identity{Tenant: r.PathValue("tenant"), Tool: r.PathValue("tool"), Key: r.PathValue("key")}
+	id := ops.Identity{Tenant: r.PathValue("tenant"), Tool: r.PathValue("tool"), Key: r.PathValue("provider_key")}
 	ref, ok := p.Effect(id)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, lookupAnswer{Found: false})

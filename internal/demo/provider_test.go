@@ -101,10 +101,11 @@ func (c providerCall) untilAnswered(t *testing.T, p *demo.Provider) providerRepl
 	return r
 }
 
-// lookup asks the provider's lookup endpoint about an identity.
+// lookup asks the provider's lookup endpoint about an identity as the
+// provider knows it (the key is the one it was sent).
 func lookup(t *testing.T, baseURL string, id ops.Identity) (found bool, ref string) {
 	t.Helper()
-	url := baseURL + strings.NewReplacer("{tenant}", id.Tenant, "{tool}", id.Tool, "{key}", id.Key).Replace(demo.LookupPath)
+	url := baseURL + strings.NewReplacer("{tenant}", id.Tenant, "{tool}", id.Tool, "{provider_key}", id.Key).Replace(demo.LookupPath)
 	resp, err := http.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -191,8 +192,9 @@ func TestProvider(t *testing.T) {
 	})
 
 	// The catalog's lookup, as opsdesk sends it, is answered for the
-	// exact identity: a key of .. is not a dot segment the mux cleans
-	// away (a redirect, then a 404 that reads as "not found").
+	// exact identity: the provider key the fleet sent for it, under a
+	// tenant of .. that is not a dot segment the mux cleans away (a
+	// redirect, then a 404 that reads as "not found").
 	t.Run("AnswersExactLookupURLs", func(t *testing.T) {
 		t.Parallel()
 		p := startProvider(t)
@@ -200,14 +202,15 @@ func TestProvider(t *testing.T) {
 		ask := func(tenant, key string) reconcile.Answer {
 			return reconcile.Ask(t.Context(), http.DefaultClient, spec, tenant, demo.ToolChargeCard, key)
 		}
-		_, err := providerCall{tenant: "acme", tool: demo.ToolChargeCard, key: "b", body: `{"card":"tok_visa"}`}.do(t, p)
+		providerKey := func(key string) string {
+			return ops.Identity{Tenant: "acme", Tool: demo.ToolChargeCard, Key: key}.ProviderKey()
+		}
+		_, err := providerCall{tenant: "acme", tool: demo.ToolChargeCard, key: providerKey("b"), body: `{"card":"tok_visa"}`}.do(t, p)
 		require.NoError(t, err)
-		// Keys a header can carry (the provider takes keys in a header, as
-		// the draft's printable ASCII strings).
-		for _, key := range []string{"..", ".", "a/../b", "../b", "x&tenant=globex", "%2e%2e", "%2F", "?", "#", "a b", "a+b", "x;y=1", `a"b\c`} {
+		for _, key := range []string{"..", ".", "a/../b", "../b", "x&tenant=globex", "%2e%2e", "%2F", "?", "#", "a b", "a+b", "x;y=1", `a"b\c`, "\x00", "ключ"} {
 			a := ask("acme", key)
 			require.Equal(t, reconcile.LookupNotFound, a.Evidence.Lookup, "%q before the call: %s", key, a.Evidence.Summary)
-			r, err := providerCall{tenant: "acme", tool: demo.ToolChargeCard, key: key, body: `{"card":"tok_visa"}`}.do(t, p)
+			r, err := providerCall{tenant: "acme", tool: demo.ToolChargeCard, key: providerKey(key), body: `{"card":"tok_visa"}`}.do(t, p)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusOK, r.status, key)
 			a = ask("acme", key)

@@ -1,6 +1,6 @@
 // Package lookupurl builds a provider lookup's URL from its template over
-// {tenant}, {tool} and {key} so that every identity is represented
-// exactly: two identities never share a URL, and no value can change the
+// {tenant}, {tool}, {key} and {provider_key} so that every identity is
+// represented exactly: two identities never share a URL, and no value can change the
 // URL's shape. A provider's answer is evidence about one operation only if
 // the request named that operation and no other; an HTTP stack that
 // normalises dot segments, splits on an unescaped & or strips a ;param
@@ -24,7 +24,10 @@ import (
 const MaxLen = 8 << 10
 
 // placeholders are the names a template may use.
-var placeholders = []string{"tenant", "tool", "key"}
+var placeholders = []string{"tenant", "tool", "key", "provider_key"}
+
+// placeholderList names them in messages.
+const placeholderList = "{tenant}, {tool}, {key} and {provider_key}"
 
 // Template is a parsed lookup URL template.
 type Template struct {
@@ -39,12 +42,14 @@ type Template struct {
 	// fragment is never sent; kept so the built URL parses as the
 	// template did.
 	fragment string
+	// providerKey tells whether the template uses {provider_key}.
+	providerKey bool
 }
 
-// Parse checks a template: an absolute http or https URL with {key}
-// somewhere in its path or query, placeholders only in the path and the
-// query (never in the scheme, the host or the fragment), and no other
-// {name}.
+// Parse checks a template: an absolute http or https URL with {key} or
+// {provider_key} somewhere in its path or query (either names the
+// operation to the provider), placeholders only in the path and the query
+// (never in the scheme, the host or the fragment), and no other {name}.
 func Parse(tmpl string) (*Template, error) {
 	if tmpl == "" {
 		return nil, errors.New("the URL is empty")
@@ -62,7 +67,7 @@ func Parse(tmpl string) (*Template, error) {
 	}
 	authority, rest := rest[:end], rest[end:]
 	if hasPlaceholder(scheme) || hasPlaceholder(authority) {
-		return nil, errors.New("a placeholder in the scheme or the host: only the path and the query may carry {tenant}, {tool} and {key}")
+		return nil, errors.New("a placeholder in the scheme or the host: only the path and the query may carry " + placeholderList)
 	}
 	t := &Template{prefix: scheme + "://" + authority}
 	rest, t.fragment, _ = strings.Cut(rest, "#")
@@ -74,11 +79,12 @@ func Parse(tmpl string) (*Template, error) {
 	if path != "" {
 		t.segments = strings.Split(path, "/")
 	}
-	if !strings.Contains(path, "{key}") && !strings.Contains(t.query, "{key}") {
-		return nil, errors.New("no {key} in the path or the query: every operation would get the same answer")
+	t.providerKey = strings.Contains(path+"?"+t.query, "{provider_key}")
+	if !strings.Contains(path+"?"+t.query, "{key}") && !t.providerKey {
+		return nil, errors.New("no {key} or {provider_key} in the path or the query: every operation would get the same answer")
 	}
 	// The template with neutral values must be a URL of the kind we send.
-	u, err := url.Parse(strings.NewReplacer("{tenant}", "t", "{tool}", "t", "{key}", "k").Replace(tmpl))
+	u, err := url.Parse(strings.NewReplacer("{tenant}", "t", "{tool}", "t", "{key}", "k", "{provider_key}", "k").Replace(tmpl))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("not a URL: %w", errors.Unwrap(err))
@@ -101,11 +107,11 @@ func checkNames(tmpl string) error {
 		}
 		end := strings.IndexByte(rest[open:], '}')
 		if end < 0 {
-			return errors.New("a { without its }: placeholders are {tenant}, {tool} and {key}")
+			return errors.New("a { without its }: placeholders are " + placeholderList)
 		}
 		name := rest[open+1 : open+end]
 		if !isPlaceholder(name) {
-			return fmt.Errorf("unknown placeholder {%s}: placeholders are {tenant}, {tool} and {key}", name)
+			return fmt.Errorf("unknown placeholder {%s}: placeholders are %s", name, placeholderList)
 		}
 		rest = rest[open+end+1:]
 	}
@@ -125,6 +131,10 @@ func hasPlaceholder(s string) bool { return strings.Contains(s, "{") }
 // Values are an identity's parts, by placeholder.
 type Values struct {
 	Tenant, Tool, Key string
+	// ProviderKey is the key the provider knows the operation by when the
+	// service sends it ops.Identity.ProviderKey: the caller derives it
+	// (this package does not know how).
+	ProviderKey string
 }
 
 func (v Values) get(name string) string {
@@ -133,6 +143,8 @@ func (v Values) get(name string) string {
 		return v.Tenant
 	case "tool":
 		return v.Tool
+	case "provider_key":
+		return v.ProviderKey
 	}
 	return v.Key
 }
@@ -143,9 +155,15 @@ func (v Values) get(name string) string {
 // shape, and no server's reading (form decoding, path parameters) can
 // merge two identities. A path segment that would be . or .. is written
 // %2E or %2E%2E, so that no HTTP stack removes it as a dot segment. A
-// value that leaves a path segment empty, and a URL over MaxLen, are
-// refused: the URL could not name the identity exactly.
+// value that leaves a path segment empty, an empty ProviderKey for a
+// template with {provider_key}, and a URL over MaxLen, are refused: the
+// URL could not name the identity exactly.
 func (t *Template) Build(v Values) (string, error) {
+	if t.providerKey && v.ProviderKey == "" {
+		// Never empty when derived: a lookup for "" would ask about no
+		// operation, and its "not found" would read as an answer.
+		return "", errors.New("the provider_key is empty: the lookup needs the key the provider knows the operation by")
+	}
 	for _, name := range placeholders {
 		if n := len(v.get(name)); n > MaxLen {
 			return "", fmt.Errorf("the %s is %d bytes: a lookup URL carries at most %d", name, n, MaxLen)

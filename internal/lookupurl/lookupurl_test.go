@@ -98,7 +98,11 @@ func TestParse(t *testing.T) {
 		"":                              "empty",
 		"p.example/{key}":               "not an absolute http or https URL",
 		"ftp://p/{key}":                 "not an http or https URL",
-		"https://p/charges":             "no {key}",
+		"https://p/charges":             "no {key} or {provider_key}",
+		"https://p/{tenant}/{tool}":     "no {key} or {provider_key}",
+		"https://{provider_key}.p/x":    "scheme or the host",
+		"https://p/x#{provider_key}":    "fragment",
+		"https://p/{providerkey}":       "unknown placeholder {providerkey}",
 		"https://{key}.p/x":             "scheme or the host",
 		"https://p:{key}/x":             "scheme or the host",
 		"https://{tenant}@p/{key}":      "scheme or the host",
@@ -120,9 +124,35 @@ func TestParse(t *testing.T) {
 		"https://user:pw@p.example/v1/charges?key={key}&tenant={tenant}",
 		"https://[::1]:8443/{key}",
 		"https://p/{tenant}-{tool}-{key}.json#top",
+		"http://127.0.0.1:4242/lookup/{tenant}/{tool}/{provider_key}",
+		"https://p/charges?idempotency_key={provider_key}",
 	} {
 		_, err := lookupurl.Parse(ok)
 		require.NoError(t, err, ok)
+	}
+}
+
+func TestBuildProviderKey(t *testing.T) {
+	t.Parallel()
+	path, err := lookupurl.Parse("https://p/lookup/{tenant}/{tool}/{provider_key}")
+	require.NoError(t, err)
+	query, err := lookupurl.Parse("https://p/charges?key={provider_key}&raw={key}")
+	require.NoError(t, err)
+	v := lookupurl.Values{Tenant: "acme", Tool: "charge-card", Key: "../x&y", ProviderKey: "opsdesk1_abc"}
+	got, err := path.Build(v)
+	require.NoError(t, err)
+	require.Equal(t, "https://p/lookup/acme/charge-card/opsdesk1_abc", got)
+	got, err = query.Build(v)
+	require.NoError(t, err)
+	require.Equal(t, "https://p/charges?key=opsdesk1_abc&raw=..%2Fx%26y", got)
+
+	// A provider key is never empty: an empty one was never derived, and
+	// a lookup for it would ask about no operation.
+	for _, tmpl := range []*lookupurl.Template{path, query} {
+		v.ProviderKey = ""
+		got, err = tmpl.Build(v)
+		require.ErrorContains(t, err, "the provider_key is empty")
+		require.Empty(t, got)
 	}
 }
 

@@ -279,6 +279,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		rec.send(w)
 	case err == nil:
 		m.replay(w, out.Result, ops.OutcomeSucceeded, out.ResultRef)
+	case errors.Is(err, ops.ErrResultNotStored):
+		// It took effect, but its answer was too large to keep (over the
+		// store's MaxResultBytes): answered like an operator's
+		// confirmation, with no answer to replay.
+		m.replay(w, nil, ops.OutcomeSucceeded, out.ResultRef)
 	default:
 		var rej *ops.RejectedError
 		if errors.As(err, &rej) && rej.Replayed {
@@ -310,7 +315,7 @@ func (m *Middleware) replay(w http.ResponseWriter, raw json.RawMessage, outcome 
 	}
 	if outcome == ops.OutcomeRejected {
 		writeProblem(w, Problem{Type: TypeFailed, Title: "The request with this Idempotency-Key failed", Status: http.StatusGone,
-			Detail: "the request with this key did not take effect and was marked failed; it is not run again. " +
+			Detail: "the request with this key did not take effect (it was marked failed, or refused with an answer too large to keep); it is not run again. " +
 				"Send it with a new key if you still want it"}, 0)
 		return
 	}

@@ -46,10 +46,13 @@ const (
 	TypeUnavailable = problemBase + "unavailable"
 	// TypeAnswerNotKept (410): the key's request took effect, but no
 	// answer of the handler's was stored: an operator confirmed the
-	// effect after the handler's outcome was unknown.
+	// effect after the handler's outcome was unknown, or the answer was
+	// over the store's Config.MaxResultBytes.
 	TypeAnswerNotKept = problemBase + "answer-not-kept"
 	// TypeFailed (410): the key's request failed for good: an operator
-	// found it did not take effect and marked it failed.
+	// found it did not take effect and marked it failed, or the handler
+	// refused it (4xx) with an answer over the store's
+	// Config.MaxResultBytes.
 	TypeFailed = problemBase + "failed"
 	// TypeMisconfigured (500): the endpoint's tool is unknown to the store
 	// or has a local effect.

@@ -1,0 +1,188 @@
+package ui
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/rivo/uniseg"
+
+	"github.com/opsdesk/opsdesk/reconcile"
+)
+
+// revealBytes is how much of a revealed value the console asks for: the
+// database cuts the rest, so that a value of any size (the library stores
+// up to its MaxResultBytes, and older records more) costs no more than
+// this to fetch and to lay out, and the screen stays responsive.
+const revealBytes = 64 << 10
+
+// revealedValue is a revealed value as the flow's last step shows it: laid out
+// once, when it arrives or the width changes (never in View), and
+// scrolled through.
+type revealedValue struct {
+	v     reconcile.Revealed
+	ok    bool // a value arrived
+	width int  // the width the lines were laid out for
+	scrollText
+}
+
+// set keeps a value that arrived; lay it out before showing it.
+func (r *revealedValue) set(v reconcile.Revealed) { *r = revealedValue{v: v, ok: true} }
+
+// forget drops the value: it is hidden again when the operator leaves.
+func (r *revealedValue) forget() { *r = revealedValue{} }
+
+// layOut renders the value's lines for width w, unless they already are.
+// more says how to see what was cut.
+func (r *revealedValue) layOut(w int, st Styles, more string) {
+	if !r.ok || w == r.width {
+		return
+	}
+	r.width, r.offset = w, 0
+	r.lines = r.lines[:0]
+	text := r.v.Text
+	if len(text) == 0 || string(text) == "null" {
+		r.lines = append(r.lines, " "+st.Muted.Render("null: nothing was stored with the outcome"))
+		return
+	}
+	for l := range strings.SplitSeq(indentJSON(text), "\n") {
+		indent := len(l) - len(strings.TrimLeft(l, " "))
+		for _, wl := range hardWrap(Clean(l[indent:]), max(1, w-4-indent)) {
+			r.lines = append(r.lines, "   "+strings.Repeat(" ", indent)+wl)
+		}
+	}
+	if r.v.Truncated() {
+		cut := r.v.Size - int64(len(text))
+		r.lines = append(r.lines, "")
+		for _, l := range wrap(fmt.Sprintf("… %s more bytes not shown: the console shows the first %d KiB of %s bytes. %s",
+			groupDigits(cut), revealBytes>>10, groupDigits(r.v.Size), more), max(1, w-2)) {
+			r.lines = append(r.lines, " "+st.Muted.Render(l))
+		}
+	}
+}
+
+// indentJSON lays JSON text out one member or element per line, indented
+// by two spaces a level, as json.Indent does, but it takes the start of a
+// value too (a value cut by revealBytes is not valid JSON) and anything
+// else as it is. Whitespace outside strings is the layout's.
+func indentJSON(text []byte) string {
+	var b strings.Builder
+	b.Grow(len(text) + len(text)/4)
+	depth := 0
+	newline := func() {
+		b.WriteByte('\n')
+		for range depth {
+			b.WriteString("  ")
+		}
+	}
+	// next is the first byte after i that is not whitespace, or 0.
+	next := func(i int) byte {
+		for j := i + 1; j < len(text); j++ {
+			if c := text[j]; c != ' ' && c != '\n' && c != '\r' && c != '\t' {
+				return c
+			}
+		}
+		return 0
+	}
+	inString := false
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if inString {
+			b.WriteByte(c)
+			switch c {
+			case '\\':
+				if i+1 < len(text) {
+					i++
+					b.WriteByte(text[i])
+				}
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\n', '\r', '\t':
+		case '"':
+			inString = true
+			b.WriteByte(c)
+		case '{', '[':
+			b.WriteByte(c)
+			if n := next(i); n == '}' || n == ']' {
+				continue // empty: {} or []
+			}
+			depth++
+			newline()
+		case '}', ']':
+			if i > 0 && text[prevNonSpace(text, i)] != '{' && text[prevNonSpace(text, i)] != '[' {
+				depth = max(0, depth-1)
+				newline()
+			}
+			b.WriteByte(c)
+		case ',':
+			b.WriteByte(c)
+			newline()
+		case ':':
+			b.WriteString(": ")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// prevNonSpace is the index of the last byte before i that is not
+// whitespace, or i when there is none.
+func prevNonSpace(text []byte, i int) int {
+	for j := i - 1; j >= 0; j-- {
+		if c := text[j]; c != ' ' && c != '\n' && c != '\r' && c != '\t' {
+			return j
+		}
+	}
+	return i
+}
+
+// hardWrap cuts s into lines of at most w cells, between grapheme
+// clusters, keeping every character (wrap joins words and drops repeated
+// spaces, which would show a stored value other than it is). It takes
+// one pass, however long s is.
+func hardWrap(s string, w int) []string {
+	if w <= 0 {
+		return nil
+	}
+	if isASCII(s) {
+		var lines []string
+		for len(s) > w {
+			lines = append(lines, s[:w])
+			s = s[w:]
+		}
+		return append(lines, s)
+	}
+	var lines []string
+	start, at, cells := 0, 0, 0
+	state := -1
+	for rest := s; rest != ""; {
+		var cluster string
+		var cw int
+		cluster, rest, cw, state = uniseg.FirstGraphemeClusterInString(rest, state)
+		if cells+cw > w && at > start {
+			lines = append(lines, s[start:at])
+			start, cells = at, 0
+		}
+		at += len(cluster)
+		cells += cw
+	}
+	return append(lines, s[start:])
+}
+
+// groupDigits writes n with thousands separators: 33,554,432.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
