@@ -3,7 +3,7 @@
 -- record's identity, but any login granted opsdesk_service could still
 -- rewrite a completed record's result, complete another's stuck record,
 -- reset its version or push it back to pending, and rewrite a held record,
--- with plain SQL and no audit record. A trigger now allows the service only
+-- with plain SQL and no audit record. Triggers now allow the service only
 -- the library's own steps:
 --
 --   reserve    INSERT: pending, attempt 1, version 1, leased from now, no
