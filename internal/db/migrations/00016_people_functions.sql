@@ -97,6 +97,35 @@
 --    with deadlock_detected. Longer cycles (three sessions each holding
 --    what the next waits for, in statements calling the functions
 --    crosswise) are not looked for.
+--
+-- Found by review:
+-- Refusals lock nothing (issue 10, found by a second review). decide and
+-- ack_conflicts locked their record (its gate, then its row FOR UPDATE)
+-- before any check, and set_hold locked every record it could find before
+-- it looked for the missing ones; a refusal kept those locks until its
+-- transaction ended. A one-tenant operator's
+--   SELECT (opsdesk.decide(6, 'bogus', 1, 'x')).code, pg_sleep(12)
+-- made the library's conflict count on record 6 wait 11 s, and one
+-- statement over every record of a tenant stalled the library in the whole
+-- tenant: the library takes no gate, so nobody ended it. Now each checks
+-- everything on an unlocked read first and refuses from there; only a call
+-- that will write takes the gates and row locks, reads again and checks
+-- again (the record may have changed meanwhile: version, state, lease,
+-- conflicts reviewed, a record purged). A refusal found then is answered
+-- after the locks are let go: they are taken in a block that a private
+-- error (SQLSTATE OPS01) rolls back, which releases what the block locked.
+-- (set_hold, migration 00017, does the same.) What is left: a call
+-- that writes holds its row locks until its transaction ends, as any
+-- write does, and the library waits for them. One set_hold call of
+-- thousands of records is such a write, seconds long, and a decision in
+-- its tenant ends it after 2 s: retention.SetHold sends a large hold in
+-- batches of about 0.4 s each, one transaction apiece.
+--
+-- The '' chain has a gate of its own (kind 1, bucket 4096). Chains' gates
+-- are hashtext(tenant) & 4095, and '' shares its bucket (1645) with some
+-- tenants (t11971, say): a viewer's refusals, which go to '', held that
+-- tenant's chain gate, and a decision in the tenant waited for it (and
+-- ended the viewer after 2 s). No tenant's bucket reaches 4096.
 
 -- +goose Up
 
@@ -223,6 +252,8 @@ CREATE TABLE opsdesk.gates (
     CONSTRAINT gates_pkey PRIMARY KEY (kind, bucket)
 );
 INSERT INTO opsdesk.gates (kind, bucket) SELECT k, b FROM generate_series(1, 2) k, generate_series(0, 4095) b;
+-- The '' chain's gate: no tenant's bucket reaches 4096.
+INSERT INTO opsdesk.gates (kind, bucket) VALUES (1, 4096);
 GRANT SELECT, UPDATE ON opsdesk.gates TO opsdesk_owner;
 
 -- gate locks gate (p_kind, p_bucket), which guards p_what, until the
@@ -332,9 +363,9 @@ $$;
 
 -- chain_lock takes chain p_tenant's gate.
 -- +goose StatementBegin
-CREATE FUNCTION opsdesk.chain_lock(p_tenant text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION opsdesk.chain_lock(p_tenant text) RETURNS jsonb
 LANGUAGE sql SET search_path = pg_catalog, pg_temp
-AS $$ SELECT opsdesk.gate(1::smallint, hashtext(p_tenant) & 4095,
+AS $$ SELECT opsdesk.gate(1::smallint, CASE WHEN p_tenant = '' THEN 4096 ELSE hashtext(p_tenant) & 4095 END,
     'the audit chain ' || CASE WHEN p_tenant = '' THEN '''''' ELSE opsdesk.quoted(p_tenant, 40) END) $$;
 -- +goose StatementEnd
 
@@ -551,7 +582,7 @@ $$;
 -- numbers and times, and people's text trimmed (the header).
 DROP FUNCTION opsdesk.decide(bigint, text, bigint, text, text, jsonb, text, text, text, boolean, boolean, interval, timestamptz, text);
 -- +goose StatementBegin
-CREATE FUNCTION opsdesk.decide(
+CREATE OR REPLACE FUNCTION opsdesk.decide(
     p_id bigint, p_decision text, p_expect_version bigint, p_reason text,
     p_result_ref text DEFAULT NULL, p_result jsonb DEFAULT NULL,
     p_evidence_digest text DEFAULT NULL, p_evidence_summary text DEFAULT NULL, p_lookup text DEFAULT NULL,
@@ -567,6 +598,7 @@ DECLARE
     code       text;
     msg        text;
     live       boolean;
+    pass       integer;
     ref        text := opsdesk.clean_input(p_result_ref);
     lookup_ref text := opsdesk.clean_input(p_lookup_ref);
 BEGIN
@@ -587,71 +619,83 @@ BEGIN
     IF p_id IS NULL OR p_id < 1 THEN
         RETURN opsdesk.refuse(a, 'invalid', 'an operation id is a whole number from 1 up, not ' || coalesce(p_id::text, 'NULL'));
     END IF;
-    o := opsdesk.subject(p_id, true);
-    IF o.id IS NULL THEN
-        RETURN opsdesk.refuse(a, 'not_found', NULL);
-    END IF;
-    a := opsdesk.about(a, o);
-    live := o.state = 'pending' AND o.lease_expires_at > now();
-
-    IF NOT pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
-        code := 'not_permitted';
-        msg := quote_ident(session_user) || ' may not decide: it is not granted opsdesk_operator';
-    ELSIF octet_length(a.display_name) > 200 OR octet_length(p_evidence_digest) > 200
-       OR octet_length(ref) > 500 OR octet_length(lookup_ref) > 500 OR octet_length(p_result::text) > 65536 THEN
-        code := 'invalid';
-        msg := 'too long: the display name and evidence digest are limited to 200 bytes, the result reference '
-            || 'and the lookup''s reference to 500, the result to 64 KiB';
-    ELSIF p_decision IS NULL OR p_decision NOT IN ('completed', 'not-executed', 'failed', 'defer') THEN
-        code := 'invalid';
-        msg := 'unknown decision ' || opsdesk.quoted(p_decision, 40) || ' (completed, not-executed, failed, defer)';
-    ELSIF a.reason IS NULL THEN
-        code := 'invalid';
-        msg := 'a reason is required';
-    ELSIF octet_length(a.reason) > 2000 OR octet_length(a.evidence_summary) > 2000 THEN
-        code := 'invalid';
-        msg := 'the reason and the evidence summary are limited to 2000 bytes each';
-    ELSIF p_lookup IS NOT NULL AND p_lookup NOT IN ('found', 'not_found') THEN
-        code := 'invalid';
-        msg := 'unknown lookup answer ' || opsdesk.quoted(p_lookup, 40) || ' (found, not_found)';
-    ELSIF p_expect_version IS NULL OR p_expect_version < 1 THEN
-        code := 'invalid';
-        msg := 'the version you saw is a whole number from 1 up, not ' || coalesce(p_expect_version::text, 'NULL');
-    ELSIF p_retention IS NULL OR p_retention < interval '1 minute' OR p_retention > interval '100 years' THEN
-        code := 'invalid';
-        msg := 'the retention must be between 1 minute and 100 years, not ' || coalesce(p_retention::text, 'NULL');
-    ELSIF p_decision = 'completed' AND ref IS NULL THEN
-        code := 'invalid';
-        msg := 'confirming completed needs the provider''s result reference';
-    ELSIF p_decision = 'defer' AND (p_snooze_until IS NULL OR p_snooze_until <= now()
-                                    OR p_snooze_until > now() + interval '1 year') THEN
-        code := 'invalid';
-        msg := 'defer needs a snooze time in the future, at most a year ahead, not ' || coalesce(p_snooze_until::text, 'NULL');
-    ELSIF p_expect_version IS DISTINCT FROM o.version THEN
-        code := 'changed';
-        msg := 'changed since you looked: now version ' || o.version || ' (' || a.state_before || '), you saw version ' ||
-            p_expect_version;
-    ELSIF o.state <> 'pending' THEN
-        code := 'not_pending';
-        msg := 'the record is ' || a.state_before || ', not pending: there is nothing to decide';
-    ELSIF live AND p_decision <> 'defer' AND NOT a.forced THEN
-        code := 'lease_live';
-        msg := 'the lease is live (it expires in ' || date_trunc('second', o.lease_expires_at - now()) ||
-            ', held by ' || opsdesk.cut(o.owner, 200) || '): deciding needs force';
-    ELSIF NOT a.override AND ((p_lookup = 'found' AND p_decision IN ('not-executed', 'failed'))
-                           OR (p_lookup = 'not_found' AND p_decision = 'completed')) THEN
-        code := 'contradicts_lookup';
-        msg := 'the lookup says ' || replace(p_lookup, '_', ' ') || ', which contradicts ' || p_decision ||
-            ': deciding needs override';
-    ELSIF NOT a.override AND p_lookup = 'found' AND lookup_ref IS NOT NULL AND p_decision = 'completed'
-          AND ref IS DISTINCT FROM lookup_ref THEN
-        code := 'contradicts_lookup';
-        msg := 'the lookup found reference ' || opsdesk.quoted(lookup_ref, 100) || ', which contradicts completed with reference '
-            || opsdesk.quoted(ref, 100) || ': deciding needs override';
-    END IF;
-    IF code IS NOT NULL THEN
-        RETURN opsdesk.refuse(a, code, msg);
-    END IF;
+    FOR pass IN 1..2 LOOP
+        BEGIN
+            o := opsdesk.subject(p_id, pass = 2);
+            IF o.id IS NULL THEN
+                code := 'not_found';
+            ELSE
+                a := opsdesk.about(a, o);
+                live := o.state = 'pending' AND o.lease_expires_at > now();
+            END IF;
+            IF code IS NOT NULL THEN
+                NULL;
+            ELSIF NOT pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
+                code := 'not_permitted';
+                msg := quote_ident(session_user) || ' may not decide: it is not granted opsdesk_operator';
+            ELSIF octet_length(a.display_name) > 200 OR octet_length(p_evidence_digest) > 200
+               OR octet_length(ref) > 500 OR octet_length(lookup_ref) > 500 OR octet_length(p_result::text) > 65536 THEN
+                code := 'invalid';
+                msg := 'too long: the display name and evidence digest are limited to 200 bytes, the result reference '
+                    || 'and the lookup''s reference to 500, the result to 64 KiB';
+            ELSIF p_decision IS NULL OR p_decision NOT IN ('completed', 'not-executed', 'failed', 'defer') THEN
+                code := 'invalid';
+                msg := 'unknown decision ' || opsdesk.quoted(p_decision, 40) || ' (completed, not-executed, failed, defer)';
+            ELSIF a.reason IS NULL THEN
+                code := 'invalid';
+                msg := 'a reason is required';
+            ELSIF octet_length(a.reason) > 2000 OR octet_length(a.evidence_summary) > 2000 THEN
+                code := 'invalid';
+                msg := 'the reason and the evidence summary are limited to 2000 bytes each';
+            ELSIF p_lookup IS NOT NULL AND p_lookup NOT IN ('found', 'not_found') THEN
+                code := 'invalid';
+                msg := 'unknown lookup answer ' || opsdesk.quoted(p_lookup, 40) || ' (found, not_found)';
+            ELSIF p_expect_version IS NULL OR p_expect_version < 1 THEN
+                code := 'invalid';
+                msg := 'the version you saw is a whole number from 1 up, not ' || coalesce(p_expect_version::text, 'NULL');
+            ELSIF p_retention IS NULL OR p_retention < interval '1 minute' OR p_retention > interval '100 years' THEN
+                code := 'invalid';
+                msg := 'the retention must be between 1 minute and 100 years, not ' || coalesce(p_retention::text, 'NULL');
+            ELSIF p_decision = 'completed' AND ref IS NULL THEN
+                code := 'invalid';
+                msg := 'confirming completed needs the provider''s result reference';
+            ELSIF p_decision = 'defer' AND (p_snooze_until IS NULL OR p_snooze_until <= now()
+                                            OR p_snooze_until > now() + interval '1 year') THEN
+                code := 'invalid';
+                msg := 'defer needs a snooze time in the future, at most a year ahead, not ' || coalesce(p_snooze_until::text, 'NULL');
+            ELSIF p_expect_version IS DISTINCT FROM o.version THEN
+                code := 'changed';
+                msg := 'changed since you looked: now version ' || o.version || ' (' || a.state_before || '), you saw version ' ||
+                    p_expect_version;
+            ELSIF o.state <> 'pending' THEN
+                code := 'not_pending';
+                msg := 'the record is ' || a.state_before || ', not pending: there is nothing to decide';
+            ELSIF live AND p_decision <> 'defer' AND NOT a.forced THEN
+                code := 'lease_live';
+                msg := 'the lease is live (it expires in ' || date_trunc('second', o.lease_expires_at - now()) ||
+                    ', held by ' || opsdesk.cut(o.owner, 200) || '): deciding needs force';
+            ELSIF NOT a.override AND ((p_lookup = 'found' AND p_decision IN ('not-executed', 'failed'))
+                                   OR (p_lookup = 'not_found' AND p_decision = 'completed')) THEN
+                code := 'contradicts_lookup';
+                msg := 'the lookup says ' || replace(p_lookup, '_', ' ') || ', which contradicts ' || p_decision ||
+                    ': deciding needs override';
+            ELSIF NOT a.override AND p_lookup = 'found' AND lookup_ref IS NOT NULL AND p_decision = 'completed'
+                  AND ref IS DISTINCT FROM lookup_ref THEN
+                code := 'contradicts_lookup';
+                msg := 'the lookup found reference ' || opsdesk.quoted(lookup_ref, 100) || ', which contradicts completed with reference '
+                    || opsdesk.quoted(ref, 100) || ': deciding needs override';
+            END IF;
+            IF code IS NOT NULL AND pass = 2 THEN
+                -- Let the gate and the row go before refusing.
+                RAISE EXCEPTION 'refused after locking' USING ERRCODE = 'OPS01';
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'OPS01' THEN
+            NULL;
+        END;
+        IF code IS NOT NULL THEN
+            RETURN opsdesk.refuse(a, code, msg);
+        END IF;
+    END LOOP;
 
     IF p_decision = 'completed' THEN
         UPDATE opsdesk.operations
@@ -687,9 +731,12 @@ RETURNS opsdesk.decision_result
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    o   opsdesk.operations;
-    a   opsdesk.audit;
-    ids bigint[];
+    o    opsdesk.operations;
+    a    opsdesk.audit;
+    ids  bigint[];
+    code text;
+    msg  text;
+    pass integer;
 BEGIN
     a.action := 'conflicts:ack';
     a.reason := opsdesk.clean_input(p_reason);
@@ -698,31 +745,62 @@ BEGIN
     IF p_id IS NULL OR p_id < 1 THEN
         RETURN opsdesk.refuse(a, 'invalid', 'an operation id is a whole number from 1 up, not ' || coalesce(p_id::text, 'NULL'));
     END IF;
-    o := opsdesk.subject(p_id, true);
-    IF o.id IS NULL THEN
-        RETURN opsdesk.refuse(a, 'not_found', NULL);
-    END IF;
-    a := opsdesk.about(a, o);
-    IF NOT pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
-        RETURN opsdesk.refuse(a, 'not_permitted', quote_ident(session_user) || ' may not acknowledge conflicts: it is not granted opsdesk_operator');
-    ELSIF octet_length(a.display_name) > 200 THEN
-        RETURN opsdesk.refuse(a, 'invalid', 'the display name is limited to 200 bytes');
-    ELSIF a.reason IS NULL THEN
-        RETURN opsdesk.refuse(a, 'invalid', 'a reason is required');
-    ELSIF octet_length(a.reason) > 2000 THEN
-        RETURN opsdesk.refuse(a, 'invalid', 'the reason is limited to 2000 bytes');
-    ELSIF cardinality(p_seen) > 10000 OR array_ndims(p_seen) > 1 OR array_position(p_seen, NULL) IS NOT NULL
-       OR EXISTS (SELECT FROM unnest(p_seen) s WHERE s < 1) THEN
-        RETURN opsdesk.refuse(a, 'invalid', 'the conflicts you saw are a list of up to 10000 ids, each a whole number from 1 up');
-    END IF;
-    WITH reviewed AS (
-        UPDATE opsdesk.conflicts SET reviewed_at = now(), reviewed_by = session_user
-        WHERE tenant = o.tenant AND tool = o.tool AND key = o.key AND reviewed_at IS NULL AND id = ANY (p_seen)
-        RETURNING id)
-    SELECT array_agg(id ORDER BY id) INTO ids FROM reviewed;
-    IF ids IS NULL THEN
-        RETURN opsdesk.refuse(a, 'no_conflicts', 'the record has no unreviewed conflicts among those you saw');
-    END IF;
+    FOR pass IN 1..2 LOOP
+        BEGIN
+            o := opsdesk.subject(p_id, pass = 2);
+            IF o.id IS NULL THEN
+                code := 'not_found';
+            ELSE
+                a := opsdesk.about(a, o);
+            END IF;
+            IF code IS NOT NULL THEN
+                NULL;
+            ELSIF NOT pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
+                code := 'not_permitted';
+                msg := quote_ident(session_user) || ' may not acknowledge conflicts: it is not granted opsdesk_operator';
+            ELSIF octet_length(a.display_name) > 200 THEN
+                code := 'invalid';
+                msg := 'the display name is limited to 200 bytes';
+            ELSIF a.reason IS NULL THEN
+                code := 'invalid';
+                msg := 'a reason is required';
+            ELSIF octet_length(a.reason) > 2000 THEN
+                code := 'invalid';
+                msg := 'the reason is limited to 2000 bytes';
+            ELSIF cardinality(p_seen) > 10000 OR array_ndims(p_seen) > 1 OR array_position(p_seen, NULL) IS NOT NULL
+               OR EXISTS (SELECT FROM unnest(p_seen) s WHERE s < 1) THEN
+                code := 'invalid';
+                msg := 'the conflicts you saw are a list of up to 10000 ids, each a whole number from 1 up';
+            ELSIF pass = 1 THEN
+                IF NOT EXISTS (SELECT FROM opsdesk.conflicts
+                               WHERE tenant = o.tenant AND tool = o.tool AND key = o.key AND reviewed_at IS NULL
+                                 AND id = ANY (p_seen)) THEN
+                    code := 'no_conflicts';
+                END IF;
+            ELSE
+                WITH reviewed AS (
+                    UPDATE opsdesk.conflicts SET reviewed_at = now(), reviewed_by = session_user
+                    WHERE tenant = o.tenant AND tool = o.tool AND key = o.key AND reviewed_at IS NULL AND id = ANY (p_seen)
+                    RETURNING id)
+                SELECT array_agg(id ORDER BY id) INTO ids FROM reviewed;
+                IF ids IS NULL THEN
+                    code := 'no_conflicts';
+                END IF;
+            END IF;
+            IF code = 'no_conflicts' THEN
+                msg := 'the record has no unreviewed conflicts among those you saw';
+            END IF;
+            IF code IS NOT NULL AND pass = 2 THEN
+                -- Let the gate and the row go before refusing.
+                RAISE EXCEPTION 'refused after locking' USING ERRCODE = 'OPS01';
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'OPS01' THEN
+            NULL;
+        END;
+        IF code IS NOT NULL THEN
+            RETURN opsdesk.refuse(a, code, msg);
+        END IF;
+    END LOOP;
     a.outcome := 'succeeded';
     a.details := jsonb_build_object('conflicts', to_jsonb(ids[1:100]))
         || CASE WHEN cardinality(ids) > 100 THEN jsonb_build_object('count', cardinality(ids)) ELSE '{}' END;

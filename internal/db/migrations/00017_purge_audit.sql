@@ -35,6 +35,24 @@
 -- * purge_runs and purge_batches get row-level security: their counts
 --   per tenant and their reasons are for admins of every tenant only (a
 --   one-tenant admin read every tenant's).
+--
+-- Found by review:
+-- set_hold takes the records' gates before
+-- their rows (issue 10, found by the review). Migration 00016 has every
+-- person who holds a record hold its gate first, so that a decision
+-- waiting for it waits in the gate and ends a holder that stalls it; set_hold
+-- locked the rows alone, and a one-tenant admin's
+--   SELECT opsdesk.set_hold(ARRAY[id], true, 'x'), pg_sleep(600)
+-- kept every operator's decision on that record waiting on its row for ten
+-- minutes. Now that decision waits in the record's gate and ends the
+-- admin's session after 2 s; the hold rolls back with its audit records.
+-- A hold of many records takes the gates of their buckets (at most 4,096),
+-- in bucket order.
+--
+-- purge_start bounds the dry run's count
+-- above too (at most 10^15, more records than any table holds): a resume
+-- adds it to what the run purged, and a count near the bigint limit made
+-- that sum raise "bigint out of range", rolling the refusal back unaudited.
 
 -- +goose Up
 
@@ -155,7 +173,7 @@ $$;
 -- run's count: the most the run may now purge (a resumed run: on top of
 -- what it purged before). Its batches wait for this transaction to commit.
 -- +goose StatementBegin
-CREATE FUNCTION opsdesk.purge_start(p_tool text, p_before timestamptz, p_tombstone_for jsonb, p_reason text,
+CREATE OR REPLACE FUNCTION opsdesk.purge_start(p_tool text, p_before timestamptz, p_tombstone_for jsonb, p_reason text,
     p_promised bigint, p_display_name text DEFAULT NULL)
 RETURNS opsdesk.purge_result
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -188,9 +206,9 @@ BEGIN
     ELSIF p_before IS NOT NULL AND (NOT isfinite(p_before) OR p_before > now()) THEN
         RETURN opsdesk.purge_refused(opsdesk.refuse(a, 'invalid',
             'purge before ' || p_before || ': a time no later than now (NULL: now)'), NULL);
-    ELSIF p_promised IS NULL OR p_promised < 0 THEN
+    ELSIF p_promised IS NULL OR p_promised < 0 OR p_promised > 1000000000000000 THEN
         RETURN opsdesk.purge_refused(opsdesk.refuse(a, 'invalid',
-            'the dry run''s count, the most the purge may take, is required: a number from 0, not '
+            'the dry run''s count, the most the purge may take, is required: a number from 0 to 1000000000000000, not '
             || coalesce(p_promised::text, 'NULL')), NULL);
     END IF;
     problem := opsdesk.tombstone_policy_problem(p_tombstone_for);
@@ -491,7 +509,7 @@ $$;
 -- On success the audit fields are NULL: the records are on the tenants'
 -- chains, one per record changed.
 -- +goose StatementBegin
-CREATE FUNCTION opsdesk.set_hold(p_ids bigint[], p_hold boolean, p_reason text, p_display_name text DEFAULT NULL,
+CREATE OR REPLACE FUNCTION opsdesk.set_hold(p_ids bigint[], p_hold boolean, p_reason text, p_display_name text DEFAULT NULL,
     OUT outcome text, OUT code text, OUT message text, OUT audit_tenant text, OUT audit_seq bigint,
     OUT changed integer, OUT unchanged integer, OUT missing bigint[])
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -501,7 +519,7 @@ DECLARE
     a     opsdesk.audit;
     d     opsdesk.decision_result;
     ids   bigint[];
-    found bigint[];
+    bucket integer;
     verb  text := CASE WHEN p_hold IS FALSE THEN 'released' ELSE 'held' END;
 BEGIN
     a.action := CASE WHEN p_hold IS FALSE THEN 'hold:release' ELSE 'hold:set' END;
@@ -530,11 +548,31 @@ BEGIN
         RETURN;
     END IF;
     ids := ARRAY(SELECT DISTINCT i FROM unnest(p_ids) i ORDER BY i);
-    -- Locked first, then compared: a record purged meanwhile is missing,
-    -- not silently skipped. Row-level security: records of tenants the
-    -- admin does not see are missing too.
-    found := ARRAY(SELECT id FROM opsdesk.operations WHERE id = ANY (ids) ORDER BY id FOR UPDATE);
-    missing := ARRAY(SELECT i FROM unnest(ids) i WHERE i <> ALL (found) ORDER BY i);
+    -- Row-level security: records of tenants the admin does not see are
+    -- missing too.
+    missing := ARRAY(SELECT i FROM unnest(ids) i WHERE NOT EXISTS (SELECT FROM opsdesk.operations r WHERE r.id = i) ORDER BY i);
+    IF cardinality(missing) = 0 THEN
+        BEGIN
+            -- The records' gates before their rows, as a decision takes
+            -- them (opsdesk.subject), in bucket order so that two holds
+            -- never wait for each other crosswise: a hold left open is then
+            -- a holder the next decision on one of its records ends, not a
+            -- row lock it waits on.
+            FOR bucket IN SELECT DISTINCT hashint8(i) & 4095 FROM unnest(ids) i ORDER BY 1 LOOP
+                PERFORM opsdesk.gate(2::smallint, bucket, 'the records of a hold');
+            END LOOP;
+            -- Locked, then compared again: a record purged since the first
+            -- look is missing, not silently skipped.
+            PERFORM FROM opsdesk.operations WHERE id = ANY (ids) ORDER BY id FOR UPDATE;
+            missing := ARRAY(SELECT i FROM unnest(ids) i WHERE NOT EXISTS (SELECT FROM opsdesk.operations r WHERE r.id = i) ORDER BY i);
+            IF cardinality(missing) > 0 THEN
+                -- Let the gates and the rows go before refusing.
+                RAISE EXCEPTION 'refused after locking' USING ERRCODE = 'OPS01';
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'OPS01' THEN
+            NULL;
+        END;
+    END IF;
     IF cardinality(missing) > 0 THEN
         a.operation_id := missing[1];
         a.details := a.details || jsonb_build_object('missing', to_jsonb(missing[1:20]), 'missing_count', cardinality(missing));
@@ -548,8 +586,7 @@ BEGIN
         SELECT d.outcome, d.code, d.tenant, d.seq INTO outcome, code, audit_tenant, audit_seq;
         RETURN;
     END IF;
-    missing := '{}';
-    FOR o IN SELECT * FROM opsdesk.operations WHERE id = ANY (found) ORDER BY id LOOP
+    FOR o IN SELECT * FROM opsdesk.operations WHERE id = ANY (ids) ORDER BY id LOOP
         IF o.held = p_hold THEN
             unchanged := unchanged + 1;
             CONTINUE;
