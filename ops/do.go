@@ -48,12 +48,16 @@ type ResultReferencer interface {
 	ResultRef() string
 }
 
-// DoTx runs a local effect exactly once per identity. It reserves the
-// record, calls fn with the same transaction for the business writes, stores
-// the result and commits once. An error from fn (other than Reject) rolls
-// everything back: one from the database gets its class (ErrUnavailable or
-// ErrRefused), fn's own is returned as it is. An equivalent retry replays the
-// stored result; a concurrent one waits for this transaction and replays.
+// DoTx runs a local effect exactly once per identity. It calls fn with a
+// transaction for the business writes and commits the record, completed,
+// with them; an error from fn (other than Reject) rolls everything back:
+// one from the database gets its class (ErrUnavailable or ErrRefused), fn's
+// own is returned as it is. An equivalent retry replays the stored result
+// in one read; a concurrent one waits for this transaction and replays.
+//
+// fn may run and be rolled back: when a concurrent twin commits the same
+// identity first, this call's transaction (fn's writes with it) rolls back
+// and the call replays the twin's result. Keep fn's effects in tx.
 //
 // A database failure before the commit wrote nothing (ErrUnavailable,
 // ErrRefused). The commit, once sent, is not cut short by ctx: a commit whose
@@ -70,6 +74,10 @@ func DoTx[R any](ctx context.Context, s *Store, req Request, fn func(ctx context
 	if err != nil {
 		return out, err
 	}
+	out, done, err := doTxFast(ctx, s, c, fn)
+	if done {
+		return out, err
+	}
 	for range maxRaces {
 		out, err = doTxOnce(ctx, s, c, fn)
 		if !errors.Is(err, errRace) {
@@ -77,6 +85,50 @@ func DoTx[R any](ctx context.Context, s *Store, req Request, fn func(ctx context
 		}
 	}
 	return out, &UnavailableError{Err: fmt.Errorf("%s: record kept changing during %d tries: %w", c.Identity, maxRaces, err)}
+}
+
+// doTxFast is DoTx in its two common cases, in the fewest round trips: a
+// completed record of the same intent is replayed from one read, and an
+// identity with no record gets fn's writes and its record inserted
+// completed, in one transaction. Anything else (a record in another state
+// or of another intent, a twin that committed first, a tombstone) is left
+// to doTxOnce: done is false, and nothing was committed.
+func doTxFast[R any](ctx context.Context, s *Store, c *call, fn func(context.Context, pgx.Tx) (R, error)) (out Outcome[R], done bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return out, true, fmt.Errorf("read %s: %w", c.Identity, notWritten(err))
+	}
+	defer conn.Release()
+	rec, result, found, err := peek(ctx, conn, c.Identity)
+	if err != nil {
+		return out, true, fmt.Errorf("read %s: %w", c.Identity, notWritten(err))
+	}
+	if found {
+		if decide(c, &rec) != decideReplay {
+			return out, false, nil
+		}
+		out, err = replay[R](c, &priorResult{rec: rec, result: result})
+		return out, true, err
+	}
+
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return out, true, fmt.Errorf("begin transaction: %w", notWritten(err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	ran, err := runTxFn(ctx, s, tx, fn)
+	if err != nil {
+		return out, true, err
+	}
+	id, inserted, err := s.insertCompleted(ctx, tx, c, ran.outcome, ran.enc.js, ran.enc.ref)
+	if err != nil {
+		return out, true, ran.storeFailed(c, err)
+	}
+	if !inserted {
+		return out, false, nil // rolled back on return
+	}
+	out, err = ran.commit(ctx, tx, c, lease{ID: id, Attempt: 1})
+	return out, true, err
 }
 
 func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Context, pgx.Tx) (R, error)) (Outcome[R], error) {
@@ -115,42 +167,68 @@ func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Con
 		}
 	}
 
-	r, ferr := fn(ctx, callerTx{tx})
-	outcome, payload, field := OutcomeSucceeded, any(r), "result"
-	var rej *rejection
-	if ferr != nil {
-		if !errors.As(ferr, &rej) {
-			return out, fnFailed(ferr)
-		}
-		outcome, payload, field = OutcomeRejected, rej.payload, "rejection"
-	}
-	// Refused before the commit, so that nothing fn wrote commits without
-	// a record a retry could replay.
-	enc := encode(payload, s.maxResult)
-	if err := enc.refuse(field); err != nil {
+	ran, err := runTxFn(ctx, s, tx, fn)
+	if err != nil {
 		return out, err
 	}
-	result, ref := enc.js, enc.ref
-	if err := s.complete(ctx, tx, c, l, outcome, result, ref); err != nil {
+	if err := s.complete(ctx, tx, c, l, ran.outcome, ran.enc.js, ran.enc.ref); err != nil {
 		if classified(err) { // lost ownership
 			return out, err
 		}
-		if code, refused := storeRefused(err); refused {
-			return out, refusedByStore(field, code)
-		}
-		return out, fmt.Errorf("complete %s: %w", c.Identity, notWritten(err))
+		return out, ran.storeFailed(c, err)
 	}
+	return ran.commit(ctx, tx, c, l)
+}
+
+// txRun is what fn returned in DoTx's transaction, ready to store.
+type txRun[R any] struct {
+	result  R
+	outcome RecordOutcome
+	enc     *encoded
+	field   string     // "result" or "rejection", for errors
+	rej     *rejection // set when fn rejected
+}
+
+// runTxFn calls fn with tx and encodes its result or rejection. What the
+// store cannot hold is refused here, before anything commits, so that
+// nothing fn wrote commits without a record a retry could replay.
+func runTxFn[R any](ctx context.Context, s *Store, tx pgx.Tx, fn func(context.Context, pgx.Tx) (R, error)) (txRun[R], error) {
+	r, ferr := fn(ctx, callerTx{tx})
+	run := txRun[R]{result: r, outcome: OutcomeSucceeded, field: "result"}
+	payload := any(r)
+	if ferr != nil {
+		if !errors.As(ferr, &run.rej) {
+			return run, fnFailed(ferr)
+		}
+		run.outcome, run.field, payload = OutcomeRejected, "rejection", run.rej.payload
+	}
+	run.enc = encode(payload, s.maxResult)
+	return run, run.enc.refuse(run.field)
+}
+
+// storeFailed is the error of a failed write of the record: the server
+// refused the value, or nothing was written.
+func (run *txRun[R]) storeFailed(c *call, err error) error {
+	if code, refused := storeRefused(err); refused {
+		return refusedByStore(run.field, code)
+	}
+	return fmt.Errorf("complete %s: %w", c.Identity, notWritten(err))
+}
+
+// commit commits the business writes with the record of attempt l and
+// answers the call.
+func (run *txRun[R]) commit(ctx context.Context, tx pgx.Tx, c *call, l lease) (Outcome[R], error) {
 	if err := commit(ctx, tx, func(err error) error {
 		// The record commits with the business writes or not at all, so a
 		// retry is safe either way: it replays or executes.
 		return &OutcomeUnknownError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Step: StepCommit, Err: err}
 	}); err != nil {
-		return out, fmt.Errorf("commit %s: %w", c.Identity, err)
+		return Outcome[R]{}, fmt.Errorf("commit %s: %w", c.Identity, err)
 	}
-	if rej != nil {
-		return out, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: result}
+	if run.rej != nil {
+		return Outcome[R]{}, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: run.enc.js}
 	}
-	return Outcome[R]{Result: r, Disposition: Created, OperationID: l.ID, Attempt: l.Attempt, ResultRef: deref(ref)}, nil
+	return Outcome[R]{Result: run.result, Disposition: Created, OperationID: l.ID, Attempt: l.Attempt, ResultRef: deref(run.enc.ref)}, nil
 }
 
 // commit commits DoTx's transaction. A caller that cancelled before gets

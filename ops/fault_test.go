@@ -341,9 +341,15 @@ func inState(state string) stateCheck {
 	}
 }
 
-// committedOnce: a DoTx that completed: the record with its one ticket.
+// committedOnce: a DoTx that completed: the record with its one ticket,
+// inserted completed (version 1), or a released record taken over and
+// completed (the next attempt, two versions on).
 func committedOnce(t *testing.T, before, after snapshot) {
-	require.Equal(t, snapshot{State: "completed", Attempt: 1, Version: 2, Tickets: before.Tickets + 1}, after)
+	want := snapshot{State: "completed", Attempt: 1, Version: 1, Conflicts: before.Conflicts, Tickets: before.Tickets + 1}
+	if before.State == "released" {
+		want.Attempt, want.Version = before.Attempt+1, before.Version+2
+	}
+	require.Equal(t, want, after)
 }
 
 // allOrNothing: a DoTx commit whose answer was lost committed the record
@@ -438,19 +444,39 @@ func doTxSteps() []faultStep {
 	completed := func(t *testing.T, f *faultDB, key string) {
 		require.NoError(t, ticket(t.Context(), f, key))
 	}
+	// A released record (an operator found the effect did not happen)
+	// takes DoTx's other path: reserve, take over and complete in one
+	// transaction.
+	released := func(t *testing.T, f *faultDB, key string) {
+		completed(t, f, key)
+		_, err := f.admin.Exec(t.Context(), `UPDATE opsdesk.operations
+SET state = 'released', outcome = NULL, result = NULL, completed_at = NULL, version = version + 1
+WHERE tenant = 'acme' AND tool = $1 AND key = $2`, toolTicket, key)
+		require.NoError(t, err)
+	}
+	commitFaults := map[fault]want{
+		terminate: {class: ops.ErrOutcomeUnknown, step: ops.StepCommit, state: allOrNothing},
+		stop:      {class: ops.ErrOutcomeUnknown, step: ops.StepCommit, state: allOrNothing},
+		// Once sent, the commit is not cut short: it happens.
+		cancelCtx: {state: committedOnce},
+	}
 	return []faultStep{
-		{name: "Begin", call: ticket, want: same(ops.ErrUnavailable)},
-		{name: "Reserve", pattern: "%INSERT INTO opsdesk.operations%", call: ticket, want: same(ops.ErrUnavailable)},
-		{name: "ReadExisting", pattern: "%now() AS db_now%", fixture: completed, call: ticket, want: same(ops.ErrUnavailable)},
-		{name: "RecordConflict", pattern: "%INSERT INTO opsdesk.conflicts%", fixture: completed, call: conflicting, want: same(ops.ErrUnavailable)},
+		// The fast path: one read, then fn's writes and the record
+		// inserted completed in one transaction.
+		// (A read that finds no row cannot be held: the policy runs per
+		// row. Acquire fails the connection just before it.)
+		{name: "Acquire", call: ticket, want: same(ops.ErrUnavailable)},
+		{name: "ReadToReplay", pattern: "%now() AS db_now%", fixture: completed, call: ticket, want: same(ops.ErrUnavailable)},
 		{name: "BusinessWrite", pattern: "%INSERT INTO biz.tickets%", call: ticket, want: same(ops.ErrUnavailable)},
-		{name: "Complete", pattern: "%SET state = 'completed'%", call: ticket, want: same(ops.ErrUnavailable)},
-		{name: "Commit", pattern: "commit:commit", call: ticket, want: map[fault]want{
-			terminate: {class: ops.ErrOutcomeUnknown, step: ops.StepCommit, state: allOrNothing},
-			stop:      {class: ops.ErrOutcomeUnknown, step: ops.StepCommit, state: allOrNothing},
-			// Once sent, the commit is not cut short: it happens.
-			cancelCtx: {state: committedOnce},
-		}},
+		{name: "InsertCompleted", pattern: "%INSERT INTO opsdesk.operations%'completed'%", call: ticket, want: same(ops.ErrUnavailable)},
+		{name: "Commit", pattern: "commit:commit", call: ticket, want: commitFaults},
+		// The other path.
+		{name: "RecordConflict", pattern: "%INSERT INTO opsdesk.conflicts%", fixture: completed, call: conflicting, want: same(ops.ErrUnavailable)},
+		{name: "Reserve", pattern: "%INSERT INTO opsdesk.operations%'pending'%", fixture: released, call: ticket, want: same(ops.ErrUnavailable)},
+		{name: "TakeOver", pattern: "%SET state = 'pending', owner%", fixture: released, call: ticket, want: same(ops.ErrUnavailable)},
+		{name: "BusinessWriteAfterTakeOver", pattern: "%INSERT INTO biz.tickets%", fixture: released, call: ticket, want: same(ops.ErrUnavailable)},
+		{name: "Complete", pattern: "%SET state = 'completed'%", fixture: released, call: ticket, want: same(ops.ErrUnavailable)},
+		{name: "CommitAfterTakeOver", pattern: "commit:commit", fixture: released, call: ticket, want: commitFaults},
 	}
 }
 

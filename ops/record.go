@@ -129,24 +129,34 @@ type recordRow struct {
 }
 
 // load reads a record and its stored result (JSON); a missing record has
-// StateAbsent.
+// StateAbsent, with its tombstone's id and time if it was purged.
 func load(ctx context.Context, q dbtx, id Identity) (Record, []byte, error) {
+	rec, result, found, err := peek(ctx, q, id)
+	if err != nil || found {
+		return rec, result, err
+	}
+	rec = Record{Identity: id, State: StateAbsent}
+	err = q.QueryRow(ctx, `SELECT operation_id, purged_at, now() FROM opsdesk.tombstones
+WHERE tenant = $1 AND tool = $2 AND key = $3 AND expires_at > now()`, id.Tenant, id.Tool, id.Key).
+		Scan(&rec.ID, &rec.PurgedAt, &rec.DBTime)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, nil, err
+	}
+	return rec, nil, nil
+}
+
+// peek reads a record and its stored result in one statement; found is
+// false when there is none (tombstones are not read).
+func peek(ctx context.Context, q dbtx, id Identity) (rec Record, result []byte, found bool, err error) {
 	rows, _ := q.Query(ctx, loadSQL, id.Tenant, id.Tool, id.Key)
 	row, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[recordRow])
 	if errors.Is(err, pgx.ErrNoRows) {
-		rec := Record{Identity: id, State: StateAbsent}
-		err := q.QueryRow(ctx, `SELECT operation_id, purged_at, now() FROM opsdesk.tombstones
-WHERE tenant = $1 AND tool = $2 AND key = $3 AND expires_at > now()`, id.Tenant, id.Tool, id.Key).
-			Scan(&rec.ID, &rec.PurgedAt, &rec.DBTime)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return Record{}, nil, err
-		}
-		return rec, nil, nil
+		return Record{}, nil, false, nil
 	}
 	if err != nil {
-		return Record{}, nil, err
+		return Record{}, nil, false, err
 	}
-	rec := Record{
+	rec = Record{
 		Identity:       id,
 		ID:             row.ID,
 		ToolVersion:    row.ToolVersion,
@@ -168,7 +178,7 @@ WHERE tenant = $1 AND tool = $2 AND key = $3 AND expires_at > now()`, id.Tenant,
 		DBTime:         row.DBNow,
 	}
 	copy(rec.Fingerprint[:], row.Fingerprint)
-	return rec, row.Result, nil
+	return rec, row.Result, true, nil
 }
 
 func deref[T any](p *T) T {

@@ -154,7 +154,7 @@ func TestVersionAndConflictCountOnlyGoUp(t *testing.T) {
 	id := b.idOf(t, toolTicket, "k1")
 
 	b.requireRefused(t, b.db.Service, id, "final",
-		`UPDATE opsdesk.operations SET version = 1 WHERE id = $1`,
+		`UPDATE opsdesk.operations SET version = version - 1 WHERE id = $1`,
 		`UPDATE opsdesk.operations SET version = version + 1 WHERE id = $1`,
 	)
 	b.requireRefused(t, b.db.Service, id, "a conflict is counted one at a time, now",
@@ -169,7 +169,8 @@ func TestVersionAndConflictCountOnlyGoUp(t *testing.T) {
 	_, err = b.doTicket(t, "acme", "k1", ticketIntent{Title: "Printer on fire", Priority: 4})
 	require.ErrorIs(t, err, ops.ErrIntentConflict)
 	require.Equal(t, 2, b.count(t, `SELECT conflict_count FROM opsdesk.operations WHERE id = $1`, id))
-	require.Equal(t, 2, b.count(t, `SELECT version FROM opsdesk.operations WHERE id = $1`, id))
+	require.Equal(t, 1, b.count(t, `SELECT version FROM opsdesk.operations WHERE id = $1`, id),
+		"conflicts leave the version alone (DoTx inserted the record completed, version 1)")
 }
 
 // A stuck record of a tool with an unknown outcome waits for a person: no
@@ -331,7 +332,7 @@ VALUES ('acme', 'create-ticket', 'forged', '1', decode(repeat('01', 32), 'hex'),
 	} {
 		stmt := fmt.Sprintf(insert, c.state, c.attempt, c.leased, c.expiring)
 		_, err := b.db.Service.Exec(b.ctx, stmt)
-		requireStateMachine(t, err, "a new record is pending, attempt 1", stmt)
+		requireStateMachine(t, err, "a new record ", stmt)
 	}
 	// The library's own reservation passes.
 	_, err := b.db.Service.Exec(b.ctx, fmt.Sprintf(insert, "pending", 1, "now()", "now() + interval '1 minute'"))
@@ -382,6 +383,47 @@ VALUES ('acme', 'send-email', 'old-1', '1', decode(repeat('01', 32), 'hex'), 'ex
 
 // The people's functions, running as opsdesk_owner, keep identity and
 // the version's order too.
+// DoTx inserts its record completed (migration 00018): the service may
+// do that only as a local transaction's first attempt, completed now, and
+// a pending record it inserts carries no outcome.
+func TestInsertedCompletedOnlyAsALocalTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const insert = `INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner,
+    attempt, leased_at, lease_expires_at, outcome, result, result_ref, completed_at, expires_at)
+VALUES ('acme', 'create-ticket', '%s', '1', decode(repeat('01', 32), 'hex'), '%s', '%s', 'thief', %d, now(), now(),
+    %s, '{"forged":true}', 'REF', %s, %s)`
+	for _, c := range []struct {
+		effect, state       string
+		attempt             int
+		outcome             string
+		completed, expiring string
+		rule                string
+	}{
+		{"external_unknown", "completed", 1, "'succeeded'", "now()", "NULL", "only by a local transaction"},
+		{"external_idempotent", "completed", 1, "'succeeded'", "now()", "NULL", "only by a local transaction"},
+		{"local", "completed", 1, "'succeeded'", "now() - interval '1 day'", "NULL", "completed now"},
+		{"local", "completed", 1, "'succeeded'", "now()", "now() - interval '1 second'", "no earlier than now"},
+		{"local", "completed", 2, "'succeeded'", "now()", "NULL", "attempt 1"},
+		{"local", "pending", 1, "NULL", "NULL", "NULL", "pending has no outcome"},
+		{"external_unknown", "pending", 1, "NULL", "NULL", "now() + interval '1 day'", "pending has no outcome"},
+	} {
+		stmt := fmt.Sprintf(insert, "forged", c.effect, c.state, c.attempt, c.outcome, c.completed, c.expiring)
+		_, err := b.db.Service.Exec(b.ctx, stmt)
+		requireStateMachine(t, err, c.rule, stmt)
+	}
+	require.Zero(t, b.count(t, `SELECT count(*) FROM opsdesk.operations`))
+
+	// What DoTx inserts passes, and is final at once.
+	_, err := b.db.Service.Exec(b.ctx, fmt.Sprintf(insert, "local-tx", "local", "completed", 1, "'succeeded'", "now()",
+		"now() + interval '1 day'"))
+	require.NoError(t, err)
+	id := b.idOf(t, toolTicket, "local-tx")
+	b.requireRefused(t, b.db.Service, id, "final",
+		`UPDATE opsdesk.operations SET result = '{"forged":false}' WHERE id = $1`,
+		`UPDATE opsdesk.operations SET state = 'pending', outcome = NULL WHERE id = $1`)
+}
+
 func TestOwnerKeepsImmutables(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -393,7 +435,7 @@ func TestOwnerKeepsImmutables(t *testing.T) {
 		`UPDATE opsdesk.operations SET key = 'other' WHERE id = $1`:                                 "identity",
 		`UPDATE opsdesk.operations SET fingerprint = decode(repeat('02', 32), 'hex') WHERE id = $1`: "identity, fingerprint",
 		`UPDATE opsdesk.operations SET created_at = now() - interval '1 year' WHERE id = $1`:        "created_at",
-		`UPDATE opsdesk.operations SET version = 1 WHERE id = $1`:                                   "never down",
+		`UPDATE opsdesk.operations SET version = version - 1 WHERE id = $1`:                         "never down",
 		`UPDATE opsdesk.operations SET state = 'released', outcome = NULL WHERE id = $1`:            "goes up with every change",
 		`UPDATE opsdesk.operations SET result_ref = 'rewritten' WHERE id = $1`:                      "goes up with every change",
 	} {

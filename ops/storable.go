@@ -22,8 +22,8 @@ const (
 	DefaultMaxResultBytes = 1 << 20
 )
 
-// maxStorableBytes is the largest limit a Config may set: PostgreSQL's
-// jsonb holds at most 2^28-1 bytes.
+// maxStorableBytes is the largest limit a Config may set (PostgreSQL's
+// jsonb held at most 2^28-1 bytes; json, up to 1 GB, is kept to the same).
 const maxStorableBytes = 1<<28 - 1
 
 // maxRefBytes bounds a result reference, as people's decisions bound the
@@ -45,70 +45,16 @@ func limit(field string, v, def int) (int, error) {
 }
 
 // nulEscape is the JSON escape of U+0000, which PostgreSQL cannot hold in
-// text or jsonb (SQLSTATE 22P05): the value would fail at the write.
+// text (SQLSTATE 22P05): intents, whose canonical form the console and the
+// people's functions read as text, refuse it. Results and payloads are
+// stored as json text and may contain it.
 const nulEscape = `\u0000`
 
-// unstorableJSON says why PostgreSQL's jsonb would refuse js, valid JSON
-// as encoding/json writes it, or returns "". It checks what the library
-// can see cheaply: bytes that are not UTF-8 and, inside strings and
-// object keys, the escape of U+0000 and surrogate escapes without their
-// pair. (Numbers beyond numeric's range and nesting past the server's
-// stack are refused by the server itself; see storeRefused.)
-//
-// Valid JSON has backslashes only in strings, so it looks at each \u
-// that an odd run of backslashes makes an escape: results can be large,
-// and this runs on every call.
-func unstorableJSON(js []byte) string {
-	if !utf8.Valid(js) {
-		return "is not valid UTF-8"
-	}
-	for from := 0; ; {
-		at := bytes.Index(js[from:], []byte(`\u`))
-		if at < 0 {
-			return ""
-		}
-		at += from
-		from = at + 2
-		run := 1
-		for j := at - 1; j >= 0 && js[j] == '\\'; j-- {
-			run++
-		}
-		if run%2 == 0 || at+6 > len(js) {
-			continue // an escaped backslash followed by the letter u
-		}
-		r := hex4(js[at+2 : at+6])
-		switch {
-		case r == 0:
-			return fmt.Sprintf("contains %s (U+0000) at byte %d, which PostgreSQL cannot store", nulEscape, at)
-		case r >= 0xD800 && r <= 0xDBFF:
-			// A high surrogate must be followed by a low one.
-			if at+12 <= len(js) && js[at+6] == '\\' && js[at+7] == 'u' {
-				if low := hex4(js[at+8 : at+12]); low >= 0xDC00 && low <= 0xDFFF {
-					from = at + 12
-					continue
-				}
-			}
-			fallthrough
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return fmt.Sprintf("contains the lone surrogate \\u%04x at byte %d, which PostgreSQL cannot store", r, at)
-		}
-	}
-}
-
-// hex4 reads four hex digits; -1 if they are not.
-func hex4(b []byte) int {
-	r, err := strconv.ParseUint(string(b), 16, 16)
-	if err != nil {
-		return -1
-	}
-	return int(r)
-}
-
 // storeRefused tells whether a write failed because PostgreSQL refused
-// the value itself: a character it cannot hold, bytes that are not UTF-8,
-// JSON it does not accept, a number beyond numeric's range, nesting past
-// its stack. Nothing was written by that statement, and the same value
-// would fail again.
+// the value itself: a character it cannot hold or translate into the
+// database's encoding, bytes that are not UTF-8, JSON it does not accept,
+// nesting past its stack. Nothing was written by that statement, and the
+// same value would fail again.
 func storeRefused(err error) (code string, ok bool) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -281,10 +227,8 @@ func encode(v any, maxBytes int) *encoded {
 	case markerShaped(js):
 		e.notStored = newNotStored(js, `has the shape opsdesk keeps for a result not stored (an "opsdesk" member of `+
 			strconv.Quote(markerTag)+")")
-	default:
-		if p := unstorableJSON(js); p != "" {
-			e.notStored = newNotStored(js, p)
-		}
+	case !utf8.Valid(js): // only a json.RawMessage can carry such bytes
+		e.notStored = newNotStored(js, "is not valid UTF-8")
 	}
 	return e
 }

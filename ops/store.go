@@ -225,6 +225,45 @@ func (s *Store) takeOver(ctx context.Context, q dbtx, c *call, seen int64) (l le
 		c.policy.Lease.Microseconds(), string(c.policy.Effect))
 }
 
+// insertCompletedSQL is DoTx's record in its common case, an identity with
+// no record: inserted completed, in the transaction of the business writes,
+// once fn has run. Like the reservation it waits for a concurrent twin's
+// transaction and returns no row if the twin committed (the caller rolls
+// back and replays); unlike it, nobody ever sees a pending record, which
+// the reservation's own transaction hid anyway. %s is the extra condition
+// of tools that reject retries after expiry (no live tombstone).
+const insertCompletedSQL = `
+INSERT INTO opsdesk.operations
+    (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt, leased_at, lease_expires_at, intent,
+     outcome, result, result_ref, completed_at, expires_at)
+SELECT $1, $2, $3, $4, $5, 'local', 'completed', $6, 1, now(), now(), $7,
+       $8, $9, $10, now(), now() + $11 * interval '1 microsecond'
+%s
+ON CONFLICT (tenant, tool, key) DO NOTHING
+RETURNING id`
+
+var (
+	insertCompletedStmt             = fmt.Sprintf(insertCompletedSQL, "")
+	insertCompletedUnlessPurgedStmt = fmt.Sprintf(insertCompletedSQL, `WHERE NOT EXISTS (SELECT FROM opsdesk.tombstones t
+                  WHERE t.tenant = $1 AND t.tool = $2 AND t.key = $3 AND t.expires_at > now())`)
+)
+
+// insertCompleted stores a local call's record completed, attempt 1; ok is
+// false when the identity has a record (or a live tombstone, for a tool
+// that rejects retries after expiry) and nothing was inserted.
+func (s *Store) insertCompleted(ctx context.Context, tx pgx.Tx, c *call, outcome RecordOutcome, result []byte, ref *string) (id int64, ok bool, err error) {
+	sql := insertCompletedStmt
+	if c.policy.AfterExpiry == RejectAfterExpiry {
+		sql = insertCompletedUnlessPurgedStmt
+	}
+	err = tx.QueryRow(ctx, sql, c.Tenant, c.Tool, c.Key, c.Version, c.fingerprint[:], s.owner, c.canonical,
+		string(outcome), result, ref, c.policy.Retention.Microseconds()).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	return id, err == nil, err
+}
+
 const completeSQL = `
 UPDATE opsdesk.operations
 SET state = 'completed', outcome = $6, result = $7, result_ref = $8,

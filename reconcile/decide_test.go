@@ -589,22 +589,22 @@ func TestRevealStartOfALargeValue(t *testing.T) {
 	big, err := ops.New(b.db.Service, ops.Config{Tools: tools, Owner: "worker-big", MaxResultBytes: 40 << 20})
 	require.NoError(t, err)
 	// 32 MiB of two-byte characters, so that a cut can fall inside one.
-	huge := receipt{ChargeID: strings.Repeat("é", 16<<20)}
+	huge := receipt{ChargeID: "x" + strings.Repeat("é", 16<<20)}
 	out, err := ops.DoExternal(b.ctx, big, chargeReq("acme", "ord-big", 100), func(context.Context, ops.Attempt) (receipt, error) {
 		return huge, nil
 	})
 	require.NoError(t, err)
 	require.Nil(t, out.NotStored)
 
-	// 15 bytes of {"charge_id": " then é: the limit falls inside one.
+	// 15 bytes of {"charge_id":"x then é: the limit falls inside one.
 	const limit = 64 << 10
 	got, res, err := reconcile.RevealStart(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldResult, "how large is it?", "", limit)
 	require.NoError(t, err)
 	require.True(t, got.Truncated())
-	require.Equal(t, int64(len(`{"charge_id": ""}`)+32<<20), got.Size, "jsonb's text, whole")
+	require.Equal(t, int64(len(`{"charge_id":"x"}`)+32<<20), got.Size, "the stored text, whole")
 	require.Equal(t, limit-1, len(got.Text), "cut before the character the limit splits")
 	require.True(t, utf8.Valid(got.Text))
-	require.True(t, strings.HasPrefix(string(got.Text), `{"charge_id": "éé`))
+	require.True(t, strings.HasPrefix(string(got.Text), `{"charge_id":"xéé`), "as the library stored it")
 	audits := b.audits(t)
 	require.Equal(t, res.Seq, audits[len(audits)-1].Seq)
 	require.Equal(t, "reveal:result", audits[len(audits)-1].Action)
@@ -613,7 +613,12 @@ func TestRevealStartOfALargeValue(t *testing.T) {
 	got, _, err = reconcile.RevealStart(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldIntent, "which card?", "", limit)
 	require.NoError(t, err)
 	require.False(t, got.Truncated())
-	require.JSONEq(t, `{"intent":{"amount":100,"card":"4242"},"tool":"charge-card","version":"1"}`, string(got.Text))
+	require.Equal(t, `{"intent":{"amount":100,"card":"4242"},"tool":"charge-card","version":"1"}`, string(got.Text),
+		"the canonical request exactly as fingerprinted")
+	req := chargeReq("acme", "ord-big", 100)
+	_, fp, err := ops.Canonical(req.Tool, req.Version, req.Intent)
+	require.NoError(t, err)
+	require.Equal(t, fp, ops.Fingerprint(sha256.Sum256(got.Text)), "the revealed intent hashes to the record's fingerprint")
 	id, _ := b.stuck(t, "acme", "ord-none")
 	_, _, err = reconcile.RevealStart(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "anything?", "", limit)
 	require.ErrorIs(t, err, reconcile.ErrNoValue)

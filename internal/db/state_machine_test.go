@@ -10,7 +10,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 )
 
-// The state machine's fast paths (migration 00015) check only the columns
+// The state machine's fast paths (migrations 00015 and 00018) check only the columns
 // the service may insert or update: the service cannot write the others at
 // all. A grant of one more column, or of the whole table, would let the
 // service rewrite it while reserving or completing a record, so this test
@@ -30,9 +30,11 @@ WHERE attrelid = 'opsdesk.operations'::regclass AND attnum > 0 AND NOT attisdrop
 		sort.Strings(columns)
 		return columns
 	}
-	require.Equal(t, []string{"attempt", "effect", "fingerprint", "intent", "key", "lease_expires_at", "leased_at",
-		"owner", "state", "tenant", "tool", "tool_version"}, privileged("INSERT"),
-		"the reservation's WHEN condition (operations_state_machine_insert) checks state, attempt and the lease only")
+	require.Equal(t, []string{"attempt", "completed_at", "effect", "expires_at", "fingerprint", "intent", "key",
+		"lease_expires_at", "leased_at", "outcome", "owner", "result", "result_ref", "state", "tenant", "tool",
+		"tool_version"}, privileged("INSERT"),
+		"the insert's WHEN condition (operations_state_machine_insert, migration 00018) checks state, attempt, "+
+			"the lease, the effect and the completion columns only")
 	// The completion's condition (operations_state_machine_update) checks
 	// the columns it writes; operations_state_machine_kept, the others.
 	kept := []string{"attempt", "conflict_count", "effect", "last_conflict_at", "lease_expires_at", "leased_at", "owner"}
