@@ -136,9 +136,8 @@ func BenchmarkRawCreate(b *testing.B) {
 			return err
 		}
 		defer conn.Release()
-		rows, _ := conn.Query(ctx, loadSQL, "acme", "create-ticket", key)
-		if _, err := pgx.CollectRows(rows, pgx.RowToStructByName[recordRow]); err != nil {
-			return err
+		if _, _, found, err := peek(ctx, conn, Identity{Tenant: "acme", Tool: "create-ticket", Key: key}); err != nil || found {
+			return fmt.Errorf("read %s: found %v: %w", key, found, err)
 		}
 		tx, err := conn.Begin(ctx)
 		if err != nil {

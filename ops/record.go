@@ -104,7 +104,8 @@ SELECT id, tool_version, fingerprint, effect, state, coalesce(outcome, '') AS ou
 FROM opsdesk.operations
 WHERE tenant = $1 AND tool = $2 AND key = $3`
 
-// recordRow is loadSQL's row; nullable times are pointers.
+// recordRow is loadSQL's row, in its column order; nullable times are
+// pointers.
 type recordRow struct {
 	ID             int64      `db:"id"`
 	ToolVersion    string     `db:"tool_version"`
@@ -148,8 +149,13 @@ WHERE tenant = $1 AND tool = $2 AND key = $3 AND expires_at > now()`, id.Tenant,
 // peek reads a record and its stored result in one statement; found is
 // false when there is none (tombstones are not read).
 func peek(ctx context.Context, q dbtx, id Identity) (rec Record, result []byte, found bool, err error) {
-	rows, _ := q.Query(ctx, loadSQL, id.Tenant, id.Tool, id.Key)
-	row, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[recordRow])
+	var row recordRow
+	// Scanned in loadSQL's column order: this read is every replay's only
+	// statement, and scanning by name costs reflection on each call.
+	err = q.QueryRow(ctx, loadSQL, id.Tenant, id.Tool, id.Key).Scan(&row.ID, &row.ToolVersion, &row.Fingerprint,
+		&row.Effect, &row.State, &row.Outcome, &row.Owner, &row.Attempt, &row.LeasedAt, &row.LeaseExpiresAt,
+		&row.CreatedAt, &row.UpdatedAt, &row.CompletedAt, &row.ExpiresAt, &row.ResultRef, &row.Version,
+		&row.ConflictCount, &row.LastConflictAt, &row.Result, &row.DBNow)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, nil, false, nil
 	}
