@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/bubbles/cursor"
 	"github.com/charmbracelet/bubbles/key"
@@ -37,7 +39,7 @@ type cmdline struct {
 func newCmdline(keys KeyMap, st Styles) cmdline {
 	in := textinput.New()
 	in.Prompt = ":"
-	in.CharLimit = 1000
+	in.CharLimit = commandLimit
 	in.PromptStyle = st.Bold
 	in.TextStyle = st.Input
 	in.Cursor.Style = st.Selected
@@ -97,14 +99,55 @@ func (c *cmdline) View(w int) string {
 // noteMsg is a short message for the operator's message line.
 type noteMsg string
 
-// parseCommand reads a command line.
+// commandLimit is the longest command line, in characters: what the :
+// line lets an operator type, and so what --goto accepts.
+const commandLimit = 1000
+
+// CheckCommand reads a : command (with or without the colon) as the
+// command line does and says where it leads, for example
+// "operations list: state:stuck tool:x". opsdesk --goto checks its
+// command with it before the console starts, and the alert rules' tests
+// check every command an alert points at. Its errors are the command
+// line's own, and an empty command is one.
+func CheckCommand(line string) (string, error) {
+	out, err := parseCommand(line)
+	if err != nil {
+		return "", err
+	}
+	switch out := out.(type) {
+	case tea.QuitMsg:
+		return "quit", nil
+	case navMsg:
+		switch out.to {
+		case screenList:
+			return "operations list: " + out.filterText, nil
+		case screenDetail:
+			return "operation " + out.ident.Tenant + "/" + out.ident.Tool + "/" + out.ident.Key, nil
+		case screenAudit:
+			return "audit trail: " + out.filterText, nil
+		case screenReview:
+			return "retention review", nil
+		case screenOverview:
+			return "overview", nil
+		}
+	}
+	return "", errors.New("no command: write one such as stuck tool:charge-card, conflicts, audit or retention")
+}
+
+// parseCommand reads a command line. A name and its arguments are
+// separated by any white space, as filter terms are.
 func parseCommand(line string) (tea.Msg, error) {
+	if err := checkLine(line); err != nil {
+		return nil, err
+	}
 	line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), ":"))
 	if line == "" {
 		return nil, nil
 	}
-	name, rest, _ := strings.Cut(line, " ")
-	rest = strings.TrimSpace(rest)
+	name, rest := line, ""
+	if i := strings.IndexFunc(line, unicode.IsSpace); i >= 0 {
+		name, rest = line[:i], strings.TrimSpace(line[i:])
+	}
 	filter := func() (storeview.Filter, error) { return storeview.ParseFilter(rest) }
 	switch strings.ToLower(name) {
 	case "ops", "op", "operations", "list", "ls":
@@ -151,6 +194,25 @@ func parseCommand(line string) (tea.Msg, error) {
 		return auditOf(f), nil
 	}
 	return nil, fmt.Errorf("unknown command %q: try ops, stuck, conflicts, key TENANT/TOOL/KEY, audit, retention, overview, quit", name)
+}
+
+// checkLine refuses what the : line cannot hold: a command longer than
+// it takes, text that is not UTF-8, and control characters other than
+// white space (a pasted NUL or escape sequence). The errors do not repeat
+// the text, which may be long or unprintable.
+func checkLine(line string) error {
+	if n := utf8.RuneCountInString(line); n > commandLimit {
+		return fmt.Errorf("the command is %d characters long; a command is at most %d", n, commandLimit)
+	}
+	if !utf8.ValidString(line) {
+		return errors.New("the command is not valid UTF-8")
+	}
+	for i, r := range line {
+		if unicode.IsControl(r) && !unicode.IsSpace(r) {
+			return fmt.Errorf("the command contains the control character %U at byte %d", r, i)
+		}
+	}
+	return nil
 }
 
 // parseIdentity reads TENANT/TOOL/KEY; the key may itself contain

@@ -66,6 +66,9 @@ type Model struct {
 	probeSeq    int
 	probing     bool
 	note        string
+	// pending is the start command (Options.Goto), parsed, waiting for
+	// the first connection.
+	pending tea.Msg
 
 	// caps are what the connected role may do, asked once connected
 	// (again only while unknown) when the console may write at all.
@@ -139,9 +142,36 @@ func newModel(ctx context.Context, src Source, opts Options, r *lipgloss.Rendere
 	return m
 }
 
-// Init connects and starts the refresh clock.
+// Init connects, starts the refresh clock and hands over the start
+// command, if any.
 func (m *Model) Init() tea.Cmd {
-	return tea.Batch(m.connect.fetch(), m.tick())
+	cmds := []tea.Cmd{m.connect.fetch(), m.tick()}
+	if line := m.opts.Goto; line != "" {
+		cmds = append(cmds, func() tea.Msg { return gotoMsg{line: line} })
+	}
+	return tea.Batch(cmds...)
+}
+
+// gotoMsg carries the start command (Options.Goto).
+type gotoMsg struct{ line string }
+
+// onGoto runs the start command as if typed on the : line; before the
+// database answers it waits for the connection instead of being refused
+// as a typed one is.
+func (m *Model) onGoto(msg gotoMsg) tea.Cmd {
+	out, err := parseCommand(msg.line)
+	switch {
+	case err != nil:
+		m.note = "--goto: " + err.Error()
+		return nil
+	case out == nil:
+		return nil
+	}
+	if _, ok := out.(navMsg); ok && !m.connected {
+		m.pending = out
+		return nil
+	}
+	return m.command(out)
 }
 
 // Update is a short dispatch; the work is in the handlers.
@@ -164,6 +194,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.onCaps(msg)
 	case noteMsg:
 		m.note = string(msg)
+	case gotoMsg:
+		cmd = m.onGoto(msg)
 	case result:
 		cmd = m.deliver(msg)
 	default:
@@ -505,7 +537,13 @@ func (m *Model) onConnect(msg connectMsg) tea.Cmd {
 	m.info = msg.info
 	m.dbTime = msg.info.DBTime
 	m.lastErr = msg.err // an old schema, say: reachable but worth saying
-	return tea.Batch(m.navigate(navMsg{to: screenOverview}), m.askCaps())
+	// The overview is always below; a start command goes on from there.
+	cmds := []tea.Cmd{m.navigate(navMsg{to: screenOverview}), m.askCaps()}
+	if m.pending != nil {
+		cmds = append(cmds, m.command(m.pending))
+		m.pending = nil
+	}
+	return tea.Batch(cmds...)
 }
 
 // tick schedules the next refresh of the current chain.

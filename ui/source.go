@@ -64,6 +64,11 @@ type Options struct {
 	// Purger runs retention purges from the review, for a role the
 	// database lets purge; nil (or ReadOnly) offers none.
 	Purger Purger
+	// Goto is a : command (with or without the colon) the console runs
+	// at start as if it were typed, once the database answers: where an
+	// alert points (opsdesk --goto). Check it with CheckCommand first; an
+	// invalid one is only a note on the overview.
+	Goto string
 }
 
 // writable tells whether the console may offer writes at all (the role's

@@ -15,10 +15,16 @@ import (
 	"github.com/opsdesk/opsdesk/ui"
 )
 
-// runConsole opens the console on the configured context. An unreachable
+// runConsole opens the console on the configured context, on the screen
+// goTo names (a : command, checked before anything starts). An unreachable
 // database is shown (and retried) inside the console; a reachable database
 // whose schema is behind or ahead of this opsdesk is refused before it opens.
-func runConsole(cmd *cobra.Command, g *globalFlags) error {
+func runConsole(cmd *cobra.Command, g *globalFlags, goTo string) error {
+	if cmd.Flags().Changed("goto") {
+		if _, err := ui.CheckCommand(goTo); err != nil {
+			return usagef("--goto: %w", err)
+		}
+	}
 	cfg, err := loadConfig(cmd, g)
 	if err != nil {
 		return err
@@ -37,7 +43,9 @@ func runConsole(cmd *cobra.Command, g *globalFlags) error {
 		}
 		defer writes.Close()
 	}
-	return ui.Run(ctx, view, consoleOptions(cfg, writes))
+	opts := consoleOptions(cfg, writes)
+	opts.Goto = goTo
+	return ui.Run(ctx, view, opts)
 }
 
 // consoleOptions are the console's settings for a context; writes, when

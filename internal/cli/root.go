@@ -70,7 +70,9 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 	var g globalFlags
 	addGlobalFlags(root.Flags(), &g)
-	root.RunE = func(cmd *cobra.Command, _ []string) error { return runConsole(cmd, &g) }
+	var goTo string
+	root.Flags().StringVar(&goTo, "goto", "", "open the console on a : command, such as 'stuck tool:charge-card' (what alerts point at)")
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return runConsole(cmd, &g, goTo) }
 	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newOpsCmd(&g), newDoctorCmd(&g),
 		newResolveCmd(&g), newConflictsCmd(&g), newAccessCmd(&g), newAuditCmd(&g), newRetentionCmd(&g))
 	return root
