@@ -1,0 +1,158 @@
+package ticketsvc_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"example.com/ticketsvc"
+	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmigrate"
+	"github.com/opsdesk/opsdesk/ops/opstest"
+)
+
+// TestInstallOnAnEmptyDatabase installs the schema where there was none,
+// as the service does at start-up, and again (a no-op).
+func TestInstallOnAnEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	server, err := pgx.Connect(ctx, os.Getenv(opstest.EnvDSN)) // the server the tests use
+	if err != nil {
+		t.Fatalf("connect to %s: %v", opstest.EnvDSN, err)
+	}
+	defer server.Close(context.Background())
+	name := "ticketsvc_" + strings.ToLower(rand.Text()[:12])
+	if _, err := server.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = server.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)") })
+	cfg, err := pgxpool.ParseConfig(os.Getenv(opstest.EnvDSN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Database = name
+	admin, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+
+	res, err := ticketsvc.Migrate(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.From != 0 || res.To != opsmigrate.LatestVersion() || len(res.Applied) == 0 {
+		t.Fatalf("first install: %+v, want 0 → %d", res, opsmigrate.LatestVersion())
+	}
+	again, err := ticketsvc.Migrate(ctx, admin)
+	if err != nil || len(again.Applied) != 0 || again.To != res.To {
+		t.Fatalf("second install: %+v, %v: want nothing applied", again, err)
+	}
+}
+
+// TestCreateTicketOnce runs the library on a fresh store, as the service's
+// login, and retries.
+func TestCreateTicketOnce(t *testing.T) {
+	t.Parallel()
+	db := opstest.New(t, &opstest.Options{Config: ops.Config{Tools: ticketsvc.Tools}})
+	if _, err := ticketsvc.Migrate(t.Context(), db.Admin); err != nil {
+		t.Fatal(err)
+	}
+	var first ticketsvc.Ticket
+	for i, want := range []ops.Disposition{ops.Created, ops.Replayed} { // the second call is a retry
+		out, err := ticketsvc.CreateTicket(t.Context(), db.Store, "acme", "run-42", "Printer on fire")
+		if err != nil || out.Disposition != want {
+			t.Fatalf("call %d: %v %v, want %s", i+1, out.Disposition, err, want)
+		}
+		if i == 0 {
+			first = out.Result
+		} else if out.Result != first {
+			t.Fatalf("replay answered %+v, the first call %+v", out.Result, first)
+		}
+	}
+	_, err := ticketsvc.CreateTicket(t.Context(), db.Store, "acme", "run-42", "Printer still on fire")
+	if !errors.Is(err, ops.ErrIntentConflict) {
+		t.Fatalf("the key reused for another ticket: %v, want ErrIntentConflict", err)
+	}
+	requireTickets(t, db, 1)
+}
+
+// TestPostTicketByIdempotencyKey serves the endpoint and calls it as a
+// client that retries after a lost answer, then reuses the key.
+func TestPostTicketByIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	db := opstest.New(t, &opstest.Options{Config: ops.Config{Tools: ticketsvc.Tools}})
+	if _, err := ticketsvc.Migrate(t.Context(), db.Admin); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ticketsvc.Handler(db.Store, db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	post := func(key, body string) (*http.Response, string) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/tickets", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer key-acme")
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+
+	first, firstBody := post(`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, `{"title": "Printer on fire"}`)
+	retry, retryBody := post(`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, `{"title":"Printer on fire"}`) // same JSON, other spacing
+	if first.StatusCode != http.StatusCreated || retry.StatusCode != http.StatusCreated {
+		t.Fatalf("statuses %d and %d, want 201 twice", first.StatusCode, retry.StatusCode)
+	}
+	if retryBody != firstBody || retry.Header.Get("Location") != first.Header.Get("Location") {
+		t.Fatalf("the retry answered %q at %q, the first call %q at %q", retryBody, retry.Header.Get("Location"),
+			firstBody, first.Header.Get("Location"))
+	}
+	if first.Header.Get("Idempotent-Replayed") != "" || retry.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("Idempotent-Replayed: %q then %q", first.Header.Get("Idempotent-Replayed"), retry.Header.Get("Idempotent-Replayed"))
+	}
+	if reused, body := post(`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, `{"title": "Another printer"}`); reused.StatusCode != http.StatusUnprocessableEntity ||
+		reused.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("the key reused for another request: %d %s %s, want 422 problem+json", reused.StatusCode,
+			reused.Header.Get("Content-Type"), body)
+	}
+	if missing, _ := post("", `{"title": "Printer on fire"}`); missing.StatusCode != http.StatusBadRequest {
+		t.Fatalf("no key: %d, want 400", missing.StatusCode)
+	}
+	requireTickets(t, db, 1)
+}
+
+func requireTickets(t *testing.T, db *opstest.DB, want int) {
+	t.Helper()
+	var n int
+	if err := db.Admin.QueryRow(t.Context(), `SELECT count(*) FROM tickets`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != want {
+		t.Fatalf("%d tickets, want %d", n, want)
+	}
+}
