@@ -8,3 +8,8 @@ func PauseHeartbeat(s *Store) { s.heartbeat = time.Hour }
 
 // UnstorableJSON says why jsonb would refuse a result, or "".
 var UnstorableJSON = unstorableJSON
+
+// BenchMetrics gives BenchmarkDoTxCreateMetrics its hook: opsprom's, which
+// this package's own test files cannot import (opsprom imports ops).
+// metrics_test.go sets it.
+var BenchMetrics func() Metrics
