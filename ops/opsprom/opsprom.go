@@ -24,10 +24,12 @@ package opsprom
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -69,8 +71,10 @@ type Metrics struct {
 	events [eventMetrics]*prometheus.CounterVec
 	steps  *prometheus.HistogramVec
 
-	mu     sync.RWMutex
-	series map[seriesKey]*series
+	// series maps each tool (and tenant) to its series. Calls only read
+	// it: a new tool's series are added to a copy, under mu.
+	series atomic.Pointer[map[seriesKey]*series]
+	mu     sync.Mutex
 }
 
 // eventMetrics is the number of ops.Event values this version exports.
@@ -123,7 +127,8 @@ func New(o Options) (*Metrics, error) {
 	if o.TenantLabel {
 		labels = append(labels, "tenant")
 	}
-	m := &Metrics{tenant: o.TenantLabel, series: map[seriesKey]*series{}}
+	m := &Metrics{tenant: o.TenantLabel}
+	m.series.Store(&map[seriesKey]*series{})
 	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: "ops", Name: "calls_total",
 		Help: "DoTx and DoExternal calls by answer: created, replayed, rejected, or the class of the error the caller got.",
@@ -203,23 +208,25 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // lookup returns the series of tool (and tenant, with the tenant label),
 // creating them at first use: every answer, event and step of a tool
 // appears at once, at zero, so that rates over them are defined.
+//
+// A read is one atomic load, without the lock every call would otherwise
+// contend for. Adding a tool copies the map, which is cheap for tools; with
+// the tenant label, n tenants cost O(n²) copying over the process's life.
 func (m *Metrics) lookup(tool, tenant string) *series {
 	if !m.tenant {
 		tenant = ""
 	}
 	k := seriesKey{tool, tenant}
-	m.mu.RLock()
-	s := m.series[k]
-	m.mu.RUnlock()
-	if s != nil {
+	if s := (*m.series.Load())[k]; s != nil {
 		return s
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if s := m.series[k]; s != nil {
+	current := *m.series.Load()
+	if s := current[k]; s != nil {
 		return s
 	}
-	s = &series{}
+	s := &series{}
 	for _, a := range ops.Answers() {
 		s.calls = append(s.calls, m.calls.WithLabelValues(m.values(tool, tenant, a.String())...))
 	}
@@ -229,7 +236,9 @@ func (m *Metrics) lookup(tool, tenant string) *series {
 	for _, p := range ops.Phases() {
 		s.steps = append(s.steps, m.steps.WithLabelValues(m.values(tool, tenant, p.String())...))
 	}
-	m.series[k] = s
+	next := maps.Clone(current)
+	next[k] = s
+	m.series.Store(&next)
 	return s
 }
 

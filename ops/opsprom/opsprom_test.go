@@ -234,3 +234,23 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	require.Equal(t, float64(goroutines*calls), total)
 }
+
+// BenchmarkReportCall: what the hook costs per call (three steps and the
+// answer), from 8 goroutines on the same tool's series, as a busy service
+// would call it.
+func BenchmarkReportCall(b *testing.B) {
+	m, err := opsprom.New(opsprom.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.StepFinished("create-ticket", "acme", ops.PhaseReserve, 300*time.Microsecond)
+			m.StepFinished("create-ticket", "acme", ops.PhaseCall, 200*time.Microsecond)
+			m.StepFinished("create-ticket", "acme", ops.PhaseComplete, 400*time.Microsecond)
+			m.CallFinished("create-ticket", "acme", ops.AnswerCreated, 900*time.Microsecond)
+		}
+	})
+}
