@@ -224,3 +224,20 @@ func BenchmarkDoExternal(b *testing.B) {
 		return err
 	})
 }
+
+// BenchmarkDoTxCreateMetrics is BenchmarkDoTxCreate with the Prometheus
+// metrics hook (ops/opsprom) set: the hook's overhead is the difference.
+func BenchmarkDoTxCreateMetrics(b *testing.B) {
+	pool, _ := benchSetup(b)
+	if BenchMetrics == nil {
+		b.Fatal("BenchMetrics is not set: metrics_test.go sets it")
+	}
+	store, err := New(pool, Config{Tools: benchPolicies, Owner: "bench", Metrics: BenchMetrics()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	runClients(b, func(ctx context.Context, i int64) error {
+		_, err := DoTx(ctx, store, benchRequest("create-ticket", i), insertTicket)
+		return err
+	})
+}

@@ -74,6 +74,7 @@ func DoTx[R any](ctx context.Context, s *Store, req Request, fn func(ctx context
 	if err != nil {
 		return out, err
 	}
+	fn = timed(s, c, fn) // metrics: the reserve, call and complete steps
 	out, done, err := doTxFast(ctx, s, c, fn)
 	if done {
 		return out, err
@@ -303,6 +304,7 @@ func DoExternal[R any](ctx context.Context, s *Store, req Request, fn func(ctx c
 	if err != nil {
 		return out, err
 	}
+	fn = timed(s, c, fn) // metrics: the reserve, call and complete steps
 	var l lease
 	for try := 0; ; try++ {
 		if try == maxRaces {
@@ -471,6 +473,7 @@ func (s *Store) keepLease(ctx context.Context, c *call, l lease, lost context.Ca
 	if interval == 0 {
 		interval = c.policy.Lease / 3
 	}
+	lost = s.watchLease(c, lost) // metrics: ownership lost
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -491,6 +494,7 @@ func (s *Store) keepLease(ctx context.Context, c *call, l lease, lost context.Ca
 			rctx, cancel := context.WithTimeout(ctx, interval)
 			tag, err := s.pool.Exec(rctx, renewLeaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt, c.policy.Lease.Microseconds())
 			cancel()
+			s.renewalFailed(ctx, c, err) // metrics
 			switch {
 			case err == nil && tag.RowsAffected() == 1:
 				validUntil = sent.Add(c.policy.Lease)
@@ -552,6 +556,7 @@ func (s *Store) resolveExisting(ctx context.Context, q dbtx, c *call) (lease, *p
 		if !ok {
 			return l, nil, errRace
 		}
+		s.tookOver(c, &rec) // metrics
 		return l, nil, nil
 	default:
 		return lease{}, nil, refusal(c, &rec, d)

@@ -75,6 +75,14 @@ const (
 // toolRenewing is an external tool whose lease is renewed every second.
 const toolRenewing = "send-email-slowly"
 
+// faultTools are the tools of a fault test's store: testTools and
+// toolRenewing.
+func faultTools() map[string]ops.Policy {
+	tools := maps.Clone(testTools)
+	tools[toolRenewing] = ops.Policy{Effect: ops.EffectIdempotentProvider, Lease: 3 * time.Second}
+	return tools
+}
+
 // faultLock is the advisory lock a held statement waits for.
 const faultLock = 0x0fa017
 
@@ -153,9 +161,7 @@ func newFaultDB(t *testing.T, adminDSN, serviceDSN string, cluster *pgcluster.Cl
 	f.service, err = db.Open(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(f.service.Close)
-	tools := maps.Clone(testTools)
-	tools[toolRenewing] = ops.Policy{Effect: ops.EffectIdempotentProvider, Lease: 3 * time.Second}
-	f.store = newStore(t, f.service, ops.Config{Owner: "worker-1", Tools: tools})
+	f.store = newStore(t, f.service, ops.Config{Owner: "worker-1", Tools: faultTools()})
 	t.Cleanup(func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -492,33 +498,8 @@ func doExternalSteps() []faultStep {
 		_, err := ops.DoExternal(t.Context(), f.store, emailReq(key), f.provider.failWith(ops.NotApplied(errors.New("declined"))))
 		require.ErrorIs(t, err, ops.ErrNotApplied)
 	}
-	// The provider call lasts until a renewal after the held one has moved
-	// the lease on, or until the lease is lost. Its tool's lease is long
-	// enough (a renewal every second) for the test to hit the held renewal
-	// before the renewal's own timeout, even on a loaded machine.
 	long := func(ctx context.Context, f *faultDB, key string) error {
-		req := externalReq(toolRenewing, key, diskFull)
-		_, err := ops.DoExternal(ctx, f.store, req, func(ctx context.Context, a ops.Attempt) (receipt, error) {
-			r := f.provider.record(a)
-			var first time.Time
-			for {
-				var expires time.Time
-				err := f.admin.QueryRow(ctx, `SELECT lease_expires_at FROM opsdesk.operations WHERE id = $1`, a.OperationID).Scan(&expires)
-				switch {
-				case err != nil: // the server is away, or ctx ended
-				case first.IsZero():
-					first = expires
-				case expires.After(first):
-					return r, nil
-				}
-				select {
-				case <-ctx.Done():
-					return receipt{}, context.Cause(ctx)
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-		})
-		return err
+		return callUntilRenewed(ctx, f, f.store, key)
 	}
 	return []faultStep{
 		{name: "Reserve", pattern: "%INSERT INTO opsdesk.operations%", call: send, want: map[fault]want{
@@ -588,6 +569,36 @@ func lookupSteps() []faultStep {
 		},
 		want: same(ops.ErrUnavailable),
 	}}
+}
+
+// callUntilRenewed makes a toolRenewing call through store whose provider
+// call lasts until a renewal after the held one has moved the lease on, or
+// until the lease is lost. Its tool's lease is long enough (a renewal every
+// second) for the test to hit the held renewal before the renewal's own
+// timeout, even on a loaded machine.
+func callUntilRenewed(ctx context.Context, f *faultDB, store *ops.Store, key string) error {
+	req := externalReq(toolRenewing, key, diskFull)
+	_, err := ops.DoExternal(ctx, store, req, func(ctx context.Context, a ops.Attempt) (receipt, error) {
+		r := f.provider.record(a)
+		var first time.Time
+		for {
+			var expires time.Time
+			err := f.admin.QueryRow(ctx, `SELECT lease_expires_at FROM opsdesk.operations WHERE id = $1`, a.OperationID).Scan(&expires)
+			switch {
+			case err != nil: // the server is away, or ctx ended
+			case first.IsZero():
+				first = expires
+			case expires.After(first):
+				return r, nil
+			}
+			select {
+			case <-ctx.Done():
+				return receipt{}, context.Cause(ctx)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+	return err
 }
 
 // faultCall is a call of the library and its statements.

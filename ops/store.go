@@ -37,6 +37,10 @@ type Config struct {
 	// provider already acted, stores a marker in its place (see
 	// Outcome.NotStored).
 	MaxResultBytes int
+	// Metrics receives each call's answer, step durations and events
+	// (takeovers, lost leases…), never a key, intent or result; see
+	// package ops/opsprom for Prometheus. Nil: no metrics.
+	Metrics Metrics
 }
 
 // Store runs operations against the operation store.
@@ -45,6 +49,8 @@ type Store struct {
 	tools  map[string]Policy
 	owner  string
 	logger *slog.Logger
+	// metrics is Config.Metrics, nil when unset.
+	metrics Metrics
 	// maxIntent and maxResult are Config's size limits, defaults applied.
 	maxIntent, maxResult int
 	// heartbeat overrides the lease renewal interval (a third of the
@@ -92,7 +98,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ops: %w", err)
 	}
-	return &Store{pool: pool, tools: tools, owner: owner, logger: logger, maxIntent: maxIntent, maxResult: maxResult}, nil
+	return &Store{pool: pool, tools: tools, owner: owner, logger: logger, metrics: cfg.Metrics, maxIntent: maxIntent, maxResult: maxResult}, nil
 }
 
 // Owner is the name this store's attempts are recorded under.
@@ -105,6 +111,7 @@ type call struct {
 	fingerprint Fingerprint
 	canonical   []byte // the canonical request, stored with the record
 	start       time.Time
+	obs         callObservation // with a metrics hook only
 }
 
 // newCall validates req for a call of the given kind (local or external).
