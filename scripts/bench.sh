@@ -3,7 +3,8 @@
 # of throughput measured in the same process (the machine is shared and
 # noisy), DoTxCreate against NaiveCreate (what a service author writes by
 # hand: target >= 0.75) and RawCreate (the library's SQL without the
-# library: target >= 0.9), and DoTxReplay against DoTxCreate (target >= 5).
+# library: target >= 0.9), DoTxReplay against DoTxCreate (target >= 5), and
+# DoTxCreateMetrics (with ops/opsprom's hook) against DoTxCreate (>= 0.97).
 # Each round runs every benchmark once, in one process; the median ratio
 # over the rounds is the figure to quote.
 #
@@ -16,7 +17,7 @@ trap 'rm -f "$out"' EXIT
 
 for ((r = 1; r <= rounds; r++)); do
 	echo "round $r/$rounds" >&2
-	go test ./ops -run '^$' -bench 'Benchmark(DoTxCreate|RawCreate|NaiveCreate|DoTxReplay|DoExternal)$' \
+	go test ./ops -run '^$' -bench 'Benchmark(DoTxCreate|DoTxCreateMetrics|RawCreate|NaiveCreate|DoTxReplay|DoExternal)$' \
 		-benchtime "$benchtime" -count 1 | tee -a "$out" | grep '^Benchmark' >&2
 done
 
@@ -38,13 +39,14 @@ function ratios(a, b, target,    i, k, r) {
 	printf "median throughput ratio %s/%s: %.3f (target >= %s)\n", a, b, median(r, k), target
 }
 END {
-	printf "%-12s %12s %10s %10s %10s\n", "benchmark", "median ns/op", "ops/s", "B/op", "allocs/op"
+	printf "%-18s %12s %10s %10s %10s\n", "benchmark", "median ns/op", "ops/s", "B/op", "allocs/op"
 	for (name in n) {
 		delete v; for (i = 1; i <= n[name]; i++) v[i] = ns[name, i]
 		m = median(v, n[name])
-		printf "%-12s %12.0f %10.0f %10s %10s\n", name, m, 1e9 / m, bytes[name], allocs[name]
+		printf "%-18s %12.0f %10.0f %10s %10s\n", name, m, 1e9 / m, bytes[name], allocs[name]
 	}
 	ratios("DoTxCreate", "NaiveCreate", 0.75)
 	ratios("DoTxCreate", "RawCreate", 0.9)
 	ratios("DoTxReplay", "DoTxCreate", 5)
+	ratios("DoTxCreateMetrics", "DoTxCreate", 0.97)
 }' "$out"
