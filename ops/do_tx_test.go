@@ -100,6 +100,16 @@ func TestDoTx(t *testing.T) {
 			WHERE tenant = 'acme' AND tool = $1 AND key = 'k1' AND id = $2 AND operation_id = $3
 			  AND fingerprint = $4 AND original_fingerprint = $5 AND owner = 'worker-1' AND reviewed_at IS NULL`,
 			toolTicket, conflict.ConflictID, first.OperationID, conflict.Attempted[:], conflict.Stored[:]))
+		// With the attempted request, as fingerprinted: what an operator
+		// reveals to see what differs (the service cannot read it back).
+		var stored string
+		require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT intent::text FROM opsdesk.conflicts WHERE id = $1`,
+			conflict.ConflictID).Scan(&stored))
+		req := ticketReq("acme", "k1", changed)
+		canon, fp, err := ops.Canonical(req.Tool, req.Version, req.Intent)
+		require.NoError(t, err)
+		require.Equal(t, string(canon), stored)
+		require.Equal(t, conflict.Attempted, fp)
 		rec := b.lookup(t, toolTicket, "acme", "k1")
 		require.Equal(t, 1, rec.ConflictCount)
 		require.False(t, rec.LastConflictAt.IsZero())

@@ -126,7 +126,9 @@ type IntentConflictError struct {
 	Identity
 	// OperationID is the original record's id.
 	OperationID int64
-	// ConflictID is the recorded attempt's id in the conflicts table.
+	// ConflictID is the recorded attempt's id in the conflicts table,
+	// which keeps the attempt's canonical request beside its fingerprint
+	// for an operator's audited reveal (opsdesk conflicts show).
 	ConflictID int64
 	// Stored and Attempted are the fingerprints of the original intent and
 	// of this attempt's.

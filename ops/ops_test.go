@@ -175,6 +175,9 @@ func TestServiceRolePrivileges(t *testing.T) {
 		`UPDATE opsdesk.operations SET fingerprint = fingerprint`,
 		`UPDATE opsdesk.operations SET key = 'other'`,
 		`SELECT fingerprint, owner FROM opsdesk.conflicts`,
+		`SELECT intent FROM opsdesk.conflicts`,
+		`INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner, intent)
+		 SELECT tenant, tool, key, id, tool_version, fingerprint, fingerprint, 'w', '{}' FROM opsdesk.operations RETURNING intent`,
 		`DELETE FROM opsdesk.conflicts`,
 		`UPDATE opsdesk.conflicts SET reviewed_at = now(), reviewed_by = 'me'`,
 		`CREATE TABLE opsdesk.sneaky (id int)`,

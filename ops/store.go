@@ -293,11 +293,14 @@ func (s *Store) complete(ctx context.Context, q dbtx, c *call, l lease, outcome 
 	return nil
 }
 
+// conflictSQL stores the refused attempt's canonical request with it
+// ($9, within Config.MaxIntentBytes like every intent), so that an
+// operator can see what differs; the service can write it, never read it.
 const conflictSQL = `
 WITH refused AS (
     INSERT INTO opsdesk.conflicts
-        (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner, intent)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
     RETURNING id
 )
 UPDATE opsdesk.operations
@@ -320,7 +323,7 @@ func (s *Store) recordConflict(ctx context.Context, q dbtx, c *call, rec *Record
 	}
 	defer cancel()
 	rows, _ := q.Query(wctx, conflictSQL, c.Tenant, c.Tool, c.Key, rec.ID, c.Version,
-		c.fingerprint[:], rec.Fingerprint[:], s.owner)
+		c.fingerprint[:], rec.Fingerprint[:], s.owner, c.canonical)
 	answered := false
 	if rows.Next() {
 		answered = true

@@ -1,7 +1,8 @@
 // Package reconcile carries people's decisions on operations whose outcome
 // nobody observed: confirm completed, confirm not executed (release), mark
-// failed, defer; and the acknowledgement of conflicting attempts and the
-// reveal of a stored result.
+// failed, defer; the acknowledgement of conflicting attempts; the reveal of
+// a stored result, or of a conflict's two requests with the fields that
+// differ (RevealConflict, DiffRequests).
 //
 // The database decides. Each call runs one SECURITY DEFINER function of the
 // opsdesk schema in its own short transaction, connected as the person's

@@ -344,12 +344,7 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, ui.Clean(v)) }
-	at := func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
-		}
-		return t.UTC().Format("2006-01-02 15:04:05 MST") + " (" + ui.Relative(t.Sub(d.DBTime)) + ")"
-	}
+	at := atTime(d.DBTime)
 	line("id", strconv.FormatInt(d.ID, 10))
 	line("identity", d.Tenant+"/"+d.Tool+"/"+d.Key)
 	line("state", ui.RowStateText(d.Row))
@@ -378,12 +373,10 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 	}
 	line("conflicts", fmt.Sprintf("%d (last %s)", d.ConflictCount, at(d.LastConflictAt)))
 	for _, c := range d.Conflicts {
-		reviewed := "unreviewed"
-		if c.Reviewed {
-			reviewed = "reviewed"
-		}
-		line("", fmt.Sprintf("#%d %s by %s: %s (version %s) vs original %s (version %s), %s",
-			c.ID, at(c.AttemptedAt), c.Owner, c.FingerprintTag, c.ToolVersion, d.FingerprintTag, d.ToolVersion, reviewed))
+		line("", conflictText(d, c))
+	}
+	if len(d.Conflicts) > 0 {
+		line("", fmt.Sprintf("what differs: opsdesk conflicts show %d --reveal --reason TEXT (audited)", d.ID))
 	}
 	for i, dec := range d.Decisions {
 		k := ""
@@ -394,6 +387,28 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 	}
 	line("database time", d.DBTime.UTC().Format(time.RFC3339))
 	return tw.Flush()
+}
+
+// atTime writes a time for people: UTC, and how long ago or ahead of
+// dbTime (the database's clock) it is; "-" for none.
+func atTime(dbTime time.Time) func(time.Time) string {
+	return func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 MST") + " (" + ui.Relative(t.Sub(dbTime)) + ")"
+	}
+}
+
+// conflictText is one of record d's conflicts for people (not yet
+// cleaned).
+func conflictText(d storeview.Detail, c storeview.Conflict) string {
+	reviewed := "unreviewed"
+	if c.Reviewed {
+		reviewed = "reviewed"
+	}
+	return fmt.Sprintf("#%d %s by %s: %s (version %s) vs original %s (version %s), %s",
+		c.ID, atTime(d.DBTime)(c.AttemptedAt), c.Owner, c.FingerprintTag, c.ToolVersion, d.FingerprintTag, d.ToolVersion, reviewed)
 }
 
 // decisionText is one decision for people: what, who, when, why.

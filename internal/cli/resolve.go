@@ -314,7 +314,7 @@ func newConflictsCmd(g *globalFlags) *cobra.Command {
 		Short: "Review conflicting attempts (a key reused with another intent)",
 		Args:  exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
-			return usagef("conflicts needs a command: ack (see opsdesk conflicts --help)")
+			return usagef("conflicts needs a command: show or ack (see opsdesk conflicts --help)")
 		},
 	}
 	addGlobalFlags(cmd.PersistentFlags(), g)
@@ -355,7 +355,7 @@ func newConflictsCmd(g *globalFlags) *cobra.Command {
 	}
 	ack.Flags().StringVar(&reason, "reason", "", "why: kept in the audit trail (required)")
 	ack.Flags().StringVarP(&output, "output", "o", "table", "table|json")
-	cmd.AddCommand(ack)
+	cmd.AddCommand(newConflictsShowCmd(g), ack)
 	return cmd
 }
 

@@ -1,0 +1,290 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/ui"
+)
+
+type conflictsShowOptions struct {
+	Conflict int64
+	Reveal   bool
+	Reason   string
+	Output   string
+}
+
+func newConflictsShowCmd(g *globalFlags) *cobra.Command {
+	var opts conflictsShowOptions
+	cmd := &cobra.Command{
+		Use:   "show ID [--reveal --reason TEXT] [--conflict N]",
+		Short: "List an operation's conflicting attempts, or reveal one beside the original with what differs (audited)",
+		Long: "List the conflicting attempts on operation ID (a key reused with another request). With\n" +
+			"--reveal, show the latest one (or --conflict N) beside the record's original request, the\n" +
+			"differing fields marked: ~ changed, - only in the original, + only in the attempt. Paths are\n" +
+			"JSON Pointers (RFC 6901: ~1 is a / in a key, ~0 a ~); one holding other than printable\n" +
+			"ASCII is shown as a JSON string. Revealing is audited before anything is shown, and needs\n" +
+			"--reason and the operator role. Conflicts recorded before schema version 19 kept only\n" +
+			"fingerprints: their attempted request is shown as not recorded.",
+		Example: "  opsdesk conflicts show 48213\n" +
+			"  opsdesk conflicts show 48213 --reveal --reason 'caller reports a double charge'\n" +
+			"  opsdesk conflicts show 48213 --conflict 7 --reveal --reason 'INC-2231' -o json",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			if err := opts.check(); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if !opts.Reveal {
+				return withView(cmd, g, func(ctx context.Context, v *storeview.Store) error {
+					d, c, err := conflictOf(ctx, v, id, opts.Conflict)
+					if err != nil {
+						return err
+					}
+					if opts.Conflict == 0 {
+						c = nil // all of them
+					}
+					return writeConflicts(out, d, c, opts.Output)
+				})
+			}
+			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
+				d, c, err := conflictOf(ctx, w.view, id, opts.Conflict)
+				if err != nil {
+					return err
+				}
+				if c == nil {
+					return fmt.Errorf("operation %d has no conflicting attempts: nothing to reveal", id)
+				}
+				rev, res, err := w.desk.RevealConflict(ctx, c.ID, opts.Reason)
+				if _, refused := errors.AsType[*reconcile.RefusedError](err); refused {
+					return writeDecision(out, opts.Output, fmt.Sprintf("reveal of conflict #%d on %d", c.ID, id), res, err)
+				}
+				if err != nil {
+					return err
+				}
+				return writeConflictReveal(out, d, c, rev, res, opts.Output)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&opts.Conflict, "conflict", 0, "the conflict to show (its #number; default: the latest)")
+	f.BoolVar(&opts.Reveal, "reveal", false, "show both requests and what differs (audited; needs --reason)")
+	f.StringVar(&opts.Reason, "reason", "", "with --reveal: why you need to see them, kept in the audit trail")
+	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
+	return cmd
+}
+
+// check refuses what would be refused anyway, before anything is audited.
+func (o conflictsShowOptions) check() error {
+	switch {
+	case o.Output != "table" && o.Output != "json":
+		return checkOutput(o.Output)
+	case o.Conflict < 0:
+		return usagef("--conflict %d: conflicts are numbered from 1", o.Conflict)
+	case o.Reveal && strings.TrimSpace(o.Reason) == "":
+		return usagef("--reveal needs --reason: revealing the requests is audited")
+	case !o.Reveal && o.Reason != "":
+		return usagef("--reason goes with --reveal")
+	}
+	return nil
+}
+
+// conflictOf reads record id and its conflict number n, or its latest
+// when n is 0 (nil: it has none).
+func conflictOf(ctx context.Context, v *storeview.Store, id, n int64) (storeview.Detail, *storeview.Conflict, error) {
+	d, err := v.Get(ctx, id)
+	if errors.Is(err, storeview.ErrNotFound) {
+		return d, nil, fmt.Errorf("no operation %d (or not visible to this role)", id)
+	}
+	if err != nil {
+		return d, nil, err
+	}
+	if n == 0 {
+		if len(d.Conflicts) == 0 {
+			return d, nil, nil
+		}
+		return d, &d.Conflicts[len(d.Conflicts)-1], nil // ordered by id
+	}
+	i := slices.IndexFunc(d.Conflicts, func(c storeview.Conflict) bool { return c.ID == n })
+	if i < 0 {
+		return d, nil, usagef("conflict #%d is not one of operation %d's (%s)", n, id, conflictNumbers(d.Conflicts))
+	}
+	return d, &d.Conflicts[i], nil
+}
+
+func conflictNumbers(cs []storeview.Conflict) string {
+	if len(cs) == 0 {
+		return "it has none"
+	}
+	nums := make([]string, 0, min(len(cs), 10))
+	for _, c := range cs[max(0, len(cs)-10):] {
+		nums = append(nums, fmt.Sprintf("#%d", c.ID))
+	}
+	if len(cs) > 10 {
+		return "the latest: " + strings.Join(nums, ", ")
+	}
+	return strings.Join(nums, ", ")
+}
+
+// conflictsJSON is `conflicts show -o json` without --reveal.
+type conflictsJSON struct {
+	OperationID    int64                `json:"operation_id"`
+	Tenant         string               `json:"tenant"`
+	Tool           string               `json:"tool"`
+	Key            string               `json:"key"`
+	FingerprintTag string               `json:"fingerprint_tag"`
+	ToolVersion    string               `json:"tool_version"`
+	Conflicts      []storeview.Conflict `json:"conflicts"`
+}
+
+// writeConflicts lists record d's conflicts, or conflict c alone.
+func writeConflicts(w io.Writer, d storeview.Detail, c *storeview.Conflict, output string) error {
+	list := d.Conflicts
+	if c != nil {
+		list = []storeview.Conflict{*c}
+	}
+	if output == "json" {
+		return writeJSON(w, conflictsJSON{OperationID: d.ID, Tenant: d.Tenant, Tool: d.Tool, Key: d.Key,
+			FingerprintTag: d.FingerprintTag, ToolVersion: d.ToolVersion, Conflicts: append([]storeview.Conflict{}, list...)})
+	}
+	fmt.Fprintf(w, "operation %d %s: %d conflicting attempts\n", d.ID, ui.Clean(d.Tenant+"/"+d.Tool+"/"+d.Key), len(d.Conflicts))
+	for _, c := range list {
+		fmt.Fprintf(w, "  %s\n", ui.Clean(conflictText(d, c)))
+	}
+	if len(d.Conflicts) == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "opsdesk conflicts show %d --reveal --reason TEXT shows the latest beside the original, "+
+		"with what differs (audited); --conflict N another\n", d.ID)
+	return err
+}
+
+// conflictRevealJSON is `conflicts show --reveal -o json`.
+type conflictRevealJSON struct {
+	OperationID int64              `json:"operation_id"`
+	Tenant      string             `json:"tenant"`
+	Tool        string             `json:"tool"`
+	Key         string             `json:"key"`
+	Conflict    storeview.Conflict `json:"conflict"`
+	reconcile.ConflictReveal
+	Audit reconcile.Result `json:"audit"`
+}
+
+// Marks of the lines that differ, for each kind of difference.
+var diffMarks = map[reconcile.DiffKind]string{
+	reconcile.DiffChanged: "~", reconcile.DiffRemoved: "-", reconcile.DiffAdded: "+", "": " ",
+}
+
+// maxIndent bounds the indentation of a request's lines (levels): deeper
+// lines are indented no further, so 10,000 levels do not print 20,000
+// spaces a line.
+const maxIndent = 24
+
+// writeConflictReveal shows conflict c of record d as revealed: the
+// differing fields, then each request laid out with them marked.
+func writeConflictReveal(w io.Writer, d storeview.Detail, c *storeview.Conflict, rev reconcile.ConflictReveal, res reconcile.Result, output string) error {
+	if output == "json" {
+		return writeJSON(w, conflictRevealJSON{OperationID: d.ID, Tenant: d.Tenant, Tool: d.Tool, Key: d.Key,
+			Conflict: *c, ConflictReveal: rev, Audit: res})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "operation %d %s, conflicting attempt %s\n", d.ID, ui.Clean(d.Tenant+"/"+d.Tool+"/"+d.Key), ui.Clean(conflictText(d, *c)))
+	fmt.Fprintf(&b, "revealed: audit record %s\n\n", ui.Clean(res.AuditRef()))
+	switch {
+	case rev.DiffError != "":
+		fmt.Fprintf(&b, "differences: %s\n", ui.Clean(rev.DiffError))
+	case len(rev.Diffs) == 0:
+		b.WriteString("differences: none field by field; the requests differ only in how they are written\n")
+	default:
+		fmt.Fprintf(&b, "%d differing fields (JSON Pointer paths; ~ changed, - only in the original, + only in the attempt):\n", len(rev.Diffs))
+		width := 0
+		for _, df := range rev.Diffs {
+			width = max(width, min(40, utf8.RuneCountInString(pointerText(df.Path))))
+		}
+		for _, df := range rev.Diffs {
+			p := pointerText(df.Path)
+			fmt.Fprintf(&b, "  %s %s%s  %s → %s\n", diffMarks[df.Kind], p, strings.Repeat(" ", max(0, width-utf8.RuneCountInString(p))),
+				valueText(df.Original), valueText(df.Attempted))
+		}
+	}
+	writeSide(&b, fmt.Sprintf("original request (operation %d, %s)", d.ID, d.FingerprintTag), rev.Original, rev.Diffs)
+	writeSide(&b, fmt.Sprintf("attempted request (conflict #%d, %s)", c.ID, c.FingerprintTag), rev.Attempted, rev.Diffs)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeSide lays one request out, the lines of differing fields marked.
+func writeSide(b *strings.Builder, title string, side reconcile.ConflictSide, diffs []reconcile.Diff) {
+	fmt.Fprintf(b, "\n%s", ui.Clean(title))
+	if side.Request == nil {
+		fmt.Fprintf(b, ": %s\n", ui.Clean(side.NotRecorded))
+		return
+	}
+	b.WriteString(":\n")
+	if !side.Fingerprinted {
+		b.WriteString("  warning: this request does not hash to the fingerprint recorded for it: " +
+			"it is not the request that was compared (written by hand or by another program)\n")
+	}
+	lines, err := reconcile.RequestLines(side.Request, diffs)
+	if err != nil {
+		fmt.Fprintf(b, "  (cannot lay it out: %s)\n  %s\n", ui.Clean(err.Error()), ui.Clean(string(escapeControls(side.Request))))
+		return
+	}
+	for _, l := range lines {
+		fmt.Fprintf(b, "  %s %s%s\n", diffMarks[l.Mark], strings.Repeat("  ", min(l.Depth, maxIndent)),
+			ui.Clean(string(escapeControls([]byte(l.Text)))))
+	}
+}
+
+// pointerText shows a JSON Pointer as it is when it is printable ASCII
+// without spaces or quotes, else as a JSON string: a key with a control
+// character, a space or a look-alike letter is not taken for another.
+func pointerText(p string) string {
+	plain := p != ""
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c > '~' || c == '"' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return p
+	}
+	q, _ := json.Marshal(p) // a string always encodes
+	return ui.Clean(string(escapeControls(q)))
+}
+
+// maxValueBytes bounds a value in the list of differences; the requests
+// below show it whole.
+const maxValueBytes = 60
+
+// valueText is a differing field's value in the list: its JSON text, cut,
+// or "(absent)".
+func valueText(v json.RawMessage) string {
+	if v == nil {
+		return "(absent)"
+	}
+	s := string(escapeControls(v))
+	if len(s) > maxValueBytes {
+		n := maxValueBytes
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = fmt.Sprintf("%s… (%d bytes)", s[:n], len(v))
+	}
+	return ui.Clean(s)
+}

@@ -1,0 +1,80 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ConflictSide is one of a conflict's two requests, as revealed.
+type ConflictSide struct {
+	// Request is the canonical request as the library stored it (the
+	// RFC 8785 text of {intent, tool, version}); nil when it was not
+	// recorded.
+	Request json.RawMessage `json:"request"`
+	// NotRecorded says why Request is nil, such as "not recorded:
+	// conflict 7 predates migration 00019 …".
+	NotRecorded string `json:"not_recorded,omitempty"`
+	// Fingerprinted tells whether Request hashes (SHA-256) to the
+	// fingerprint recorded for this side: it is the request that was
+	// compared, not another one written beside the fingerprint.
+	Fingerprinted bool `json:"fingerprinted"`
+}
+
+// ConflictReveal is what a reveal of a conflict gives: the record's
+// original request, the refused attempt's, and the fields that differ.
+type ConflictReveal struct {
+	ConflictID int64        `json:"conflict_id"`
+	Original   ConflictSide `json:"original"`
+	Attempted  ConflictSide `json:"attempted"`
+	// Diffs are the differing fields (DiffRequests), when both requests
+	// were recorded; DiffError says why they could not be computed
+	// otherwise.
+	Diffs     []Diff `json:"differences"`
+	DiffError string `json:"differences_error,omitempty"`
+}
+
+// RevealConflict returns conflict conflictID's two requests side by side
+// and the fields that differ. Like Reveal it takes two transactions: the
+// first checks that the connected role is an operator who sees the
+// conflict and a reason, and commits the audit record (action
+// reveal:conflict, about the conflict's record); only then does the
+// second read the requests, once. A refusal is a *RefusedError
+// (ErrNotFound for a conflict the role does not see, ErrNotPermitted for
+// a viewer, ErrNoValue when neither request was recorded); its audit
+// record is committed. A conflict recorded before schema version 19 has
+// no attempted request: ConflictSide.NotRecorded says so.
+func RevealConflict(ctx context.Context, pool *pgxpool.Pool, conflictID int64, reason, displayName string) (ConflictReveal, Result, error) {
+	out := ConflictReveal{ConflictID: conflictID}
+	res, err := call(ctx, pool, `SELECT * FROM opsdesk.reveal_conflict_request($1, $2, $3)`, conflictID, reason, nullable(displayName))
+	if err != nil {
+		return out, res, err
+	}
+	var origMissing, attMissing *string
+	err = pool.QueryRow(ctx, `SELECT * FROM opsdesk.reveal_conflict_fetch($1, $2)`, res.Tenant, res.Seq).Scan(
+		&out.Original.Request, &out.Attempted.Request, &out.Original.Fingerprinted, &out.Attempted.Fingerprinted,
+		&origMissing, &attMissing)
+	if err != nil {
+		return out, res, fmt.Errorf("read the requests of revealed conflict %d (audit record %s): %w", conflictID, res.AuditRef(), mapError(err))
+	}
+	out.Original.NotRecorded, out.Attempted.NotRecorded = deref(origMissing), deref(attMissing)
+	switch {
+	case out.Original.Request == nil:
+		out.DiffError = "no differences to compute: the original request is " + out.Original.NotRecorded
+	case out.Attempted.Request == nil:
+		out.DiffError = "no differences to compute: the attempted request is " + out.Attempted.NotRecorded
+	default:
+		if out.Diffs, err = DiffRequests(out.Original.Request, out.Attempted.Request); err != nil {
+			out.DiffError = "no differences to compute: " + err.Error()
+		}
+	}
+	return out, res, nil
+}
+
+// RevealConflict returns conflict conflictID's two requests and their
+// differences, audited first (see RevealConflict).
+func (d *Desk) RevealConflict(ctx context.Context, conflictID int64, reason string) (ConflictReveal, Result, error) {
+	return RevealConflict(ctx, d.Pool, conflictID, reason, d.DisplayName)
+}
