@@ -20,6 +20,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/bulk"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -184,6 +185,7 @@ func runBulkCmd(cmd *cobra.Command, g *globalFlags, args []string, opts bulkOpti
 		return usagef("nothing decided: standard input is not a terminal to confirm on; pass --yes to accept the proposed groups")
 	}
 	return withWriterConns(cmd, g, max(writerConns, opts.Concurrency), func(ctx context.Context, w *writer) error {
+		w.desk.Client = bulk.HTTPClient(opts.Concurrency)
 		return runBulkResolve(ctx, w, bulkRun{opts: opts, filter: f, groups: groups, in: bufio.NewReader(in), prompt: prompt,
 			out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()})
 	})

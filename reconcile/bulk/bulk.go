@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -143,6 +144,16 @@ var (
 	ErrNoProposal   = errors.New("the group has no proposed decision")
 	ErrConfig       = errors.New("bad bulk configuration")
 )
+
+// HTTPClient is a client for a run's lookups (reconcile.Desk.Client): it
+// keeps a connection per lookup in flight to each provider, where
+// http.DefaultClient keeps two and opens and closes the others for every
+// lookup. Proxies and timeouts are the default transport's.
+func HTTPClient(concurrency int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = max(concurrency, 2)
+	return &http.Client{Transport: tr}
+}
 
 // Config configures a Reconciler.
 type Config struct {
