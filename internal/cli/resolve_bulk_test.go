@@ -33,7 +33,7 @@ func newOutageStore(t *testing.T, n int) *outageStore {
 	p, err := demo.StartProvider(demo.ProviderConfig{Pool: dbtest.New(t).Service})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
-	truth, err := demo.Outage(t.Context(), demo.OutageConfig{Pool: d.Service, ProviderURL: p.URL(), Records: n, Seed: 7,
+	truth, err := demo.Outage(t.Context(), demo.OutageConfig{Pool: d.Service, Provider: p, Records: n, Seed: 7,
 		Lease: 200 * time.Millisecond})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

