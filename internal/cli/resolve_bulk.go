@@ -343,11 +343,42 @@ func askCount(run bulkRun, g bulk.Group) (int, error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, fmt.Errorf("read the confirmation: %w", err)
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(line))
+	n, err := strconv.Atoi(strings.TrimSpace(withoutEscapes(line)))
 	if err != nil {
 		return -1, nil
 	}
 	return n, nil
+}
+
+// withoutEscapes drops the escape sequences in a typed line: a terminal's
+// late answer to a query (its background colour, the cursor's position)
+// lands in standard input before what the person typed.
+func withoutEscapes(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != 0x1b {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch {
+		case i+1 < len(s) && s[i+1] == '[': // CSI: parameters up to a final byte
+			i += 2
+			for i < len(s) && (s[i] < 0x40 || s[i] > 0x7e) {
+				i++
+			}
+		case i+1 < len(s) && s[i+1] == ']': // OSC: up to BEL or ESC \
+			i += 2
+			for i < len(s) && s[i] != 0x07 && !(s[i] == 0x1b && i+1 < len(s) && s[i+1] == '\\') {
+				i++
+			}
+			if i < len(s) && s[i] == 0x1b {
+				i++
+			}
+		default:
+			i++
+		}
+	}
+	return b.String()
 }
 
 // throttled reports progress on w at most twice a second, and at the end.

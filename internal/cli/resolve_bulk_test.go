@@ -229,9 +229,10 @@ func TestResolveByLookupAsksForTheCount(t *testing.T) {
 	require.Positive(t, acted)
 
 	var out, errOut bytes.Buffer
-	// The found group's count typed with spaces around it; "all" for the
-	// not found group, which is no count.
-	in := bufio.NewReader(strings.NewReader(" " + itoa(int64(acted)) + " \nall\n"))
+	// The found group's count typed with spaces around it, after a
+	// terminal's late answers to a colour query and a cursor position
+	// report; "all" for the not found group, which is no count.
+	in := bufio.NewReader(strings.NewReader("\x1b]11;rgb:0000/0000/0000\x1b\\\x1b[24;1R " + itoa(int64(acted)) + " \nall\n"))
 	err = runBulkResolve(t.Context(), w, bulkRun{opts: bulkOptions{Concurrency: 4, Reason: "outage", Output: "table"}, filter: f,
 		groups: []bulk.Verdict{bulk.Found, bulk.NotFound}, in: in, prompt: true, out: &out, errOut: &errOut})
 	require.NoError(t, err)
