@@ -25,6 +25,15 @@
 // not asked, and decisions not yet started are not made, while those in
 // flight finish (each bounded by Config.DecideTimeout), so that no
 // decision is left half known.
+//
+// For a screen: run each step in a command of its own with a context the
+// screen cancels (esc). Progress is reported from the goroutine that
+// called the step, one call at a time, after every record; forward it to
+// the screen without blocking (dropping reports a busy screen missed
+// costs nothing: each carries the totals so far). CheckFilter tells
+// whether the list's filter can start a run at all, Group.Count is the
+// number to type, Group.Samples the records to show, and GroupResult the
+// outcome of each record of an accepted group.
 package bulk
 
 import (
