@@ -185,7 +185,9 @@ func runBulkCmd(cmd *cobra.Command, g *globalFlags, args []string, opts bulkOpti
 		return usagef("nothing decided: standard input is not a terminal to confirm on; pass --yes to accept the proposed groups")
 	}
 	return withWriterConns(cmd, g, max(writerConns, opts.Concurrency), func(ctx context.Context, w *writer) error {
-		w.desk.Client = bulk.HTTPClient(opts.Concurrency)
+		client := bulk.HTTPClient(opts.Concurrency)
+		defer client.CloseIdleConnections()
+		w.desk.Client = client
 		return runBulkResolve(ctx, w, bulkRun{opts: opts, filter: f, groups: groups, in: bufio.NewReader(in), prompt: prompt,
 			out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()})
 	})

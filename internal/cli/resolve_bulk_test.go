@@ -215,8 +215,12 @@ func TestResolveByLookupAsksForTheCount(t *testing.T) {
 	t.Parallel()
 	s := newOutageStore(t, 20)
 	operator := dbtest.NewPerson(t, s.d, "operator", "*")
-	desk := &reconcile.Desk{Pool: operator.Pool, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {Lookup: &reconcile.LookupSpec{
-		URL: s.provider.URL() + demo.LookupPath, ResultRef: "/ref"}}}}
+	// A client of its own, whose spare connections go before the
+	// provider closes (it waits for them).
+	client := bulk.HTTPClient(4)
+	t.Cleanup(client.CloseIdleConnections)
+	desk := &reconcile.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
+		Lookup: &reconcile.LookupSpec{URL: s.provider.URL() + demo.LookupPath, ResultRef: "/ref"}}}}
 	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Options{}), desk: desk}
 	f, err := storeview.ParseFilter("state:stuck tool:charge-card")
 	require.NoError(t, err)

@@ -28,16 +28,18 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 
 const charge = demo.ToolChargeCard
 
-// bundle is a store, and a lookup spec to ask a provider with.
+// bundle is a store, and a lookup spec and client to ask a provider
+// with.
 type bundle struct {
-	ctx  context.Context
-	db   *dbtest.DB
-	spec reconcile.LookupSpec
+	ctx    context.Context
+	db     *dbtest.DB
+	spec   reconcile.LookupSpec
+	client *http.Client
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	return &bundle{ctx: t.Context(), db: dbtest.New(t)}
+	return &bundle{ctx: t.Context(), db: dbtest.New(t), client: bulk.HTTPClient(bulk.DefaultConcurrency)}
 }
 
 // withDemoProvider starts the demo's simulated provider (on a store of its
@@ -47,6 +49,9 @@ func (b *bundle) withDemoProvider(t *testing.T) *demo.Provider {
 	p, err := demo.StartProvider(demo.ProviderConfig{Pool: dbtest.New(t).Service})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	// Before the provider closes, which waits for a connection the client
+	// dialled and never used (a spare one) for up to 5 s.
+	t.Cleanup(b.client.CloseIdleConnections)
 	b.spec = reconcile.LookupSpec{URL: p.URL() + demo.LookupPath, ResultRef: "/ref", Timeout: 5 * time.Second}
 	return p
 }
@@ -77,7 +82,7 @@ func (b *bundle) waitStuck(t *testing.T) {
 // desk is person p's desk, with charge-card's lookup asking b.spec.
 func (b *bundle) desk(p *dbtest.Person) *reconcile.Desk {
 	spec := b.spec
-	return &reconcile.Desk{Pool: p.Pool, DisplayName: "Bulk Tester",
+	return &reconcile.Desk{Pool: p.Pool, DisplayName: "Bulk Tester", Client: b.client,
 		Tools: map[string]reconcile.Tool{charge: {Lookup: &spec}, "create-ticket": {}}}
 }
 
@@ -246,6 +251,7 @@ func (b *bundle) fakeProvider(t *testing.T, timeout time.Duration, answer func(w
 		answer(w, r, parts[len(parts)-1])
 	}))
 	t.Cleanup(srv.Close)
+	t.Cleanup(b.client.CloseIdleConnections)
 	b.spec = reconcile.LookupSpec{URL: srv.URL + "/lookup/{tenant}/{tool}/{key}", ResultRef: "/ref", Timeout: timeout}
 }
 
