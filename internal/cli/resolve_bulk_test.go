@@ -95,6 +95,7 @@ func TestResolveByLookupBadInput(t *testing.T) {
 		{[]string{"--filter", f, "--by-lookup", "--yes"}, "--reason is required"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", "\t\n\u3000\ufeff", "--yes"}, "white space is no reason"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", strings.Repeat("r", 2001), "--yes"}, "at most 2000 bytes"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "outage\x00; DROP", "--yes"}, "without NUL"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--concurrency", "0"}, "--concurrency 0"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--concurrency", "-3"}, "--concurrency -3"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--concurrency", "65"}, "give 1 to 64"},

@@ -537,7 +537,9 @@ func note(s string) string {
 }
 
 // CheckReason tells whether reason can be a group's reason: not only
-// white space (tabs, newlines and U+3000 included), at most 2,000 bytes.
+// white space (tabs, newlines and U+3000 included), at most 2,000 bytes,
+// UTF-8 without NUL (which PostgreSQL's text cannot hold: every decision
+// would fail).
 func CheckReason(reason string) error {
 	trimmed := strings.TrimFunc(reason, isSpace)
 	switch {
@@ -545,6 +547,8 @@ func CheckReason(reason string) error {
 		return fmt.Errorf("%w: it goes into each record's audit record, and white space is no reason", ErrNoReason)
 	case len(trimmed) > maxReasonBytes:
 		return fmt.Errorf("%w: at most %d bytes, not %d", ErrNoReason, maxReasonBytes, len(trimmed))
+	case !utf8.ValidString(reason) || strings.ContainsRune(reason, 0):
+		return fmt.Errorf("%w: it must be UTF-8 text without NUL characters", ErrNoReason)
 	}
 	return nil
 }

@@ -307,7 +307,7 @@ func TestBulkRefusesBadInput(t *testing.T) {
 
 	p := plan(t, b.ctx, r, "state:stuck tool:charge-card")
 	require.Equal(t, 3, p.Group(bulk.Found).Count())
-	for _, reason := range []string{"", " ", "\t\n", "\u3000", "\ufeff\u200b ", strings.Repeat("x", 2001)} {
+	for _, reason := range []string{"", " ", "\t\n", "\u3000", "\ufeff\u200b ", strings.Repeat("x", 2001), "a\x00b", "a\xffb"} {
 		_, err := r.Accept(b.ctx, p, bulk.Found, bulk.AcceptParams{Reason: reason, Confirm: 3}, nil)
 		require.ErrorIs(t, err, bulk.ErrNoReason, "%q", reason)
 	}
