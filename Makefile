@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: build demo test bench bench-console bench-audit bench-purge fuzz vet
+.PHONY: build demo test bench bench-console bench-audit bench-purge bench-bulk fuzz vet
 
 build:
 	$(GO) build -o bin/opsdesk ./cmd/opsdesk
@@ -36,6 +36,12 @@ bench-audit:
 
 bench-purge:
 	$(GO) test ./internal/retention -run '^$$' -bench PurgeUnderTraffic -benchtime 1x -timeout 60m
+
+# Issue 13 §3: 1,000 stuck charges (OPSDESK_BENCH_BULK_RECORDS) reconciled
+# by lookup against the demo's provider, as resolve --by-lookup does, at
+# OPSDESK_BENCH_BULK_CONCURRENCY (default 8); see docs/benchmarks.md.
+bench-bulk:
+	$(GO) test ./reconcile/bulk -run '^$$' -bench BulkReconcile -benchtime 1x -timeout 30m -v
 
 # Explores canonicalization beyond the seed corpus.
 fuzz:

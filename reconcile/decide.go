@@ -81,6 +81,11 @@ type DecideParams struct {
 	// DisplayName is a name the person claims (configuration); the audit
 	// keeps it apart from the authenticated role.
 	DisplayName string
+	// Batch is the id of the bulk run the decision belongs to (a UUID, as
+	// NewBatchID makes), kept in the audit record's details; "" for a
+	// decision of its own. It is a label, not a right: every check is the
+	// same.
+	Batch string
 }
 
 // Outcome is how an attempt ended, as the audit trail records it.
@@ -161,6 +166,9 @@ func Decide(ctx context.Context, pool *pgxpool.Pool, p DecideParams) (Result, er
 	if !p.SnoozeUntil.IsZero() {
 		snooze = pgtype.Timestamptz{Time: p.SnoozeUntil, Valid: true}
 	}
+	if p.Batch != "" && !isUUID(p.Batch) {
+		return Result{}, fmt.Errorf("%w: batch id %q is not a UUID", ErrInvalid, p.Batch)
+	}
 	var result []byte // nil is SQL NULL
 	if len(p.Result) > 0 {
 		if !json.Valid(p.Result) {
@@ -174,11 +182,11 @@ SELECT (r).* FROM opsdesk.decide(
     p_result_ref => $5, p_result => $6, p_evidence_digest => $7, p_evidence_summary => $8,
     p_lookup => $9, p_force => $10, p_override => $11,
     p_retention => $12 * interval '1 microsecond', p_snooze_until => $13, p_display_name => $14,
-    p_lookup_ref => $15) r`,
+    p_lookup_ref => $15, p_batch => $16::uuid) r`,
 		p.OperationID, string(p.Decision), p.ExpectVersion, p.Reason,
 		nullable(p.ResultRef), result, nullable(p.Evidence.Digest), nullable(p.Evidence.Summary),
 		nullable(string(p.Evidence.Lookup)), p.Force, p.Override,
-		retention.Microseconds(), snooze, nullable(p.DisplayName), nullable(p.Evidence.Ref))
+		retention.Microseconds(), snooze, nullable(p.DisplayName), nullable(p.Evidence.Ref), nullable(p.Batch))
 }
 
 // AckConflicts marks record id's unreviewed conflicting attempts among

@@ -57,6 +57,9 @@ SELECT session_user, pg_has_role(session_user, 'opsdesk_operator', 'MEMBER'),
 // Runbook is the tool's runbook, if the catalog has one.
 func (d *Desk) Runbook(tool string) string { return d.Tools[tool].Runbook }
 
+// HasLookup tells whether the catalog gives tool an outcome lookup.
+func (d *Desk) HasLookup(tool string) bool { return d.Tools[tool].Lookup != nil }
+
 // Ask runs the tool's lookup for an identity; ok is false when the tool
 // has none.
 func (d *Desk) Ask(ctx context.Context, tenant, tool, key string) (a Answer, ok bool) {

@@ -71,16 +71,16 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 	// or none: whatever the provider would answer is not evidence.
 	tmpl, err := lookupurl.Parse(spec.URL)
 	if err != nil {
-		return noAnswer(fmt.Errorf("lookup URL template: %w", err))
+		return noAnswer(cannotAsk{fmt.Errorf("lookup URL template: %w", err)})
 	}
 	id := ops.Identity{Tenant: tenant, Tool: tool, Key: key}
 	target, err := tmpl.Build(lookupurl.Values{Tenant: tenant, Tool: tool, Key: key, ProviderKey: id.ProviderKey()})
 	if err != nil {
-		return noAnswer(fmt.Errorf("no exact lookup URL for this operation: %w", err))
+		return noAnswer(cannotAsk{fmt.Errorf("no exact lookup URL for this operation: %w", err)})
 	}
 	u, err := url.Parse(target)
 	if err != nil {
-		return noAnswer(fmt.Errorf("lookup URL: %w", errors.Unwrap(err)))
+		return noAnswer(cannotAsk{fmt.Errorf("lookup URL: %w", errors.Unwrap(err))})
 	}
 	host := u.Host
 
@@ -88,7 +88,7 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return noAnswer(fmt.Errorf("lookup request: %w", err))
+		return noAnswer(cannotAsk{fmt.Errorf("lookup request: %w", err)})
 	}
 	req.Header.Set("Accept", "application/json")
 	start := time.Now()
@@ -140,6 +140,20 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 	}
 	return a
 }
+
+// ErrCannotAsk matches (errors.Is) an Answer's Err when no request was
+// sent: the operation cannot be named to the provider exactly (its
+// identity makes no exact lookup URL) or the catalog's URL template is
+// wrong. Asking again gives the same answer; any other Err may change.
+var ErrCannotAsk = errors.New("the provider cannot be asked about this operation")
+
+// cannotAsk is an error that kept the request from being sent; its text
+// is the cause's.
+type cannotAsk struct{ err error }
+
+func (e cannotAsk) Error() string        { return e.err.Error() }
+func (e cannotAsk) Unwrap() error        { return e.err }
+func (e cannotAsk) Is(target error) bool { return target == ErrCannotAsk }
 
 // noRedirects is client without following redirects: a 3xx comes back as
 // the answer, which Ask takes for none.

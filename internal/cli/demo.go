@@ -37,6 +37,8 @@ type demoOptions struct {
 	NoConsole bool
 	Rate      float64
 	Workers   int
+	// Outage is how many charge-card records to leave stuck at start.
+	Outage int
 	// Seed is used when SeedSet; otherwise the run draws one and prints it.
 	Seed    uint64
 	SeedSet bool
@@ -48,6 +50,7 @@ type demoOptions struct {
 const (
 	maxDemoRate    = 100
 	maxDemoWorkers = 32
+	maxDemoOutage  = 10_000
 )
 
 func newDemoCmd() *cobra.Command {
@@ -79,6 +82,8 @@ func newDemoCmd() *cobra.Command {
 	f.BoolVar(&opts.Keep, "keep", false, "on exit, stop the server but keep its data directory, and say how to start it again")
 	f.Float64Var(&opts.Rate, "rate", demo.DefaultRate, "jobs per second the fleet starts (each a request and its retries)")
 	f.IntVar(&opts.Workers, "workers", demo.DefaultWorkers, "workers in the fleet, each with its own lease owner")
+	f.IntVar(&opts.Outage, "outage", 0, "leave this many charge-card records stuck at start, as a provider outage would "+
+		"(try opsdesk resolve --filter 'state:stuck tool:charge-card' --by-lookup on them)")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the fleet's random choices, to replay a run (default: a random seed, printed)")
 	// --hold kept the scripted demo's database up until interrupted: the
 	// demo now always runs until interrupted.
@@ -99,6 +104,9 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	}
 	if opts.Workers < 1 || opts.Workers > maxDemoWorkers {
 		return usagef("--workers %d: give 1 to %d", opts.Workers, maxDemoWorkers)
+	}
+	if opts.Outage < 0 || opts.Outage > maxDemoOutage {
+		return usagef("--outage %d: give 0 to %d", opts.Outage, maxDemoOutage)
 	}
 	seed := opts.Seed
 	if !opts.SeedSet {
@@ -171,6 +179,12 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		return err
 	}
 	defer fleet.Stop()
+	if opts.Outage > 0 {
+		say("simulating a provider outage: %d charges left stuck...", opts.Outage)
+		if _, err := demo.Outage(ctx, demo.OutageConfig{Pool: pool, Provider: provider, Records: opts.Outage, Seed: seed, Workers: 4}); err != nil {
+			return err
+		}
+	}
 
 	console := !opts.Headless && !opts.NoConsole && isTerminal(stdout)
 	fleetLine := fmt.Sprintf("%d workers, %g jobs/s, seed %d, tenants %s",
@@ -186,6 +200,10 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		say("  provider  %s  (outcome lookups: %s)", provider.URL(), demo.LookupPath)
 		say("  catalog   %s  (OPSDESK_CONFIG for the console and commands, as %s)", catalog, demoOperator)
 		say("  fleet     %s", fleetLine)
+		if opts.Outage > 0 {
+			say("  outage    %d charges stuck (keys outage-*): OPSDESK_CONFIG=%s opsdesk resolve --filter 'state:stuck tool:charge-card' --by-lookup --reason '…'",
+				opts.Outage, catalog)
+		}
 		if console {
 			say("  console   as %s, an admin of every tenant: r on a stuck record reconciles it", demoOperator)
 		}

@@ -38,6 +38,8 @@ func TestDemo(t *testing.T) {
 			{"demo", "--rate", "0"},
 			{"demo", "--rate", "1000"},
 			{"demo", "--workers", "0"},
+			{"demo", "--outage", "-1"},
+			{"demo", "--outage", "10001"},
 			{"demo", "extra"},
 		} {
 			code, _, _ := run(args...)

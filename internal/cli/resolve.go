@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/bulk"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -101,9 +103,10 @@ type resolveOptions struct {
 
 func newResolveCmd(g *globalFlags) *cobra.Command {
 	var opts resolveOptions
+	var bulkOpts bulkOptions
 	cmd := &cobra.Command{
-		Use:   "resolve ID --as completed|not-executed|failed|defer --reason TEXT",
-		Short: "Decide the outcome of a stuck operation (audited)",
+		Use:   "resolve (ID --as completed|not-executed|failed|defer | --filter FILTER --by-lookup) --reason TEXT",
+		Short: "Decide the outcome of stuck operations, one or many by their lookups (audited)",
 		Long: "Decide what happened to an operation whose outcome nobody saw:\n" +
 			"  completed     the effect happened: retries replay --result-ref (and --result)\n" +
 			"  not-executed  it did not happen: the record is released and the next retry executes again\n" +
@@ -115,11 +118,28 @@ func newResolveCmd(g *globalFlags) *cobra.Command {
 			"--result-ref than the one found included) needs --override, and a found reference is the\n" +
 			"default --result-ref. Without a lookup no evidence is gathered, which the audit trail\n" +
 			"records; deciding an external effect of unknown outcome then needs --no-lookup (after\n" +
-			"checking the provider by hand; say what in --evidence). Every attempt is audited, refused or not.",
+			"checking the provider by hand; say what in --evidence). Every attempt is audited, refused or not." +
+			bulkHelp,
 		Example: "  opsdesk resolve 48213 --as completed --result-ref ch_3MqL --reason 'charge visible in the provider dashboard'\n" +
-			"  opsdesk resolve 48213 --as not-executed --expect-version 3 --reason 'provider has no charge for this key'",
-		Args: exactArgs(1),
+			"  opsdesk resolve 48213 --as not-executed --expect-version 3 --reason 'provider has no charge for this key'\n" +
+			"  opsdesk resolve --filter 'state:stuck tool:charge-card' --by-lookup --reason 'provider outage 05-13, reconciled by lookup'\n" +
+			"  opsdesk resolve --filter 'state:stuck tool:charge-card tenant:acme' --by-lookup --accept found --reason '…' --yes -o json",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("filter") {
+				return nil // checkBulk says what is wrong
+			}
+			return exactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("filter") {
+				bulkOpts.Reason, bulkOpts.Output = opts.Reason, opts.Output
+				return runBulkCmd(cmd, g, args, bulkOpts)
+			}
+			for _, name := range bulkOnlyFlags {
+				if cmd.Flags().Changed(name) {
+					return usagef("--%s goes with --filter (resolve --filter F --by-lookup); resolve ID decides one record", name)
+				}
+			}
 			id, err := parseID(args[0])
 			if err != nil {
 				return err
@@ -148,7 +168,29 @@ func newResolveCmd(g *globalFlags) *cobra.Command {
 	f.BoolVar(&opts.Override, "override", false, "decide against the lookup's definite answer (recorded)")
 	f.BoolVar(&opts.NoLookup, "no-lookup", false, "decide without the tool's outcome lookup (skip it, or confirm there is none); recorded")
 	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
+	addBulkFlags(cmd, &bulkOpts)
 	return cmd
+}
+
+// runBulkCmd checks a bulk resolve's input, then runs it on a writer with
+// a connection per decision in flight.
+func runBulkCmd(cmd *cobra.Command, g *globalFlags, args []string, opts bulkOptions) error {
+	f, groups, err := checkBulk(cmd, args, &opts)
+	if err != nil {
+		return err
+	}
+	in := cmd.InOrStdin()
+	prompt := isTerminalIn(in)
+	if !opts.Yes && !prompt {
+		return usagef("nothing decided: standard input is not a terminal to confirm on; pass --yes to accept the proposed groups")
+	}
+	return withWriterConns(cmd, g, max(writerConns, opts.Concurrency), func(ctx context.Context, w *writer) error {
+		client := bulk.HTTPClient(opts.Concurrency)
+		defer client.CloseIdleConnections()
+		w.desk.Client = client
+		return runBulkResolve(ctx, w, bulkRun{opts: opts, filter: f, groups: groups, in: bufio.NewReader(in), prompt: prompt,
+			out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()})
+	})
 }
 
 // check refuses what the database would refuse anyway, before anything is

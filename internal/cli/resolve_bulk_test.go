@@ -1,0 +1,258 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/demo"
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/bulk"
+)
+
+// outageStore is a store with n charges left stuck by the demo's workers
+// around its simulated provider, and the demo's catalog connecting as
+// person level (of tenants).
+type outageStore struct {
+	d        *dbtest.DB
+	provider *demo.Provider
+	truth    []demo.Abandoned
+}
+
+func newOutageStore(t *testing.T, n int) *outageStore {
+	t.Helper()
+	d := dbtest.New(t)
+	p, err := demo.StartProvider(demo.ProviderConfig{Pool: dbtest.New(t).Service})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	truth, err := demo.Outage(t.Context(), demo.OutageConfig{Pool: d.Service, Provider: p, Records: n, Seed: 7,
+		Lease: 200 * time.Millisecond})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var live int
+		require.NoError(t, d.Admin.QueryRow(t.Context(),
+			`SELECT count(*) FROM opsdesk.operations WHERE state = 'pending' AND lease_expires_at > now()`).Scan(&live))
+		return live == 0
+	}, 10*time.Second, 20*time.Millisecond)
+	return &outageStore{d: d, provider: p, truth: truth}
+}
+
+// config writes the demo's catalog with a context connecting as p.
+func (s *outageStore) config(t *testing.T, p *dbtest.Person) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, demo.WriteCatalog(path, demo.CatalogParams{DSN: p.DSN, ProviderURL: s.provider.URL(), Lease: 200 * time.Millisecond}))
+	return path
+}
+
+// states reads every record's state and reference, and how many audit
+// records name it (inspection as the superuser).
+func (s *outageStore) states(t *testing.T) map[string][3]string {
+	t.Helper()
+	rows, err := s.d.Admin.Query(t.Context(), `
+SELECT o.tenant || '/' || o.key, opsdesk.view_state(o), coalesce(o.result_ref, ''),
+    (SELECT count(*) FROM opsdesk.audit a WHERE a.operation_id = o.id)::text FROM opsdesk.operations o`)
+	require.NoError(t, err)
+	out := map[string][3]string{}
+	for rows.Next() {
+		var k string
+		var v [3]string
+		require.NoError(t, rows.Scan(&k, &v[0], &v[1], &v[2]))
+		out[k] = v
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// Bad input is a usage error, and nothing is read, decided or audited.
+func TestResolveByLookupBadInput(t *testing.T) {
+	t.Parallel()
+	s := newOutageStore(t, 10)
+	operator := dbtest.NewPerson(t, s.d, "operator", "*")
+	cfg := s.config(t, operator)
+	before := s.states(t)
+	f := "state:stuck tool:charge-card"
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--filter", f, "--reason", "x", "--yes"}, "add --by-lookup"},
+		{[]string{"--filter", "", "--by-lookup", "--reason", "x", "--yes"}, "--filter is empty"},
+		{[]string{"--filter", " \t\u3000", "--by-lookup", "--reason", "x", "--yes"}, "--filter is empty"},
+		{[]string{"--filter", "bogus", "--by-lookup", "--reason", "x", "--yes"}, "--filter"},
+		{[]string{"--filter", "state:stuck", "--by-lookup", "--reason", "x", "--yes"}, "name the tool"},
+		{[]string{"--filter", "tool:charge-card", "--by-lookup", "--reason", "x", "--yes"}, "state:stuck"},
+		{[]string{"--filter", "state:stuck,completed tool:charge-card", "--by-lookup", "--reason", "x", "--yes"}, "more than stuck records"},
+		{[]string{"--filter", "state:stuck tool:create-note", "--by-lookup", "--reason", "x", "--yes"}, "no outcome lookup for tool"},
+		{[]string{"--filter", f, "--by-lookup", "--yes"}, "--reason is required"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "\t\n\u3000\ufeff", "--yes"}, "white space is no reason"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", strings.Repeat("r", 2001), "--yes"}, "at most 2000 bytes"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "outage\x00; DROP", "--yes"}, "without NUL"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--concurrency", "0"}, "--concurrency 0"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--concurrency", "-3"}, "--concurrency -3"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--concurrency", "65"}, "give 1 to 64"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--concurrency", "99999999999"}, "concurrency"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--accept", "no-answer"}, "found or not-found"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "-o", "yaml"}, "table, json"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--as", "completed"}, "--as decides one record"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--force"}, "--force decides one record"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "42"}, "give no ID"},
+		{[]string{"42", "--as", "failed", "--reason", "x", "--yes"}, "--yes goes with --filter"},
+		{[]string{"42", "--as", "failed", "--reason", "x", "--by-lookup"}, "--by-lookup goes with --filter"},
+		// Standard input is no terminal here: no --yes, no decision.
+		{[]string{"--filter", f, "--by-lookup", "--reason", "x"}, "pass --yes"},
+	} {
+		code, _, errOut := run(append(append([]string{"resolve"}, c.args...), "--config", cfg)...)
+		require.Equal(t, ExitUsage, code, "%q: %s", c.args, errOut)
+		require.Contains(t, errOut, c.says, "%q", c.args)
+	}
+	require.Equal(t, before, s.states(t))
+}
+
+// On the demo's provider, every stuck charge is decided as the provider's
+// ledger says, each with its own audit record carrying the batch id; the
+// JSON output says so record by record.
+func TestResolveByLookupOnTheDemoProvider(t *testing.T) {
+	t.Parallel()
+	s := newOutageStore(t, 60)
+	operator := dbtest.NewPerson(t, s.d, "operator", "*")
+	cfg := s.config(t, operator)
+
+	// acme first, as JSON, then the rest as text.
+	code, out, errOut := run("resolve", "--filter", "state:stuck tool:charge-card tenant:acme", "--by-lookup",
+		"--reason", "provider outage: reconciled by lookup", "--yes", "-o", "json", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, errOut, "looking up")
+	var rep bulkReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.NotEmpty(t, rep.BatchID)
+	require.Len(t, rep.Groups, 4)
+	acme := 0
+	for _, a := range s.truth {
+		if a.Tenant == "acme" {
+			acme++
+		}
+	}
+	require.Equal(t, acme, rep.Listed)
+	for _, g := range rep.Groups {
+		require.Equal(t, g.Count, len(g.Records))
+		if g.Proposal == "" {
+			require.Zero(t, g.Count, g.Verdict)
+			continue
+		}
+		require.True(t, g.Accepted)
+		require.Equal(t, g.Count, g.Counts[bulk.Decided])
+		for _, r := range g.Records {
+			require.Equal(t, "acme", r.Tenant)
+			require.Equal(t, bulk.Decided, r.Outcome)
+			require.Regexp(t, `^acme#\d+$`, r.Audit)
+		}
+	}
+
+	code, out, errOut = run("resolve", "--filter", "state:stuck tool:charge-card", "--by-lookup",
+		"--reason", "provider outage: reconciled by lookup", "--yes", "--concurrency", "3", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Regexp(t, `batch [0-9a-f-]{36}: \d+ stuck records match state:stuck tool:charge-card`, out)
+	require.Regexp(t, `found\s+\d+\s+→ completed, with the provider's reference`, out)
+	require.Regexp(t, `e\.g\. \d+ \w+/charge-card/outage-\d+:charge \(version 1\): HTTP 200 from 127\.0\.0\.1:\d+ in \S+: found, reference CH-\d+`, out)
+	require.Regexp(t, `found → completed: \d+ decided in`, out)
+	require.Regexp(t, `not found → not-executed: \d+ decided in`, out)
+	require.Contains(t, out, "their audit records carry details.batch = ")
+
+	states := s.states(t)
+	for _, a := range s.truth {
+		st := states[a.Tenant+"/"+a.Key]
+		ref, acted := s.provider.Effect(demo.ProviderIdentity(a.Identity))
+		if acted {
+			require.Equal(t, [3]string{"completed", ref, "1"}, st, a.Key)
+		} else {
+			require.Equal(t, [3]string{"released", "", "1"}, st, a.Key)
+		}
+	}
+	var batches int
+	require.NoError(t, s.d.Admin.QueryRow(t.Context(), `SELECT count(DISTINCT details->>'batch') FROM opsdesk.audit`).Scan(&batches))
+	require.Equal(t, 2, batches, "one batch id per run")
+
+	// Nothing is left: a third run says so and decides nothing.
+	code, out, errOut = run("resolve", "--filter", "state:stuck tool:charge-card", "--by-lookup", "--reason", "again", "--yes", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "no stuck records you see match")
+}
+
+// A viewer's run is refused at its first decision, audited as any
+// viewer's refusal, and the command fails saying so.
+func TestResolveByLookupAsViewer(t *testing.T) {
+	t.Parallel()
+	s := newOutageStore(t, 12)
+	viewer := dbtest.NewPerson(t, s.d, "viewer", "*")
+	before := s.states(t)
+	code, out, errOut := run("resolve", "--filter", "state:stuck tool:charge-card", "--by-lookup", "--reason", "x", "--yes",
+		"--concurrency", "1", "--config", s.config(t, viewer))
+	require.Equal(t, ExitFailure, code, out)
+	require.Contains(t, errOut, "stopped at the first refusal")
+	require.Contains(t, errOut, "may not decide")
+	require.Regexp(t, `refused \d+ \w+/charge-card/outage-\d+:charge: .* may not decide: it is not granted opsdesk_operator \(audit record #\d+\)`, out)
+	var n int
+	require.NoError(t, s.d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.audit WHERE role = $1 AND details->>'refusal' = 'not_permitted'`,
+		viewer.Role).Scan(&n))
+	require.Equal(t, 1, n)
+	for k, st := range s.states(t) {
+		was := before[k]
+		require.Equal(t, was[:2], st[:2], "%s is unchanged", k)
+	}
+}
+
+// On a terminal each group is confirmed by typing its number of records;
+// any other answer leaves it undecided.
+func TestResolveByLookupAsksForTheCount(t *testing.T) {
+	t.Parallel()
+	s := newOutageStore(t, 20)
+	operator := dbtest.NewPerson(t, s.d, "operator", "*")
+	// A client of its own, whose spare connections go before the
+	// provider closes (it waits for them).
+	client := bulk.HTTPClient(4)
+	t.Cleanup(client.CloseIdleConnections)
+	desk := &reconcile.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
+		Lookup: &reconcile.LookupSpec{URL: s.provider.URL() + demo.LookupPath, ResultRef: "/ref"}}}}
+	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Options{}), desk: desk}
+	f, err := storeview.ParseFilter("state:stuck tool:charge-card")
+	require.NoError(t, err)
+	acted := 0
+	for _, a := range s.truth {
+		if _, ok := s.provider.Effect(demo.ProviderIdentity(a.Identity)); ok {
+			acted++
+		}
+	}
+	require.Positive(t, acted)
+
+	var out, errOut bytes.Buffer
+	// The found group's count typed with spaces around it, after a
+	// terminal's late answers to a colour query and a cursor position
+	// report; "all" for the not found group, which is no count.
+	in := bufio.NewReader(strings.NewReader("\x1b]11;rgb:0000/0000/0000\x1b\\\x1b[24;1R " + itoa(int64(acted)) + " \nall\n"))
+	err = runBulkResolve(t.Context(), w, bulkRun{opts: bulkOptions{Concurrency: 4, Reason: "outage", Output: "table"}, filter: f,
+		groups: []bulk.Verdict{bulk.Found, bulk.NotFound}, in: in, prompt: true, out: &out, errOut: &errOut})
+	require.NoError(t, err)
+	require.Contains(t, errOut.String(), "type "+itoa(int64(acted))+" to confirm")
+	require.Contains(t, out.String(), "found → completed: "+itoa(int64(acted))+" decided")
+	require.Contains(t, out.String(), "not found: not confirmed, nothing decided")
+	released, stuck := 0, 0
+	for _, st := range s.states(t) {
+		switch st[0] {
+		case "released":
+			released++
+		case "stuck":
+			stuck++
+		}
+	}
+	require.Zero(t, released)
+	require.Equal(t, len(s.truth)-acted, stuck)
+}

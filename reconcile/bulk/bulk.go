@@ -1,0 +1,786 @@
+// Package bulk reconciles many stuck records at once, guided by evidence:
+// after a provider outage, hundreds of records wait for a person, and the
+// provider's outcome lookup can tell most of them apart.
+//
+// A run has three steps, each its own call so that a screen can show what
+// happens between them:
+//
+//  1. List: the stuck records a filter matches, as the person sees them
+//     (row-level security decides which tenants), each with the version it
+//     was seen at.
+//  2. Lookup: the tool's outcome lookup for every listed record, a bounded
+//     number at once, with progress; the records are grouped by verdict
+//     (found, not found, no answer, error), and each definite group gets
+//     the decision its evidence supports (found: completed with the
+//     provider's reference; not found: not executed).
+//  3. Accept, group by group: one reason for the group and the number of
+//     its records typed as confirmation. Each record is then decided by
+//     itself, through the people's function decide, under its own check of
+//     the version seen and with its own audit record; the records of a run
+//     share its batch id in the audit trail. A record that changed since it
+//     was listed is skipped and reported, never decided.
+//
+// Nothing but the listed records is read again or decided. Cancelling the
+// context stops a step cleanly: lookups not yet answered are reported as
+// not asked, and decisions not yet started are not made, while those in
+// flight finish (each bounded by Config.DecideTimeout), so that no
+// decision is left half known.
+//
+// For a screen: run each step in a command of its own with a context the
+// screen cancels (esc). Progress is reported from the goroutine that
+// called the step, one call at a time, after every record; forward it to
+// the screen without blocking (dropping reports a busy screen missed
+// costs nothing: each carries the totals so far). CheckFilter tells
+// whether the list's filter can start a run at all, Group.Count is the
+// number to type, Group.Samples the records to show, and GroupResult the
+// outcome of each record of an accepted group.
+package bulk
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
+)
+
+// Verdict is what a record's lookup told, as a run groups the records.
+type Verdict string
+
+// Verdicts.
+const (
+	// Found: the provider has the effect, and names a usable reference.
+	Found Verdict = "found"
+	// NotFound: the provider has no such effect.
+	NotFound Verdict = "not_found"
+	// NoAnswer: the provider gave no definite answer (a timeout, a refused
+	// connection, a status that is neither found nor not found, a
+	// redirect); asking again later may tell.
+	NoAnswer Verdict = "no_answer"
+	// Error: the answer cannot be used or the question cannot be asked: a
+	// found answer without a usable reference (missing, too long, control
+	// characters), an identity that makes no exact lookup URL, a tool
+	// without a lookup.
+	Error Verdict = "error"
+)
+
+// Verdicts lists the verdicts in the order a run shows its groups.
+var Verdicts = []Verdict{Found, NotFound, NoAnswer, Error}
+
+// Proposal is the decision a group's evidence supports; "" for the
+// groups without definite evidence, which are decided one by one.
+func (v Verdict) Proposal() reconcile.Decision {
+	switch v {
+	case Found:
+		return reconcile.Completed
+	case NotFound:
+		return reconcile.NotExecuted
+	}
+	return ""
+}
+
+// Label is the verdict in words.
+func (v Verdict) Label() string { return strings.ReplaceAll(string(v), "_", " ") }
+
+// Desk is what a run needs of one person's desk. *reconcile.Desk
+// satisfies it.
+type Desk interface {
+	// HasLookup tells whether the catalog gives tool an outcome lookup.
+	HasLookup(tool string) bool
+	// Ask runs the tool's lookup; ok is false when the tool has none.
+	Ask(ctx context.Context, tenant, tool, key string) (reconcile.Answer, bool)
+	// Decide applies one decision; a refusal is a *reconcile.RefusedError.
+	Decide(ctx context.Context, tool string, p reconcile.DecideParams) (reconcile.Result, error)
+}
+
+// Lister lists records as the person sees them. *storeview.Store
+// satisfies it.
+type Lister interface {
+	List(ctx context.Context, q storeview.Query) (storeview.Page, error)
+}
+
+var (
+	_ Desk   = (*reconcile.Desk)(nil)
+	_ Lister = (*storeview.Store)(nil)
+)
+
+// Limits and defaults.
+const (
+	// DefaultConcurrency is how many lookups (and decisions) run at once
+	// unless Config says otherwise.
+	DefaultConcurrency = 8
+	// MaxConcurrency bounds Config.Concurrency: a provider that just came
+	// back from an outage is not to be flooded, and each decision in
+	// flight holds a connection.
+	MaxConcurrency = 64
+	// DefaultMaxRecords is how many records a run takes at most unless
+	// Config says otherwise; a filter that matches more is refused, so
+	// that a run is always one the person looked at in full.
+	DefaultMaxRecords = 10_000
+	// DefaultDecideTimeout bounds one decision unless Config says
+	// otherwise: decide waits for a record's lock held by the library
+	// without bound, and one such record must not hold up a run.
+	DefaultDecideTimeout = 30 * time.Second
+	// maxRefBytes is the longest reference decide takes (00016).
+	maxRefBytes = 500
+	// maxReasonBytes is the longest reason decide takes (00016).
+	maxReasonBytes = 2000
+	// maxNote bounds an item's note.
+	maxNote = 300
+	// pageSize is the records read per query (storeview's cap).
+	pageSize = 1000
+	// maxFailuresInARow stops a group whose decisions keep failing (not
+	// refused: failing, such as a store that went away).
+	maxFailuresInARow = 10
+)
+
+// Errors of a run's input, matched with errors.Is: nothing was looked up
+// or decided.
+var (
+	ErrFilter       = errors.New("the filter cannot select records for a bulk reconciliation")
+	ErrTooMany      = errors.New("the filter matches too many records")
+	ErrNoReason     = errors.New("a reason is required")
+	ErrNotConfirmed = errors.New("not confirmed")
+	ErrNoProposal   = errors.New("the group has no proposed decision")
+	ErrConfig       = errors.New("bad bulk configuration")
+)
+
+// HTTPClient is a client for a run's lookups (reconcile.Desk.Client): it
+// keeps a connection per lookup in flight to each provider, where
+// http.DefaultClient keeps two and opens and closes the others for every
+// lookup. Proxies and timeouts are the default transport's.
+func HTTPClient(concurrency int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = max(concurrency, 2)
+	return &http.Client{Transport: tr}
+}
+
+// Config configures a Reconciler.
+type Config struct {
+	Desk   Desk
+	Lister Lister
+	// Concurrency is how many lookups, and then decisions, run at once:
+	// 1 to MaxConcurrency, 0 for DefaultConcurrency.
+	Concurrency int
+	// MaxRecords is how many records a run takes at most: 1 to
+	// DefaultMaxRecords, 0 for DefaultMaxRecords.
+	MaxRecords int
+	// DecideTimeout bounds each decision (0: DefaultDecideTimeout).
+	DecideTimeout time.Duration
+}
+
+// Reconciler runs bulk reconciliations for one person.
+type Reconciler struct {
+	cfg Config
+}
+
+// New checks cfg and returns a Reconciler.
+func New(cfg Config) (*Reconciler, error) {
+	switch {
+	case cfg.Desk == nil || cfg.Lister == nil:
+		return nil, fmt.Errorf("%w: a desk and a lister are required", ErrConfig)
+	case cfg.Concurrency < 0 || cfg.Concurrency > MaxConcurrency:
+		return nil, fmt.Errorf("%w: concurrency %d: give 1 to %d", ErrConfig, cfg.Concurrency, MaxConcurrency)
+	case cfg.MaxRecords < 0 || cfg.MaxRecords > DefaultMaxRecords:
+		return nil, fmt.Errorf("%w: at most %d records a run, not %d", ErrConfig, DefaultMaxRecords, cfg.MaxRecords)
+	case cfg.DecideTimeout < 0:
+		return nil, fmt.Errorf("%w: a negative decision timeout", ErrConfig)
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.MaxRecords == 0 {
+		cfg.MaxRecords = DefaultMaxRecords
+	}
+	if cfg.DecideTimeout == 0 {
+		cfg.DecideTimeout = DefaultDecideTimeout
+	}
+	return &Reconciler{cfg: cfg}, nil
+}
+
+// CheckFilter tells whether f can select a run's records: it keeps only
+// stuck records (state:stuck and no other state: only a pending record
+// whose lease expired is decided by evidence, and never by force), of one
+// or more named tools (tool:charge-card: the evidence is one provider's,
+// and an outage is one provider's), each with a lookup in the catalog. An
+// empty filter, which would take every record, is refused with the rest;
+// tenant:, key:, id:, owner: and age terms narrow further, and records the
+// person may not see are never listed whatever the filter names.
+func (r *Reconciler) CheckFilter(f storeview.Filter) error {
+	if len(f.States) != 1 || f.States[0] != storeview.StateStuck || f.Conflicted {
+		what := "the filter is empty"
+		if s := f.String(); s != "" {
+			what = fmt.Sprintf("%q selects more than stuck records", s)
+		}
+		return fmt.Errorf("%w: %s; write state:stuck and the tool, such as 'state:stuck tool:charge-card' "+
+			"(only a pending record whose lease expired is decided by evidence)", ErrFilter, what)
+	}
+	if len(f.Tools) == 0 {
+		return fmt.Errorf("%w: name the tool whose provider to ask, such as 'state:stuck tool:charge-card'", ErrFilter)
+	}
+	for _, tool := range f.Tools {
+		if !r.cfg.Desk.HasLookup(tool) {
+			return fmt.Errorf("%w: the catalog has no outcome lookup for tool %q, so its records cannot be reconciled by "+
+				"evidence (add a lookup to the tool's catalog entry, or decide them one by one)", ErrFilter, tool)
+		}
+	}
+	return nil
+}
+
+// List returns the records f matches (CheckFilter first), oldest first,
+// each with the version it was seen at. More than Config.MaxRecords is
+// ErrTooMany.
+func (r *Reconciler) List(ctx context.Context, f storeview.Filter) ([]storeview.Row, error) {
+	if err := r.CheckFilter(f); err != nil {
+		return nil, err
+	}
+	rows, err := r.list(ctx, f, r.cfg.MaxRecords)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(rows, func(a, b storeview.Row) int { return cmp.Compare(a.ID, b.ID) })
+	return rows, nil
+}
+
+// list pages through f's records, at most limit of them.
+func (r *Reconciler) list(ctx context.Context, f storeview.Filter, limit int) ([]storeview.Row, error) {
+	var rows []storeview.Row
+	var after *storeview.Cursor
+	for {
+		page, err := r.cfg.Lister.List(ctx, storeview.Query{Filter: f, Sort: storeview.SortNewest, Limit: pageSize, After: after})
+		if err != nil {
+			return nil, fmt.Errorf("list the records: %w", err)
+		}
+		rows = append(rows, page.Rows...)
+		if len(rows) > limit {
+			return nil, fmt.Errorf("%w: more than %d; narrow it (tenant:, age>, id:) and run again", ErrTooMany, limit)
+		}
+		if page.Next == nil {
+			return rows, nil
+		}
+		after = page.Next
+	}
+}
+
+// Item is one listed record and what its lookup told.
+type Item struct {
+	ID     int64  `json:"id"`
+	Tenant string `json:"tenant"`
+	Tool   string `json:"tool"`
+	Key    string `json:"key"`
+	// Version is the version the record was listed at: the one its
+	// decision expects.
+	Version int64   `json:"version"`
+	Verdict Verdict `json:"verdict"`
+	// Ref is the provider's reference of a found record.
+	Ref string `json:"ref,omitempty"`
+	// Note says what the lookup answered, or why the record has no
+	// proposal: at most 300 bytes, without control characters.
+	Note string `json:"note"`
+	// Evidence goes into the record's audit record with its decision.
+	Evidence reconcile.Evidence `json:"-"`
+}
+
+// Group is a run's records of one verdict.
+type Group struct {
+	Verdict Verdict `json:"verdict"`
+	// Proposal is the decision the evidence supports ("" for none).
+	Proposal reconcile.Decision `json:"proposal,omitempty"`
+	Items    []Item             `json:"-"`
+}
+
+// Count is how many records the group holds: the number a person types
+// to accept it.
+func (g Group) Count() int { return len(g.Items) }
+
+// Samples returns up to n of the group's records, spread over it (the
+// first and the last among them), for a person to look at.
+func (g Group) Samples(n int) []Item {
+	if n <= 0 || len(g.Items) == 0 {
+		return nil
+	}
+	if len(g.Items) <= n {
+		return slices.Clone(g.Items)
+	}
+	out := make([]Item, 0, n)
+	for i := range n {
+		out = append(out, g.Items[i*(len(g.Items)-1)/max(n-1, 1)])
+	}
+	return out
+}
+
+// Plan is a run's lookups, grouped: what a person accepts group by group.
+type Plan struct {
+	// BatchID names the run in the audit trail: every decision of the run
+	// carries it.
+	BatchID string
+	// Groups holds one group per verdict, in the order of Verdicts.
+	Groups []Group
+	// NotAsked are the records whose lookup did not run or was cut short
+	// because the run was cancelled: they are in no group.
+	NotAsked []Item
+	// Listed is how many records the run looked up (or meant to).
+	Listed int
+	// Took is how long the lookups took.
+	Took time.Duration
+}
+
+// Group returns the group of verdict v.
+func (p *Plan) Group(v Verdict) *Group {
+	for i := range p.Groups {
+		if p.Groups[i].Verdict == v {
+			return &p.Groups[i]
+		}
+	}
+	return nil
+}
+
+// Phase is a step of a run, as progress reports it.
+type Phase string
+
+// Phases.
+const (
+	PhaseLookup Phase = "lookup"
+	PhaseDecide Phase = "decide"
+)
+
+// Progress is how far a step got. Counts are by verdict while looking up
+// and by outcome while deciding.
+type Progress struct {
+	Phase       Phase
+	Done, Total int
+	Counts      map[string]int
+}
+
+// Lookup asks the provider about every row, Config.Concurrency at once,
+// and groups the answers. progress (may be nil) is called after each
+// answer, from the calling goroutine, one call at a time. When ctx is
+// cancelled the lookups in flight are cut short and no more start: the
+// plan holds what was answered, the rest are NotAsked, and the error is
+// ctx's.
+func (r *Reconciler) Lookup(ctx context.Context, rows []storeview.Row, progress func(Progress)) (*Plan, error) {
+	start := time.Now()
+	plan := &Plan{BatchID: reconcile.NewBatchID(), Listed: len(rows)}
+	items := make([]Item, len(rows))
+	asked := make([]bool, len(rows))
+	counts := map[string]int{}
+	done := 0
+	runBounded(ctx, len(rows), r.cfg.Concurrency, func(ctx context.Context, i int) func() {
+		item, ok := r.ask(ctx, rows[i])
+		return func() {
+			items[i], asked[i] = item, ok
+			done++
+			if ok {
+				counts[string(item.Verdict)]++
+			}
+			if progress != nil {
+				progress(Progress{Phase: PhaseLookup, Done: done, Total: len(rows), Counts: maps.Clone(counts)})
+			}
+		}
+	})
+	for _, v := range Verdicts {
+		plan.Groups = append(plan.Groups, Group{Verdict: v, Proposal: v.Proposal()})
+	}
+	for i, item := range items {
+		if !asked[i] {
+			plan.NotAsked = append(plan.NotAsked, itemOf(rows[i]))
+			continue
+		}
+		g := plan.Group(item.Verdict)
+		g.Items = append(g.Items, item)
+	}
+	plan.Took = time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return plan, fmt.Errorf("lookups stopped after %d of %d: %w", len(rows)-len(plan.NotAsked), len(rows), err)
+	}
+	return plan, nil
+}
+
+// runBounded calls work for 0..n-1, at most limit at once, until ctx is
+// done. The function each call returns runs on the calling goroutine, one
+// at a time, as each call ends, and before its worker takes the next
+// index: what it does (cancelling ctx, say) is seen by every later call.
+func runBounded(ctx context.Context, n, limit int, work func(ctx context.Context, i int) func()) {
+	type ended struct {
+		then func()
+		ack  chan struct{}
+	}
+	next := make(chan int)
+	results := make(chan ended)
+	go func() {
+		defer close(next)
+		for i := range n {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	workers := min(limit, n)
+	finished := make(chan struct{})
+	for range workers {
+		go func() {
+			defer func() { finished <- struct{}{} }()
+			ack := make(chan struct{}, 1)
+			for i := range next {
+				results <- ended{work(ctx, i), ack}
+				<-ack
+			}
+		}()
+	}
+	for running := workers; running > 0; {
+		select {
+		case e := <-results:
+			e.then()
+			e.ack <- struct{}{}
+		case <-finished:
+			running--
+		}
+	}
+}
+
+func itemOf(row storeview.Row) Item {
+	return Item{ID: row.ID, Tenant: row.Tenant, Tool: row.Tool, Key: row.Key, Version: row.Version}
+}
+
+// ask runs one record's lookup; ok is false when ctx ended before it
+// answered.
+func (r *Reconciler) ask(ctx context.Context, row storeview.Row) (Item, bool) {
+	item := itemOf(row)
+	if ctx.Err() != nil {
+		return item, false
+	}
+	ans, ok := r.cfg.Desk.Ask(ctx, row.Tenant, row.Tool, row.Key)
+	if ctx.Err() != nil {
+		// Cut short: its "no answer" says nothing of the provider.
+		return item, false
+	}
+	item.Evidence = ans.Evidence
+	item.Note = note(ans.Evidence.Summary)
+	switch {
+	case !ok:
+		item.Verdict = Error
+		item.Note = note("the catalog has no lookup for " + row.Tool)
+	case ans.Evidence.Lookup == reconcile.LookupFound:
+		if err := checkRef(ans.ResultRef); err != nil {
+			// The summary quotes the reference: leave it out.
+			item.Verdict = Error
+			item.Note = "the provider has it, but " + err.Error()
+			break
+		}
+		item.Verdict, item.Ref = Found, ans.ResultRef
+	case ans.Evidence.Lookup == reconcile.LookupNotFound:
+		item.Verdict = NotFound
+	case errors.Is(ans.Err, reconcile.ErrCannotAsk):
+		item.Verdict = Error
+	default:
+		item.Verdict = NoAnswer
+	}
+	return item, true
+}
+
+// checkRef tells whether a found answer's reference can be recorded as
+// the provider's reference: what retries will replay and people will
+// read. decide takes 500 bytes and trims white space; a reference it
+// would change, or that carries control or invisible characters, is not
+// the provider's as it said it.
+func checkRef(ref string) error {
+	switch {
+	case ref == "":
+		return errors.New("its answer names no reference (see the tool's lookup result_ref)")
+	case len(ref) > maxRefBytes:
+		return fmt.Errorf("its reference is %d bytes, over the %d a decision records", len(ref), maxRefBytes)
+	case !utf8.ValidString(ref):
+		return errors.New("its reference is not UTF-8")
+	case strings.TrimFunc(ref, isSpace) != ref:
+		return errors.New("its reference starts or ends with white space")
+	}
+	for _, c := range ref {
+		if !unicode.IsGraphic(c) {
+			return fmt.Errorf("its reference holds the control or invisible character %U", c)
+		}
+	}
+	return nil
+}
+
+// isSpace is white space as the database's clean_reason trims it.
+func isSpace(c rune) bool {
+	return unicode.IsSpace(c) || c == '\u180e' || c == '\u200b' || c == '\ufeff'
+}
+
+// note is s cut to maxNote bytes, each control or invisible character
+// replaced by U+FFFD.
+func note(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	var b strings.Builder
+	for _, c := range s {
+		if !unicode.IsGraphic(c) {
+			c = '\uFFFD'
+		}
+		if b.Len()+utf8.RuneLen(c) > maxNote-len("…") {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// CheckReason tells whether reason can be a group's reason: not only
+// white space (tabs, newlines and U+3000 included), at most 2,000 bytes,
+// UTF-8 without NUL (which PostgreSQL's text cannot hold: every decision
+// would fail).
+func CheckReason(reason string) error {
+	trimmed := strings.TrimFunc(reason, isSpace)
+	switch {
+	case trimmed == "":
+		return fmt.Errorf("%w: it goes into each record's audit record, and white space is no reason", ErrNoReason)
+	case len(trimmed) > maxReasonBytes:
+		return fmt.Errorf("%w: at most %d bytes, not %d", ErrNoReason, maxReasonBytes, len(trimmed))
+	case !utf8.ValidString(reason) || strings.ContainsRune(reason, 0):
+		return fmt.Errorf("%w: it must be UTF-8 text without NUL characters", ErrNoReason)
+	}
+	return nil
+}
+
+// Outcome is how a record of an accepted group ended.
+type Outcome string
+
+// Outcomes.
+const (
+	// Decided: the decision was applied, with its audit record.
+	Decided Outcome = "decided"
+	// Skipped: the record changed since it was listed (another decision,
+	// a retry, a takeover, a purge), so it was not decided.
+	Skipped Outcome = "skipped"
+	// Refused: the database refused the decision (and audited it).
+	Refused Outcome = "refused"
+	// Failed: the decision did not complete (a timeout, a lost
+	// connection); the record's history says whether it took effect.
+	Failed Outcome = "failed"
+	// NotAttempted: the group stopped (cancelled, or the role may not
+	// decide) before the record's turn.
+	NotAttempted Outcome = "not_attempted"
+)
+
+// Outcomes lists the outcomes in the order results show them.
+var Outcomes = []Outcome{Decided, Skipped, Refused, Failed, NotAttempted}
+
+// ItemResult is one record's part in an accepted group.
+type ItemResult struct {
+	Item
+	Outcome Outcome `json:"outcome"`
+	// Message says why a record was not decided.
+	Message string `json:"message,omitempty"`
+	// Audit names the audit record of the decision or refusal, "acme#42".
+	Audit string `json:"audit,omitempty"`
+	// State and NewVersion are the record's after the decision.
+	State      string `json:"state,omitempty"`
+	NewVersion int64  `json:"new_version,omitempty"`
+}
+
+// GroupResult is what accepting a group did, record by record.
+type GroupResult struct {
+	BatchID  string             `json:"batch_id"`
+	Verdict  Verdict            `json:"verdict"`
+	Decision reconcile.Decision `json:"decision"`
+	Items    []ItemResult       `json:"-"`
+	Counts   map[Outcome]int    `json:"counts"`
+	Took     time.Duration      `json:"-"`
+}
+
+// Only returns the results with outcome o.
+func (g GroupResult) Only(o Outcome) []ItemResult {
+	var out []ItemResult
+	for _, r := range g.Items {
+		if r.Outcome == o {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// AcceptParams is a person's acceptance of a group.
+type AcceptParams struct {
+	// Reason goes into every record's audit record.
+	Reason string
+	// Confirm is the number of records the person typed: it must be the
+	// group's count.
+	Confirm int
+}
+
+// Accept decides every record of plan's group v as the group's proposal,
+// each by itself: a record whose version or state changed since it was
+// listed is skipped (read again first, then checked again by decide). Up
+// to Config.Concurrency decisions run at once; progress (may be nil) is
+// called after each record, from the calling goroutine. The first refusal
+// that says the role may not decide stops the group (it is audited, as
+// every refusal is; the rest are not attempted), and so do ten failures
+// in a row and a cancelled ctx: decisions in flight then finish, none
+// starts. The error says why a group stopped; the result is valid either
+// way.
+func (r *Reconciler) Accept(ctx context.Context, plan *Plan, v Verdict, p AcceptParams, progress func(Progress)) (GroupResult, error) {
+	g := plan.Group(v)
+	if g == nil {
+		return GroupResult{}, fmt.Errorf("%w: no group %q", ErrNoProposal, v)
+	}
+	res := GroupResult{BatchID: plan.BatchID, Verdict: v, Decision: g.Proposal, Counts: map[Outcome]int{}}
+	switch {
+	case g.Proposal == "":
+		return res, fmt.Errorf("%w: %s records have no definite evidence; decide them one by one", ErrNoProposal, v.Label())
+	case len(g.Items) == 0:
+		return res, fmt.Errorf("%w: the %s group is empty", ErrNoProposal, v.Label())
+	case p.Confirm != len(g.Items):
+		return res, fmt.Errorf("%w: the %s group holds %d records, and %d was typed: nothing was decided",
+			ErrNotConfirmed, v.Label(), len(g.Items), p.Confirm)
+	}
+	if err := CheckReason(p.Reason); err != nil {
+		return res, err
+	}
+	start := time.Now()
+	res.Items = make([]ItemResult, len(g.Items))
+	for i, item := range g.Items {
+		res.Items[i] = ItemResult{Item: item, Outcome: NotAttempted}
+	}
+	current, err := r.current(ctx, g.Items)
+	if err != nil {
+		return res, err
+	}
+
+	// stop ends the dispatch of decisions; in-flight ones finish.
+	dispatch, stop := context.WithCancel(ctx)
+	defer stop()
+	var stopped error
+	failures, done := 0, 0
+	runBounded(dispatch, len(g.Items), r.cfg.Concurrency, func(dispatch context.Context, i int) func() {
+		out := r.decideOne(dispatch, g.Items[i], g.Proposal, plan.BatchID, p.Reason, current)
+		return func() {
+			res.Items[i] = out.ItemResult
+			done++
+			res.Counts[out.Outcome]++
+			var refused *reconcile.RefusedError
+			switch {
+			case out.Outcome == Refused && errors.As(out.err, &refused) && errors.Is(refused, reconcile.ErrNotPermitted):
+				if stopped == nil {
+					stopped = fmt.Errorf("stopped at the first refusal: %w", out.err)
+				}
+				stop()
+			case out.Outcome == Failed:
+				failures++
+				if failures >= maxFailuresInARow && stopped == nil {
+					stopped = fmt.Errorf("stopped after %d failed decisions in a row: %w", failures, out.err)
+					stop()
+				}
+			default:
+				failures = 0
+			}
+			if progress != nil {
+				counts := map[string]int{}
+				for o, n := range res.Counts {
+					counts[string(o)] = n
+				}
+				progress(Progress{Phase: PhaseDecide, Done: done, Total: len(g.Items), Counts: counts})
+			}
+		}
+	})
+	clear(res.Counts)
+	for _, out := range res.Items {
+		res.Counts[out.Outcome]++
+	}
+	res.Took = time.Since(start)
+	switch {
+	case stopped != nil:
+		return res, stopped
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("decisions stopped after %d of %d: %w", done, len(g.Items), ctx.Err())
+	}
+	return res, nil
+}
+
+// current reads the items' records again, as the person sees them now.
+func (r *Reconciler) current(ctx context.Context, items []Item) (map[int64]storeview.Row, error) {
+	out := make(map[int64]storeview.Row, len(items))
+	for chunk := range slices.Chunk(items, pageSize) {
+		ids := make([]int64, len(chunk))
+		for i, item := range chunk {
+			ids[i] = item.ID
+		}
+		rows, err := r.list(ctx, storeview.Filter{IDs: ids}, len(ids))
+		if err != nil {
+			return nil, fmt.Errorf("read the records again: %w", err)
+		}
+		for _, row := range rows {
+			out[row.ID] = row
+		}
+	}
+	return out, nil
+}
+
+// result is an ItemResult and the error behind it.
+type result struct {
+	ItemResult
+	err error
+}
+
+// decideOne decides one record, unless it changed since it was listed or
+// dispatch ended before its turn. The decision runs to its end whatever
+// happens to dispatch (bounded by DecideTimeout), so that its outcome is
+// known.
+func (r *Reconciler) decideOne(dispatch context.Context, item Item, d reconcile.Decision, batch, reason string, current map[int64]storeview.Row) result {
+	out := result{ItemResult: ItemResult{Item: item}}
+	if dispatch.Err() != nil {
+		out.Outcome = NotAttempted
+		return out
+	}
+	now, ok := current[item.ID]
+	switch {
+	case !ok:
+		out.Outcome, out.Message = Skipped, "no longer visible: purged, or your access changed"
+		return out
+	case now.Version != item.Version:
+		out.Outcome = Skipped
+		out.Message = fmt.Sprintf("changed since the lookup: now version %d (%s), listed at version %d", now.Version, now.State, item.Version)
+		return out
+	case now.State != storeview.StateStuck:
+		out.Outcome, out.Message = Skipped, fmt.Sprintf("no longer stuck: %s", now.State)
+		return out
+	}
+	p := reconcile.DecideParams{
+		OperationID: item.ID, Decision: d, ExpectVersion: item.Version, Reason: reason,
+		Evidence: item.Evidence, Batch: batch,
+	}
+	if d == reconcile.Completed {
+		p.ResultRef = item.Ref
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(dispatch), r.cfg.DecideTimeout)
+	defer cancel()
+	res, err := r.cfg.Desk.Decide(ctx, item.Tool, p)
+	out.err = err
+	if res.Seq != 0 {
+		out.Audit = res.AuditRef()
+	}
+	var refused *reconcile.RefusedError
+	switch {
+	case err == nil:
+		out.Outcome, out.State, out.NewVersion = Decided, res.State, res.Version
+	case errors.As(err, &refused) && (errors.Is(err, reconcile.ErrChanged) || errors.Is(err, reconcile.ErrNotPending) ||
+		errors.Is(err, reconcile.ErrLeaseLive)):
+		out.Outcome, out.Message = Skipped, note("changed since the lookup: "+refused.Message)
+	case errors.As(err, &refused):
+		out.Outcome, out.Message = Refused, note(refused.Message)
+	default:
+		out.Outcome = Failed
+		out.Message = note(fmt.Sprintf("%v (not known to be decided: the record's history says whether it was)", err))
+	}
+	return out
+}
