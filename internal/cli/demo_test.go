@@ -176,6 +176,40 @@ WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local' LIMIT 
 		require.NotContains(t, stderr.String(), "misbehaved")
 	})
 
+	// The demo serves the exporter on a free port of 127.0.0.1, says
+	// where, and stops it with everything else.
+	t.Run("ServesMetricsUntilStopped", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(context.Background())
+		var out, errOut syncBuffer
+		var runErr error
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			runErr = runDemo(ctx, demoOptions{Rate: 20, Workers: 2, Seed: 4, SeedSet: true, summaryEvery: time.Hour}, &out, &errOut)
+		}()
+		t.Cleanup(func() { cancel(); <-finished })
+		line := regexp.MustCompile(`(?m)^  exporter  (http://127\.0\.0\.1:\d+/metrics)  `)
+		waitFor(t, 2*time.Minute, "the exporter's address", func() bool {
+			select {
+			case <-finished:
+				t.Fatalf("the demo ended before it was interrupted: %v\n%s%s", runErr, out.String(), errOut.String())
+			default:
+			}
+			return line.MatchString(out.String())
+		})
+		url := line.FindStringSubmatch(out.String())[1]
+		waitFor(t, time.Minute, "the exporter counts the fleet's records", func() bool {
+			m := scrapeURL(t, url)
+			return m["opsdesk_store_up"][""] == 1 && m["opsdesk_operations"]["state=completed,tool=create-ticket"] > 0
+		})
+		cancel()
+		<-finished
+		require.NoError(t, runErr, errOut.String())
+		_, err := http.Get(url)
+		require.Error(t, err, "the exporter stopped with the demo")
+	})
+
 	t.Run("KeepLeavesTheDataDirectory", func(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithCancel(context.Background())

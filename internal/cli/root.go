@@ -72,7 +72,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	addGlobalFlags(root.Flags(), &g)
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return runConsole(cmd, &g) }
 	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newOpsCmd(&g), newDoctorCmd(&g),
-		newResolveCmd(&g), newConflictsCmd(&g), newAccessCmd(&g), newAuditCmd(&g), newRetentionCmd(&g))
+		newResolveCmd(&g), newConflictsCmd(&g), newAccessCmd(&g), newAuditCmd(&g), newRetentionCmd(&g),
+		newExporterCmd(&g))
 	return root
 }
 
