@@ -184,6 +184,43 @@ ANALYZE opsdesk.operations;`)
 	})
 }
 
+// TestStuckAboveTheCap: a tool with more stuck records than the exporter
+// reads (1001 a tenant) reports estimates, says so, and still finds each
+// group's oldest stuck record: globex's one record, younger than all of
+// acme's 2,100, was not among those read.
+func TestStuckAboveTheCap(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
+SELECT tenant, 'bulk', tenant || i, '1', sha256((tenant || i)::bytea), 'local', 'pending', 'w',
+    now() - expired - interval '1m', now() - expired
+FROM (SELECT 'acme', i, interval '2h' + i * interval '1s' FROM generate_series(1, 2100) i
+      UNION ALL SELECT 'globex', 1, interval '5m') AS f (tenant, i, expired);
+ANALYZE opsdesk.operations;`)
+	require.NoError(t, err)
+	viewer := dbtest.NewPerson(t, d, "viewer", "*")
+
+	m := scrape(t, newExporter(viewer.Pool, Config{TenantLabels: true}))
+	requireAge(t, tenMin/2, m.value(t, "opsdesk_oldest_stuck_seconds", "tenant=globex,tool=bulk"), "globex's")
+	requireAge(t, 2*60*60+2100, m.value(t, "opsdesk_oldest_stuck_seconds", "tenant=acme,tool=bulk"), "acme's")
+	for _, tenant := range []string{"acme", "globex"} {
+		require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=stuck,tenant="+tenant+",tool=bulk"))
+	}
+	require.InDelta(t, 2100, m.value(t, "opsdesk_operations", "state=stuck,tenant=acme,tool=bulk"), 210)
+
+	m = scrape(t, newExporter(viewer.Pool, Config{}))
+	require.InDelta(t, 2101, m.value(t, "opsdesk_operations", "state=stuck,tool=bulk"), 210)
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=stuck,tool=bulk"))
+	requireAge(t, 2*60*60+2100, m.value(t, "opsdesk_oldest_stuck_seconds", "tool=bulk"), "acme's")
+
+	// A viewer of globex reads globex's one record, exactly.
+	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Config{}))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations", "state=stuck,tool=bulk"))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=stuck,tool=bulk"))
+	requireAge(t, tenMin/2, m.value(t, "opsdesk_oldest_stuck_seconds", "tool=bulk"), "globex's")
+}
+
 // TestHostileNames: tool and tenant names are stored text; whatever they
 // hold (quotes, backslashes, newlines, control characters, braces, 32 KiB),
 // the exposition stays valid and each label reads back as stored.

@@ -100,20 +100,34 @@ func (s *Store) Signals(ctx context.Context, opts SignalsOpts) (Signals, error) 
 	return sig, err
 }
 
-// signalsStuckSQL reads the stuck part: $1 the row count each figure
-// stops at, $2 the stuck-after interval in microseconds, $3 and $4 the
-// groups' tenants and tools in step. %[1]s is the stuck condition, %[2]s
-// the group's, both over o. A tool's stuck records are a range of
-// operations_pending_lease_idx; each is checked for a deferral.
+// signalsStuckSQL reads the stuck part, tool by tool: $1 the stuck-after
+// interval in microseconds, $2 the tools, $3 how many of each tool's stuck
+// records to read, the longest stuck first (a range of
+// operations_pending_lease_idx), each checked for a deferral; %s groups
+// them (by tenant, or not: ”). A group's oldest is exact unless its
+// tool's records were cut short (sampled reached the limit).
 const signalsStuckSQL = `
-SELECT s.stuck, s.deferred, s.due, old.lease_expires_at
-FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS g (tenant, tool, n)
+SELECT g.tool, s.tenant, s.stuck, s.deferred, s.due, s.oldest, s.sampled
+FROM unnest($2::text[], $3::bigint[]) AS g (tool, lim)
 CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE d.until IS NULL OR d.until <= now()) AS stuck,
+    SELECT %s AS tenant,
+        count(*) FILTER (WHERE d.until IS NULL OR d.until <= now()) AS stuck,
         count(*) FILTER (WHERE d.until > now()) AS deferred,
-        count(*) FILTER (WHERE d.until <= now()) AS due
-    FROM (SELECT o.tenant, o.id, o.version FROM opsdesk.operations o WHERE %[1]s AND %[2]s LIMIT $1) o,
-        LATERAL (SELECT ` + DeferralUntilSQL + ` AS until) d) s
+        count(*) FILTER (WHERE d.until <= now()) AS due,
+        min(o.lease_expires_at) FILTER (WHERE d.until IS NULL OR d.until <= now()) AS oldest,
+        (sum(count(*)) OVER ())::bigint AS sampled
+    FROM (SELECT o.tenant, o.id, o.version, o.lease_expires_at FROM opsdesk.operations o
+          WHERE %s AND o.tool = g.tool ORDER BY o.lease_expires_at LIMIT g.lim) o,
+        LATERAL (SELECT ` + DeferralUntilSQL + ` AS until) d
+    GROUP BY 1) s`
+
+// signalsOldestSQL reads the oldest stuck record, not deferred, of each
+// group ($2, $3: tenants and tools in step; %[1]s the stuck condition
+// over $1, %[2]s the group's) whose tool had more stuck records than
+// signalsStuckSQL read.
+const signalsOldestSQL = `
+SELECT old.lease_expires_at
+FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS g (tenant, tool, n)
 LEFT JOIN LATERAL (SELECT o.lease_expires_at FROM opsdesk.operations o
     WHERE %[1]s AND %[2]s AND coalesce(` + DeferralUntilSQL + ` <= now(), true)
     ORDER BY o.lease_expires_at LIMIT 1) old ON true
@@ -180,46 +194,23 @@ func (s *Store) signalsIn(ctx context.Context, q querier, opts SignalsOpts, sig 
 		sig.Read = SignalStuck | SignalCounts | SignalEstimates
 		return nil
 	}
-	stuckAfter := s.opts.StuckAfter.Microseconds()
 	est := &estimates{scoped: sig.Scoped, byTenant: opts.ByTenant, batch: &pgx.Batch{}}
 
-	stuckSQL := fmt.Sprintf(signalsStuckSQL, fmt.Sprintf(stuckWhere, "$2"), groupWhere("o", opts.ByTenant))
-	rows, err := q.Query(ctx, stuckSQL, CountCap+1, stuckAfter, tenants, tools)
-	if err != nil {
-		return fmt.Errorf("count stuck records: %w", err)
-	}
-	var i int
-	var stuck, deferred, due int64
-	var oldest *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&stuck, &deferred, &due, &oldest}, func() error {
-		t := &sig.Tools[i]
-		i++
-		t.Stuck, t.Deferred, t.DeferredDue = Count{N: stuck}, Count{N: deferred}, Count{N: due}
-		if oldest != nil {
-			t.OldestStuck = *oldest
-		}
-		if stuck+deferred > CountCap {
-			// The first CountCap+1 stuck records were checked for
-			// deferrals: what they held are lower bounds.
-			t.Stuck.AtLeast, t.Deferred.AtLeast, t.DeferredDue.AtLeast = true, true, true
-			est.add(t, &t.Stuck, leaseEstimateWhere(true, stuckAfter), -deferred, stuck)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("count stuck records: %w", err)
+	if err := s.signalsStuck(ctx, q, sig, est, tenants, tools); err != nil {
+		return err
 	}
 	sig.Read |= SignalStuck
 
+	stuckAfter := s.opts.StuckAfter.Microseconds()
 	args := []any{CountCap + 1, stuckAfter, tenants, tools}
 	if !opts.ByTenant {
 		args = append(args, visible)
 	}
-	rows, err = q.Query(ctx, signalsCountsSQL(opts.ByTenant), args...)
+	rows, err := q.Query(ctx, signalsCountsSQL(opts.ByTenant), args...)
 	if err != nil {
 		return fmt.Errorf("count records: %w", err)
 	}
-	i = 0
+	i := 0
 	var pending, rejected, released, conflicted, expired int64
 	_, err = pgx.ForEachRow(rows, []any{&pending, &rejected, &released, &conflicted, &expired}, func() error {
 		t := &sig.Tools[i]
@@ -248,7 +239,7 @@ func (s *Store) signalsIn(ctx context.Context, q querier, opts SignalsOpts, sig 
 	}
 	sig.Read |= SignalCounts
 
-	if err := s.countSucceeded(ctx, q, sig, est, tenants, tools); err != nil {
+	if err := s.countSucceeded(ctx, q, sig, est, visible, tenants, tools); err != nil {
 		return err
 	}
 	if err := est.run(ctx, q); err != nil {
@@ -258,10 +249,100 @@ func (s *Store) signalsIn(ctx context.Context, q querier, opts SignalsOpts, sig 
 	return nil
 }
 
+// signalsStuck reads the stuck part. It reads each tool's stuck records
+// once, the longest stuck first, up to CountCap+1 a group; a tool that
+// has more makes its groups' figures lower bounds, and its groups' oldest
+// records are then looked up one by one.
+func (s *Store) signalsStuck(ctx context.Context, q querier, sig *Signals, est *estimates, tenants, tools []string) error {
+	stuckAfter := s.opts.StuckAfter.Microseconds()
+	byTool := map[string][]int{} // a tool's groups
+	var names []string
+	for i, t := range sig.Tools {
+		if len(byTool[t.Tool]) == 0 {
+			names = append(names, t.Tool)
+		}
+		byTool[t.Tool] = append(byTool[t.Tool], i)
+	}
+	limits := make([]int64, len(names))
+	for i, name := range names {
+		limits[i] = int64(CountCap+1) * int64(len(byTool[name]))
+	}
+	tenant := "''"
+	if est.byTenant {
+		tenant = "o.tenant"
+	}
+	stuck := fmt.Sprintf(stuckWhere, "$1")
+	rows, err := q.Query(ctx, fmt.Sprintf(signalsStuckSQL, tenant, stuck), stuckAfter, names, limits)
+	if err != nil {
+		return fmt.Errorf("count stuck records: %w", err)
+	}
+	group := make(map[[2]string]int, len(sig.Tools))
+	for i, t := range sig.Tools {
+		group[[2]string{t.Tenant, t.Tool}] = i
+	}
+	cut := map[string]bool{} // the tools read in part
+	var tool, tenantName string
+	var stuckN, deferred, due, sampled int64
+	var oldest *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&tool, &tenantName, &stuckN, &deferred, &due, &oldest, &sampled}, func() error {
+		if sampled >= limits[slices.Index(names, tool)] {
+			cut[tool] = true
+		}
+		i, ok := group[[2]string{tenantName, tool}]
+		if !ok {
+			return nil // a tenant's first records, after the list of groups was read
+		}
+		t := &sig.Tools[i]
+		t.Stuck, t.Deferred, t.DeferredDue = Count{N: stuckN}, Count{N: deferred}, Count{N: due}
+		if oldest != nil {
+			t.OldestStuck = *oldest
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("count stuck records: %w", err)
+	}
+	var lookup []int // groups whose oldest the cut read may have missed
+	for i := range sig.Tools {
+		t := &sig.Tools[i]
+		if !cut[t.Tool] {
+			continue
+		}
+		t.Stuck.AtLeast, t.Deferred.AtLeast, t.DeferredDue.AtLeast = true, true, true
+		est.add(t, &t.Stuck, leaseEstimateWhere(true, stuckAfter), -t.Deferred.N, t.Stuck.N)
+		if t.OldestStuck.IsZero() {
+			lookup = append(lookup, i)
+		}
+	}
+	if len(lookup) == 0 {
+		return nil
+	}
+	gTenants, gTools := make([]string, len(lookup)), make([]string, len(lookup))
+	for j, i := range lookup {
+		gTenants[j], gTools[j] = tenants[i], tools[i]
+	}
+	rows, err = q.Query(ctx, fmt.Sprintf(signalsOldestSQL, stuck, groupWhere("o", est.byTenant)), stuckAfter, gTenants, gTools)
+	if err != nil {
+		return fmt.Errorf("find the oldest stuck records: %w", err)
+	}
+	j := 0
+	_, err = pgx.ForEachRow(rows, []any{&oldest}, func() error {
+		if oldest != nil {
+			sig.Tools[lookup[j]].OldestStuck = *oldest
+		}
+		j++
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("find the oldest stuck records: %w", err)
+	}
+	return nil
+}
+
 // countSucceeded counts each group's succeeded records as the overview
 // counts them: exactly on a small table; on a large one the planner's
 // estimate for a role that sees every tenant, else exactly up to the cap.
-func (s *Store) countSucceeded(ctx context.Context, q querier, sig *Signals, est *estimates, tenants, tools []string) error {
+func (s *Store) countSucceeded(ctx context.Context, q querier, sig *Signals, est *estimates, visible, tenants, tools []string) error {
 	size, err := tableSize(ctx, q)
 	if err != nil {
 		return err
@@ -291,8 +372,14 @@ func (s *Store) countSucceeded(ctx context.Context, q querier, sig *Signals, est
 			t.Completed = Count{N: counts[[2]string{t.Tenant, t.Tool}]}
 		}
 	case sig.Scoped:
-		rows, err := q.Query(ctx, "SELECT "+fmt.Sprintf(capped, succeededWhere+" AND "+groupWhere("", est.byTenant))+`
-FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS g (tenant, tool, n) ORDER BY g.n`, CountCap+1, tenants, tools)
+		// Statistics span every tenant: count up to the cap instead, each
+		// tenant's completed records a range of operations_tool_expiry_idx.
+		tenantsOf, args := "$4::text[]", []any{CountCap + 1, tenants, tools, visible}
+		if est.byTenant {
+			tenantsOf, args = "ARRAY[g.tenant]", args[:3]
+		}
+		rows, err := q.Query(ctx, "SELECT "+completedCount(tenantsOf, "g.tool", "$1", "o.outcome = 'succeeded'")+`
+FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS g (tenant, tool, n) ORDER BY g.n`, args...)
 		if err != nil {
 			return fmt.Errorf("count completed: %w", err)
 		}
