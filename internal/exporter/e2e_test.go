@@ -33,13 +33,12 @@ func TestPrometheusScrapesTheExporter(t *testing.T) {
 	bin, err := exec.LookPath("prometheus")
 	require.NoError(t, err, "the end-to-end test needs the Prometheus server on PATH (Debian: apt-get install prometheus)")
 
+	seeded := time.Now() // the fixtures' clock reads this or later
 	d := fixtureDB(t)
 	_, err = d.Admin.Exec(t.Context(), `
 INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
 VALUES ('acme', $1, 'h1', '1', sha256('h1'), 'local', 'pending', 'w', now() - interval '2h', now() - interval '1h')`, hostileTool)
 	require.NoError(t, err)
-	var seeded time.Time
-	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT now()`).Scan(&seeded))
 	e := newExporter(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{Logf: t.Logf})
 	target := httptest.NewServer(e.Handler()) // on 127.0.0.1
 	t.Cleanup(target.Close)
