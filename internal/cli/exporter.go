@@ -134,6 +134,10 @@ func openExporterPools(c config.Context, opts exporterOptions) (pool, verifyPool
 	}
 	poolCfg.ConnConfig.RuntimeParams["application_name"] = "opsdesk exporter"
 	poolCfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(opts.Budget.Milliseconds(), 10)
+	// The scrapes' statements read little, but the planner cannot tell how
+	// many tools the store has and may cost them high enough to compile
+	// them: seconds of JIT for milliseconds of reading.
+	poolCfg.ConnConfig.RuntimeParams["jit"] = "off"
 	// A scrape's four reads side by side, and a ping for /healthz.
 	poolCfg.MaxConns = 5
 	pool, err = pgxpool.NewWithConfig(context.Background(), poolCfg)

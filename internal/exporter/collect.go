@@ -191,7 +191,7 @@ func (e *Exporter) emitSignals(ch chan<- prometheus.Metric, sig storeview.Signal
 			e.send(ch, e.descs.operations, prometheus.GaugeValue, float64(c.N), append(slices.Clone(labels), state)...)
 			count(nil, state, c)
 		}
-		if sig.Read&storeview.SignalStuck != 0 {
+		if sig.Read&storeview.SignalCounts != 0 {
 			state("stuck", t.Stuck)
 			state("deferred", t.Deferred)
 			count(e.descs.deferredDue, "deferred_due", t.DeferredDue)
@@ -200,8 +200,6 @@ func (e *Exporter) emitSignals(ch chan<- prometheus.Metric, sig storeview.Signal
 				age = max(0, sig.DBTime.Sub(t.OldestStuck).Seconds())
 			}
 			e.send(ch, e.descs.oldestStuck, prometheus.GaugeValue, age, labels...)
-		}
-		if sig.Read&storeview.SignalCounts != 0 {
 			state("pending", t.Pending)
 			state("rejected", t.Rejected)
 			state("released", t.Released)

@@ -201,7 +201,7 @@ ANALYZE opsdesk.operations;`)
 	require.NoError(t, err)
 	viewer := dbtest.NewPerson(t, d, "viewer", "*")
 
-	m := scrape(t, newExporter(viewer.Pool, Config{TenantLabels: true}))
+	m := scrape(t, newExporter(viewer.Pool, Config{TenantLabels: true, Logf: t.Logf}))
 	requireAge(t, tenMin/2, m.value(t, "opsdesk_oldest_stuck_seconds", "tenant=globex,tool=bulk"), "globex's")
 	requireAge(t, 2*60*60+2100, m.value(t, "opsdesk_oldest_stuck_seconds", "tenant=acme,tool=bulk"), "acme's")
 	for _, tenant := range []string{"acme", "globex"} {
@@ -215,10 +215,35 @@ ANALYZE opsdesk.operations;`)
 	requireAge(t, 2*60*60+2100, m.value(t, "opsdesk_oldest_stuck_seconds", "tool=bulk"), "acme's")
 
 	// A viewer of globex reads globex's one record, exactly.
-	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Config{}))
+	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Config{Logf: t.Logf}))
 	require.Equal(t, 1.0, m.value(t, "opsdesk_operations", "state=stuck,tool=bulk"))
 	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=stuck,tool=bulk"))
 	requireAge(t, tenMin/2, m.value(t, "opsdesk_oldest_stuck_seconds", "tool=bulk"), "globex's")
+}
+
+// TestCompletedOnALargeTable: past 100,000 records the completed count
+// is the planner's estimate for a viewer of every tenant, and for a viewer
+// of one tenant a count up to the cap, never an estimate from statistics
+// that count the other tenants too.
+func TestCompletedOnALargeTable(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, created_at, completed_at, expires_at)
+SELECT tenant, 'bulk', tenant || '-' || i, '1', sha256((tenant || i)::bytea), 'local', 'completed', 'succeeded', 'w',
+    now() - interval '1d', now() - interval '1d', now() - interval '1d', now() - interval '1d', now() + interval '6d'
+FROM (VALUES ('acme', 1100), ('globex', 100000)) AS f (tenant, n), generate_series(1, f.n) i;
+ANALYZE opsdesk.operations;`)
+	require.NoError(t, err)
+
+	m := scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{Logf: t.Logf}))
+	require.InDelta(t, 101100, m.value(t, "opsdesk_operations", "state=completed,tool=bulk"), 10000)
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=completed,tool=bulk"))
+
+	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Config{Logf: t.Logf}))
+	require.Equal(t, 1000.0, m.value(t, "opsdesk_operations", "state=completed,tool=bulk"), "acme's 1,100, counted up to the cap")
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=completed,tool=bulk"))
 }
 
 // TestHostileNames: tool and tenant names are stored text; whatever they

@@ -230,10 +230,12 @@ SELECT now(), (SELECT yes FROM every),
 
 // storePairsSQL lists the (tenant, tool) pairs of the records the role
 // sees, by the same walk, as two arrays in step, ordered by tenant and
-// tool; and the tenants it sees.
+// tool; the tenants it sees; and the planner's estimate of the
+// operations' rows.
 var storePairsSQL = storeWalkSQL + `
 SELECT now(), (SELECT yes FROM every), (SELECT coalesce(array_agg(tenant), '{}') FROM visible),
-    coalesce(array_agg(tenant ORDER BY tenant, tool), '{}'), coalesce(array_agg(tool ORDER BY tenant, tool), '{}')
+    coalesce(array_agg(tenant ORDER BY tenant, tool), '{}'), coalesce(array_agg(tool ORDER BY tenant, tool), '{}'),
+    (SELECT reltuples FROM pg_class WHERE oid = 'opsdesk.operations'::regclass)
 FROM pairs`
 
 // storeWalkSQL walks the primary key for the tenants the role sees

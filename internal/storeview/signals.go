@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,13 +32,10 @@ type SignalParts uint8
 
 // The parts of Signals.
 const (
-	// SignalStuck is Stuck, Deferred, DeferredDue and OldestStuck: what
-	// pages someone, read first.
-	SignalStuck SignalParts = 1 << iota
-	// SignalCounts is Pending, Rejected, Released, Conflicted and Expired.
+	// SignalCounts is every figure but Completed, read in one statement.
 	// Until SignalEstimates is read too, a count above the cap is a lower
 	// bound (AtLeast).
-	SignalCounts
+	SignalCounts SignalParts = 1 << iota
 	// SignalEstimates is Completed, and the estimates of the counts above
 	// the cap for a role that sees every tenant.
 	SignalEstimates
@@ -91,33 +89,39 @@ const DeferralUntilSQL = `(SELECT (a.details->>'snooze_until')::timestamptz FROM
             AND a.outcome = 'succeeded' AND a.version_after = o.version
         ORDER BY a.seq DESC LIMIT 1)`
 
-// Signals reads every tool's figures that the role sees, in one snapshot.
-// When ctx ends before the read does, it returns the parts read so far
-// (Read) with the error.
+// Signals reads every tool's figures that the role sees, in three round
+// trips: the store's tools, the counts (two statements in one pipeline),
+// and the planner's estimates of those above the cap. When ctx ends before
+// the read does, it returns the parts read so far (Read) with the error.
+//
+// The reads are statements of their own, not a snapshot: a transaction
+// would cost two more round trips, which a loaded server makes the larger
+// part of a scrape, and a record that changes state between two
+// statements a few milliseconds apart moves a count by one for one scrape.
 func (s *Store) Signals(ctx context.Context, opts SignalsOpts) (Signals, error) {
 	var sig Signals
-	err := s.snapshot(ctx, func(q querier) error { return s.signalsIn(ctx, q, opts, &sig) })
+	err := s.signals(ctx, opts, &sig)
 	return sig, err
 }
 
-// signalsStuckSQL reads the stuck part, tool by tool: $1 the stuck-after
-// interval in microseconds, $2 the tools, $3 how many of each tool's stuck
-// records to read, the longest stuck first (a range of
-// operations_pending_lease_idx), each checked for a deferral; %s groups
-// them (by tenant, or not: ”). A group's oldest is exact unless its
-// tool's records were cut short (sampled reached the limit).
+// signalsStuckSQL reads the stuck records, tool by tool: $1 the
+// stuck-after interval in microseconds, $2 the tools, $3 how many of each
+// tool's stuck records to read, the longest stuck first (a range of
+// operations_pending_lease_idx), each checked for a deferral; %[1]s
+// groups them (o.tenant, or an empty string), %[2]s is the stuck condition. A
+// group's oldest is exact unless its tool was cut short (cut).
 const signalsStuckSQL = `
-SELECT g.tool, s.tenant, s.stuck, s.deferred, s.due, s.oldest, s.sampled
+SELECT g.tool, s.tenant, s.stuck, s.deferred, s.due, s.oldest, s.sampled >= g.lim AS cut
 FROM unnest($2::text[], $3::bigint[]) AS g (tool, lim)
 CROSS JOIN LATERAL (
-    SELECT %s AS tenant,
+    SELECT %[1]s AS tenant,
         count(*) FILTER (WHERE d.until IS NULL OR d.until <= now()) AS stuck,
         count(*) FILTER (WHERE d.until > now()) AS deferred,
         count(*) FILTER (WHERE d.until <= now()) AS due,
         min(o.lease_expires_at) FILTER (WHERE d.until IS NULL OR d.until <= now()) AS oldest,
-        (sum(count(*)) OVER ())::bigint AS sampled
+        sum(count(*)) OVER () AS sampled
     FROM (SELECT o.tenant, o.id, o.version, o.lease_expires_at FROM opsdesk.operations o
-          WHERE %s AND o.tool = g.tool ORDER BY o.lease_expires_at LIMIT g.lim) o,
+          WHERE %[2]s AND o.tool = g.tool ORDER BY o.lease_expires_at LIMIT g.lim) o,
         LATERAL (SELECT ` + DeferralUntilSQL + ` AS until) d
     GROUP BY 1) s`
 
@@ -145,21 +149,44 @@ func groupWhere(alias string, byTenant bool) string {
 	return alias + "tool = g.tool"
 }
 
-// signalsCountsSQL reads the counts part with the overview's capped
-// counts, the review's expired count, and the same parameters as
-// signalsStuckSQL; $5 holds the tenants the role sees.
-func signalsCountsSQL(byTenant bool) string {
+// completedHow is how signalsCountsSQL counts succeeded records.
+type completedHow int
+
+const (
+	completedExact     completedHow = iota // a small table: every completed record less the rejected ones
+	completedCapped                        // a role that sees some tenants: up to the cap
+	completedEstimated                     // the planner's, later: NULL
+)
+
+// signalsCountsSQL reads the other counts, a group at a time: the
+// overview's capped counts, the review's expired count and the succeeded
+// count as how says. $1 is the row count each stops at, $2 the stuck-after
+// interval in microseconds, $3 and $4 the groups' tenants and tools in
+// step; by tool, $5 holds the tenants the role sees.
+func signalsCountsSQL(byTenant bool, how completedHow) string {
 	group := groupWhere("", byTenant)
 	tenants := "$5::text[]"
 	if byTenant {
 		tenants = "ARRAY[g.tenant]"
 	}
-	return "SELECT " +
-		fmt.Sprintf(capped, fmt.Sprintf(pendingWhere, "$2")+" AND "+group) + ", " +
-		fmt.Sprintf(capped, rejectedWhere+" AND "+group) + ", " +
-		fmt.Sprintf(capped, releasedWhere+" AND "+group) + ", " +
-		"(SELECT count(*) FROM " + conflictedFrom + " AND " + group + " LIMIT $1) s), " +
-		completedCount(tenants, "g.tool", "$1", "o."+expiredWhere) + `
+	completed := "NULL::bigint"
+	switch how {
+	case completedExact:
+		// Both index-only (operations_tool_expiry_idx, and
+		// operations_rejected_tool_idx), and both small: the table is.
+		completed = completedCount(tenants, "g.tool", "NULL", "true") +
+			" - (SELECT count(*) FROM opsdesk.operations WHERE " + rejectedWhere + " AND " + group + ")"
+	case completedCapped:
+		completed = completedCount(tenants, "g.tool", "$1", "o.outcome = 'succeeded'")
+	}
+	return "SELECT " + strings.Join([]string{
+		fmt.Sprintf(capped, fmt.Sprintf(pendingWhere, "$2")+" AND "+group),
+		fmt.Sprintf(capped, rejectedWhere+" AND "+group),
+		fmt.Sprintf(capped, releasedWhere+" AND "+group),
+		"(SELECT count(*) FROM " + conflictedFrom + " AND " + group + " LIMIT $1) s)",
+		completedCount(tenants, "g.tool", "$1", "o."+expiredWhere),
+		completed,
+	}, ",\n    ") + `
 FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS g (tenant, tool, n)
 ORDER BY g.n`
 }
@@ -171,10 +198,11 @@ const expiredWhere = "expires_at <= now()"
 // succeededWhere is the overview's completed count's condition.
 const succeededWhere = "state = 'completed' AND outcome = 'succeeded'"
 
-func (s *Store) signalsIn(ctx context.Context, q querier, opts SignalsOpts, sig *Signals) error {
+func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) error {
 	var every bool
+	var size float64
 	var visible, tenants, tools []string
-	if err := q.QueryRow(ctx, storePairsSQL).Scan(&sig.DBTime, &every, &visible, &tenants, &tools); err != nil {
+	if err := s.pool.QueryRow(ctx, storePairsSQL).Scan(&sig.DBTime, &every, &visible, &tenants, &tools, &size); err != nil {
 		return fmt.Errorf("list the store's tools: %w", err)
 	}
 	sig.Scoped = !every
@@ -185,147 +213,162 @@ func (s *Store) signalsIn(ctx context.Context, q querier, opts SignalsOpts, sig 
 	}
 	sig.Tools = make([]ToolSignals, len(tools))
 	for i := range tools {
-		sig.Tools[i] = ToolSignals{Tool: tools[i]}
-		if opts.ByTenant {
-			sig.Tools[i].Tenant = tenants[i]
-		}
+		sig.Tools[i] = ToolSignals{Tenant: tenants[i], Tool: tools[i]}
 	}
 	if len(tools) == 0 {
-		sig.Read = SignalStuck | SignalCounts | SignalEstimates
+		sig.Read = SignalCounts | SignalEstimates
 		return nil
 	}
-	est := &estimates{scoped: sig.Scoped, byTenant: opts.ByTenant, batch: &pgx.Batch{}}
-
-	if err := s.signalsStuck(ctx, q, sig, est, tenants, tools); err != nil {
-		return err
-	}
-	sig.Read |= SignalStuck
-
 	stuckAfter := s.opts.StuckAfter.Microseconds()
-	args := []any{CountCap + 1, stuckAfter, tenants, tools}
-	if !opts.ByTenant {
-		args = append(args, visible)
+	how := completedEstimated
+	switch {
+	case size < exactCountLimit:
+		how = completedExact
+	case sig.Scoped:
+		how = completedCapped
 	}
-	rows, err := q.Query(ctx, signalsCountsSQL(opts.ByTenant), args...)
-	if err != nil {
-		return fmt.Errorf("count records: %w", err)
-	}
-	i := 0
-	var pending, rejected, released, conflicted, expired int64
-	_, err = pgx.ForEachRow(rows, []any{&pending, &rejected, &released, &conflicted, &expired}, func() error {
-		t := &sig.Tools[i]
-		i++
-		for _, c := range []struct {
-			count *Count
-			n     int64
-			where string
-		}{
-			{&t.Pending, pending, leaseEstimateWhere(false, stuckAfter)},
-			{&t.Rejected, rejected, rejectedWhere},
-			{&t.Released, released, releasedWhere},
-			{&t.Conflicted, conflicted, ""},
-			{&t.Expired, expired, "state = 'completed' AND " + expiredWhere},
-		} {
-			*c.count = Count{N: c.n}
-			if c.n > CountCap {
-				*c.count = Count{N: CountCap, AtLeast: true} // it counted CountCap+1
-				est.add(t, c.count, c.where, 0, CountCap+1)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("count records: %w", err)
-	}
-	sig.Read |= SignalCounts
 
-	if err := s.countSucceeded(ctx, q, sig, est, visible, tenants, tools); err != nil {
-		return err
-	}
-	if err := est.run(ctx, q); err != nil {
-		return err
-	}
-	sig.Read |= SignalEstimates
-	return nil
-}
-
-// signalsStuck reads the stuck part. It reads each tool's stuck records
-// once, the longest stuck first, up to CountCap+1 a group; a tool that
-// has more makes its groups' figures lower bounds, and its groups' oldest
-// records are then looked up one by one.
-func (s *Store) signalsStuck(ctx context.Context, q querier, sig *Signals, est *estimates, tenants, tools []string) error {
-	stuckAfter := s.opts.StuckAfter.Microseconds()
-	byTool := map[string][]int{} // a tool's groups
+	// A tool's groups, and how many of its stuck records to read: CountCap+1
+	// a group.
 	var names []string
-	for i, t := range sig.Tools {
-		if len(byTool[t.Tool]) == 0 {
+	limits := map[string]int64{}
+	for _, t := range sig.Tools {
+		if limits[t.Tool] == 0 {
 			names = append(names, t.Tool)
 		}
-		byTool[t.Tool] = append(byTool[t.Tool], i)
+		limits[t.Tool] += CountCap + 1
 	}
-	limits := make([]int64, len(names))
+	lims := make([]int64, len(names))
 	for i, name := range names {
-		limits[i] = int64(CountCap+1) * int64(len(byTool[name]))
+		lims[i] = limits[name]
 	}
-	tenant := "''"
-	if est.byTenant {
-		tenant = "o.tenant"
-	}
-	stuck := fmt.Sprintf(stuckWhere, "$1")
-	rows, err := q.Query(ctx, fmt.Sprintf(signalsStuckSQL, tenant, stuck), stuckAfter, names, limits)
-	if err != nil {
-		return fmt.Errorf("count stuck records: %w", err)
+	tenantOf := "''::text"
+	if opts.ByTenant {
+		tenantOf = "o.tenant"
 	}
 	group := make(map[[2]string]int, len(sig.Tools))
 	for i, t := range sig.Tools {
 		group[[2]string{t.Tenant, t.Tool}] = i
 	}
 	cut := map[string]bool{} // the tools read in part
-	var tool, tenantName string
-	var stuckN, deferred, due, sampled int64
-	var oldest *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&tool, &tenantName, &stuckN, &deferred, &due, &oldest, &sampled}, func() error {
-		if sampled >= limits[slices.Index(names, tool)] {
-			cut[tool] = true
-		}
-		i, ok := group[[2]string{tenantName, tool}]
-		if !ok {
-			return nil // a tenant's first records, after the list of groups was read
-		}
-		t := &sig.Tools[i]
-		t.Stuck, t.Deferred, t.DeferredDue = Count{N: stuckN}, Count{N: deferred}, Count{N: due}
-		if oldest != nil {
-			t.OldestStuck = *oldest
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("count stuck records: %w", err)
+	batch := &pgx.Batch{}
+	batch.Queue(fmt.Sprintf(signalsStuckSQL, tenantOf, fmt.Sprintf(stuckWhere, "$1")), stuckAfter, names, lims).
+		Query(func(rows pgx.Rows) error {
+			var tool, tenant string
+			var stuck, deferred, due int64
+			var oldest *time.Time
+			var cutShort bool
+			_, err := pgx.ForEachRow(rows, []any{&tool, &tenant, &stuck, &deferred, &due, &oldest, &cutShort}, func() error {
+				cut[tool] = cut[tool] || cutShort
+				i, ok := group[[2]string{tenant, tool}]
+				if !ok {
+					return nil // a tenant's first records, after the walk
+				}
+				t := &sig.Tools[i]
+				t.Stuck, t.Deferred, t.DeferredDue = Count{N: stuck}, Count{N: deferred}, Count{N: due}
+				if oldest != nil {
+					t.OldestStuck = *oldest
+				}
+				return nil
+			})
+			return err
+		})
+	args := []any{CountCap + 1, stuckAfter, tenants, tools}
+	if !opts.ByTenant {
+		args = append(args, visible)
 	}
-	var lookup []int // groups whose oldest the cut read may have missed
+	batch.Queue(signalsCountsSQL(opts.ByTenant, how), args...).Query(func(rows pgx.Rows) error {
+		i := 0
+		var pending, rejected, released, conflicted, expired int64
+		var completed *int64
+		_, err := pgx.ForEachRow(rows, []any{&pending, &rejected, &released, &conflicted, &expired, &completed}, func() error {
+			t := &sig.Tools[i]
+			i++
+			for _, c := range []struct {
+				count *Count
+				n     int64
+			}{{&t.Pending, pending}, {&t.Rejected, rejected}, {&t.Released, released}, {&t.Conflicted, conflicted}, {&t.Expired, expired}} {
+				*c.count = Count{N: c.n}
+				if c.n > CountCap {
+					*c.count = Count{N: CountCap, AtLeast: true} // it counted CountCap+1
+				}
+			}
+			switch {
+			case completed == nil:
+				t.Completed = Count{Estimated: true} // the planner's, below
+			case how == completedCapped && *completed > CountCap:
+				t.Completed = Count{N: CountCap, AtLeast: true}
+			default:
+				t.Completed = Count{N: *completed}
+			}
+			return nil
+		})
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("count records: %w", err)
+	}
+	var cutGroups []int
+	for i := range sig.Tools {
+		if t := &sig.Tools[i]; cut[t.Tool] {
+			t.Stuck.AtLeast, t.Deferred.AtLeast, t.DeferredDue.AtLeast = true, true, true
+			cutGroups = append(cutGroups, i)
+		}
+	}
+	if err := s.oldestOfCut(ctx, sig, cutGroups, opts.ByTenant); err != nil {
+		return err
+	}
+	sig.Read |= SignalCounts
+
+	est := &estimates{scoped: sig.Scoped, byTenant: opts.ByTenant, batch: &pgx.Batch{}}
 	for i := range sig.Tools {
 		t := &sig.Tools[i]
-		if !cut[t.Tool] {
-			continue
+		for _, c := range []struct {
+			count       *Count
+			where       string
+			less, floor int64
+		}{
+			{&t.Stuck, leaseEstimateWhere(true, stuckAfter), -t.Deferred.N, t.Stuck.N},
+			{&t.Pending, leaseEstimateWhere(false, stuckAfter), 0, CountCap + 1},
+			{&t.Rejected, rejectedWhere, 0, CountCap + 1},
+			{&t.Released, releasedWhere, 0, CountCap + 1},
+			{&t.Conflicted, "", 0, CountCap + 1},
+			{&t.Expired, "state = 'completed' AND " + expiredWhere, 0, CountCap + 1},
+			{&t.Completed, succeededWhere, 0, 0},
+		} {
+			if c.count.AtLeast || c.count.Estimated {
+				est.add(t, c.count, c.where, c.less, c.floor)
+			}
 		}
-		t.Stuck.AtLeast, t.Deferred.AtLeast, t.DeferredDue.AtLeast = true, true, true
-		est.add(t, &t.Stuck, leaseEstimateWhere(true, stuckAfter), -t.Deferred.N, t.Stuck.N)
-		if t.OldestStuck.IsZero() {
-			lookup = append(lookup, i)
+	}
+	if err := est.run(ctx, s.pool); err != nil {
+		return err
+	}
+	sig.Read |= SignalEstimates
+	return nil
+}
+
+// oldestOfCut finds the oldest stuck record of the groups whose tool had
+// more stuck records than signalsSQL read, when that read did not reach
+// it.
+func (s *Store) oldestOfCut(ctx context.Context, sig *Signals, groups []int, byTenant bool) error {
+	var tenants, tools []string
+	var lookup []int
+	for _, i := range groups {
+		if t := sig.Tools[i]; t.OldestStuck.IsZero() {
+			tenants, tools, lookup = append(tenants, t.Tenant), append(tools, t.Tool), append(lookup, i)
 		}
 	}
 	if len(lookup) == 0 {
 		return nil
 	}
-	gTenants, gTools := make([]string, len(lookup)), make([]string, len(lookup))
-	for j, i := range lookup {
-		gTenants[j], gTools[j] = tenants[i], tools[i]
-	}
-	rows, err = q.Query(ctx, fmt.Sprintf(signalsOldestSQL, stuck, groupWhere("o", est.byTenant)), stuckAfter, gTenants, gTools)
+	sql := fmt.Sprintf(signalsOldestSQL, fmt.Sprintf(stuckWhere, "$1"), groupWhere("o", byTenant))
+	rows, err := s.pool.Query(ctx, sql, s.opts.StuckAfter.Microseconds(), tenants, tools)
 	if err != nil {
 		return fmt.Errorf("find the oldest stuck records: %w", err)
 	}
 	j := 0
+	var oldest *time.Time
 	_, err = pgx.ForEachRow(rows, []any{&oldest}, func() error {
 		if oldest != nil {
 			sig.Tools[lookup[j]].OldestStuck = *oldest
@@ -337,84 +380,6 @@ func (s *Store) signalsStuck(ctx context.Context, q querier, sig *Signals, est *
 		return fmt.Errorf("find the oldest stuck records: %w", err)
 	}
 	return nil
-}
-
-// countSucceeded counts each group's succeeded records as the overview
-// counts them: exactly on a small table; on a large one the planner's
-// estimate for a role that sees every tenant, else exactly up to the cap.
-func (s *Store) countSucceeded(ctx context.Context, q querier, sig *Signals, est *estimates, visible, tenants, tools []string) error {
-	size, err := tableSize(ctx, q)
-	if err != nil {
-		return err
-	}
-	switch {
-	case size < exactCountLimit:
-		group := "tool"
-		if est.byTenant {
-			group = "tenant, tool"
-		}
-		rows, err := q.Query(ctx, "SELECT "+group+", count(*) FROM opsdesk.operations WHERE "+succeededWhere+" GROUP BY "+group)
-		if err != nil {
-			return fmt.Errorf("count completed: %w", err)
-		}
-		counts := map[[2]string]int64{}
-		var tenant, tool string
-		var n int64
-		scan := []any{&tool, &n}
-		if est.byTenant {
-			scan = []any{&tenant, &tool, &n}
-		}
-		if _, err := pgx.ForEachRow(rows, scan, func() error { counts[[2]string{tenant, tool}] = n; return nil }); err != nil {
-			return fmt.Errorf("count completed: %w", err)
-		}
-		for i := range sig.Tools {
-			t := &sig.Tools[i]
-			t.Completed = Count{N: counts[[2]string{t.Tenant, t.Tool}]}
-		}
-	case sig.Scoped:
-		// Statistics span every tenant: count up to the cap instead, each
-		// tenant's completed records a range of operations_tool_expiry_idx.
-		tenantsOf, args := "$4::text[]", []any{CountCap + 1, tenants, tools, visible}
-		if est.byTenant {
-			tenantsOf, args = "ARRAY[g.tenant]", args[:3]
-		}
-		rows, err := q.Query(ctx, "SELECT "+completedCount(tenantsOf, "g.tool", "$1", "o.outcome = 'succeeded'")+`
-FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS g (tenant, tool, n) ORDER BY g.n`, args...)
-		if err != nil {
-			return fmt.Errorf("count completed: %w", err)
-		}
-		i := 0
-		var n int64
-		_, err = pgx.ForEachRow(rows, []any{&n}, func() error {
-			t := &sig.Tools[i]
-			i++
-			t.Completed = Count{N: n}
-			if n > CountCap {
-				t.Completed = Count{N: CountCap, AtLeast: true}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("count completed: %w", err)
-		}
-	default:
-		for i := range sig.Tools {
-			t := &sig.Tools[i]
-			t.Completed = Count{N: 0, Estimated: true}
-			est.add(t, &t.Completed, succeededWhere, 0, 0)
-		}
-	}
-	return nil
-}
-
-// tableSize is the planner's estimate of the operations' rows.
-func tableSize(ctx context.Context, q querier) (float64, error) {
-	var size float64
-	err := q.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'opsdesk.operations'::regclass`).Scan(&size)
-	if err != nil {
-		return 0, fmt.Errorf("estimate records: %w", err)
-	}
-	return size, nil
 }
 
 // estimates collects the counts of Signals to estimate with the
