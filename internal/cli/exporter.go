@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -122,24 +121,16 @@ func runExporter(ctx context.Context, c config.Context, opts exporterOptions, st
 	return serveExporter(ctx, l, exp)
 }
 
-// openExporterPools makes the scrapes' pool (the context's read DSN, with
-// the budget as the statement timeout, so that the server stops what a
-// scrape gave up on) and, with --verify-every, the verification's (its
-// DSN, without one: verification reads whole chains in one statement).
-// Neither connects yet.
+// openExporterPools makes the scrapes' pool (the context's read DSN, as
+// exporter.ConfigurePool sets it up) and, with --verify-every, the
+// verification's (its DSN, without a statement timeout: verification
+// reads whole chains in one statement). Neither connects yet.
 func openExporterPools(c config.Context, opts exporterOptions) (pool, verifyPool *pgxpool.Pool, err error) {
 	poolCfg, err := viewPoolConfig(c)
 	if err != nil {
 		return nil, nil, err
 	}
-	poolCfg.ConnConfig.RuntimeParams["application_name"] = "opsdesk exporter"
-	poolCfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(opts.Budget.Milliseconds(), 10)
-	// The scrapes' statements read little, but the planner cannot tell how
-	// many tools the store has and may cost them high enough to compile
-	// them: seconds of JIT for milliseconds of reading.
-	poolCfg.ConnConfig.RuntimeParams["jit"] = "off"
-	// A scrape's four reads side by side, and a ping for /healthz.
-	poolCfg.MaxConns = 5
+	exporter.ConfigurePool(poolCfg, opts.Budget)
 	pool, err = pgxpool.NewWithConfig(context.Background(), poolCfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create pool: %w", err)

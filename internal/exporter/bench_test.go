@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 )
 
@@ -30,14 +32,28 @@ WHERE r.outcome = 'succeeded' AND o.id % 10 = 0`).Scan(&deferred)
 		b.Fatal(err)
 	}
 	b.Logf("deferred %d stuck records", deferred)
-	every := dbtest.NewPerson(b, d, "viewer", "*").Pool
+	// Pools as opsdesk exporter makes them.
+	pool := func(p *dbtest.Person) *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig(p.DSN)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ConfigurePool(cfg, DefaultBudget)
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(pool.Close)
+		return pool
+	}
+	every := pool(dbtest.NewPerson(b, d, "viewer", "*"))
 	for _, c := range []struct {
 		name string
 		cfg  Config
 	}{
 		{"Viewer", Config{Pool: every}},
 		{"Viewer/TenantLabels", Config{Pool: every, TenantLabels: true}},
-		{"TenantViewer", Config{Pool: dbtest.NewPerson(b, d, "viewer", "tenant-3").Pool}},
+		{"TenantViewer", Config{Pool: pool(dbtest.NewPerson(b, d, "viewer", "tenant-3"))}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			e := New(c.cfg)

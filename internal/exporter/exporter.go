@@ -58,6 +58,23 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
+// ConfigurePool sets up a pool for the scrapes: named in
+// pg_stat_activity, every statement bounded by the budget (so that the
+// server stops what a scrape gave up on), and no JIT: the scrapes'
+// statements read little, but the planner cannot tell how many tools
+// the store has and may cost them high enough to compile them, seconds
+// of JIT for milliseconds of reading.
+func ConfigurePool(cfg *pgxpool.Config, budget time.Duration) {
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "opsdesk exporter"
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(budget.Milliseconds(), 10)
+	cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	// A scrape's four reads side by side, and a ping for /healthz.
+	cfg.MaxConns = 5
+}
+
 // Exporter serves the store's metrics. It is a prometheus.Collector, and
 // Handler serves it over HTTP with /metrics and /healthz.
 type Exporter struct {
