@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: build demo test bench bench-console bench-audit bench-purge bench-bulk fuzz vet
+.PHONY: build demo test bench bench-console bench-audit bench-purge bench-bulk bench-exporter fuzz vet
 
 build:
 	$(GO) build -o bin/opsdesk ./cmd/opsdesk
@@ -33,6 +33,11 @@ bench-console:
 # default 1,000,000): p95 of each, see docs/benchmarks.md.
 bench-audit:
 	$(GO) test ./internal/storeview -run '^$$' -bench AuditBrowse -benchtime 40x -timeout 60m
+
+# A whole scrape of opsdesk exporter over a seeded store (OPSDESK_BENCH_ROWS,
+# default 1,000,000): p95, see docs/benchmarks.md.
+bench-exporter:
+	$(GO) test ./internal/exporter -run '^$$' -bench ExporterScrape -benchtime 40x -timeout 60m
 
 bench-purge:
 	$(GO) test ./internal/retention -run '^$$' -bench PurgeUnderTraffic -benchtime 1x -timeout 60m

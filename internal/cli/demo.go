@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/demo"
+	"github.com/opsdesk/opsdesk/internal/exporter"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops/opsmigrate"
@@ -187,19 +189,31 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	}
 
 	console := !opts.Headless && !opts.NoConsole && isTerminal(stdout)
+	// The exporter's problems would scribble over the console.
+	exporterLogs := stderr
+	if console {
+		exporterLogs = io.Discard
+	}
+	metricsURL, stopExporter, err := startDemoExporter(ctx, operatorDSN, exporterLogs)
+	if err != nil {
+		return err
+	}
+	defer stopExporter()
 	fleetLine := fmt.Sprintf("%d workers, %g jobs/s, seed %d, tenants %s",
 		opts.Workers, opts.Rate, seed, strings.Join(demo.DefaultTenants, ", "))
 	if opts.Headless {
 		if _, err := fmt.Fprintf(stdout, "OPSDESK_DSN=%s\nPROVIDER_URL=%s\n", dsn, provider.URL()); err != nil {
 			return err
 		}
-		say("opsdesk demo: fleet running (%s); tool catalog %s; stop with SIGINT or SIGTERM", fleetLine, catalog)
+		say("opsdesk demo: fleet running (%s); tool catalog %s; metrics %s; stop with SIGINT or SIGTERM",
+			fleetLine, catalog, metricsURL)
 	} else {
 		say("the demo is running:")
 		say("  database  %s", dsn)
 		say("  provider  %s  (outcome lookups: %s)", provider.URL(), demo.LookupPath)
 		say("  catalog   %s  (OPSDESK_CONFIG for the console and commands, as %s)", catalog, demoOperator)
 		say("  fleet     %s", fleetLine)
+		say("  exporter  %s  (Prometheus metrics of the store: curl it)", metricsURL)
 		if opts.Outage > 0 {
 			say("  outage    %d charges stuck (keys outage-*): OPSDESK_CONFIG=%s opsdesk resolve --filter 'state:stuck tool:charge-card' --by-lookup --reason '…'",
 				opts.Outage, catalog)
@@ -430,6 +444,32 @@ func openDemoConsole(ctx context.Context, operatorDSN, catalog string) (*storevi
 	}
 	view := storeview.New(pool, storeview.Options{StatementTimeout: statementTimeout})
 	return view, consoleOptions(cfg, pool), pool, nil
+}
+
+// startDemoExporter serves opsdesk exporter over the demo's store on a
+// free port of 127.0.0.1, as the console's role, and returns its metrics
+// URL; stop stops it.
+func startDemoExporter(ctx context.Context, dsn string, logTo io.Writer) (metricsURL string, stop func(), err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("start the exporter: %w", err)
+	}
+	c := config.Context{Name: "demo", DSN: dsn}
+	opts := exporterOptions{Listen: l.Addr().String(), Budget: exporter.DefaultBudget}
+	pool, _, err := openExporterPools(c, opts)
+	if err != nil {
+		_ = l.Close()
+		return "", nil, err
+	}
+	exp := newExporter(c, opts, pool, nil, exporterLog(logTo))
+	ctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- serveExporter(ctx, l, exp) }()
+	return "http://" + l.Addr().String() + "/metrics", func() {
+		cancel()
+		<-served // nothing to report: the demo is stopping
+		pool.Close()
+	}, nil
 }
 
 // superuserDSN is the demo database's DSN as the cluster's superuser, as a

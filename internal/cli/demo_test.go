@@ -178,39 +178,39 @@ WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local' LIMIT 
 		require.NotContains(t, stderr.String(), "misbehaved")
 	})
 
+	// The demo serves the exporter on a free port of 127.0.0.1, says
+	// where, and stops it with everything else.
+	t.Run("ServesMetricsUntilStopped", func(t *testing.T) {
+		t.Parallel()
+		d := startDemo(t, demoOptions{Rate: 20, Workers: 2, Seed: 4, SeedSet: true, summaryEvery: time.Hour})
+		line := regexp.MustCompile(`(?m)^  exporter  (http://127\.0\.0\.1:\d+/metrics)  `)
+		url := d.waitFor(t, "the exporter's address", line)[1]
+		waitFor(t, time.Minute, "the exporter counts the fleet's records", func() bool {
+			m := scrapeURL(t, url)
+			return m["opsdesk_store_up"][""] == 1 && m["opsdesk_operations"]["state=completed,tool=create-ticket"] > 0
+		})
+		require.NoError(t, d.stop(), d.errOut.String())
+		_, err := http.Get(url)
+		require.Error(t, err, "the exporter stopped with the demo")
+	})
+
 	t.Run("KeepLeavesTheDataDirectory", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithCancel(context.Background())
-		var out, errOut syncBuffer
-		var runErr error
-		finished := make(chan struct{})
-		go func() {
-			defer close(finished)
-			runErr = runDemo(ctx, demoOptions{Keep: true, Rate: 20, Workers: 2, Seed: 3, SeedSet: true,
-				summaryEvery: 100 * time.Millisecond}, &out, &errOut)
-		}()
+		d := startDemo(t, demoOptions{Keep: true, Rate: 20, Workers: 2, Seed: 3, SeedSet: true,
+			summaryEvery: 100 * time.Millisecond})
+		out := &d.out
 		kept := regexp.MustCompile(`kept the demo's data directory: (\S+)/data `)
 		t.Cleanup(func() {
 			// Also when the test failed half-way: the kept directory has
 			// no owner mark, so nothing else would ever remove it.
-			cancel()
-			<-finished
+			_ = d.stop()
 			if m := kept.FindStringSubmatch(out.String()); m != nil {
 				_ = os.RemoveAll(m[1])
 			}
 		})
 		summary := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  live \d+  stuck \d+  succeeded [1-9]\d*  rejected \d+  released \d+  refused attempts \d+$`)
-		waitFor(t, 2*time.Minute, "a live summary with records", func() bool {
-			select {
-			case <-finished:
-				t.Fatalf("the demo ended before it was interrupted: %v\n%s%s", runErr, out.String(), errOut.String())
-			default:
-			}
-			return summary.MatchString(out.String())
-		})
-		cancel()
-		<-finished
-		require.NoError(t, runErr, errOut.String())
+		d.waitFor(t, "a live summary with records", summary)
+		require.NoError(t, d.stop(), d.errOut.String())
 
 		m := kept.FindStringSubmatch(out.String())
 		require.NotNil(t, m, out.String())
@@ -347,6 +347,49 @@ func readLine(t *testing.T, lines <-chan string) string {
 		t.Fatal("no line on standard output within 2 minutes")
 		return ""
 	}
+}
+
+// inProcessDemo is runDemo running in the test's process.
+type inProcessDemo struct {
+	out, errOut syncBuffer
+	err         error
+	finished    chan struct{}
+	cancel      context.CancelFunc
+}
+
+// startDemo runs the demo with opts until stop, or the end of the test.
+func startDemo(t *testing.T, opts demoOptions) *inProcessDemo {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &inProcessDemo{finished: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(d.finished)
+		d.err = runDemo(ctx, opts, &d.out, &d.errOut)
+	}()
+	t.Cleanup(func() { _ = d.stop() })
+	return d
+}
+
+// waitFor waits for re in the demo's standard output and returns its
+// submatches; the demo must not end before.
+func (d *inProcessDemo) waitFor(t *testing.T, what string, re *regexp.Regexp) []string {
+	t.Helper()
+	waitFor(t, 2*time.Minute, what, func() bool {
+		select {
+		case <-d.finished:
+			t.Fatalf("the demo ended before it was interrupted: %v\n%s%s", d.err, d.out.String(), d.errOut.String())
+		default:
+		}
+		return re.MatchString(d.out.String())
+	})
+	return re.FindStringSubmatch(d.out.String())
+}
+
+// stop interrupts the demo, waits for it and returns its error.
+func (d *inProcessDemo) stop() error {
+	d.cancel()
+	<-d.finished
+	return d.err
 }
 
 // syncBuffer is a bytes.Buffer the demo writes while the test reads it.

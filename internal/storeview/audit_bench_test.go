@@ -147,7 +147,7 @@ func BenchmarkAuditBrowse(b *testing.B) {
 	for _, st := range stores {
 		for _, q := range queries {
 			b.Run(st.prefix+q.name, func(b *testing.B) {
-				measure(b, func(ctx context.Context) error { return q.run(ctx, st.store) })
+				dbtest.MeasureP95(b, func(ctx context.Context) error { return q.run(ctx, st.store) })
 			})
 		}
 	}

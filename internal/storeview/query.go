@@ -643,10 +643,8 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 	// planner splits them, from the statistics
 	// operations_pending_lease_stats keeps of this expression (the
 	// interval written in: an integer).
-	us := strconv.FormatInt(stuckAfter, 10)
-	pendingLease := "SELECT FROM opsdesk.operations WHERE (CASE WHEN state = 'pending' THEN lease_expires_at END) "
-	live := estimateBy{sql: pendingLease + "> now() - " + us + " * interval '1 microsecond'"}
-	stuck := estimateBy{sql: pendingLease + "<= now() - " + us + " * interval '1 microsecond'"}
+	live := estimateBy{sql: "SELECT FROM opsdesk.operations WHERE " + leaseEstimateWhere(false, stuckAfter)}
+	stuck := estimateBy{sql: "SELECT FROM opsdesk.operations WHERE " + leaseEstimateWhere(true, stuckAfter)}
 	if o.Stuck <= CountCap {
 		live = estimateBy{index: "opsdesk.operations_pending_lease_idx", less: o.Stuck}
 	}
@@ -695,6 +693,20 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 		return fmt.Errorf("estimate records: %w", err)
 	}
 	return nil
+}
+
+// leaseEstimateWhere is the condition the planner estimates live
+// (stuck false) or stuck pending records by, stuckAfter in microseconds:
+// the expression operations_pending_lease_stats keeps statistics of,
+// with the interval written in (an integer), so that the planner uses
+// them.
+func leaseEstimateWhere(stuck bool, stuckAfter int64) string {
+	op := "> "
+	if stuck {
+		op = "<= "
+	}
+	return "(CASE WHEN state = 'pending' THEN lease_expires_at END) " + op + "now() - " +
+		strconv.FormatInt(stuckAfter, 10) + " * interval '1 microsecond'"
 }
 
 // estimateBy is how a count above the cap is estimated: an index's size

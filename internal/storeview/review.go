@@ -223,7 +223,25 @@ const visibleSQL = "CASE WHEN has_function_privilege('opsdesk.sees_every_tenant(
 // reading every record: a loose index scan of the primary key, a probe per
 // tenant and per tool. A role that sees some tenants walks those tenants
 // only, so other tenants' records cost it nothing.
-var storeToolsSQL = `
+var storeToolsSQL = storeWalkSQL + `
+SELECT now(), (SELECT yes FROM every),
+    (SELECT coalesce(array_agg(tenant), '{}') FROM visible),
+    (SELECT coalesce(array_agg(DISTINCT tool), '{}') FROM pairs)`
+
+// storePairsSQL lists the (tenant, tool) pairs of the records the role
+// sees, by the same walk, as two arrays in step, ordered by tenant and
+// tool; the tenants it sees; and the planner's estimate of the
+// operations' rows.
+var storePairsSQL = storeWalkSQL + `
+SELECT now(), (SELECT yes FROM every), (SELECT coalesce(array_agg(tenant), '{}') FROM visible),
+    coalesce(array_agg(tenant ORDER BY tenant, tool), '{}'), coalesce(array_agg(tool ORDER BY tenant, tool), '{}'),
+    (SELECT reltuples FROM pg_class WHERE oid = 'opsdesk.operations'::regclass)
+FROM pairs`
+
+// storeWalkSQL walks the primary key for the tenants the role sees
+// (visible) and the tools of each (pairs); every says whether the role
+// sees every tenant.
+const storeWalkSQL = `
 WITH RECURSIVE every AS (SELECT ` + visibleSQL + ` AS yes),
 tenants AS (
     (SELECT tenant FROM opsdesk.operations WHERE (SELECT yes FROM every) ORDER BY tenant LIMIT 1)
@@ -243,10 +261,7 @@ pairs AS (
     SELECT p.tenant, n.tool FROM pairs p,
         LATERAL (SELECT o.tool FROM opsdesk.operations o WHERE o.tenant = p.tenant AND o.tool > p.tool
                  ORDER BY o.tool LIMIT 1) n
-)
-SELECT now(), (SELECT yes FROM every),
-    (SELECT coalesce(array_agg(tenant), '{}') FROM visible),
-    (SELECT coalesce(array_agg(DISTINCT tool), '{}') FROM pairs)`
+)`
 
 // reviewSQL reads each tool's figures: $1 the tools, $2 their retention
 // in microseconds, $3 the row count each figure stops at, $4 the
@@ -259,9 +274,9 @@ SELECT now(), (SELECT yes FROM every),
 // indexes.
 var reviewSQL = `
 SELECT t.tool,
-    ` + fmt.Sprintf(completedCount, "o.expires_at > now() AND o.expires_at <= now() + interval '24 hours'") + `,
-    ` + fmt.Sprintf(completedCount, "o.expires_at > now() AND o.expires_at <= now() + interval '7 days'") + `,
-    ` + fmt.Sprintf(completedCount, "o.expires_at <= now() AND NOT o.held") + `,
+    ` + completedCount("$5::text[]", "t.tool", "$3", "o.expires_at > now() AND o.expires_at <= now() + interval '24 hours'") + `,
+    ` + completedCount("$5::text[]", "t.tool", "$3", "o.expires_at > now() AND o.expires_at <= now() + interval '7 days'") + `,
+    ` + completedCount("$5::text[]", "t.tool", "$3", "o.expires_at <= now() AND NOT o.held") + `,
     (SELECT count(*) FROM opsdesk.operations o WHERE o.held AND o.tool = t.tool
         AND o.state = 'completed' AND o.expires_at <= now()),
     (SELECT count(*) FROM (SELECT DISTINCT c.tenant, c.tool, c.key FROM opsdesk.conflicts c
@@ -276,12 +291,15 @@ LEFT JOIN LATERAL (SELECT o.id, o.leased_at, o.lease_expires_at FROM opsdesk.ope
     WHERE o.state = 'pending' AND o.tool = t.tool ORDER BY o.lease_expires_at LIMIT 1) p ON true
 ORDER BY t.tool`
 
-// completedCount counts a tool's completed records that meet a condition,
-// tenant by tenant, up to $3.
-const completedCount = `(SELECT count(*) FROM (SELECT FROM unnest($5::text[]) v (tenant),
-        LATERAL (SELECT FROM opsdesk.operations o WHERE o.tenant = v.tenant AND o.tool = t.tool
-            AND o.state = 'completed' AND %s) o
-        LIMIT $3) s)`
+// completedCount counts a tool's completed records that meet cond (over
+// o), tenant by tenant of the array tenants, up to limit: each tenant's
+// records are a range of operations_tool_expiry_idx.
+func completedCount(tenants, tool, limit, cond string) string {
+	return `(SELECT count(*) FROM (SELECT FROM unnest(` + tenants + `) v (tenant),
+        LATERAL (SELECT FROM opsdesk.operations o WHERE o.tenant = v.tenant AND o.tool = ` + tool + `
+            AND o.state = 'completed' AND ` + cond + `) o
+        LIMIT ` + limit + `) s)`
+}
 
 // Review reads the retention review for the catalog's tools and every tool
 // of the store, all as of one database time.

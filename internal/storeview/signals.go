@@ -1,0 +1,470 @@
+package storeview
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Signals are the store's figures for alerting (opsdesk exporter): the
+// overview's counts and the retention review's expired records, by tool
+// (or by tenant and tool), with the console's definitions, caps and
+// estimates.
+type Signals struct {
+	DBTime time.Time `json:"db_time"`
+	// Scoped: the role sees some tenants only. Counts above the cap are
+	// then lower bounds: the planner's statistics span every tenant, and
+	// an estimate from them would tell of the others.
+	Scoped bool          `json:"scoped"`
+	Tools  []ToolSignals `json:"tools"`
+	// Read says which parts were read. Signals reads them in order, and a
+	// read cut short (its context done) leaves the later ones out: their
+	// figures are zero and must not be shown.
+	Read SignalParts `json:"read"`
+}
+
+// SignalParts are the parts of Signals, read in this order.
+type SignalParts uint8
+
+// The parts of Signals.
+const (
+	// SignalCounts is every figure but Completed, read in one statement.
+	// Until SignalEstimates is read too, a count above the cap is a lower
+	// bound (AtLeast).
+	SignalCounts SignalParts = 1 << iota
+	// SignalEstimates is Completed, and the estimates of the counts above
+	// the cap for a role that sees every tenant.
+	SignalEstimates
+)
+
+// SignalsOpts narrows Signals.
+type SignalsOpts struct {
+	// ByTenant splits each tool's figures by tenant.
+	ByTenant bool
+}
+
+// ToolSignals are one tool's figures (one tenant's, with ByTenant). Each
+// Count is exact up to CountCap; above it, an estimate (Estimated) or a
+// lower bound (AtLeast), as in the overview and the review.
+type ToolSignals struct {
+	Tenant string `json:"tenant,omitempty"` // set with ByTenant
+	Tool   string `json:"tool"`
+	// Pending records with a live lease, and stuck ones: pending past the
+	// stuck-after interval and not deferred. Deferred are stuck records a
+	// person deferred (see DeferralUntilSQL) whose snooze time has not
+	// come; DeferredDue are those whose snooze time has passed: they are
+	// stuck again, and counted in Stuck too.
+	Pending     Count `json:"pending"`
+	Stuck       Count `json:"stuck"`
+	Deferred    Count `json:"deferred"`
+	DeferredDue Count `json:"deferred_due"`
+	Completed   Count `json:"completed"` // succeeded
+	Rejected    Count `json:"rejected"`
+	Released    Count `json:"released"`
+	// Conflicted counts the records with unreviewed conflicts (the
+	// overview's conflicted tile).
+	Conflicted Count `json:"conflicted"`
+	// Expired counts completed records whose retention has ended, held or
+	// not (the review's Expired).
+	Expired Count `json:"expired"`
+	// OldestStuck is the lease expiry of the stuck record, not deferred,
+	// whose lease expired first (zero: none stuck); the overview reads it
+	// as "oldest lease expired".
+	OldestStuck time.Time `json:"oldest_stuck"`
+}
+
+// DeferralUntilSQL is the snooze time of the deferral standing on the
+// operation o, NULL when none stands: the snooze time of the last
+// decide:defer that took effect on the record at its current version. A
+// deferral changes nothing in the record, so it stands until the record
+// changes: a takeover or a decision ends it (both bump the version), and
+// a record that is stuck again after a takeover is new trouble. It reads
+// the record's decisions on audit_operation_idx, as the detail view does.
+const DeferralUntilSQL = `(SELECT (a.details->>'snooze_until')::timestamptz FROM opsdesk.audit a
+        WHERE a.tenant = o.tenant AND a.operation_id = o.id AND a.action = 'decide:defer'
+            AND a.outcome = 'succeeded' AND a.version_after = o.version
+        ORDER BY a.seq DESC LIMIT 1)`
+
+// Signals reads every tool's figures that the role sees, in three round
+// trips: the store's tools, the counts (two statements in one pipeline),
+// and the planner's estimates of those above the cap. When ctx ends before
+// the read does, it returns the parts read so far (Read) with the error.
+//
+// The reads are statements of their own, not a snapshot: a transaction
+// would cost two more round trips, which a loaded server makes the larger
+// part of a scrape, and a record that changes state between two
+// statements a few milliseconds apart moves a count by one for one scrape.
+func (s *Store) Signals(ctx context.Context, opts SignalsOpts) (Signals, error) {
+	var sig Signals
+	err := s.signals(ctx, opts, &sig)
+	return sig, err
+}
+
+// signalsStuckSQL reads the stuck records, tool by tool: $1 the
+// stuck-after interval in microseconds, $2 the tools, $3 how many of each
+// tool's stuck records to read, the longest stuck first (a range of
+// operations_pending_lease_idx), each checked for a deferral; %[1]s
+// groups them (o.tenant, or an empty string), %[2]s is the stuck condition. A
+// group's oldest is exact unless its tool was cut short (cut).
+const signalsStuckSQL = `
+SELECT g.tool, s.tenant, s.stuck, s.deferred, s.due, s.oldest, s.sampled >= g.lim AS cut
+FROM unnest($2::text[], $3::bigint[]) AS g (tool, lim)
+CROSS JOIN LATERAL (
+    SELECT %[1]s AS tenant,
+        count(*) FILTER (WHERE d.until IS NULL OR d.until <= now()) AS stuck,
+        count(*) FILTER (WHERE d.until > now()) AS deferred,
+        count(*) FILTER (WHERE d.until <= now()) AS due,
+        min(o.lease_expires_at) FILTER (WHERE d.until IS NULL OR d.until <= now()) AS oldest,
+        sum(count(*)) OVER () AS sampled
+    FROM (SELECT o.tenant, o.id, o.version, o.lease_expires_at FROM opsdesk.operations o
+          WHERE %[2]s AND o.tool = g.tool ORDER BY o.lease_expires_at LIMIT g.lim) o,
+        LATERAL (SELECT ` + DeferralUntilSQL + ` AS until) d
+    GROUP BY 1) s`
+
+// signalsOldestSQL reads the oldest stuck record, not deferred, of each
+// group ($2, $3: tenants and tools in step; %[1]s the stuck condition
+// over $1, %[2]s the group's) whose tool had more stuck records than
+// signalsStuckSQL read.
+const signalsOldestSQL = `
+SELECT old.lease_expires_at
+FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS g (tenant, tool, n)
+LEFT JOIN LATERAL (SELECT o.lease_expires_at FROM opsdesk.operations o
+    WHERE %[1]s AND %[2]s AND coalesce(` + DeferralUntilSQL + ` <= now(), true)
+    ORDER BY o.lease_expires_at LIMIT 1) old ON true
+ORDER BY g.n`
+
+// groupWhere is the condition that keeps a group's records: alias is the
+// operations' alias ("" for none), byTenant adds the tenant.
+func groupWhere(alias string, byTenant bool) string {
+	if alias != "" {
+		alias += "."
+	}
+	if byTenant {
+		return alias + "tenant = g.tenant AND " + alias + "tool = g.tool"
+	}
+	return alias + "tool = g.tool"
+}
+
+// completedHow is how signalsCountsSQL counts succeeded records.
+type completedHow int
+
+const (
+	completedExact     completedHow = iota // a small table: every completed record less the rejected ones
+	completedCapped                        // a role that sees some tenants: up to the cap
+	completedEstimated                     // the planner's, later: NULL
+)
+
+// signalsCountsSQL reads the other counts, a group at a time: the
+// overview's capped counts, the review's expired count and the succeeded
+// count as how says. $1 is the row count each stops at, $2 the stuck-after
+// interval in microseconds, $3 and $4 the groups' tenants and tools in
+// step; by tool, $5 holds the tenants the role sees.
+func signalsCountsSQL(byTenant bool, how completedHow) string {
+	group := groupWhere("", byTenant)
+	tenants := "$5::text[]"
+	if byTenant {
+		tenants = "ARRAY[g.tenant]"
+	}
+	completed := "NULL::bigint"
+	switch how {
+	case completedExact:
+		// Both index-only (operations_tool_expiry_idx, and
+		// operations_rejected_tool_idx), and both small: the table is.
+		completed = completedCount(tenants, "g.tool", "NULL", "true") +
+			" - (SELECT count(*) FROM opsdesk.operations WHERE " + rejectedWhere + " AND " + group + ")"
+	case completedCapped:
+		completed = completedCount(tenants, "g.tool", "$1", "o.outcome = 'succeeded'")
+	}
+	return "SELECT " + strings.Join([]string{
+		fmt.Sprintf(capped, fmt.Sprintf(pendingWhere, "$2")+" AND "+group),
+		fmt.Sprintf(capped, rejectedWhere+" AND "+group),
+		fmt.Sprintf(capped, releasedWhere+" AND "+group),
+		"(SELECT count(*) FROM " + conflictedFrom + " AND " + group + " LIMIT $1) s)",
+		completedCount(tenants, "g.tool", "$1", "o."+expiredWhere),
+		completed,
+	}, ",\n    ") + `
+FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS g (tenant, tool, n)
+ORDER BY g.n`
+}
+
+// expiredWhere is the review's expired condition on a completed record:
+// its retention has ended.
+const expiredWhere = "expires_at <= now()"
+
+// succeededWhere is the overview's completed count's condition.
+const succeededWhere = "state = 'completed' AND outcome = 'succeeded'"
+
+func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) error {
+	var every bool
+	var size float64
+	var visible, tenants, tools []string
+	if err := s.pool.QueryRow(ctx, storePairsSQL).Scan(&sig.DBTime, &every, &visible, &tenants, &tools, &size); err != nil {
+		return fmt.Errorf("list the store's tools: %w", err)
+	}
+	sig.Scoped = !every
+	if !opts.ByTenant {
+		slices.Sort(tools)
+		tools = slices.Compact(tools)
+		tenants = make([]string, len(tools))
+	}
+	sig.Tools = make([]ToolSignals, len(tools))
+	for i := range tools {
+		sig.Tools[i] = ToolSignals{Tenant: tenants[i], Tool: tools[i]}
+	}
+	if len(tools) == 0 {
+		sig.Read = SignalCounts | SignalEstimates
+		return nil
+	}
+	stuckAfter := s.opts.StuckAfter.Microseconds()
+	how := completedEstimated
+	switch {
+	case size < exactCountLimit:
+		how = completedExact
+	case sig.Scoped:
+		how = completedCapped
+	}
+
+	// A tool's groups, and how many of its stuck records to read: CountCap+1
+	// a group.
+	var names []string
+	limits := map[string]int64{}
+	for _, t := range sig.Tools {
+		if limits[t.Tool] == 0 {
+			names = append(names, t.Tool)
+		}
+		limits[t.Tool] += CountCap + 1
+	}
+	lims := make([]int64, len(names))
+	for i, name := range names {
+		lims[i] = limits[name]
+	}
+	tenantOf := "''::text"
+	if opts.ByTenant {
+		tenantOf = "o.tenant"
+	}
+	group := make(map[[2]string]int, len(sig.Tools))
+	for i, t := range sig.Tools {
+		group[[2]string{t.Tenant, t.Tool}] = i
+	}
+	cut := map[string]bool{} // the tools read in part
+	batch := &pgx.Batch{}
+	batch.Queue(fmt.Sprintf(signalsStuckSQL, tenantOf, fmt.Sprintf(stuckWhere, "$1")), stuckAfter, names, lims).
+		Query(func(rows pgx.Rows) error {
+			var tool, tenant string
+			var stuck, deferred, due int64
+			var oldest *time.Time
+			var cutShort bool
+			_, err := pgx.ForEachRow(rows, []any{&tool, &tenant, &stuck, &deferred, &due, &oldest, &cutShort}, func() error {
+				cut[tool] = cut[tool] || cutShort
+				i, ok := group[[2]string{tenant, tool}]
+				if !ok {
+					return nil // a tenant's first records, after the walk
+				}
+				t := &sig.Tools[i]
+				t.Stuck, t.Deferred, t.DeferredDue = Count{N: stuck}, Count{N: deferred}, Count{N: due}
+				if oldest != nil {
+					t.OldestStuck = *oldest
+				}
+				return nil
+			})
+			return err
+		})
+	args := []any{CountCap + 1, stuckAfter, tenants, tools}
+	if !opts.ByTenant {
+		args = append(args, visible)
+	}
+	batch.Queue(signalsCountsSQL(opts.ByTenant, how), args...).Query(func(rows pgx.Rows) error {
+		i := 0
+		var pending, rejected, released, conflicted, expired int64
+		var completed *int64
+		_, err := pgx.ForEachRow(rows, []any{&pending, &rejected, &released, &conflicted, &expired, &completed}, func() error {
+			t := &sig.Tools[i]
+			i++
+			for _, c := range []struct {
+				count *Count
+				n     int64
+			}{{&t.Pending, pending}, {&t.Rejected, rejected}, {&t.Released, released}, {&t.Conflicted, conflicted}, {&t.Expired, expired}} {
+				*c.count = Count{N: c.n}
+				if c.n > CountCap {
+					*c.count = Count{N: CountCap, AtLeast: true} // it counted CountCap+1
+				}
+			}
+			switch {
+			case completed == nil:
+				t.Completed = Count{Estimated: true} // the planner's, below
+			case how == completedCapped && *completed > CountCap:
+				t.Completed = Count{N: CountCap, AtLeast: true}
+			default:
+				t.Completed = Count{N: *completed}
+			}
+			return nil
+		})
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("count records: %w", err)
+	}
+	var cutGroups []int
+	for i := range sig.Tools {
+		if t := &sig.Tools[i]; cut[t.Tool] {
+			t.Stuck.AtLeast, t.Deferred.AtLeast, t.DeferredDue.AtLeast = true, true, true
+			cutGroups = append(cutGroups, i)
+		}
+	}
+	if err := s.oldestOfCut(ctx, sig, cutGroups, opts.ByTenant); err != nil {
+		return err
+	}
+	sig.Read |= SignalCounts
+
+	est := &estimates{scoped: sig.Scoped, byTenant: opts.ByTenant, batch: &pgx.Batch{}}
+	for i := range sig.Tools {
+		t := &sig.Tools[i]
+		for _, c := range []struct {
+			count       *Count
+			where       string
+			less, floor int64
+		}{
+			{&t.Stuck, leaseEstimateWhere(true, stuckAfter), -t.Deferred.N, t.Stuck.N},
+			{&t.Pending, leaseEstimateWhere(false, stuckAfter), 0, CountCap + 1},
+			{&t.Rejected, rejectedWhere, 0, CountCap + 1},
+			{&t.Released, releasedWhere, 0, CountCap + 1},
+			{&t.Conflicted, "", 0, CountCap + 1},
+			{&t.Expired, "state = 'completed' AND " + expiredWhere, 0, CountCap + 1},
+			{&t.Completed, succeededWhere, 0, 0},
+		} {
+			if c.count.AtLeast || c.count.Estimated {
+				est.add(t, c.count, c.where, c.less, c.floor)
+			}
+		}
+	}
+	if err := est.run(ctx, s.pool); err != nil {
+		return err
+	}
+	sig.Read |= SignalEstimates
+	return nil
+}
+
+// oldestOfCut finds the oldest stuck record of the groups whose tool had
+// more stuck records than signalsSQL read, when that read did not reach
+// it.
+func (s *Store) oldestOfCut(ctx context.Context, sig *Signals, groups []int, byTenant bool) error {
+	var tenants, tools []string
+	var lookup []int
+	for _, i := range groups {
+		if t := sig.Tools[i]; t.OldestStuck.IsZero() {
+			tenants, tools, lookup = append(tenants, t.Tenant), append(tools, t.Tool), append(lookup, i)
+		}
+	}
+	if len(lookup) == 0 {
+		return nil
+	}
+	sql := fmt.Sprintf(signalsOldestSQL, fmt.Sprintf(stuckWhere, "$1"), groupWhere("o", byTenant))
+	rows, err := s.pool.Query(ctx, sql, s.opts.StuckAfter.Microseconds(), tenants, tools)
+	if err != nil {
+		return fmt.Errorf("find the oldest stuck records: %w", err)
+	}
+	j := 0
+	var oldest *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&oldest}, func() error {
+		if oldest != nil {
+			sig.Tools[lookup[j]].OldestStuck = *oldest
+		}
+		j++
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("find the oldest stuck records: %w", err)
+	}
+	return nil
+}
+
+// estimates collects the counts of Signals to estimate with the
+// planner, in one round trip.
+type estimates struct {
+	scoped, byTenant bool
+	batch            *pgx.Batch
+}
+
+// add queues the estimate of a group's count of the records that meet
+// where ("": the records with unreviewed conflicts), plus less (a
+// correction, ≤ 0), and never below floor (what was counted: statistics
+// may lag behind). A role that sees some tenants keeps the lower bound.
+func (e *estimates) add(t *ToolSignals, c *Count, where string, less, floor int64) {
+	if e.scoped {
+		return
+	}
+	sql := "SELECT FROM opsdesk.operations WHERE " + where + " AND tool = $1"
+	if where == "" {
+		sql = "SELECT FROM " + conflictedFrom + " AND tool = $1"
+	}
+	args := []any{t.Tool}
+	if e.byTenant {
+		sql += " AND tenant = $2"
+		args = append(args, t.Tenant)
+	}
+	if where == "" {
+		sql += ") s"
+	}
+	queuePlanRows(e.batch, sql, func(estimate float64) {
+		*c = Count{N: max(int64(estimate)+less, floor), Estimated: true}
+	}, args...)
+}
+
+// run reads the queued estimates.
+func (e *estimates) run(ctx context.Context, q querier) error {
+	if e.batch.Len() == 0 {
+		return nil
+	}
+	if err := q.SendBatch(ctx, e.batch).Close(); err != nil {
+		return fmt.Errorf("estimate records: %w", err)
+	}
+	return nil
+}
+
+// ChainHead is an audit chain's head: the seq of its last record, as
+// audit_heads holds it.
+type ChainHead struct {
+	// Tenant is the chain's tenant; "" is the chain of events outside any
+	// tenant.
+	Tenant string `json:"tenant"`
+	Seq    int64  `json:"seq"`
+}
+
+// AuditHeads reads the head of every audit chain the role may see.
+func (s *Store) AuditHeads(ctx context.Context) ([]ChainHead, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tenant, seq FROM opsdesk.audit_heads ORDER BY tenant`)
+	if err != nil {
+		return nil, fmt.Errorf("read the audit chains' heads: %w", err)
+	}
+	heads, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChainHead])
+	if err != nil {
+		return nil, fmt.Errorf("read the audit chains' heads: %w", err)
+	}
+	return heads, nil
+}
+
+// UnfinishedPurgeCount counts the purge runs UnfinishedPurges lists, for
+// any role that sees every tenant, a viewer too (migration 00021); seen is
+// false for a role that sees some tenants only.
+func (s *Store) UnfinishedPurgeCount(ctx context.Context) (n int64, seen bool, err error) {
+	var count *int64
+	if err := s.pool.QueryRow(ctx, `SELECT opsdesk.unfinished_purge_runs()`).Scan(&count); err != nil {
+		return 0, false, fmt.Errorf("count the unfinished purges: %w", err)
+	}
+	if count == nil {
+		return 0, false, nil
+	}
+	return *count, true, nil
+}
+
+// Ping checks that the store answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("reach the store: %w", err)
+	}
+	return nil
+}
