@@ -220,7 +220,7 @@ func TestAuditViews(t *testing.T) {
 func TestAuditPaging(t *testing.T) {
 	src := newFakeSource()
 	h := newHarness(t, src, 80, 24).keys(":audit<enter>")
-	a := h.m.audit
+	a := h.m.audit()
 	first := slices.Clone(a.page.Rows)
 	require.NotNil(t, a.page.Next, "the fake's trail is longer than one page at 80x24")
 	require.NotContains(t, h.view(), "prev page")
@@ -253,7 +253,7 @@ func TestAuditPaging(t *testing.T) {
 func TestAuditFilterBar(t *testing.T) {
 	src := newFakeSource()
 	h := newHarness(t, src, 120, 40).keys(":audit outcome:denied<enter>")
-	a := h.m.audit
+	a := h.m.audit()
 	rows := slices.Clone(a.page.Rows)
 	require.Len(t, rows, 3)
 	calls := src.called("audit")
@@ -279,9 +279,9 @@ func TestAuditFilterBar(t *testing.T) {
 	h.keys("<esc>")
 	require.Equal(t, "", a.filterText)
 	require.Len(t, a.page.Rows, len(src.trail))
-	require.Same(t, screen(h.m.audit), h.m.active())
+	require.Same(t, screen(h.m.audit()), h.m.active())
 	h.keys("<esc>")
-	require.Same(t, screen(h.m.overview), h.m.active())
+	require.Same(t, screen(h.m.overview()), h.m.active())
 }
 
 // TestAuditHistoryKey: h on an operation's detail opens its history; esc
@@ -291,7 +291,7 @@ func TestAuditHistoryKey(t *testing.T) {
 	h := newHarness(t, src, 120, 40).keys(":key acme/create-ticket/run-42:create-ticket<enter>")
 	require.Contains(t, h.view(), "h audit history")
 	h.keys("h")
-	a := h.m.audit
+	a := h.m.audit()
 	require.Same(t, screen(a), h.m.active())
 	require.Equal(t, storeview.OperationAuditFilter("acme", 48213), a.filter)
 	require.Len(t, a.page.Rows, 3)
@@ -303,19 +303,19 @@ func TestAuditHistoryKey(t *testing.T) {
 	// enter opens the newest record; o there opens the operation again,
 	// and esc walks back.
 	h.keys("<enter>")
-	require.Same(t, screen(h.m.auditRec), h.m.active())
+	require.Same(t, screen(h.m.auditRec()), h.m.active())
 	require.Contains(t, h.view(), "o/enter open operation 48213")
 	h.keys("o")
-	require.Same(t, screen(h.m.detail), h.m.active())
-	require.Equal(t, int64(48213), h.m.detail.d.ID)
+	require.Same(t, screen(h.m.detail()), h.m.active())
+	require.Equal(t, int64(48213), h.m.detail().d.ID)
 
 	h = newHarness(t, src, 120, 40).keys(":key acme/create-ticket/run-42:create-ticket<enter>h<esc>")
-	require.Same(t, screen(h.m.detail), h.m.active(), "esc on the history goes back to the detail")
+	require.Same(t, screen(h.m.detail()), h.m.active(), "esc on the history goes back to the detail")
 
 	// Before the record arrives there is nothing to show the history of,
 	// and elsewhere h is nothing (not even a freeze of refresh).
 	h = newHarness(t, src, 120, 40).keys(":ops<enter>h")
-	require.Same(t, screen(h.m.list), h.m.active())
+	require.Same(t, screen(h.m.list()), h.m.active())
 	require.False(t, h.m.refresh.frozen)
 }
 
@@ -328,7 +328,7 @@ func TestAuditRecordCheck(t *testing.T) {
 	require.Contains(t, v, "opsdesk audit verify checks the whole chain")
 
 	h.keys("<esc>")
-	h.run(h.m.navigate(navMsg{to: screenAuditRecord, record: &auditRef{"acme", 99}}))
+	h.run(h.m.navigate(auditRecordNav{ref: auditRef{"acme", 99}}))
 	require.Contains(t, h.view(), "There is no audit record acme#99 that your role may see.")
 	require.Nil(t, h.m.lastErr)
 }
@@ -336,10 +336,10 @@ func TestAuditRecordCheck(t *testing.T) {
 func TestParseAuditCommand(t *testing.T) {
 	msg, err := parseCommand(":audit outcome:denied tenant:''")
 	require.NoError(t, err)
-	nav := msg.(navMsg)
-	require.Equal(t, screenAudit, nav.to)
-	require.Equal(t, []string{"denied"}, nav.audit.Outcomes)
-	require.Equal(t, []string{""}, nav.audit.Tenants)
+	nav := msg.(auditNav)
+	require.Equal(t, screenAudit, nav.target())
+	require.Equal(t, []string{"denied"}, nav.filter.Outcomes)
+	require.Equal(t, []string{""}, nav.filter.Tenants)
 	_, err = parseCommand("audit outcome:maybe")
 	require.ErrorContains(t, err, "unknown outcome")
 }

@@ -68,10 +68,10 @@ func TestDecideRealDatabase(t *testing.T) {
 	// Release run-42: an external effect of unknown outcome, so the key's
 	// last characters confirm it.
 	h.keys(":key acme/create-ticket/run-42<enter>")
-	if h.m.detail.d == nil || !strings.Contains(h.view(), "r reconcile") {
+	if h.m.detail().d == nil || !strings.Contains(h.view(), "r reconcile") {
 		t.Fatalf("the stuck record does not offer reconcile:\n%s", h.view())
 	}
-	id, version := h.m.detail.d.ID, h.m.detail.d.Version
+	id, version := h.m.detail().d.ID, h.m.detail().d.Version
 	h.keys("r<enter>")
 	if v := flat(h.view()); !strings.Contains(v, "⚠ no evidence gathered: the catalog has no lookup for create-ticket.") ||
 		!strings.Contains(v, "Check the ticket queue first.") {
@@ -146,7 +146,7 @@ WHERE key = 'run-43'`); err != nil {
 		t.Fatalf("the refusal's audit record: %+v", a)
 	}
 	h.keys("<enter>")
-	if h.m.detail.d.State != storeview.StateCompleted || strings.Contains(h.view(), "r reconcile") {
+	if h.m.detail().d.State != storeview.StateCompleted || strings.Contains(h.view(), "r reconcile") {
 		t.Fatalf("back on the detail, the record is not the completed one:\n%s", h.view())
 	}
 }

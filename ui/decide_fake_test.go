@@ -258,6 +258,6 @@ func newDecideHarness(t testing.TB, src *fakeSource, dec Decider, opts Options, 
 	t.Helper()
 	opts.Context, opts.NoColor, opts.Decider = "prod-eu", true, dec
 	hs := startHarness(&harness{t: t, src: src}, src, opts, w, h, termenv.Ascii)
-	hs.m.decide.now = func() time.Time { return dbNow.Add(2 * time.Second) }
+	hs.m.reconcile().now = func() time.Time { return dbNow.Add(2 * time.Second) }
 	return hs
 }

@@ -214,8 +214,8 @@ func TestDecideKeysHidden(t *testing.T) {
 				h.keys("<esc>") // close help
 				for _, k := range []string{"r", "a", "v"} {
 					h.keys(k)
-					if h.m.active() != h.m.detail {
-						t.Fatalf("%s: %s left the detail for screen %d", open, k, h.m.active().id())
+					if h.m.active() != h.m.detail() {
+						t.Fatalf("%s: %s left the detail for screen %s", open, k, h.m.active().id())
 					}
 				}
 			}
@@ -245,7 +245,7 @@ func TestDecideTypedConfirmation(t *testing.T) {
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
 	h.keys(openDeploy + "r<enter><enter>2o<enter>rolled back by hand<enter>")
-	if h.m.decide.step != stepConfirm || !h.m.decide.typedConfirm() {
+	if h.m.reconcile().step != stepConfirm || !h.m.reconcile().typedConfirm() {
 		t.Fatalf("not on the typed confirmation:\n%s", h.view())
 	}
 	// y is a character typed here, not a yes.
@@ -254,8 +254,8 @@ func TestDecideTypedConfirmation(t *testing.T) {
 		if v := flat(h.view()); !strings.Contains(v, "that is not the key's last 4 characters: nothing was done") {
 			t.Fatalf("%q was not refused:\n%s", wrong, h.view())
 		}
-		if h.m.decide.step != stepConfirm || dec.called("decide") != 0 {
-			t.Fatalf("%q: on step %d after %d decisions", wrong, h.m.decide.step, dec.called("decide"))
+		if h.m.reconcile().step != stepConfirm || dec.called("decide") != 0 {
+			t.Fatalf("%q: on step %s after %d decisions", wrong, h.m.reconcile().step, dec.called("decide"))
 		}
 	}
 	h.keys("ry-7<enter>")
@@ -269,7 +269,7 @@ func TestDecideTypedConfirmation(t *testing.T) {
 	}
 	// A local record is released with a plain yes/no.
 	h.keys("<enter>" + openTicket + "r<enter><enter>2<enter>no ticket in the queue<enter>")
-	if h.m.decide.typedConfirm() || !strings.Contains(h.view(), "Apply? y yes") {
+	if h.m.reconcile().typedConfirm() || !strings.Contains(h.view(), "Apply? y yes") {
 		t.Fatalf("a local record asks for typing:\n%s", h.view())
 	}
 }
@@ -282,15 +282,15 @@ func TestDecideConfirmDefaultsToNo(t *testing.T) {
 	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
 	h.keys(openTicket + "r<enter><enter>3<enter>duplicate ticket<enter>")
 	for _, no := range []string{"<enter>", "n", "<esc>"} {
-		if h.m.decide.step != stepConfirm {
+		if h.m.reconcile().step != stepConfirm {
 			t.Fatalf("not on the confirmation:\n%s", h.view())
 		}
 		h.keys(no)
-		if h.m.decide.step != stepReason || dec.called("decide") != 0 {
-			t.Fatalf("%s on the confirmation: step %d, %d decisions", no, h.m.decide.step, dec.called("decide"))
+		if h.m.reconcile().step != stepReason || dec.called("decide") != 0 {
+			t.Fatalf("%s on the confirmation: step %s, %d decisions", no, h.m.reconcile().step, dec.called("decide"))
 		}
-		if h.m.decide.reason.Value() != "duplicate ticket" {
-			t.Fatalf("the reason was lost: %q", h.m.decide.reason.Value())
+		if h.m.reconcile().reason.Value() != "duplicate ticket" {
+			t.Fatalf("the reason was lost: %q", h.m.reconcile().reason.Value())
 		}
 		h.keys("<enter>")
 	}
@@ -328,7 +328,7 @@ func TestDecideChanged(t *testing.T) {
 		t.Fatalf("the decision expected version %d, want the version shown (3)", p.ExpectVersion)
 	}
 	h.keys("<enter>")
-	if h.m.active() != h.m.detail || h.m.detail.d.Version != 4 || !strings.Contains(h.view(), "✓ completed") {
+	if h.m.active() != h.m.detail() || h.m.detail().d.Version != 4 || !strings.Contains(h.view(), "✓ completed") {
 		t.Fatalf("back on the detail, the record is not the new one:\n%s", h.view())
 	}
 }
@@ -387,24 +387,24 @@ func TestDecideSteps(t *testing.T) {
 	h.keys(openDeploy + "r<enter><enter>1<enter><enter>because")
 	want := []step{stepReason, stepConsequence, stepReference, stepDecision, stepEvidence, stepContext}
 	for i, st := range want {
-		if h.m.decide.step != st {
-			t.Fatalf("after %d esc: step %d, want %d", i, h.m.decide.step, st)
+		if h.m.reconcile().step != st {
+			t.Fatalf("after %d esc: step %s, want %s", i, h.m.reconcile().step, st)
 		}
 		h.keys("<esc>")
 	}
-	if h.m.active() != h.m.detail {
+	if h.m.active() != h.m.detail() {
 		t.Fatalf("esc at the first step did not return to the detail")
 	}
 	h.keys("r<enter><enter>4<enter><enter>")
-	if h.m.decide.step != stepReason || h.m.decide.reason.Value() != "" {
-		t.Fatalf("a new flow kept the old reason %q (step %d)", h.m.decide.reason.Value(), h.m.decide.step)
+	if h.m.reconcile().step != stepReason || h.m.reconcile().reason.Value() != "" {
+		t.Fatalf("a new flow kept the old reason %q (step %s)", h.m.reconcile().reason.Value(), h.m.reconcile().step)
 	}
 	h.keys("<esc>q")
-	if h.m.active() != h.m.detail || dec.called("decide") != 0 {
+	if h.m.active() != h.m.detail() || dec.called("decide") != 0 {
 		t.Fatal("q did not cancel the flow")
 	}
 	h.keys("r<enter><enter>4<enter><enter>typing q")
-	if h.quit || h.m.decide.reason.Value() != "typing q" {
+	if h.quit || h.m.reconcile().reason.Value() != "typing q" {
 		t.Fatal("q typed into the reason quit or was lost")
 	}
 	h.send(tea.KeyMsg{Type: tea.KeyCtrlC})
@@ -470,8 +470,8 @@ func TestDecideEachKind(t *testing.T) {
 				t.Errorf("decided\n%+v\nwant\n%+v", got, want)
 			}
 			h.keys("<enter>")
-			if h.m.active() != h.m.detail || h.m.detail.d.State != c.state {
-				t.Fatalf("back on the detail: state %s, want %s:\n%s", h.m.detail.d.State, c.state, h.view())
+			if h.m.active() != h.m.detail() || h.m.detail().d.State != c.state {
+				t.Fatalf("back on the detail: state %s, want %s:\n%s", h.m.detail().d.State, c.state, h.view())
 			}
 			h.keys("G")
 			if v := flat(h.view()); !strings.Contains(v, c.timeline) {
@@ -501,7 +501,7 @@ func TestDecideReveal(t *testing.T) {
 		t.Fatalf("the value is not shown after the audit:\n%s", v)
 	}
 	h.keys("q")
-	if h.m.decide.revealed.ok || strings.Contains(h.view(), "user-8812@example.com") {
+	if h.m.reveal().revealed.ok || strings.Contains(h.view(), "user-8812@example.com") {
 		t.Fatal("the value was kept after leaving")
 	}
 	if dec.reasons[0] != "customer asks" {
@@ -549,7 +549,7 @@ func TestDecideRevealLarge(t *testing.T) {
 	if !strings.Contains(v, `"report": "nightly export",`) || !strings.Contains(v, "lines 1–") {
 		t.Fatalf("the large value's start is not shown, paged:\n%s", v)
 	}
-	lines := len(h.m.decide.revealed.lines)
+	lines := len(h.m.reveal().revealed.lines)
 	if lines < 1000 || lines > 10000 {
 		t.Fatalf("%d lines laid out for a value cut to %d bytes", lines, revealBytes)
 	}
@@ -570,7 +570,7 @@ func TestDecideRevealLarge(t *testing.T) {
 	}
 	// The value is hidden again when the operator leaves.
 	h.keys("<enter>")
-	if h.m.decide.revealed.ok || strings.Contains(h.view(), "nightly export") {
+	if h.m.reveal().revealed.ok || strings.Contains(h.view(), "nightly export") {
 		t.Fatal("the value was kept after leaving")
 	}
 }
@@ -596,7 +596,7 @@ func TestDecideRevealCancel(t *testing.T) {
 	}
 	h.keys("<esc>")
 	v := h.view()
-	if h.m.active() != h.m.detail || !strings.Contains(v, "reveal cancelled, nothing shown") {
+	if h.m.active() != h.m.detail() || !strings.Contains(v, "reveal cancelled, nothing shown") {
 		t.Fatalf("esc did not leave at once:\n%s", v)
 	}
 	var msg tea.Msg
@@ -609,7 +609,7 @@ func TestDecideRevealCancel(t *testing.T) {
 		t.Fatalf("the reveal's request ended with %#v, want it cancelled", msg)
 	}
 	h.send(msg)
-	if h.m.active() != h.m.detail || h.m.decide.revealed.ok || strings.Contains(h.view(), "Stored result") {
+	if h.m.active() != h.m.detail() || h.m.reveal().revealed.ok || strings.Contains(h.view(), "Stored result") {
 		t.Fatalf("the late answer was shown:\n%s", h.view())
 	}
 }
@@ -738,7 +738,7 @@ func TestFlowReconcile(t *testing.T) {
 	wait("confirmed completed (result ref DEP-4711)")
 	tm.Send(tea.KeyMsg{Type: tea.KeyCtrlC})
 	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
-	if final.active() != final.detail || final.detail.d.State != storeview.StateCompleted {
-		t.Fatalf("ended on screen %d", final.active().id())
+	if final.active() != final.detail() || final.detail().d.State != storeview.StateCompleted {
+		t.Fatalf("ended on screen %s", final.active().id())
 	}
 }

@@ -206,7 +206,7 @@ func TestFaultLostMidSession(t *testing.T) {
 	d := newFaultDB(t)
 	h := newSourceHarness(t, d.store, Options{Context: "fault"}, 120, 40)
 	v := h.view()
-	if h.m.active() != h.m.overview || !strings.Contains(v, faultStates) || !oldestACME.MatchString(v) ||
+	if h.m.active() != h.m.overview() || !strings.Contains(v, faultStates) || !oldestACME.MatchString(v) ||
 		!strings.Contains(v, "conflicted    1   unreviewed") || !strings.Contains(v, "expiring     1") {
 		t.Fatalf("the overview does not show the store's counts:\n%s", v)
 	}
@@ -243,12 +243,12 @@ func TestFaultLostMidSession(t *testing.T) {
 	// good counts again.
 	h.keys("<enter>")
 	v = h.view()
-	if h.m.active() != h.m.list || !strings.Contains(v, "filter: state:stuck") ||
+	if h.m.active() != h.m.list() || !strings.Contains(v, "filter: state:stuck") ||
 		!strings.Contains(v, "could not list operations") || !strings.Contains(v, banner) {
 		t.Fatalf("the stuck list while down:\n%s", v)
 	}
 	h.keys("q")
-	if v := h.view(); h.m.active() != h.m.overview || !strings.Contains(v, faultStates) || !strings.Contains(v, banner) {
+	if v := h.view(); h.m.active() != h.m.overview() || !strings.Contains(v, faultStates) || !strings.Contains(v, banner) {
 		t.Fatalf("back on the overview while down:\n%s", v)
 	}
 
@@ -270,7 +270,7 @@ func TestFaultLostMidSession(t *testing.T) {
 		t.Fatalf("the database time went back from %v to %v", lastAnswer, h.m.dbTime)
 	}
 	h.keys("<enter>")
-	if l := h.m.list; len(l.page.Rows) != 3 || l.page.Rows[0].Key != "ord-99" {
+	if l := h.m.list(); len(l.page.Rows) != 3 || l.page.Rows[0].Key != "ord-99" {
 		t.Fatalf("the stuck list after recovery:\n%s", h.view())
 	}
 }
@@ -339,7 +339,7 @@ func TestFaultUnreachableAtStart(t *testing.T) {
 
 			d.start(t)
 			v = h.until(t, "the overview", tc.retry(h), func(v string) bool { return strings.Contains(v, "Needs attention") })
-			if h.m.active() != h.m.overview || !strings.Contains(v, faultStates) {
+			if h.m.active() != h.m.overview() || !strings.Contains(v, faultStates) {
 				t.Fatalf("the overview after connecting:\n%s", v)
 			}
 			for _, gone := range []string{"Cannot reach", "retry now", "not connected"} {

@@ -201,7 +201,7 @@ func (r *recorder) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case pageMsg:
 		r.answers["page"]++
 		err = msg.err
-		if m, ok := r.inner.(*Model); ok && err != nil && !m.list.current(msg.seq) {
+		if m, ok := r.inner.(*Model); ok && err != nil && !m.list().current(msg.seq) {
 			err = fmt.Errorf("%w (an older request's answer, which the console drops)", err)
 		}
 	case detailMsg:

@@ -58,8 +58,8 @@ func TestRefreshFreezesWhileMoving(t *testing.T) {
 	if got := src.called("list"); got != before+1 {
 		t.Fatalf("the thaw did not run the skipped refresh (%d polls)", got-before)
 	}
-	if h.m.list.sel != 2 {
-		t.Errorf("the refresh moved the selection to %d, want 2", h.m.list.sel)
+	if h.m.list().sel != 2 {
+		t.Errorf("the refresh moved the selection to %d, want 2", h.m.list().sel)
 	}
 	if !strings.Contains(h.view(), "⟳ 2s") {
 		t.Error("the status bar does not show the interval again")
@@ -121,14 +121,14 @@ func TestRefreshSpeed(t *testing.T) {
 func TestStaleResultDropped(t *testing.T) {
 	src := newFakeSource()
 	h := newHarness(t, src, 120, 40).keys(":stuck<enter>")
-	l := h.m.list
+	l := h.m.list()
 	stuck := l.seq
 	if len(l.page.Rows) != 2 {
 		t.Fatalf("%d stuck rows, want 2", len(l.page.Rows))
 	}
 	// Ask for another filter but hold its answer; then the stuck list's
 	// answer (the older request) arrives.
-	cmd := l.open(storeview.Filter{States: []storeview.State{storeview.StateRejected}}, "state:rejected", storeview.SortNewest)
+	cmd := l.show(storeview.Filter{States: []storeview.State{storeview.StateRejected}}, "state:rejected", storeview.SortNewest)
 	newer := cmd().(pageMsg)
 	old := pageMsg{seq: stuck, page: storeview.Page{DBTime: dbNow.Add(time.Hour), Rows: []storeview.Row{{ID: 1, DBTime: dbNow}}}}
 	h.send(old)
@@ -150,13 +150,13 @@ func TestStaleResultDropped(t *testing.T) {
 	}
 	// The same holds for the detail and the overview.
 	h.keys("<enter>")
-	d := h.m.detail
+	d := h.m.detail()
 	h.send(detailMsg{seq: d.seq - 1, d: storeview.Detail{Row: storeview.Row{ID: 7}}})
 	if d.d == nil || d.d.ID == 7 {
 		t.Fatal("a stale detail was shown")
 	}
-	h.send(overviewMsg{seq: h.m.overview.seq - 1, ov: storeview.Overview{Stuck: 999}})
-	if h.m.overview.ov.Stuck == 999 {
+	h.send(overviewMsg{seq: h.m.overview().seq - 1, ov: storeview.Overview{Stuck: 999}})
+	if h.m.overview().ov.Stuck == 999 {
 		t.Fatal("a stale overview was shown")
 	}
 }
@@ -167,30 +167,30 @@ func TestStaleResultDropped(t *testing.T) {
 func TestFilterErrorKeepsFilter(t *testing.T) {
 	src := newFakeSource()
 	h := newHarness(t, src, 120, 40).keys(":ops tool:create-ticket<enter>")
-	rows := len(h.m.list.page.Rows)
+	rows := len(h.m.list().page.Rows)
 	lists := src.called("list")
 	h.keys("/age>soon<enter>")
 	v := h.view()
 	if !strings.Contains(v, "age needs a positive duration") || !strings.Contains(v, "the list keeps filter tool:create-ticket") {
 		t.Fatalf("no inline error:\n%s", v)
 	}
-	if h.m.list.filterText != "tool:create-ticket" || len(h.m.list.page.Rows) != rows || src.called("list") != lists {
+	if h.m.list().filterText != "tool:create-ticket" || len(h.m.list().page.Rows) != rows || src.called("list") != lists {
 		t.Fatal("a bad filter changed the list")
 	}
 	h.keys("q") // typed into the bar, not quitting
-	if h.quit || !strings.Contains(h.m.list.input.Value(), "soonq") {
+	if h.quit || !strings.Contains(h.m.list().input.Value(), "soonq") {
 		t.Fatal("the filter bar did not take q as text")
 	}
 	h.keys("<esc>")
-	if h.m.list.editing || h.m.list.filterText != "tool:create-ticket" {
+	if h.m.list().editing || h.m.list().filterText != "tool:create-ticket" {
 		t.Fatal("esc in the bar did not close it keeping the filter")
 	}
 	h.keys("<esc>")
-	if h.m.list.filterText != "" || h.m.active() != h.m.list {
+	if h.m.list().filterText != "" || h.m.active() != h.m.list() {
 		t.Fatal("esc did not clear the filter")
 	}
 	h.keys("<esc>")
-	if h.m.active() != h.m.overview {
+	if h.m.active() != h.m.overview() {
 		t.Fatal("esc without a filter did not go back")
 	}
 }
@@ -200,7 +200,7 @@ func TestFilterErrorKeepsFilter(t *testing.T) {
 func TestPaging(t *testing.T) {
 	src := newFakeSource()
 	h := newHarness(t, src, 120, 40).keys(":ops<enter>")
-	l := h.m.list
+	l := h.m.list()
 	first := l.page.Rows[0].ID
 	if strings.Contains(h.view(), "prev page") {
 		t.Error("prev page is offered on the first page")
@@ -253,7 +253,7 @@ func TestPaging(t *testing.T) {
 func TestPageTurnInFlight(t *testing.T) {
 	src := newFakeSource()
 	h := newHarness(t, src, 80, 24).keys(":ops<enter>")
-	l := h.m.list
+	l := h.m.list()
 	all, err := src.List(t.Context(), storeview.Query{Limit: len(src.rows) + 1})
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +337,7 @@ func TestUnreachableAndRecovery(t *testing.T) {
 	if !strings.Contains(v, "database unreachable since 03:12:09 UTC") || !strings.Contains(v, "retrying every 2s") {
 		t.Fatalf("no banner:\n%s", v)
 	}
-	if len(h.m.list.page.Rows) == 0 {
+	if len(h.m.list().page.Rows) == 0 {
 		t.Fatal("the last good rows were dropped")
 	}
 	src.setDown(false)
@@ -348,8 +348,8 @@ func TestUnreachableAndRecovery(t *testing.T) {
 	}
 
 	// A failing query while the database answers.
-	_ = h.m.list.fetch()
-	h.send(pageMsg{seq: h.m.list.seq, err: errTimeout})
+	_ = h.m.list().fetch()
+	h.send(pageMsg{seq: h.m.list().seq, err: errTimeout})
 	v = h.view()
 	if strings.Contains(v, "unreachable") || !strings.Contains(v, "last error: list operations: canceling statement") {
 		t.Fatalf("a query error is not shown as the last error:\n%s", v)
@@ -384,7 +384,7 @@ func TestConnectRetry(t *testing.T) {
 	}
 	src.setDown(false)
 	h.send(h.lastTick())
-	if h.m.active() != h.m.overview || !strings.Contains(h.view(), "Needs attention") {
+	if h.m.active() != h.m.overview() || !strings.Contains(h.view(), "Needs attention") {
 		t.Fatalf("no overview after the database answered:\n%s", h.view())
 	}
 	if strings.Contains(h.view(), "retry now") {
@@ -430,7 +430,7 @@ func TestKeyLookup(t *testing.T) {
 		t.Fatalf("a second lookup stacked another detail: %d screens", len(h.m.stack))
 	}
 	h.keys("q")
-	if h.m.active() != h.m.overview || h.quit {
+	if h.m.active() != h.m.overview() || h.quit {
 		t.Fatal("q did not go back from the detail")
 	}
 	h.keys("q")
@@ -444,17 +444,17 @@ func TestKeyLookup(t *testing.T) {
 func TestFastTyping(t *testing.T) {
 	h := newHarness(t, newFakeSource(), 80, 24)
 	h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(":stuck")}).keys("<enter>")
-	if h.m.active() != h.m.list || h.m.list.filterText != "state:stuck" {
+	if h.m.active() != h.m.list() || h.m.list().filterText != "state:stuck" {
 		t.Fatalf("typed quickly, :stuck did not open the stuck list")
 	}
 	h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jj")})
-	if h.m.list.sel != 1 || !h.m.refresh.frozen {
-		t.Fatalf("typed quickly, jj moved to %d (frozen %v)", h.m.list.sel, h.m.refresh.frozen)
+	if h.m.list().sel != 1 || !h.m.refresh.frozen {
+		t.Fatalf("typed quickly, jj moved to %d (frozen %v)", h.m.list().sel, h.m.refresh.frozen)
 	}
 	h.keys("/")
 	h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("tool:create-ticket"), Paste: true}).keys("<enter>")
-	if h.m.list.filterText != "state:stuck tool:create-ticket" {
-		t.Fatalf("the pasted filter reads %q", h.m.list.filterText)
+	if h.m.list().filterText != "state:stuck tool:create-ticket" {
+		t.Fatalf("the pasted filter reads %q", h.m.list().filterText)
 	}
 }
 
@@ -463,16 +463,16 @@ func TestParseCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nav := msg.(navMsg)
-	if nav.to != screenList || nav.filterText != "state:stuck tool:x" || nav.sort != storeview.SortLease {
+	nav := msg.(listNav)
+	if nav.target() != screenList || nav.filterText != "state:stuck tool:x" || nav.sort != storeview.SortLease {
 		t.Fatalf("got %+v", nav)
 	}
 	msg, _ = parseCommand("conflicts tenant:acme")
-	if nav := msg.(navMsg); !nav.filter.Conflicted || nav.filter.Tenants[0] != "acme" {
+	if nav := msg.(listNav); !nav.filter.Conflicted || nav.filter.Tenants[0] != "acme" {
 		t.Fatalf("got %+v", nav)
 	}
 	msg, _ = parseCommand("key acme/deploy-service/deploy/web/42")
-	if id := *msg.(navMsg).ident; id != (identity{"acme", "deploy-service", "deploy/web/42"}) {
+	if id := *msg.(detailNav).ident; id != (identity{"acme", "deploy-service", "deploy/web/42"}) {
 		t.Fatalf("got %+v", id)
 	}
 	for _, bad := range []string{"key acme/tool", "ops state:nope", "frob"} {
@@ -505,13 +505,13 @@ func TestFlow(t *testing.T) {
 	tm.Type("q") // back to the overview
 	tm.Type("q") // and quit
 	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
-	if final.active() != final.overview {
-		t.Errorf("ended on screen %d, want the overview", final.active().id())
+	if final.active() != final.overview() {
+		t.Errorf("ended on screen %s, want the overview", final.active().id())
 	}
-	if final.list.filterText != "state:stuck" || len(final.list.page.Rows) != 2 {
-		t.Errorf("the list holds %q with %d rows", final.list.filterText, len(final.list.page.Rows))
+	if final.list().filterText != "state:stuck" || len(final.list().page.Rows) != 2 {
+		t.Errorf("the list holds %q with %d rows", final.list().filterText, len(final.list().page.Rows))
 	}
-	if final.detail.d == nil || final.detail.d.ID != 48213 {
+	if final.detail().d == nil || final.detail().d.ID != 48213 {
 		t.Error("the detail did not show 48213")
 	}
 }
@@ -570,8 +570,8 @@ func BenchmarkListView(b *testing.B) {
 	}{{"ascii", termenv.Ascii}, {"truecolor", termenv.TrueColor}} {
 		b.Run(p.name, func(b *testing.B) {
 			h := newHarnessProfile(b, newFakeSource(), 120, 40, p.profile).keys(":ops<enter>")
-			if len(h.m.list.page.Rows) < 30 {
-				b.Fatalf("only %d rows", len(h.m.list.page.Rows))
+			if len(h.m.list().page.Rows) < 30 {
+				b.Fatalf("only %d rows", len(h.m.list().page.Rows))
 			}
 			b.ReportAllocs()
 			for b.Loop() {
