@@ -141,7 +141,7 @@ func (s *detailScreen) allow(p permits) {
 func (s *detailScreen) updateKeys() {
 	s.enableScroll(&s.keys, s.h)
 	d := s.d
-	s.keys.Reconcile.SetEnabled(s.writes && d != nil && leaseRelevant(d.Row))
+	s.keys.Reconcile.SetEnabled(s.writes && d != nil && d.Pending())
 	s.keys.AckConflicts.SetEnabled(s.writes && d != nil && unreviewed(d.Conflicts) > 0)
 	s.keys.Reveal.SetEnabled(s.writes && d != nil && d.HasResult)
 	s.keys.RevealIntent.SetEnabled(s.writes && d != nil)
@@ -304,7 +304,7 @@ func (s *detailScreen) buildLines() []string {
 		lease = "taken " + stamp(d.LeasedAt, now) + " (" + since(d.LeasedAt, now) + ")"
 		if !d.LeaseExpiresAt.IsZero() {
 			verb := "expires "
-			if !d.LeaseExpiresAt.After(now) {
+			if storeview.LeaseEnded(d.LeaseExpiresAt, now, 0) {
 				verb = "expired "
 			}
 			lease += " · " + verb + stamp(d.LeaseExpiresAt, now) + " (" + since(d.LeaseExpiresAt, now) + ")"
@@ -433,7 +433,7 @@ func timeline(d *storeview.Detail) []event {
 		}
 		ev = append(ev, event{d.LeasedAt, what})
 	}
-	if leaseRelevant(d.Row) && !d.LeaseExpiresAt.IsZero() && !d.LeaseExpiresAt.After(now) {
+	if d.Pending() && !d.LeaseExpiresAt.IsZero() && !d.LeaseLive() {
 		ev = append(ev, event{d.LeaseExpiresAt, "lease expired without a completion"})
 	}
 	if !d.CompletedAt.IsZero() {

@@ -13,6 +13,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -323,9 +324,7 @@ func (s *reconcileFlow) onAsk(msg askMsg) {
 func (s *reconcileFlow) decision() reconcile.Decision { return reconcile.Decisions[s.choice] }
 
 // live tells whether the record's lease had not expired when it was read.
-func (s *reconcileFlow) live() bool {
-	return leaseRelevant(s.rec.Row) && s.rec.LeaseExpiresAt.After(s.rec.DBTime)
-}
+func (s *reconcileFlow) live() bool { return s.rec.LeaseLive() }
 
 // verdict is the lookup's definite answer, if any.
 func (s *reconcileFlow) verdict() reconcile.Lookup {
@@ -373,9 +372,11 @@ func (s *reconcileFlow) keyTail() string {
 	return string(r[max(0, len(r)-confirmChars):])
 }
 
-func effectUnknown(e string) bool { return normalEffect(e) == "external_unknown" }
+func effectUnknown(e string) bool { return normalEffect(e) == ops.EffectUnknownOutcome }
 
-func normalEffect(e string) string { return strings.ReplaceAll(e, "-", "_") }
+// normalEffect reads a stored effect kind as the library names it
+// (external-unknown, as some catalogs write it, is external_unknown).
+func normalEffect(e string) ops.Effect { return ops.Effect(strings.ReplaceAll(e, "-", "_")) }
 
 // parseSnooze reads a snooze duration: Go's (90m, 2h30m) or whole days
 // (1d).
@@ -453,13 +454,13 @@ func (s *reconcileFlow) refSource() string {
 // effectWords says what a tool's effect kind means for a decision.
 func effectWords(e string) (kind, risk string) {
 	switch normalEffect(e) {
-	case "local":
+	case ops.EffectLocal:
 		return "local: written in the same transaction as the record",
 			"Low: a record still pending did not commit its effect."
-	case "external_idempotent":
+	case ops.EffectIdempotentProvider:
 		return "external, idempotent: the provider deduplicates by the operation's key",
 			"Low: a retry with the same key cannot make the provider act twice."
-	case "external_unknown":
+	case ops.EffectUnknownOutcome:
 		return "external, outcome unknown: the provider may have acted though nobody saw its answer",
 			"High: releasing a record whose effect happened makes the next retry act again; confirming one that never happened loses it. Check the provider before deciding."
 	}
@@ -616,9 +617,9 @@ func (s *reconcileFlow) next() (change, retries string) {
 	case reconcile.NotExecuted:
 		again := "the effect runs again"
 		switch normalEffect(s.rec.Effect) {
-		case "external_unknown":
+		case ops.EffectUnknownOutcome:
 			again = "the provider is called again, so if it did act the first time it acts twice"
-		case "external_idempotent":
+		case ops.EffectIdempotentProvider:
 			again = "the provider is called again with the same key, which it deduplicates"
 		}
 		return from + " → " + stateText(storeview.StateReleased),
@@ -632,7 +633,7 @@ func (s *reconcileFlow) next() (change, retries string) {
 		switch {
 		case s.live():
 			meanwhile = "Meanwhile " + orDash(Clean(s.rec.Owner)) + " keeps its live lease and may still complete it."
-		case normalEffect(s.rec.Effect) == "external_idempotent":
+		case normalEffect(s.rec.Effect) == ops.EffectIdempotentProvider:
 			meanwhile = "Meanwhile the next retry with the same key may take it over: the provider deduplicates by key."
 		}
 		return "nothing changes: the record stays " + from,

@@ -347,7 +347,7 @@ func (s *reviewScreen) pane(w int) []string {
 	oldest := "oldest pending: none"
 	if p := t.OldestPending; p != nil {
 		oldest = fmt.Sprintf("oldest pending: #%d, lease expires %s", p.ID, since(p.LeaseExpiresAt, s.r.DBTime))
-		if p.LeaseExpiresAt.Before(s.r.DBTime) {
+		if storeview.LeaseEnded(p.LeaseExpiresAt, s.r.DBTime, 0) {
 			oldest = fmt.Sprintf("oldest pending: #%d, lease expired %s", p.ID, since(p.LeaseExpiresAt, s.r.DBTime))
 		}
 		if p.Stuck {
