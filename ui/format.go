@@ -50,7 +50,6 @@ func RowStateText(r storeview.Row) string {
 	return stateText(r.State)
 }
 
-
 // ShortDuration writes a duration the way an operator reads it at a glance:
 // 27s, 41m, 3h05m, 2d03h, 45d. The sign is dropped.
 func ShortDuration(d time.Duration) string {
