@@ -188,6 +188,7 @@ func (s *fakeSource) AuditRecord(_ context.Context, tenant string, seq int64) (s
 }
 
 func TestAuditViews(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		setup func(h *harness)
@@ -202,8 +203,10 @@ func TestAuditViews(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			for _, sz := range sizes {
 				t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
+					t.Parallel()
 					h := newHarness(t, newFakeSource(), sz.w, sz.h)
 					c.setup(h)
 					view := h.view()
@@ -218,6 +221,7 @@ func TestAuditViews(t *testing.T) {
 // TestAuditPaging: n and p walk the trail by cursor; p returns to the
 // same rows, and the last page offers no n.
 func TestAuditPaging(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 80, 24).keys(":audit<enter>")
 	a := h.m.audit()
@@ -251,6 +255,7 @@ func TestAuditPaging(t *testing.T) {
 // filter; esc closes the bar, esc again clears the filter, and esc then
 // goes back.
 func TestAuditFilterBar(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 120, 40).keys(":audit outcome:denied<enter>")
 	a := h.m.audit()
@@ -287,6 +292,7 @@ func TestAuditFilterBar(t *testing.T) {
 // TestAuditHistoryKey: h on an operation's detail opens its history; esc
 // goes back to the detail; from a record, o opens the operation.
 func TestAuditHistoryKey(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 120, 40).keys(":key acme/create-ticket/run-42:create-ticket<enter>")
 	require.Contains(t, h.view(), "h audit history")
@@ -322,6 +328,7 @@ func TestAuditHistoryKey(t *testing.T) {
 // TestAuditRecordCheck: a record whose link does not hold says so, and a
 // record that is not there is said to be missing, not an error.
 func TestAuditRecordCheck(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFakeSource(), 120, 40).keys(":audit tenant:initech<enter><enter>")
 	v := h.view()
 	require.Contains(t, v, "✗ its prev_hash is not the hash of seq 1; chain head #2")
@@ -334,6 +341,7 @@ func TestAuditRecordCheck(t *testing.T) {
 }
 
 func TestParseAuditCommand(t *testing.T) {
+	t.Parallel()
 	msg, err := parseCommand(":audit outcome:denied tenant:''")
 	require.NoError(t, err)
 	nav := msg.(auditNav)
@@ -346,6 +354,7 @@ func TestParseAuditCommand(t *testing.T) {
 
 // TestAuditNeverPanics walks the audit screens at odd sizes.
 func TestAuditNeverPanics(t *testing.T) {
+	t.Parallel()
 	for _, sz := range []struct{ w, h int }{{0, 0}, {1, 1}, {60, 20}, {61, 21}, {200, 60}, {300, 20}} {
 		h := newHarness(t, newFakeSource(), sz.w, sz.h)
 		for _, k := range []string{":audit<enter>", "<down><enter>", "o", "h", "<esc>", "<esc>", "<esc>", "/x<enter>", "<esc><esc>", "n", "p", "G<enter>"} {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/muesli/termenv"
+	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
@@ -80,9 +81,7 @@ func (f *fakeDecider) lastDecided(t *testing.T) reconcile.DecideParams {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.decided) == 0 {
-		t.Fatal("nothing was decided")
-	}
+	require.NotEqualValues(t, 0, len(f.decided), "nothing was decided")
 	return f.decided[len(f.decided)-1]
 }
 

@@ -33,6 +33,7 @@ func rowIDs(m *Model) []int64 {
 // TestGotoOpensTheFilteredList: --goto 'stuck tool:x' starts on the stuck
 // list of that tool, above the overview, as if :stuck tool:x were typed.
 func TestGotoOpensTheFilteredList(t *testing.T) {
+	t.Parallel()
 	h := gotoHarness(t, newFakeSource(), "stuck tool:create-ticket")
 	require.Equal(t, screen(h.m.list()), h.m.active(), "the console did not start on the list:\n%s", h.view())
 	require.Equal(t, "state:stuck tool:create-ticket", h.m.list().filterText)
@@ -52,6 +53,7 @@ func TestGotoOpensTheFilteredList(t *testing.T) {
 // TestGotoWaitsForTheDatabase: a start command given while the database is
 // down is not refused as a typed one is; it runs once the database answers.
 func TestGotoWaitsForTheDatabase(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	src.setDown(true)
 	h := gotoHarness(t, src, ":conflicts tenant:globex")
@@ -76,6 +78,7 @@ func TestGotoWaitsForTheDatabase(t *testing.T) {
 
 // TestGotoEveryScreen: each kind of command starts where the : line goes.
 func TestGotoEveryScreen(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line  string
 		want  func(*Model) screen
@@ -99,6 +102,7 @@ func TestGotoEveryScreen(t *testing.T) {
 // TestGotoInvalid: a console started with a command it cannot read (the
 // CLI refuses one first) opens on the overview and says why.
 func TestGotoInvalid(t *testing.T) {
+	t.Parallel()
 	h := gotoHarness(t, newFakeSource(), "stuck tool:a\x00b")
 	require.Equal(t, screen(h.m.overview()), h.m.active())
 	require.Contains(t, h.view(), "--goto: the command contains the control character U+0000 at byte 12")
@@ -107,6 +111,7 @@ func TestGotoInvalid(t *testing.T) {
 // TestGotoProgram runs a real Bubble Tea program, where the connection and
 // the start command race: it still starts on the stuck list.
 func TestGotoProgram(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	tm := teatest.NewTestModel(t, New(src, Options{NoColor: true, Goto: "stuck tool:deploy-service"}), teatest.WithInitialTermSize(120, 40))
 	wait := (&screenLog{tm: tm}).wait(t)
@@ -149,6 +154,7 @@ VALUES ('acme', 'send-email', 'mail-1', '1', decode(repeat('05', 32), 'hex'), 'e
 // refuses, with errors that say what is wrong without repeating hostile
 // text.
 func TestCheckCommand(t *testing.T) {
+	t.Parallel()
 	for line, want := range map[string]string{
 		"stuck tool:charge-card tenant:acme":    "operations list: state:stuck tenant:acme tool:charge-card",
 		`:stuck tool:"it's a tool"`:             `operations list: state:stuck tool:"it's a tool"`,
