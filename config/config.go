@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/opsdesk/opsdesk/internal/lookupurl"
+	"github.com/opsdesk/opsdesk/ops"
 )
 
 // EnvPrefix prefixes every environment variable opsdesk reads.
@@ -429,10 +430,11 @@ func (c Context) validate(path string) error {
 }
 
 func (t Tool) validate() error {
-	switch t.Effect {
-	case "local", "external_idempotent", "external_unknown":
+	switch ops.Effect(t.Effect) {
+	case ops.EffectLocal, ops.EffectIdempotentProvider, ops.EffectUnknownOutcome:
 	default:
-		return fmt.Errorf("effect %q is not one of local, external_idempotent, external_unknown", t.Effect)
+		return fmt.Errorf("effect %q is not one of %s, %s, %s", t.Effect,
+			ops.EffectLocal, ops.EffectIdempotentProvider, ops.EffectUnknownOutcome)
 	}
 	if t.Lease < 0 || t.Retention < 0 || t.RetryWindow < 0 {
 		return errors.New("lease, retention and retry_window must not be negative")

@@ -14,6 +14,39 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
+// screenAudit is the audit trail.
+const screenAudit screenID = "audit"
+
+// auditNav opens the audit trail on a filter. history marks an
+// operation's history opened from its detail: it stays above the detail,
+// and esc goes back to it rather than clearing the filter.
+type auditNav struct {
+	filter  storeview.AuditFilter
+	history bool
+}
+
+func (auditNav) target() screenID { return screenAudit }
+
+func (n auditNav) describe() string { return "audit trail: " + n.filter.String() }
+
+// auditOf opens the audit trail with a filter.
+func auditOf(f storeview.AuditFilter) auditNav { return auditNav{filter: f} }
+
+// auditKind is the audit trail and :audit.
+var auditKind = screenKind{
+	id:    screenAudit,
+	build: func(d deps, _ Options) screen { return newAudit(d) },
+	commands: []command{{names: []string{"audit", "trail"}, usage: ":audit [filter]",
+		help: "the audit trail, newest first (:audit outcome:denied)", try: "audit", suggest: "audit",
+		parse: func(rest string) (tea.Msg, error) {
+			f, err := storeview.ParseAuditFilter(rest)
+			if err != nil {
+				return nil, err
+			}
+			return auditOf(f), nil
+		}}},
+}
+
 // auditScreen browses the audit trail newest first: a filter in the
 // audit language, cursor pages, and a pane that tells the selected
 // record in words; enter opens the whole record.
@@ -66,8 +99,22 @@ func (s *auditScreen) SetSize(w, h int) {
 // pane and the filter line take the rest.
 func (s *auditScreen) limit() int { return max(1, s.h-4-auditPaneLines) }
 
-// open shows a filter from the first page.
-func (s *auditScreen) open(f storeview.AuditFilter, history bool) tea.Cmd {
+// open shows the trail right above the overview, or an operation's
+// history above its detail.
+func (s *auditScreen) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+	a, ok := n.(auditNav)
+	if !ok {
+		return nil, nil, false
+	}
+	stack := at.rooted(s)
+	if a.history {
+		stack = at.pushed(s)
+	}
+	return stack, s.show(a.filter, a.history), true
+}
+
+// show shows a filter from the first page.
+func (s *auditScreen) show(f storeview.AuditFilter, history bool) tea.Cmd {
 	s.filter, s.filterText, s.history = f, f.String(), history
 	s.closeBar()
 	s.firstPage()
@@ -99,8 +146,19 @@ func (s *auditScreen) back() (bool, tea.Cmd) {
 	if !s.clears() {
 		return false, nil
 	}
-	return true, s.open(storeview.AuditFilter{}, false)
+	return true, s.show(storeview.AuditFilter{}, false)
 }
+
+// backLabels: esc clears the filter when it does.
+func (s *auditScreen) backLabels() (esc, q string) {
+	if s.clears() {
+		return "clear filter", ""
+	}
+	return "", ""
+}
+
+// language is the trail's filter language, for help.
+func (s *auditScreen) language() string { return storeview.AuditFilterHelp }
 
 func (s *auditScreen) visibleRows() int { return min(len(s.page.Rows), s.limit()) }
 
@@ -187,7 +245,7 @@ func (s *auditScreen) key(msg tea.KeyMsg) tea.Cmd {
 	switch {
 	case key.Matches(msg, s.keys.Open):
 		if r, ok := s.selected(); ok {
-			s.goTo(navMsg{to: screenAuditRecord, record: &auditRef{Tenant: r.Tenant, Seq: r.Seq}})
+			s.goTo(auditRecordNav{ref: auditRef{Tenant: r.Tenant, Seq: r.Seq}})
 		}
 	case key.Matches(msg, s.keys.Filter):
 		return s.openBar(s.filterText)
@@ -214,7 +272,7 @@ func (s *auditScreen) edit(msg tea.KeyMsg) tea.Cmd {
 		s.inputErr = err
 		return nil
 	}
-	return s.open(f, false)
+	return s.show(f, false)
 }
 
 // auditRef names one audit record: its chain and its number.

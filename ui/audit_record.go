@@ -15,6 +15,17 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
+// screenAuditRecord is one audit record.
+const screenAuditRecord screenID = "audit-record"
+
+// auditRecordNav opens one audit record.
+type auditRecordNav struct{ ref auditRef }
+
+func (auditRecordNav) target() screenID { return screenAuditRecord }
+
+// auditRecordKind is one audit record; the trail opens it.
+var auditRecordKind = screenKind{id: screenAuditRecord, build: func(d deps, _ Options) screen { return newAuditRecord(d) }}
+
 // auditRecordScreen shows one audit record whole: who, what, when, why,
 // the change, the evidence and flags, the details, and what the chain
 // says of the record.
@@ -57,8 +68,17 @@ func (s *auditRecordScreen) SetSize(w, h int) {
 	s.render()
 }
 
-// open shows another record.
-func (s *auditRecordScreen) open(ref auditRef) tea.Cmd {
+// open shows a record above the screen it was opened from.
+func (s *auditRecordScreen) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+	r, ok := n.(auditRecordNav)
+	if !ok {
+		return nil, nil, false
+	}
+	return at.pushed(s), s.show(r.ref), true
+}
+
+// show shows another record.
+func (s *auditRecordScreen) show(ref auditRef) tea.Cmd {
 	s.ref = ref
 	s.d, s.err, s.notFound = nil, nil, false
 	s.offset = 0
@@ -125,7 +145,7 @@ func (s *auditRecordScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		switch {
 		case key.Matches(msg, s.keys.Operation):
-			s.goTo(navMsg{to: screenDetail, id: s.d.OperationID})
+			s.goTo(detailNav{id: s.d.OperationID})
 		}
 	}
 	return s, nil

@@ -188,6 +188,7 @@ func (s *fakeSource) AuditRecord(_ context.Context, tenant string, seq int64) (s
 }
 
 func TestAuditViews(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		setup func(h *harness)
@@ -202,8 +203,10 @@ func TestAuditViews(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			for _, sz := range sizes {
 				t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
+					t.Parallel()
 					h := newHarness(t, newFakeSource(), sz.w, sz.h)
 					c.setup(h)
 					view := h.view()
@@ -218,9 +221,10 @@ func TestAuditViews(t *testing.T) {
 // TestAuditPaging: n and p walk the trail by cursor; p returns to the
 // same rows, and the last page offers no n.
 func TestAuditPaging(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 80, 24).keys(":audit<enter>")
-	a := h.m.audit
+	a := h.m.audit()
 	first := slices.Clone(a.page.Rows)
 	require.NotNil(t, a.page.Next, "the fake's trail is longer than one page at 80x24")
 	require.NotContains(t, h.view(), "prev page")
@@ -251,9 +255,10 @@ func TestAuditPaging(t *testing.T) {
 // filter; esc closes the bar, esc again clears the filter, and esc then
 // goes back.
 func TestAuditFilterBar(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 120, 40).keys(":audit outcome:denied<enter>")
-	a := h.m.audit
+	a := h.m.audit()
 	rows := slices.Clone(a.page.Rows)
 	require.Len(t, rows, 3)
 	calls := src.called("audit")
@@ -279,19 +284,20 @@ func TestAuditFilterBar(t *testing.T) {
 	h.keys("<esc>")
 	require.Equal(t, "", a.filterText)
 	require.Len(t, a.page.Rows, len(src.trail))
-	require.Same(t, screen(h.m.audit), h.m.active())
+	require.Same(t, screen(h.m.audit()), h.m.active())
 	h.keys("<esc>")
-	require.Same(t, screen(h.m.overview), h.m.active())
+	require.Same(t, screen(h.m.overview()), h.m.active())
 }
 
 // TestAuditHistoryKey: h on an operation's detail opens its history; esc
 // goes back to the detail; from a record, o opens the operation.
 func TestAuditHistoryKey(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 120, 40).keys(":key acme/create-ticket/run-42:create-ticket<enter>")
 	require.Contains(t, h.view(), "h audit history")
 	h.keys("h")
-	a := h.m.audit
+	a := h.m.audit()
 	require.Same(t, screen(a), h.m.active())
 	require.Equal(t, storeview.OperationAuditFilter("acme", 48213), a.filter)
 	require.Len(t, a.page.Rows, 3)
@@ -303,49 +309,52 @@ func TestAuditHistoryKey(t *testing.T) {
 	// enter opens the newest record; o there opens the operation again,
 	// and esc walks back.
 	h.keys("<enter>")
-	require.Same(t, screen(h.m.auditRec), h.m.active())
+	require.Same(t, screen(h.m.auditRec()), h.m.active())
 	require.Contains(t, h.view(), "o/enter open operation 48213")
 	h.keys("o")
-	require.Same(t, screen(h.m.detail), h.m.active())
-	require.Equal(t, int64(48213), h.m.detail.d.ID)
+	require.Same(t, screen(h.m.detail()), h.m.active())
+	require.Equal(t, int64(48213), h.m.detail().d.ID)
 
 	h = newHarness(t, src, 120, 40).keys(":key acme/create-ticket/run-42:create-ticket<enter>h<esc>")
-	require.Same(t, screen(h.m.detail), h.m.active(), "esc on the history goes back to the detail")
+	require.Same(t, screen(h.m.detail()), h.m.active(), "esc on the history goes back to the detail")
 
 	// Before the record arrives there is nothing to show the history of,
 	// and elsewhere h is nothing (not even a freeze of refresh).
 	h = newHarness(t, src, 120, 40).keys(":ops<enter>h")
-	require.Same(t, screen(h.m.list), h.m.active())
+	require.Same(t, screen(h.m.list()), h.m.active())
 	require.False(t, h.m.refresh.frozen)
 }
 
 // TestAuditRecordCheck: a record whose link does not hold says so, and a
 // record that is not there is said to be missing, not an error.
 func TestAuditRecordCheck(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFakeSource(), 120, 40).keys(":audit tenant:initech<enter><enter>")
 	v := h.view()
 	require.Contains(t, v, "✗ its prev_hash is not the hash of seq 1; chain head #2")
 	require.Contains(t, v, "opsdesk audit verify checks the whole chain")
 
 	h.keys("<esc>")
-	h.run(h.m.navigate(navMsg{to: screenAuditRecord, record: &auditRef{"acme", 99}}))
+	h.run(h.m.navigate(auditRecordNav{ref: auditRef{"acme", 99}}))
 	require.Contains(t, h.view(), "There is no audit record acme#99 that your role may see.")
 	require.Nil(t, h.m.lastErr)
 }
 
 func TestParseAuditCommand(t *testing.T) {
+	t.Parallel()
 	msg, err := parseCommand(":audit outcome:denied tenant:''")
 	require.NoError(t, err)
-	nav := msg.(navMsg)
-	require.Equal(t, screenAudit, nav.to)
-	require.Equal(t, []string{"denied"}, nav.audit.Outcomes)
-	require.Equal(t, []string{""}, nav.audit.Tenants)
+	nav := msg.(auditNav)
+	require.Equal(t, screenAudit, nav.target())
+	require.Equal(t, []string{"denied"}, nav.filter.Outcomes)
+	require.Equal(t, []string{""}, nav.filter.Tenants)
 	_, err = parseCommand("audit outcome:maybe")
 	require.ErrorContains(t, err, "unknown outcome")
 }
 
 // TestAuditNeverPanics walks the audit screens at odd sizes.
 func TestAuditNeverPanics(t *testing.T) {
+	t.Parallel()
 	for _, sz := range []struct{ w, h int }{{0, 0}, {1, 1}, {60, 20}, {61, 21}, {200, 60}, {300, 20}} {
 		h := newHarness(t, newFakeSource(), sz.w, sz.h)
 		for _, k := range []string{":audit<enter>", "<down><enter>", "o", "h", "<esc>", "<esc>", "<esc>", "/x<enter>", "<esc><esc>", "n", "p", "G<enter>"} {

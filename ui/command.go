@@ -3,6 +3,7 @@ package ui
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -11,21 +12,39 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
-
-	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
-// commandHelp lists the commands of the : line.
-var commandHelp = [][2]string{
-	{":ops [filter]", "operations, optionally filtered (:ops state:stuck tool:x)"},
-	{":stuck [filter]", "stuck records, the longest expired lease first"},
-	{":conflicts [filter]", "records with unreviewed conflicting attempts"},
-	{":key TENANT/TOOL/KEY", "look up one identity"},
-	{":audit [filter]", "the audit trail, newest first (:audit outcome:denied)"},
-	{":retention", "the retention review of every tool"},
-	{":overview", "the first screen"},
-	{":quit", "leave the console"},
+// command is one command of the : line. A screen declares the commands
+// that open it in its kind (screenKinds); help, completion and the
+// unknown-command error are made from them.
+type command struct {
+	// names are the command's name and its aliases.
+	names []string
+	// usage and help are its line in help; try names it in the
+	// unknown-command error, suggest is what completion offers.
+	usage, help, try, suggest string
+	// parse reads the command's arguments into what it asks for: a
+	// navMsg, a noteMsg or tea.QuitMsg.
+	parse func(rest string) (tea.Msg, error)
 }
+
+// quitCommand leaves the console; it is the root's, not a screen's.
+var quitCommand = command{names: []string{"quit", "q", "exit"}, usage: ":quit", help: "leave the console",
+	try: "quit", suggest: "quit", parse: func(string) (tea.Msg, error) { return tea.QuitMsg{}, nil }}
+
+// commands lists every command of the : line, in the order help shows
+// them.
+func commands() []command {
+	var out []command
+	for _, k := range screenKinds {
+		out = append(out, k.commands...)
+	}
+	return append(out, quitCommand)
+}
+
+// described is a navigation message that a command leads to: it says
+// where, for CheckCommand.
+type described interface{ describe() string }
 
 // cmdline is the ":" command line.
 type cmdline struct {
@@ -46,7 +65,11 @@ func newCmdline(keys KeyMap, st Styles) cmdline {
 	in.Cursor.TextStyle = st.Input
 	in.Cursor.SetMode(cursor.CursorStatic)
 	in.ShowSuggestions = true
-	in.SetSuggestions([]string{"ops ", "stuck", "conflicts", "key ", "audit", "retention", "overview", "quit"})
+	var suggest []string
+	for _, c := range commands() {
+		suggest = append(suggest, c.suggest)
+	}
+	in.SetSuggestions(suggest)
 	in.CompletionStyle = st.Muted
 	return cmdline{keys: keys, st: st, input: in}
 }
@@ -117,19 +140,8 @@ func CheckCommand(line string) (string, error) {
 	switch out := out.(type) {
 	case tea.QuitMsg:
 		return "quit", nil
-	case navMsg:
-		switch out.to {
-		case screenList:
-			return "operations list: " + out.filterText, nil
-		case screenDetail:
-			return "operation " + out.ident.Tenant + "/" + out.ident.Tool + "/" + out.ident.Key, nil
-		case screenAudit:
-			return "audit trail: " + out.filterText, nil
-		case screenReview:
-			return "retention review", nil
-		case screenOverview:
-			return "overview", nil
-		}
+	case described:
+		return out.describe(), nil
 	}
 	return "", errors.New("no command: write one such as stuck tool:charge-card, conflicts, audit or retention")
 }
@@ -148,52 +160,14 @@ func parseCommand(line string) (tea.Msg, error) {
 	if i := strings.IndexFunc(line, unicode.IsSpace); i >= 0 {
 		name, rest = line[:i], strings.TrimSpace(line[i:])
 	}
-	filter := func() (storeview.Filter, error) { return storeview.ParseFilter(rest) }
-	switch strings.ToLower(name) {
-	case "ops", "op", "operations", "list", "ls":
-		f, err := filter()
-		if err != nil {
-			return nil, err
+	var try []string
+	for _, c := range commands() {
+		if slices.Contains(c.names, strings.ToLower(name)) {
+			return c.parse(rest)
 		}
-		sort := storeview.SortNewest
-		if len(f.States) == 1 && (f.States[0] == storeview.StateStuck || f.States[0] == storeview.StatePending) {
-			sort = storeview.SortLease
-		}
-		return listOf(f, sort), nil
-	case "stuck":
-		f, err := filter()
-		if err != nil {
-			return nil, err
-		}
-		f.States = []storeview.State{storeview.StateStuck}
-		return listOf(f, storeview.SortLease), nil
-	case "conflicts", "conflicted", "conflict":
-		f, err := filter()
-		if err != nil {
-			return nil, err
-		}
-		f.Conflicted = true
-		return listOf(f, storeview.SortNewest), nil
-	case "key", "get":
-		id, err := parseIdentity(rest)
-		if err != nil {
-			return nil, err
-		}
-		return navMsg{to: screenDetail, ident: &id}, nil
-	case "overview", "home", "top":
-		return navMsg{to: screenOverview}, nil
-	case "q", "quit", "exit":
-		return tea.QuitMsg{}, nil
-	case "retention", "review":
-		return navMsg{to: screenReview}, nil
-	case "audit", "trail":
-		f, err := storeview.ParseAuditFilter(rest)
-		if err != nil {
-			return nil, err
-		}
-		return auditOf(f), nil
+		try = append(try, c.try)
 	}
-	return nil, fmt.Errorf("unknown command %q: try ops, stuck, conflicts, key TENANT/TOOL/KEY, audit, retention, overview, quit", name)
+	return nil, fmt.Errorf("unknown command %q: try %s", name, strings.Join(try, ", "))
 }
 
 // checkLine refuses what the : line cannot hold: a command longer than

@@ -9,6 +9,9 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 )
 
+// screenConnect is the screen shown until the database first answers.
+const screenConnect screenID = "connect"
+
 // connectScreen is shown until the database first answers: a clear
 // message and a retry, never a crash.
 type connectScreen struct {
@@ -36,6 +39,10 @@ func (s *connectScreen) current(seq int) bool  { return seq == s.seq }
 func (s *connectScreen) capturing() bool       { return false }
 func (s *connectScreen) back() (bool, tea.Cmd) { return false, nil }
 func (s *connectScreen) asOf() time.Time       { return time.Time{} }
+
+// open refuses: the root shows the connect screen itself, nothing
+// navigates to it.
+func (s *connectScreen) open(navMsg, opening) ([]screen, tea.Cmd, bool) { return nil, nil, false }
 
 // ShortHelp implements help.KeyMap; the root adds retry and quit.
 func (s *connectScreen) ShortHelp() []key.Binding { return nil }

@@ -3,9 +3,10 @@ package ui
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/storeview"
@@ -38,9 +39,7 @@ SELECT role, coalesce(display_name, ''), action, outcome, coalesce(reason, ''), 
     version_before, version_after, forced, override
 FROM opsdesk.audit WHERE key = $1 ORDER BY seq DESC LIMIT 1`, key).Scan(&a.role, &a.displayName, &a.action, &a.outcome,
 		&a.reason, &a.stateBefore, &a.stateAfter, &a.versionBefore, &a.versionAfter, &a.forced, &a.override)
-	if err != nil {
-		t.Fatalf("read the audit record of %s: %v", key, err)
-	}
+	require.NoError(t, err, "read the audit record of %s: %v", key, err)
 	return a
 }
 
@@ -53,100 +52,79 @@ func TestDecideRealDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := dbtest.New(t)
-	if _, err := d.Admin.Exec(ctx, decideFixtures); err != nil {
-		t.Fatalf("fixtures: %v", err)
-	}
+	_, err := d.Admin.Exec(ctx, decideFixtures)
+	require.NoError(t, err, "fixtures: %v", err)
 	person := dbtest.NewPerson(t, d, "operator", "*")
 	store := storeview.New(person.Pool, storeview.Options{StatementTimeout: 5 * time.Second})
 	desk := &reconcile.Desk{Pool: person.Pool, DisplayName: "Test Operator",
 		Tools: map[string]reconcile.Tool{"create-ticket": {Runbook: "Check the ticket queue first."}}}
 	h := newSourceHarness(t, store, Options{Context: "db", Decider: desk}, 120, 40)
-	if !h.m.canDecide() || h.m.caps.Role != person.Role || roleLabel(h.m.caps) != "operator" {
-		t.Fatalf("the role's capabilities: %+v (known %v)", h.m.caps, h.m.capsKnown)
-	}
+	require.True(t, h.m.canDecide(), "the role's capabilities: %+v (known %v)", h.m.caps, h.m.capsKnown)
+	require.Equal(t, person.Role, h.m.caps.Role, "the role's capabilities: %+v (known %v)", h.m.caps, h.m.capsKnown)
+	require.Equal(t, "operator", roleLabel(h.m.caps), "the role's capabilities: %+v (known %v)", h.m.caps, h.m.capsKnown)
 
 	// Release run-42: an external effect of unknown outcome, so the key's
 	// last characters confirm it.
 	h.keys(":key acme/create-ticket/run-42<enter>")
-	if h.m.detail.d == nil || !strings.Contains(h.view(), "r reconcile") {
-		t.Fatalf("the stuck record does not offer reconcile:\n%s", h.view())
-	}
-	id, version := h.m.detail.d.ID, h.m.detail.d.Version
+	require.NotNil(t, h.m.detail().d, "the stuck record does not offer reconcile:\n%s", h.view())
+	require.Contains(t, h.view(), "r reconcile", "the stuck record does not offer reconcile:\n%s", h.view())
+	id, version := h.m.detail().d.ID, h.m.detail().d.Version
 	h.keys("r<enter>")
-	if v := flat(h.view()); !strings.Contains(v, "⚠ no evidence gathered: the catalog has no lookup for create-ticket.") ||
-		!strings.Contains(v, "Check the ticket queue first.") {
-		t.Fatalf("the evidence step:\n%s", h.view())
-	}
+	v := flat(h.view())
+	require.Contains(t, v, "⚠ no evidence gathered: the catalog has no lookup for create-ticket.", "the evidence step:\n%s", h.view())
+	require.Contains(t, v, "Check the ticket queue first.", "the evidence step:\n%s", h.view())
 	h.keys("<enter>2<enter>no ticket in the queue<enter>")
 	h.keys("ru-42<enter>") // wrong: nothing happens
 	var state string
 	var after int64
-	if err := d.Admin.QueryRow(ctx, `SELECT state, version FROM opsdesk.operations WHERE id = $1`, id).Scan(&state, &after); err != nil {
-		t.Fatal(err)
-	}
-	if state != "pending" || after != version {
-		t.Fatalf("a wrong confirmation changed the record: %s, version %d", state, after)
-	}
+	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT state, version FROM opsdesk.operations WHERE id = $1`, id).Scan(&state, &after))
+	require.Equal(t, "pending", state, "a wrong confirmation changed the record: %s, version %d", state, after)
+	require.Equal(t, version, after, "a wrong confirmation changed the record: %s, version %d", state, after)
 	h.keys("n-42<enter>")
-	if v := h.view(); !strings.Contains(v, "✓ Done: confirmed not executed: released") || !strings.Contains(v, "now ○ released · version "+strconv.FormatInt(version+1, 10)) ||
-		!strings.Contains(v, "record acme#1, committed") {
-		t.Fatalf("the result step:\n%s", v)
-	}
-	if err := d.Admin.QueryRow(ctx, `SELECT state, version FROM opsdesk.operations WHERE id = $1`, id).Scan(&state, &after); err != nil {
-		t.Fatal(err)
-	}
-	if state != "released" || after != version+1 {
-		t.Fatalf("the record is %s at version %d, want released at %d", state, after, version+1)
-	}
+	v = h.view()
+	require.Contains(t, v, "✓ Done: confirmed not executed: released", "the result step:\n%s", v)
+	require.Contains(t, v, "now ○ released · version "+strconv.FormatInt(version+1, 10), "the result step:\n%s", v)
+	require.Contains(t, v, "record acme#1, committed", "the result step:\n%s", v)
+	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT state, version FROM opsdesk.operations WHERE id = $1`, id).Scan(&state, &after))
+	require.Equal(t, "released", state, "the record is %s at version %d, want released at %d", state, after, version+1)
+	require.Equal(t, version+1, after, "the record is %s at version %d, want released at %d", state, after, version+1)
 	a := lastAudit(t, d, "run-42")
 	want := auditRow{role: person.Role, displayName: "Test Operator", action: "decide:not-executed", outcome: "succeeded",
 		reason: "no ticket in the queue", stateBefore: "stuck", stateAfter: "released", versionBefore: version, versionAfter: version + 1}
-	if a != want {
-		t.Fatalf("audit record\n%+v\nwant\n%+v", a, want)
-	}
+	require.Equal(t, want, a, "audit record\n%+v\nwant\n%+v", a, want)
 	// The audit record says no evidence was gathered, in the command's words.
 	var summary string
-	if err := d.Admin.QueryRow(ctx, `SELECT evidence_summary FROM opsdesk.audit WHERE key = 'run-42' ORDER BY seq DESC LIMIT 1`).
-		Scan(&summary); err != nil {
-		t.Fatal(err)
-	}
-	if want := reconcile.NoLookupEvidence("create-ticket").Summary; summary != want {
-		t.Fatalf("evidence summary %q, want %q", summary, want)
-	}
+	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT evidence_summary FROM opsdesk.audit WHERE key = 'run-42' ORDER BY seq DESC LIMIT 1`).
+		Scan(&summary))
+	require.Equal(t, reconcile.NoLookupEvidence("create-ticket").Summary, summary, "the evidence summary")
 	// Back on the detail, the record explains who released it and why.
 	h.keys("<enter>")
-	v := flat(h.view())
-	if !strings.Contains(v, "○ released") || !strings.Contains(v, "○ confirmed not executed: released by role "+person.Role+
-		" (claims to be \"Test Operator\") · audit acme#1 · reason: no ticket in the queue") {
-		t.Fatalf("the detail does not explain the release:\n%s", h.view())
-	}
-	if strings.Contains(v, "r reconcile") {
-		t.Fatalf("a released record still offers reconcile:\n%s", h.view())
-	}
+	v = flat(h.view())
+	require.Contains(t, v, "○ released", "the detail does not say released:\n%s", h.view())
+	require.Contains(t, v, "○ confirmed not executed: released by role "+person.Role+
+		" (claims to be \"Test Operator\") · audit acme#1 · reason: no ticket in the queue", "the detail does not explain the release:\n%s", h.view())
+	require.NotContains(t, v, "r reconcile", "a released record still offers reconcile:\n%s", h.view())
 
 	// run-43 completes behind the operator's back, between reading and
 	// confirming: refused as changed, and audited.
 	h.keys(":key acme/create-ticket/run-43<enter>r<enter><enter>3<enter>the queue is closed<enter>")
-	if _, err := d.Admin.Exec(ctx, `
+	_, err = d.Admin.Exec(ctx, `
 UPDATE opsdesk.operations SET state = 'completed', outcome = 'succeeded', result = '{"id": 9}', result_ref = 'T-9',
     completed_at = now(), expires_at = now() + interval '1 day', updated_at = now(), version = version + 1
-WHERE key = 'run-43'`); err != nil {
-		t.Fatal(err)
-	}
+WHERE key = 'run-43'`)
+	require.NoError(t, err)
 	h.keys("y")
 	v = h.view()
 	for _, want := range []string{"✗ Refused: changed since you looked", "record acme#2: the refusal is audited",
 		"state        ⚠ stuck → ✓ completed", "result ref   - → T-9"} {
-		if !strings.Contains(v, want) {
-			t.Fatalf("the refusal lacks %q:\n%s", want, v)
-		}
+		require.Contains(t, v, want, "the refusal lacks %q:\n%s", want, v)
 	}
 	a = lastAudit(t, d, "run-43")
-	if a.role != person.Role || a.action != "decide:failed" || a.outcome != "failed" || a.stateAfter != "completed" {
-		t.Fatalf("the refusal's audit record: %+v", a)
-	}
+	require.Equal(t, person.Role, a.role, "the refusal's audit record: %+v", a)
+	require.Equal(t, "decide:failed", a.action, "the refusal's audit record: %+v", a)
+	require.Equal(t, "failed", a.outcome, "the refusal's audit record: %+v", a)
+	require.Equal(t, "completed", a.stateAfter, "the refusal's audit record: %+v", a)
 	h.keys("<enter>")
-	if h.m.detail.d.State != storeview.StateCompleted || strings.Contains(h.view(), "r reconcile") {
-		t.Fatalf("back on the detail, the record is not the completed one:\n%s", h.view())
-	}
+	require.Equal(t, storeview.StateCompleted, h.m.detail().d.State, "back on the detail, the record is not the completed one:\n%s", h.view())
+	require.NotContains(t, h.view(), "r reconcile", "back on the detail, the record is not the completed one:\n%s", h.view())
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/muesli/termenv"
+	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
@@ -80,9 +81,7 @@ func (f *fakeDecider) lastDecided(t *testing.T) reconcile.DecideParams {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.decided) == 0 {
-		t.Fatal("nothing was decided")
-	}
+	require.NotEqualValues(t, 0, len(f.decided), "nothing was decided")
 	return f.decided[len(f.decided)-1]
 }
 
@@ -258,6 +257,6 @@ func newDecideHarness(t testing.TB, src *fakeSource, dec Decider, opts Options, 
 	t.Helper()
 	opts.Context, opts.NoColor, opts.Decider = "prod-eu", true, dec
 	hs := startHarness(&harness{t: t, src: src}, src, opts, w, h, termenv.Ascii)
-	hs.m.decide.now = func() time.Time { return dbNow.Add(2 * time.Second) }
+	hs.m.reconcile().now = func() time.Time { return dbNow.Add(2 * time.Second) }
 	return hs
 }

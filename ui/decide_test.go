@@ -14,6 +14,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
@@ -38,6 +39,7 @@ const (
 // at 80x24 and 120x40 (ASCII), driven through Update with keys, with a
 // fake Decider whose role may decide.
 func TestDecideViews(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		setup func(h *harness, dec *fakeDecider)
@@ -139,8 +141,10 @@ func TestDecideViews(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			for _, sz := range sizes {
 				t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
+					t.Parallel()
 					src := newFakeSource()
 					dec := newFakeDecider(src)
 					h := newDecideHarness(t, src, dec, Options{}, sz.w, sz.h)
@@ -175,6 +179,7 @@ func changeBehindTheScenes(src *fakeSource, id int64) {
 // a read-only context and a console without a Decider get no r, a or v:
 // neither in the footer nor in help, and the keys do nothing.
 func TestDecideKeysHidden(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name     string
 		opts     Options
@@ -188,6 +193,7 @@ func TestDecideKeysHidden(t *testing.T) {
 		{name: "no-decider", noDec: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			src := newFakeSource()
 			dec := newFakeDecider(src)
 			dec.caps.Decide = !c.viewer
@@ -196,114 +202,97 @@ func TestDecideKeysHidden(t *testing.T) {
 				d = nil
 			}
 			h := newDecideHarness(t, src, d, c.opts, 120, 40)
-			if got := dec.called("caps") > 0; got != c.askCaps {
-				t.Errorf("capabilities asked: %v, want %v", got, c.askCaps)
-			}
-			if c.roleNote != "" && !strings.Contains(h.view(), c.roleNote) {
-				t.Errorf("the status bar does not say %q:\n%s", c.roleNote, h.view())
-			}
+			got := dec.called("caps") > 0
+			require.Equal(t, c.askCaps, got, "capabilities asked: %v, want %v", got, c.askCaps)
+			require.False(t, c.roleNote != "" && !strings.Contains(h.view(), c.roleNote), "the status bar does not say %q:\n%s", c.roleNote, h.view())
 			for _, open := range []string{openDeploy, openEmail, openCharge} {
 				h.keys(open)
 				for _, view := range []string{h.view(), h.keys("?").view()} {
 					for _, word := range []string{"reconcile", "ack conflicts", "reveal result", "v reveals"} {
-						if strings.Contains(view, word) {
-							t.Errorf("%s: %q is offered:\n%s", open, word, view)
-						}
+						require.NotContains(t, view, word, "%s: %q is offered:\n%s", open, word, view)
 					}
 				}
 				h.keys("<esc>") // close help
 				for _, k := range []string{"r", "a", "v"} {
 					h.keys(k)
-					if h.m.active() != h.m.detail {
-						t.Fatalf("%s: %s left the detail for screen %d", open, k, h.m.active().id())
-					}
+					require.Equal(t, h.m.detail(), h.m.active(), "%s: %s left the detail for screen %s", open, k, h.m.active().id())
 				}
 			}
-			if n := dec.called("ask") + dec.called("decide") + dec.called("ack") + dec.called("reveal"); n != 0 {
-				t.Errorf("the decider was called %d times", n)
-			}
+			n := dec.called("ask") + dec.called("decide") + dec.called("ack") + dec.called("reveal")
+			require.EqualValues(t, 0, n, "the decider was called %d times", n)
 		})
 	}
 	// With an operator's role the same keys are offered.
 	src := newFakeSource()
 	h := newDecideHarness(t, src, newFakeDecider(src), Options{}, 120, 40).keys(openEmail)
 	for _, word := range []string{"a ack conflicts", "v reveal result"} {
-		if !strings.Contains(h.view(), word) {
-			t.Errorf("an operator is not offered %q:\n%s", word, h.view())
-		}
+		require.Contains(t, h.view(), word, "an operator is not offered %q:\n%s", word, h.view())
 	}
-	if strings.Contains(h.view(), "r reconcile") {
-		t.Errorf("reconcile is offered on a completed record:\n%s", h.view())
-	}
+	require.NotContains(t, h.view(), "r reconcile", "reconcile is offered on a completed record:\n%s", h.view())
 }
 
 // TestDecideTypedConfirmation: releasing a record whose external effect
 // has an unknown outcome needs the key's last 4 characters; wrong ones
 // refuse and decide nothing, the right ones apply it.
 func TestDecideTypedConfirmation(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
 	h.keys(openDeploy + "r<enter><enter>2o<enter>rolled back by hand<enter>")
-	if h.m.decide.step != stepConfirm || !h.m.decide.typedConfirm() {
-		t.Fatalf("not on the typed confirmation:\n%s", h.view())
-	}
+	require.Equal(t, stepConfirm, h.m.reconcile().step, "not on the typed confirmation:\n%s", h.view())
+	require.True(t, h.m.reconcile().typedConfirm(), "not on the typed confirmation:\n%s", h.view())
 	// y is a character typed here, not a yes.
 	for _, wrong := range []string{"y", "ary-7", "RY-7", "ry-", "canary-7"} {
 		h.keys(wrong + "<enter>")
-		if v := flat(h.view()); !strings.Contains(v, "that is not the key's last 4 characters: nothing was done") {
-			t.Fatalf("%q was not refused:\n%s", wrong, h.view())
-		}
-		if h.m.decide.step != stepConfirm || dec.called("decide") != 0 {
-			t.Fatalf("%q: on step %d after %d decisions", wrong, h.m.decide.step, dec.called("decide"))
-		}
+		v := flat(h.view())
+		require.Contains(t, v, "that is not the key's last 4 characters: nothing was done", "%q was not refused:\n%s", wrong, h.view())
+		require.Equal(t, stepConfirm, h.m.reconcile().step, "%q: on step %s after %d decisions", wrong, h.m.reconcile().step, dec.called("decide"))
+		require.EqualValues(t, 0, dec.called("decide"), "%q: on step %s after %d decisions", wrong, h.m.reconcile().step, dec.called("decide"))
 	}
 	h.keys("ry-7<enter>")
-	if dec.called("decide") != 1 || !strings.Contains(h.view(), "Done: confirmed not executed: released") {
-		t.Fatalf("the right characters did not decide:\n%s", h.view())
-	}
+	require.EqualValues(t, 1, dec.called("decide"), "the right characters did not decide:\n%s", h.view())
+	require.Contains(t, h.view(), "Done: confirmed not executed: released", "the right characters did not decide:\n%s", h.view())
 	p := dec.lastDecided(t)
-	if p.Decision != reconcile.NotExecuted || !p.Override || p.Force || p.ExpectVersion != 3 ||
-		p.Evidence.Lookup != reconcile.LookupFound || p.Reason != "rolled back by hand" {
-		t.Fatalf("decided %+v", p)
-	}
+	require.Equal(t, reconcile.NotExecuted, p.Decision, "decided %+v", p)
+	require.True(t, p.Override, "decided %+v", p)
+	require.False(t, p.Force, "decided %+v", p)
+	require.EqualValues(t, 3, p.ExpectVersion, "decided %+v", p)
+	require.Equal(t, reconcile.LookupFound, p.Evidence.Lookup, "decided %+v", p)
+	require.Equal(t, "rolled back by hand", p.Reason, "decided %+v", p)
 	// A local record is released with a plain yes/no.
 	h.keys("<enter>" + openTicket + "r<enter><enter>2<enter>no ticket in the queue<enter>")
-	if h.m.decide.typedConfirm() || !strings.Contains(h.view(), "Apply? y yes") {
-		t.Fatalf("a local record asks for typing:\n%s", h.view())
-	}
+	require.False(t, h.m.reconcile().typedConfirm(), "a local record asks for typing:\n%s", h.view())
+	require.Contains(t, h.view(), "Apply? y yes", "a local record asks for typing:\n%s", h.view())
 }
 
 // TestDecideConfirmDefaultsToNo: enter and n on the confirmation decide
 // nothing and go back a step; only y applies.
 func TestDecideConfirmDefaultsToNo(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
 	h.keys(openTicket + "r<enter><enter>3<enter>duplicate ticket<enter>")
 	for _, no := range []string{"<enter>", "n", "<esc>"} {
-		if h.m.decide.step != stepConfirm {
-			t.Fatalf("not on the confirmation:\n%s", h.view())
-		}
+		require.Equal(t, stepConfirm, h.m.reconcile().step, "not on the confirmation:\n%s", h.view())
 		h.keys(no)
-		if h.m.decide.step != stepReason || dec.called("decide") != 0 {
-			t.Fatalf("%s on the confirmation: step %d, %d decisions", no, h.m.decide.step, dec.called("decide"))
-		}
-		if h.m.decide.reason.Value() != "duplicate ticket" {
-			t.Fatalf("the reason was lost: %q", h.m.decide.reason.Value())
-		}
+		require.Equal(t, stepReason, h.m.reconcile().step, "%s on the confirmation: step %s, %d decisions", no, h.m.reconcile().step, dec.called("decide"))
+		require.EqualValues(t, 0, dec.called("decide"), "%s on the confirmation: step %s, %d decisions", no, h.m.reconcile().step, dec.called("decide"))
+		require.Equal(t, "duplicate ticket", h.m.reconcile().reason.Value(), "the reason was lost: %q", h.m.reconcile().reason.Value())
 		h.keys("<enter>")
 	}
 	h.keys("y")
-	if p := dec.lastDecided(t); p.Decision != reconcile.Failed || p.Reason != "duplicate ticket" {
-		t.Fatalf("decided %+v", p)
-	}
+	p := dec.lastDecided(t)
+	require.Equal(t, reconcile.Failed, p.Decision, "decided %+v", p)
+	require.Equal(t, "duplicate ticket", p.Reason, "decided %+v", p)
 }
 
 // TestDecideChanged: a record changed after the operator read it is
 // refused with "changed since you looked", and the flow shows what
 // changed; back on the detail the record is the new one.
 func TestDecideChanged(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
@@ -320,23 +309,21 @@ func TestDecideChanged(t *testing.T) {
 		"result ref   - → DEP-4711",
 		"decided      ✓ confirmed completed (result ref DEP-4711) by role bob",
 	} {
-		if !strings.Contains(v, want) {
-			t.Fatalf("the refusal lacks %q:\n%s", want, v)
-		}
+		require.Contains(t, v, want, "the refusal lacks %q:\n%s", want, v)
 	}
-	if p := dec.lastDecided(t); p.ExpectVersion != 3 {
-		t.Fatalf("the decision expected version %d, want the version shown (3)", p.ExpectVersion)
-	}
+	p := dec.lastDecided(t)
+	require.EqualValues(t, 3, p.ExpectVersion, "the decision expected version %d, want the version shown (3)", p.ExpectVersion)
 	h.keys("<enter>")
-	if h.m.active() != h.m.detail || h.m.detail.d.Version != 4 || !strings.Contains(h.view(), "✓ completed") {
-		t.Fatalf("back on the detail, the record is not the new one:\n%s", h.view())
-	}
+	require.Equal(t, h.m.detail(), h.m.active(), "back on the detail, the record is not the new one:\n%s", h.view())
+	require.EqualValues(t, 4, h.m.detail().d.Version, "back on the detail, the record is not the new one:\n%s", h.view())
+	require.Contains(t, h.view(), "✓ completed", "back on the detail, the record is not the new one:\n%s", h.view())
 }
 
 // TestDecideStaleAnswers: a lookup answer for an earlier flow (another
 // record), or an earlier ask of the same flow, is dropped; so is a late
 // capabilities answer.
 func TestDecideStaleAnswers(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
@@ -345,17 +332,14 @@ func TestDecideStaleAnswers(t *testing.T) {
 	h.keys("<esc>" + openCharge)
 	_, second := h.m.Update(runeKey("r")) // charge-card: not found, held
 	h.keys("<enter>")
-	if !strings.Contains(h.view(), "asking the provider…") {
-		t.Fatalf("no spinner while asking:\n%s", h.view())
-	}
+	require.Contains(t, h.view(), "asking the provider…", "no spinner while asking:\n%s", h.view())
 	h.run(first)
-	if v := h.view(); strings.Contains(v, "DEP-4711") || !strings.Contains(v, "asking the provider…") {
-		t.Fatalf("another record's lookup answer was shown:\n%s", v)
-	}
+	v := h.view()
+	require.NotContains(t, v, "DEP-4711", "another record's lookup answer was shown:\n%s", v)
+	require.Contains(t, v, "asking the provider…", "another record's lookup answer was shown:\n%s", v)
 	h.run(second)
-	if v := h.view(); !strings.Contains(v, "not found: the provider has no such effect") {
-		t.Fatalf("the flow's own answer was not shown:\n%s", v)
-	}
+	v = h.view()
+	require.Contains(t, v, "not found: the provider has no such effect", "the flow's own answer was not shown:\n%s", v)
 	// The same record in two flows: only the last flow's ask counts,
 	// whenever the first one's answer arrives.
 	h.keys("<esc><esc>")
@@ -367,50 +351,40 @@ func TestDecideStaleAnswers(t *testing.T) {
 	h.run(later)
 	dec.lookups["charge-card"] = dec.lookups["deploy-service"]
 	h.run(earlier)
-	if v := h.view(); !strings.Contains(v, "HTTP 404 again") || strings.Contains(v, "DEP-4711") {
-		t.Fatalf("an earlier flow's answer replaced the last one:\n%s", v)
-	}
+	v = h.view()
+	require.Contains(t, v, "HTTP 404 again", "an earlier flow's answer replaced the last one:\n%s", v)
+	require.NotContains(t, v, "DEP-4711", "an earlier flow's answer replaced the last one:\n%s", v)
 	// A capabilities answer to an earlier question changes nothing.
 	h.send(capsMsg{seq: h.m.capsSeq - 1, caps: reconcile.Capabilities{Role: "alice"}})
-	if !h.m.canDecide() {
-		t.Fatal("a stale capabilities answer withdrew the writes")
-	}
+	require.True(t, h.m.canDecide(), "a stale capabilities answer withdrew the writes")
 }
 
 // TestDecideSteps: esc goes one step back, keeping what was entered; at
 // the first step it returns to the detail; q cancels the flow; ctrl+c
 // quits even while typing.
 func TestDecideSteps(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
 	h.keys(openDeploy + "r<enter><enter>1<enter><enter>because")
 	want := []step{stepReason, stepConsequence, stepReference, stepDecision, stepEvidence, stepContext}
 	for i, st := range want {
-		if h.m.decide.step != st {
-			t.Fatalf("after %d esc: step %d, want %d", i, h.m.decide.step, st)
-		}
+		require.Equal(t, st, h.m.reconcile().step, "after %d esc: step %s, want %s", i, h.m.reconcile().step, st)
 		h.keys("<esc>")
 	}
-	if h.m.active() != h.m.detail {
-		t.Fatalf("esc at the first step did not return to the detail")
-	}
+	require.Equal(t, h.m.detail(), h.m.active(), "esc at the first step did not return to the detail")
 	h.keys("r<enter><enter>4<enter><enter>")
-	if h.m.decide.step != stepReason || h.m.decide.reason.Value() != "" {
-		t.Fatalf("a new flow kept the old reason %q (step %d)", h.m.decide.reason.Value(), h.m.decide.step)
-	}
+	require.Equal(t, stepReason, h.m.reconcile().step, "a new flow kept the old reason %q (step %s)", h.m.reconcile().reason.Value(), h.m.reconcile().step)
+	require.Equal(t, "", h.m.reconcile().reason.Value(), "a new flow kept the old reason %q (step %s)", h.m.reconcile().reason.Value(), h.m.reconcile().step)
 	h.keys("<esc>q")
-	if h.m.active() != h.m.detail || dec.called("decide") != 0 {
-		t.Fatal("q did not cancel the flow")
-	}
+	require.Equal(t, h.m.detail(), h.m.active(), "q did not cancel the flow")
+	require.EqualValues(t, 0, dec.called("decide"), "q did not cancel the flow")
 	h.keys("r<enter><enter>4<enter><enter>typing q")
-	if h.quit || h.m.decide.reason.Value() != "typing q" {
-		t.Fatal("q typed into the reason quit or was lost")
-	}
+	require.False(t, h.quit, "q typed into the reason quit or was lost")
+	require.Equal(t, "typing q", h.m.reconcile().reason.Value(), "q typed into the reason quit or was lost")
 	h.send(tea.KeyMsg{Type: tea.KeyCtrlC})
-	if !h.quit {
-		t.Fatal("ctrl+c did not quit while typing")
-	}
+	require.True(t, h.quit, "ctrl+c did not quit while typing")
 }
 
 // TestDecideEachKind: each decision reaches the Decider with the version
@@ -418,6 +392,7 @@ func TestDecideSteps(t *testing.T) {
 // when set and contradicting, the reference or the snooze time; back on
 // the detail the timeline says who decided, when and why.
 func TestDecideEachKind(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, open, keys string
 		want             reconcile.DecideParams
@@ -449,34 +424,27 @@ func TestDecideEachKind(t *testing.T) {
 				ResultRef: "CH-1", Reason: "charge visible in the dashboard"}, storeview.StateCompleted, "· overriding the lookup"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			src := newFakeSource()
 			dec := newFakeDecider(src)
 			h := newDecideHarness(t, src, dec, Options{}, 120, 40)
 			h.keys(c.open + "r<enter><enter>" + c.keys)
-			if !strings.Contains(h.view(), "✓ Done: ") {
-				t.Fatalf("not done:\n%s", h.view())
-			}
+			require.Contains(t, h.view(), "✓ Done: ", "not done:\n%s", h.view())
 			got := dec.lastDecided(t)
 			want := c.want
 			want.Evidence = dec.lookups[map[int64]string{48207: "deploy-service", 48231: "charge-card"}[want.OperationID]].Evidence
 			if want.OperationID == 48213 { // create-ticket has no lookup
 				want.Evidence = reconcile.NoLookupEvidence("create-ticket")
 			}
-			if !got.SnoozeUntil.Equal(want.SnoozeUntil) {
-				t.Errorf("snooze until %v, want %v", got.SnoozeUntil, want.SnoozeUntil)
-			}
+			require.True(t, got.SnoozeUntil.Equal(want.SnoozeUntil), "snooze until %v, want %v", got.SnoozeUntil, want.SnoozeUntil)
 			got.SnoozeUntil, want.SnoozeUntil = time.Time{}, time.Time{}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("decided\n%+v\nwant\n%+v", got, want)
-			}
+			require.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "decided\n%+v\nwant\n%+v", got, want)
 			h.keys("<enter>")
-			if h.m.active() != h.m.detail || h.m.detail.d.State != c.state {
-				t.Fatalf("back on the detail: state %s, want %s:\n%s", h.m.detail.d.State, c.state, h.view())
-			}
+			require.Equal(t, h.m.detail(), h.m.active(), "back on the detail: state %s, want %s:\n%s", h.m.detail().d.State, c.state, h.view())
+			require.Equal(t, c.state, h.m.detail().d.State, "back on the detail: state %s, want %s:\n%s", h.m.detail().d.State, c.state, h.view())
 			h.keys("G")
-			if v := flat(h.view()); !strings.Contains(v, c.timeline) {
-				t.Fatalf("the timeline lacks %q:\n%s", c.timeline, h.view())
-			}
+			v := flat(h.view())
+			require.Contains(t, v, c.timeline, "the timeline lacks %q:\n%s", c.timeline, h.view())
 		})
 	}
 }
@@ -484,39 +452,35 @@ func TestDecideEachKind(t *testing.T) {
 // TestDecideReveal: the value shows only once Reveal returned, and is
 // forgotten when the operator leaves; a reason is required first.
 func TestDecideReveal(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
 	h.keys(openEmail + "v<enter>")
-	if dec.called("reveal") != 0 || !strings.Contains(h.view(), "a reason is required") {
-		t.Fatalf("revealed without a reason:\n%s", h.view())
-	}
+	require.EqualValues(t, 0, dec.called("reveal"), "revealed without a reason:\n%s", h.view())
+	require.Contains(t, h.view(), "a reason is required", "revealed without a reason:\n%s", h.view())
 	h.keys("customer asks")
 	_, cmd := h.m.Update(tea.KeyMsg{Type: tea.KeyEnter})
-	if v := h.view(); strings.Contains(v, "msg_8f3a21\",") || strings.Contains(v, "user-8812@example.com") || !strings.Contains(v, "asking the database…") {
-		t.Fatalf("the value shows before Reveal returned:\n%s", v)
-	}
+	v := h.view()
+	require.NotContains(t, v, "msg_8f3a21\",", "the value shows before Reveal returned:\n%s", v)
+	require.NotContains(t, v, "user-8812@example.com", "the value shows before Reveal returned:\n%s", v)
+	require.Contains(t, v, "asking the database…", "the value shows before Reveal returned:\n%s", v)
 	h.run(cmd)
-	if v := h.view(); !strings.Contains(v, `"to": "user-8812@example.com"`) || !strings.Contains(v, "record globex#42, committed") {
-		t.Fatalf("the value is not shown after the audit:\n%s", v)
-	}
+	v = h.view()
+	require.Contains(t, v, `"to": "user-8812@example.com"`, "the value is not shown after the audit:\n%s", v)
+	require.Contains(t, v, "record globex#42, committed", "the value is not shown after the audit:\n%s", v)
 	h.keys("q")
-	if h.m.decide.revealed.ok || strings.Contains(h.view(), "user-8812@example.com") {
-		t.Fatal("the value was kept after leaving")
-	}
-	if dec.reasons[0] != "customer asks" {
-		t.Fatalf("revealed with reason %q", dec.reasons[0])
-	}
+	require.False(t, h.m.reveal().revealed.ok, "the value was kept after leaving")
+	require.NotContains(t, h.view(), "user-8812@example.com", "the value was kept after leaving")
+	require.Equal(t, "customer asks", dec.reasons[0], "revealed with reason %q", dec.reasons[0])
 
 	// The intent, the same way.
 	h.keys("iwhich template<enter>")
-	if v := h.view(); !strings.Contains(v, "Stored intent") || !strings.Contains(v, `"template": "tmpl-7731"`) {
-		t.Fatalf("the intent is not shown after the audit:\n%s", v)
-	}
+	v = h.view()
+	require.Contains(t, v, "Stored intent", "the intent is not shown after the audit:\n%s", v)
+	require.Contains(t, v, `"template": "tmpl-7731"`, "the intent is not shown after the audit:\n%s", v)
 	h.keys("q")
-	if strings.Contains(h.view(), "tmpl-7731") {
-		t.Fatal("the intent was kept after leaving")
-	}
+	require.NotContains(t, h.view(), "tmpl-7731", "the intent was kept after leaving")
 }
 
 // largeValue is a 32 MiB stored result: an export with a long word,
@@ -539,6 +503,8 @@ var largeValue = sync.OnceValue(func() []byte {
 // TestDecideRevealLarge: a value of any size is fetched up to
 // revealBytes, laid out once and paged; every line fits the screen.
 func TestDecideRevealLarge(t *testing.T) {
+	// Not parallel: it bounds a time, which other tests running beside
+	// it on a small machine would stretch.
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	dec.values = map[reconcile.Field][]byte{reconcile.FieldResult: largeValue()}
@@ -546,38 +512,34 @@ func TestDecideRevealLarge(t *testing.T) {
 	start := time.Now()
 	h.keys(openEmail + "vexport size<enter>")
 	v := h.view()
-	if !strings.Contains(v, `"report": "nightly export",`) || !strings.Contains(v, "lines 1–") {
-		t.Fatalf("the large value's start is not shown, paged:\n%s", v)
-	}
-	lines := len(h.m.decide.revealed.lines)
-	if lines < 1000 || lines > 10000 {
-		t.Fatalf("%d lines laid out for a value cut to %d bytes", lines, revealBytes)
-	}
+	require.Contains(t, v, `"report": "nightly export",`, "the large value's start is not shown, paged:\n%s", v)
+	require.Contains(t, v, "lines 1–", "the large value's start is not shown, paged:\n%s", v)
+	lines := len(h.m.reveal().revealed.lines)
+	require.False(t, lines < 1000, "%d lines laid out for a value cut to %d bytes", lines, revealBytes)
+	require.False(t, lines > 10000, "%d lines laid out for a value cut to %d bytes", lines, revealBytes)
 	// Paging to the end and back lays nothing out again.
 	for range 50 {
 		h.keys("n")
 	}
 	h.keys("G")
-	if v := h.view(); !strings.Contains(v, "more bytes not shown") || !strings.Contains(v, "opsdesk ops reveal 48190 --field result") {
-		t.Fatalf("the end does not say what was cut:\n%s", v)
-	}
+	v = h.view()
+	require.Contains(t, v, "more bytes not shown", "the end does not say what was cut:\n%s", v)
+	require.Contains(t, v, "opsdesk ops reveal 48190 --field result", "the end does not say what was cut:\n%s", v)
 	h.keys("g")
-	if v := h.view(); !strings.Contains(v, "lines 1–") {
-		t.Fatalf("g does not go back to the start:\n%s", v)
-	}
-	if took := time.Since(start); took > 10*time.Second {
-		t.Fatalf("showing a 32 MiB value took %v", took)
-	}
+	v = h.view()
+	require.Contains(t, v, "lines 1–", "g does not go back to the start:\n%s", v)
+	took := time.Since(start)
+	require.False(t, took > 10*time.Second, "showing a 32 MiB value took %v", took)
 	// The value is hidden again when the operator leaves.
 	h.keys("<enter>")
-	if h.m.decide.revealed.ok || strings.Contains(h.view(), "nightly export") {
-		t.Fatal("the value was kept after leaving")
-	}
+	require.False(t, h.m.reveal().revealed.ok, "the value was kept after leaving")
+	require.NotContains(t, h.view(), "nightly export", "the value was kept after leaving")
 }
 
 // TestDecideRevealCancel: esc while a reveal is fetched leaves at once
 // and cancels the request; its answer, when it comes, shows nothing.
 func TestDecideRevealCancel(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	dec.slowReveal = make(chan struct{})
@@ -591,53 +553,51 @@ func TestDecideRevealCancel(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reveal was never asked for")
 	}
-	if v := h.view(); !strings.Contains(v, "asking the database…") || !strings.Contains(v, "esc cancel the reveal") {
-		t.Fatalf("waiting for the value:\n%s", v)
-	}
-	h.keys("<esc>")
 	v := h.view()
-	if h.m.active() != h.m.detail || !strings.Contains(v, "reveal cancelled, nothing shown") {
-		t.Fatalf("esc did not leave at once:\n%s", v)
-	}
+	require.Contains(t, v, "asking the database…", "waiting for the value:\n%s", v)
+	require.Contains(t, v, "esc cancel the reveal", "waiting for the value:\n%s", v)
+	h.keys("<esc>")
+	v = h.view()
+	require.Equal(t, h.m.detail(), h.m.active(), "esc did not leave at once:\n%s", v)
+	require.Contains(t, v, "reveal cancelled, nothing shown", "esc did not leave at once:\n%s", v)
 	var msg tea.Msg
 	select {
 	case msg = <-answered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reveal's request was not cancelled")
 	}
-	if a, ok := msg.(applyMsg); !ok || !errors.Is(a.err, context.Canceled) {
-		t.Fatalf("the reveal's request ended with %#v, want it cancelled", msg)
-	}
+	a, ok := msg.(applyMsg)
+	require.True(t, ok, "the reveal's request ended with %#v, want it cancelled", msg)
+	require.True(t, errors.Is(a.err, context.Canceled), "the reveal's request ended with %#v, want it cancelled", msg)
 	h.send(msg)
-	if h.m.active() != h.m.detail || h.m.decide.revealed.ok || strings.Contains(h.view(), "Stored result") {
-		t.Fatalf("the late answer was shown:\n%s", h.view())
-	}
+	require.Equal(t, h.m.detail(), h.m.active(), "the late answer was shown:\n%s", h.view())
+	require.False(t, h.m.reveal().revealed.ok, "the late answer was shown:\n%s", h.view())
+	require.NotContains(t, h.view(), "Stored result", "the late answer was shown:\n%s", h.view())
 }
 
 // TestIndentJSON: the start of a value is laid out as json.Indent lays
 // out the whole.
 func TestIndentJSON(t *testing.T) {
+	t.Parallel()
 	for _, js := range []string{
 		`{"a":1,"b":[1,2,{"c":null}],"d":{},"e":[],"f":"x,y:{[\"]}"}`,
 		`{"charge_id": "ch_1", "amount": 100, "nested": {"k": [true, false]}}`,
 		`[]`, `"plain"`, `12.5`, `[{"a":[[]]}]`,
 	} {
 		var want bytes.Buffer
-		if err := json.Indent(&want, []byte(js), "", "  "); err != nil {
-			t.Fatal(err)
-		}
-		if got := indentJSON([]byte(js)); got != want.String() {
-			t.Errorf("%s:\n%s\nwant\n%s", js, got, want.String())
-		}
+		require.NoError(t, json.Indent(&want, []byte(js), "", "  "))
+		got := indentJSON([]byte(js))
+		require.Equal(t, want.String(), got, "%s:\n%s\nwant\n%s", js, got, want.String())
 	}
 	// A cut value: no error, the same layout as far as it goes.
-	if got := indentJSON([]byte(`{"a":[1,{"b":"x,`)); got != "{\n  \"a\": [\n    1,\n    {\n      \"b\": \"x," {
-		t.Errorf("cut value laid out as %q", got)
-	}
+	got := indentJSON([]byte(`{"a":[1,{"b":"x,`))
+	require.Equal(t, "{\n  \"a\": [\n    1,\n    {\n      \"b\": \"x,", got, "cut value laid out as %q", got)
 }
 
 // TestHardWrap keeps every character and fits every line, in one pass.
 func TestHardWrap(t *testing.T) {
+	// Not parallel: it bounds a time, which other tests running beside
+	// it on a small machine would stretch.
 	for _, c := range []struct {
 		s    string
 		w    int
@@ -649,64 +609,57 @@ func TestHardWrap(t *testing.T) {
 		{"éé", 1, []string{"é", "é"}},
 		{"", 3, []string{""}},
 	} {
-		if got := hardWrap(c.s, c.w); fmt.Sprint(got) != fmt.Sprint(c.want) {
-			t.Errorf("hardWrap(%q, %d) = %q, want %q", c.s, c.w, got, c.want)
-		}
+		got := hardWrap(c.s, c.w)
+		require.Equal(t, fmt.Sprint(c.want), fmt.Sprint(got), "hardWrap(%q, %d) = %q, want %q", c.s, c.w, got, c.want)
 	}
 	long := strings.Repeat("鍵", 1<<20)
 	start := time.Now()
 	lines := hardWrap(long, 77)
-	if took := time.Since(start); took > 5*time.Second {
-		t.Fatalf("hardWrap of 1M wide characters took %v", took)
-	}
-	if strings.Join(lines, "") != long || width(lines[0]) != 76 {
-		t.Fatalf("hardWrap lost characters or overfilled a line (%d cells)", width(lines[0]))
-	}
+	took := time.Since(start)
+	require.False(t, took > 5*time.Second, "hardWrap of 1M wide characters took %v", took)
+	require.Equal(t, long, strings.Join(lines, ""), "hardWrap lost characters or overfilled a line (%d cells)", width(lines[0]))
+	require.EqualValues(t, 76, width(lines[0]), "hardWrap lost characters or overfilled a line (%d cells)", width(lines[0]))
 }
 
 // TestDecideAck: acknowledging conflicts asks a reason and a yes, then
 // the detail shows them reviewed and the key is no longer offered.
 func TestDecideAck(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
 	h.keys(openEmail + "acaller bug<enter>y<enter>")
-	if dec.called("ack") != 1 || dec.acked[0] != 48190 || dec.reasons[0] != "caller bug" {
-		t.Fatalf("acked %v with %v", dec.acked, dec.reasons)
-	}
+	require.EqualValues(t, 1, dec.called("ack"), "acked %v with %v", dec.acked, dec.reasons)
+	require.EqualValues(t, 48190, dec.acked[0], "acked %v with %v", dec.acked, dec.reasons)
+	require.Equal(t, "caller bug", dec.reasons[0], "acked %v with %v", dec.acked, dec.reasons)
 	v := h.view()
-	if !strings.Contains(v, "2 conflicting attempts, all reviewed") || strings.Contains(v, "a ack conflicts") {
-		t.Fatalf("the detail after the acknowledgement:\n%s", v)
-	}
+	require.Contains(t, v, "2 conflicting attempts, all reviewed", "the detail after the acknowledgement:\n%s", v)
+	require.NotContains(t, v, "a ack conflicts", "the detail after the acknowledgement:\n%s", v)
 }
 
 // TestDecideCapabilitiesLater: a role whose capabilities cannot be read
 // at first gets no writes; once they are read (at a refresh), it does.
 func TestDecideCapabilitiesLater(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	dec.capsErr = errDown
 	h := newDecideHarness(t, src, dec, Options{}, 120, 40).keys(openDeploy)
-	if strings.Contains(h.view(), "r reconcile") {
-		t.Fatal("reconcile is offered before the role's capabilities are known")
-	}
+	require.NotContains(t, h.view(), "r reconcile", "reconcile is offered before the role's capabilities are known")
 	dec.mu.Lock()
 	dec.capsErr = nil
 	dec.mu.Unlock()
 	h.send(h.lastTick())
-	if !strings.Contains(h.view(), "r reconcile") {
-		t.Fatalf("reconcile is not offered once the capabilities are known:\n%s", h.view())
-	}
+	require.Contains(t, h.view(), "r reconcile", "reconcile is not offered once the capabilities are known:\n%s", h.view())
 	asked := dec.called("caps")
 	h.send(h.lastTick())
-	if dec.called("caps") != asked {
-		t.Fatal("the capabilities are asked again once known")
-	}
+	require.Equal(t, asked, dec.called("caps"), "the capabilities are asked again once known")
 }
 
 // TestFlowReconcile runs a reconciliation in a real Bubble Tea program:
 // from the stuck tile to the decision, with the lookup in a command.
 func TestFlowReconcile(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	tm := teatest.NewTestModel(t, New(src, Options{Context: "prod-eu", NoColor: true, Decider: dec}), teatest.WithInitialTermSize(120, 40))
@@ -738,7 +691,6 @@ func TestFlowReconcile(t *testing.T) {
 	wait("confirmed completed (result ref DEP-4711)")
 	tm.Send(tea.KeyMsg{Type: tea.KeyCtrlC})
 	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
-	if final.active() != final.detail || final.detail.d.State != storeview.StateCompleted {
-		t.Fatalf("ended on screen %d", final.active().id())
-	}
+	require.Equal(t, final.detail(), final.active(), "ended on screen %s", final.active().id())
+	require.Equal(t, storeview.StateCompleted, final.detail().d.State, "ended on screen %s", final.active().id())
 }

@@ -12,7 +12,40 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
 )
+
+// screenDetail is one record's detail.
+const screenDetail screenID = "detail"
+
+// detailNav opens a record's detail: by id, or by identity for :key.
+type detailNav struct {
+	id    int64
+	ident *identity
+}
+
+func (detailNav) target() screenID { return screenDetail }
+
+func (n detailNav) describe() string {
+	if n.ident == nil {
+		return "operation " + strconv.FormatInt(n.id, 10)
+	}
+	return "operation " + n.ident.Tenant + "/" + n.ident.Tool + "/" + n.ident.Key
+}
+
+// detailKind is a record's detail and :key, which looks one up.
+var detailKind = screenKind{
+	id:    screenDetail,
+	build: func(d deps, _ Options) screen { return newDetail(d) },
+	commands: []command{{names: []string{"key", "get"}, usage: ":key TENANT/TOOL/KEY", help: "look up one identity",
+		try: "key TENANT/TOOL/KEY", suggest: "key ", parse: func(rest string) (tea.Msg, error) {
+			id, err := parseIdentity(rest)
+			if err != nil {
+				return nil, err
+			}
+			return detailNav{ident: &id}, nil
+		}}},
+}
 
 // detailScreen shows one record: every field, a timeline and its
 // conflicting attempts. Its intent and result stay hidden.
@@ -63,8 +96,18 @@ func (s *detailScreen) SetSize(w, h int) {
 	s.render()
 }
 
-// open shows another record.
-func (s *detailScreen) open(id int64, ident *identity) tea.Cmd {
+// open shows a record above the screen it was opened from, or goes back
+// to the detail when it is on the stack already.
+func (s *detailScreen) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+	d, ok := n.(detailNav)
+	if !ok {
+		return nil, nil, false
+	}
+	return at.pushed(s), s.show(d.id, d.ident), true
+}
+
+// show shows another record.
+func (s *detailScreen) show(id int64, ident *identity) tea.Cmd {
 	s.recID, s.ident = id, ident
 	s.d, s.err, s.notFound, s.purged = nil, nil, false, nil
 	s.offset = 0
@@ -90,15 +133,15 @@ func (s *detailScreen) refresh() tea.Cmd {
 
 // allow offers (or withdraws) the writes: the root calls it once the
 // role's capabilities are known.
-func (s *detailScreen) allow(writes bool) {
-	s.writes = writes
+func (s *detailScreen) allow(p permits) {
+	s.writes = p.decide
 	s.render()
 }
 
 func (s *detailScreen) updateKeys() {
 	s.enableScroll(&s.keys, s.h)
 	d := s.d
-	s.keys.Reconcile.SetEnabled(s.writes && d != nil && leaseRelevant(d.Row))
+	s.keys.Reconcile.SetEnabled(s.writes && d != nil && d.Pending())
 	s.keys.AckConflicts.SetEnabled(s.writes && d != nil && unreviewed(d.Conflicts) > 0)
 	s.keys.Reveal.SetEnabled(s.writes && d != nil && d.HasResult)
 	s.keys.RevealIntent.SetEnabled(s.writes && d != nil)
@@ -143,16 +186,16 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		switch {
 		case key.Matches(msg, s.keys.Reconcile):
-			s.startFlow(flowReconcile)
+			s.startFlow(screenReconcile, "")
 		case key.Matches(msg, s.keys.AckConflicts):
-			s.startFlow(flowAck)
+			s.startFlow(screenAck, "")
 		case key.Matches(msg, s.keys.Reveal):
-			s.startFlow(flowReveal)
+			s.startFlow(screenReveal, reconcile.FieldResult)
 		case key.Matches(msg, s.keys.RevealIntent):
-			s.startFlow(flowRevealIntent)
+			s.startFlow(screenReveal, reconcile.FieldIntent)
 		case key.Matches(msg, s.keys.History):
 			// History is enabled only with a record shown.
-			s.goTo(navMsg{to: screenAudit, audit: storeview.OperationAuditFilter(s.d.Tenant, s.d.ID), history: true})
+			s.goTo(auditNav{filter: storeview.OperationAuditFilter(s.d.Tenant, s.d.ID), history: true})
 		}
 	}
 	return s, nil
@@ -160,12 +203,11 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 // startFlow asks the root to open a flow on the record as shown: its
 // version is the one the decision expects.
-func (s *detailScreen) startFlow(k flowKind) {
+func (s *detailScreen) startFlow(to screenID, field reconcile.Field) {
 	if s.d == nil {
 		return
 	}
-	rec := *s.d
-	s.goTo(navMsg{to: screenDecide, flow: k, rec: &rec})
+	s.goTo(flowNav{to: to, rec: *s.d, field: field})
 }
 
 func (s *detailScreen) View() string { return s.scrollView(s.w, s.h, s.st) }
@@ -262,7 +304,7 @@ func (s *detailScreen) buildLines() []string {
 		lease = "taken " + stamp(d.LeasedAt, now) + " (" + since(d.LeasedAt, now) + ")"
 		if !d.LeaseExpiresAt.IsZero() {
 			verb := "expires "
-			if !d.LeaseExpiresAt.After(now) {
+			if storeview.LeaseEnded(d.LeaseExpiresAt, now, 0) {
 				verb = "expired "
 			}
 			lease += " · " + verb + stamp(d.LeaseExpiresAt, now) + " (" + since(d.LeaseExpiresAt, now) + ")"
@@ -391,7 +433,7 @@ func timeline(d *storeview.Detail) []event {
 		}
 		ev = append(ev, event{d.LeasedAt, what})
 	}
-	if leaseRelevant(d.Row) && !d.LeaseExpiresAt.IsZero() && !d.LeaseExpiresAt.After(now) {
+	if d.Pending() && !d.LeaseExpiresAt.IsZero() && !d.LeaseLive() {
 		ev = append(ev, event{d.LeaseExpiresAt, "lease expired without a completion"})
 	}
 	if !d.CompletedAt.IsZero() {

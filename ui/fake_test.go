@@ -478,3 +478,17 @@ func (h *harness) lastThaw() thawMsg {
 }
 
 func (h *harness) view() string { return h.m.View() }
+
+// The screens, by kind, for the tests to look inside.
+func (m *Model) overview() *overviewScreen { return m.screens[screenOverview].(*overviewScreen) }
+func (m *Model) list() *listScreen         { return m.screens[screenList].(*listScreen) }
+func (m *Model) detail() *detailScreen     { return m.screens[screenDetail].(*detailScreen) }
+func (m *Model) review() *reviewScreen     { return m.screens[screenReview].(*reviewScreen) }
+func (m *Model) purge() *purgeScreen       { return m.screens[screenPurge].(*purgeScreen) }
+func (m *Model) audit() *auditScreen       { return m.screens[screenAudit].(*auditScreen) }
+func (m *Model) auditRec() *auditRecordScreen {
+	return m.screens[screenAuditRecord].(*auditRecordScreen)
+}
+func (m *Model) reconcile() *reconcileFlow { return m.screens[screenReconcile].(*reconcileFlow) }
+func (m *Model) ack() *ackFlow             { return m.screens[screenAck].(*ackFlow) }
+func (m *Model) reveal() *revealFlow       { return m.screens[screenReveal].(*revealFlow) }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
 	"github.com/opsdesk/opsdesk/internal/storeview"
@@ -81,29 +83,20 @@ func newFaultDB(t *testing.T) *faultDB {
 	t.Helper()
 	ctx := t.Context()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if err != nil {
-		t.Fatalf("start PostgreSQL: %v", err)
-	}
+	require.NoError(t, err, "start PostgreSQL: %v", err)
 	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop PostgreSQL: %v", err)
-		}
+		err := c.Stop()
+		require.NoError(t, err, "stop PostgreSQL: %v", err)
 	})
 	sqlExec(t, c.DSN("postgres"), `CREATE DATABASE opsdesk`)
 	d := &faultDB{cluster: c, dsn: c.DSN("opsdesk")}
 	cfg, err := db.PoolConfig(d.dsn, "opsdesk-test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pool, err := db.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = db.Migrate(ctx, pool, nil)
 	pool.Close()
-	if err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	require.NoError(t, err, "migrate: %v", err)
 	sqlExec(t, d.dsn, faultFixtures)
 
 	d.store = d.openStore(t)
@@ -119,16 +112,12 @@ func newFaultDB(t *testing.T) *faultDB {
 func (d *faultDB) openStore(t *testing.T) *storeview.Store {
 	t.Helper()
 	cfg, err := db.PoolConfig(d.dsn, "opsdesk")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	storeview.ConfigurePool(cfg, 5*time.Second)
 	cfg.MaxConns = 4
 	cfg.MinConns = 0
 	pool, err := db.Open(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	pool.Reset()
 	return storeview.New(pool, storeview.Options{StatementTimeout: 5 * time.Second})
@@ -138,32 +127,25 @@ func (d *faultDB) openStore(t *testing.T) *storeview.Store {
 func sqlExec(t *testing.T, dsn, sql string) {
 	t.Helper()
 	cfg, err := db.PoolConfig(dsn, "opsdesk-test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg.MaxConns = 1
 	pool, err := db.Open(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer pool.Close()
-	if _, err := pool.Exec(t.Context(), sql); err != nil {
-		t.Fatalf("exec: %v", err)
-	}
+	_, err = pool.Exec(t.Context(), sql)
+	require.NoError(t, err, "exec: %v", err)
 }
 
 func (d *faultDB) stop(t *testing.T) {
 	t.Helper()
-	if err := d.cluster.StopServer(); err != nil {
-		t.Fatalf("stop the server: %v", err)
-	}
+	err := d.cluster.StopServer()
+	require.NoError(t, err, "stop the server: %v", err)
 }
 
 func (d *faultDB) start(t *testing.T) {
 	t.Helper()
-	if err := d.cluster.StartServer(t.Context()); err != nil {
-		t.Fatalf("start the server again: %v", err)
-	}
+	err := d.cluster.StartServer(t.Context())
+	require.NoError(t, err, "start the server again: %v", err)
 }
 
 // until delivers what step sends (refresh ticks, retry keys) until the
@@ -179,9 +161,7 @@ func (h *harness) until(t *testing.T, what string, step func(), ok func(view str
 			t.Logf("%s after %d step(s)", what, n)
 			return v
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %d steps; the view:\n%s", what, n, v)
-		}
+		require.False(t, time.Now().After(deadline), "%s: not after %d steps; the view:\n%s", what, n, v)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -206,51 +186,46 @@ func TestFaultLostMidSession(t *testing.T) {
 	d := newFaultDB(t)
 	h := newSourceHarness(t, d.store, Options{Context: "fault"}, 120, 40)
 	v := h.view()
-	if h.m.active() != h.m.overview || !strings.Contains(v, faultStates) || !oldestACME.MatchString(v) ||
-		!strings.Contains(v, "conflicted    1   unreviewed") || !strings.Contains(v, "expiring     1") {
-		t.Fatalf("the overview does not show the store's counts:\n%s", v)
-	}
-	if !strings.Contains(v, "fault · socket ") || !strings.Contains(v, "/opsdesk · you: postgres") {
-		t.Fatalf("the status bar does not name the server, database and role:\n%s", v)
-	}
+	require.Equal(t, h.m.overview(), h.m.active(), "the overview does not show the store's counts:\n%s", v)
+	require.Contains(t, v, faultStates, "the overview does not show the store's counts:\n%s", v)
+	require.True(t, oldestACME.MatchString(v), "the overview does not show the store's counts:\n%s", v)
+	require.Contains(t, v, "conflicted    1   unreviewed", "the overview does not show the store's counts:\n%s", v)
+	require.Contains(t, v, "expiring     1", "the overview does not show the store's counts:\n%s", v)
+	require.Contains(t, v, "fault · socket ", "the status bar does not name the server, database and role:\n%s", v)
+	require.Contains(t, v, "/opsdesk · you: postgres", "the status bar does not name the server, database and role:\n%s", v)
 	lastAnswer := h.m.dbTime
-	if lastAnswer.IsZero() {
-		t.Fatal("no database time after connecting")
-	}
+	require.False(t, lastAnswer.IsZero(), "no database time after connecting")
 
 	d.stop(t)
 	v = h.until(t, "the banner", tick(h), func(v string) bool { return strings.Contains(v, banner) })
-	if want := banner + clock(lastAnswer) + " UTC (last answer) · retrying every 2s"; !strings.Contains(v, want) {
-		t.Fatalf("the banner does not say since when and what it does (%q):\n%s", want, v)
-	}
-	if !strings.Contains(v, faultStates) || !oldestACME.MatchString(v) ||
-		!strings.Contains(v, "✗ showing the last good counts: ") {
-		t.Fatalf("the last good counts are not on screen, or not marked as such:\n%s", v)
-	}
-	if !strings.Contains(v, "db "+clock(lastAnswer)+" UTC") {
-		t.Fatalf("the status bar does not keep the database time of the counts shown:\n%s", v)
-	}
+	want := banner + clock(lastAnswer) + " UTC (last answer) · retrying every 2s"
+	require.Contains(t, v, want, "the banner does not say since when and what it does (%q):\n%s", want, v)
+	require.Contains(t, v, faultStates, "the last good counts are not on screen, or not marked as such:\n%s", v)
+	require.True(t, oldestACME.MatchString(v), "the last good counts are not on screen, or not marked as such:\n%s", v)
+	require.Contains(t, v, "✗ showing the last good counts: ", "the last good counts are not on screen, or not marked as such:\n%s", v)
+	require.Contains(t, v, "db "+clock(lastAnswer)+" UTC", "the status bar does not keep the database time of the counts shown:\n%s", v)
 	// More ticks while down keep it so.
 	for range 3 {
 		h.send(h.lastTick())
 	}
-	if v := h.view(); !strings.Contains(v, banner) || !strings.Contains(v, faultStates) {
-		t.Fatalf("a later tick while down lost the banner or the counts:\n%s", v)
-	}
+	v = h.view()
+	require.Contains(t, v, banner, "a later tick while down lost the banner or the counts:\n%s", v)
+	require.Contains(t, v, faultStates, "a later tick while down lost the banner or the counts:\n%s", v)
 
 	// The console keeps working: the stuck tile opens its list, which
 	// says it could not read it, under the banner; back shows the last
 	// good counts again.
 	h.keys("<enter>")
 	v = h.view()
-	if h.m.active() != h.m.list || !strings.Contains(v, "filter: state:stuck") ||
-		!strings.Contains(v, "could not list operations") || !strings.Contains(v, banner) {
-		t.Fatalf("the stuck list while down:\n%s", v)
-	}
+	require.Equal(t, h.m.list(), h.m.active(), "the stuck list while down:\n%s", v)
+	require.Contains(t, v, "filter: state:stuck", "the stuck list while down:\n%s", v)
+	require.Contains(t, v, "could not list operations", "the stuck list while down:\n%s", v)
+	require.Contains(t, v, banner, "the stuck list while down:\n%s", v)
 	h.keys("q")
-	if v := h.view(); h.m.active() != h.m.overview || !strings.Contains(v, faultStates) || !strings.Contains(v, banner) {
-		t.Fatalf("back on the overview while down:\n%s", v)
-	}
+	v = h.view()
+	require.Equal(t, h.m.overview(), h.m.active(), "back on the overview while down:\n%s", v)
+	require.Contains(t, v, faultStates, "back on the overview while down:\n%s", v)
+	require.Contains(t, v, banner, "back on the overview while down:\n%s", v)
 
 	d.start(t)
 	sqlExec(t, d.dsn, lateStuck) // only possible now the server is back
@@ -258,21 +233,15 @@ func TestFaultLostMidSession(t *testing.T) {
 		return !strings.Contains(v, banner) && strings.Contains(v, "⚠ 3 stuck")
 	})
 	for _, stale := range []string{"unreachable", "last error", "showing the last good counts"} {
-		if strings.Contains(v, stale) {
-			t.Fatalf("%q is still on screen after recovery:\n%s", stale, v)
-		}
+		require.NotContains(t, v, stale, "%q is still on screen after recovery:\n%s", stale, v)
 	}
-	if !strings.Contains(v, "◷ 2 pending · ⚠ 3 stuck · ✓ 3 completed · ✗ 1 rejected · ○ 1 released") ||
-		!oldestUmbrella.MatchString(v) {
-		t.Fatalf("the overview does not show the record written after the restart:\n%s", v)
-	}
-	if h.m.dbTime.Before(lastAnswer) {
-		t.Fatalf("the database time went back from %v to %v", lastAnswer, h.m.dbTime)
-	}
+	require.Contains(t, v, "◷ 2 pending · ⚠ 3 stuck · ✓ 3 completed · ✗ 1 rejected · ○ 1 released", "the overview does not show the record written after the restart:\n%s", v)
+	require.True(t, oldestUmbrella.MatchString(v), "the overview does not show the record written after the restart:\n%s", v)
+	require.False(t, h.m.dbTime.Before(lastAnswer), "the database time went back from %v to %v", lastAnswer, h.m.dbTime)
 	h.keys("<enter>")
-	if l := h.m.list; len(l.page.Rows) != 3 || l.page.Rows[0].Key != "ord-99" {
-		t.Fatalf("the stuck list after recovery:\n%s", h.view())
-	}
+	l := h.m.list()
+	require.EqualValues(t, 3, len(l.page.Rows), "the stuck list after recovery:\n%s", h.view())
+	require.Equal(t, "ord-99", l.page.Rows[0].Key, "the stuck list after recovery:\n%s", h.view())
 }
 
 // TestFaultRestartBetweenPolls: the server restarts between two polls,
@@ -282,20 +251,15 @@ func TestFaultRestartBetweenPolls(t *testing.T) {
 	t.Parallel()
 	d := newFaultDB(t)
 	h := newSourceHarness(t, d.store, Options{Context: "fault"}, 80, 24)
-	if !strings.Contains(h.view(), faultStates) {
-		t.Fatalf("no overview:\n%s", h.view())
-	}
-	if err := d.cluster.Restart(t.Context()); err != nil {
-		t.Fatalf("restart: %v", err)
-	}
+	require.Contains(t, h.view(), faultStates, "no overview:\n%s", h.view())
+	err := d.cluster.Restart(t.Context())
+	require.NoError(t, err, "restart: %v", err)
 	sqlExec(t, d.dsn, lateStuck)
 	v := h.until(t, "fresh counts", tick(h), func(v string) bool {
 		return strings.Contains(v, "⚠ 3 stuck") && !strings.Contains(v, "last error") &&
 			!strings.Contains(v, banner) && !strings.Contains(v, "showing the last good counts")
 	})
-	if !oldestUmbrella.MatchString(v) {
-		t.Fatalf("the oldest stuck record is not the new one:\n%s", v)
-	}
+	require.True(t, oldestUmbrella.MatchString(v), "the oldest stuck record is not the new one:\n%s", v)
 }
 
 // TestFaultUnreachableAtStart: the console opened while the server is
@@ -312,6 +276,7 @@ func TestFaultUnreachableAtStart(t *testing.T) {
 		{"r key", func(h *harness) func() { return func() { h.keys("r") } }},
 		{"automatic tick", tick},
 	} {
+		// The subtests stop and start one server: one at a time.
 		t.Run(tc.name, func(t *testing.T) {
 			// A console opened while the server is down: its own pool,
 			// without a connection yet.
@@ -326,26 +291,21 @@ func TestFaultUnreachableAtStart(t *testing.T) {
 				"Retrying every 2s (attempt 1). Press r to retry now, q to quit.",
 				"r retry now",
 			} {
-				if !strings.Contains(flat(v), want) {
-					t.Fatalf("the start-up message lacks %q:\n%s", want, v)
-				}
+				require.Contains(t, flat(v), want, "the start-up message lacks %q:\n%s", want, v)
 			}
 			h.keys("r")
 			h.send(h.lastTick())
 			v = h.view()
-			if h.m.connected || !strings.Contains(v, "Cannot reach") || !strings.Contains(v, "(attempt 3)") {
-				t.Fatalf("retries while down:\n%s", v)
-			}
+			require.False(t, h.m.connected, "retries while down:\n%s", v)
+			require.Contains(t, v, "Cannot reach", "retries while down:\n%s", v)
+			require.Contains(t, v, "(attempt 3)", "retries while down:\n%s", v)
 
 			d.start(t)
 			v = h.until(t, "the overview", tc.retry(h), func(v string) bool { return strings.Contains(v, "Needs attention") })
-			if h.m.active() != h.m.overview || !strings.Contains(v, faultStates) {
-				t.Fatalf("the overview after connecting:\n%s", v)
-			}
+			require.Equal(t, h.m.overview(), h.m.active(), "the overview after connecting:\n%s", v)
+			require.Contains(t, v, faultStates, "the overview after connecting:\n%s", v)
 			for _, gone := range []string{"Cannot reach", "retry now", "not connected"} {
-				if strings.Contains(v, gone) {
-					t.Fatalf("%q is still on screen once connected:\n%s", gone, v)
-				}
+				require.NotContains(t, v, gone, "%q is still on screen once connected:\n%s", gone, v)
 			}
 		})
 	}

@@ -50,12 +50,6 @@ func RowStateText(r storeview.Row) string {
 	return stateText(r.State)
 }
 
-// leaseRelevant tells whether the row holds a lease worth showing: only
-// pending records (live or stuck) do.
-func leaseRelevant(r storeview.Row) bool {
-	return r.State == storeview.StatePending || r.State == storeview.StateStuck
-}
-
 // ShortDuration writes a duration the way an operator reads it at a glance:
 // 27s, 41m, 3h05m, 2d03h, 45d. The sign is dropped.
 func ShortDuration(d time.Duration) string {

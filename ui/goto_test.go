@@ -23,8 +23,8 @@ func gotoHarness(t *testing.T, src *fakeSource, line string) *harness {
 
 // rowIDs are the list's rows, by record number.
 func rowIDs(m *Model) []int64 {
-	ids := make([]int64, 0, len(m.list.page.Rows))
-	for _, r := range m.list.page.Rows {
+	ids := make([]int64, 0, len(m.list().page.Rows))
+	for _, r := range m.list().page.Rows {
 		ids = append(ids, r.ID)
 	}
 	return ids
@@ -33,10 +33,11 @@ func rowIDs(m *Model) []int64 {
 // TestGotoOpensTheFilteredList: --goto 'stuck tool:x' starts on the stuck
 // list of that tool, above the overview, as if :stuck tool:x were typed.
 func TestGotoOpensTheFilteredList(t *testing.T) {
+	t.Parallel()
 	h := gotoHarness(t, newFakeSource(), "stuck tool:create-ticket")
-	require.Equal(t, screen(h.m.list), h.m.active(), "the console did not start on the list:\n%s", h.view())
-	require.Equal(t, "state:stuck tool:create-ticket", h.m.list.filterText)
-	require.Equal(t, storeview.SortLease, h.m.list.sort)
+	require.Equal(t, screen(h.m.list()), h.m.active(), "the console did not start on the list:\n%s", h.view())
+	require.Equal(t, "state:stuck tool:create-ticket", h.m.list().filterText)
+	require.Equal(t, storeview.SortLease, h.m.list().sort)
 	require.Equal(t, []int64{48213}, rowIDs(h.m), "the other tool's stuck record (48207) is listed")
 	v := h.view()
 	require.Contains(t, v, "filter: state:stuck tool:create-ticket")
@@ -44,7 +45,7 @@ func TestGotoOpensTheFilteredList(t *testing.T) {
 	require.NotContains(t, v, "48207")
 
 	h.keys("q")
-	require.Equal(t, screen(h.m.overview), h.m.active(), "q did not go back to the overview")
+	require.Equal(t, screen(h.m.overview()), h.m.active(), "q did not go back to the overview")
 	require.False(t, h.quit)
 	require.Contains(t, h.view(), "Needs attention")
 }
@@ -52,6 +53,7 @@ func TestGotoOpensTheFilteredList(t *testing.T) {
 // TestGotoWaitsForTheDatabase: a start command given while the database is
 // down is not refused as a typed one is; it runs once the database answers.
 func TestGotoWaitsForTheDatabase(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	src.setDown(true)
 	h := gotoHarness(t, src, ":conflicts tenant:globex")
@@ -60,10 +62,10 @@ func TestGotoWaitsForTheDatabase(t *testing.T) {
 
 	src.setDown(false)
 	h.send(h.lastTick())
-	require.Equal(t, screen(h.m.list), h.m.active(), "no list after the database answered:\n%s", h.view())
-	require.Equal(t, "state:conflicted tenant:globex", h.m.list.filterText)
+	require.Equal(t, screen(h.m.list()), h.m.active(), "no list after the database answered:\n%s", h.view())
+	require.Equal(t, "state:conflicted tenant:globex", h.m.list().filterText)
 	require.Equal(t, []int64{48190}, rowIDs(h.m))
-	require.Equal(t, []screen{h.m.overview, h.m.list}, h.m.stack)
+	require.Equal(t, []screen{h.m.overview(), h.m.list()}, h.m.stack)
 
 	// It runs once: a later reconnection does not go there again.
 	h.keys("q")
@@ -71,26 +73,27 @@ func TestGotoWaitsForTheDatabase(t *testing.T) {
 	h.send(h.lastTick(), h.lastTick())
 	src.setDown(false)
 	h.send(h.lastTick())
-	require.Equal(t, screen(h.m.overview), h.m.active())
+	require.Equal(t, screen(h.m.overview()), h.m.active())
 }
 
 // TestGotoEveryScreen: each kind of command starts where the : line goes.
 func TestGotoEveryScreen(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line  string
 		want  func(*Model) screen
 		stack int
 	}{
-		{"key acme/create-ticket/run-42:create-ticket", func(m *Model) screen { return m.detail }, 2},
-		{"audit action:decide:*", func(m *Model) screen { return m.audit }, 2},
-		{"retention", func(m *Model) screen { return m.review }, 2},
-		{"overview", func(m *Model) screen { return m.overview }, 1},
-		{"  :ops\tstate:stuck,pending\n", func(m *Model) screen { return m.list }, 2},
+		{"key acme/create-ticket/run-42:create-ticket", func(m *Model) screen { return m.detail() }, 2},
+		{"audit action:decide:*", func(m *Model) screen { return m.audit() }, 2},
+		{"retention", func(m *Model) screen { return m.review() }, 2},
+		{"overview", func(m *Model) screen { return m.overview() }, 1},
+		{"  :ops\tstate:stuck,pending\n", func(m *Model) screen { return m.list() }, 2},
 	} {
 		h := gotoHarness(t, newFakeSource(), tc.line)
 		require.Equal(t, tc.want(h.m), h.m.active(), "%q:\n%s", tc.line, h.view())
 		require.Len(t, h.m.stack, tc.stack, "%q", tc.line)
-		require.Equal(t, screen(h.m.overview), h.m.stack[0], "%q", tc.line)
+		require.Equal(t, screen(h.m.overview()), h.m.stack[0], "%q", tc.line)
 	}
 	h := gotoHarness(t, newFakeSource(), "quit")
 	require.True(t, h.quit, "--goto quit did not quit")
@@ -99,14 +102,16 @@ func TestGotoEveryScreen(t *testing.T) {
 // TestGotoInvalid: a console started with a command it cannot read (the
 // CLI refuses one first) opens on the overview and says why.
 func TestGotoInvalid(t *testing.T) {
+	t.Parallel()
 	h := gotoHarness(t, newFakeSource(), "stuck tool:a\x00b")
-	require.Equal(t, screen(h.m.overview), h.m.active())
+	require.Equal(t, screen(h.m.overview()), h.m.active())
 	require.Contains(t, h.view(), "--goto: the command contains the control character U+0000 at byte 12")
 }
 
 // TestGotoProgram runs a real Bubble Tea program, where the connection and
 // the start command race: it still starts on the stuck list.
 func TestGotoProgram(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	tm := teatest.NewTestModel(t, New(src, Options{NoColor: true, Goto: "stuck tool:deploy-service"}), teatest.WithInitialTermSize(120, 40))
 	wait := (&screenLog{tm: tm}).wait(t)
@@ -114,7 +119,7 @@ func TestGotoProgram(t *testing.T) {
 	wait("48207  globex")
 	tm.Send(tea.KeyMsg{Type: tea.KeyCtrlC})
 	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
-	require.Equal(t, screen(final.list), final.active())
+	require.Equal(t, screen(final.list()), final.active())
 	require.Equal(t, []int64{48207}, rowIDs(final))
 }
 
@@ -136,9 +141,9 @@ VALUES ('acme', 'send-email', 'mail-1', '1', decode(repeat('05', 32), 'hex'), 'e
 	viewer := dbtest.NewPerson(t, d, "viewer", "*")
 	store := storeview.New(viewer.Pool, storeview.Options{StatementTimeout: 5 * time.Second})
 	h := newSourceHarness(t, store, Options{Context: "db", Goto: "stuck tool:create-ticket"}, 120, 40)
-	require.Equal(t, screen(h.m.list), h.m.active(), "the console did not start on the list:\n%s", h.view())
+	require.Equal(t, screen(h.m.list()), h.m.active(), "the console did not start on the list:\n%s", h.view())
 	var keys []string
-	for _, r := range h.m.list.page.Rows {
+	for _, r := range h.m.list().page.Rows {
 		keys = append(keys, r.Key)
 	}
 	require.Equal(t, []string{"run-42", "run-43"}, keys)
@@ -149,6 +154,7 @@ VALUES ('acme', 'send-email', 'mail-1', '1', decode(repeat('05', 32), 'hex'), 'e
 // refuses, with errors that say what is wrong without repeating hostile
 // text.
 func TestCheckCommand(t *testing.T) {
+	t.Parallel()
 	for line, want := range map[string]string{
 		"stuck tool:charge-card tenant:acme":    "operations list: state:stuck tenant:acme tool:charge-card",
 		`:stuck tool:"it's a tool"`:             `operations list: state:stuck tool:"it's a tool"`,

@@ -13,6 +13,68 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
+// screenList is the operations list.
+const screenList screenID = "list"
+
+// listNav opens the operations list on a filter and a sort.
+type listNav struct {
+	filter     storeview.Filter
+	filterText string
+	sort       storeview.Sort
+	// edit opens the filter bar.
+	edit bool
+}
+
+func (listNav) target() screenID { return screenList }
+
+func (n listNav) describe() string { return "operations list: " + n.filterText }
+
+// listOf opens the operations list with a filter.
+func listOf(f storeview.Filter, sort storeview.Sort) listNav {
+	return listNav{filter: f, filterText: f.String(), sort: sort}
+}
+
+// listKind is the operations list and its commands: every record, the
+// stuck ones, the conflicted ones.
+var listKind = screenKind{
+	id:    screenList,
+	build: func(d deps, _ Options) screen { return newList(d) },
+	commands: []command{
+		{names: []string{"ops", "op", "operations", "list", "ls"}, usage: ":ops [filter]",
+			help: "operations, optionally filtered (:ops state:stuck tool:x)", try: "ops", suggest: "ops ",
+			parse: func(rest string) (tea.Msg, error) {
+				f, err := storeview.ParseFilter(rest)
+				if err != nil {
+					return nil, err
+				}
+				sort := storeview.SortNewest
+				if len(f.States) == 1 && (f.States[0] == storeview.StateStuck || f.States[0] == storeview.StatePending) {
+					sort = storeview.SortLease
+				}
+				return listOf(f, sort), nil
+			}},
+		{names: []string{"stuck"}, usage: ":stuck [filter]", help: "stuck records, the longest expired lease first",
+			try: "stuck", suggest: "stuck", parse: func(rest string) (tea.Msg, error) {
+				f, err := storeview.ParseFilter(rest)
+				if err != nil {
+					return nil, err
+				}
+				f.States = []storeview.State{storeview.StateStuck}
+				return listOf(f, storeview.SortLease), nil
+			}},
+		{names: []string{"conflicts", "conflicted", "conflict"}, usage: ":conflicts [filter]",
+			help: "records with unreviewed conflicting attempts", try: "conflicts", suggest: "conflicts",
+			parse: func(rest string) (tea.Msg, error) {
+				f, err := storeview.ParseFilter(rest)
+				if err != nil {
+					return nil, err
+				}
+				f.Conflicted = true
+				return listOf(f, storeview.SortNewest), nil
+			}},
+	},
+}
+
 // listScreen browses operations: a filter, a sort, and keyset pages.
 type listScreen struct {
 	deps
@@ -65,8 +127,21 @@ func (s *listScreen) SetSize(w, h int) {
 // take three lines.
 func (s *listScreen) limit() int { return max(1, s.h-3) }
 
-// open shows a new filter and sort from the first page.
-func (s *listScreen) open(f storeview.Filter, text string, sort storeview.Sort) tea.Cmd {
+// open shows the list right above the overview.
+func (s *listScreen) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+	l, ok := n.(listNav)
+	if !ok {
+		return nil, nil, false
+	}
+	cmd := s.show(l.filter, l.filterText, l.sort)
+	if l.edit {
+		cmd = tea.Batch(cmd, s.startEdit())
+	}
+	return at.rooted(s), cmd, true
+}
+
+// show shows a new filter and sort from the first page.
+func (s *listScreen) show(f storeview.Filter, text string, sort storeview.Sort) tea.Cmd {
 	if sort == "" {
 		sort = storeview.SortNewest
 	}
@@ -110,7 +185,7 @@ func (s *listScreen) back() (bool, tea.Cmd) {
 	if s.filterText == "" {
 		return false, nil
 	}
-	return true, s.open(storeview.Filter{}, "", s.sort)
+	return true, s.show(storeview.Filter{}, "", s.sort)
 }
 
 func (s *listScreen) selected() (storeview.Row, bool) {
@@ -125,6 +200,17 @@ func (s *listScreen) visibleRows() int { return min(len(s.page.Rows), s.limit())
 func (s *listScreen) clampSel() {
 	s.sel = min(max(0, s.sel), max(0, s.visibleRows()-1))
 }
+
+// backLabels: esc clears the filter when there is one.
+func (s *listScreen) backLabels() (esc, q string) {
+	if s.filterText != "" {
+		return "clear filter", ""
+	}
+	return "", ""
+}
+
+// language is the list's filter language, for help.
+func (s *listScreen) language() string { return storeview.FilterHelp }
 
 func (s *listScreen) updateKeys() {
 	s.enableKeys(&s.keys, s.visibleRows() > 0, s.page.Next)
@@ -216,7 +302,7 @@ func (s *listScreen) key(msg tea.KeyMsg) tea.Cmd {
 	switch {
 	case key.Matches(msg, s.keys.Open):
 		if r, ok := s.selected(); ok {
-			s.goTo(navMsg{to: screenDetail, id: r.ID})
+			s.goTo(detailNav{id: r.ID})
 		}
 	case key.Matches(msg, s.keys.Sort):
 		s.sort = nextSort(s.sort)
@@ -250,7 +336,7 @@ func (s *listScreen) edit(msg tea.KeyMsg) tea.Cmd {
 		s.inputErr = err
 		return nil
 	}
-	return s.open(f, f.String(), s.sort)
+	return s.show(f, f.String(), s.sort)
 }
 
 func nextSort(cur storeview.Sort) storeview.Sort {

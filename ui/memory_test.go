@@ -39,6 +39,7 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
@@ -49,15 +50,15 @@ import (
 const memoryTarget = 80 << 20
 
 func TestConsoleMemory(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(memoryDSNEnv) != "" {
 		t.Skip("child process")
 	}
 	n := 1_000_000
 	if v := os.Getenv("OPSDESK_MEMORY_ROWS"); v != "" {
 		var err error
-		if n, err = strconv.Atoi(v); err != nil {
-			t.Fatalf("OPSDESK_MEMORY_ROWS=%q: %v", v, err)
-		}
+		n, err = strconv.Atoi(v)
+		require.NoError(t, err, "OPSDESK_MEMORY_ROWS=%q: %v", v, err)
 	}
 	d := dbtest.New(t)
 	start := time.Now()
@@ -70,9 +71,7 @@ func TestConsoleMemory(t *testing.T) {
 	cmd.Env = append(os.Environ(), memoryDSNEnv+"="+d.AdminDSN, "CLICOLOR_FORCE=1")
 	cmd.Env = slicesWithout(cmd.Env, "NO_COLOR=")
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "child: %v\n%s", err, out)
 	var report string
 	for _, l := range strings.Split(string(out), "\n") {
 		if strings.Contains(l, "console-memory:") {
@@ -80,16 +79,12 @@ func TestConsoleMemory(t *testing.T) {
 			report = l
 		}
 	}
-	if report == "" {
-		t.Fatalf("the child reported nothing:\n%s", out)
-	}
+	require.NotEqual(t, "", report, "the child reported nothing:\n%s", out)
 	// The kernel updates VmHWM lazily: the sampled VmRSS can be a little
 	// higher. The peak is the larger.
 	hwm := max(field(t, report, "VmHWM"), field(t, report, "maxVmRSS"))
 	t.Logf("rows=%d: peak RSS of the console process %.1f MiB (target < 80 MB)", n, float64(hwm)/(1<<20))
-	if hwm >= memoryTarget {
-		t.Errorf("peak RSS %d bytes, target under %d", hwm, memoryTarget)
-	}
+	require.False(t, hwm >= memoryTarget, "peak RSS %d bytes, target under %d", hwm, memoryTarget)
 }
 
 func slicesWithout(env []string, prefix string) []string {
@@ -108,9 +103,7 @@ func field(t *testing.T, line, name string) int64 {
 	for _, f := range strings.Fields(line) {
 		if v, ok := strings.CutPrefix(f, name+"="); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatalf("%s in %q: %v", name, line, err)
-			}
+			require.NoError(t, err, "%s in %q: %v", name, line, err)
 			return n
 		}
 	}
@@ -154,25 +147,19 @@ FROM (
         FROM generate_series($1::bigint, $2::bigint - 1) AS i
     ) g
 ) s`, from, to)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 	_, err := d.Admin.Exec(ctx, `
 INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner)
 SELECT tenant, tool, key, id, '2', decode(repeat('ee', 32), 'hex'), fingerprint, 'worker-9'
 FROM opsdesk.operations WHERE conflict_count > 0`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// As the storeview benchmark: flush the asynchronous commits first, so
 	// VACUUM can mark every page all-visible.
-	if _, err := d.Admin.Exec(ctx, `CHECKPOINT`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Admin.Exec(ctx, `VACUUM (ANALYZE) opsdesk.operations, opsdesk.conflicts`); err != nil {
-		t.Fatal(err)
-	}
+	_, err := d.Admin.Exec(ctx, `CHECKPOINT`)
+	require.NoError(t, err, err)
+	_, err := d.Admin.Exec(ctx, `VACUUM (ANALYZE) opsdesk.operations, opsdesk.conflicts`)
+	require.NoError(t, err, err)
 }
 
 // recorder wraps the console's model to count the answers it receives
@@ -201,7 +188,7 @@ func (r *recorder) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case pageMsg:
 		r.answers["page"]++
 		err = msg.err
-		if m, ok := r.inner.(*Model); ok && err != nil && !m.list.current(msg.seq) {
+		if m, ok := r.inner.(*Model); ok && err != nil && !m.list().current(msg.seq) {
 			err = fmt.Errorf("%w (an older request's answer, which the console drops)", err)
 		}
 	case detailMsg:
@@ -277,6 +264,7 @@ func procStatus(name string) int64 {
 // TestConsoleMemoryChild is the console process; it runs only when the
 // parent starts it.
 func TestConsoleMemoryChild(t *testing.T) {
+	t.Parallel()
 	dsn := os.Getenv(memoryDSNEnv)
 	if dsn == "" {
 		t.Skip("run by TestConsoleMemory")
@@ -285,16 +273,12 @@ func TestConsoleMemoryChild(t *testing.T) {
 	ctx := context.Background()
 	// The pool the opsdesk command opens for the console.
 	cfg, err := db.PoolConfig(dsn, "opsdesk")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	storeview.ConfigurePool(cfg, 5*time.Second)
 	cfg.MaxConns = 4
 	cfg.MinConns = 0
 	pool, err := db.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer pool.Close()
 	src := storeview.New(pool, storeview.Options{StatementTimeout: 5 * time.Second})
 
@@ -407,18 +391,14 @@ func TestConsoleMemoryChild(t *testing.T) {
 	keys(":overview<enter>")
 	dwell(10 * time.Second)
 	p.Quit()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-done)
 	close(stop)
 	wg.Wait()
 	sampler.sample()
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if !rec.colour {
-		t.Error("the console rendered without colour")
-	}
+	require.True(t, rec.colour, "the console rendered without colour")
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	errs := "none"

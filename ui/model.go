@@ -82,16 +82,11 @@ type Model struct {
 	cmd      cmdline
 	help     help.Model
 
-	connect  *connectScreen
-	overview *overviewScreen
-	list     *listScreen
-	detail   *detailScreen
-	decide   *decideScreen
-	review   *reviewScreen
-	purge    *purgeScreen
-	audit    *auditScreen
-	auditRec *auditRecordScreen
-	stack    []screen
+	// connect is shown until the database first answers; screens are
+	// the others (screenKinds), by id.
+	connect *connectScreen
+	screens map[screenID]screen
+	stack   []screen
 }
 
 // New returns the console's model over src.
@@ -122,19 +117,15 @@ func newModel(ctx context.Context, src Source, opts Options, r *lipgloss.Rendere
 	}
 	m = &Model{
 		opts: opts, keys: keys, st: st, f: d.f,
-		after:    func(d time.Duration, msg tea.Msg) tea.Cmd { return tea.Tick(d, func(time.Time) tea.Msg { return msg }) },
-		refresh:  refresher{every: opts.Refresh},
-		cmd:      newCmdline(keys, st),
-		help:     h,
-		connect:  newConnect(d, opts.Context),
-		overview: newOverview(d),
-		list:     newList(d),
-		detail:   newDetail(d),
-		decide:   newDecide(d, opts.Decider),
-		review:   newReview(d, opts.Catalog),
-		purge:    newPurge(d, opts.Purger),
-		audit:    newAudit(d),
-		auditRec: newAuditRecord(d),
+		after:   func(d time.Duration, msg tea.Msg) tea.Cmd { return tea.Tick(d, func(time.Time) tea.Msg { return msg }) },
+		refresh: refresher{every: opts.Refresh},
+		cmd:     newCmdline(keys, st),
+		help:    h,
+		connect: newConnect(d, opts.Context),
+		screens: make(map[screenID]screen, len(screenKinds)),
+	}
+	for _, k := range screenKinds {
+		m.screens[k.id] = k.build(d, opts)
 	}
 	m.connect.every = opts.Refresh
 	m.stack = []screen{m.connect}
@@ -212,7 +203,8 @@ func (m *Model) bodyHeight() int { return max(1, m.h-3) }
 func (m *Model) resize(w, h int) tea.Cmd {
 	m.w, m.h = w, h
 	m.help.Width = max(1, w-1)
-	for _, s := range []screen{m.connect, m.overview, m.list, m.detail, m.decide, m.review, m.purge, m.audit, m.auditRec} {
+	m.connect.SetSize(w, m.bodyHeight())
+	for _, s := range m.screens {
 		s.SetSize(w, m.bodyHeight())
 	}
 	if m.connected {
@@ -323,73 +315,26 @@ func (m *Model) command(out tea.Msg) tea.Cmd {
 	return nil
 }
 
-// navigate shows a screen. The overview is always at the bottom of the
-// stack, the list above it, then details.
+// navigate shows the screen a navigation message is for; the screen
+// says where on the stack it goes.
 func (m *Model) navigate(n navMsg) tea.Cmd {
 	if !m.connected {
 		return nil
 	}
 	m.showHelp = false
-	switch n.to {
-	case screenPrevious:
+	if _, ok := n.(navBack); ok {
 		return m.goBack()
-	case screenOverview:
-		m.setStack(m.overview)
-		return m.overview.fetch()
-	case screenList:
-		m.setStack(m.overview, m.list)
-		cmd := m.list.open(n.filter, n.filterText, n.sort)
-		if n.edit {
-			return tea.Batch(cmd, m.list.startEdit())
-		}
-		return cmd
-	case screenDetail:
-		if i := slices.Index(m.stack, screen(m.detail)); i >= 0 {
-			m.setStack(m.stack[:i+1]...)
-		} else {
-			m.setStack(append(m.stack, m.detail)...)
-		}
-		return m.detail.open(n.id, n.ident)
-	case screenDecide:
-		if n.rec == nil || !m.canDecide() || m.active() != m.detail {
-			return nil
-		}
-		m.setStack(append(m.stack, m.decide)...)
-		return m.decide.start(n.flow, *n.rec)
-	case screenReview:
-		m.setStack(m.overview, m.review)
-		return m.review.fetch()
-	case screenAudit:
-		if n.history {
-			// An operation's history stays above the operation's detail.
-			m.setStack(append(m.above(m.audit), m.audit)...)
-		} else {
-			m.setStack(m.overview, m.audit)
-		}
-		return m.audit.open(n.audit, n.history)
-	case screenAuditRecord:
-		if n.record == nil {
-			return nil
-		}
-		m.setStack(append(m.above(m.auditRec), m.auditRec)...)
-		return m.auditRec.open(*n.record)
-	case screenPurge:
-		if n.tool == nil || !m.canPurge() || m.active() != m.review {
-			return nil
-		}
-		m.setStack(append(m.stack, m.purge)...)
-		return m.purge.start(*n.tool)
 	}
-	return nil
-}
-
-// above is the stack below s: up to s when it is already there (a
-// screen shows once), else the whole stack.
-func (m *Model) above(s screen) []screen {
-	if i := slices.Index(m.stack, s); i >= 0 {
-		return slices.Clone(m.stack[:i])
+	s, ok := m.screens[n.target()]
+	if !ok {
+		return nil
 	}
-	return slices.Clone(m.stack)
+	stack, cmd, ok := s.open(n, opening{home: m.screens[screenOverview], stack: m.stack, perms: m.perms()})
+	if !ok {
+		return nil
+	}
+	m.setStack(stack...)
+	return cmd
 }
 
 // setStack shows the screens given; a screen that is no longer on the
@@ -410,6 +355,9 @@ func (m *Model) goBack() tea.Cmd {
 	m.setStack(m.stack[:len(m.stack)-1]...)
 	return m.active().refresh()
 }
+
+// perms are what the console offers the role now.
+func (m *Model) perms() permits { return permits{decide: m.canDecide(), purge: m.canPurge()} }
 
 // canDecide tells whether the console offers writes: a Decider, not
 // read-only, and a role the database lets decide.
@@ -449,32 +397,19 @@ func (m *Model) onCaps(msg capsMsg) {
 		return
 	}
 	m.caps, m.capsKnown = msg.caps, true
-	m.detail.allow(m.canDecide())
-	m.review.allow(m.canPurge())
+	for _, s := range m.screens {
+		if p, ok := s.(permitted); ok {
+			p.allow(m.perms())
+		}
+	}
 }
 
 // deliver hands an answer to the screen that asked, if it is that
 // screen's latest request, and keeps the status (database time, last
 // error, reachability) from it.
 func (m *Model) deliver(r result) tea.Cmd {
-	var s screen
-	switch r.owner() {
-	case screenOverview:
-		s = m.overview
-	case screenList:
-		s = m.list
-	case screenDetail:
-		s = m.detail
-	case screenReview:
-		s = m.review
-	case screenAudit:
-		s = m.audit
-	case screenAuditRecord:
-		s = m.auditRec
-	default:
-		return nil
-	}
-	if !s.current(r.sequence()) {
+	s, ok := m.screens[r.owner()]
+	if !ok || !s.current(r.sequence()) {
 		return nil // stale: a newer request is on its way
 	}
 	_, cmd := s.Update(r)
@@ -538,7 +473,7 @@ func (m *Model) onConnect(msg connectMsg) tea.Cmd {
 	m.dbTime = msg.info.DBTime
 	m.lastErr = msg.err // an old schema, say: reachable but worth saying
 	// The overview is always below; a start command goes on from there.
-	cmds := []tea.Cmd{m.navigate(navMsg{to: screenOverview}), m.askCaps()}
+	cmds := []tea.Cmd{m.navigate(overviewNav{}), m.askCaps()}
 	if m.pending != nil {
 		cmds = append(cmds, m.command(m.pending))
 		m.pending = nil
@@ -640,19 +575,15 @@ func (m *Model) step(dir int) tea.Cmd {
 func (m *Model) syncKeys() {
 	top := len(m.stack) == 1
 	s := m.active()
-	filtered := s == m.list && m.list.filterText != "" || s == m.audit && m.audit.clears()
 	// h and l move across the overview's tiles only: elsewhere they are
 	// free for the screen (h opens a record's audit history).
-	m.keys.Left.SetEnabled(s == m.overview)
-	m.keys.Right.SetEnabled(s == m.overview)
-	switch {
-	case m.showHelp:
+	side, _ := s.(sideways)
+	m.keys.Left.SetEnabled(side != nil && side.movesSideways())
+	m.keys.Right.SetEnabled(side != nil && side.movesSideways())
+	if m.showHelp {
 		m.keys.Back.SetEnabled(true)
 		m.keys.Back.SetHelp("esc", "close help")
-	case filtered:
-		m.keys.Back.SetEnabled(true)
-		m.keys.Back.SetHelp("esc", "clear filter")
-	default:
+	} else {
 		m.keys.Back.SetEnabled(!top)
 		m.keys.Back.SetHelp("esc", "back")
 	}
@@ -661,12 +592,15 @@ func (m *Model) syncKeys() {
 	} else {
 		m.keys.Quit.SetHelp("q", "back")
 	}
-	if s == m.decide {
-		esc, q := m.decide.backLabels()
-		if !m.showHelp {
+	if l, ok := s.(labeller); ok {
+		esc, q := l.backLabels()
+		if esc != "" && !m.showHelp {
+			m.keys.Back.SetEnabled(true)
 			m.keys.Back.SetHelp("esc", esc)
 		}
-		m.keys.Quit.SetHelp("q", q)
+		if q != "" {
+			m.keys.Quit.SetHelp("q", q)
+		}
 	}
 	if m.refresh.paused {
 		m.keys.Pause.SetHelp("space", "resume")
@@ -858,15 +792,12 @@ func (m *Model) helpView() string {
 		return out
 	}
 	blocks = append(blocks, section("States", "◷ pending (live lease) · ⚠ stuck (lease expired) · ✓ completed · ✗ rejected · ≠ conflicted · ○ released"))
-	switch s {
-	case m.list:
-		blocks = append(blocks, section("Filter (/)", strings.Split(storeview.FilterHelp, "\n")...))
-	case m.audit:
-		blocks = append(blocks, section("Filter (/)", strings.Split(storeview.AuditFilterHelp, "\n")...))
+	if f, ok := s.(filterLanguage); ok {
+		blocks = append(blocks, section("Filter (/)", strings.Split(f.language(), "\n")...))
 	}
 	goTo := []string{" " + m.st.Title.Render("Go to (:)")}
-	for _, c := range commandHelp {
-		goTo = append(goTo, " "+truncate(pad(c[0], 22)+" "+c[1], m.w-2))
+	for _, c := range commands() {
+		goTo = append(goTo, " "+truncate(pad(c.usage, 22)+" "+c.help, m.w-2))
 	}
 	blocks = append(blocks, goTo)
 	// Blank lines between the blocks when they fit.

@@ -14,6 +14,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
+	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
 )
@@ -21,9 +22,7 @@ import (
 func mustDur(t *testing.T, s string) time.Duration {
 	t.Helper()
 	d, err := time.ParseDuration(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return d
 }
 
@@ -31,185 +30,144 @@ func mustDur(t *testing.T, s string) time.Duration {
 // not poll; the thaw of the last movement does, and an older thaw does
 // nothing.
 func TestRefreshFreezesWhileMoving(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 120, 40).keys(":ops<enter>")
 	lists := src.called("list")
 
 	h.send(h.lastTick())
-	if got := src.called("list"); got != lists+1 {
-		t.Fatalf("a tick polled %d times, want 1", got-lists)
-	}
+	got := src.called("list")
+	require.Equal(t, lists+1, got, "a tick polled %d times, want 1", got-lists)
 	h.keys("<down>")
 	first := h.lastThaw()
 	h.keys("<down>")
-	if !strings.Contains(h.view(), "frozen while moving") {
-		t.Error("the status bar does not say refresh is frozen")
-	}
+	require.Contains(t, h.view(), "frozen while moving", "the status bar does not say refresh is frozen")
 	before := src.called("list")
 	h.send(h.lastTick())
-	if got := src.called("list"); got != before {
-		t.Fatalf("a tick while moving polled the store")
-	}
+	got = src.called("list")
+	require.Equal(t, before, got, "a tick while moving polled the store")
 	h.send(first)
-	if got := src.called("list"); got != before {
-		t.Fatalf("the thaw of an earlier movement polled the store")
-	}
+	got = src.called("list")
+	require.Equal(t, before, got, "the thaw of an earlier movement polled the store")
 	h.send(h.lastThaw())
-	if got := src.called("list"); got != before+1 {
-		t.Fatalf("the thaw did not run the skipped refresh (%d polls)", got-before)
-	}
-	if h.m.list.sel != 2 {
-		t.Errorf("the refresh moved the selection to %d, want 2", h.m.list.sel)
-	}
-	if !strings.Contains(h.view(), "⟳ 2s") {
-		t.Error("the status bar does not show the interval again")
-	}
+	got = src.called("list")
+	require.Equal(t, before+1, got, "the thaw did not run the skipped refresh (%d polls)", got-before)
+	require.EqualValues(t, 2, h.m.list().sel, "the refresh moved the selection to %d, want 2", h.m.list().sel)
+	require.Contains(t, h.view(), "⟳ 2s", "the status bar does not show the interval again")
 }
 
 // TestPause: space stops polling and ticks of the old chain are ignored;
 // space again polls at once and starts a new chain.
 func TestPause(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 80, 24)
 	old := h.lastTick()
 	h.keys("<space>")
-	if !strings.Contains(h.view(), "⏸ paused") || h.m.keys.Pause.Help().Desc != "resume" {
-		t.Fatalf("the view does not say paused:\n%s", h.view())
-	}
+	require.Contains(t, h.view(), "⏸ paused", "the view does not say paused:\n%s", h.view())
+	require.Equal(t, "resume", h.m.keys.Pause.Help().Desc, "the view does not say paused:\n%s", h.view())
 	before := src.called("overview")
 	h.send(old)
-	if src.called("overview") != before {
-		t.Fatal("a tick polled while paused")
-	}
+	require.Equal(t, before, src.called("overview"), "a tick polled while paused")
 	h.keys("<space>")
-	if src.called("overview") != before+1 {
-		t.Fatal("resuming did not poll at once")
-	}
+	require.Equal(t, before+1, src.called("overview"), "resuming did not poll at once")
 	next := h.lastTick()
-	if next.gen == old.gen {
-		t.Fatal("resuming did not start a new tick chain")
-	}
+	require.NotEqual(t, old.gen, next.gen, "resuming did not start a new tick chain")
 	h.send(old)
-	if src.called("overview") != before+1 {
-		t.Fatal("a tick of the old chain polled")
-	}
+	require.Equal(t, before+1, src.called("overview"), "a tick of the old chain polled")
 	h.send(next)
-	if src.called("overview") != before+2 {
-		t.Fatal("a tick of the new chain did not poll")
-	}
+	require.Equal(t, before+2, src.called("overview"), "a tick of the new chain did not poll")
 }
 
 // TestRefreshSpeed: + and - step the interval within 500ms..60s.
 func TestRefreshSpeed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFakeSource(), 80, 24)
 	h.keys("+")
-	if h.m.refresh.every != time.Second {
-		t.Fatalf("+ gave %v", h.m.refresh.every)
-	}
+	require.Equal(t, time.Second, h.m.refresh.every, "+ gave %v", h.m.refresh.every)
 	h.keys("++++")
-	if h.m.refresh.every != MinRefresh || !strings.Contains(h.view(), "⟳ 500ms") {
-		t.Fatalf("+ went below the minimum: %v", h.m.refresh.every)
-	}
+	require.Equal(t, MinRefresh, h.m.refresh.every, "+ went below the minimum: %v", h.m.refresh.every)
+	require.Contains(t, h.view(), "⟳ 500ms", "+ went below the minimum: %v", h.m.refresh.every)
 	h.keys(strings.Repeat("-", 10))
-	if h.m.refresh.every != MaxRefresh || !strings.Contains(h.view(), "⟳ 1m") {
-		t.Fatalf("- went past the maximum: %v", h.m.refresh.every)
-	}
+	require.Equal(t, MaxRefresh, h.m.refresh.every, "- went past the maximum: %v", h.m.refresh.every)
+	require.Contains(t, h.view(), "⟳ 1m", "- went past the maximum: %v", h.m.refresh.every)
 }
 
 // TestStaleResultDropped: the answer to an older request arriving after a
 // newer one's changes nothing, neither the rows nor the status.
 func TestStaleResultDropped(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 120, 40).keys(":stuck<enter>")
-	l := h.m.list
+	l := h.m.list()
 	stuck := l.seq
-	if len(l.page.Rows) != 2 {
-		t.Fatalf("%d stuck rows, want 2", len(l.page.Rows))
-	}
+	require.EqualValues(t, 2, len(l.page.Rows), "%d stuck rows, want 2", len(l.page.Rows))
 	// Ask for another filter but hold its answer; then the stuck list's
 	// answer (the older request) arrives.
-	cmd := l.open(storeview.Filter{States: []storeview.State{storeview.StateRejected}}, "state:rejected", storeview.SortNewest)
+	cmd := l.show(storeview.Filter{States: []storeview.State{storeview.StateRejected}}, "state:rejected", storeview.SortNewest)
 	newer := cmd().(pageMsg)
 	old := pageMsg{seq: stuck, page: storeview.Page{DBTime: dbNow.Add(time.Hour), Rows: []storeview.Row{{ID: 1, DBTime: dbNow}}}}
 	h.send(old)
-	if l.loaded || len(l.page.Rows) != 0 {
-		t.Fatalf("a stale page was shown: %+v", l.page.Rows)
-	}
-	if h.m.dbTime.Equal(old.page.DBTime) {
-		t.Fatal("a stale page moved the database time")
-	}
+	require.False(t, l.loaded, "a stale page was shown: %+v", l.page.Rows)
+	require.EqualValues(t, 0, len(l.page.Rows), "a stale page was shown: %+v", l.page.Rows)
+	require.False(t, h.m.dbTime.Equal(old.page.DBTime), "a stale page moved the database time")
 	h.send(newer)
 	for _, r := range l.page.Rows {
-		if r.State != storeview.StateRejected {
-			t.Fatalf("row %d is %s, want rejected", r.ID, r.State)
-		}
+		require.Equal(t, storeview.StateRejected, r.State, "row %d is %s, want rejected", r.ID, r.State)
 	}
 	h.send(old)
-	if len(l.page.Rows) == 1 && l.page.Rows[0].ID == 1 {
-		t.Fatal("a stale page replaced the current one")
-	}
+	require.False(t, len(l.page.Rows) == 1 && l.page.Rows[0].ID == 1, "a stale page replaced the current one")
 	// The same holds for the detail and the overview.
 	h.keys("<enter>")
-	d := h.m.detail
+	d := h.m.detail()
 	h.send(detailMsg{seq: d.seq - 1, d: storeview.Detail{Row: storeview.Row{ID: 7}}})
-	if d.d == nil || d.d.ID == 7 {
-		t.Fatal("a stale detail was shown")
-	}
-	h.send(overviewMsg{seq: h.m.overview.seq - 1, ov: storeview.Overview{Stuck: 999}})
-	if h.m.overview.ov.Stuck == 999 {
-		t.Fatal("a stale overview was shown")
-	}
+	require.NotNil(t, d.d, "a stale detail was shown")
+	require.NotEqualValues(t, 7, d.d.ID, "a stale detail was shown")
+	h.send(overviewMsg{seq: h.m.overview().seq - 1, ov: storeview.Overview{Stuck: 999}})
+	require.NotEqualValues(t, 999, h.m.overview().ov.Stuck, "a stale overview was shown")
 }
 
 // TestFilterErrorKeepsFilter: a bad filter is an inline error; the list
 // keeps its previous filter and rows; esc closes the bar, esc again clears
 // the filter.
 func TestFilterErrorKeepsFilter(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 120, 40).keys(":ops tool:create-ticket<enter>")
-	rows := len(h.m.list.page.Rows)
+	rows := len(h.m.list().page.Rows)
 	lists := src.called("list")
 	h.keys("/age>soon<enter>")
 	v := h.view()
-	if !strings.Contains(v, "age needs a positive duration") || !strings.Contains(v, "the list keeps filter tool:create-ticket") {
-		t.Fatalf("no inline error:\n%s", v)
-	}
-	if h.m.list.filterText != "tool:create-ticket" || len(h.m.list.page.Rows) != rows || src.called("list") != lists {
-		t.Fatal("a bad filter changed the list")
-	}
+	require.Contains(t, v, "age needs a positive duration", "no inline error:\n%s", v)
+	require.Contains(t, v, "the list keeps filter tool:create-ticket", "no inline error:\n%s", v)
+	require.Equal(t, "tool:create-ticket", h.m.list().filterText, "a bad filter changed the list")
+	require.Equal(t, rows, len(h.m.list().page.Rows), "a bad filter changed the list")
+	require.Equal(t, lists, src.called("list"), "a bad filter changed the list")
 	h.keys("q") // typed into the bar, not quitting
-	if h.quit || !strings.Contains(h.m.list.input.Value(), "soonq") {
-		t.Fatal("the filter bar did not take q as text")
-	}
+	require.False(t, h.quit, "the filter bar did not take q as text")
+	require.Contains(t, h.m.list().input.Value(), "soonq", "the filter bar did not take q as text")
 	h.keys("<esc>")
-	if h.m.list.editing || h.m.list.filterText != "tool:create-ticket" {
-		t.Fatal("esc in the bar did not close it keeping the filter")
-	}
+	require.False(t, h.m.list().editing, "esc in the bar did not close it keeping the filter")
+	require.Equal(t, "tool:create-ticket", h.m.list().filterText, "esc in the bar did not close it keeping the filter")
 	h.keys("<esc>")
-	if h.m.list.filterText != "" || h.m.active() != h.m.list {
-		t.Fatal("esc did not clear the filter")
-	}
+	require.Equal(t, "", h.m.list().filterText, "esc did not clear the filter")
+	require.Equal(t, h.m.list(), h.m.active(), "esc did not clear the filter")
 	h.keys("<esc>")
-	if h.m.active() != h.m.overview {
-		t.Fatal("esc without a filter did not go back")
-	}
+	require.Equal(t, h.m.overview(), h.m.active(), "esc without a filter did not go back")
 }
 
 // TestPaging: keyset pages forward and back; bindings that do not apply
 // are disabled, so they neither show in the footer nor act.
 func TestPaging(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 120, 40).keys(":ops<enter>")
-	l := h.m.list
+	l := h.m.list()
 	first := l.page.Rows[0].ID
-	if strings.Contains(h.view(), "prev page") {
-		t.Error("prev page is offered on the first page")
-	}
+	require.NotContains(t, h.view(), "prev page", "prev page is offered on the first page")
 	lists := src.called("list")
 	h.keys("p")
-	if src.called("list") != lists {
-		t.Fatal("a disabled binding acted")
-	}
+	require.Equal(t, lists, src.called("list"), "a disabled binding acted")
 	var seen []int64
 	for range 10 {
 		for _, r := range l.page.Rows {
@@ -220,30 +178,19 @@ func TestPaging(t *testing.T) {
 		}
 		h.keys("n")
 	}
-	if len(seen) != len(src.rows) {
-		t.Fatalf("paged through %d rows, want %d", len(seen), len(src.rows))
-	}
-	if strings.Contains(h.view(), "next page") {
-		t.Error("next page is offered on the last page")
-	}
+	require.Equal(t, len(src.rows), len(seen), "paged through %d rows, want %d", len(seen), len(src.rows))
+	require.NotContains(t, h.view(), "next page", "next page is offered on the last page")
 	for len(l.pages) > 1 {
 		h.keys("p")
 	}
-	if l.page.Rows[0].ID != first {
-		t.Fatal("paging back did not return to the first page")
-	}
+	require.Equal(t, first, l.page.Rows[0].ID, "paging back did not return to the first page")
 	// Sort cycles through the store's sorts and restarts paging.
 	h.keys("s")
-	if l.sort != storeview.SortLease || len(l.pages) != 1 {
-		t.Fatalf("sort %s on page %d, want lease on the first page", l.sort, len(l.pages))
-	}
-	if !slices.IsSortedFunc(l.page.Rows, func(a, b storeview.Row) int { return a.LeaseExpiresAt.Compare(b.LeaseExpiresAt) }) {
-		t.Fatal("rows are not in lease expiry order")
-	}
+	require.Equal(t, storeview.SortLease, l.sort, "sort %s on page %d, want lease on the first page", l.sort, len(l.pages))
+	require.EqualValues(t, 1, len(l.pages), "sort %s on page %d, want lease on the first page", l.sort, len(l.pages))
+	require.True(t, slices.IsSortedFunc(l.page.Rows, func(a, b storeview.Row) int { return a.LeaseExpiresAt.Compare(b.LeaseExpiresAt) }), "rows are not in lease expiry order")
 	h.keys("ss")
-	if l.sort != storeview.SortNewest {
-		t.Fatal("sort did not cycle back")
-	}
+	require.Equal(t, storeview.SortNewest, l.sort, "sort did not cycle back")
 }
 
 // TestPageTurnInFlight: n typed again before the next page has arrived
@@ -251,17 +198,14 @@ func TestPaging(t *testing.T) {
 // the footer too), so each page keeps one number and its own rows; a turn
 // that fails keeps the page shown and its number.
 func TestPageTurnInFlight(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 80, 24).keys(":ops<enter>")
-	l := h.m.list
+	l := h.m.list()
 	all, err := src.List(t.Context(), storeview.Query{Limit: len(src.rows) + 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	limit := l.limit()
-	if len(all.Rows) <= 3*limit {
-		t.Fatalf("%d rows make fewer than four pages of %d", len(all.Rows), limit)
-	}
+	require.False(t, len(all.Rows) <= 3*limit, "%d rows make fewer than four pages of %d", len(all.Rows), limit)
 	// on checks the list shows page n (from 1) under that number.
 	on := func(n int) {
 		t.Helper()
@@ -272,13 +216,10 @@ func TestPageTurnInFlight(t *testing.T) {
 		for _, r := range l.page.Rows {
 			got = append(got, r.ID)
 		}
-		if len(l.pages) != n || !slices.Equal(got, want) {
-			t.Fatalf("%d pages deep showing %v, want page %d: %v", len(l.pages), got, n, want)
-		}
+		require.Equal(t, n, len(l.pages), "%d pages deep showing %v, want page %d: %v", len(l.pages), got, n, want)
+		require.True(t, slices.Equal(got, want), "%d pages deep showing %v, want page %d: %v", len(l.pages), got, n, want)
 		title := strings.SplitN(h.view(), "\n", 3)[1]
-		if !strings.Contains(title, fmt.Sprintf("page %d · %d rows · ", n, len(want))) {
-			t.Fatalf("the title reads %q on page %d", title, n)
-		}
+		require.Contains(t, title, fmt.Sprintf("page %d · %d rows · ", n, len(want)), "the title reads %q on page %d", title, n)
 	}
 	n := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{'n'}}
 	p := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{'p'}}
@@ -286,21 +227,16 @@ func TestPageTurnInFlight(t *testing.T) {
 	// n, n again and p before the page arrives: one turn.
 	_, first := h.m.Update(n)
 	v := h.view()
-	if !strings.Contains(v, "page 1 · loading page 2…") {
-		t.Errorf("a page turn in flight is not shown:\n%s", v)
-	}
-	if strings.Contains(v, "next page") || strings.Contains(v, "prev page") {
-		t.Errorf("n or p is offered while a page turn is in flight:\n%s", v)
-	}
+	require.Contains(t, v, "page 1 · loading page 2…", "a page turn in flight is not shown:\n%s", v)
+	require.NotContains(t, v, "next page", "n or p is offered while a page turn is in flight:\n%s", v)
+	require.NotContains(t, v, "prev page", "n or p is offered while a page turn is in flight:\n%s", v)
 	_, second := h.m.Update(n)
 	_, third := h.m.Update(p)
 	h.run(first)
 	h.run(second)
 	h.run(third)
 	on(2)
-	if !strings.Contains(h.view(), "n next page") {
-		t.Error("n is not offered again once the page arrived")
-	}
+	require.Contains(t, h.view(), "n next page", "n is not offered again once the page arrived")
 
 	// Typed quickly: "nn" arrives in one message.
 	h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("nn")})
@@ -317,9 +253,9 @@ func TestPageTurnInFlight(t *testing.T) {
 	src.setDown(true)
 	h.keys("n")
 	on(2)
-	if l.err == nil || !l.keys.NextPage.Enabled() || !l.keys.PrevPage.Enabled() {
-		t.Fatalf("after a failed turn: error %v, n enabled %v, p enabled %v", l.err, l.keys.NextPage.Enabled(), l.keys.PrevPage.Enabled())
-	}
+	require.NotNil(t, l.err, "after a failed turn: error %v, n enabled %v, p enabled %v", l.err, l.keys.NextPage.Enabled(), l.keys.PrevPage.Enabled())
+	require.True(t, l.keys.NextPage.Enabled(), "after a failed turn: error %v, n enabled %v, p enabled %v", l.err, l.keys.NextPage.Enabled(), l.keys.PrevPage.Enabled())
+	require.True(t, l.keys.PrevPage.Enabled(), "after a failed turn: error %v, n enabled %v, p enabled %v", l.err, l.keys.NextPage.Enabled(), l.keys.PrevPage.Enabled())
 	src.setDown(false)
 	h.keys("n")
 	on(3)
@@ -329,31 +265,27 @@ func TestPageTurnInFlight(t *testing.T) {
 // the banner; the next successful poll removes it by itself. A failing
 // query with a reachable database is only the last error.
 func TestUnreachableAndRecovery(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	h := newHarness(t, src, 80, 24).keys(":ops<enter>")
 	src.setDown(true)
 	h.send(h.lastTick())
 	v := h.view()
-	if !strings.Contains(v, "database unreachable since 03:12:09 UTC") || !strings.Contains(v, "retrying every 2s") {
-		t.Fatalf("no banner:\n%s", v)
-	}
-	if len(h.m.list.page.Rows) == 0 {
-		t.Fatal("the last good rows were dropped")
-	}
+	require.Contains(t, v, "database unreachable since 03:12:09 UTC", "no banner:\n%s", v)
+	require.Contains(t, v, "retrying every 2s", "no banner:\n%s", v)
+	require.NotEqualValues(t, 0, len(h.m.list().page.Rows), "the last good rows were dropped")
 	src.setDown(false)
 	h.send(h.lastTick())
 	v = h.view()
-	if strings.Contains(v, "unreachable") || strings.Contains(v, "last error") {
-		t.Fatalf("no recovery:\n%s", v)
-	}
+	require.NotContains(t, v, "unreachable", "no recovery:\n%s", v)
+	require.NotContains(t, v, "last error", "no recovery:\n%s", v)
 
 	// A failing query while the database answers.
-	_ = h.m.list.fetch()
-	h.send(pageMsg{seq: h.m.list.seq, err: errTimeout})
+	_ = h.m.list().fetch()
+	h.send(pageMsg{seq: h.m.list().seq, err: errTimeout})
 	v = h.view()
-	if strings.Contains(v, "unreachable") || !strings.Contains(v, "last error: list operations: canceling statement") {
-		t.Fatalf("a query error is not shown as the last error:\n%s", v)
-	}
+	require.NotContains(t, v, "unreachable", "a query error is not shown as the last error:\n%s", v)
+	require.Contains(t, v, "last error: list operations: canceling statement", "a query error is not shown as the last error:\n%s", v)
 }
 
 var errTimeout = &timeoutError{}
@@ -367,44 +299,37 @@ func (*timeoutError) Error() string {
 // TestConnectRetry: an unreachable database at start is a message with a
 // retry key; the console connects once the database answers.
 func TestConnectRetry(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	src.setDown(true)
 	h := newHarness(t, src, 80, 24)
 	v := h.view()
-	if !strings.Contains(v, "Cannot reach the database of context prod-eu") || !strings.Contains(v, "r retry now") {
-		t.Fatalf("no clear message:\n%s", v)
-	}
+	require.Contains(t, v, "Cannot reach the database of context prod-eu", "no clear message:\n%s", v)
+	require.Contains(t, v, "r retry now", "no clear message:\n%s", v)
 	h.keys(":")
-	if h.m.cmd.active {
-		t.Fatal("the command line opened without a connection")
-	}
+	require.False(t, h.m.cmd.active, "the command line opened without a connection")
 	h.keys("r")
-	if src.called("info") != 2 {
-		t.Fatalf("r did not retry (%d attempts)", src.called("info"))
-	}
+	require.EqualValues(t, 2, src.called("info"), "r did not retry (%d attempts)", src.called("info"))
 	src.setDown(false)
 	h.send(h.lastTick())
-	if h.m.active() != h.m.overview || !strings.Contains(h.view(), "Needs attention") {
-		t.Fatalf("no overview after the database answered:\n%s", h.view())
-	}
-	if strings.Contains(h.view(), "retry now") {
-		t.Error("the retry key is still offered")
-	}
+	require.Equal(t, h.m.overview(), h.m.active(), "no overview after the database answered:\n%s", h.view())
+	require.Contains(t, h.view(), "Needs attention", "no overview after the database answered:\n%s", h.view())
+	require.NotContains(t, h.view(), "retry now", "the retry key is still offered")
 }
 
 // TestConnectErrorLines: pgconn's multi-line connection error reads as
 // one paragraph on the connect screen, with no U+FFFD where its line
 // breaks and tabs were.
 func TestConnectErrorLines(t *testing.T) {
+	t.Parallel()
 	src := &failingInfo{fakeSource: newFakeSource(), err: errors.New("failed to connect to `user=alice database=opsdesk`:\n" +
 		"\t127.0.0.1:5432 (localhost): dial error: dial tcp 127.0.0.1:5432: connect: connection refused\n" +
 		"\t[::1]:5432 (localhost): dial error: dial tcp [::1]:5432: connect: connection refused")}
 	h := newSourceHarness(t, src, Options{Context: "prod-eu"}, 80, 24)
 	v := h.view()
 	words := strings.Join(strings.Fields(v), " ") // the screen wraps it
-	if strings.Contains(v, "\uFFFD") || !strings.Contains(words, "database=opsdesk`: 127.0.0.1:5432 (localhost): dial error:") {
-		t.Fatalf("the connection error is garbled:\n%s", v)
-	}
+	require.NotContains(t, v, "\uFFFD", "the connection error is garbled:\n%s", v)
+	require.Contains(t, words, "database=opsdesk`: 127.0.0.1:5432 (localhost): dial error:", "the connection error is garbled:\n%s", v)
 }
 
 // failingInfo is a store whose server info cannot be read.
@@ -417,77 +342,63 @@ func (f *failingInfo) Info(context.Context) (storeview.Info, error) { return sto
 
 // TestKeyLookup: :key shows the record, or explains an absent one.
 func TestKeyLookup(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFakeSource(), 120, 40)
 	h.keys(":key acme/create-ticket/run-42:create-ticket<enter>")
-	if !strings.Contains(h.view(), "Operation 48213") {
-		t.Fatalf("the record is not shown:\n%s", h.view())
-	}
+	require.Contains(t, h.view(), "Operation 48213", "the record is not shown:\n%s", h.view())
 	h.keys(":key acme/create-ticket/nope<enter>")
-	if !strings.Contains(h.view(), "No attempt was ever recorded for this identity.") {
-		t.Fatalf("no explanation:\n%s", h.view())
-	}
-	if len(h.m.stack) != 2 {
-		t.Fatalf("a second lookup stacked another detail: %d screens", len(h.m.stack))
-	}
+	require.Contains(t, h.view(), "No attempt was ever recorded for this identity.", "no explanation:\n%s", h.view())
+	require.EqualValues(t, 2, len(h.m.stack), "a second lookup stacked another detail: %d screens", len(h.m.stack))
 	h.keys("q")
-	if h.m.active() != h.m.overview || h.quit {
-		t.Fatal("q did not go back from the detail")
-	}
+	require.Equal(t, h.m.overview(), h.m.active(), "q did not go back from the detail")
+	require.False(t, h.quit, "q did not go back from the detail")
 	h.keys("q")
-	if !h.quit {
-		t.Fatal("q did not quit from the overview")
-	}
+	require.True(t, h.quit, "q did not quit from the overview")
 }
 
 // TestFastTyping: runes that arrive in one message (typed quickly) act
 // one by one; a paste goes whole into the open input.
 func TestFastTyping(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFakeSource(), 80, 24)
 	h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(":stuck")}).keys("<enter>")
-	if h.m.active() != h.m.list || h.m.list.filterText != "state:stuck" {
-		t.Fatalf("typed quickly, :stuck did not open the stuck list")
-	}
+	require.Equal(t, h.m.list(), h.m.active(), "typed quickly, :stuck did not open the stuck list")
+	require.Equal(t, "state:stuck", h.m.list().filterText, "typed quickly, :stuck did not open the stuck list")
 	h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jj")})
-	if h.m.list.sel != 1 || !h.m.refresh.frozen {
-		t.Fatalf("typed quickly, jj moved to %d (frozen %v)", h.m.list.sel, h.m.refresh.frozen)
-	}
+	require.EqualValues(t, 1, h.m.list().sel, "typed quickly, jj moved to %d (frozen %v)", h.m.list().sel, h.m.refresh.frozen)
+	require.True(t, h.m.refresh.frozen, "typed quickly, jj moved to %d (frozen %v)", h.m.list().sel, h.m.refresh.frozen)
 	h.keys("/")
 	h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("tool:create-ticket"), Paste: true}).keys("<enter>")
-	if h.m.list.filterText != "state:stuck tool:create-ticket" {
-		t.Fatalf("the pasted filter reads %q", h.m.list.filterText)
-	}
+	require.Equal(t, "state:stuck tool:create-ticket", h.m.list().filterText, "the pasted filter reads %q", h.m.list().filterText)
 }
 
 func TestParseCommand(t *testing.T) {
+	t.Parallel()
 	msg, err := parseCommand(":ops state:stuck tool:x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nav := msg.(navMsg)
-	if nav.to != screenList || nav.filterText != "state:stuck tool:x" || nav.sort != storeview.SortLease {
-		t.Fatalf("got %+v", nav)
-	}
+	require.NoError(t, err)
+	nav := msg.(listNav)
+	require.Equal(t, screenList, nav.target(), "got %+v", nav)
+	require.Equal(t, "state:stuck tool:x", nav.filterText, "got %+v", nav)
+	require.Equal(t, storeview.SortLease, nav.sort, "got %+v", nav)
 	msg, _ = parseCommand("conflicts tenant:acme")
-	if nav := msg.(navMsg); !nav.filter.Conflicted || nav.filter.Tenants[0] != "acme" {
-		t.Fatalf("got %+v", nav)
-	}
+	nav = msg.(listNav)
+	require.True(t, nav.filter.Conflicted, "got %+v", nav)
+	require.Equal(t, "acme", nav.filter.Tenants[0], "got %+v", nav)
 	msg, _ = parseCommand("key acme/deploy-service/deploy/web/42")
-	if id := *msg.(navMsg).ident; id != (identity{"acme", "deploy-service", "deploy/web/42"}) {
-		t.Fatalf("got %+v", id)
-	}
+	id := *msg.(detailNav).ident
+	require.Equal(t, (identity{"acme", "deploy-service", "deploy/web/42"}), id, "got %+v", id)
 	for _, bad := range []string{"key acme/tool", "ops state:nope", "frob"} {
-		if _, err := parseCommand(bad); err == nil {
-			t.Errorf("%q parsed", bad)
-		}
+		_, err := parseCommand(bad)
+		require.Error(t, err, "%q parsed", bad)
 	}
-	if msg, _ := parseCommand("quit"); msg != (tea.QuitMsg{}) {
-		t.Error("quit does not quit")
-	}
+	msg, _ = parseCommand("quit")
+	require.Equal(t, (tea.QuitMsg{}), msg, "quit does not quit")
 }
 
 // TestFlow runs the console in a real Bubble Tea program: start, filter
 // from the overview, open a detail, back, and quit.
 func TestFlow(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	tm := teatest.NewTestModel(t, New(src, Options{Context: "prod-eu", NoColor: true}), teatest.WithInitialTermSize(120, 40))
 	out := &screenLog{tm: tm}
@@ -505,15 +416,11 @@ func TestFlow(t *testing.T) {
 	tm.Type("q") // back to the overview
 	tm.Type("q") // and quit
 	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
-	if final.active() != final.overview {
-		t.Errorf("ended on screen %d, want the overview", final.active().id())
-	}
-	if final.list.filterText != "state:stuck" || len(final.list.page.Rows) != 2 {
-		t.Errorf("the list holds %q with %d rows", final.list.filterText, len(final.list.page.Rows))
-	}
-	if final.detail.d == nil || final.detail.d.ID != 48213 {
-		t.Error("the detail did not show 48213")
-	}
+	require.Equal(t, final.overview(), final.active(), "ended on screen %s, want the overview", final.active().id())
+	require.Equal(t, "state:stuck", final.list().filterText, "the list holds %q with %d rows", final.list().filterText, len(final.list().page.Rows))
+	require.EqualValues(t, 2, len(final.list().page.Rows), "the list holds %q with %d rows", final.list().filterText, len(final.list().page.Rows))
+	require.NotNil(t, final.detail().d, "the detail did not show 48213")
+	require.EqualValues(t, 48213, final.detail().d.ID, "the detail did not show 48213")
 }
 
 // screenLog accumulates a program's output; wait returns once what it
@@ -534,9 +441,7 @@ func (l *screenLog) wait(t *testing.T) func(string) {
 				l.mark += i
 				return
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%q did not appear; output since the last step:\n%s", what, l.buf.Bytes()[l.mark:])
-			}
+			require.False(t, time.Now().After(deadline), "%q did not appear; output since the last step:\n%s", what, l.buf.Bytes()[l.mark:])
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
@@ -545,6 +450,7 @@ func (l *screenLog) wait(t *testing.T) func(string) {
 // TestFlowCommandLine: the : line reaches a lookup and ctrl+c quits from
 // anywhere, even while typing.
 func TestFlowCommandLine(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	tm := teatest.NewTestModel(t, New(src, Options{NoColor: true}), teatest.WithInitialTermSize(80, 24))
 	wait := (&screenLog{tm: tm}).wait(t)
@@ -556,9 +462,8 @@ func TestFlowCommandLine(t *testing.T) {
 	tm.Type(":ops")
 	tm.Send(tea.KeyMsg{Type: tea.KeyCtrlC})
 	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
-	if !final.cmd.active || final.cmd.input.Value() != "ops" {
-		t.Errorf("ctrl+c did not quit while typing %q", final.cmd.input.Value())
-	}
+	require.True(t, final.cmd.active, "ctrl+c did not quit while typing %q", final.cmd.input.Value())
+	require.Equal(t, "ops", final.cmd.input.Value(), "ctrl+c did not quit while typing %q", final.cmd.input.Value())
 }
 
 // BenchmarkListView renders a full 120x40 operations list, without colour
@@ -570,9 +475,7 @@ func BenchmarkListView(b *testing.B) {
 	}{{"ascii", termenv.Ascii}, {"truecolor", termenv.TrueColor}} {
 		b.Run(p.name, func(b *testing.B) {
 			h := newHarnessProfile(b, newFakeSource(), 120, 40, p.profile).keys(":ops<enter>")
-			if len(h.m.list.page.Rows) < 30 {
-				b.Fatalf("only %d rows", len(h.m.list.page.Rows))
-			}
+			require.False(b, len(h.m.list().page.Rows) < 30, "only %d rows", len(h.m.list().page.Rows))
 			b.ReportAllocs()
 			for b.Loop() {
 				_ = h.m.View()

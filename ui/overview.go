@@ -28,7 +28,7 @@ const (
 )
 
 // target is the list a tile opens.
-func (t tile) target() navMsg {
+func (t tile) target() listNav {
 	st := func(s ...storeview.State) storeview.Filter { return storeview.Filter{States: s} }
 	switch t {
 	case tileStuck, tileStuckState:
@@ -47,6 +47,24 @@ func (t tile) target() navMsg {
 	}
 	return listOf(st(storeview.StateReleased), storeview.SortNewest)
 }
+
+// screenOverview is the first screen, always at the bottom of the stack.
+const screenOverview screenID = "overview"
+
+// overviewKind is the overview and its command.
+var overviewKind = screenKind{
+	id:    screenOverview,
+	build: func(d deps, _ Options) screen { return newOverview(d) },
+	commands: []command{{names: []string{"overview", "home", "top"}, usage: ":overview", help: "the first screen",
+		try: "overview", suggest: "overview", parse: func(string) (tea.Msg, error) { return overviewNav{}, nil }}},
+}
+
+// overviewNav opens the overview.
+type overviewNav struct{}
+
+func (overviewNav) target() screenID { return screenOverview }
+
+func (overviewNav) describe() string { return "overview" }
 
 // overviewScreen is the first screen: what needs attention, and counts.
 type overviewScreen struct {
@@ -72,6 +90,14 @@ func (s *overviewScreen) SetSize(w, h int)      { s.w, s.h = w, h }
 func (s *overviewScreen) current(seq int) bool  { return seq == s.seq }
 func (s *overviewScreen) capturing() bool       { return false }
 func (s *overviewScreen) back() (bool, tea.Cmd) { return false, nil }
+
+// movesSideways: h and l move across the tiles.
+func (s *overviewScreen) movesSideways() bool { return true }
+
+// open shows the overview alone on the stack.
+func (s *overviewScreen) open(_ navMsg, _ opening) ([]screen, tea.Cmd, bool) {
+	return []screen{s}, s.fetch(), true
+}
 
 func (s *overviewScreen) asOf() time.Time {
 	if s.ov == nil {
@@ -137,7 +163,7 @@ func (s *overviewScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case key.Matches(msg, s.keys.Open):
 			s.goTo(s.sel.target())
 		case key.Matches(msg, s.keys.Filter):
-			s.goTo(navMsg{to: screenList, sort: storeview.SortNewest, edit: true})
+			s.goTo(listNav{sort: storeview.SortNewest, edit: true})
 		}
 	}
 	return s, nil

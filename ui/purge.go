@@ -31,6 +31,17 @@ type Purger interface {
 
 var _ Purger = (*retention.Purger)(nil)
 
+// screenPurge purges one tool's expired records.
+const screenPurge screenID = "purge"
+
+// purgeNav opens a purge of a tool, as the review showed it.
+type purgeNav struct{ tool storeview.ToolReview }
+
+func (purgeNav) target() screenID { return screenPurge }
+
+// purgeKind is the purge; the review opens it, no command does.
+var purgeKind = screenKind{id: screenPurge, build: func(d deps, o Options) screen { return newPurge(d, o.Purger) }}
+
 // purgeStep is where the purge flow is.
 type purgeStep int
 
@@ -112,6 +123,16 @@ func (s *purgeScreen) leave() {
 		s.cancel()
 		s.cancel = nil
 	}
+}
+
+// open starts a purge from the retention review, for a role that may
+// purge.
+func (s *purgeScreen) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+	p, ok := n.(purgeNav)
+	if !ok || s.purger == nil || !at.perms.purge || at.active().id() != screenReview {
+		return nil, nil, false
+	}
+	return at.pushed(s), s.start(p.tool), true
 }
 
 // start opens the flow on a tool of the review and runs the dry run.
@@ -216,7 +237,7 @@ func (s *purgeScreen) key(msg tea.KeyMsg) tea.Cmd {
 	case purgeReason:
 		switch {
 		case key.Matches(msg, s.keys.Cancel):
-			s.goTo(navMsg{to: screenPrevious})
+			s.goTo(navBack{})
 			return nil
 		case key.Matches(msg, s.keys.Next):
 			if strings.TrimSpace(s.reason.Value()) == "" {
@@ -237,7 +258,7 @@ func (s *purgeScreen) key(msg tea.KeyMsg) tea.Cmd {
 			return s.run()
 		case key.Matches(msg, s.keys.No), msg.Type == tea.KeyEnter:
 			// enter is No: the confirmation defaults to it.
-			s.goTo(navMsg{to: screenPrevious})
+			s.goTo(navBack{})
 		}
 	case purgeRunning:
 		if key.Matches(msg, s.keys.Cancel) {

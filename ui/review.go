@@ -12,6 +12,24 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
+// screenReview is the retention review.
+const screenReview screenID = "review"
+
+// reviewNav opens the retention review.
+type reviewNav struct{}
+
+func (reviewNav) target() screenID { return screenReview }
+
+func (reviewNav) describe() string { return "retention review" }
+
+// reviewKind is the retention review and :retention.
+var reviewKind = screenKind{
+	id:    screenReview,
+	build: func(d deps, o Options) screen { return newReview(d, o.Catalog) },
+	commands: []command{{names: []string{"retention", "review"}, usage: ":retention", help: "the retention review of every tool",
+		try: "retention", suggest: "retention", parse: func(string) (tea.Msg, error) { return reviewNav{}, nil }}},
+}
+
 // reviewScreen is the retention review: each tool's policy, what expires
 // soon, what waits for a purge, and the warnings; enter lists the selected
 // tool's records by expiry, p purges its expired ones (admins).
@@ -42,6 +60,11 @@ func (s *reviewScreen) current(seq int) bool  { return seq == s.seq }
 func (s *reviewScreen) capturing() bool       { return false }
 func (s *reviewScreen) back() (bool, tea.Cmd) { return false, nil }
 
+// open shows the review right above the overview.
+func (s *reviewScreen) open(_ navMsg, at opening) ([]screen, tea.Cmd, bool) {
+	return at.rooted(s), s.fetch(), true
+}
+
 func (s *reviewScreen) asOf() time.Time {
 	if s.r == nil {
 		return time.Time{}
@@ -63,8 +86,8 @@ func (s *reviewScreen) refresh() tea.Cmd {
 }
 
 // allow offers the purge key (or not): the role may purge.
-func (s *reviewScreen) allow(purge bool) {
-	s.canPurge = purge
+func (s *reviewScreen) allow(p permits) {
+	s.canPurge = p.purge
 	s.updateKeys()
 }
 
@@ -135,7 +158,7 @@ func (s *reviewScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			s.goTo(listOf(storeview.Filter{Tools: []string{t.Tool}}, storeview.SortExpires))
 		case key.Matches(msg, s.keys.Purge):
 			t, _ := s.selected()
-			s.goTo(navMsg{to: screenPurge, tool: &t})
+			s.goTo(purgeNav{tool: t})
 		}
 		s.updateKeys()
 	}
@@ -324,7 +347,7 @@ func (s *reviewScreen) pane(w int) []string {
 	oldest := "oldest pending: none"
 	if p := t.OldestPending; p != nil {
 		oldest = fmt.Sprintf("oldest pending: #%d, lease expires %s", p.ID, since(p.LeaseExpiresAt, s.r.DBTime))
-		if p.LeaseExpiresAt.Before(s.r.DBTime) {
+		if storeview.LeaseEnded(p.LeaseExpiresAt, s.r.DBTime, 0) {
 			oldest = fmt.Sprintf("oldest pending: #%d, lease expired %s", p.ID, since(p.LeaseExpiresAt, s.r.DBTime))
 		}
 		if p.Stuck {

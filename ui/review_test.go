@@ -125,6 +125,7 @@ func newPurgeHarness(t *testing.T, purger *fakePurger, admin bool, w, h int) *ha
 }
 
 func TestReviewViews(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		setup func(h *harness)
@@ -150,8 +151,10 @@ func TestReviewViews(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			for _, sz := range sizes {
 				t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
+					t.Parallel()
 					h := newPurgeHarness(t, &fakePurger{count: 2500}, true, sz.w, sz.h)
 					c.setup(h)
 					view := h.view()
@@ -167,6 +170,7 @@ func TestReviewViews(t *testing.T) {
 // confirmation that defaults to No; only then does the purger run, on the
 // selected tool, with the reason.
 func TestPurgeFlow(t *testing.T) {
+	t.Parallel()
 	p := &fakePurger{count: 2500}
 	h := newPurgeHarness(t, p, true, 120, 40)
 	h.keys(":retention<enter>jp")
@@ -195,6 +199,7 @@ func TestPurgeFlow(t *testing.T) {
 
 // A running purge stops at esc after its batch and says how to resume.
 func TestPurgeStops(t *testing.T) {
+	t.Parallel()
 	p := &fakePurger{count: 2500, block: true}
 	h := newPurgeHarness(t, p, true, 120, 40)
 	h.keys(":retention<enter>jpweekly<enter>")
@@ -215,6 +220,7 @@ func TestPurgeStops(t *testing.T) {
 // Nobody but a role the database lets purge is offered the key, and a
 // tool with nothing to purge offers none either.
 func TestPurgeKeyOnlyForAdmins(t *testing.T) {
+	t.Parallel()
 	p := &fakePurger{count: 2500}
 	h := newPurgeHarness(t, p, false, 120, 40)
 	h.keys(":retention<enter>jp")
@@ -232,6 +238,7 @@ func TestPurgeKeyOnlyForAdmins(t *testing.T) {
 
 // A purge that fails says so and how to resume it.
 func TestPurgeFails(t *testing.T) {
+	t.Parallel()
 	p := &fakePurger{count: 2500, err: errors.New("boom")}
 	h := newPurgeHarness(t, p, true, 120, 40)
 	h.keys(":retention<enter>jpweekly<enter>y")
@@ -242,6 +249,7 @@ func TestPurgeFails(t *testing.T) {
 
 // A failed dry run asks nothing and purges nothing.
 func TestPurgeCountFails(t *testing.T) {
+	t.Parallel()
 	p := &fakePurger{count: 2500, countErr: errors.New("connection refused")}
 	h := newPurgeHarness(t, p, true, 120, 40)
 	h.keys(":retention<enter>jp")

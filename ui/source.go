@@ -86,23 +86,6 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// screenID names the screens, to route results to the one that asked.
-type screenID int
-
-const (
-	screenConnect screenID = iota
-	screenOverview
-	screenList
-	screenDetail
-	screenDecide
-	screenReview
-	screenPurge
-	screenAudit
-	screenAuditRecord
-	// screenPrevious asks the root to leave the active screen.
-	screenPrevious
-)
-
 // result is an answer from the store to one request of a screen.
 type result interface {
 	owner() screenID

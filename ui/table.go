@@ -96,7 +96,7 @@ func rowCells(r storeview.Row) [colCount]string {
 		c[colOwner] = "-"
 	}
 	c[colLeaseAge], c[colExpires] = "-", "-"
-	if leaseRelevant(r) {
+	if r.Pending() {
 		if !r.LeasedAt.IsZero() {
 			c[colLeaseAge] = ShortDuration(r.LeaseAge())
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
+	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
 )
@@ -23,6 +24,7 @@ var sizes = []struct{ w, h int }{{80, 24}, {120, 40}}
 // 120x40 (ASCII profile), each reached through Update with keys and
 // store answers, as an operator would.
 func TestViews(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		setup func(h *harness)
@@ -52,8 +54,10 @@ func TestViews(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			for _, sz := range sizes {
 				t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
+					t.Parallel()
 					src := newFakeSource()
 					if c.setup == nil {
 						src.setDown(true)
@@ -73,22 +77,22 @@ func TestViews(t *testing.T) {
 
 // TestTooSmall shows a notice below 60x20 and lays out from 60x20 up.
 func TestTooSmall(t *testing.T) {
+	t.Parallel()
 	for _, sz := range []struct{ w, h int }{{59, 24}, {80, 19}, {40, 10}} {
 		t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t, newFakeSource(), sz.w, sz.h)
 			view := h.view()
-			if !strings.Contains(view, "terminal too small") || !strings.Contains(view, "need 60x20") {
-				t.Fatalf("no notice:\n%s", view)
-			}
+			require.Contains(t, view, "terminal too small", "no notice:\n%s", view)
+			require.Contains(t, view, "need 60x20", "no notice:\n%s", view)
 			checkFrame(t, view, sz.w, sz.h)
 			golden.RequireEqual(t, view)
 			h.keys("q")
-			if !h.quit {
-				t.Fatal("q does not quit from the notice")
-			}
+			require.True(t, h.quit, "q does not quit from the notice")
 		})
 	}
 	t.Run("60x20", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t, newFakeSource(), 60, 20).keys(":ops<enter>")
 		view := h.view()
 		checkFrame(t, view, 60, 20)
@@ -100,19 +104,17 @@ func TestTooSmall(t *testing.T) {
 func checkFrame(t *testing.T, view string, w, h int) {
 	t.Helper()
 	lines := strings.Split(view, "\n")
-	if len(lines) > h {
-		t.Errorf("%d lines, want at most %d", len(lines), h)
-	}
+	require.False(t, len(lines) > h, "%d lines, want at most %d", len(lines), h)
 	for i, l := range lines {
-		if lw := width(l); lw > w {
-			t.Errorf("line %d is %d cells wide, want at most %d: %q", i+1, lw, w, l)
-		}
+		lw := width(l)
+		require.False(t, lw > w, "line %d is %d cells wide, want at most %d: %q", i+1, lw, w, l)
 	}
 }
 
 // TestViewNeverPanics renders every screen at odd sizes, before and after
 // data arrives.
 func TestViewNeverPanics(t *testing.T) {
+	t.Parallel()
 	for _, sz := range []struct{ w, h int }{{0, 0}, {1, 1}, {60, 20}, {61, 21}, {200, 60}, {300, 20}} {
 		src := newFakeSource()
 		h := newHarness(t, src, sz.w, sz.h)
@@ -132,6 +134,7 @@ func TestViewNeverPanics(t *testing.T) {
 // a readable key, then the tenant only if the rest does not fit; never the
 // id, key, state or lease expiry.
 func TestColumnsDropByPriority(t *testing.T) {
+	t.Parallel()
 	src := newFakeSource()
 	page, _ := src.List(t.Context(), storeview.Query{Limit: 50})
 	cells := make([][colCount]string, len(page.Rows))
@@ -149,9 +152,7 @@ func TestColumnsDropByPriority(t *testing.T) {
 				total += ws[c] + colGap
 			}
 		}
-		if total-colGap > w {
-			t.Errorf("width %d: columns take %d", w, total-colGap)
-		}
+		require.False(t, total-colGap > w, "width %d: columns take %d", w, total-colGap)
 		return strings.Join(names, ",")
 	}
 	want := map[int]string{
@@ -162,9 +163,8 @@ func TestColumnsDropByPriority(t *testing.T) {
 		60:  "ID,TENANT,KEY,STATE,EXPIRES",
 	}
 	for w, cols := range want {
-		if got := shown(w); got != cols {
-			t.Errorf("width %d: columns %s, want %s", w, got, cols)
-		}
+		got := shown(w)
+		require.Equal(t, cols, got, "width %d", w)
 	}
 	// Stuck records have no retention: when room is short that column
 	// goes first, and the key and the tool get the room.
@@ -174,21 +174,18 @@ func TestColumnsDropByPriority(t *testing.T) {
 		cells = append(cells, rowCells(r))
 	}
 	m = measureCells(cells)
-	if got, want := shown(100), "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY"; got != want {
-		t.Errorf("stuck rows at 100: columns %s, want %s", got, want)
-	}
-	if got, want := shown(140), "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION"; got != want {
-		t.Errorf("stuck rows at 140: columns %s, want %s", got, want)
-	}
-	if ws := layoutColumns(m, 100); ws[colKey] < keyComfort || ws[colTool] <= columns[colTool].min {
-		t.Errorf("stuck rows at 100: the key column is %d wide, the tool %d", ws[colKey], ws[colTool])
-	}
+	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY", shown(100), "stuck rows at 100")
+	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION", shown(140), "stuck rows at 140")
+	ws := layoutColumns(m, 100)
+	require.GreaterOrEqual(t, ws[colKey], keyComfort, "stuck rows at 100: the key column")
+	require.Greater(t, ws[colTool], columns[colTool].min, "stuck rows at 100: the tool column")
 }
 
 // TestKeysReadable: at 80x24 and 60x20 every row shows its tenant, and
 // distinct keys look distinct on screen, with ids as short as the fake's
 // and (at 80x24) as long as a store of millions of records has.
 func TestKeysReadable(t *testing.T) {
+	t.Parallel()
 	rows := []storeview.Row{
 		{Tenant: "acme", Tool: "charge-card", Key: "order-00017:charge", State: storeview.StatePending, Owner: "worker-1"},
 		{Tenant: "acme", Tool: "charge-card", Key: "order-00018:charge", State: storeview.StateCompleted, Owner: "worker-2"},
@@ -206,6 +203,7 @@ func TestKeysReadable(t *testing.T) {
 		base int64
 	}{{80, 24, 48300}, {60, 20, 48300}, {80, 24, 4_180_300}} {
 		t.Run(fmt.Sprintf("%dx%d-id%d", c.w, c.h, c.base), func(t *testing.T) {
+			t.Parallel()
 			src := newFakeSource()
 			src.rows = nil
 			for i, r := range rows {
@@ -230,9 +228,7 @@ func TestKeysReadable(t *testing.T) {
 			cell := func(line, title string) string {
 				t.Helper()
 				at := strings.Index(header, " "+title+" ") + 1
-				if at == 0 {
-					t.Fatalf("no %s column at %dx%d:\n%s", title, c.w, c.h, view)
-				}
+				require.NotEqualValues(t, 0, at, "no %s column at %dx%d:\n%s", title, c.w, c.h, view)
 				end := at + len(title)
 				for end < len(header) && header[end] == ' ' {
 					end++
@@ -243,16 +239,12 @@ func TestKeysReadable(t *testing.T) {
 			for _, r := range src.rows {
 				id := strconv.FormatInt(r.ID, 10)
 				i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, " "+id+"  ") })
-				if i < 0 {
-					t.Fatalf("no row %s:\n%s", id, view)
-				}
-				if got := cell(lines[i], "TENANT"); got != r.Tenant && !strings.HasPrefix(r.Tenant, strings.TrimSuffix(got, "…")) {
-					t.Errorf("row %s shows tenant %q, want %q", id, got, r.Tenant)
-				}
+				require.False(t, i < 0, "no row %s:\n%s", id, view)
+				got := cell(lines[i], "TENANT")
+				require.False(t, got != r.Tenant && !strings.HasPrefix(r.Tenant, strings.TrimSuffix(got, "…")), "row %s shows tenant %q, want %q", id, got, r.Tenant)
 				k := cell(lines[i], "KEY")
-				if other, ok := seen[k]; ok {
-					t.Errorf("keys %q and %q both read %q:\n%s", other, r.Key, k, view)
-				}
+				other, ok := seen[k]
+				require.False(t, ok, "keys %q and %q both read %q:\n%s", other, r.Key, k, view)
 				seen[k] = r.Key
 			}
 		})
@@ -261,6 +253,7 @@ func TestKeysReadable(t *testing.T) {
 
 // TestTruncateMiddle keeps both ends of a key, which is where keys differ.
 func TestTruncateMiddle(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   string
 		w    int
@@ -275,17 +268,15 @@ func TestTruncateMiddle(t *testing.T) {
 		{"abcdef", 0, ""},
 	}
 	for _, c := range cases {
-		if got := truncateMiddle(c.in, c.w); got != c.want {
-			t.Errorf("truncateMiddle(%q, %d) = %q, want %q", c.in, c.w, got, c.want)
-		}
+		got := truncateMiddle(c.in, c.w)
+		require.Equal(t, c.want, got, "truncateMiddle(%q, %d) = %q, want %q", c.in, c.w, got, c.want)
 	}
 	// Wide and multi-byte characters: the result is exactly w cells.
 	for _, in := range []string{"注文-2026-こんにちは-世界", "ключ-идемпотентности-42", "e\u0301tude-ticket-42"} {
 		for w := 2; w < 14; w++ {
 			got := truncateMiddle(in, w)
-			if width(got) != w || !strings.Contains(got, "…") {
-				t.Errorf("truncateMiddle(%q, %d) = %q (%d cells)", in, w, got, width(got))
-			}
+			require.Equal(t, w, width(got), "truncateMiddle(%q, %d) = %q (%d cells)", in, w, got, width(got))
+			require.Contains(t, got, "…", "truncateMiddle(%q, %d) = %q (%d cells)", in, w, got, width(got))
 		}
 	}
 }
@@ -293,6 +284,7 @@ func TestTruncateMiddle(t *testing.T) {
 // TestClean keeps escape sequences in stored text from reaching the
 // terminal; line breaks and tabs read as one space.
 func TestClean(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"plain-key":                       "plain-key",
 		"key\x1b[2J\x07-42":               "key\uFFFD[2J\uFFFD-42",
@@ -303,49 +295,41 @@ func TestClean(t *testing.T) {
 		// pgconn's error when every address of the host fails.
 		"failed to connect to `user=alice database=opsdesk`:\n\t127.0.0.1:5432 (localhost): dial error: connection refused\n\t[::1]:5432 (localhost): dial error: connection refused": "failed to connect to `user=alice database=opsdesk`: 127.0.0.1:5432 (localhost): dial error: connection refused [::1]:5432 (localhost): dial error: connection refused",
 	} {
-		if got := Clean(in); got != want {
-			t.Errorf("clean(%q) = %q, want %q", in, got, want)
-		}
+		got := Clean(in)
+		require.Equal(t, want, got, "clean(%q) = %q, want %q", in, got, want)
 	}
 }
 
 func TestFormats(t *testing.T) {
+	t.Parallel()
 	for d, want := range map[string]string{
 		"27s": "in 27s", "-41m30s": "41m ago", "3h5m": "in 3h05m", "-50h": "2d02h ago", "720h": "in 30d", "0s": "now",
 	} {
-		if got := Relative(mustDur(t, d)); got != want {
-			t.Errorf("relative(%s) = %q, want %q", d, got, want)
-		}
+		got := Relative(mustDur(t, d))
+		require.Equal(t, want, got, "relative(%s) = %q, want %q", d, got, want)
 	}
 	for n, want := range map[int64]string{0: "0", 999: "999", 1204: "1,204", 4180112: "4,180,112", -1234: "-1,234"} {
-		if got := count(n); got != want {
-			t.Errorf("count(%d) = %q, want %q", n, got, want)
-		}
+		got := count(n)
+		require.Equal(t, want, got, "count(%d) = %q, want %q", n, got, want)
 	}
 	for n, want := range map[int64]string{812: "~812", 4180112: "~4.2M", 42_000: "~42k", 12_500_000: "~13M"} {
-		if got := approx(n); got != want {
-			t.Errorf("approx(%d) = %q, want %q", n, got, want)
-		}
+		got := approx(n)
+		require.Equal(t, want, got, "approx(%d) = %q, want %q", n, got, want)
 	}
 }
 
 // TestNoPgxImport: the console reads through Source and never imports pgx
 // itself.
 func TestNoPgxImport(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fset := token.NewFileSet()
 	for _, f := range files {
 		parsed, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, imp := range parsed.Imports {
-			if strings.Contains(imp.Path.Value, "jackc/pgx") {
-				t.Errorf("%s imports %s", f, imp.Path.Value)
-			}
+			require.NotContains(t, imp.Path.Value, "jackc/pgx", "%s imports %s", f, imp.Path.Value)
 		}
 	}
 }

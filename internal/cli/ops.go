@@ -178,7 +178,7 @@ func newListItem(r storeview.Row) listItem {
 		ID: r.ID, Tenant: r.Tenant, Tool: r.Tool, Key: r.Key, State: string(r.State), Stuck: r.Stuck(),
 		Conflicted: r.Conflicted, Owner: r.Owner, Attempt: r.Attempt, Version: r.Version, Held: r.Held, DBTime: r.DBTime,
 	}
-	if pending(r) {
+	if r.Pending() {
 		age, in := seconds(r.LeaseAge()), seconds(r.LeaseExpiresIn())
 		it.LeaseAgeSeconds, it.LeaseExpiresInSeconds = &age, &in
 	}
@@ -186,11 +186,6 @@ func newListItem(r storeview.Row) listItem {
 		it.ExpiresAt = &r.ExpiresAt
 	}
 	return it
-}
-
-// pending rows are the ones whose lease means something.
-func pending(r storeview.Row) bool {
-	return r.State == storeview.StatePending || r.State == storeview.StateStuck
 }
 
 func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
@@ -211,7 +206,7 @@ func writeTable(w io.Writer, rows []storeview.Row) error {
 	fmt.Fprintln(tw, "ID\tTENANT\tTOOL\tKEY\tSTATE\tOWNER\tLEASE AGE\tLEASE\tTRY\tRETENTION")
 	for _, r := range rows {
 		age, lease := "-", "-"
-		if pending(r) {
+		if r.Pending() {
 			age, lease = ui.ShortDuration(r.LeaseAge()), ui.Relative(r.LeaseExpiresIn())
 		}
 		retention := "-"
@@ -359,7 +354,7 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 	line("version", strconv.FormatInt(d.Version, 10))
 	line("created", at(d.CreatedAt))
 	line("leased", at(d.LeasedAt))
-	if pending(d.Row) {
+	if d.Pending() {
 		line("lease expires", at(d.LeaseExpiresAt))
 	}
 	line("completed", at(d.CompletedAt))

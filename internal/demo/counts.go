@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
 // Counts is how many records the store holds in each state, by the
@@ -28,9 +29,9 @@ func (c Counts) String() string {
 
 // countsSQL reads every count in one snapshot. It reads the conflicts'
 // rows, which the service role may not: run it as the database's owner.
-const countsSQL = `
-SELECT count(*) FILTER (WHERE state = 'pending' AND lease_expires_at > now()),
-       count(*) FILTER (WHERE state = 'pending' AND lease_expires_at <= now()),
+var countsSQL = `
+SELECT count(*) FILTER (WHERE ` + storeview.LiveSQL("", "interval '0'") + `),
+       count(*) FILTER (WHERE ` + storeview.StuckSQL("", "interval '0'") + `),
        count(*) FILTER (WHERE state = 'completed' AND outcome = 'succeeded'),
        count(*) FILTER (WHERE state = 'completed' AND outcome = 'rejected'),
        count(*) FILTER (WHERE state = 'released'),

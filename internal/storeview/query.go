@@ -130,9 +130,9 @@ func (b *builder) sql() string {
 func stateCondition(s State, stuck string) string {
 	switch s {
 	case StatePending:
-		return "(o.state = 'pending' AND o.lease_expires_at > now() - " + stuck + ")"
+		return LiveSQL("o.", stuck)
 	case StateStuck:
-		return "(o.state = 'pending' AND o.lease_expires_at <= now() - " + stuck + ")"
+		return StuckSQL("o.", stuck)
 	case StateCompleted:
 		return "(o.state = 'completed' AND o.outcome = 'succeeded')"
 	case StateRejected:
@@ -238,8 +238,8 @@ func (b *builder) apply(f Filter, stuck string) {
 }
 
 // rowColumns selects a Row; $1 is the stuck-after interval.
-const rowColumns = `o.id, o.tenant, o.tool, o.key,
-    CASE WHEN o.state = 'pending' AND o.lease_expires_at + $1 * interval '1 microsecond' <= now() THEN 'stuck'
+var rowColumns = `o.id, o.tenant, o.tool, o.key,
+    CASE WHEN ` + StuckSQL("o.", "$1 * interval '1 microsecond'") + ` THEN 'stuck'
          WHEN o.state = 'pending' THEN 'pending'
          WHEN o.outcome = 'rejected' THEN 'rejected'
          ELSE o.state END AS view_state,
@@ -598,8 +598,6 @@ func (s *Store) overviewIn(ctx context.Context, q querier) (Overview, error) {
 // microseconds. Each condition leaves the indexed column bare, so a
 // partial index returns the rows in an index-only scan.
 const (
-	pendingWhere  = "state = 'pending' AND lease_expires_at > now() - %s * interval '1 microsecond'"
-	stuckWhere    = "state = 'pending' AND lease_expires_at <= now() - %s * interval '1 microsecond'"
 	rejectedWhere = "state = 'completed' AND outcome = 'rejected'"
 	releasedWhere = "state = 'released'"
 	expiringWhere = "state = 'completed' AND expires_at > now() AND expires_at <= now() + interval '24 hours'"
@@ -617,8 +615,8 @@ const (
 var cappedCountsSQL = "SELECT now(), " +
 	visibleSQL + ", " +
 	strings.Join([]string{
-		fmt.Sprintf(capped, fmt.Sprintf(pendingWhere, "$2")),
-		fmt.Sprintf(capped, fmt.Sprintf(stuckWhere, "$2")),
+		fmt.Sprintf(capped, LiveSQL("", "$2 * interval '1 microsecond'")),
+		fmt.Sprintf(capped, StuckSQL("", "$2 * interval '1 microsecond'")),
 		fmt.Sprintf(capped, rejectedWhere),
 		fmt.Sprintf(capped, releasedWhere),
 		"(SELECT count(*) FROM " + conflictedFrom + " LIMIT $1) s)",

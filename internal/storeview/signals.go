@@ -180,7 +180,7 @@ func signalsCountsSQL(byTenant bool, how completedHow) string {
 		completed = completedCount(tenants, "g.tool", "$1", "o.outcome = 'succeeded'")
 	}
 	return "SELECT " + strings.Join([]string{
-		fmt.Sprintf(capped, fmt.Sprintf(pendingWhere, "$2")+" AND "+group),
+		fmt.Sprintf(capped, LiveSQL("", "$2 * interval '1 microsecond'")+" AND "+group),
 		fmt.Sprintf(capped, rejectedWhere+" AND "+group),
 		fmt.Sprintf(capped, releasedWhere+" AND "+group),
 		"(SELECT count(*) FROM " + conflictedFrom + " AND " + group + " LIMIT $1) s)",
@@ -252,7 +252,7 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 	}
 	cut := map[string]bool{} // the tools read in part
 	batch := &pgx.Batch{}
-	batch.Queue(fmt.Sprintf(signalsStuckSQL, tenantOf, fmt.Sprintf(stuckWhere, "$1")), stuckAfter, names, lims).
+	batch.Queue(fmt.Sprintf(signalsStuckSQL, tenantOf, StuckSQL("", "$1 * interval '1 microsecond'")), stuckAfter, names, lims).
 		Query(func(rows pgx.Rows) error {
 			var tool, tenant string
 			var stuck, deferred, due int64
@@ -362,7 +362,7 @@ func (s *Store) oldestOfCut(ctx context.Context, sig *Signals, groups []int, byT
 	if len(lookup) == 0 {
 		return nil
 	}
-	sql := fmt.Sprintf(signalsOldestSQL, fmt.Sprintf(stuckWhere, "$1"), groupWhere("o", byTenant))
+	sql := fmt.Sprintf(signalsOldestSQL, StuckSQL("", "$1 * interval '1 microsecond'"), groupWhere("o", byTenant))
 	rows, err := s.pool.Query(ctx, sql, s.opts.StuckAfter.Microseconds(), tenants, tools)
 	if err != nil {
 		return fmt.Errorf("find the oldest stuck records: %w", err)
