@@ -97,6 +97,9 @@ func TestDecideViews(t *testing.T) {
 		{"result", func(h *harness, _ *fakeDecider) {
 			h.keys(openDeploy + "r<enter><enter>1<enter><enter>deployment DEP-4711 is live<enter>y")
 		}},
+		{"result-deferred", func(h *harness, _ *fakeDecider) {
+			h.keys(openDeploy + "r<enter><enter>4<enter><enter>the provider answers in the morning<enter>y")
+		}},
 		{"result-released", func(h *harness, _ *fakeDecider) {
 			h.keys(openTicket + "r<enter><enter>2<enter>no ticket in the queue<enter>y")
 		}},

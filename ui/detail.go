@@ -505,11 +505,15 @@ func decisionText(d *storeview.Detail, dec storeview.Decision) string {
 
 // stateNote explains a state in the detail's words.
 func stateNote(r storeview.Row) string {
+	deferral := ""
+	if l := deferralLine(r); l != "" {
+		deferral = " · " + l
+	}
 	switch r.State {
-	case storeview.StateStuck:
-		return ": pending, its lease expired " + since(r.LeaseExpiresAt, r.DBTime) + " and nobody completed it"
+	case storeview.StateStuck, storeview.StateDeferred:
+		return ": pending, its lease expired " + since(r.LeaseExpiresAt, r.DBTime) + " and nobody completed it" + deferral
 	case storeview.StatePending:
-		return ": " + orDash(Clean(r.Owner)) + " holds a live lease"
+		return ": " + orDash(Clean(r.Owner)) + " holds a live lease" + deferral
 	case storeview.StateRejected:
 		return ": completed with a business rejection"
 	case storeview.StateReleased:

@@ -127,7 +127,10 @@ type flow struct {
 	// doneMore adds lines after the audit record.
 	done      func() string
 	stateLine bool
-	doneMore  func() []string
+	// resultState words the record's state after the write (nil: the
+	// state the database answered).
+	resultState func() string
+	doneMore    func() []string
 	// onApplied keeps what a successful write returned; onLeave forgets
 	// what the flow must not keep; resized lays out for a new size;
 	// busyMore tells whether the flow waits on something else; onMsg
@@ -718,7 +721,11 @@ func (f *flow) resultView() []string {
 	case f.err == nil:
 		out = append(out, " "+f.st.Completed.Render("✓ Done: "+f.done()), "")
 		if f.stateLine && r.State != "" {
-			f.field(&out, "the record", "now "+stateText(storeview.State(r.State))+" · version "+strconv.FormatInt(r.Version, 10))
+			now := stateText(storeview.State(r.State))
+			if f.resultState != nil {
+				now = f.resultState()
+			}
+			f.field(&out, "the record", "now "+now+" · version "+strconv.FormatInt(r.Version, 10))
 		}
 		f.field(&out, "audit", "record "+Clean(r.AuditRef())+", committed")
 		if f.doneMore != nil {

@@ -98,11 +98,24 @@ type listScreen struct {
 	measure measure
 	widths  [colCount]int
 
+	// keep is the record selected when a refresh of the same page was
+	// asked for, to keep it selected; left is that record when it left
+	// the page, to say so (0: none).
+	keep, left int64
+	// lastGood keeps the last first page each filter and sort showed, so
+	// that a list opened again during an outage shows its last rows,
+	// marked stale, rather than nothing.
+	lastGood map[string]storeview.Page
+
 	filterBar
 }
 
+// lastGoodMax bounds how many lists' last pages are kept.
+const lastGoodMax = 16
+
 func newList(d deps) *listScreen {
-	s := &listScreen{deps: d, sort: storeview.SortNewest, filterBar: newFilterBar(d.st, "state:stuck tool:create-ticket age>10m")}
+	s := &listScreen{deps: d, sort: storeview.SortNewest, filterBar: newFilterBar(d.st, "state:stuck tool:create-ticket age>10m"),
+		lastGood: map[string]storeview.Page{}}
 	s.firstPage()
 	s.updateKeys()
 	return s
@@ -150,17 +163,28 @@ func (s *listScreen) show(f storeview.Filter, text string, sort storeview.Sort) 
 	return s.restart()
 }
 
-// restart goes back to the first page and fetches it.
+// restart goes back to the first page and fetches it; until it arrives
+// the list shows the first page it last showed for the filter and sort,
+// if any.
 func (s *listScreen) restart() tea.Cmd {
 	s.firstPage()
 	s.sel = 0
-	s.loaded = false
-	s.page = storeview.Page{}
-	s.cells = nil
-	s.relayout()
+	s.keep, s.left = 0, 0
+	s.err = nil
+	if p, ok := s.lastGood[s.lastGoodKey()]; ok {
+		s.setPage(p)
+	} else {
+		s.loaded = false
+		s.page = storeview.Page{}
+		s.cells = nil
+		s.relayout()
+	}
 	s.updateKeys()
 	return s.fetch()
 }
+
+// lastGoodKey names the list shown: its filter and sort.
+func (s *listScreen) lastGoodKey() string { return string(s.sort) + " " + s.filterText }
 
 func (s *listScreen) query() storeview.Query {
 	return storeview.Query{Filter: s.filter, Sort: s.sort, Limit: s.limit(), After: s.pageAfter()}
@@ -174,9 +198,14 @@ func (s *listScreen) fetch() tea.Cmd {
 	return s.f.list(s.seq, s.query())
 }
 
+// refresh reads the page again, keeping the selected record selected.
 func (s *listScreen) refresh() tea.Cmd {
 	if s.loading {
 		return nil
+	}
+	s.keep = 0
+	if r, ok := s.selected(); ok {
+		s.keep = r.ID
 	}
 	return s.fetch()
 }
@@ -252,8 +281,10 @@ func (s *listScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return s, nil
 }
 
-// receive takes a page, keeping the selected record selected when it is
-// still there.
+// receive takes a page. A refresh keeps the selected record selected,
+// and when it left the page the cursor stays where it was and the list
+// says so until the operator moves. An error keeps the rows shown, which
+// are then stale.
 func (s *listScreen) receive(msg pageMsg) {
 	if msg.seq != s.seq {
 		return // a stale answer: a newer request is on its way
@@ -261,27 +292,41 @@ func (s *listScreen) receive(msg pageMsg) {
 	s.loading = false
 	s.err = msg.err
 	s.settle(msg.err == nil)
+	keep := s.keep
+	s.keep = 0
 	if msg.err != nil {
 		s.updateKeys()
 		return
 	}
-	var keep int64
-	if r, ok := s.selected(); ok {
-		keep = r.ID
+	s.setPage(msg.page)
+	if len(s.pages) == 1 {
+		if len(s.lastGood) >= lastGoodMax {
+			clear(s.lastGood)
+		}
+		s.lastGood[s.lastGoodKey()] = msg.page
 	}
-	s.page = msg.page
+	if keep != 0 {
+		if i := slices.IndexFunc(s.page.Rows, func(r storeview.Row) bool { return r.ID == keep }); i >= 0 && i < s.visibleRows() {
+			s.sel = i
+		} else {
+			s.left = keep
+		}
+	}
+	s.clampSel()
+	s.updateKeys()
+}
+
+// setPage shows a page's rows.
+func (s *listScreen) setPage(p storeview.Page) {
+	s.page = p
 	s.loaded = true
-	s.cells = make([][colCount]string, len(s.page.Rows))
-	for i, r := range s.page.Rows {
+	s.cells = make([][colCount]string, len(p.Rows))
+	for i, r := range p.Rows {
 		s.cells[i] = rowCells(r)
 	}
 	s.measure = measureCells(s.cells)
 	s.relayout()
-	if i := slices.IndexFunc(s.page.Rows, func(r storeview.Row) bool { return r.ID == keep }); keep != 0 && i >= 0 {
-		s.sel = i
-	}
 	s.clampSel()
-	s.updateKeys()
 }
 
 func (s *listScreen) relayout() {
@@ -292,6 +337,7 @@ func (s *listScreen) relayout() {
 }
 
 func (s *listScreen) key(msg tea.KeyMsg) tea.Cmd {
+	s.left = 0 // the operator moved on
 	handled, turned := s.pageKey(msg, s.keys, &s.sel, s.visibleRows(), s.page.Next)
 	if turned {
 		return s.turned()
@@ -369,22 +415,7 @@ func (s *listScreen) View() string {
 		left += "  all records"
 	}
 	left += "  sort: " + sortName(s.sort).short()
-	right := "page " + strconv.Itoa(len(s.pages))
-	switch {
-	case s.turning != nil && s.loaded:
-		// The rows are still those of the page before the turn.
-		right = "page " + strconv.Itoa(len(s.turning)) + " · loading page " + strconv.Itoa(len(s.pages)) + "…"
-	case !s.loaded && s.loading:
-		right += " · loading…"
-	case s.loaded:
-		right += " · " + strconv.Itoa(s.visibleRows()) + " rows"
-		if s.page.Next != nil {
-			right += " · more"
-		} else {
-			right += " · end"
-		}
-	}
-	lines = append(lines, spread(left, right+" ", w))
+	lines = append(lines, spread(left, s.position()+" ", w))
 
 	// Header.
 	var hb strings.Builder
@@ -415,13 +446,34 @@ func (s *listScreen) View() string {
 		}
 		lines = append(lines, " "+s.input.View())
 	} else {
-		hint := " / filter, for example state:stuck tool:create-ticket age>10m"
-		if s.filterText != "" {
-			hint = " filter " + Clean(s.filterText) + " · esc clears it · / edits it"
-		}
-		lines = append(lines, s.st.Muted.Render(truncate(hint, w)))
+		lines = append(lines, s.hint(w))
 	}
 	return strings.Join(lines, "\n")
+}
+
+// position says which rows of how many the page shows ("1–21 of 66"),
+// and that they are stale when the last read failed.
+func (s *listScreen) position() string {
+	right := "page " + strconv.Itoa(len(s.pages))
+	switch {
+	case s.turning != nil && s.loaded:
+		// The rows are still those of the page before the turn.
+		right = "page " + strconv.Itoa(len(s.turning)) + " · loading page " + strconv.Itoa(len(s.pages)) + "…"
+	case !s.loaded && s.loading:
+		right += " · loading…"
+	case s.loaded:
+		total := ReviewFigure(s.page.Total)
+		if n := s.visibleRows(); n > 0 {
+			first := s.firstRow()
+			right = strconv.Itoa(first+1) + "–" + strconv.Itoa(first+n) + " of " + total + " · " + right
+		} else {
+			right = "none of " + total + " · " + right
+		}
+	}
+	if s.loaded && s.err != nil {
+		right = s.st.Stuck.Render("⚠ stale, as of "+clock(s.page.DBTime)) + " · " + right
+	}
+	return right
 }
 
 func (s *listScreen) keptFilter() string {
@@ -429,6 +481,21 @@ func (s *listScreen) keptFilter() string {
 		return "no filter"
 	}
 	return "filter " + Clean(s.filterText)
+}
+
+// hint is the line under the table: that the selected record left the
+// list, or the selected record's deferral, or how to filter.
+func (s *listScreen) hint(w int) string {
+	r, ok := s.selected()
+	switch {
+	case s.left != 0:
+		return s.st.Stuck.Render(truncate(" ▸ "+strconv.FormatInt(s.left, 10)+" left this page (decided, or changed) · the cursor is on another record", w))
+	case ok && deferralLine(r) != "":
+		return s.st.Muted.Render(truncate(" ▸ "+strconv.FormatInt(r.ID, 10)+" "+deferralLine(r), w))
+	case s.filterText != "":
+		return s.st.Muted.Render(truncate(" filter "+Clean(s.filterText)+" · esc clears it · / edits it", w))
+	}
+	return s.st.Muted.Render(truncate(" / filter, for example state:stuck tool:create-ticket age>10m", w))
 }
 
 // bodyLines renders the table rows, or why there are none.

@@ -791,7 +791,7 @@ func (m *Model) helpView() string {
 		}
 		return out
 	}
-	blocks = append(blocks, section("States", "◷ pending (live lease) · ⚠ stuck (lease expired) · ✓ completed · ✗ rejected · ≠ conflicted · ○ released"))
+	blocks = append(blocks, section("States", "◷ pending (live lease) · ⚠ stuck (lease expired) · ⏲ deferred (out of the queue until its reminder, then ⚠ due) · ✓ completed · ✗ rejected · ≠ conflicted · ○ released"))
 	if f, ok := s.(filterLanguage); ok {
 		blocks = append(blocks, section("Filter (/)", strings.Split(f.language(), "\n")...))
 	}

@@ -239,6 +239,13 @@ func newReconcile(d deps, dec Decider) *reconcileFlow {
 	}
 	s.done = s.doneWhat
 	s.stateLine = true
+	s.resultState = func() string {
+		if s.decision() == reconcile.Defer {
+			// The database's state is stuck; the queue's is deferred.
+			return stateText(storeview.StateDeferred) + " until " + stamp(s.snoozeUntil(), s.rec.DBTime) + " UTC"
+		}
+		return stateText(storeview.State(s.res.State))
+	}
 	s.doneMore = func() []string {
 		var out []string
 		_, retries := s.next()
