@@ -207,7 +207,8 @@ func (s *detailScreen) startFlow(to screenID, field reconcile.Field) {
 	if s.d == nil {
 		return
 	}
-	s.goTo(flowNav{to: to, rec: *s.d, field: field})
+	rec := *s.d
+	s.goTo(flowNav{to: to, rec: &rec, field: field})
 }
 
 func (s *detailScreen) View() string { return s.scrollView(s.w, s.h, s.st) }

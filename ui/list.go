@@ -23,6 +23,9 @@ type listNav struct {
 	sort       storeview.Sort
 	// edit opens the filter bar.
 	edit bool
+	// drill keeps the screen the list is opened from below it (the
+	// retention review), so that esc goes back there.
+	drill bool
 }
 
 func (listNav) target() screenID { return screenList }
@@ -106,6 +109,12 @@ type listScreen struct {
 	// that a list opened again during an outage shows its last rows,
 	// marked stale, rather than nothing.
 	lastGood map[string]storeview.Page
+	// writes tells whether the console offers decisions to this role.
+	writes bool
+	// drilled: the list was opened from another screen (the retention
+	// review) with its filter; esc goes back there rather than clearing
+	// the filter.
+	drilled bool
 
 	filterBar
 }
@@ -140,15 +149,20 @@ func (s *listScreen) SetSize(w, h int) {
 // take three lines.
 func (s *listScreen) limit() int { return max(1, s.h-3) }
 
-// open shows the list right above the overview.
+// open shows the list right above the overview, or above the screen it
+// drills down from.
 func (s *listScreen) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	l, ok := n.(listNav)
 	if !ok {
 		return nil, nil, false
 	}
 	cmd := s.show(l.filter, l.filterText, l.sort)
+	s.drilled = l.drill
 	if l.edit {
 		cmd = tea.Batch(cmd, s.startEdit())
+	}
+	if l.drill {
+		return at.pushed(s), cmd, true
 	}
 	return at.rooted(s), cmd, true
 }
@@ -211,7 +225,7 @@ func (s *listScreen) refresh() tea.Cmd {
 }
 
 func (s *listScreen) back() (bool, tea.Cmd) {
-	if s.filterText == "" {
+	if s.filterText == "" || s.drilled {
 		return false, nil
 	}
 	return true, s.show(storeview.Filter{}, "", s.sort)
@@ -232,7 +246,7 @@ func (s *listScreen) clampSel() {
 
 // backLabels: esc clears the filter when there is one.
 func (s *listScreen) backLabels() (esc, q string) {
-	if s.filterText != "" {
+	if s.filterText != "" && !s.drilled {
 		return "clear filter", ""
 	}
 	return "", ""
@@ -241,9 +255,17 @@ func (s *listScreen) backLabels() (esc, q string) {
 // language is the list's filter language, for help.
 func (s *listScreen) language() string { return storeview.FilterHelp }
 
+// allow offers (or withdraws) decisions on the list's rows.
+func (s *listScreen) allow(p permits) {
+	s.writes = p.decide
+	s.updateKeys()
+}
+
 func (s *listScreen) updateKeys() {
 	s.enableKeys(&s.keys, s.visibleRows() > 0, s.page.Next)
 	s.keys.Sort.SetHelp("s", "sort by "+sortName(nextSort(s.sort)).short())
+	r, ok := s.selected()
+	s.keys.Reconcile.SetEnabled(s.writes && ok && r.Pending())
 }
 
 // ShortHelp implements help.KeyMap.
@@ -251,14 +273,14 @@ func (s *listScreen) ShortHelp() []key.Binding {
 	if s.editing {
 		return []key.Binding{s.keys.Accept, s.keys.Cancel}
 	}
-	return []key.Binding{combined("↑/↓", "move", s.keys.Up, s.keys.Down), s.keys.Open, s.keys.Filter, s.keys.NextPage, s.keys.PrevPage}
+	return []key.Binding{combined("↑/↓", "move", s.keys.Up, s.keys.Down), s.keys.Open, s.keys.Reconcile, s.keys.Filter, s.keys.NextPage, s.keys.PrevPage}
 }
 
 // FullHelp implements help.KeyMap.
 func (s *listScreen) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{s.keys.Up, s.keys.Down, s.keys.Top, s.keys.Bottom},
-		{s.keys.Open, s.keys.NextPage, s.keys.PrevPage, s.keys.Sort, s.keys.Filter},
+		{s.keys.Open, s.keys.Reconcile, s.keys.NextPage, s.keys.PrevPage, s.keys.Sort, s.keys.Filter},
 	}
 }
 
@@ -271,7 +293,9 @@ func (s *listScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if s.editing {
 			return s, s.edit(msg)
 		}
-		return s, s.key(msg)
+		cmd := s.key(msg)
+		s.updateKeys() // r applies to the row now selected
+		return s, cmd
 	}
 	if s.editing {
 		var cmd tea.Cmd
@@ -349,6 +373,12 @@ func (s *listScreen) key(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, s.keys.Open):
 		if r, ok := s.selected(); ok {
 			s.goTo(detailNav{id: r.ID})
+		}
+	case key.Matches(msg, s.keys.Reconcile):
+		// The flow reads the record first: its version is the one the
+		// decision expects.
+		if r, ok := s.selected(); ok {
+			s.goTo(flowNav{to: screenReconcile, id: r.ID})
 		}
 	case key.Matches(msg, s.keys.Sort):
 		s.sort = nextSort(s.sort)
@@ -492,6 +522,8 @@ func (s *listScreen) hint(w int) string {
 		return s.st.Stuck.Render(truncate(" ▸ "+strconv.FormatInt(s.left, 10)+" left this page (decided, or changed) · the cursor is on another record", w))
 	case ok && deferralLine(r) != "":
 		return s.st.Muted.Render(truncate(" ▸ "+strconv.FormatInt(r.ID, 10)+" "+deferralLine(r), w))
+	case s.drilled:
+		return s.st.Muted.Render(truncate(" filter "+Clean(s.filterText)+" · esc goes back · / edits it", w))
 	case s.filterText != "":
 		return s.st.Muted.Render(truncate(" filter "+Clean(s.filterText)+" · esc clears it · / edits it", w))
 	}

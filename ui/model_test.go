@@ -551,3 +551,54 @@ func TestLeftNoteLasts(t *testing.T) {
 	h.send(h.lastTick())
 	require.Contains(t, h.view(), "▸ 48213 left this page", "a later refresh dropped the note")
 }
+
+// TestQuitOnlyFromTheOverview: q quits from the overview and nowhere
+// else: it goes back from a list, a record or a flow's step, does
+// nothing on the too-small notice (the operator may be mid-flow and only
+// resized) or before the database answered; ctrl+c always quits.
+func TestQuitOnlyFromTheOverview(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	h.keys(":stuck<enter>r")
+	require.Equal(t, screenReconcile, h.m.active().id())
+	h.send(tea.WindowSizeMsg{Width: 50, Height: 15})
+	h.keys("q")
+	require.False(t, h.quit, "q on the too-small notice quit")
+	h.send(tea.WindowSizeMsg{Width: 80, Height: 24})
+	require.Equal(t, screenReconcile, h.m.active().id(), "q on the too-small notice left the flow")
+	for _, want := range []screenID{screenList, screenOverview} {
+		h.keys("q")
+		require.False(t, h.quit, "q quit before the overview")
+		require.Equal(t, want, h.m.active().id())
+	}
+	h.keys("q")
+	require.True(t, h.quit, "q on the overview does not quit")
+
+	down := newFakeSource()
+	down.setDown(true)
+	h = newHarness(t, down, 80, 24)
+	h.keys("q")
+	require.False(t, h.quit, "q quit before the database answered")
+	require.NotContains(t, h.view(), "q quit")
+	h.keys("<ctrl+c>")
+	require.True(t, h.quit)
+}
+
+// TestDrillKeepsThePath: a list opened from the retention review goes
+// back to the review, not to the overview.
+func TestDrillKeepsThePath(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, newFakeSource(), 120, 40).keys(":retention<enter><enter>")
+	require.Equal(t, screenList, h.m.active().id())
+	require.Contains(t, h.view(), "sort: retention")
+	h.keys("<enter>")
+	require.Equal(t, screenDetail, h.m.active().id())
+	h.keys("<esc>")
+	require.Equal(t, screenList, h.m.active().id())
+	h.keys("<esc>")
+	require.Equal(t, screenReview, h.m.active().id(), "back from the drilled list is not the review")
+	h.keys("<esc>")
+	require.Equal(t, screenOverview, h.m.active().id())
+}
