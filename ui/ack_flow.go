@@ -24,13 +24,13 @@ func newAck(d deps, dec Decider) *ackFlow {
 	s.crumbs = []crumb{{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
 	s.commonSteps(func() tea.Cmd { return s.forward(stepConfirm) }, func() []string {
 		n := unreviewed(s.rec.Conflicts)
-		out := []string{" " + s.st.Title.Render(fmt.Sprintf("Acknowledge %d unreviewed conflicting attempt%s", n, plural(n))), ""}
+		out := append(s.heading(fmt.Sprintf("Acknowledge %d unreviewed conflicting attempt%s", n, plural(n))), "")
 		s.para(&out, "They stay on record, marked reviewed by your role. Why are they no concern (a caller's bug, fixed)?", nil)
 		return append(out, "")
 	}, "next")
 	s.confirmHead = func() []string {
 		n := unreviewed(s.rec.Conflicts)
-		out := []string{" " + s.st.Title.Render("Confirm: acknowledge conflicts on "+s.subject()), ""}
+		out := append(s.heading("Confirm: acknowledge conflicts on "+s.subject()), "")
 		s.field(&out, "change", fmt.Sprintf("%d conflicting attempt%s marked reviewed by your role; the record itself does not change", n, plural(n)))
 		s.field(&out, "reason", Clean(s.typedReason()))
 		return out

@@ -98,7 +98,7 @@ func (s *connectScreen) View() string {
 	if s.loading {
 		retry = "Trying again now (attempt " + strconv.Itoa(s.attempts) + ")…"
 	}
-	for _, l := range wrap(retry+" Press r to retry now, q to quit.", w) {
+	for _, l := range wrap(retry+" Press r to retry now, ctrl+c to quit.", w) {
 		lines = append(lines, "   "+l)
 	}
 	for _, l := range wrap("Check the context's DSN and that the server is up; opsdesk doctor checks the connection step by step.", w) {

@@ -63,24 +63,26 @@ func TestDecideRealDatabase(t *testing.T) {
 	require.Equal(t, person.Role, h.m.caps.Role, "the role's capabilities: %+v (known %v)", h.m.caps, h.m.capsKnown)
 	require.Equal(t, "operator", roleLabel(h.m.caps), "the role's capabilities: %+v (known %v)", h.m.caps, h.m.capsKnown)
 
-	// Release run-42: an external effect of unknown outcome, so the key's
-	// last characters confirm it.
+	// Release run-42: an external effect of unknown outcome that no
+	// lookup answers for, so its operation id confirms it.
 	h.keys(":key acme/create-ticket/run-42<enter>")
 	require.NotNil(t, h.m.detail().d, "the stuck record does not offer reconcile:\n%s", h.view())
 	require.Contains(t, h.view(), "r reconcile", "the stuck record does not offer reconcile:\n%s", h.view())
 	id, version := h.m.detail().d.ID, h.m.detail().d.Version
-	h.keys("r<enter>")
+	h.keys("r")
 	v := flat(h.view())
-	require.Contains(t, v, "⚠ no evidence gathered: the catalog has no lookup for create-ticket.", "the evidence step:\n%s", h.view())
-	require.Contains(t, v, "Check the ticket queue first.", "the evidence step:\n%s", h.view())
-	h.keys("<enter>2<enter>no ticket in the queue<enter>")
-	h.keys("ru-42<enter>") // wrong: nothing happens
+	require.Contains(t, v, "⚠ no evidence gathered: the catalog has no lookup for create-ticket.", "the decision step:\n%s", h.view())
+	h.keys("<pgdown><pgdown>")
+	require.Contains(t, flat(h.view()), "Check the ticket queue first.", "the runbook:\n%s", h.view())
+	h.keys("2<enter>no ticket in the queue<enter>")
+	h.keys("n-42<enter>")                          // wrong: the key's end, not the record's id
+	h.keys(strconv.FormatInt(id, 10) + "0<enter>") // wrong too
 	var state string
 	var after int64
 	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT state, version FROM opsdesk.operations WHERE id = $1`, id).Scan(&state, &after))
 	require.Equal(t, "pending", state, "a wrong confirmation changed the record: %s, version %d", state, after)
 	require.Equal(t, version, after, "a wrong confirmation changed the record: %s, version %d", state, after)
-	h.keys("n-42<enter>")
+	h.keys(strconv.FormatInt(id, 10) + "<enter>")
 	v = h.view()
 	require.Contains(t, v, "✓ Done: confirmed not executed: released", "the result step:\n%s", v)
 	require.Contains(t, v, "now ○ released · version "+strconv.FormatInt(version+1, 10), "the result step:\n%s", v)
@@ -107,7 +109,7 @@ func TestDecideRealDatabase(t *testing.T) {
 
 	// run-43 completes behind the operator's back, between reading and
 	// confirming: refused as changed, and audited.
-	h.keys(":key acme/create-ticket/run-43<enter>r<enter><enter>3<enter>the queue is closed<enter>")
+	h.keys(":key acme/create-ticket/run-43<enter>r3<enter>the queue is closed<enter>")
 	_, err = d.Admin.Exec(ctx, `
 UPDATE opsdesk.operations SET state = 'completed', outcome = 'succeeded', result = '{"id": 9}', result_ref = 'T-9',
     completed_at = now(), expires_at = now() + interval '1 day', updated_at = now(), version = version + 1

@@ -153,7 +153,7 @@ func (f *fakeDecider) Decide(_ context.Context, _ string, p reconcile.DecidePara
 		return f.answer(r, "invalid", "a reason is required")
 	case r.Version != p.ExpectVersion:
 		return f.answer(r, "changed", fmt.Sprintf("changed since you looked: now version %d (%s), you saw version %d", r.Version, r.State, p.ExpectVersion))
-	case r.State != storeview.StatePending && r.State != storeview.StateStuck:
+	case !r.Pending():
 		return f.answer(r, "not_pending", "the record is "+string(r.State)+", not pending: there is nothing to decide")
 	case r.LeaseExpiresAt.After(dbNow) && p.Decision != reconcile.Defer && !p.Force:
 		return f.answer(r, "lease_live", "the lease is live: deciding needs force")
@@ -168,6 +168,12 @@ func (f *fakeDecider) Decide(_ context.Context, _ string, p reconcile.DecidePara
 		r.State, r.CompletedAt, r.ExpiresAt = storeview.StateRejected, dbNow, dbNow.Add(7*24*time.Hour)
 	case reconcile.NotExecuted:
 		r.State = storeview.StateReleased
+	case reconcile.Defer:
+		// As the store reads it: out of the queue until the reminder.
+		r.DeferredUntil, r.DeferredBy = p.SnoozeUntil, "alice"
+		if r.State == storeview.StateStuck {
+			r.State = storeview.StateDeferred
+		}
 	}
 	if p.Decision != reconcile.Defer {
 		r.Version++

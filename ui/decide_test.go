@@ -45,69 +45,66 @@ func TestDecideViews(t *testing.T) {
 		setup func(h *harness, dec *fakeDecider)
 	}{
 		{"detail-operator", func(h *harness, _ *fakeDecider) { h.keys(openDeploy) }},
-		{"context", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r") }},
-		{"context-live-lease", func(h *harness, _ *fakeDecider) { h.keys(openCharge + "r") }},
-		{"evidence-asking", func(h *harness, _ *fakeDecider) {
+		// One screen to decide on: the record, the evidence, the choice
+		// the evidence points at and what it does.
+		{"decide", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r") }},
+		{"decide-scrolled", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<pgdown>") }},
+		{"decide-live-lease", func(h *harness, _ *fakeDecider) { h.keys(openCharge + "r") }},
+		{"decide-asking", func(h *harness, _ *fakeDecider) {
 			h.keys(openDeploy)
 			h.m.Update(runeKey("r")) // the lookup's command is never run
 			h.keys("<enter>")
 		}},
-		{"evidence-found", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter>") }},
-		{"evidence-no-lookup", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r<enter>") }},
-		{"evidence-no-lookup-unknown", func(h *harness, dec *fakeDecider) {
+		{"decide-no-lookup", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r") }},
+		{"decide-no-lookup-unknown", func(h *harness, dec *fakeDecider) {
 			delete(dec.lookups, "deploy-service")
-			h.keys(openDeploy + "r<enter>")
+			h.keys(openDeploy + "r")
 		}},
-		{"evidence-no-answer", func(h *harness, dec *fakeDecider) {
+		{"decide-no-answer", func(h *harness, dec *fakeDecider) {
 			dec.lookups["create-ticket"] = dec.lookups["send-email"]
-			h.keys(openTicket + "r<enter>")
+			h.keys(openTicket + "r")
 		}},
-		{"decision", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>") }},
-		{"reference", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter><enter>") }},
-		{"reference-empty", func(h *harness, _ *fakeDecider) {
-			h.keys(openTicket + "r<enter><enter>1<enter>")
-		}},
-		{"snooze", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>4") }},
-		{"consequence-completed", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>1<enter>") }},
-		{"consequence-not-executed", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r<enter><enter>2") }},
-		{"consequence-failed", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r<enter><enter>3") }},
-		{"consequence-defer", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>4<enter>") }},
-		{"consequence-contradicts", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>2") }},
-		{"consequence-contradicts-enter", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>2<enter>") }},
-		{"consequence-override", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>2o") }},
-		{"consequence-contradicts-ref", func(h *harness, _ *fakeDecider) {
-			h.keys(openDeploy + "r<enter><enter>1<backspace>2<enter>")
-		}},
-		{"consequence-contradicts-ref-enter", func(h *harness, _ *fakeDecider) {
-			h.keys(openDeploy + "r<enter><enter>1<backspace>2<enter><enter>")
-		}},
-		{"consequence-live-lease", func(h *harness, _ *fakeDecider) { h.keys(openCharge + "r<enter><enter>2") }},
-		{"reason", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>1<enter><enter>") }},
-		{"reason-required", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>1<enter><enter><enter>") }},
+		{"decide-not-executed", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r2") }},
+		{"decide-failed", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r3") }},
+		{"decide-defer", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r4") }},
+		{"decide-contradicts", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r2") }},
+		{"decide-contradicts-enter", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r2<enter>") }},
+		{"decide-override", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r2o") }},
+		{"reference", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "re") }},
+		{"reference-contradicts", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "re<backspace>2<enter>") }},
+		{"reference-empty", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r1<enter><enter>") }},
+		{"snooze", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r4<enter>") }},
+		{"reason", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter>") }},
+		{"reason-required", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>") }},
 		{"confirm", func(h *harness, _ *fakeDecider) {
-			h.keys(openDeploy + "r<enter><enter>1<enter><enter>deployment DEP-4711 is live<enter>")
+			h.keys(openDeploy + "r<enter>deployment DEP-4711 is live<enter>")
 		}},
-		{"confirm-no-lookup", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r<enter><enter>3<enter>queue closed<enter>") }},
+		{"confirm-no-lookup", func(h *harness, _ *fakeDecider) { h.keys(openTicket + "r3<enter>queue closed<enter>") }},
 		{"confirm-typed", func(h *harness, _ *fakeDecider) {
-			h.keys(openDeploy + "r<enter><enter>2o<enter>rolled back by hand<enter>")
+			h.keys(openDeploy + "r2o<enter>rolled back by hand<enter>")
 		}},
 		{"confirm-typed-wrong", func(h *harness, _ *fakeDecider) {
-			h.keys(openDeploy + "r<enter><enter>2o<enter>rolled back by hand<enter>ary7<enter>")
+			h.keys(openDeploy + "r2o<enter>rolled back by hand<enter>ry-7<enter>")
 		}},
 		{"result", func(h *harness, _ *fakeDecider) {
-			h.keys(openDeploy + "r<enter><enter>1<enter><enter>deployment DEP-4711 is live<enter>y")
+			h.keys(openDeploy + "r<enter>deployment DEP-4711 is live<enter>y")
+		}},
+		{"result-deferred", func(h *harness, _ *fakeDecider) {
+			h.keys(openDeploy + "r4<enter><enter>the provider answers in the morning<enter>y")
 		}},
 		{"result-released", func(h *harness, _ *fakeDecider) {
-			h.keys(openTicket + "r<enter><enter>2<enter>no ticket in the queue<enter>y")
+			h.keys(openTicket + "r2<enter>no ticket in the queue<enter>48213<enter>")
 		}},
 		{"result-changed", func(h *harness, _ *fakeDecider) {
-			h.keys(openDeploy + "r<enter><enter>1<enter><enter>deployment DEP-4711 is live<enter>")
+			h.keys(openDeploy + "r<enter>deployment DEP-4711 is live<enter>")
 			changeBehindTheScenes(h.src, 48207)
 			h.keys("y")
 		}},
 		{"detail-decided", func(h *harness, _ *fakeDecider) {
-			h.keys(openDeploy + "r<enter><enter>2o<enter>rolled back by hand<enter>ry-7<enter><enter>G")
+			h.keys(openDeploy + "r2o<enter>rolled back by hand<enter>48207<enter><enter>G")
 		}},
+		// From the stuck list, r decides on the selected row.
+		{"list-reconcile", func(h *harness, _ *fakeDecider) { h.keys(":stuck<enter>jr") }},
 		{"ack-reason", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "a") }},
 		{"ack-confirm", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "acaller reused keys; fixed in v2.3<enter>") }},
 		{"ack-result", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "acaller reused keys; fixed in v2.3<enter>y") }},
@@ -137,7 +134,7 @@ func TestDecideViews(t *testing.T) {
 			h.m.Update(tea.KeyMsg{Type: tea.KeyEnter})
 			h.keys("<esc>")
 		}},
-		{"help", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r<enter><enter>?") }},
+		{"help", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r?") }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -232,38 +229,68 @@ func TestDecideKeysHidden(t *testing.T) {
 }
 
 // TestDecideTypedConfirmation: releasing a record whose external effect
-// has an unknown outcome needs the key's last 4 characters; wrong ones
-// refuse and decide nothing, the right ones apply it.
+// has an unknown outcome, without the lookup saying the provider has no
+// such effect, needs the record's operation id typed (the key's end is
+// the same for every record of a tool); anything else refuses and
+// decides nothing. A release the lookup backs, or of a local effect, is
+// a plain yes/no.
 func TestDecideTypedConfirmation(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
-	h.keys(openDeploy + "r<enter><enter>2o<enter>rolled back by hand<enter>")
+	h.keys(openDeploy + "r2o<enter>rolled back by hand<enter>")
 	require.Equal(t, stepConfirm, h.m.reconcile().step, "not on the typed confirmation:\n%s", h.view())
 	require.True(t, h.m.reconcile().typedConfirm(), "not on the typed confirmation:\n%s", h.view())
 	// y is a character typed here, not a yes.
-	for _, wrong := range []string{"y", "ary-7", "RY-7", "ry-", "canary-7"} {
+	for _, wrong := range []string{"y", "ry-7", "4820", "482070", "48207 ", "048207", "48213"} {
 		h.keys(wrong + "<enter>")
-		v := flat(h.view())
-		require.Contains(t, v, "that is not the key's last 4 characters: nothing was done", "%q was not refused:\n%s", wrong, h.view())
-		require.Equal(t, stepConfirm, h.m.reconcile().step, "%q: on step %s after %d decisions", wrong, h.m.reconcile().step, dec.called("decide"))
-		require.EqualValues(t, 0, dec.called("decide"), "%q: on step %s after %d decisions", wrong, h.m.reconcile().step, dec.called("decide"))
+		require.Contains(t, flat(h.view()), "that is not this record's operation id: nothing was done", "%q was not refused", wrong)
+		require.Equal(t, stepConfirm, h.m.reconcile().step, "%q", wrong)
+		require.Zero(t, dec.called("decide"), "%q decided", wrong)
 	}
-	h.keys("ry-7<enter>")
-	require.EqualValues(t, 1, dec.called("decide"), "the right characters did not decide:\n%s", h.view())
-	require.Contains(t, h.view(), "Done: confirmed not executed: released", "the right characters did not decide:\n%s", h.view())
+	h.keys("48207<enter>")
+	require.EqualValues(t, 1, dec.called("decide"), "the right id did not decide:\n%s", h.view())
+	require.Contains(t, h.view(), "Done: confirmed not executed: released")
 	p := dec.lastDecided(t)
-	require.Equal(t, reconcile.NotExecuted, p.Decision, "decided %+v", p)
-	require.True(t, p.Override, "decided %+v", p)
-	require.False(t, p.Force, "decided %+v", p)
-	require.EqualValues(t, 3, p.ExpectVersion, "decided %+v", p)
-	require.Equal(t, reconcile.LookupFound, p.Evidence.Lookup, "decided %+v", p)
-	require.Equal(t, "rolled back by hand", p.Reason, "decided %+v", p)
+	require.Equal(t, reconcile.NotExecuted, p.Decision)
+	require.True(t, p.Override)
+	require.False(t, p.Force)
+	require.EqualValues(t, 3, p.ExpectVersion)
+	require.Equal(t, reconcile.LookupFound, p.Evidence.Lookup)
+	require.Equal(t, "rolled back by hand", p.Reason)
+	// Without a lookup, the same release is typed too.
+	delete(dec.lookups, "charge-card")
+	h.keys("<enter>" + openCharge + "r2<enter>the provider has no such charge<enter>")
+	require.True(t, h.m.reconcile().typedConfirm(), "a release without evidence is not typed:\n%s", h.view())
+	h.keys("<esc><esc><esc>")
 	// A local record is released with a plain yes/no.
-	h.keys("<enter>" + openTicket + "r<enter><enter>2<enter>no ticket in the queue<enter>")
+	h.keys(openTicket + "r2<enter>no ticket in the queue<enter>")
 	require.False(t, h.m.reconcile().typedConfirm(), "a local record asks for typing:\n%s", h.view())
-	require.Contains(t, h.view(), "Apply? y yes", "a local record asks for typing:\n%s", h.view())
+	require.Contains(t, h.view(), "Apply? y yes")
+}
+
+// TestDecideBackedRelease: when the provider's lookup says it has no
+// such effect, releasing agrees with it: a plain yes/no, still No by
+// default.
+func TestDecideBackedRelease(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	dec.lookups["deploy-service"] = dec.lookups["charge-card"] // not found
+	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	h.keys(openDeploy + "r")
+	require.Equal(t, reconcile.NotExecuted, h.m.reconcile().decision(), "the evidence does not point at not executed")
+	h.keys("<enter>the provider has no such deployment<enter>")
+	require.False(t, h.m.reconcile().typedConfirm())
+	require.Contains(t, h.view(), "Apply? y yes · N no")
+	h.keys("<enter>")
+	require.Zero(t, dec.called("decide"), "enter applied")
+	h.keys("<enter>y")
+	p := dec.lastDecided(t)
+	require.Equal(t, reconcile.NotExecuted, p.Decision)
+	require.False(t, p.Override)
+	require.Equal(t, reconcile.LookupNotFound, p.Evidence.Lookup)
 }
 
 // TestDecideConfirmDefaultsToNo: enter and n on the confirmation decide
@@ -273,7 +300,7 @@ func TestDecideConfirmDefaultsToNo(t *testing.T) {
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
-	h.keys(openTicket + "r<enter><enter>3<enter>duplicate ticket<enter>")
+	h.keys(openTicket + "r3<enter>duplicate ticket<enter>")
 	for _, no := range []string{"<enter>", "n", "<esc>"} {
 		require.Equal(t, stepConfirm, h.m.reconcile().step, "not on the confirmation:\n%s", h.view())
 		h.keys(no)
@@ -296,7 +323,7 @@ func TestDecideChanged(t *testing.T) {
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
-	h.keys(openDeploy + "r<enter><enter>1<enter><enter>deployment DEP-4711 is live<enter>")
+	h.keys(openDeploy + "r<enter>deployment DEP-4711 is live<enter>")
 	changeBehindTheScenes(src, 48207)
 	h.keys("y")
 	v := h.view()
@@ -342,7 +369,7 @@ func TestDecideStaleAnswers(t *testing.T) {
 	require.Contains(t, v, "not found: the provider has no such effect", "the flow's own answer was not shown:\n%s", v)
 	// The same record in two flows: only the last flow's ask counts,
 	// whenever the first one's answer arrives.
-	h.keys("<esc><esc>")
+	h.keys("<esc>")
 	_, earlier := h.m.Update(runeKey("r"))
 	h.keys("<esc>")
 	_, later := h.m.Update(runeKey("r"))
@@ -367,22 +394,21 @@ func TestDecideSteps(t *testing.T) {
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
-	h.keys(openDeploy + "r<enter><enter>1<enter><enter>because")
-	want := []step{stepReason, stepConsequence, stepReference, stepDecision, stepEvidence, stepContext}
-	for i, st := range want {
-		require.Equal(t, st, h.m.reconcile().step, "after %d esc: step %s, want %s", i, h.m.reconcile().step, st)
+	h.keys(openDeploy + "re<enter>because")
+	for i, st := range []step{stepReason, stepReference, stepDecide} {
+		require.Equal(t, st, h.m.reconcile().step, "after %d esc", i)
 		h.keys("<esc>")
 	}
 	require.Equal(t, h.m.detail(), h.m.active(), "esc at the first step did not return to the detail")
-	h.keys("r<enter><enter>4<enter><enter>")
-	require.Equal(t, stepReason, h.m.reconcile().step, "a new flow kept the old reason %q (step %s)", h.m.reconcile().reason.Value(), h.m.reconcile().step)
-	require.Equal(t, "", h.m.reconcile().reason.Value(), "a new flow kept the old reason %q (step %s)", h.m.reconcile().reason.Value(), h.m.reconcile().step)
-	h.keys("<esc>q")
+	h.keys("r4<enter><enter>")
+	require.Equal(t, stepReason, h.m.reconcile().step)
+	require.Equal(t, "", h.m.reconcile().reason.Value(), "a new flow kept the old reason")
+	h.keys("<esc><esc>q")
 	require.Equal(t, h.m.detail(), h.m.active(), "q did not cancel the flow")
-	require.EqualValues(t, 0, dec.called("decide"), "q did not cancel the flow")
-	h.keys("r<enter><enter>4<enter><enter>typing q")
-	require.False(t, h.quit, "q typed into the reason quit or was lost")
-	require.Equal(t, "typing q", h.m.reconcile().reason.Value(), "q typed into the reason quit or was lost")
+	require.Zero(t, dec.called("decide"), "q did not cancel the flow")
+	h.keys("r4<enter><enter>typing q")
+	require.False(t, h.quit, "q typed into the reason quit")
+	require.Equal(t, "typing q", h.m.reconcile().reason.Value(), "q typed into the reason was lost")
 	h.send(tea.KeyMsg{Type: tea.KeyCtrlC})
 	require.True(t, h.quit, "ctrl+c did not quit while typing")
 }
@@ -399,12 +425,13 @@ func TestDecideEachKind(t *testing.T) {
 		state            storeview.State
 		timeline         string
 	}{
-		{"completed", openDeploy, "1<enter><enter>deployment DEP-4711 is live<enter>y",
+		// The lookup's answer: r, enter, the reason, enter, y.
+		{"completed", openDeploy, "<enter>deployment DEP-4711 is live<enter>y",
 			reconcile.DecideParams{OperationID: 48207, Decision: reconcile.Completed, ExpectVersion: 3, ResultRef: "DEP-4711",
 				Reason: "deployment DEP-4711 is live"}, storeview.StateCompleted,
 			"✓ confirmed completed (result ref DEP-4711) by role alice (claims to be \"Alice Example\") · audit globex#42 · reason: deployment DEP-4711 is live"},
 		// Another reference than the lookup's contradicts it: override.
-		{"completed-edited-ref", openDeploy, "1<backspace>2<enter>o<enter>the provider shows DEP-4712<enter>y",
+		{"completed-edited-ref", openDeploy, "e<backspace>2<enter><esc>o<enter>the provider shows DEP-4712<enter>y",
 			reconcile.DecideParams{OperationID: 48207, Decision: reconcile.Completed, ExpectVersion: 3, ResultRef: "DEP-4712",
 				Override: true, Reason: "the provider shows DEP-4712"}, storeview.StateCompleted, "(result ref DEP-4712)"},
 		{"not-executed-local", openTicket, "2<enter>no ticket in the queue<enter>y",
@@ -413,13 +440,14 @@ func TestDecideEachKind(t *testing.T) {
 		{"failed", openTicket, "3<enter>queue closed<enter>y",
 			reconcile.DecideParams{OperationID: 48213, Decision: reconcile.Failed, ExpectVersion: 2, Reason: "queue closed"},
 			storeview.StateRejected, "✗ marked failed by role alice"},
-		{"defer", openTicket, "4<backspace><backspace>90m<enter><enter>waiting for the queue owner<enter>y",
+		{"defer", openTicket, "4<enter><backspace><backspace>90m<enter>waiting for the queue owner<enter>y",
 			reconcile.DecideParams{OperationID: 48213, Decision: reconcile.Defer, ExpectVersion: 2, Reason: "waiting for the queue owner",
-				SnoozeUntil: dbNow.Add(90 * time.Minute)}, storeview.StateStuck, "deferred until 04:42:09 by role alice"},
-		{"forced-live-lease", openCharge, "2<enter>the provider has no such charge<enter>y-19<enter>",
+				SnoozeUntil: dbNow.Add(90 * time.Minute)}, storeview.StateDeferred, "deferred until 04:42:09 by role alice"},
+		// The lookup says not found: releasing agrees with it.
+		{"forced-live-lease", openCharge, "<enter>the provider has no such charge<enter>y",
 			reconcile.DecideParams{OperationID: 48231, Decision: reconcile.NotExecuted, ExpectVersion: 2, Force: true,
 				Reason: "the provider has no such charge"}, storeview.StateReleased, "· forced over a live lease"},
-		{"override", openCharge, "1CH-1<enter>o<enter>charge visible in the dashboard<enter>y",
+		{"override", openCharge, "1o<enter>CH-1<enter>charge visible in the dashboard<enter>y",
 			reconcile.DecideParams{OperationID: 48231, Decision: reconcile.Completed, ExpectVersion: 2, Force: true, Override: true,
 				ResultRef: "CH-1", Reason: "charge visible in the dashboard"}, storeview.StateCompleted, "· overriding the lookup"},
 	} {
@@ -428,7 +456,7 @@ func TestDecideEachKind(t *testing.T) {
 			src := newFakeSource()
 			dec := newFakeDecider(src)
 			h := newDecideHarness(t, src, dec, Options{}, 120, 40)
-			h.keys(c.open + "r<enter><enter>" + c.keys)
+			h.keys(c.open + "r" + c.keys)
 			require.Contains(t, h.view(), "✓ Done: ", "not done:\n%s", h.view())
 			got := dec.lastDecided(t)
 			want := c.want
@@ -656,8 +684,10 @@ func TestDecideCapabilitiesLater(t *testing.T) {
 	require.Equal(t, asked, dec.called("caps"), "the capabilities are asked again once known")
 }
 
-// TestFlowReconcile runs a reconciliation in a real Bubble Tea program:
-// from the stuck tile to the decision, with the lookup in a command.
+// TestFlowReconcile runs a reconciliation in a real Bubble Tea program,
+// from the stuck list, with the lookup in a command: the decision the
+// lookup supports is r, enter, the reason, enter and y (4 keys and the
+// reason), and the list says the record left.
 func TestFlowReconcile(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
@@ -668,29 +698,58 @@ func TestFlowReconcile(t *testing.T) {
 	tm.Send(tea.KeyMsg{Type: tea.KeyEnter}) // the stuck tile
 	wait("48207  globex")
 	tm.Type("j")
-	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
-	wait("Operation 48207")
 	wait("r reconcile")
-	tm.Type("r")
-	wait("Context and risk")
-	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	tm.Type("r") // 1
+	wait("Reconcile operation 48207")
 	wait("found (reference DEP-4711)")
-	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
-	wait("Decision")
-	tm.Type("1")
-	wait("DEP-4711")
-	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
-	wait("What will happen next")
-	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter}) // 2
+	wait("Reason for deciding completed")
 	tm.Type("deployment is live")
-	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter}) // 3
 	wait("Apply?")
-	tm.Type("y")
+	tm.Type("y") // 4
 	wait("Done: confirmed completed")
 	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
-	wait("confirmed completed (result ref DEP-4711)")
+	wait("48207 left this page")
 	tm.Send(tea.KeyMsg{Type: tea.KeyCtrlC})
 	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
-	require.Equal(t, final.detail(), final.active(), "ended on screen %s", final.active().id())
-	require.Equal(t, storeview.StateCompleted, final.detail().d.State, "ended on screen %s", final.active().id())
+	require.Equal(t, final.list(), final.active(), "ended on screen %s", final.active().id())
+	p := dec.lastDecided(t)
+	require.Equal(t, reconcile.Completed, p.Decision)
+	require.Equal(t, "DEP-4711", p.ResultRef)
+	require.EqualValues(t, 3, p.ExpectVersion)
+}
+
+// TestDecideScrollsAtAnySize: at 60x20 every text a decision depends on
+// (the runbook last) can be read with pgdn, on every step, and every
+// frame fits.
+func TestDecideScrollsAtAnySize(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	dec.runbooks["deploy-service"] += "\nEscalate to #deploys when the dashboard disagrees with the lookup."
+	h := newDecideHarness(t, src, dec, Options{}, 60, 20)
+	reads := func(want string) {
+		t.Helper()
+		for range 20 {
+			v := h.view()
+			checkFrame(t, v, 60, 20)
+			if strings.Contains(flat(v), want) {
+				return
+			}
+			h.keys("<pgdown>")
+		}
+		require.Fail(t, "never shown", "%q:\n%s", want, h.view())
+	}
+	h.keys(openDeploy + "r")
+	reads("Escalate to #deploys when the dashboard disagrees with the lookup.")
+	h.keys("<pgup><pgup><pgup><pgup><pgup>")
+	require.Contains(t, h.view(), "record ", "pgup does not go back to the top")
+	h.keys("2o<enter>")
+	reads("Reason (required")
+	h.keys("rolled back by hand, the deployment is gone from every region<enter>")
+	reads("recorded")
+	reads("type this record's operation id")
+	h.keys("48207<enter>")
+	require.Contains(t, h.view(), "Done: confirmed not executed")
 }

@@ -207,7 +207,8 @@ func (s *detailScreen) startFlow(to screenID, field reconcile.Field) {
 	if s.d == nil {
 		return
 	}
-	s.goTo(flowNav{to: to, rec: *s.d, field: field})
+	rec := *s.d
+	s.goTo(flowNav{to: to, rec: &rec, field: field})
 }
 
 func (s *detailScreen) View() string { return s.scrollView(s.w, s.h, s.st) }
@@ -505,11 +506,15 @@ func decisionText(d *storeview.Detail, dec storeview.Decision) string {
 
 // stateNote explains a state in the detail's words.
 func stateNote(r storeview.Row) string {
+	deferral := ""
+	if l := deferralLine(r); l != "" {
+		deferral = " · " + l
+	}
 	switch r.State {
-	case storeview.StateStuck:
-		return ": pending, its lease expired " + since(r.LeaseExpiresAt, r.DBTime) + " and nobody completed it"
+	case storeview.StateStuck, storeview.StateDeferred:
+		return ": pending, its lease expired " + since(r.LeaseExpiresAt, r.DBTime) + " and nobody completed it" + deferral
 	case storeview.StatePending:
-		return ": " + orDash(Clean(r.Owner)) + " holds a live lease"
+		return ": " + orDash(Clean(r.Owner)) + " holds a live lease" + deferral
 	case storeview.StateRejected:
 		return ": completed with a business rejection"
 	case storeview.StateReleased:

@@ -8,16 +8,25 @@
 // keyset pages) and the detail of one record; each is a tea.Model with its
 // own key help and size, and drops answers to all but its latest request.
 //
-// People's decisions go through the Decider interface (*reconcile.Desk):
-// from a record's detail, r opens the guided reconciliation flow (context
-// and risk, the provider's lookup and the runbook, the decision, what
-// happens next, a reason, a confirmation that defaults to No, the result
-// and its audit record), a acknowledges conflicting attempts and v reveals
-// a stored result once its audit record committed. The database decides
-// what a role may do; the console asks once what that is and offers
-// nothing else, and nothing at all in a read-only context. A decision
-// expects the version the operator saw: a record changed since is refused
-// and the flow shows what changed.
+// People's decisions go through the Decider interface (*reconcile.Desk).
+// r on a pending record, in a list or on its detail, opens the
+// reconciliation: one screen with the record, the provider's lookup (run
+// at once), the decision it points at and what that does, the risk and
+// the runbook, scrolled with pgdn/pgup at any size; then a reason and a
+// confirmation that defaults to No (releasing an unknown external effect
+// the lookup does not vouch for asks for the record's id), and the result
+// with its audit record. a acknowledges conflicting attempts and v
+// reveals a stored result once its audit record committed. Each flow is
+// its own type over one step machine (flow). The database decides what a
+// role may do; the console asks once what that is and offers nothing
+// else, and nothing at all in a read-only context. A decision expects
+// the version the operator saw: a record changed since is refused and
+// the flow shows what changed.
+//
+// Screens are registered in screenKinds: each declares its id, the
+// navigation message it opens from, its : commands and where it goes on
+// the stack, so a new screen is its own file and one line there. q quits
+// from the overview only.
 //
 // Every age on screen is computed from the database time of the read that
 // produced it, never from the local clock. Refresh polls at an interval

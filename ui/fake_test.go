@@ -168,6 +168,11 @@ func (s *fakeSource) Overview(context.Context) (storeview.Overview, error) {
 			if o.OldestStuck == nil || r.LeaseExpiresAt.Before(o.OldestStuck.LeaseExpiresAt) {
 				o.OldestStuck = &s.rows[i]
 			}
+		case storeview.StateDeferred:
+			o.Deferred++
+			if o.NextDue == nil || r.DeferredUntil.Before(o.NextDue.DeferredUntil) {
+				o.NextDue = &s.rows[i]
+			}
 		case storeview.StateCompleted:
 			o.Completed++
 		case storeview.StateRejected:
@@ -235,7 +240,10 @@ func (s *fakeSource) List(_ context.Context, q storeview.Query) (storeview.Page,
 		}
 	}
 	limit := cmp.Or(q.Limit, 50)
-	page := storeview.Page{DBTime: dbNow}
+	page := storeview.Page{DBTime: dbNow, Total: storeview.Count{N: int64(len(rows))}}
+	if q.After != nil {
+		page.Total.N = int64(s.matching(q.Filter))
+	}
 	if len(rows) > limit {
 		last := rows[limit-1]
 		c := &storeview.Cursor{ID: last.ID, At: last.LeaseExpiresAt}
@@ -247,6 +255,32 @@ func (s *fakeSource) List(_ context.Context, q storeview.Query) (storeview.Page,
 	}
 	page.Rows = rows
 	return page, nil
+}
+
+// matching counts the rows that match f, on every page; the lock is held.
+func (s *fakeSource) matching(f storeview.Filter) int {
+	n := 0
+	for _, r := range s.rows {
+		if matches(f, r) {
+			n++
+		}
+	}
+	return n
+}
+
+// deferRecord defers record id until a time, as role by did: out of the
+// queue until then, stuck again and due after.
+func (s *fakeSource) deferRecord(id int64, until time.Time, by string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.rows {
+		if r := &s.rows[i]; r.ID == id {
+			r.DeferredUntil, r.DeferredBy = until, by
+			if until.After(r.DBTime) && r.State == storeview.StateStuck {
+				r.State = storeview.StateDeferred
+			}
+		}
+	}
 }
 
 func matches(f storeview.Filter, r storeview.Row) bool {
@@ -448,6 +482,10 @@ func namedKey(t testing.TB, name string) tea.KeyMsg {
 		return tea.KeyMsg{Type: tea.KeyCtrlC}
 	case "backspace":
 		return tea.KeyMsg{Type: tea.KeyBackspace}
+	case "pgdown":
+		return tea.KeyMsg{Type: tea.KeyPgDown}
+	case "pgup":
+		return tea.KeyMsg{Type: tea.KeyPgUp}
 	}
 	t.Fatalf("unknown key %q", name)
 	return tea.KeyMsg{}

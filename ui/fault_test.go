@@ -288,7 +288,7 @@ func TestFaultUnreachableAtStart(t *testing.T) {
 				"not connected",
 				"✗ Cannot reach the database of context fault",
 				"connect: no such file or directory", // why, from the driver
-				"Retrying every 2s (attempt 1). Press r to retry now, q to quit.",
+				"Retrying every 2s (attempt 1). Press r to retry now, ctrl+c to quit.",
 				"r retry now",
 			} {
 				require.Contains(t, flat(v), want, "the start-up message lacks %q:\n%s", want, v)

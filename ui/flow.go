@@ -18,11 +18,12 @@ import (
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
-// flowNav opens a flow on a record as the detail showed it: its version
-// is the one a decision expects.
+// flowNav opens a flow on a record: as the detail showed it (rec), whose
+// version a decision expects, or by id from a list, read first.
 type flowNav struct {
 	to  screenID
-	rec storeview.Detail
+	rec *storeview.Detail
+	id  int64
 	// field is the stored value a reveal shows.
 	field reconcile.Field
 }
@@ -34,6 +35,7 @@ func (n flowNav) target() screenID { return n.to }
 type step string
 
 const (
+	stepLoading  step = "loading" // the record, opened from a list, is read
 	stepReason   step = "reason"
 	stepConfirm  step = "confirm"
 	stepApplying step = "applying"
@@ -48,7 +50,10 @@ type flowStep struct {
 	input func() *textinput.Model
 	// enter runs when the operator arrives (nil: focus the input).
 	enter func() tea.Cmd
-	view  func() []string
+	// view is the step's text, which scrolls when it is longer than the
+	// screen; pin is what stays under it (a prompt and its input).
+	view func() []string
+	pin  func() []string
 	// keys enables and words the step's keys; the machine disabled the
 	// flow's keys first.
 	keys func(k *KeyMap)
@@ -80,6 +85,11 @@ type (
 		err   error
 	}
 	refetchMsg struct {
+		seq int
+		d   storeview.Detail
+		err error
+	}
+	loadMsg struct {
 		seq int
 		d   storeview.Detail
 		err error
@@ -127,7 +137,10 @@ type flow struct {
 	// doneMore adds lines after the audit record.
 	done      func() string
 	stateLine bool
-	doneMore  func() []string
+	// resultState words the record's state after the write (nil: the
+	// state the database answered).
+	resultState func() string
+	doneMore    func() []string
 	// onApplied keeps what a successful write returned; onLeave forgets
 	// what the flow must not keep; resized lays out for a new size;
 	// busyMore tells whether the flow waits on something else; onMsg
@@ -141,6 +154,12 @@ type flow struct {
 	// self is the screen the flow is, to go on the stack.
 	begin func(n flowNav) tea.Cmd
 	self  screen
+	// needsPending: the flow decides on a pending record, so one read
+	// from a list that is no longer pending opens nothing.
+	needsPending bool
+	pending      flowNav
+	// back names where the flow returns to ("the record", "the list").
+	backTo string
 
 	rec      storeview.Detail
 	step     step
@@ -151,6 +170,13 @@ type flow struct {
 	reason   textinput.Model
 	typed    textinput.Model
 	inputErr string
+
+	// offset is how far the step's text is scrolled.
+	offset int
+	// loadSeq numbers the read of a record opened from a list; loadErr
+	// says why it could not be read.
+	loadSeq int
+	loadErr error
 
 	// Outcome.
 	applySeq   int
@@ -168,7 +194,7 @@ type flow struct {
 func newFlow(d deps, sid screenID, dec Decider) flow {
 	f := flow{deps: d, sid: sid, dec: dec, steps: map[step]*flowStep{}}
 	f.reason = textInput(d.st, "", 500)
-	f.typed = textInput(d.st, "", confirmChars*4)
+	f.typed = textInput(d.st, "", typedLimit)
 	return f
 }
 
@@ -188,16 +214,18 @@ func textInput(st Styles, placeholder string, limit int) textinput.Model {
 	return in
 }
 
-// confirmChars is how many characters a typed confirmation takes.
-const confirmChars = 4
+// typedLimit is the most characters a typed confirmation takes (an
+// operation id has at most 19 digits).
+const typedLimit = 20
 
 // commonSteps adds the steps every flow ends with; afterReason goes on
 // from the reason (to the confirmation, or straight to the write).
 func (f *flow) commonSteps(afterReason func() tea.Cmd, reasonHead func() []string, acceptReason string) {
 	f.steps[stepReason] = &flowStep{
 		input: func() *textinput.Model { return &f.reason },
-		view: func() []string {
-			out := reasonHead()
+		view:  reasonHead,
+		pin: func() []string {
+			var out []string
 			f.para(&out, "Reason (required; kept in the audit trail with your role):", nil)
 			return append(out, " "+f.reason.View())
 		},
@@ -224,7 +252,8 @@ func (f *flow) commonSteps(afterReason func() tea.Cmd, reasonHead func() []strin
 			f.typed.SetValue("")
 			return f.typed.Focus()
 		},
-		view: f.confirmView,
+		view: func() []string { return f.confirmHead() },
+		pin:  f.confirmPrompt,
 		keys: func(k *KeyMap) {
 			if f.typedConfirm() {
 				k.Accept.SetEnabled(true)
@@ -252,7 +281,8 @@ func (f *flow) commonSteps(afterReason func() tea.Cmd, reasonHead func() []strin
 		},
 	}
 	f.steps[stepApplying] = &flowStep{
-		view: f.confirmView,
+		view: func() []string { return f.confirmHead() },
+		pin:  f.confirmPrompt,
 		keys: func(k *KeyMap) {
 			k.Cancel.SetEnabled(f.cancellable)
 			k.Cancel.SetHelp("esc", "cancel the reveal")
@@ -262,13 +292,14 @@ func (f *flow) commonSteps(afterReason func() tea.Cmd, reasonHead func() []strin
 		view: f.resultView,
 		keys: func(k *KeyMap) {
 			k.Next.SetEnabled(!f.refetching)
-			k.Next.SetHelp("enter", "back to the record")
+			k.Next.SetHelp("enter", "back to "+f.backTo)
 		},
 		submit: func() tea.Cmd {
 			f.goTo(navBack{})
 			return nil
 		},
 	}
+	f.steps[stepLoading] = &flowStep{view: f.loadingView}
 	f.inputs = append(f.inputs, &f.reason, &f.typed)
 }
 
@@ -292,20 +323,73 @@ func (f *flow) asOf() time.Time      { return f.rec.DBTime }
 // saw it, and the status bar keeps that read's database time.
 func (f *flow) refresh() tea.Cmd { return nil }
 
-// open starts the flow on the record a detail shows, for a role that may
-// decide, at its first step; begin then does what the flow does first.
+// open starts the flow, for a role that may decide: on the record a
+// detail shows, at its first step, where begin does what the flow does
+// first; or on a record of a list, read first.
 func (f *flow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	fn, ok := n.(flowNav)
-	if !ok || !at.perms.decide || at.active().id() != screenDetail {
+	switch {
+	case !ok || !at.perms.decide:
 		return nil, nil, false
+	case fn.rec != nil && at.active().id() == screenDetail:
+		f.backTo = "the record"
+		return at.pushed(f.self), f.start(fn, *fn.rec), true
+	case fn.rec == nil && fn.id > 0 && at.active().id() == screenList:
+		f.backTo = "the list"
+		f.reset(storeview.Detail{Row: storeview.Row{ID: fn.id}})
+		f.enter(stepLoading)
+		f.seq++
+		f.loadSeq, f.loadErr = f.seq, nil
+		seq, id, src := f.seq, fn.id, f.f.src
+		load := run(f.f, func(ctx context.Context) (storeview.Detail, error) { return src.Get(ctx, id) },
+			func(d storeview.Detail, err error) tea.Msg { return loadMsg{seq: seq, d: d, err: err} })
+		f.pending = fn
+		return at.pushed(f.self), tea.Batch(load, f.spinner()), true
 	}
-	f.reset(fn.rec)
+	return nil, nil, false
+}
+
+// start begins the flow on rec at its first step.
+func (f *flow) start(fn flowNav, rec storeview.Detail) tea.Cmd {
+	f.reset(rec)
 	cmd := f.enter(f.first)
 	if f.begin != nil {
 		cmd = tea.Batch(cmd, f.begin(fn))
 		f.updateKeys()
 	}
-	return at.pushed(f.self), cmd, true
+	return cmd
+}
+
+// onLoad starts the flow on the record read for it; a record that is no
+// longer pending, or could not be read, is said and nothing starts.
+func (f *flow) onLoad(msg loadMsg) tea.Cmd {
+	if msg.seq != f.loadSeq || f.step != stepLoading {
+		return nil
+	}
+	switch {
+	case msg.err != nil:
+		f.loadErr = msg.err
+		return nil
+	case f.needsPending && !msg.d.Pending():
+		f.rec = msg.d
+		f.loadErr = fmt.Errorf("operation %d is %s now: there is nothing to decide", msg.d.ID, stateText(msg.d.State))
+		return nil
+	}
+	return f.start(f.pending, msg.d)
+}
+
+// loadingView is the wait for the record opened from a list.
+func (f *flow) loadingView() []string {
+	var out []string
+	switch {
+	case f.loadErr != nil:
+		f.para(&out, "✗ "+Clean(f.loadErr.Error()), f.st.Error.Render)
+		out = append(out, "")
+		f.para(&out, "esc goes back to the list.", f.st.Muted.Render)
+	default:
+		out = append(out, " "+spinFrames[f.frame]+" reading the record…")
+	}
+	return out
 }
 
 // reset starts the machine over on rec, at the flow's first step.
@@ -343,7 +427,7 @@ func (f *flow) SetSize(w, h int) {
 	for _, in := range f.inputs {
 		in.Width = max(1, w-8)
 	}
-	f.typed.Width = confirmChars * 2
+	f.typed.Width = typedLimit + 1
 }
 
 // leave forgets what the flow must not keep once the operator leaves it:
@@ -371,7 +455,8 @@ func (f *flow) spinner() tea.Cmd {
 }
 
 func (f *flow) busy() bool {
-	return f.step == stepApplying || f.refetching || f.busyMore != nil && f.busyMore()
+	return f.step == stepApplying || f.step == stepLoading && f.loadErr == nil || f.refetching ||
+		f.busyMore != nil && f.busyMore()
 }
 
 // enter moves to step st, focusing its input.
@@ -381,6 +466,7 @@ func (f *flow) enter(st step) tea.Cmd {
 		in.Blur()
 	}
 	f.step = st
+	f.offset = 0
 	var cmd tea.Cmd
 	if s := f.steps[st]; s != nil {
 		switch {
@@ -429,7 +515,7 @@ func (f *flow) backLabels() (esc, q string) {
 
 func (f *flow) updateKeys() {
 	k := &f.keys
-	for _, b := range []*key.Binding{&k.Next, &k.Yes, &k.No, &k.Override, &k.AskAgain, &k.Choose, &k.Up, &k.Down,
+	for _, b := range []*key.Binding{&k.Next, &k.Yes, &k.No, &k.Override, &k.AskAgain, &k.Choose, &k.EditRef, &k.Up, &k.Down,
 		&k.Top, &k.Bottom, &k.NextPage, &k.PrevPage, &k.Accept, &k.Cancel} {
 		b.SetEnabled(false)
 	}
@@ -438,24 +524,29 @@ func (f *flow) updateKeys() {
 	if s := f.steps[f.step]; s != nil && s.keys != nil {
 		s.keys(k)
 	}
+	_, _, more := f.layout()
+	k.ScrollDown.SetEnabled(more)
+	k.ScrollUp.SetEnabled(more)
 }
 
 // ShortHelp implements help.KeyMap.
 func (f *flow) ShortHelp() []key.Binding {
 	k := f.keys
+	scroll := combined("pgdn/pgup", "scroll", k.ScrollDown, k.ScrollUp)
 	if f.capturing() {
-		return []key.Binding{k.Accept, k.Cancel, k.ForceQuit}
+		return []key.Binding{k.Accept, k.Cancel, scroll, k.ForceQuit}
 	}
 	if f.step == stepResult {
-		return []key.Binding{k.Next, combined("↑/↓", "scroll", k.Up, k.Down), combined("pgdn/pgup", "page", k.NextPage, k.PrevPage)}
+		return []key.Binding{k.Next, combined("↑/↓", "scroll", k.Up, k.Down), combined("pgdn/pgup", "page", k.NextPage, k.PrevPage), scroll}
 	}
-	return []key.Binding{combined("↑/↓", "choose", k.Up, k.Down), k.Next, k.Yes, k.No, k.Override, k.AskAgain}
+	return []key.Binding{combined("↑/↓", "choose", k.Up, k.Down), k.Next, k.Yes, k.No, k.Override, k.AskAgain, k.EditRef, scroll}
 }
 
 // FullHelp implements help.KeyMap.
 func (f *flow) FullHelp() [][]key.Binding {
 	k := f.keys
-	return [][]key.Binding{{k.Next, k.Accept, k.Cancel, k.Up, k.Down, k.Choose}, {k.Yes, k.No, k.Override, k.AskAgain}}
+	return [][]key.Binding{{k.Next, k.Accept, k.Cancel, k.Up, k.Down, k.Choose}, {k.Yes, k.No, k.Override, k.AskAgain, k.EditRef},
+		{k.ScrollDown, k.ScrollUp}}
 }
 
 func (f *flow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
@@ -463,6 +554,8 @@ func (f *flow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case applyMsg:
 		cmd = f.onApply(msg)
+	case loadMsg:
+		cmd = f.onLoad(msg)
 	case refetchMsg:
 		if msg.seq == f.refetchSeq {
 			f.refetching = false
@@ -498,6 +591,14 @@ func (f *flow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (f *flow) key(msg tea.KeyMsg) tea.Cmd {
 	k := f.keys
 	st := f.steps[f.step]
+	switch {
+	case key.Matches(msg, k.ScrollDown):
+		f.scroll(+1)
+		return nil
+	case key.Matches(msg, k.ScrollUp):
+		f.scroll(-1)
+		return nil
+	}
 	if f.capturing() {
 		switch {
 		case f.step == stepApplying:
@@ -617,25 +718,57 @@ func (f *flow) abandon() tea.Cmd {
 	}
 }
 
-// View renders the title, the steps and the current step's body.
+// View renders the title, the steps and the current step's text, which
+// scrolls when it is longer than the screen, above what is pinned under
+// it and the error of what was entered.
 func (f *flow) View() string {
 	if f.w <= 0 || f.h <= 0 {
 		return ""
 	}
-	lines := []string{f.title(), f.crumbLine(), ""}
-	if st := f.steps[f.step]; st != nil && st.view != nil {
-		lines = append(lines, st.view()...)
-	}
-	if f.inputErr != "" {
-		lines = append(lines, "")
-		for _, l := range wrap("✗ "+f.inputErr, f.w-2) {
-			lines = append(lines, " "+f.st.Error.Render(l))
-		}
-	}
+	body, tail, _ := f.layout()
+	lines := append([]string{f.title(), f.crumbLine(), ""}, body...)
+	lines = append(lines, tail...)
 	if len(lines) > f.h {
 		lines = lines[:f.h]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// layout is the step's text as it fits (scrolled, with the position when
+// it does not fit whole), what goes under it, and whether it scrolls.
+func (f *flow) layout() (body, tail []string, scrolls bool) {
+	st := f.steps[f.step]
+	if st != nil && st.view != nil {
+		body = st.view()
+	}
+	if st != nil && st.pin != nil {
+		tail = st.pin()
+	}
+	if f.inputErr != "" {
+		tail = append(tail, "")
+		for _, l := range wrap("✗ "+f.inputErr, f.w-2) {
+			tail = append(tail, " "+f.st.Error.Render(l))
+		}
+	}
+	room := f.h - 3 - len(tail)
+	if len(body) <= room || room < 2 {
+		return body, tail, false
+	}
+	room-- // the position line
+	off := min(max(0, f.offset), len(body)-room)
+	more := fmt.Sprintf(" lines %d–%d of %d · pgdn/pgup scroll", off+1, off+room, len(body))
+	return append(slices.Clip(body[off:off+room]), f.st.Muted.Render(truncate(more, f.w))), tail, true
+}
+
+// scroll pages the step's text by a screen (dir +1 or -1).
+func (f *flow) scroll(dir int) {
+	body, _, scrolls := f.layout()
+	if !scrolls {
+		return
+	}
+	room := len(body) - 1 // less the position line
+	last := len(f.steps[f.step].view()) - room
+	f.offset = min(max(0, min(f.offset, last)+dir*max(1, room-1)), last)
 }
 
 func (f *flow) title() string {
@@ -676,6 +809,13 @@ func (f *flow) field(out *[]string, label, value string) {
 	}
 }
 
+// heading is a title, wrapped to the width.
+func (f *flow) heading(text string) []string {
+	var out []string
+	f.para(&out, text, f.st.Title.Render)
+	return out
+}
+
 // para adds wrapped text, indented by one space and styled.
 func (f *flow) para(out *[]string, text string, render func(...string) string) {
 	for _, l := range wrap(text, max(1, f.w-2)) {
@@ -694,10 +834,10 @@ func (f *flow) subject() string {
 	return "operation " + strconv.FormatInt(f.rec.ID, 10) + ", version " + strconv.FormatInt(f.rec.Version, 10) + " as you saw it"
 }
 
-// confirmView is the flow's confirmation, and its wait for the database.
-func (f *flow) confirmView() []string {
-	out := f.confirmHead()
-	out = append(out, "")
+// confirmPrompt is the confirmation's question, pinned under what it
+// confirms, or the wait for the database.
+func (f *flow) confirmPrompt() []string {
+	out := []string{""}
 	if f.step == stepApplying {
 		return append(out, " "+spinFrames[f.frame]+" asking the database…")
 	}
@@ -718,7 +858,11 @@ func (f *flow) resultView() []string {
 	case f.err == nil:
 		out = append(out, " "+f.st.Completed.Render("✓ Done: "+f.done()), "")
 		if f.stateLine && r.State != "" {
-			f.field(&out, "the record", "now "+stateText(storeview.State(r.State))+" · version "+strconv.FormatInt(r.Version, 10))
+			now := stateText(storeview.State(r.State))
+			if f.resultState != nil {
+				now = f.resultState()
+			}
+			f.field(&out, "the record", "now "+now+" · version "+strconv.FormatInt(r.Version, 10))
 		}
 		f.field(&out, "audit", "record "+Clean(r.AuditRef())+", committed")
 		if f.doneMore != nil {

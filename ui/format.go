@@ -22,6 +22,8 @@ func stateGlyph(s storeview.State) string {
 		return "◷"
 	case storeview.StateStuck:
 		return "⚠"
+	case storeview.StateDeferred:
+		return "⏲"
 	case storeview.StateCompleted:
 		return "✓"
 	case storeview.StateRejected:
@@ -41,13 +43,42 @@ func stateText(s storeview.State) string {
 }
 
 // RowStateText is what the list shows for a row: a stuck record stays
-// "stuck" (the most urgent fact); otherwise a record with unreviewed
+// "stuck" (the most urgent fact), or "due" when a deferral of it ran out,
+// and a deferred one "deferred"; otherwise a record with unreviewed
 // conflicts reads "conflicted". The detail screen shows both.
 func RowStateText(r storeview.Row) string {
-	if r.Conflicted && r.State != storeview.StateStuck {
+	switch {
+	case r.Due():
+		return stateGlyph(storeview.StateStuck) + " due"
+	case r.Conflicted && r.State != storeview.StateStuck && r.State != storeview.StateDeferred:
 		return glyphConflicted + " conflicted"
 	}
 	return stateText(r.State)
+}
+
+// deferralText says a row's deferral in a few words: how long it has to
+// run and who deferred it, or that it is due; "-" for none.
+func deferralText(r storeview.Row) string {
+	switch {
+	case r.DeferredUntil.IsZero():
+		return "-"
+	case r.DeferredUntil.After(r.DBTime):
+		return "for " + ShortDuration(r.DeferredUntil.Sub(r.DBTime)) + " · " + Clean(r.DeferredBy)
+	}
+	return "due " + since(r.DeferredUntil, r.DBTime) + " · " + Clean(r.DeferredBy)
+}
+
+// deferralLine says a row's deferral in a sentence, "" for none.
+func deferralLine(r storeview.Row) string {
+	switch {
+	case r.DeferredUntil.IsZero():
+		return ""
+	case r.DeferredUntil.After(r.DBTime):
+		return "deferred by role " + Clean(r.DeferredBy) + " until " + stamp(r.DeferredUntil, r.DBTime) + " UTC (" +
+			since(r.DeferredUntil, r.DBTime) + "): out of the queue until then"
+	}
+	return "due: the reminder of role " + Clean(r.DeferredBy) + " passed " + since(r.DeferredUntil, r.DBTime) +
+		" (at " + stamp(r.DeferredUntil, r.DBTime) + " UTC); back in the queue"
 }
 
 // ShortDuration writes a duration the way an operator reads it at a glance:

@@ -51,6 +51,11 @@ type KeyMap struct {
 	Override key.Binding
 	AskAgain key.Binding
 	Choose   key.Binding
+	EditRef  key.Binding
+	// ScrollDown and ScrollUp page through a flow's text; they are never
+	// letters, so they work while a reason is typed.
+	ScrollDown key.Binding
+	ScrollUp   key.Binding
 }
 
 // DefaultKeyMap returns the console's key bindings.
@@ -93,6 +98,10 @@ func DefaultKeyMap() KeyMap {
 		Override: key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "override the lookup"), key.WithDisabled()),
 		AskAgain: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "ask again"), key.WithDisabled()),
 		Choose:   key.NewBinding(key.WithKeys("1", "2", "3", "4"), key.WithHelp("1-4", "choose"), key.WithDisabled()),
+		EditRef:  key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit the reference"), key.WithDisabled()),
+
+		ScrollDown: key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "scroll down"), key.WithDisabled()),
+		ScrollUp:   key.NewBinding(key.WithKeys("pgup"), key.WithHelp("pgup", "scroll up"), key.WithDisabled()),
 	}
 }
 

@@ -23,6 +23,9 @@ type listNav struct {
 	sort       storeview.Sort
 	// edit opens the filter bar.
 	edit bool
+	// drill keeps the screen the list is opened from below it (the
+	// retention review), so that esc goes back there.
+	drill bool
 }
 
 func (listNav) target() screenID { return screenList }
@@ -98,11 +101,30 @@ type listScreen struct {
 	measure measure
 	widths  [colCount]int
 
+	// keep is the record selected when a refresh of the same page was
+	// asked for, to keep it selected; left is that record when it left
+	// the page, to say so (0: none).
+	keep, left int64
+	// lastGood keeps the last first page each filter and sort showed, so
+	// that a list opened again during an outage shows its last rows,
+	// marked stale, rather than nothing.
+	lastGood map[string]storeview.Page
+	// writes tells whether the console offers decisions to this role.
+	writes bool
+	// drilled: the list was opened from another screen (the retention
+	// review) with its filter; esc goes back there rather than clearing
+	// the filter.
+	drilled bool
+
 	filterBar
 }
 
+// lastGoodMax bounds how many lists' last pages are kept.
+const lastGoodMax = 16
+
 func newList(d deps) *listScreen {
-	s := &listScreen{deps: d, sort: storeview.SortNewest, filterBar: newFilterBar(d.st, "state:stuck tool:create-ticket age>10m")}
+	s := &listScreen{deps: d, sort: storeview.SortNewest, filterBar: newFilterBar(d.st, "state:stuck tool:create-ticket age>10m"),
+		lastGood: map[string]storeview.Page{}}
 	s.firstPage()
 	s.updateKeys()
 	return s
@@ -127,15 +149,20 @@ func (s *listScreen) SetSize(w, h int) {
 // take three lines.
 func (s *listScreen) limit() int { return max(1, s.h-3) }
 
-// open shows the list right above the overview.
+// open shows the list right above the overview, or above the screen it
+// drills down from.
 func (s *listScreen) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	l, ok := n.(listNav)
 	if !ok {
 		return nil, nil, false
 	}
 	cmd := s.show(l.filter, l.filterText, l.sort)
+	s.drilled = l.drill
 	if l.edit {
 		cmd = tea.Batch(cmd, s.startEdit())
+	}
+	if l.drill {
+		return at.pushed(s), cmd, true
 	}
 	return at.rooted(s), cmd, true
 }
@@ -150,17 +177,28 @@ func (s *listScreen) show(f storeview.Filter, text string, sort storeview.Sort) 
 	return s.restart()
 }
 
-// restart goes back to the first page and fetches it.
+// restart goes back to the first page and fetches it; until it arrives
+// the list shows the first page it last showed for the filter and sort,
+// if any.
 func (s *listScreen) restart() tea.Cmd {
 	s.firstPage()
 	s.sel = 0
-	s.loaded = false
-	s.page = storeview.Page{}
-	s.cells = nil
-	s.relayout()
+	s.keep, s.left = 0, 0
+	s.err = nil
+	if p, ok := s.lastGood[s.lastGoodKey()]; ok {
+		s.setPage(p)
+	} else {
+		s.loaded = false
+		s.page = storeview.Page{}
+		s.cells = nil
+		s.relayout()
+	}
 	s.updateKeys()
 	return s.fetch()
 }
+
+// lastGoodKey names the list shown: its filter and sort.
+func (s *listScreen) lastGoodKey() string { return string(s.sort) + " " + s.filterText }
 
 func (s *listScreen) query() storeview.Query {
 	return storeview.Query{Filter: s.filter, Sort: s.sort, Limit: s.limit(), After: s.pageAfter()}
@@ -174,15 +212,20 @@ func (s *listScreen) fetch() tea.Cmd {
 	return s.f.list(s.seq, s.query())
 }
 
+// refresh reads the page again, keeping the selected record selected.
 func (s *listScreen) refresh() tea.Cmd {
 	if s.loading {
 		return nil
+	}
+	s.keep = 0
+	if r, ok := s.selected(); ok {
+		s.keep = r.ID
 	}
 	return s.fetch()
 }
 
 func (s *listScreen) back() (bool, tea.Cmd) {
-	if s.filterText == "" {
+	if s.filterText == "" || s.drilled {
 		return false, nil
 	}
 	return true, s.show(storeview.Filter{}, "", s.sort)
@@ -203,7 +246,7 @@ func (s *listScreen) clampSel() {
 
 // backLabels: esc clears the filter when there is one.
 func (s *listScreen) backLabels() (esc, q string) {
-	if s.filterText != "" {
+	if s.filterText != "" && !s.drilled {
 		return "clear filter", ""
 	}
 	return "", ""
@@ -212,9 +255,17 @@ func (s *listScreen) backLabels() (esc, q string) {
 // language is the list's filter language, for help.
 func (s *listScreen) language() string { return storeview.FilterHelp }
 
+// allow offers (or withdraws) decisions on the list's rows.
+func (s *listScreen) allow(p permits) {
+	s.writes = p.decide
+	s.updateKeys()
+}
+
 func (s *listScreen) updateKeys() {
 	s.enableKeys(&s.keys, s.visibleRows() > 0, s.page.Next)
 	s.keys.Sort.SetHelp("s", "sort by "+sortName(nextSort(s.sort)).short())
+	r, ok := s.selected()
+	s.keys.Reconcile.SetEnabled(s.writes && ok && r.Pending())
 }
 
 // ShortHelp implements help.KeyMap.
@@ -222,14 +273,14 @@ func (s *listScreen) ShortHelp() []key.Binding {
 	if s.editing {
 		return []key.Binding{s.keys.Accept, s.keys.Cancel}
 	}
-	return []key.Binding{combined("↑/↓", "move", s.keys.Up, s.keys.Down), s.keys.Open, s.keys.Filter, s.keys.NextPage, s.keys.PrevPage}
+	return []key.Binding{combined("↑/↓", "move", s.keys.Up, s.keys.Down), s.keys.Open, s.keys.Reconcile, s.keys.Filter, s.keys.NextPage, s.keys.PrevPage}
 }
 
 // FullHelp implements help.KeyMap.
 func (s *listScreen) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{s.keys.Up, s.keys.Down, s.keys.Top, s.keys.Bottom},
-		{s.keys.Open, s.keys.NextPage, s.keys.PrevPage, s.keys.Sort, s.keys.Filter},
+		{s.keys.Open, s.keys.Reconcile, s.keys.NextPage, s.keys.PrevPage, s.keys.Sort, s.keys.Filter},
 	}
 }
 
@@ -242,7 +293,9 @@ func (s *listScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if s.editing {
 			return s, s.edit(msg)
 		}
-		return s, s.key(msg)
+		cmd := s.key(msg)
+		s.updateKeys() // r applies to the row now selected
+		return s, cmd
 	}
 	if s.editing {
 		var cmd tea.Cmd
@@ -252,8 +305,10 @@ func (s *listScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return s, nil
 }
 
-// receive takes a page, keeping the selected record selected when it is
-// still there.
+// receive takes a page. A refresh keeps the selected record selected,
+// and when it left the page the cursor stays where it was and the list
+// says so until the operator moves. An error keeps the rows shown, which
+// are then stale.
 func (s *listScreen) receive(msg pageMsg) {
 	if msg.seq != s.seq {
 		return // a stale answer: a newer request is on its way
@@ -261,27 +316,41 @@ func (s *listScreen) receive(msg pageMsg) {
 	s.loading = false
 	s.err = msg.err
 	s.settle(msg.err == nil)
+	keep := s.keep
+	s.keep = 0
 	if msg.err != nil {
 		s.updateKeys()
 		return
 	}
-	var keep int64
-	if r, ok := s.selected(); ok {
-		keep = r.ID
+	s.setPage(msg.page)
+	if len(s.pages) == 1 {
+		if len(s.lastGood) >= lastGoodMax {
+			clear(s.lastGood)
+		}
+		s.lastGood[s.lastGoodKey()] = msg.page
 	}
-	s.page = msg.page
+	if keep != 0 {
+		if i := slices.IndexFunc(s.page.Rows, func(r storeview.Row) bool { return r.ID == keep }); i >= 0 && i < s.visibleRows() {
+			s.sel = i
+		} else {
+			s.left = keep
+		}
+	}
+	s.clampSel()
+	s.updateKeys()
+}
+
+// setPage shows a page's rows.
+func (s *listScreen) setPage(p storeview.Page) {
+	s.page = p
 	s.loaded = true
-	s.cells = make([][colCount]string, len(s.page.Rows))
-	for i, r := range s.page.Rows {
+	s.cells = make([][colCount]string, len(p.Rows))
+	for i, r := range p.Rows {
 		s.cells[i] = rowCells(r)
 	}
 	s.measure = measureCells(s.cells)
 	s.relayout()
-	if i := slices.IndexFunc(s.page.Rows, func(r storeview.Row) bool { return r.ID == keep }); keep != 0 && i >= 0 {
-		s.sel = i
-	}
 	s.clampSel()
-	s.updateKeys()
 }
 
 func (s *listScreen) relayout() {
@@ -292,6 +361,7 @@ func (s *listScreen) relayout() {
 }
 
 func (s *listScreen) key(msg tea.KeyMsg) tea.Cmd {
+	s.left = 0 // the operator moved on
 	handled, turned := s.pageKey(msg, s.keys, &s.sel, s.visibleRows(), s.page.Next)
 	if turned {
 		return s.turned()
@@ -303,6 +373,12 @@ func (s *listScreen) key(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, s.keys.Open):
 		if r, ok := s.selected(); ok {
 			s.goTo(detailNav{id: r.ID})
+		}
+	case key.Matches(msg, s.keys.Reconcile):
+		// The flow reads the record first: its version is the one the
+		// decision expects.
+		if r, ok := s.selected(); ok {
+			s.goTo(flowNav{to: screenReconcile, id: r.ID})
 		}
 	case key.Matches(msg, s.keys.Sort):
 		s.sort = nextSort(s.sort)
@@ -369,22 +445,7 @@ func (s *listScreen) View() string {
 		left += "  all records"
 	}
 	left += "  sort: " + sortName(s.sort).short()
-	right := "page " + strconv.Itoa(len(s.pages))
-	switch {
-	case s.turning != nil && s.loaded:
-		// The rows are still those of the page before the turn.
-		right = "page " + strconv.Itoa(len(s.turning)) + " · loading page " + strconv.Itoa(len(s.pages)) + "…"
-	case !s.loaded && s.loading:
-		right += " · loading…"
-	case s.loaded:
-		right += " · " + strconv.Itoa(s.visibleRows()) + " rows"
-		if s.page.Next != nil {
-			right += " · more"
-		} else {
-			right += " · end"
-		}
-	}
-	lines = append(lines, spread(left, right+" ", w))
+	lines = append(lines, spread(left, s.position()+" ", w))
 
 	// Header.
 	var hb strings.Builder
@@ -415,13 +476,34 @@ func (s *listScreen) View() string {
 		}
 		lines = append(lines, " "+s.input.View())
 	} else {
-		hint := " / filter, for example state:stuck tool:create-ticket age>10m"
-		if s.filterText != "" {
-			hint = " filter " + Clean(s.filterText) + " · esc clears it · / edits it"
-		}
-		lines = append(lines, s.st.Muted.Render(truncate(hint, w)))
+		lines = append(lines, s.hint(w))
 	}
 	return strings.Join(lines, "\n")
+}
+
+// position says which rows of how many the page shows ("1–21 of 66"),
+// and that they are stale when the last read failed.
+func (s *listScreen) position() string {
+	right := "page " + strconv.Itoa(len(s.pages))
+	switch {
+	case s.turning != nil && s.loaded:
+		// The rows are still those of the page before the turn.
+		right = "page " + strconv.Itoa(len(s.turning)) + " · loading page " + strconv.Itoa(len(s.pages)) + "…"
+	case !s.loaded && s.loading:
+		right += " · loading…"
+	case s.loaded:
+		total := ReviewFigure(s.page.Total)
+		if n := s.visibleRows(); n > 0 {
+			first := s.firstRow()
+			right = strconv.Itoa(first+1) + "–" + strconv.Itoa(first+n) + " of " + total + " · " + right
+		} else {
+			right = "none of " + total + " · " + right
+		}
+	}
+	if s.loaded && s.err != nil {
+		right = s.st.Stuck.Render("⚠ stale, as of "+clock(s.page.DBTime)) + " · " + right
+	}
+	return right
 }
 
 func (s *listScreen) keptFilter() string {
@@ -429,6 +511,23 @@ func (s *listScreen) keptFilter() string {
 		return "no filter"
 	}
 	return "filter " + Clean(s.filterText)
+}
+
+// hint is the line under the table: that the selected record left the
+// list, or the selected record's deferral, or how to filter.
+func (s *listScreen) hint(w int) string {
+	r, ok := s.selected()
+	switch {
+	case s.left != 0:
+		return s.st.Stuck.Render(truncate(" ▸ "+strconv.FormatInt(s.left, 10)+" left this page (decided, or changed) · the cursor is on another record", w))
+	case ok && deferralLine(r) != "":
+		return s.st.Muted.Render(truncate(" ▸ "+strconv.FormatInt(r.ID, 10)+" "+deferralLine(r), w))
+	case s.drilled:
+		return s.st.Muted.Render(truncate(" filter "+Clean(s.filterText)+" · esc goes back · / edits it", w))
+	case s.filterText != "":
+		return s.st.Muted.Render(truncate(" filter "+Clean(s.filterText)+" · esc clears it · / edits it", w))
+	}
+	return s.st.Muted.Render(truncate(" / filter, for example state:stuck tool:create-ticket age>10m", w))
 }
 
 // bodyLines renders the table rows, or why there are none.

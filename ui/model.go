@@ -235,9 +235,8 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 		return tea.Batch(cmd, m.command(out))
 	}
 	if m.tooSmall() {
-		if key.Matches(msg, m.keys.Quit) {
-			return tea.Quit
-		}
+		// Nothing on screen to act on: q does not quit here (the
+		// operator may be mid-flow and only resized); ctrl+c does.
 		return nil
 	}
 	if m.showHelp {
@@ -252,7 +251,8 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 	}
 	switch {
 	case key.Matches(msg, m.keys.Quit):
-		if len(m.stack) == 1 {
+		// q quits from the overview only; elsewhere it goes back.
+		if s.id() == screenOverview {
 			return tea.Quit
 		}
 		return m.goBack()
@@ -587,6 +587,9 @@ func (m *Model) syncKeys() {
 		m.keys.Back.SetEnabled(!top)
 		m.keys.Back.SetHelp("esc", "back")
 	}
+	// q quits from the overview only, and does nothing on the screen
+	// shown before the database first answers.
+	m.keys.Quit.SetEnabled(!top || s.id() == screenOverview)
 	if top {
 		m.keys.Quit.SetHelp("q", "quit")
 	} else {
@@ -657,7 +660,7 @@ func (m *Model) tooSmallView() string {
 	lines := []string{
 		"terminal too small",
 		"need " + strconv.Itoa(minWidth) + "x" + strconv.Itoa(minHeight) + ", have " + strconv.Itoa(m.w) + "x" + strconv.Itoa(m.h),
-		"q quits",
+		"widen the terminal to go on · ctrl+c quits",
 	}
 	var out []string
 	top := max(0, (m.h-len(lines))/2)
@@ -791,7 +794,7 @@ func (m *Model) helpView() string {
 		}
 		return out
 	}
-	blocks = append(blocks, section("States", "◷ pending (live lease) · ⚠ stuck (lease expired) · ✓ completed · ✗ rejected · ≠ conflicted · ○ released"))
+	blocks = append(blocks, section("States", "◷ pending (live lease) · ⚠ stuck (lease expired) · ⏲ deferred (out of the queue until its reminder, then ⚠ due) · ✓ completed · ✗ rejected · ≠ conflicted · ○ released"))
 	if f, ok := s.(filterLanguage); ok {
 		blocks = append(blocks, section("Filter (/)", strings.Split(f.language(), "\n")...))
 	}

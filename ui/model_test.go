@@ -219,7 +219,9 @@ func TestPageTurnInFlight(t *testing.T) {
 		require.Equal(t, n, len(l.pages), "%d pages deep showing %v, want page %d: %v", len(l.pages), got, n, want)
 		require.True(t, slices.Equal(got, want), "%d pages deep showing %v, want page %d: %v", len(l.pages), got, n, want)
 		title := strings.SplitN(h.view(), "\n", 3)[1]
-		require.Contains(t, title, fmt.Sprintf("page %d · %d rows · ", n, len(want)), "the title reads %q on page %d", title, n)
+		first := (n-1)*limit + 1
+		require.Contains(t, title, fmt.Sprintf("%d–%d of %d · page %d", first, first+len(want)-1, len(all.Rows), n),
+			"the title reads %q on page %d", title, n)
 	}
 	n := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{'n'}}
 	p := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{'p'}}
@@ -482,4 +484,121 @@ func BenchmarkListView(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestSelectionStaysOnItsRecord: a refresh keeps the cursor on the
+// selected record when rows move around it, and when the record leaves
+// the page the list says so instead of quietly selecting another.
+func TestSelectionStaysOnItsRecord(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	h := newHarness(t, src, 120, 40).keys(":ops<enter><down><down>")
+	l := h.m.list()
+	sel, ok := l.selected()
+	require.True(t, ok)
+	require.EqualValues(t, 48207, sel.ID)
+	// A newer record arrives at the top: the cursor follows 48207.
+	src.mu.Lock()
+	fresh := src.rows[len(src.rows)-1] // completed
+	fresh.ID, fresh.Key = 48300, "ord-7732:newest"
+	src.rows = append(src.rows, fresh)
+	src.mu.Unlock()
+	h.send(h.lastThaw(), h.lastTick())
+	sel, _ = l.selected()
+	require.EqualValues(t, 48207, sel.ID, "the cursor moved off its record")
+	require.EqualValues(t, 3, l.sel)
+	require.NotContains(t, h.view(), "left this page")
+
+	// 48207 is decided elsewhere and leaves the stuck list.
+	h.keys(":stuck<enter><down>")
+	changeBehindTheScenes(src, 48207)
+	h.send(h.lastThaw(), h.lastTick())
+	require.Contains(t, h.view(), "▸ 48207 left this page (decided, or changed) · the cursor is on another record")
+	h.keys("<up>")
+	require.NotContains(t, h.view(), "left this page", "the note outlives the operator's next move")
+}
+
+// TestListKeepsLastRowsDuringOutage: a list opened again while the
+// database is unreachable shows its last rows, marked stale; once the
+// database answers, the mark goes.
+func TestListKeepsLastRowsDuringOutage(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	h := newHarness(t, src, 120, 40).keys(":stuck<enter><esc>")
+	src.setDown(true)
+	h.keys(":stuck<enter>")
+	v := h.view()
+	require.Contains(t, v, "48213")
+	require.Contains(t, v, "48207")
+	require.Contains(t, v, "⚠ stale, as of 03:12:09")
+	require.Contains(t, v, "showing the last good page")
+	src.setDown(false)
+	h.send(h.lastTick())
+	require.NotContains(t, h.view(), "stale")
+}
+
+// TestLeftNoteLasts: the note that the selected record left stays through
+// later refreshes, until the operator moves; back from a decision on the
+// record, the list says it left.
+func TestLeftNoteLasts(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	h := newHarness(t, src, 120, 40).keys(":stuck<enter><enter>")
+	changeBehindTheScenes(src, 48213)
+	h.keys("<esc>")
+	require.Contains(t, h.view(), "▸ 48213 left this page")
+	h.send(h.lastTick())
+	h.send(h.lastTick())
+	require.Contains(t, h.view(), "▸ 48213 left this page", "a later refresh dropped the note")
+}
+
+// TestQuitOnlyFromTheOverview: q quits from the overview and nowhere
+// else: it goes back from a list, a record or a flow's step, does
+// nothing on the too-small notice (the operator may be mid-flow and only
+// resized) or before the database answered; ctrl+c always quits.
+func TestQuitOnlyFromTheOverview(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	h.keys(":stuck<enter>r")
+	require.Equal(t, screenReconcile, h.m.active().id())
+	h.send(tea.WindowSizeMsg{Width: 50, Height: 15})
+	h.keys("q")
+	require.False(t, h.quit, "q on the too-small notice quit")
+	h.send(tea.WindowSizeMsg{Width: 80, Height: 24})
+	require.Equal(t, screenReconcile, h.m.active().id(), "q on the too-small notice left the flow")
+	for _, want := range []screenID{screenList, screenOverview} {
+		h.keys("q")
+		require.False(t, h.quit, "q quit before the overview")
+		require.Equal(t, want, h.m.active().id())
+	}
+	h.keys("q")
+	require.True(t, h.quit, "q on the overview does not quit")
+
+	down := newFakeSource()
+	down.setDown(true)
+	h = newHarness(t, down, 80, 24)
+	h.keys("q")
+	require.False(t, h.quit, "q quit before the database answered")
+	require.NotContains(t, h.view(), "q quit")
+	h.keys("<ctrl+c>")
+	require.True(t, h.quit)
+}
+
+// TestDrillKeepsThePath: a list opened from the retention review goes
+// back to the review, not to the overview.
+func TestDrillKeepsThePath(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, newFakeSource(), 120, 40).keys(":retention<enter><enter>")
+	require.Equal(t, screenList, h.m.active().id())
+	require.Contains(t, h.view(), "sort: retention")
+	h.keys("<enter>")
+	require.Equal(t, screenDetail, h.m.active().id())
+	h.keys("<esc>")
+	require.Equal(t, screenList, h.m.active().id())
+	h.keys("<esc>")
+	require.Equal(t, screenReview, h.m.active().id(), "back from the drilled list is not the review")
+	h.keys("<esc>")
+	require.Equal(t, screenOverview, h.m.active().id())
 }

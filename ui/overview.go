@@ -2,6 +2,7 @@ package ui
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,10 +18,12 @@ type tile int
 
 const (
 	tileStuck tile = iota
+	tileDeferred
 	tileConflicted
 	tileExpiring
 	tilePending
 	tileStuckState
+	tileDeferredState
 	tileCompleted
 	tileRejected
 	tileReleased
@@ -33,6 +36,8 @@ func (t tile) target() listNav {
 	switch t {
 	case tileStuck, tileStuckState:
 		return listOf(st(storeview.StateStuck), storeview.SortLease)
+	case tileDeferred, tileDeferredState:
+		return listOf(st(storeview.StateDeferred), storeview.SortLease)
 	case tileConflicted:
 		return listOf(storeview.Filter{Conflicted: true}, storeview.SortNewest)
 	case tileExpiring:
@@ -157,9 +162,9 @@ func (s *overviewScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyMsg:
 		switch {
 		case key.Matches(msg, s.keys.Up, s.keys.Left):
-			s.sel = (s.sel + tileCount - 1) % tileCount
+			s.sel = s.step(-1)
 		case key.Matches(msg, s.keys.Down, s.keys.Right):
-			s.sel = (s.sel + 1) % tileCount
+			s.sel = s.step(+1)
 		case key.Matches(msg, s.keys.Open):
 			s.goTo(s.sel.target())
 		case key.Matches(msg, s.keys.Filter):
@@ -167,6 +172,25 @@ func (s *overviewScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 	}
 	return s, nil
+}
+
+// shown tells whether a tile is on screen: the states line leaves out
+// deferred records when there are none (their own line says so).
+func (s *overviewScreen) shown(t tile) bool {
+	return t != tileDeferredState || s.ov == nil || s.ov.Deferred > 0
+}
+
+// step is the tile dir (+1 or -1) away from the selected one, among those
+// shown, round the end.
+func (s *overviewScreen) step(dir int) tile {
+	t := s.sel
+	for range tileCount {
+		t = (t + tileCount + tile(dir)) % tileCount
+		if s.shown(t) {
+			return t
+		}
+	}
+	return s.sel
 }
 
 func (s *overviewScreen) View() string {
@@ -189,33 +213,45 @@ func (s *overviewScreen) View() string {
 		r := ov.OldestStuck
 		oldest = "oldest lease expired " + since(r.LeaseExpiresAt, r.DBTime) +
 			" (" + Clean(r.Tool) + ", " + Clean(r.Tenant) + ")"
+		if r.Due() {
+			oldest += " · due again"
+		}
 	}
-	counts := []string{OverviewFigure(ov, ov.Stuck, ov.StuckEstimated), OverviewFigure(ov, ov.Conflicted, ov.ConflictedEstimated), OverviewFigure(ov, ov.ExpiringSoon, ov.ExpiringEstimated)}
+	next := "nothing deferred"
+	if r := ov.NextDue; r != nil {
+		next = "next due " + since(r.DeferredUntil, r.DBTime) + " (" + Clean(r.Tool) + ", " + Clean(r.Tenant) +
+			") · deferred by " + Clean(r.DeferredBy)
+	}
+	deferred := count(ov.Deferred)
+	if ov.DeferredAtLeast {
+		deferred = count(storeview.CountCap) + "+"
+	}
+	counts := []string{OverviewFigure(ov, ov.Stuck, ov.StuckEstimated), deferred, OverviewFigure(ov, ov.Conflicted, ov.ConflictedEstimated),
+		OverviewFigure(ov, ov.ExpiringSoon, ov.ExpiringEstimated)}
 	nw := 5
 	for _, c := range counts {
 		nw = max(nw, width(c))
 	}
 	lines = append(lines,
 		s.boxLine(s.tileLine(tileStuck, "⚠ stuck", counts[0], nw, oldest, cw), cw),
-		s.boxLine(s.tileLine(tileConflicted, glyphConflicted+" conflicted", counts[1], nw, "unreviewed", cw), cw),
-		s.boxLine(s.tileLine(tileExpiring, "⌛ expiring", counts[2], nw, "retention ends in the next 24h", cw), cw),
+		s.boxLine(s.tileLine(tileDeferred, stateText(storeview.StateDeferred), counts[1], nw, next, cw), cw),
+		s.boxLine(s.tileLine(tileConflicted, glyphConflicted+" conflicted", counts[2], nw, "unreviewed", cw), cw),
+		s.boxLine(s.tileLine(tileExpiring, "⌛ expiring", counts[3], nw, "retention ends in the next 24h", cw), cw),
 	)
 	lines = append(lines, s.boxRule("├", "States", "┤"))
 
 	completed := OverviewFigure(ov, ov.Completed, ov.CompletedEstimated)
-	items := []struct {
-		t    tile
-		st   storeview.State
-		text string
-	}{
+	items := []stateItem{
 		{tilePending, storeview.StatePending, OverviewFigure(ov, ov.Pending, ov.PendingEstimated) + " pending"},
 		{tileStuckState, storeview.StateStuck, OverviewFigure(ov, ov.Stuck, ov.StuckEstimated) + " stuck"},
+		{tileDeferredState, storeview.StateDeferred, deferred + " deferred"},
 		{tileCompleted, storeview.StateCompleted, completed + " completed"},
 		{tileRejected, storeview.StateRejected, OverviewFigure(ov, ov.Rejected, ov.RejectedEstimated) + " rejected"},
 		{tileReleased, storeview.StateReleased, OverviewFigure(ov, ov.Released, ov.ReleasedEstimated) + " released"},
 	}
 	// The states line wraps on narrow terminals; the selected state is
 	// marked with ▸ (and reversed where there is colour).
+	items = slices.DeleteFunc(items, func(it stateItem) bool { return !s.shown(it.t) })
 	var row string
 	rowW := 0
 	for i, it := range items {
@@ -264,11 +300,20 @@ func (s *overviewScreen) View() string {
 	return strings.Join(lines, "\n")
 }
 
+// stateItem is one state on the states line: its tile and its words.
+type stateItem struct {
+	t    tile
+	st   storeview.State
+	text string
+}
+
 // describe says what a tile opens.
 func (t tile) describe() string {
 	switch t {
 	case tileStuck, tileStuckState:
 		return "stuck records, the longest expired lease first"
+	case tileDeferred, tileDeferredState:
+		return "deferred records, out of the queue until their reminder"
 	case tileConflicted:
 		return "records with unreviewed conflicting attempts"
 	case tileExpiring:
@@ -297,6 +342,8 @@ func (s *overviewScreen) tileLine(t tile, label, n string, nw int, note string, 
 	// Colour the label only; its glyph and word already say it.
 	st := s.st.Stuck
 	switch t {
+	case tileDeferred:
+		st = s.st.Pending
 	case tileConflicted:
 		st = s.st.Conflict
 	case tileExpiring:

@@ -15,16 +15,22 @@ type pageStack[C any] struct {
 	// pages holds the cursor each visited page starts after (nil: the
 	// first); the last one is the current page.
 	pages []*C
+	// firsts holds the number (from 0) of each visited page's first row.
+	firsts []int
 	// turning holds the stack as it was before a page turn whose page has
 	// not arrived yet, nil when none is in flight. Until it arrives the
 	// page shown is not the one the stack ends with, so n and p are
 	// disabled: a second n would push the shown page's Next again and
 	// number one page twice. A turn that fails puts the stack back.
-	turning []*C
+	turning       []*C
+	turningFirsts []int
 }
 
 // firstPage goes back to the first page.
-func (p *pageStack[C]) firstPage() { p.pages, p.turning = []*C{nil}, nil }
+func (p *pageStack[C]) firstPage() { p.pages, p.firsts, p.turning = []*C{nil}, []int{0}, nil }
+
+// firstRow is the number (from 0) of the current page's first row.
+func (p *pageStack[C]) firstRow() int { return p.firsts[len(p.firsts)-1] }
 
 // pageAfter is the cursor the current page starts after.
 func (p *pageStack[C]) pageAfter() *C { return p.pages[len(p.pages)-1] }
@@ -36,19 +42,25 @@ func (p *pageStack[C]) canTurn(next *C) (forward, backward bool) {
 }
 
 // turnForward and turnBack start a turn; the screen fetches the page.
-func (p *pageStack[C]) turnForward(next *C) {
-	p.turning, p.pages = p.pages, append(slices.Clip(p.pages), next)
+// shown is how many rows the page turned from shows.
+func (p *pageStack[C]) turnForward(next *C, shown int) {
+	p.turning, p.turningFirsts = p.pages, p.firsts
+	p.pages = append(slices.Clip(p.pages), next)
+	p.firsts = append(slices.Clip(p.firsts), p.firstRow()+shown)
 }
 
-func (p *pageStack[C]) turnBack() { p.turning, p.pages = p.pages, p.pages[:len(p.pages)-1] }
+func (p *pageStack[C]) turnBack() {
+	p.turning, p.turningFirsts = p.pages, p.firsts
+	p.pages, p.firsts = p.pages[:len(p.pages)-1], p.firsts[:len(p.firsts)-1]
+}
 
 // settle ends a turn when its page arrived (ok) or did not: the shown page
 // is then still the one before the turn, and so is its number.
 func (p *pageStack[C]) settle(ok bool) {
 	if !ok && p.turning != nil {
-		p.pages = p.turning
+		p.pages, p.firsts = p.turning, p.turningFirsts
 	}
-	p.turning = nil
+	p.turning, p.turningFirsts = nil, nil
 }
 
 // pageKey handles the keys every paged list shares: moving its selection
@@ -66,7 +78,7 @@ func (p *pageStack[C]) pageKey(msg tea.KeyMsg, k KeyMap, sel *int, n int, next *
 	case key.Matches(msg, k.Bottom):
 		*sel = n - 1
 	case key.Matches(msg, k.NextPage):
-		p.turnForward(next)
+		p.turnForward(next, n)
 		return true, true
 	case key.Matches(msg, k.PrevPage):
 		p.turnBack()

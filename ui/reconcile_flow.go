@@ -23,15 +23,17 @@ const screenReconcile screenID = "reconcile"
 // reconcileKind is the reconciliation; a record's detail opens it.
 var reconcileKind = screenKind{id: screenReconcile, build: func(d deps, o Options) screen { return newReconcile(d, o.Decider) }}
 
-// The reconciliation's own steps.
+// The reconciliation's own steps: one screen to decide on, with the
+// record, the evidence, the choice and what it does, and the inputs a
+// choice may need.
 const (
-	stepContext     step = "context"
-	stepEvidence    step = "evidence"
-	stepDecision    step = "decision"
-	stepReference   step = "reference" // completed: the provider's reference
-	stepSnooze      step = "snooze"    // defer: how long until a reminder
-	stepConsequence step = "consequence"
+	stepDecide    step = "decide"
+	stepReference step = "reference" // completed: the provider's reference
+	stepSnooze    step = "snooze"    // defer: how long until a reminder
 )
+
+// defaultSnooze is how long a deferral lasts unless the operator says.
+const defaultSnooze = 2 * time.Hour
 
 // askTimeout bounds a lookup; the lookup's own timeout (the catalog's,
 // 5s by default) is usually shorter.
@@ -83,116 +85,27 @@ func newReconcile(d deps, dec Decider) *reconcileFlow {
 	s.ref = textInput(d.st, "reference", 200)
 	s.snooze = textInput(d.st, "such as 30m, 2h, 1d", 20)
 	s.inputs = append(s.inputs, &s.ref, &s.snooze)
-	s.first = stepContext
+	s.first = stepDecide
+	s.needsPending = true
 	s.what = func() string { return "Reconcile operation " }
-	s.crumbs = []crumb{{"context", []step{stepContext}}, {"evidence", []step{stepEvidence}},
-		{"decision", []step{stepDecision, stepReference, stepSnooze}}, {"what happens", []step{stepConsequence}},
+	s.crumbs = []crumb{{"decide", []step{stepLoading, stepDecide, stepReference, stepSnooze}},
 		{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
 	s.commonSteps(func() tea.Cmd { return s.forward(stepConfirm) }, func() []string {
-		return []string{" " + s.st.Title.Render("Reason for deciding "+decisionInfo[s.decision()].name), ""}
+		out := []string{" " + s.st.Title.Render("Reason for deciding "+decisionInfo[s.decision()].name), ""}
+		change, _ := s.next()
+		s.field(&out, "the record", change)
+		return append(out, "")
 	}, "next")
-	s.steps[stepContext] = &flowStep{
-		view: s.contextView,
-		keys: func(k *KeyMap) {
-			k.Next.SetEnabled(true)
-			k.Next.SetHelp("enter", "next: evidence")
-		},
-		submit: func() tea.Cmd { return s.forward(stepEvidence) },
-	}
-	s.steps[stepEvidence] = &flowStep{
-		view: s.evidenceView,
-		keys: func(k *KeyMap) {
-			k.Next.SetEnabled(!s.asking)
-			k.Next.SetHelp("enter", "next: decide")
-			k.AskAgain.SetEnabled(!s.asking && !s.noLookup && s.dec != nil)
-		},
-		key: func(msg tea.KeyMsg) (tea.Cmd, bool) {
-			switch {
-			case msg.Type == tea.KeyEnter && s.asking:
-				s.inputErr = "waiting for the provider's answer"
-				return nil, true
-			case key.Matches(msg, s.keys.AskAgain):
-				return s.ask(), true
-			}
-			return nil, false
-		},
-		submit: func() tea.Cmd {
-			if s.asking {
-				return nil
-			}
-			return s.forward(stepDecision)
-		},
-	}
-	s.steps[stepDecision] = &flowStep{
-		view: s.decisionView,
+	s.steps[stepDecide] = &flowStep{
+		view: s.decideView,
 		keys: func(k *KeyMap) {
 			k.Up.SetEnabled(true)
 			k.Down.SetEnabled(true)
 			k.Choose.SetEnabled(true)
-			k.Next.SetEnabled(true)
-		},
-		key: func(msg tea.KeyMsg) (tea.Cmd, bool) {
-			n := len(reconcile.Decisions)
-			switch {
-			case key.Matches(msg, s.keys.Up):
-				s.choice = (s.choice + n - 1) % n
-			case key.Matches(msg, s.keys.Down):
-				s.choice = (s.choice + 1) % n
-			case key.Matches(msg, s.keys.Choose):
-				c, _ := strconv.Atoi(msg.String())
-				s.choice = c - 1
-				return s.submit(), true
-			default:
-				return nil, false
-			}
-			return nil, true
-		},
-		submit: func() tea.Cmd {
-			switch s.decision() {
-			case reconcile.Completed:
-				if s.typedRef() == "" && s.answer != nil {
-					s.ref.SetValue(s.answer.ResultRef)
-					s.ref.CursorEnd()
-				}
-				return s.forward(stepReference)
-			case reconcile.Defer:
-				return s.forward(stepSnooze)
-			}
-			return s.forward(stepConsequence)
-		},
-	}
-	s.steps[stepReference] = &flowStep{
-		input: func() *textinput.Model { return &s.ref },
-		view: func() []string {
-			return s.inputView("Decision: completed", "The provider's result reference, which retries will replay"+s.refSource()+":", s.ref)
-		},
-		keys: func(k *KeyMap) { s.inputKeys(k, "next") },
-		submit: func() tea.Cmd {
-			if s.typedRef() == "" {
-				s.inputErr = "confirming completed needs the provider's result reference: retries will replay it"
-				return nil
-			}
-			return s.forward(stepConsequence)
-		},
-	}
-	s.steps[stepSnooze] = &flowStep{
-		input: func() *textinput.Model { return &s.snooze },
-		view:  s.snoozeView,
-		keys:  func(k *KeyMap) { s.inputKeys(k, "next") },
-		submit: func() tea.Cmd {
-			d, err := parseSnooze(s.snooze.Value())
-			if err != nil {
-				s.inputErr = err.Error()
-				return nil
-			}
-			s.snoozeD = d
-			return s.forward(stepConsequence)
-		},
-	}
-	s.steps[stepConsequence] = &flowStep{
-		view: s.consequenceView,
-		keys: func(k *KeyMap) {
-			k.Next.SetEnabled(!s.contradicts() || s.override)
+			k.Next.SetEnabled(!s.asking)
+			k.Next.SetHelp("enter", "next: "+decisionInfo[s.decision()].name)
+			k.AskAgain.SetEnabled(!s.asking && !s.noLookup && s.dec != nil)
+			k.EditRef.SetEnabled(s.decision() == reconcile.Completed)
 			k.Override.SetEnabled(s.contradicts())
 			if s.override {
 				k.Override.SetHelp("o", "keep the lookup's answer")
@@ -201,35 +114,113 @@ func newReconcile(d deps, dec Decider) *reconcileFlow {
 			}
 		},
 		key: func(msg tea.KeyMsg) (tea.Cmd, bool) {
+			n := len(reconcile.Decisions)
 			switch {
 			case msg.Type == tea.KeyEnter:
-				// Refused while the decision contradicts the lookup
-				// without the override: submit says why.
+				// Refused while the provider is asked, or while the
+				// decision contradicts it without the override: submit
+				// says why.
 				return s.submit(), true
+			case key.Matches(msg, s.keys.Up):
+				s.choice = (s.choice + n - 1) % n
+			case key.Matches(msg, s.keys.Down):
+				s.choice = (s.choice + 1) % n
+			case key.Matches(msg, s.keys.Choose):
+				c, _ := strconv.Atoi(msg.String())
+				s.choice = c - 1
+			case key.Matches(msg, s.keys.AskAgain):
+				return s.ask(), true
 			case key.Matches(msg, s.keys.Override):
 				s.override = !s.override
-				return nil, true
+			case key.Matches(msg, s.keys.EditRef):
+				return s.forward(stepReference), true
+			default:
+				return nil, false
 			}
-			return nil, false
+			s.inputErr = ""
+			return nil, true
 		},
 		submit: func() tea.Cmd {
-			if s.contradicts() && !s.override {
-				s.inputErr = "the decision contradicts the lookup: set the override (o) or go back (esc) and decide otherwise"
+			switch {
+			case s.asking:
+				s.inputErr = "waiting for the provider's answer"
+				return nil
+			case s.contradicts() && !s.override:
+				s.inputErr = "the decision contradicts the lookup: set the override (o) or decide otherwise"
+				return nil
+			}
+			switch s.decision() {
+			case reconcile.Completed:
+				if s.typedRef() == "" {
+					return s.forward(stepReference)
+				}
+			case reconcile.Defer:
+				return s.forward(stepSnooze)
+			}
+			return s.forward(stepReason)
+		},
+	}
+	s.steps[stepReference] = &flowStep{
+		input: func() *textinput.Model { return &s.ref },
+		view: func() []string {
+			var out []string
+			out = append(out, " "+s.st.Title.Render("Decision: completed"), "")
+			from := ""
+			if s.answer != nil && s.answer.ResultRef != "" {
+				from = " (the lookup's; edit it if the provider shows another)"
+			}
+			s.para(&out, "The provider's result reference, which retries will replay"+from+":", nil)
+			return out
+		},
+		pin:  func() []string { return []string{" " + s.ref.View()} },
+		keys: func(k *KeyMap) { s.inputKeys(k, "next") },
+		submit: func() tea.Cmd {
+			switch {
+			case s.typedRef() == "":
+				s.inputErr = "confirming completed needs the provider's result reference: retries will replay it"
+				return nil
+			case s.contradicts() && !s.override:
+				s.inputErr = "the lookup found reference " + Clean(s.answer.Evidence.Ref) + ", not " + Clean(s.typedRef()) +
+					": go back (esc) and set the override (o) to record another"
 				return nil
 			}
 			return s.forward(stepReason)
 		},
 	}
+	s.steps[stepSnooze] = &flowStep{
+		input: func() *textinput.Model { return &s.snooze },
+		view: func() []string {
+			var out []string
+			out = append(out, " "+s.st.Title.Render("Decision: defer"), "")
+			s.para(&out, "Remind again in (on the database clock; such as 30m, 2h, 1d):", nil)
+			return out
+		},
+		pin: func() []string {
+			out := []string{" " + s.snooze.View()}
+			if d, err := parseSnooze(s.snooze.Value()); err == nil {
+				out = append(out, "", " "+s.st.Muted.Render("until "+stamp(s.rec.DBTime.Add(d), s.rec.DBTime)+" UTC ("+Relative(d)+")"))
+			}
+			return out
+		},
+		keys: func(k *KeyMap) { s.inputKeys(k, "next") },
+		submit: func() tea.Cmd {
+			d, err := parseSnooze(s.snooze.Value())
+			if err != nil {
+				s.inputErr = err.Error()
+				return nil
+			}
+			s.snoozeD = d
+			return s.forward(stepReason)
+		},
+	}
 	s.confirmHead = s.confirmLines
-	s.typedNeeded = s.releasesUnknown
-	s.typedWant = s.keyTail
+	s.typedNeeded = s.releasesUnbacked
+	s.typedWant = func() string { return strconv.FormatInt(s.rec.ID, 10) }
 	s.typedPrompt = func() string {
-		return fmt.Sprintf("This releases an external effect whose outcome is unknown. To confirm, type the last %d characters of the key %s:",
-			confirmChars, Clean(s.rec.Key))
+		return "This releases an external effect whose outcome is unknown, and the lookup does not say the provider has " +
+			"none: if it did act, the next retry acts twice. To confirm, type this record's operation id (in the title):"
 	}
-	s.typedWrong = func() string {
-		return fmt.Sprintf("that is not the key's last %d characters: nothing was done", confirmChars)
-	}
+	s.typedWrong = func() string { return "that is not this record's operation id: nothing was done" }
 	s.write = func() func(ctx context.Context) (applied, error) {
 		dec, tool, p := s.dec, s.rec.Tool, s.params()
 		return func(ctx context.Context) (applied, error) {
@@ -239,6 +230,13 @@ func newReconcile(d deps, dec Decider) *reconcileFlow {
 	}
 	s.done = s.doneWhat
 	s.stateLine = true
+	s.resultState = func() string {
+		if s.decision() == reconcile.Defer {
+			// The database's state is stuck; the queue's is deferred.
+			return stateText(storeview.StateDeferred) + " until " + stamp(s.snoozeUntil(), s.rec.DBTime) + " UTC"
+		}
+		return stateText(storeview.State(s.res.State))
+	}
 	s.doneMore = func() []string {
 		var out []string
 		_, retries := s.next()
@@ -260,13 +258,13 @@ func newReconcile(d deps, dec Decider) *reconcileFlow {
 
 // begin starts the reconciliation: it asks the provider at once, so the
 // answer is usually there when the operator reaches the evidence.
-func (s *reconcileFlow) beginFlow(fn flowNav) tea.Cmd {
+func (s *reconcileFlow) beginFlow(flowNav) tea.Cmd {
 	s.answer, s.noLookup, s.askErr, s.asking = nil, false, nil, false
-	s.choice, s.override, s.snoozeD = len(reconcile.Decisions)-1, false, 0
-	s.snooze.SetValue("2h")
+	s.choice, s.override, s.snoozeD = len(reconcile.Decisions)-1, false, defaultSnooze
+	s.snooze.SetValue(ShortDuration(defaultSnooze))
 	s.runbook = ""
 	if s.dec != nil {
-		s.runbook = s.dec.Runbook(fn.rec.Tool)
+		s.runbook = s.dec.Runbook(s.rec.Tool)
 	}
 	return s.ask()
 }
@@ -308,13 +306,18 @@ func (s *reconcileFlow) onAsk(msg askMsg) {
 	default:
 		a := msg.answer
 		s.answer = &a
-		if s.step == stepContext || s.step == stepEvidence {
-			// The decision the evidence points at, to start from.
+		if s.step == stepDecide || s.step == stepLoading {
+			// The decision the evidence points at, to start from, with
+			// the reference the provider gave.
 			switch a.Evidence.Lookup {
 			case reconcile.LookupFound:
 				s.choice = 0
 			case reconcile.LookupNotFound:
 				s.choice = 1
+			}
+			if s.typedRef() == "" {
+				s.ref.SetValue(a.ResultRef)
+				s.ref.CursorEnd()
 			}
 		}
 	}
@@ -360,16 +363,13 @@ func (s *reconcileFlow) evidence() reconcile.Evidence {
 	return reconcile.Evidence{}
 }
 
-// releasesUnknown tells whether confirming is typed: releasing an
-// external effect whose outcome is unknown may repeat it.
-func (s *reconcileFlow) releasesUnknown() bool {
-	return s.decision() == reconcile.NotExecuted && effectUnknown(s.rec.Effect)
-}
-
-// keyTail is what the typed confirmation must match.
-func (s *reconcileFlow) keyTail() string {
-	r := []rune(s.rec.Key)
-	return string(r[max(0, len(r)-confirmChars):])
+// releasesUnbacked tells whether confirming is typed: releasing an
+// external effect whose outcome is unknown may repeat it, unless the
+// provider's lookup says it has no such effect (and the decision does
+// not override it).
+func (s *reconcileFlow) releasesUnbacked() bool {
+	return s.decision() == reconcile.NotExecuted && effectUnknown(s.rec.Effect) &&
+		(s.verdict() != reconcile.LookupNotFound || s.contradicts())
 }
 
 func effectUnknown(e string) bool { return normalEffect(e) == ops.EffectUnknownOutcome }
@@ -428,25 +428,10 @@ func (s *reconcileFlow) params() reconcile.DecideParams {
 // database clock of the read.
 func (s *reconcileFlow) snoozeUntil() time.Time { return s.rec.DBTime.Add(s.snoozeD) }
 
-func (s *reconcileFlow) inputView(title, prompt string, in textinput.Model) []string {
-	var out []string
-	out = append(out, " "+s.st.Title.Render(title), "")
-	s.para(&out, prompt, nil)
-	out = append(out, " "+in.View())
-	return out
-}
-
-func (s *reconcileFlow) snoozeView() []string {
-	out := s.inputView("Decision: defer", "Remind again in (on the database clock; such as 30m, 2h, 1d):", s.snooze)
-	if d, err := parseSnooze(s.snooze.Value()); err == nil {
-		out = append(out, "", " "+s.st.Muted.Render("until "+stamp(s.rec.DBTime.Add(d), s.rec.DBTime)+" UTC ("+Relative(d)+")"))
-	}
-	return out
-}
-
+// refSource says where the reference came from, when the lookup gave it.
 func (s *reconcileFlow) refSource() string {
-	if s.answer != nil && s.answer.ResultRef != "" {
-		return " (from the lookup; edit it if the provider shows another)"
+	if s.answer != nil && s.answer.ResultRef != "" && s.typedRef() == s.answer.ResultRef {
+		return " (from the lookup; e edits it)"
 	}
 	return ""
 }
@@ -467,25 +452,42 @@ func effectWords(e string) (kind, risk string) {
 	return orDash(Clean(e)), "Unknown effect kind: check the catalog and the provider before deciding."
 }
 
-func (s *reconcileFlow) contextView() []string {
+// decideView is the one screen a decision is made on: the record, the
+// provider's answer, the choice and what it does to the record and its
+// retries, then the risk, the rest of the record and the runbook. It
+// scrolls (pgdn/pgup) at any size.
+func (s *reconcileFlow) decideView() []string {
 	r := s.rec
 	now := r.DBTime
 	var out []string
-	out = append(out, " "+s.st.Title.Render("Context and risk")+s.st.Muted.Render("  (as read at "+clock(now)+" UTC)"), "")
-	kind, risk := effectWords(r.Effect)
-	s.field(&out, "tool", Clean(r.Tool)+" · version "+Clean(r.ToolVersion))
-	s.field(&out, "effect", kind)
-	s.field(&out, "state", stateText(r.State)+" · record version "+strconv.FormatInt(r.Version, 10))
-	s.field(&out, "owner", orDash(Clean(r.Owner))+" · attempt "+strconv.Itoa(r.Attempt))
+	title := func(t, note string) {
+		out = append(out, " "+s.st.Title.Render(t)+s.st.Muted.Render(note))
+	}
 	lease := "-"
 	switch {
 	case s.live():
-		lease = "live: " + orDash(Clean(r.Owner)) + " holds it until " + stamp(r.LeaseExpiresAt, now) + " (" + since(r.LeaseExpiresAt, now) + ")"
+		lease = "lease live: " + orDash(Clean(r.Owner)) + " holds it until " + stamp(r.LeaseExpiresAt, now) + " (" + since(r.LeaseExpiresAt, now) + ")"
 	case !r.LeaseExpiresAt.IsZero():
-		lease = "expired " + ShortDuration(now.Sub(r.LeaseExpiresAt)) + " ago, at " + stamp(r.LeaseExpiresAt, now) + " (database clock)"
+		lease = "lease expired " + ShortDuration(now.Sub(r.LeaseExpiresAt)) + " ago"
 	}
-	s.field(&out, "lease", lease)
-	s.field(&out, "created", stamp(r.CreatedAt, now)+" ("+since(r.CreatedAt, now)+")")
+	s.field(&out, "record", stateText(r.State)+" · "+lease+" · "+orDash(Clean(r.Owner))+", attempt "+strconv.Itoa(r.Attempt)+
+		" · version "+strconv.FormatInt(r.Version, 10))
+	if l := deferralLine(r.Row); l != "" {
+		s.field(&out, "deferral", l)
+	}
+	out = append(out, s.lookupLines()...)
+	out = append(out, "")
+	out = append(out, s.decisionLines()...)
+	out = append(out, s.consequenceLines()...)
+	out = append(out, "")
+	kind, risk := effectWords(r.Effect)
+	s.field(&out, "effect", kind)
+	s.field(&out, "risk", risk)
+	if s.live() {
+		s.para(&out, "⚠ The lease is live: deciding needs force, and the decision is recorded as forced. If "+
+			orDash(Clean(r.Owner))+" is still working, its late completion will be refused.", s.st.Stuck.Render)
+	}
+	s.field(&out, "tool", Clean(r.Tool)+" · version "+Clean(r.ToolVersion)+" · created "+stamp(r.CreatedAt, now)+" ("+since(r.CreatedAt, now)+")")
 	conflicts := "none"
 	if n := len(r.Conflicts); n > 0 {
 		conflicts = fmt.Sprintf("%d conflicting attempt%s (the key reused with another intent), %d unreviewed",
@@ -497,56 +499,41 @@ func (s *reconcileFlow) contextView() []string {
 		s.field(&out, "decided", decisionText(&r, last)+" ("+since(last.At, now)+")")
 	}
 	s.field(&out, "intent", "hidden · "+orDash(Clean(r.FingerprintTag))+" · i on the record reveals it")
+	if s.answer != nil && s.answer.Evidence.Digest != "" {
+		// The audit trail keeps it whole; its start identifies it.
+		s.field(&out, "digest", truncate(Clean(s.answer.Evidence.Digest), len("sha256:")+16)+" (of the lookup's answer, kept in the audit)")
+	}
 	out = append(out, "")
-	s.field(&out, "risk", risk)
-	if s.live() {
-		out = append(out, "")
-		s.para(&out, "⚠ The lease is live: deciding needs force, and the decision is recorded as forced. If "+
-			orDash(Clean(r.Owner))+" is still working, its late completion will be refused.", s.st.Stuck.Render)
+	title("Runbook", " ("+Clean(r.Tool)+")")
+	if strings.TrimSpace(s.runbook) == "" {
+		return append(out, " "+s.st.Muted.Render("no runbook for this tool in the catalog"))
+	}
+	for _, l := range strings.Split(strings.TrimRight(s.runbook, "\n"), "\n") {
+		for _, wl := range wrap(Clean(l), max(1, s.w-4)) {
+			out = append(out, "   "+wl)
+		}
 	}
 	return out
 }
 
-func (s *reconcileFlow) evidenceView() []string {
-	var out []string
-	out = append(out, " "+s.st.Title.Render("Evidence: the provider's lookup"), "")
-	out = append(out, s.lookupLines()...)
-	out = append(out, "", " "+s.st.Title.Render("Runbook")+s.st.Muted.Render(" ("+Clean(s.rec.Tool)+")"))
-	if strings.TrimSpace(s.runbook) == "" {
-		out = append(out, " "+s.st.Muted.Render("no runbook for this tool in the catalog"))
-		return out
-	}
-	room := max(2, s.h-len(out)-4)
-	var rb []string
-	for _, l := range strings.Split(strings.TrimRight(s.runbook, "\n"), "\n") {
-		for _, wl := range wrap(Clean(l), max(1, s.w-4)) {
-			rb = append(rb, "   "+wl)
-		}
-	}
-	if len(rb) > room {
-		hidden := len(rb) - room + 1
-		rb = append(rb[:room-1], "   "+s.st.Muted.Render(fmt.Sprintf("… %d more line%s in the catalog", hidden, plural(hidden))))
-	}
-	return append(out, rb...)
-}
-
-// lookupLines tell the lookup's state and answer.
+// lookupLines tell the lookup's state and answer: the verdict and when
+// it was asked, then the answer in the provider's words.
 func (s *reconcileFlow) lookupLines() []string {
 	var out []string
 	switch {
 	case s.asking:
-		out = append(out, " "+spinFrames[s.frame]+" asking the provider…")
+		s.field(&out, "evidence", spinFrames[s.frame]+" asking the provider…")
 	case s.askErr != nil:
-		s.para(&out, "✗ the lookup failed: "+Clean(s.askErr.Error()), s.st.Error.Render)
+		s.field(&out, "evidence", s.st.Error.Render("✗ the lookup failed: "+Clean(s.askErr.Error())))
 	case s.noLookup:
 		// The same words as the audit record's evidence, and the command's.
-		s.para(&out, "⚠ "+Clean(s.evidence().Summary)+".", s.st.Stuck.Render)
+		s.field(&out, "evidence", s.st.Stuck.Render("⚠ "+Clean(s.evidence().Summary)+"."))
 		advice := "Check by hand, as the runbook says; the audit trail records that no evidence was gathered."
 		if effectUnknown(s.rec.Effect) {
 			advice = "The effect is external and its outcome unknown: check the provider by hand, as the runbook says, " +
 				"before deciding; the audit trail records that no evidence was gathered."
 		}
-		s.para(&out, advice, s.st.Muted.Render)
+		s.field(&out, "", s.st.Muted.Render(advice))
 	case s.answer != nil:
 		a := s.answer
 		verdict := "no definite answer"
@@ -559,25 +546,22 @@ func (s *reconcileFlow) lookupLines() []string {
 		case reconcile.LookupNotFound:
 			verdict = "○ not found: the provider has no such effect"
 		}
-		s.field(&out, "verdict", verdict)
-		s.field(&out, "answer", Clean(a.Evidence.Summary))
+		verdict += " · asked " + s.askedAt.UTC().Format("15:04:05") + " (local clock)"
+		if s.keys.AskAgain.Enabled() {
+			verdict += " · r asks again"
+		}
+		s.field(&out, "evidence", verdict)
+		s.field(&out, "", Clean(a.Evidence.Summary))
 		if a.Err != nil && !strings.Contains(a.Evidence.Summary, a.Err.Error()) {
 			s.field(&out, "why", Clean(a.Err.Error()))
 		}
-		if d := Clean(a.Evidence.Digest); d != "" {
-			// The audit trail keeps it whole; its start identifies it.
-			s.field(&out, "digest", truncate(d, len("sha256:")+16)+" (of the answer, kept in the audit)")
-		}
-		asked := "at " + s.askedAt.UTC().Format("15:04:05") + " UTC (this machine's clock)"
-		if s.keys.AskAgain.Enabled() {
-			asked += " · r asks again"
-		}
-		s.field(&out, "asked", asked)
 	}
 	return out
 }
 
-func (s *reconcileFlow) decisionView() []string {
+// decisionLines are the choices, the one the evidence points at selected
+// to start with.
+func (s *reconcileFlow) decisionLines() []string {
 	var out []string
 	head := " " + s.st.Title.Render("Decision")
 	switch s.verdict() {
@@ -588,7 +572,7 @@ func (s *reconcileFlow) decisionView() []string {
 	default:
 		head += s.st.Muted.Render("  (no definite answer from the lookup)")
 	}
-	out = append(out, head, "")
+	out = append(out, head)
 	for i, d := range reconcile.Decisions {
 		info := decisionInfo[d]
 		mark := "  "
@@ -642,12 +626,16 @@ func (s *reconcileFlow) next() (change, retries string) {
 	return "", ""
 }
 
-func (s *reconcileFlow) consequenceView() []string {
+// consequenceLines say what the decision does: to the record, to the
+// retries, and where it goes against the lookup, the override it needs.
+func (s *reconcileFlow) consequenceLines() []string {
 	var out []string
 	info := decisionInfo[s.decision()]
-	out = append(out, " "+s.st.Title.Render("What will happen next: "+info.name), "")
 	change, retries := s.next()
-	s.field(&out, "the record", change)
+	if s.decision() == reconcile.Completed && s.refSource() != "" {
+		change += s.refSource()
+	}
+	s.field(&out, "what happens", change)
 	s.field(&out, "retries", retries)
 	if s.live() {
 		note := "live: the decision is forced, and recorded as forced"
@@ -674,7 +662,7 @@ func (s *reconcileFlow) consequenceView() []string {
 		if s.override {
 			box = "[x]"
 		}
-		out = append(out, "", " "+s.st.Bold.Render(box)+" override the lookup's answer   "+s.st.Muted.Render("o toggles"))
+		out = append(out, " "+s.st.Bold.Render(box)+" override the lookup's answer   "+s.st.Muted.Render("o toggles"))
 	}
 	return out
 }
@@ -684,10 +672,9 @@ func (s *reconcileFlow) consequenceView() []string {
 func (s *reconcileFlow) confirmLines() []string {
 	var out []string
 	info := decisionInfo[s.decision()]
-	out = append(out, " "+s.st.Title.Render("Confirm: "+info.name+" on "+s.subject()), "")
-	change, retries := s.next()
+	out = append(s.heading("Confirm: "+info.name+" on "+s.subject()), "")
+	change, _ := s.next()
 	s.field(&out, "the record", change)
-	s.field(&out, "retries", retries)
 	s.field(&out, "reason", Clean(s.typedReason()))
 	evidence := Clean(s.evidence().Summary)
 	if evidence == "" {

@@ -32,12 +32,12 @@ func newReveal(d deps, dec Decider) *revealFlow {
 	s.what = func() string { return "Reveal the " + string(s.stored) + " of operation " }
 	s.crumbs = []crumb{{"reason", []step{stepReason, stepApplying}}, {"result", []step{stepResult}}}
 	s.commonSteps(s.apply, func() []string {
-		out := []string{" " + s.st.Title.Render("Why do you need to see the stored "+string(s.stored)+"?"), ""}
+		out := append(s.heading("Why do you need to see the stored "+string(s.stored)+"?"), "")
 		s.para(&out, "The reveal is audited before the value is shown: the audit record keeps your role and this reason. The value is hidden again when you leave.", nil)
 		return append(out, "")
 	}, "reveal (audited)")
 	s.confirmHead = func() []string {
-		out := []string{" " + s.st.Title.Render("Reveal the stored "+string(s.stored)+" of operation "+strconv.FormatInt(s.rec.ID, 10)), ""}
+		out := append(s.heading("Reveal the stored "+string(s.stored)+" of operation "+strconv.FormatInt(s.rec.ID, 10)), "")
 		s.field(&out, "reason", Clean(s.typedReason()))
 		return out
 	}

@@ -155,7 +155,9 @@ func (s *reviewScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			s.sel = n - 1
 		case key.Matches(msg, s.keys.Open):
 			t, _ := s.selected()
-			s.goTo(listOf(storeview.Filter{Tools: []string{t.Tool}}, storeview.SortExpires))
+			l := listOf(storeview.Filter{Tools: []string{t.Tool}}, storeview.SortExpires)
+			l.drill = true
+			s.goTo(l)
 		case key.Matches(msg, s.keys.Purge):
 			t, _ := s.selected()
 			s.goTo(purgeNav{tool: t})

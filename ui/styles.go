@@ -73,6 +73,8 @@ func (s Styles) state(st storeview.State) lipgloss.Style {
 		return s.Pending
 	case storeview.StateStuck:
 		return s.Stuck
+	case storeview.StateDeferred:
+		return s.Pending
 	case storeview.StateCompleted:
 		return s.Completed
 	case storeview.StateRejected:
@@ -83,7 +85,7 @@ func (s Styles) state(st storeview.State) lipgloss.Style {
 
 // row returns the style of a row's state cell in the list.
 func (s Styles) row(r storeview.Row) lipgloss.Style {
-	if r.Conflicted && r.State != storeview.StateStuck {
+	if r.Conflicted && r.State != storeview.StateStuck && r.State != storeview.StateDeferred {
 		return s.Conflict
 	}
 	return s.state(r.State)

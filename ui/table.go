@@ -15,6 +15,7 @@ const (
 	colTool
 	colKey
 	colState
+	colDeferred
 	colOwner
 	colLeaseAge
 	colExpires
@@ -33,49 +34,60 @@ type column struct {
 	// drop orders the columns given up on narrow terminals: 1 goes first,
 	// 0 never goes.
 	drop int
+	// filled: the column shows only when a row has something in it.
+	filled bool
 }
 
 // columns is the operations list, in display order. The key column takes
 // the room that is left, and is truncated in the middle.
 //
-// When room is short the context columns go first (retention, lease age,
-// the attempt, the owner), then the tool, and the tenant only when even
-// the minimums do not fit: at 60 cells a row keeps its id, tenant, a
-// readable key, its state and its lease expiry.
+// Room short, the columns go by what an operator needs least: the
+// attempt number (1 nearly always), retention, lease age, the owner, a
+// deferral's details (the state still says deferred), the lease expiry
+// (how long a record has been stuck), then the tool, for a readable key;
+// the tenant only when even the minimums do not fit. At 80 cells a row
+// keeps its id, tenant, tool, key, state and lease expiry; at 60 a stuck
+// list its id, tenant, tool, a readable key and its state.
 var columns = [colCount]column{
 	colID:        {title: "ID", min: 2, max: 12, right: true},
-	colTenant:    {title: "TENANT", min: 6, max: 14, drop: 6},
-	colTool:      {title: "TOOL", min: 10, max: 18, drop: 5},
+	colTenant:    {title: "TENANT", min: 6, max: 14, drop: 8},
+	colTool:      {title: "TOOL", min: 10, max: 18, drop: 7},
 	colKey:       {title: "KEY", min: 16, max: 80},
 	colState:     {title: "STATE", min: 12, max: 12},
+	colDeferred:  {title: "DEFERRED", min: 12, max: 26, drop: 5, filled: true},
 	colOwner:     {title: "OWNER", min: 8, max: 14, drop: 4},
-	colLeaseAge:  {title: "LEASE AGE", min: 9, max: 9, drop: 2},
-	colExpires:   {title: "EXPIRES", min: 9, max: 9},
-	colTry:       {title: "TRY", min: 3, max: 5, right: true, drop: 3},
-	colRetention: {title: "RETENTION", min: 9, max: 9, drop: 1},
+	colLeaseAge:  {title: "LEASE AGE", min: 9, max: 9, drop: 3},
+	colExpires:   {title: "EXPIRES", min: 9, max: 9, drop: 6},
+	colTry:       {title: "TRY", min: 3, max: 5, right: true, drop: 1},
+	colRetention: {title: "RETENTION", min: 9, max: 9, drop: 2},
 }
 
 const (
-	// keyReadable is the key width the context columns and the tool are
-	// given up for. Keys such as "release-00020:deploy" are about this
-	// long, and cut much shorter they lose the part that tells one record
-	// from the next ("order-00…:charge").
+	// keyReadable is the key width the context columns are given up
+	// for. Keys such as "release-00020:deploy" are about this long, and
+	// cut much shorter they lose the part that tells one record from the
+	// next ("order-00…:charge").
 	keyReadable = 20
-	// keyComfort is how wide the key grows before the other names do.
+	// keyComfort is how wide the key grows once the names are whole.
 	keyComfort = 24
-	// dropForKey is the last drop rank given up for a readable key; a
-	// column ranked after it (the tenant) goes only when the minimums do
-	// not fit.
-	dropForKey = 5
+	// dropForNames is the last drop rank given up for the tool's whole
+	// name and a readable key; dropForKey the last given up for a
+	// readable key alone: a key cut so short that two records read
+	// alike names neither. The tenant (ranked after both) goes only when
+	// the minimums do not fit.
+	dropForNames = 5
+	dropForKey   = 7
 )
 
 // growOrder is who gets spare room after the minimums, in turn, up to
-// their content: the short columns, the key up to a comfortable width,
-// the names, then the key takes what is left.
+// their content: the short columns, the key up to a readable width, the
+// names, the deferral, the key up to a comfortable width, the owner, then
+// the key takes what is left.
 var growOrder = []struct {
 	c    col
 	upTo int // 0: the content's width
-}{{colState, 0}, {colExpires, 0}, {colTry, 0}, {colKey, keyComfort}, {colTenant, 0}, {colTool, 0}, {colOwner, 0}, {colKey, 0}}
+}{{colState, 0}, {colExpires, 0}, {colTry, 0}, {colKey, keyReadable}, {colTenant, 0}, {colTool, 0}, {colDeferred, 0},
+	{colKey, keyComfort}, {colOwner, 0}, {colKey, 0}}
 
 const (
 	colGap    = 2 // spaces between columns
@@ -91,6 +103,7 @@ func rowCells(r storeview.Row) [colCount]string {
 	c[colTool] = Clean(r.Tool)
 	c[colKey] = Clean(r.Key)
 	c[colState] = RowStateText(r)
+	c[colDeferred] = deferralText(r)
 	c[colOwner] = Clean(r.Owner)
 	if c[colOwner] == "" {
 		c[colOwner] = "-"
@@ -125,7 +138,7 @@ func measureCells(cells [][colCount]string) measure {
 	var m measure
 	for i := range columns {
 		m.natural[i] = len(columns[i].title)
-		m.empty[i] = len(cells) > 0
+		m.empty[i] = len(cells) > 0 || columns[i].filled
 	}
 	for _, row := range cells {
 		for i := range row {
@@ -145,15 +158,16 @@ func measureCells(cells [][colCount]string) measure {
 
 // layoutColumns decides each column's width for a terminal w cells wide;
 // 0 means the column is dropped. When room is short, columns with nothing
-// to show go first; then columns go in their drop order until the
-// minimums fit with a readable key (the tenant only until the minimums
-// fit); the room left grows the columns in growOrder.
+// to show go first; then columns go in their drop order until the whole
+// tool name and a readable key fit (the context columns), until a
+// readable key fits (the lease expiry and the tool), until the minimums
+// fit (the tenant); the room left grows the columns in growOrder.
 func layoutColumns(m measure, w int) [colCount]int {
 	var mins, out [colCount]int
 	shown := [colCount]bool{}
 	for i := range columns {
 		mins[i] = min(columns[i].min, m.natural[i])
-		shown[i] = true
+		shown[i] = !columns[i].filled || !m.empty[i]
 	}
 	// The id must stay whole: it is how an operator names a record.
 	mins[colID] = m.natural[colID]
@@ -179,6 +193,7 @@ func layoutColumns(m measure, w int) [colCount]int {
 	}
 	// Room to read: the whole tool name, a good part of the key.
 	comfort := func() int { return total(columns[colTool].max, keyComfort) }
+	names := func() int { return total(columns[colTool].max, keyReadable) }
 	readable := func() int { return total(0, keyReadable) }
 	minimums := func() int { return total(0, 0) }
 	for i := range columns {
@@ -190,9 +205,12 @@ func layoutColumns(m measure, w int) [colCount]int {
 		}
 	}
 	for rank := 1; rank <= len(columns); rank++ {
-		fits := readable() <= w
-		if rank > dropForKey {
+		fits := names() <= w
+		switch {
+		case rank > dropForKey:
 			fits = minimums() <= w
+		case rank > dropForNames:
+			fits = readable() <= w
 		}
 		if fits {
 			break

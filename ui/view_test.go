@@ -51,6 +51,37 @@ func TestViews(t *testing.T) {
 			h.send(h.lastTick())
 		}},
 		{"connect-failed", nil},
+		// The queue: a deferred record out of it, one due again.
+		{"overview-deferred", func(h *harness) {
+			deferTwo(h.src)
+			h.send(h.lastTick())
+		}},
+		{"list-stuck-due", func(h *harness) {
+			deferTwo(h.src)
+			h.keys(":stuck<enter>")
+		}},
+		{"list-deferred", func(h *harness) {
+			deferTwo(h.src)
+			h.keys(":ops state:deferred,stuck<enter>")
+		}},
+		{"detail-deferred", func(h *harness) {
+			deferTwo(h.src)
+			h.keys(":ops id:48207<enter><enter>")
+		}},
+		// The selected record left the list at a refresh: the cursor
+		// stays, and the list says so.
+		{"list-left", func(h *harness) {
+			h.keys(":stuck<enter><down>")
+			changeBehindTheScenes(h.src, 48207)
+			h.send(h.lastThaw(), h.lastTick())
+		}},
+		// During an outage a list opened again shows its last rows,
+		// marked stale.
+		{"list-stale", func(h *harness) {
+			h.keys(":stuck<enter><esc>")
+			h.src.setDown(true)
+			h.keys(":stuck<enter>")
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,6 +106,13 @@ func TestViews(t *testing.T) {
 	}
 }
 
+// deferTwo defers the deploy (stuck) for 1h50m, and had deferred the
+// ticket until 5 minutes ago: due again.
+func deferTwo(src *fakeSource) {
+	src.deferRecord(48207, dbNow.Add(110*time.Minute), "alice")
+	src.deferRecord(48213, dbNow.Add(-5*time.Minute), "bob")
+}
+
 // TestTooSmall shows a notice below 60x20 and lays out from 60x20 up.
 func TestTooSmall(t *testing.T) {
 	t.Parallel()
@@ -87,8 +125,12 @@ func TestTooSmall(t *testing.T) {
 			require.Contains(t, view, "need 60x20", "no notice:\n%s", view)
 			checkFrame(t, view, sz.w, sz.h)
 			golden.RequireEqual(t, view)
+			// q never quits from here: the operator may be mid-flow
+			// and only resized; ctrl+c does.
 			h.keys("q")
-			require.True(t, h.quit, "q does not quit from the notice")
+			require.False(t, h.quit, "q quits from the notice")
+			h.keys("<ctrl+c>")
+			require.True(t, h.quit, "ctrl+c does not quit from the notice")
 		})
 	}
 	t.Run("60x20", func(t *testing.T) {
@@ -129,63 +171,73 @@ func TestViewNeverPanics(t *testing.T) {
 	}
 }
 
-// TestColumnsDropByPriority: at 120 columns every column shows; narrower
-// terminals give up retention, lease age, try, owner and tool in turn for
-// a readable key, then the tenant only if the rest does not fit; never the
-// id, key, state or lease expiry.
+// TestColumnsDropByPriority: narrower terminals give up first what an
+// operator needs least: the attempt number, retention, lease age, the
+// owner, a deferral's details, the lease expiry and the tool in turn for
+// a readable key, then the tenant only if the rest does not fit; never
+// the id, key or state. At 80 columns the tenant, the tool and the key of
+// the demo's records show whole beside the state and the lease expiry; at
+// 60 a stuck list keeps the tool.
 func TestColumnsDropByPriority(t *testing.T) {
 	t.Parallel()
-	src := newFakeSource()
-	page, _ := src.List(t.Context(), storeview.Query{Limit: 50})
-	cells := make([][colCount]string, len(page.Rows))
-	for i, r := range page.Rows {
-		cells[i] = rowCells(r)
-	}
-	m := measureCells(cells)
-	shown := func(w int) string {
-		ws := layoutColumns(m, w)
-		var names []string
-		total := markWidth
-		for c := range colCount {
-			if ws[c] > 0 {
-				names = append(names, columns[c].title)
-				total += ws[c] + colGap
-			}
+	rows := demoRows(4830)
+	layout := func(rows []storeview.Row) func(w int) string {
+		cells := make([][colCount]string, len(rows))
+		for i, r := range rows {
+			cells[i] = rowCells(r)
 		}
-		require.False(t, total-colGap > w, "width %d: columns take %d", w, total-colGap)
-		return strings.Join(names, ",")
+		m := measureCells(cells)
+		return func(w int) string {
+			ws := layoutColumns(m, w)
+			var names []string
+			total := markWidth
+			for c := range colCount {
+				if ws[c] > 0 {
+					names = append(names, columns[c].title)
+					total += ws[c] + colGap
+				}
+			}
+			require.LessOrEqual(t, total-colGap, w, "width %d: the columns are too wide", w)
+			for i := range cells {
+				if w < 80 {
+					break
+				}
+				for _, c := range []col{colTenant, colTool} {
+					require.GreaterOrEqual(t, ws[c], width(cells[i][c]), "width %d: %s cut", w, columns[c].title)
+				}
+				require.GreaterOrEqual(t, ws[colKey], min(width(cells[i][colKey]), keyReadable), "width %d: the key unreadable", w)
+			}
+			return strings.Join(names, ",")
+		}
 	}
-	want := map[int]string{
+	every := layout(rows)
+	for w, cols := range map[int]string{
 		140: "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION",
 		120: "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION",
-		100: "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY",
+		100: "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES",
 		80:  "ID,TENANT,TOOL,KEY,STATE,EXPIRES",
-		60:  "ID,TENANT,KEY,STATE,EXPIRES",
+		60:  "ID,TENANT,KEY,STATE",
+	} {
+		require.Equal(t, cols, every(w), "width %d", w)
 	}
-	for w, cols := range want {
-		got := shown(w)
-		require.Equal(t, cols, got, "width %d", w)
+	var stuck []storeview.Row
+	for _, r := range rows {
+		if r.State == storeview.StateStuck {
+			stuck = append(stuck, r)
+		}
 	}
-	// Stuck records have no retention: when room is short that column
-	// goes first, and the key and the tool get the room.
-	page, _ = src.List(t.Context(), storeview.Query{Filter: storeview.Filter{States: []storeview.State{storeview.StateStuck}}})
-	cells = cells[:0]
-	for _, r := range page.Rows {
-		cells = append(cells, rowCells(r))
-	}
-	m = measureCells(cells)
-	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY", shown(100), "stuck rows at 100")
-	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION", shown(140), "stuck rows at 140")
-	ws := layoutColumns(m, 100)
-	require.GreaterOrEqual(t, ws[colKey], keyComfort, "stuck rows at 100: the key column")
-	require.Greater(t, ws[colTool], columns[colTool].min, "stuck rows at 100: the tool column")
+	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE", layout(stuck)(60), "a stuck list at 60")
+	// A deferral's details show where there is room; where there is
+	// not, the state still says deferred.
+	rows[2].State, rows[2].DeferredUntil, rows[2].DeferredBy = storeview.StateDeferred, dbNow.Add(2*time.Hour), "opsdesk_demo_operator"
+	deferred := layout(rows)
+	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE,DEFERRED,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION", deferred(140))
+	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE,EXPIRES", deferred(80))
+	require.Equal(t, "⏲ deferred", rowCells(rows[2])[colState])
 }
 
-// TestKeysReadable: at 80x24 and 60x20 every row shows its tenant, and
-// distinct keys look distinct on screen, with ids as short as the fake's
-// and (at 80x24) as long as a store of millions of records has.
-func TestKeysReadable(t *testing.T) {
-	t.Parallel()
+// demoRows are records like the demo's, numbered from base.
+func demoRows(base int64) []storeview.Row {
 	rows := []storeview.Row{
 		{Tenant: "acme", Tool: "charge-card", Key: "order-00017:charge", State: storeview.StatePending, Owner: "worker-1"},
 		{Tenant: "acme", Tool: "charge-card", Key: "order-00018:charge", State: storeview.StateCompleted, Owner: "worker-2"},
@@ -198,6 +250,27 @@ func TestKeysReadable(t *testing.T) {
 		{Tenant: "globex", Tool: "create-ticket", Key: "run-142:create-ticket", State: storeview.StateCompleted, Conflicted: true, Owner: "worker-8"},
 		{Tenant: "globex", Tool: "send-email", Key: "welcome/user-8812", State: storeview.StateReleased},
 	}
+	for i := range rows {
+		r := &rows[i]
+		r.ID = base + int64(i)
+		r.DBTime, r.Attempt, r.Version = dbNow, 1, 2
+		r.CreatedAt, r.LeasedAt = dbNow.Add(-time.Hour), dbNow.Add(-time.Hour)
+		r.LeaseExpiresAt = dbNow.Add(-time.Hour + 30*time.Second)
+		if r.State == storeview.StatePending {
+			r.LeasedAt, r.LeaseExpiresAt = dbNow.Add(-3*time.Second), dbNow.Add(27*time.Second)
+		}
+		if r.State == storeview.StateCompleted || r.State == storeview.StateRejected {
+			r.CompletedAt, r.ExpiresAt = dbNow.Add(-59*time.Minute), dbNow.Add(7*24*time.Hour)
+		}
+	}
+	return rows
+}
+
+// TestKeysReadable: at 80x24 and 60x20 every row shows its tenant, and
+// distinct keys look distinct on screen, with ids as short as the fake's
+// and (at 80x24) as long as a store of millions of records has.
+func TestKeysReadable(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		w, h int
 		base int64
@@ -205,20 +278,7 @@ func TestKeysReadable(t *testing.T) {
 		t.Run(fmt.Sprintf("%dx%d-id%d", c.w, c.h, c.base), func(t *testing.T) {
 			t.Parallel()
 			src := newFakeSource()
-			src.rows = nil
-			for i, r := range rows {
-				r.ID = c.base + int64(i)
-				r.DBTime, r.Attempt, r.Version = dbNow, 1, 2
-				r.CreatedAt, r.LeasedAt = dbNow.Add(-time.Hour), dbNow.Add(-time.Hour)
-				r.LeaseExpiresAt = dbNow.Add(-time.Hour + 30*time.Second)
-				if r.State == storeview.StatePending {
-					r.LeasedAt, r.LeaseExpiresAt = dbNow.Add(-3*time.Second), dbNow.Add(27*time.Second)
-				}
-				if r.State == storeview.StateCompleted || r.State == storeview.StateRejected {
-					r.CompletedAt, r.ExpiresAt = dbNow.Add(-59*time.Minute), dbNow.Add(7*24*time.Hour)
-				}
-				src.rows = append(src.rows, r)
-			}
+			src.rows = demoRows(c.base)
 			view := newHarness(t, src, c.w, c.h).keys(":ops<enter>").view()
 			checkFrame(t, view, c.w, c.h)
 			lines := strings.Split(view, "\n")

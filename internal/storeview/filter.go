@@ -32,7 +32,7 @@ type Filter struct {
 }
 
 // FilterHelp describes the filter language, for help screens and flags.
-const FilterHelp = `state:stuck|pending|completed|rejected|released|conflicted  tenant:T  tool:T  owner:O
+const FilterHelp = `state:stuck|deferred|pending|completed|rejected|released|conflicted  tenant:T  tool:T  owner:O
 key:run-42*  id:48213  age>10m  age<1h  expires<24h   (a,b: either; terms combine with AND; "quote values with spaces")`
 
 // ParseFilter reads the filter language, for example
@@ -72,7 +72,7 @@ func ParseFilter(s string) (Filter, error) {
 						continue
 					}
 					if !slices.Contains(States, State(v)) {
-						return fmt.Errorf("%q: unknown state %q (states: pending, stuck, completed, rejected, released, conflicted)", t.text, v)
+						return fmt.Errorf("%q: unknown state %q (states: pending, stuck, deferred, completed, rejected, released, conflicted)", t.text, v)
 					}
 					f.States = append(f.States, State(v))
 				}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,10 @@ type Page struct {
 	DBTime time.Time
 	// Next is nil on the last page.
 	Next *Cursor
+	// Total is how many records the filter matches on every page: exact
+	// up to CountCap, then the planner's estimate, or for a role that
+	// sees some tenants a lower bound.
+	Total Count
 }
 
 // Options tune the store.
@@ -101,6 +106,8 @@ func ConfigurePool(cfg *pgxpool.Config, statementTimeout time.Duration) {
 type builder struct {
 	conds []string
 	args  []any
+	// deferral: a condition reads DeferralJoin's d.
+	deferral bool
 }
 
 // arg binds v and returns its placeholder.
@@ -132,7 +139,9 @@ func stateCondition(s State, stuck string) string {
 	case StatePending:
 		return LiveSQL("o.", stuck)
 	case StateStuck:
-		return StuckSQL("o.", stuck)
+		return QueueSQL(stuck)
+	case StateDeferred:
+		return DeferredSQL(stuck)
 	case StateCompleted:
 		return "(o.state = 'completed' AND o.outcome = 'succeeded')"
 	case StateRejected:
@@ -201,6 +210,7 @@ func (b *builder) apply(f Filter, stuck string) {
 	var alts []string
 	for _, s := range f.States {
 		alts = append(alts, stateCondition(s, stuck))
+		b.deferral = b.deferral || s == StateStuck || s == StateDeferred
 	}
 	if f.Conflicted {
 		alts = append(alts, conflictedSQL)
@@ -238,15 +248,17 @@ func (b *builder) apply(f Filter, stuck string) {
 }
 
 // rowColumns selects a Row; $1 is the stuck-after interval.
+// It reads from the operations row o joined with DeferralJoin's d.
 var rowColumns = `o.id, o.tenant, o.tool, o.key,
-    CASE WHEN ` + StuckSQL("o.", "$1 * interval '1 microsecond'") + ` THEN 'stuck'
+    CASE WHEN ` + DeferredSQL("$1 * interval '1 microsecond'") + ` THEN 'deferred'
+         WHEN ` + StuckSQL("o.", "$1 * interval '1 microsecond'") + ` THEN 'stuck'
          WHEN o.state = 'pending' THEN 'pending'
          WHEN o.outcome = 'rejected' THEN 'rejected'
          ELSE o.state END AS view_state,
     ` + conflictedSQL + ` AS conflicted,
     o.conflict_count, coalesce(o.owner, '') AS owner, o.attempt, o.version, o.held,
     o.leased_at, o.lease_expires_at, o.created_at, o.updated_at, o.completed_at, o.expires_at,
-    now() AS db_now`
+    d.until AS deferred_until, coalesce(d.role, '') AS deferred_by, now() AS db_now`
 
 type rowScan struct {
 	ID             int64      `db:"id"`
@@ -266,6 +278,8 @@ type rowScan struct {
 	UpdatedAt      time.Time  `db:"updated_at"`
 	CompletedAt    *time.Time `db:"completed_at"`
 	ExpiresAt      *time.Time `db:"expires_at"`
+	DeferredUntil  *time.Time `db:"deferred_until"`
+	DeferredBy     string     `db:"deferred_by"`
 	DBNow          time.Time  `db:"db_now"`
 }
 
@@ -276,7 +290,8 @@ func (r rowScan) row() Row {
 		Attempt: int(r.Attempt), Version: r.Version, Held: r.Held,
 		LeasedAt: deref(r.LeasedAt), LeaseExpiresAt: deref(r.LeaseExpiresAt),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		CompletedAt: deref(r.CompletedAt), ExpiresAt: deref(r.ExpiresAt), DBTime: r.DBNow,
+		CompletedAt: deref(r.CompletedAt), ExpiresAt: deref(r.ExpiresAt),
+		DeferredUntil: deref(r.DeferredUntil), DeferredBy: r.DeferredBy, DBTime: r.DBNow,
 	}
 }
 
@@ -342,9 +357,16 @@ func (s *Store) snapshot(ctx context.Context, fn func(q querier) error) error {
 	return fn(tx)
 }
 
-// List returns one page of operations.
+// List returns one page of operations and how many there are.
 func (s *Store) List(ctx context.Context, q Query) (Page, error) {
-	return s.list(ctx, s.pool, q)
+	page, err := s.list(ctx, s.pool, q)
+	if err != nil {
+		return page, err
+	}
+	if page.Total, err = s.total(ctx, s.pool, q.Filter); err != nil {
+		return Page{}, err
+	}
+	return page, nil
 }
 
 func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
@@ -399,6 +421,43 @@ func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
 	return page, nil
 }
 
+// total counts the records that match f up to CountCap, and estimates a
+// larger count: from the planner for a role that sees every tenant (whose
+// statistics span every tenant), else it is a lower bound.
+func (s *Store) total(ctx context.Context, conn querier, f Filter) (Count, error) {
+	b := &builder{}
+	if slices.ContainsFunc(f.States, func(st State) bool { return Row{State: st}.Pending() }) {
+		b.apply(f, b.arg(s.opts.StuckAfter.Microseconds())+" * interval '1 microsecond'")
+	} else {
+		b.apply(f, "") // no condition reads the stuck-after interval
+	}
+	from := "FROM opsdesk.operations o"
+	if b.deferral {
+		from += DeferralJoin
+	}
+	from += " WHERE " + b.sql()
+	var c Count
+	var every bool
+	err := conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM (SELECT "+from+" LIMIT "+strconv.Itoa(CountCap+1)+") s), "+visibleSQL,
+		b.args...).Scan(&c.N, &every)
+	switch {
+	case err != nil:
+		return c, fmt.Errorf("count operations: %w", err)
+	case c.N <= CountCap:
+		return c, nil
+	case !every:
+		return Count{N: CountCap, AtLeast: true}, nil // it counted CountCap+1
+	}
+	batch := &pgx.Batch{}
+	queuePlanRows(batch, "SELECT "+from, func(estimate float64) {
+		c = Count{N: max(int64(estimate), CountCap+1), Estimated: true}
+	}, b.args...)
+	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
+		return c, fmt.Errorf("estimate operations: %w", err)
+	}
+	return c, nil
+}
+
 // query reads up to limit rows that match f, in one part of a list.
 func (s *Store) query(ctx context.Context, conn querier, f Filter,
 	part func(*builder, *Cursor) string, after *Cursor, limit int) ([]rowScan, error) {
@@ -406,7 +465,7 @@ func (s *Store) query(ctx context.Context, conn querier, f Filter,
 	stuck := b.arg(s.opts.StuckAfter.Microseconds()) + " * interval '1 microsecond'"
 	b.apply(f, stuck)
 	order := part(b, after)
-	sql := "SELECT " + rowColumns + " FROM opsdesk.operations o WHERE " + b.sql() +
+	sql := "SELECT " + rowColumns + " FROM opsdesk.operations o" + DeferralJoin + " WHERE " + b.sql() +
 		" ORDER BY " + order + " LIMIT " + strconv.Itoa(limit)
 	rows, err := conn.Query(ctx, sql, b.args...)
 	if err != nil {
@@ -419,7 +478,7 @@ func (s *Store) query(ctx context.Context, conn querier, f Filter,
 // without one, which follow newest first.
 func cursorTime(sort Sort, r Row) time.Time {
 	switch {
-	case sort == SortLease && (r.State == StatePending || r.State == StateStuck):
+	case sort == SortLease && r.Pending():
 		return r.LeaseExpiresAt
 	case sort == SortExpires && (r.State == StateCompleted || r.State == StateRejected):
 		return r.ExpiresAt
@@ -439,7 +498,7 @@ func keepsOnly(f Filter, sort Sort) bool {
 	for _, s := range f.States {
 		timed := s == StateCompleted || s == StateRejected
 		if sort == SortLease {
-			timed = s == StatePending || s == StateStuck
+			timed = Row{State: s}.Pending()
 		}
 		if !timed {
 			return false
@@ -495,7 +554,7 @@ func (s *Store) detail(ctx context.Context, where string, args ...any) (d Detail
 func (s *Store) detailIn(ctx context.Context, q querier, where string, args ...any) (Detail, error) {
 	sql := "SELECT " + rowColumns + `, o.tool_version, o.effect, coalesce(o.outcome, '') AS outcome,
     coalesce(o.result_ref, '') AS result_ref, o.state = 'completed' AS has_result, o.last_conflict_at
-FROM opsdesk.operations o WHERE ` + where
+FROM opsdesk.operations o` + DeferralJoin + ` WHERE ` + where
 	rows, err := q.Query(ctx, sql, append([]any{s.opts.StuckAfter.Microseconds()}, args...)...)
 	if err != nil {
 		return Detail{}, fmt.Errorf("read operation: %w", err)
@@ -590,6 +649,20 @@ func (s *Store) overviewIn(ctx context.Context, q querier) (Overview, error) {
 			o.OldestStuck = &page.Rows[0]
 		}
 	}
+	if o.Deferred > 0 {
+		rows, err := q.Query(ctx, nextDueSQL, s.opts.StuckAfter.Microseconds())
+		if err != nil {
+			return o, fmt.Errorf("read the next deferral due: %w", err)
+		}
+		next, err := pgx.CollectRows(rows, pgx.RowToStructByName[rowScan])
+		if err != nil {
+			return o, fmt.Errorf("read the next deferral due: %w", err)
+		}
+		if len(next) > 0 {
+			r := next[0].row()
+			o.NextDue = &r
+		}
+	}
 	return o, nil
 }
 
@@ -608,6 +681,20 @@ const (
 	capped         = "(SELECT count(*) FROM (SELECT FROM opsdesk.operations WHERE %s LIMIT $1) s)"
 )
 
+// deferralsFrom is the operations rows o that people deferred, with
+// their current deferral d: found from the audit trail's side
+// (audit_browse_action_idx), as deferrals are few and the stuck records
+// may be many. A reminder is at most a year ahead of its deferral.
+var deferralsFrom = `(SELECT DISTINCT a.tenant, a.operation_id FROM opsdesk.audit a
+    WHERE a.action = '` + ActionDefer + `' AND a.outcome = 'succeeded' AND a.at > now() - interval '1 year'
+      AND (a.details->>'snooze_until')::timestamptz > now()) c
+  JOIN opsdesk.operations o ON o.tenant = c.tenant AND o.id = c.operation_id` + DeferralJoin
+
+// nextDueSQL reads the deferred record whose reminder comes first; $1 is
+// the stuck-after interval.
+var nextDueSQL = "SELECT " + rowColumns + " FROM " + deferralsFrom + " WHERE " +
+	DeferredSQL("$1 * interval '1 microsecond'") + " ORDER BY d.until, o.id LIMIT 1"
+
 // cappedCountsSQL also says whether the role sees every tenant: table
 // statistics span every tenant, so they estimate nothing for a role that
 // sees some. (A role that may not ask, the tables' owner say, is not
@@ -616,7 +703,10 @@ var cappedCountsSQL = "SELECT now(), " +
 	visibleSQL + ", " +
 	strings.Join([]string{
 		fmt.Sprintf(capped, LiveSQL("", "$2 * interval '1 microsecond'")),
-		fmt.Sprintf(capped, StuckSQL("", "$2 * interval '1 microsecond'")),
+		"(SELECT count(*) FROM (SELECT FROM opsdesk.operations o" + DeferralJoin + " WHERE " +
+			QueueSQL("$2 * interval '1 microsecond'") + " LIMIT $1) s)",
+		"(SELECT count(*) FROM (SELECT FROM " + deferralsFrom + " WHERE " +
+			DeferredSQL("$2 * interval '1 microsecond'") + " LIMIT $1) s)",
 		fmt.Sprintf(capped, rejectedWhere),
 		fmt.Sprintf(capped, releasedWhere),
 		"(SELECT count(*) FROM " + conflictedFrom + " LIMIT $1) s)",
@@ -630,11 +720,12 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 	stuckAfter := s.opts.StuckAfter.Microseconds()
 	var every bool
 	err := q.QueryRow(ctx, cappedCountsSQL, CountCap+1, stuckAfter).
-		Scan(&o.DBTime, &every, &o.Pending, &o.Stuck, &o.Rejected, &o.Released, &o.Conflicted, &o.ExpiringSoon)
+		Scan(&o.DBTime, &every, &o.Pending, &o.Stuck, &o.Deferred, &o.Rejected, &o.Released, &o.Conflicted, &o.ExpiringSoon)
 	if err != nil {
 		return fmt.Errorf("count records: %w", err)
 	}
 	o.Scoped = !every
+	o.DeferredAtLeast = o.Deferred > CountCap
 	batch := &pgx.Batch{}
 	// Pending records split into live and stuck. When one side was
 	// counted, the other is the partial index's size less it; else the
@@ -643,11 +734,15 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 	// interval written in: an integer).
 	live := estimateBy{sql: "SELECT FROM opsdesk.operations WHERE " + leaseEstimateWhere(false, stuckAfter)}
 	stuck := estimateBy{sql: "SELECT FROM opsdesk.operations WHERE " + leaseEstimateWhere(true, stuckAfter)}
+	// The index holds the deferred records too; the planner's split of
+	// stuck ones counts them in as well.
 	if o.Stuck <= CountCap {
-		live = estimateBy{index: "opsdesk.operations_pending_lease_idx", less: o.Stuck}
+		live = estimateBy{index: "opsdesk.operations_pending_lease_idx", less: o.Stuck + o.Deferred}
 	}
 	if o.Pending <= CountCap {
-		stuck = estimateBy{index: "opsdesk.operations_pending_lease_idx", less: o.Pending}
+		stuck = estimateBy{index: "opsdesk.operations_pending_lease_idx", less: o.Pending + o.Deferred}
+	} else {
+		stuck.less = o.Deferred
 	}
 	for _, c := range []struct {
 		n         *int64
@@ -682,7 +777,8 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 			})
 			continue
 		}
-		queuePlanRows(batch, c.by.sql, set)
+		less := float64(c.by.less)
+		queuePlanRows(batch, c.by.sql, func(estimate float64) { set(estimate - less) })
 	}
 	if batch.Len() == 0 {
 		return nil
@@ -708,8 +804,8 @@ func leaseEstimateWhere(stuck bool, stuckAfter int64) string {
 }
 
 // estimateBy is how a count above the cap is estimated: an index's size
-// (its reltuples) less a count, or the planner's estimate of a query's
-// rows.
+// (its reltuples) or the planner's estimate of a query's rows, less a
+// count.
 type estimateBy struct {
 	index string
 	less  int64

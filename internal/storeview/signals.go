@@ -77,18 +77,6 @@ type ToolSignals struct {
 	OldestStuck time.Time `json:"oldest_stuck"`
 }
 
-// DeferralUntilSQL is the snooze time of the deferral standing on the
-// operation o, NULL when none stands: the snooze time of the last
-// decide:defer that took effect on the record at its current version. A
-// deferral changes nothing in the record, so it stands until the record
-// changes: a takeover or a decision ends it (both bump the version), and
-// a record that is stuck again after a takeover is new trouble. It reads
-// the record's decisions on audit_operation_idx, as the detail view does.
-const DeferralUntilSQL = `(SELECT (a.details->>'snooze_until')::timestamptz FROM opsdesk.audit a
-        WHERE a.tenant = o.tenant AND a.operation_id = o.id AND a.action = 'decide:defer'
-            AND a.outcome = 'succeeded' AND a.version_after = o.version
-        ORDER BY a.seq DESC LIMIT 1)`
-
 // Signals reads every tool's figures that the role sees, in three round
 // trips: the store's tools, the counts (two statements in one pipeline),
 // and the planner's estimates of those above the cap. When ctx ends before

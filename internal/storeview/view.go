@@ -15,15 +15,16 @@ type State string
 
 // The states shown in the console.
 const (
-	StatePending   State = "pending" // pending, lease live
-	StateStuck     State = "stuck"   // pending, lease expired (past the context's stuck_after)
+	StatePending   State = "pending"  // pending, lease live
+	StateStuck     State = "stuck"    // pending, lease expired (past the context's stuck_after)
+	StateDeferred  State = "deferred" // stuck, but a person deferred it until a reminder
 	StateCompleted State = "completed"
 	StateRejected  State = "rejected" // completed with a business rejection
 	StateReleased  State = "released"
 )
 
 // States lists every state, in the order the console shows them.
-var States = []State{StatePending, StateStuck, StateCompleted, StateRejected, StateReleased}
+var States = []State{StatePending, StateStuck, StateDeferred, StateCompleted, StateRejected, StateReleased}
 
 // ErrNotFound means no record matched.
 var ErrNotFound = errors.New("no such operation")
@@ -70,6 +71,11 @@ type Row struct {
 	UpdatedAt      time.Time `json:"updated_at"`
 	CompletedAt    time.Time `json:"completed_at"`
 	ExpiresAt      time.Time `json:"expires_at"`
+	// DeferredUntil is the reminder of the record's current deferral,
+	// and DeferredBy the role that deferred it (zero: none). The record
+	// is deferred until then (State is StateDeferred), due after.
+	DeferredUntil time.Time `json:"deferred_until"`
+	DeferredBy    string    `json:"deferred_by,omitempty"`
 	// DBTime is the database clock when the row was read; ages use it.
 	DBTime time.Time `json:"db_time"`
 }
@@ -151,10 +157,15 @@ type Overview struct {
 	// Stuck count pending records by their lease; Conflicted counts
 	// records with unreviewed conflicts; ExpiringSoon counts completed
 	// records whose retention ends within 24 hours.
-	Pending             int64 `json:"pending"`
-	PendingEstimated    bool  `json:"pending_estimated"`
-	Stuck               int64 `json:"stuck"`
-	StuckEstimated      bool  `json:"stuck_estimated"`
+	Pending          int64 `json:"pending"`
+	PendingEstimated bool  `json:"pending_estimated"`
+	Stuck            int64 `json:"stuck"`
+	StuckEstimated   bool  `json:"stuck_estimated"`
+	// Deferred counts stuck records a person deferred, whose reminder is
+	// not yet due (they are not in Stuck); above CountCap it is
+	// CountCap+1, a lower bound, and DeferredAtLeast says so.
+	Deferred            int64 `json:"deferred"`
+	DeferredAtLeast     bool  `json:"deferred_at_least"`
 	Rejected            int64 `json:"rejected"`
 	RejectedEstimated   bool  `json:"rejected_estimated"`
 	Released            int64 `json:"released"`
@@ -171,8 +182,11 @@ type Overview struct {
 	// statistics cannot estimate its counts, so an …Estimated count is
 	// then CountCap+1, a lower bound ("more than 1,000").
 	Scoped bool `json:"scoped"`
-	// OldestStuck is the stuck record whose lease expired first.
+	// OldestStuck is the stuck record whose lease expired first (a
+	// deferred record is not stuck).
 	OldestStuck *Row `json:"oldest_stuck,omitempty"`
+	// NextDue is the deferred record whose reminder comes first.
+	NextDue *Row `json:"next_due,omitempty"`
 }
 
 // Estimated tells whether any count is an estimate.
