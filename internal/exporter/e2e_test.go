@@ -113,6 +113,9 @@ func queryOne(t *testing.T, api, query string) float64 {
 		return 0 // still starting
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		return 0 // listening, not ready yet: it answers "Service Unavailable" in plain text
+	}
 	var answer struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
