@@ -66,6 +66,69 @@ FROM opsdesk.tombstones WHERE key = 'mail-1'`).Scan(&inTombstone))
 	require.Contains(t, errOut, "may not purge")
 }
 
+// Bad --yield, --workers and --batch values are usage errors that name
+// the flag, and purge nothing, even with --yes.
+func TestRetentionPurgeRefusesBadPaceFlags(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.operations SET expires_at = now() - interval '1 hour' WHERE key = 'mail-1'`)
+	require.NoError(t, err)
+	cfg := personConfig(t, dbtest.NewPerson(t, d, "admin", "*"), "")
+	for _, c := range []struct{ flag, value, says string }{
+		{"--yield", "NaN", "--yield NaN: give a number from 0 (full speed) to 100"},
+		{"--yield", "nan", "--yield NaN: give a number"},
+		{"--yield", "-0.5", "--yield -0.5: give a number"},
+		{"--yield", "100.5", "--yield 100.5: give a number"},
+		{"--yield", "Inf", "--yield +Inf: give a number"},
+		{"--yield", "-Inf", "--yield -Inf: give a number"},
+		{"--yield", "1e400", `invalid argument "1e400" for "--yield"`},
+		{"--yield", "", `invalid argument "" for "--yield"`},
+		{"--yield", " 1", `invalid argument " 1" for "--yield"`},
+		{"--yield", "1\x00", `for "--yield"`},
+		{"--workers", "-1", "--workers -1: between 1 and 8"},
+		{"--workers", "0", "--workers 0: between 1 and 8"},
+		{"--workers", "9", "--workers 9: between 1 and 8"},
+		{"--workers", "99999999999999999999", `invalid argument "99999999999999999999" for "--workers"`},
+		{"--workers", "1.5", `invalid argument "1.5" for "--workers"`},
+		{"--batch", "-5", "--batch -5: between 1 and 10000"},
+		{"--batch", "10001", "--batch 10001: between 1 and 10000"},
+	} {
+		code, _, errOut := run("retention", "purge", "--yes", "--config", cfg, c.flag+"="+c.value)
+		require.Equal(t, ExitUsage, code, c)
+		require.Contains(t, errOut, c.says, c)
+	}
+	var left, runs int
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM opsdesk.operations WHERE key = 'mail-1'),
+    (SELECT count(*) FROM opsdesk.purge_runs)`).Scan(&left, &runs))
+	require.Equal(t, 1, left, "nothing purged")
+	require.Zero(t, runs, "no run started")
+}
+
+// A purge paces itself unless asked for a pace: --yield, or --workers,
+// which asks for speed. The progress lines show each batch's pace.
+func TestRetentionPurgePace(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args       []string
+		pace, line string
+	}{
+		{nil, "pace: paced by batch latency", `\(run \d+, batch 1: 1 records in [0-9.]+[µm]?s, 1\.0x its fastest\)`},
+		{[]string{"--yield", "0"}, "pace: full speed", `\(run \d+, batch 1: 1 records in [0-9.]+[µm]?s\)`},
+		{[]string{"--workers", "2"}, "pace: full speed", `\(run \d+, batch 1: 1 records in [0-9.]+[µm]?s\)`},
+		{[]string{"--workers", "2", "--yield", "0.5"}, "pace: yield 0.5", `batch 1: 1 records in [0-9.]+[µm]?s; pausing [0-9.]+[µm]?s\)`},
+	} {
+		_, d := storeConfig(t)
+		_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.operations SET expires_at = now() - interval '1 hour' WHERE key = 'mail-1'`)
+		require.NoError(t, err)
+		cfg := personConfig(t, dbtest.NewPerson(t, d, "admin", "*"), "")
+		code, out, errOut := run(append([]string{"retention", "purge", "--yes", "--config", cfg}, c.args...)...)
+		require.Equal(t, ExitOK, code, errOut)
+		require.Contains(t, out, "purged 1 records")
+		require.Contains(t, errOut, c.pace+"\n", c.args)
+		require.Regexp(t, c.line, errOut, c.args)
+	}
+}
+
 func TestRetentionHoldAndRelease(t *testing.T) {
 	t.Parallel()
 	_, d := storeConfig(t)

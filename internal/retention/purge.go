@@ -47,25 +47,36 @@ type PurgeParams struct {
 	// unconfirmed. The count goes into the run's start record, and the
 	// database holds the run to it. Nil: Purge runs the dry run itself.
 	DryRun *DryRun
-	// Yield paces the purge for the library's sake: after each batch it
-	// waits Yield times as long as the batch took (0: no wait), so that
-	// at Yield 1 it works at most half the time. On a server with no
-	// cores to spare the library's throughput and the purge's speed trade
-	// against each other (docs/benchmarks.md).
-	Yield float64
+	// Pace spaces the batches for the library's sake: Paced (the zero
+	// value) pauses after each batch as much as the server's load slows
+	// the batches down; FixedYield pauses a fixed multiple of each
+	// batch's time, FixedYield(0) not at all. On a server with no cores to
+	// spare the library's throughput and the purge's speed trade against
+	// each other (docs/benchmarks.md).
+	Pace Pace
 	// Workers is how many batch loops of the run go side by side, each on
-	// a connection of its own (default 1). Their batches take disjoint
-	// records (SKIP LOCKED); on a busy server more connections get the
-	// purge more of the cores, and the library less (docs/benchmarks.md,
-	// third measurement). The pool needs that many connections.
+	// a connection of its own (default 1), each paced by itself. Their
+	// batches take disjoint records (SKIP LOCKED); on a busy server more
+	// connections get the purge more of the cores, and the library less
+	// (docs/benchmarks.md, third measurement). The pool needs that many
+	// connections.
 	Workers int
 }
 
-// Progress is a running purge's state after a batch.
+// Progress is a running purge's state after a batch, and that batch's
+// pace.
 type Progress struct {
 	Run     int64
 	Purged  int64
 	Batches int
+	// Records is what the batch purged, in Took.
+	Records int64
+	Took    time.Duration
+	// Slowdown is the batch's time per record over its loop's fastest
+	// batch so far (Paced; 0 for a fixed pace), and Pause how long the
+	// loop waits before its next batch.
+	Slowdown float64
+	Pause    time.Duration
 }
 
 // Result is a finished purge: its run and its audit records.
@@ -142,6 +153,9 @@ ORDER BY id LIMIT 1`, tool(p), cut).Scan(&d.Resumes, &cut)
 // it resumes the run, with a resume record. A refusal is a
 // *reconcile.RefusedError whose audit record is committed.
 func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func(Progress)) (Result, error) {
+	if err := p.Pace.check(); err != nil {
+		return Result{}, fmt.Errorf("purge: %w", err)
+	}
 	size := p.BatchSize
 	if size <= 0 {
 		size = 1000
@@ -190,18 +204,19 @@ FROM opsdesk.purge_runs r WHERE r.id = $1`, res.Run).Scan(&prog.Batches)
 	workers := max(p.Workers, 1)
 	// done counts a batch and reports it, one worker at a time.
 	var mu sync.Mutex
-	done := func(n int64) {
+	done := func(b Progress) {
 		mu.Lock()
 		defer mu.Unlock()
-		prog.Purged += n
+		prog.Purged += b.Records
 		prog.Batches++
+		prog.Records, prog.Took, prog.Slowdown, prog.Pause = b.Records, b.Took, b.Slowdown, b.Pause
 		if progress != nil {
 			progress(prog)
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for range workers {
-		g.Go(func() error { return batches(gctx, pool, res.Run, size, allow, p.Yield, done) })
+		g.Go(func() error { return batches(gctx, pool, res.Run, size, allow, &pacer{pace: p.Pace}, done) })
 	}
 	if err := g.Wait(); err != nil {
 		return res, fmt.Errorf("purge run %d, after %d records: %w (run the purge again to resume)", res.Run, prog.Purged, err)
@@ -264,8 +279,9 @@ func (b *budget) giveBack(n int64) {
 }
 
 // batches runs batches of run until one finds nothing left or the budget
-// is spent, calling done after each, and pausing yield times its time.
-func batches(ctx context.Context, pool *pgxpool.Pool, run int64, size int, allow *budget, yield float64, done func(int64)) error {
+// is spent, calling done after each (its Records, Took, Slowdown and
+// Pause), and pausing as pace says.
+func batches(ctx context.Context, pool *pgxpool.Pool, run int64, size int, allow *budget, pace *pacer, done func(Progress)) error {
 	for {
 		var n int64
 		t0 := time.Now()
@@ -296,9 +312,11 @@ func batches(ctx context.Context, pool *pgxpool.Pool, run int64, size int, allow
 		if n == 0 {
 			return nil
 		}
-		done(n)
-		if yield > 0 {
-			if err := sleep(ctx, time.Duration(yield*float64(time.Since(t0)))); err != nil {
+		took := time.Since(t0)
+		wait, slowdown := pace.pause(took, n)
+		done(Progress{Records: n, Took: took, Slowdown: slowdown, Pause: wait})
+		if wait > 0 {
+			if err := sleep(ctx, wait); err != nil {
 				return err
 			}
 		}

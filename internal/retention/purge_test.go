@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -385,19 +387,72 @@ func TestYieldingPurgeStopsAndResumes(t *testing.T) {
 	t.Parallel()
 	_, admin := setup(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	p := retention.PurgeParams{Reason: "weekly", BatchSize: 2, Yield: 1000}
+	p := retention.PurgeParams{Reason: "weekly", BatchSize: 2, Pace: retention.FixedYield(retention.MaxYield)}
 	var seen []retention.Progress
 	_, err := retention.Purge(ctx, admin.Pool, p, func(pr retention.Progress) {
 		seen = append(seen, pr)
-		cancel() // while the purge waits its 1,000 batch times
+		cancel() // while the purge waits its 100 batch times
 	})
 	require.ErrorIs(t, err, context.Canceled)
 	require.Len(t, seen, 1, "it stopped in the wait after the first batch")
-	p.Yield = 0
+	p.Pace = retention.FixedYield(0)
 	res, err := retention.Purge(t.Context(), admin.Pool, p, nil)
 	require.NoError(t, err)
 	require.Equal(t, seen[0].Run, res.Run)
 	require.EqualValues(t, 9, res.Purged)
+}
+
+// By default a purge paces itself, and each batch's progress says what it
+// took, how much slower it ran than the loop's fastest batch, and how long
+// the purge pauses: k-1 times the batch's time for a slowdown of k (at
+// most MaxPacedYield times). Asked for a fixed pace, it keeps no
+// baseline. (Relations between the reported figures, not timings.)
+func TestPurgeProgressShowsItsPace(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		pace  retention.Pace
+		paced bool
+		yield float64
+	}{{retention.Paced, true, 0}, {retention.FixedYield(0), false, 0}, {retention.FixedYield(0.5), false, 0.5}} {
+		_, admin := setup(t)
+		var seen []retention.Progress
+		res, err := retention.Purge(t.Context(), admin.Pool, retention.PurgeParams{Reason: "weekly", BatchSize: 2, Pace: c.pace},
+			func(pr retention.Progress) { seen = append(seen, pr) })
+		require.NoError(t, err)
+		require.EqualValues(t, 9, res.Purged)
+		require.Len(t, seen, 5, "batches of 2, 2, 2, 2, 1")
+		var records int64
+		for i, pr := range seen {
+			records += pr.Records
+			require.Equal(t, records, pr.Purged)
+			require.Equal(t, i+1, pr.Batches)
+			require.Positive(t, pr.Took)
+			yield := c.yield
+			if c.paced {
+				require.GreaterOrEqual(t, pr.Slowdown, 1.0, "batch %d", i)
+				yield = min(pr.Slowdown-1, retention.MaxPacedYield)
+			} else {
+				require.Zero(t, pr.Slowdown)
+			}
+			require.InDelta(t, float64(pr.Took)*yield, float64(pr.Pause), 2, "batch %d: %+v", i, pr)
+		}
+		if c.paced {
+			require.Equal(t, 1.0, seen[0].Slowdown, "the first batch is its own baseline")
+		}
+	}
+}
+
+// A yield a purge cannot wait is refused before the run starts.
+func TestPurgeRefusesABadYield(t *testing.T) {
+	t.Parallel()
+	d, admin := setup(t)
+	for _, y := range []float64{-1, math.NaN(), math.Inf(1), retention.MaxYield + 1} {
+		_, err := retention.Purge(t.Context(), admin.Pool, retention.PurgeParams{Reason: "x", Pace: retention.FixedYield(y)}, nil)
+		require.ErrorContains(t, err, fmt.Sprintf("yield %g: give a number from 0 (full speed) to 100", y))
+	}
+	var runs int
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.purge_runs`).Scan(&runs))
+	require.Zero(t, runs)
 }
 
 // A concurrent run's purge_tombstones deleting the expired tombstone that
