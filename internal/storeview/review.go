@@ -272,7 +272,7 @@ pairs AS (
 // pending ones on operations_pending_lease_idx, which holds the few pending
 // records. Held records are few and have their own index. The records
 // with unreviewed conflicts are counted exactly from
-// opsdesk.record_conflicts (migration 00020), index-only, without reading
+// opsdesk.record_conflicts (migration 00022), index-only, without reading
 // the records: joining each conflict to its record grew with the
 // conflicts (the review took 6.5 times as long at 10M records as at 1M).
 // Its untracked rows, records whose conflicts were written by hand without

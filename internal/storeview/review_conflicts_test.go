@@ -21,7 +21,7 @@ import (
 )
 
 // The review's "conflicted" figure comes from opsdesk.record_conflicts
-// (migration 00020), which triggers keep for every writer. These tests
+// (migration 00022), which triggers keep for every writer. These tests
 // write as each writer does (the library as the service, people through
 // their functions, purges, the superuser by hand) and check after each
 // step that the table says what the records and conflicts say, and that
@@ -30,7 +30,7 @@ import (
 // conflictedTruth is the definition the review's figure answers: a tool's
 // expired, unheld, completed records with an unreviewed conflict, counted
 // by joining every conflict to its record (the review's query before
-// migration 00020), as the superuser.
+// migration 00022), as the superuser.
 func conflictedTruth(t *testing.T, d *dbtest.DB, tool string) int64 {
 	t.Helper()
 	var n int64
