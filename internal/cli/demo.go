@@ -411,7 +411,9 @@ func openDemoConsole(ctx context.Context, operatorDSN, catalog string) (*storevi
 		return nil, ui.Options{}, nil, err
 	}
 	view := storeview.New(pool, storeview.Options{StatementTimeout: statementTimeout})
-	return view, consoleOptions(cfg, pool), pool, nil
+	opts := consoleOptions(cfg, pool)
+	opts.Verifier = consoleVerifier{pool: pool}
+	return view, opts, pool, nil
 }
 
 // superuserDSN is the demo database's DSN as the cluster's superuser, as a
