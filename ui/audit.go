@@ -2,6 +2,7 @@ package ui
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -292,6 +293,13 @@ func chainName(tenant string) string {
 
 func (r auditRef) String() string { return chainName(r.Tenant) + "#" + strconv.FormatInt(r.Seq, 10) }
 
+// glyphBroken marks an audit record whose hash does not match its
+// contents, wherever it shows; brokenText says it in words.
+const (
+	glyphBroken = "✗"
+	brokenText  = "changed after it was written: its hash does not match its contents"
+)
+
 // OutcomeText is an audit outcome's glyph and word, so it is never colour
 // alone: the console and opsdesk audit list write it alike.
 func OutcomeText(o string) string {
@@ -380,8 +388,13 @@ const (
 )
 
 var auditColumns = []auditColumn{
-	auditColTime:  {title: "TIME", cell: func(r storeview.AuditRow) string { return auditTime(r.At, r.DBTime) }},
-	auditColChain: {title: "CHAIN#SEQ", max: 24, cell: func(r storeview.AuditRow) string { return auditRef{r.Tenant, r.Seq}.String() }},
+	auditColTime: {title: "TIME", cell: func(r storeview.AuditRow) string { return auditTime(r.At, r.DBTime) }},
+	auditColChain: {title: "CHAIN#SEQ", max: 24, cell: func(r storeview.AuditRow) string {
+		if r.HashBroken {
+			return auditRef{r.Tenant, r.Seq}.String() + " " + glyphBroken
+		}
+		return auditRef{r.Tenant, r.Seq}.String()
+	}},
 	auditColRole: {title: "ROLE", drop: 4, max: 32, cell: func(r storeview.AuditRow) string {
 		if r.DisplayName != "" {
 			return Clean(r.Role) + " (" + Clean(r.DisplayName) + ")"
@@ -563,6 +576,15 @@ func (s *auditScreen) title() string {
 
 func (s *auditScreen) position() string {
 	right := "page " + strconv.Itoa(len(s.pages))
+	broken := 0
+	for _, r := range s.page.Rows[:s.visibleRows()] {
+		if r.HashBroken {
+			broken++
+		}
+	}
+	if broken > 0 && s.loaded {
+		right = s.st.Error.Render(fmt.Sprintf("%s %d changed after written", glyphBroken, broken)) + " · " + right
+	}
 	switch {
 	case s.turning != nil && s.loaded:
 		return "page " + strconv.Itoa(len(s.turning)) + " · loading page " + strconv.Itoa(len(s.pages)) + "…"
@@ -642,9 +664,12 @@ func (s *auditScreen) bodyLines(lay auditLayout, rowsH int) []string {
 			}
 			return v
 		})
-		if sel {
+		switch {
+		case sel:
 			l = s.st.Selected.Render(pad(l, s.w))
-		} else {
+		case r.HashBroken:
+			l = s.st.Error.Render(strings.TrimRight(l, " "))
+		default:
 			l = strings.TrimRight(l, " ")
 		}
 		out = append(out, l)
@@ -682,8 +707,12 @@ func (s *auditScreen) pane(w int) []string {
 	}
 	facts = append(facts, flagTexts(r)...)
 	reason := "reason: " + orDash(Clean(r.Reason))
+	title := s.st.Title.Render(truncate(head, w-1))
+	if r.HashBroken {
+		title = s.st.Error.Render(truncate(glyphBroken+" "+brokenText+" · "+head, w-1))
+	}
 	lines := []string{
-		" " + s.st.Title.Render(truncate(head, w-1)),
+		" " + title,
 		"   " + truncate(who, w-3),
 		"   " + truncate(strings.Join(facts, " · "), w-3),
 		"   " + s.st.Muted.Render(truncate(reason+" · enter: the whole record and its chain check", w-3)),

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/x/exp/golden"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
@@ -202,18 +201,10 @@ func TestAuditViews(t *testing.T) {
 		{"audit-help", func(h *harness) { h.keys(":audit<enter>?") }},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			for _, sz := range sizes {
-				t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
-					t.Parallel()
-					h := newHarness(t, newFakeSource(), sz.w, sz.h)
-					c.setup(h)
-					view := h.view()
-					checkFrame(t, view, sz.w, sz.h)
-					golden.RequireEqual(t, view)
-				})
-			}
+		goldens(t, c.name, func(t *testing.T, w, h int) string {
+			hs := newHarness(t, newFakeSource(), w, h)
+			c.setup(hs)
+			return hs.view()
 		})
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/stretchr/testify/require"
 
@@ -137,20 +136,12 @@ func TestDecideViews(t *testing.T) {
 		{"help", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r?") }},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			for _, sz := range sizes {
-				t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
-					t.Parallel()
-					src := newFakeSource()
-					dec := newFakeDecider(src)
-					h := newDecideHarness(t, src, dec, Options{}, sz.w, sz.h)
-					c.setup(h, dec)
-					view := h.view()
-					checkFrame(t, view, sz.w, sz.h)
-					golden.RequireEqual(t, view)
-				})
-			}
+		goldens(t, c.name, func(t *testing.T, w, h int) string {
+			src := newFakeSource()
+			dec := newFakeDecider(src)
+			hs := newDecideHarness(t, src, dec, Options{}, w, h)
+			c.setup(hs, dec)
+			return hs.view()
 		})
 	}
 }

@@ -276,6 +276,9 @@ func (s *detailScreen) buildLines() []string {
 	head := "Operation " + strconv.FormatInt(d.ID, 10)
 	add(title(head) + "  " + truncate(Clean(d.Tenant)+" / "+Clean(d.Tool)+" / "+Clean(d.Key), max(1, w-width(head)-4)))
 	summary := s.st.state(d.State).Render(stateText(d.State))
+	if n := brokenDecisions(d); n > 0 {
+		summary += "  " + s.st.Error.Render(fmt.Sprintf("%s %d audit record%s changed after written (timeline)", glyphBroken, n, plural(n)))
+	}
 	switch n := unreviewed(d.Conflicts); {
 	case n > 0:
 		summary += "  " + s.st.Conflict.Render(fmt.Sprintf("%s %d unreviewed conflicting attempt%s", glyphConflicted, n, plural(n)))
@@ -498,6 +501,9 @@ func decisionText(d *storeview.Detail, dec storeview.Decision) string {
 		what += " · overriding the lookup"
 	}
 	what += " · audit " + Clean(d.Tenant) + "#" + strconv.FormatInt(dec.AuditSeq, 10)
+	if dec.HashBroken {
+		what += " " + glyphBroken + " " + brokenText
+	}
 	if dec.Reason != "" {
 		what += " · reason: " + Clean(dec.Reason)
 	}
@@ -521,6 +527,18 @@ func stateNote(r storeview.Row) string {
 		return ": released; the next attempt runs again"
 	}
 	return ""
+}
+
+// brokenDecisions counts the record's decisions whose audit record does
+// not match its hash.
+func brokenDecisions(d *storeview.Detail) int {
+	n := 0
+	for _, dec := range d.Decisions {
+		if dec.HashBroken {
+			n++
+		}
+	}
+	return n
 }
 
 func unreviewed(cs []storeview.Conflict) int {

@@ -372,12 +372,4 @@ func lateRetry(t storeview.ToolReview) string {
 }
 
 // bar is the purge's progress against the dry run's count.
-func (s *purgeScreen) bar(w int) string {
-	w = max(10, min(w, 60))
-	frac := 0.0
-	if s.dry.Count > 0 {
-		frac = min(1, float64(s.progress.Purged)/float64(s.dry.Count))
-	}
-	fill := int(frac * float64(w-2))
-	return "[" + strings.Repeat("#", fill) + strings.Repeat(".", w-2-fill) + "] " + fmt.Sprintf("%3.0f%%", frac*100)
-}
+func (s *purgeScreen) bar(w int) string { return progressBar(s.progress.Purged, s.dry.Count, w) }

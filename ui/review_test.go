@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/x/exp/golden"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/retention"
@@ -150,18 +149,10 @@ func TestReviewViews(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			for _, sz := range sizes {
-				t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
-					t.Parallel()
-					h := newPurgeHarness(t, &fakePurger{count: 2500}, true, sz.w, sz.h)
-					c.setup(h)
-					view := h.view()
-					checkFrame(t, view, sz.w, sz.h)
-					golden.RequireEqual(t, view)
-				})
-			}
+		goldens(t, c.name, func(t *testing.T, w, h int) string {
+			hs := newPurgeHarness(t, &fakePurger{count: 2500}, true, w, h)
+			c.setup(hs)
+			return hs.view()
 		})
 	}
 }

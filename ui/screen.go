@@ -56,6 +56,7 @@ var screenKinds = []screenKind{
 	detailKind,
 	auditKind,
 	reviewKind,
+	verifyKind,
 	overviewKind,
 	reconcileKind,
 	ackKind,

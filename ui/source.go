@@ -64,6 +64,9 @@ type Options struct {
 	// Purger runs retention purges from the review, for a role the
 	// database lets purge; nil (or ReadOnly) offers none.
 	Purger Purger
+	// Verifier checks the audit chains for :verify; nil says to run
+	// opsdesk audit verify instead.
+	Verifier Verifier
 	// Goto is a : command (with or without the colon) the console runs
 	// at start as if it were typed, once the database answers: where an
 	// alert points (opsdesk --goto). Check it with CheckCommand first; an

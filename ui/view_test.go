@@ -84,26 +84,35 @@ func TestViews(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			for _, sz := range sizes {
-				t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
-					t.Parallel()
-					src := newFakeSource()
-					if c.setup == nil {
-						src.setDown(true)
-					}
-					h := newHarness(t, src, sz.w, sz.h)
-					if c.setup != nil {
-						c.setup(h)
-					}
-					view := h.view()
-					checkFrame(t, view, sz.w, sz.h)
-					golden.RequireEqual(t, view)
-				})
+		goldens(t, c.name, func(t *testing.T, w, h int) string {
+			src := newFakeSource()
+			if c.setup == nil {
+				src.setDown(true)
 			}
+			hs := newHarness(t, src, w, h)
+			if c.setup != nil {
+				c.setup(hs)
+			}
+			return hs.view()
 		})
 	}
+}
+
+// goldens compares the view a case builds with its golden file at 80x24
+// and 120x40, in a subtest of t named after the case.
+func goldens(t *testing.T, name string, view func(t *testing.T, w, h int) string) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		for _, sz := range sizes {
+			t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
+				t.Parallel()
+				v := view(t, sz.w, sz.h)
+				checkFrame(t, v, sz.w, sz.h)
+				golden.RequireEqual(t, v)
+			})
+		}
+	})
 }
 
 // deferTwo defers the deploy (stuck) for 1h50m, and had deferred the

@@ -10,6 +10,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -47,6 +48,22 @@ type Record struct {
 	HashVersion     int16     `json:"hash_version"`
 }
 
+// Targets are the scan destinations of RecordColumns, in order.
+func (r *Record) Targets() []any {
+	return []any{&r.Tenant, &r.Seq, &r.EventID, &r.At, &r.Role, &r.DisplayName, &r.Action, &r.Outcome,
+		&r.Tool, &r.Key, &r.OperationID, &r.StateBefore, &r.StateAfter, &r.VersionBefore, &r.VersionAfter,
+		&r.Reason, &r.EvidenceDigest, &r.EvidenceSummary, &r.Forced, &r.Override, &r.Details, &r.PrevHash,
+		&r.Hash, &r.HashVersion}
+}
+
+// HashMatches tells whether r's stored hash is the one its contents give,
+// in the hash version this package computes: a record changed after it
+// was written does not match. (Its link to the record before, and gaps,
+// are Verify's to check.)
+func (r Record) HashMatches() bool {
+	return r.HashVersion == HashVersion && bytes.Equal(Hash(r), r.Hash)
+}
+
 // Querier runs a query: a pool, a connection or a transaction.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -62,9 +79,11 @@ type ReadOpts struct {
 	AfterSeq, UpToSeq int64
 }
 
-// recordColumns reads event_id and details as text: their text is what
-// the hash covers.
-const recordColumns = `tenant, seq, event_id::text, at, role, display_name, action, outcome, tool, key,
+// RecordColumns selects a Record's columns from opsdesk.audit, in the
+// order of Record.Targets, for a query that reads records its own way
+// (the console's list of the trail, newest first). It reads event_id and
+// details as text: their text is what the hash covers.
+const RecordColumns = `tenant, seq, event_id::text, at, role, display_name, action, outcome, tool, key,
     operation_id, state_before, state_after, version_before, version_after, reason, evidence_digest,
     evidence_summary, forced, override, details::text, prev_hash, hash, hash_version`
 
@@ -72,7 +91,7 @@ const recordColumns = `tenant, seq, event_id::text, at, role, display_name, acti
 // by (tenant, seq), one row at a time: a trail of millions of records is
 // never held in memory. An error from fn stops the read and is returned.
 func Read(ctx context.Context, q Querier, opts ReadOpts, fn func(Record) error) error {
-	sql := `SELECT ` + recordColumns + ` FROM opsdesk.audit WHERE seq > $1`
+	sql := `SELECT ` + RecordColumns + ` FROM opsdesk.audit WHERE seq > $1`
 	args := []any{opts.AfterSeq}
 	if opts.UpToSeq > 0 {
 		args = append(args, opts.UpToSeq)
@@ -89,13 +108,9 @@ func Read(ctx context.Context, q Querier, opts ReadOpts, fn func(Record) error) 
 		return fmt.Errorf("read audit: %w", err)
 	}
 	var r Record
-	scans := []any{&r.Tenant, &r.Seq, &r.EventID, &r.At, &r.Role, &r.DisplayName, &r.Action, &r.Outcome,
-		&r.Tool, &r.Key, &r.OperationID, &r.StateBefore, &r.StateAfter, &r.VersionBefore, &r.VersionAfter,
-		&r.Reason, &r.EvidenceDigest, &r.EvidenceSummary, &r.Forced, &r.Override, &r.Details, &r.PrevHash,
-		&r.Hash, &r.HashVersion}
 	// Every scan allocates its pointers and slices afresh (or sets nil), so
 	// the copy fn receives shares nothing with the next row.
-	_, err = pgx.ForEachRow(rows, scans, func() error { return fn(r) })
+	_, err = pgx.ForEachRow(rows, r.Targets(), func() error { return fn(r) })
 	if err != nil {
 		return fmt.Errorf("read audit: %w", err)
 	}

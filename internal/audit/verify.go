@@ -43,7 +43,25 @@ type VerifyOpts struct {
 	// chain and a hidden one look the same. Tenant implies it for the
 	// chains other than Tenant's.
 	Partial bool
+	// Progress, when set, hears how far the check got: every
+	// ProgressEvery records, at each new chain, and once at the end.
+	Progress func(Progress)
 }
+
+// Progress is how far Verify got.
+type Progress struct {
+	// Records were read and checked, of Total: the sum of the visible
+	// chains' heads as audit_heads holds them (a broken chain may hold
+	// more or fewer records).
+	Records, Total int64
+	// Chains were begun; Tenant is the chain being read.
+	Chains int
+	Tenant string
+}
+
+// ProgressEvery is how many records Verify reads between two Progress
+// calls.
+const ProgressEvery = 1000
 
 // Report is the outcome of Verify.
 type Report struct {
@@ -217,8 +235,17 @@ SELECT now(), session_user,
 	rep.Tenants = append(rep.Tenants, tenants...)
 
 	v := newVerifier(rep, signed)
-	if err := Read(ctx, tx, ReadOpts{Tenant: opts.Tenant}, v.add); err != nil {
+	add := v.add
+	if opts.Progress != nil {
+		if add, err = progressing(ctx, tx, opts, v); err != nil {
+			return nil, readError(rep.Role, err)
+		}
+	}
+	if err := Read(ctx, tx, ReadOpts{Tenant: opts.Tenant}, add); err != nil {
 		return nil, readError(rep.Role, err)
+	}
+	if opts.Progress != nil {
+		opts.Progress(v.progress)
 	}
 	v.finish()
 	v.gone()
@@ -238,6 +265,31 @@ SELECT now(), session_user,
 	}
 	rep.fail(problems...)
 	return rep, nil
+}
+
+// progressing counts the records to read (from the chains' heads) and
+// returns v.add reporting its progress to opts.Progress.
+func progressing(ctx context.Context, tx pgx.Tx, opts VerifyOpts, v *verifier) (func(Record) error, error) {
+	heads, err := readHeads(ctx, tx, opts.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range heads {
+		v.progress.Total += h.Seq
+	}
+	opts.Progress(v.progress)
+	return func(r Record) error {
+		p := &v.progress
+		p.Records++
+		if r.Tenant != p.Tenant || p.Chains == 0 {
+			p.Chains++
+			p.Tenant = r.Tenant
+			opts.Progress(*p)
+		} else if p.Records%ProgressEvery == 0 {
+			opts.Progress(*p)
+		}
+		return v.add(r)
+	}, nil
 }
 
 // noChain says that no chain was there to check: a tenant misspelt, or a
@@ -307,6 +359,8 @@ type verifier struct {
 	signed map[string]Head // the checkpoint's heads still to compare
 	chains map[string]*Chain
 	order  []string // chains in the order first seen
+	// progress is how far the check got, for VerifyOpts.Progress.
+	progress Progress
 	// anchors lets a chain start after seq 1, anchored by its first
 	// record's prev_hash, where an export says it starts: after the seq
 	// anchors holds for its tenant (--since-seq, or a segment appended to

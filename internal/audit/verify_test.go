@@ -656,3 +656,27 @@ func ExampleBreak_Error() {
 	fmt.Println((&Break{Tenant: "acme", Seq: 7, Reason: "seq 7: hash does not match its contents"}).Error())
 	// Output: tenant acme seq 7: hash does not match its contents
 }
+
+// TestVerifyReportsProgress: Verify says how far it got, against the
+// total the chains' heads give, at each chain and at the end; a
+// verification without Progress is the same report.
+func TestVerifyReportsProgress(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.chain(t, "acme", 4)
+	b.chain(t, "globex", 3)
+	b.chain(t, "", 2)
+	var seen []Progress
+	rep := b.verify(t, VerifyOpts{Progress: func(p Progress) { seen = append(seen, p) }})
+	require.True(t, rep.OK)
+	require.Equal(t, []Progress{
+		{Total: 9},
+		{Records: 1, Total: 9, Chains: 1, Tenant: ""},
+		{Records: 3, Total: 9, Chains: 2, Tenant: "acme"},
+		{Records: 7, Total: 9, Chains: 3, Tenant: "globex"},
+		{Records: 9, Total: 9, Chains: 3, Tenant: "globex"},
+	}, seen)
+	plain := b.verify(t, VerifyOpts{})
+	plain.At = rep.At
+	require.Equal(t, plain, rep)
+}

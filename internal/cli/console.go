@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/config"
+	"github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/internal/storeview"
@@ -45,7 +46,33 @@ func runConsole(cmd *cobra.Command, g *globalFlags, goTo string) error {
 	}
 	opts := consoleOptions(cfg, writes)
 	opts.Goto = goTo
+	opts.Verifier = consoleVerifier{pool: pool}
 	return ui.Run(ctx, view, opts)
+}
+
+// consoleVerifier runs opsdesk audit verify's check of every chain the
+// person's role may see, for the console's :verify, over the console's
+// read pool.
+type consoleVerifier struct{ pool *pgxpool.Pool }
+
+// Verify checks the chains, reporting its progress. The check reads every
+// chain in one snapshot, as long as that takes: the connection it borrows
+// drops the console's statement timeout while it runs.
+func (v consoleVerifier) Verify(ctx context.Context, progress func(audit.Progress)) (*audit.Report, error) {
+	conn, err := v.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("verify audit: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
+		return nil, fmt.Errorf("verify audit: %w", err)
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "RESET statement_timeout"); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // the pool drops a closed connection
+		}
+	}()
+	return audit.Verify(ctx, conn, audit.VerifyOpts{Progress: progress})
 }
 
 // consoleOptions are the console's settings for a context; writes, when

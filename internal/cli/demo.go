@@ -443,7 +443,9 @@ func openDemoConsole(ctx context.Context, operatorDSN, catalog string) (*storevi
 		return nil, ui.Options{}, nil, err
 	}
 	view := storeview.New(pool, storeview.Options{StatementTimeout: statementTimeout})
-	return view, consoleOptions(cfg, pool), pool, nil
+	opts := consoleOptions(cfg, pool)
+	opts.Verifier = consoleVerifier{pool: pool}
+	return view, opts, pool, nil
 }
 
 // startDemoExporter serves opsdesk exporter over the demo's store on a

@@ -290,6 +290,11 @@ type AuditRow struct {
 	HasEvidence bool `json:"has_evidence"`
 	Forced      bool `json:"forced"`
 	Override    bool `json:"override"`
+	// HashBroken: the record's hash is not the one its contents give: it
+	// was changed after it was written (or is of a hash version this
+	// opsdesk does not know). opsdesk audit verify names the chain's
+	// first break.
+	HashBroken bool `json:"hash_broken"`
 	// DBTime is the database clock when the row was read.
 	DBTime time.Time `json:"db_time"`
 }
@@ -389,13 +394,20 @@ func (s *Store) AuditList(ctx context.Context, q AuditQuery) (AuditPage, error) 
 		// every match by the key index, then sorts them.
 		from = "(SELECT * FROM " + from + " OFFSET 0) a WHERE TRUE"
 	}
-	sql := "SELECT " + auditRowColumns + " FROM " + from +
+	// The records whole, so that each hash is checked as it is shown.
+	sql := "SELECT " + audit.RecordColumns + ", now() FROM " + from +
 		" ORDER BY a.at DESC, a.tenant DESC, a.seq DESC LIMIT " + strconv.Itoa(limit+1)
 	rows, err := s.pool.Query(ctx, sql, b.args...)
 	if err != nil {
 		return AuditPage{}, fmt.Errorf("list audit records: %w", err)
 	}
-	scanned, err := pgx.CollectRows(rows, pgx.RowToStructByName[auditRowScan])
+	var r audit.Record
+	var now time.Time
+	var scanned []AuditRow
+	_, err = pgx.ForEachRow(rows, append(r.Targets(), &now), func() error {
+		scanned = append(scanned, auditRowOf(r, now))
+		return nil
+	})
 	if err != nil {
 		return AuditPage{}, fmt.Errorf("list audit records: %w", err)
 	}
@@ -406,10 +418,10 @@ func (s *Store) AuditList(ctx context.Context, q AuditQuery) (AuditPage, error) 
 			page.Next = &next
 			break
 		}
-		page.Rows = append(page.Rows, r.row())
+		page.Rows = append(page.Rows, r)
 	}
 	if len(scanned) > 0 {
-		page.DBTime = scanned[0].DBNow
+		page.DBTime = scanned[0].DBTime
 	} else if err := s.pool.QueryRow(ctx, "SELECT now()").Scan(&page.DBTime); err != nil {
 		return AuditPage{}, fmt.Errorf("read database time: %w", err)
 	}
@@ -540,43 +552,20 @@ func (b *builder) applyAudit(f AuditFilter) {
 	}
 }
 
-// auditRowColumns selects an AuditRow.
-const auditRowColumns = `a.tenant, a.seq, a.at, a.role, coalesce(a.display_name, '') AS display_name, a.action, a.outcome,
-    coalesce(a.tool, '') AS tool, coalesce(a.key, '') AS key, coalesce(a.operation_id, 0) AS operation_id,
-    coalesce(a.state_before, '') AS state_before, coalesce(a.state_after, '') AS state_after,
-    a.version_before, a.version_after, coalesce(a.reason, '') AS reason,
-    a.evidence_digest IS NOT NULL OR a.evidence_summary IS NOT NULL AS has_evidence, a.forced, a.override,
-    now() AS db_now`
-
-type auditRowScan struct {
-	Tenant        string    `db:"tenant"`
-	Seq           int64     `db:"seq"`
-	At            time.Time `db:"at"`
-	Role          string    `db:"role"`
-	DisplayName   string    `db:"display_name"`
-	Action        string    `db:"action"`
-	Outcome       string    `db:"outcome"`
-	Tool          string    `db:"tool"`
-	Key           string    `db:"key"`
-	OperationID   int64     `db:"operation_id"`
-	StateBefore   string    `db:"state_before"`
-	StateAfter    string    `db:"state_after"`
-	VersionBefore *int64    `db:"version_before"`
-	VersionAfter  *int64    `db:"version_after"`
-	Reason        string    `db:"reason"`
-	HasEvidence   bool      `db:"has_evidence"`
-	Forced        bool      `db:"forced"`
-	Override      bool      `db:"override"`
-	DBNow         time.Time `db:"db_now"`
-}
-
-func (r auditRowScan) row() AuditRow {
-	return AuditRow{
-		Tenant: r.Tenant, Seq: r.Seq, At: r.At, Role: r.Role, DisplayName: r.DisplayName, Action: r.Action,
-		Outcome: r.Outcome, Tool: r.Tool, Key: r.Key, OperationID: r.OperationID, StateBefore: r.StateBefore,
-		StateAfter: r.StateAfter, VersionBefore: r.VersionBefore, VersionAfter: r.VersionAfter, Reason: r.Reason,
-		HasEvidence: r.HasEvidence, Forced: r.Forced, Override: r.Override, DBTime: r.DBNow,
+// auditRowOf is a record as a list shows it, read at the database time
+// now, its hash checked.
+func auditRowOf(r audit.Record, now time.Time) AuditRow {
+	row := AuditRow{
+		Tenant: r.Tenant, Seq: r.Seq, At: r.At, Role: r.Role, DisplayName: deref0(r.DisplayName), Action: r.Action,
+		Outcome: r.Outcome, Tool: deref0(r.Tool), Key: deref0(r.Key), StateBefore: deref0(r.StateBefore),
+		StateAfter: deref0(r.StateAfter), VersionBefore: r.VersionBefore, VersionAfter: r.VersionAfter,
+		Reason: deref0(r.Reason), HasEvidence: r.EvidenceDigest != nil || r.EvidenceSummary != nil,
+		Forced: r.Forced, Override: r.Override, HashBroken: !r.HashMatches(), DBTime: now,
 	}
+	if r.OperationID != nil {
+		row.OperationID = *r.OperationID
+	}
+	return row
 }
 
 // AuditRecord returns one audit record, checked against its own hash and
@@ -603,18 +592,9 @@ func (s *Store) auditRecordIn(ctx context.Context, q querier, tenant string, seq
 	}
 	r := recs[len(recs)-1]
 	d := AuditDetail{
-		AuditRow: AuditRow{
-			Tenant: r.Tenant, Seq: r.Seq, At: r.At, Role: r.Role, DisplayName: deref0(r.DisplayName), Action: r.Action,
-			Outcome: r.Outcome, Tool: deref0(r.Tool), Key: deref0(r.Key), StateBefore: deref0(r.StateBefore),
-			StateAfter: deref0(r.StateAfter), VersionBefore: r.VersionBefore, VersionAfter: r.VersionAfter,
-			Reason: deref0(r.Reason), HasEvidence: r.EvidenceDigest != nil || r.EvidenceSummary != nil,
-			Forced: r.Forced, Override: r.Override,
-		},
-		EventID: r.EventID, EvidenceDigest: deref0(r.EvidenceDigest), EvidenceSummary: deref0(r.EvidenceSummary),
+		AuditRow: auditRowOf(r, time.Time{}),
+		EventID:  r.EventID, EvidenceDigest: deref0(r.EvidenceDigest), EvidenceSummary: deref0(r.EvidenceSummary),
 		PrevHash: r.PrevHash, Hash: r.Hash, HashVersion: r.HashVersion,
-	}
-	if r.OperationID != nil {
-		d.OperationID = *r.OperationID
 	}
 	if r.Details != nil {
 		d.Details = json.RawMessage(*r.Details)
@@ -624,7 +604,7 @@ func (s *Store) auditRecordIn(ctx context.Context, q querier, tenant string, seq
 	if err != nil {
 		return AuditDetail{}, fmt.Errorf("read the audit chain's head: %w", err)
 	}
-	d.Check.HashMatches = r.HashVersion == audit.HashVersion && bytes.Equal(audit.Hash(r), r.Hash)
+	d.Check.HashMatches = r.HashMatches()
 	var problems []string
 	if !d.Check.HashMatches {
 		problems = append(problems, "its hash does not match its contents")

@@ -75,24 +75,34 @@ func TestDeferredLeavesTheQueueUntilDue(t *testing.T) {
 	require.Equal(t, operator.Role, o.OldestStuck.DeferredBy)
 }
 
+// deferred is the fixtures with acme's stuck ord-2 deferred n times for
+// an hour by an operator, read by a viewer of every tenant.
+func deferred(t *testing.T, n int) (*dbtest.DB, *Store, Detail) {
+	t.Helper()
+	d := fixtureDB(t)
+	operator := dbtest.NewPerson(t, d, "operator", "*")
+	s := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Options{})
+	rec, err := s.GetByIdentity(t.Context(), "acme", "charge-card", "ord-2")
+	require.NoError(t, err)
+	for range n {
+		_, err = reconcile.Decide(t.Context(), operator.Pool, reconcile.DecideParams{OperationID: rec.ID, Decision: reconcile.Defer,
+			ExpectVersion: rec.Version, Reason: "later", SnoozeUntil: rec.DBTime.Add(time.Hour)})
+		require.NoError(t, err)
+	}
+	return d, s, rec
+}
+
 // A deferral holds for the version it was made on: a record taken over
 // since is the new attempt's, and its old deferral says nothing.
 func TestDeferralEndsWithItsVersion(t *testing.T) {
 	t.Parallel()
-	d := fixtureDB(t)
+	d, s, rec := deferred(t, 1)
 	ctx := t.Context()
-	operator := dbtest.NewPerson(t, d, "operator", "*")
-	s := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Options{})
-	rec, err := s.GetByIdentity(ctx, "acme", "charge-card", "ord-2")
-	require.NoError(t, err)
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: rec.ID, Decision: reconcile.Defer,
-		ExpectVersion: rec.Version, Reason: "later", SnoozeUntil: rec.DBTime.Add(time.Hour)})
-	require.NoError(t, err)
 	require.Equal(t, []string{"ord-2"}, list(t, s, "state:deferred"))
 
 	// A takeover: the next attempt, leased from now, then abandoned
 	// (its lease already over by the time it is read).
-	_, err = d.Admin.Exec(ctx, `UPDATE opsdesk.operations SET attempt = attempt + 1, version = version + 1,
+	_, err := d.Admin.Exec(ctx, `UPDATE opsdesk.operations SET attempt = attempt + 1, version = version + 1,
     owner = 'worker-9', leased_at = now(), lease_expires_at = now() + interval '1 millisecond', updated_at = now()
 WHERE id = $1`, rec.ID)
 	require.NoError(t, err)
@@ -139,4 +149,39 @@ ANALYZE opsdesk.operations`)
 	page, err = scoped.List(ctx, Query{Filter: Filter{States: []State{StateRejected}}, Limit: 5})
 	require.NoError(t, err)
 	require.Equal(t, Count{N: CountCap, AtLeast: true}, page.Total)
+}
+
+// A record changed after it was written is flagged wherever it shows: in
+// the audit trail's list and in its operation's decisions, to a viewer;
+// the records around it are not.
+func TestChangedAuditRecordsFlagged(t *testing.T) {
+	t.Parallel()
+	d, s, rec := deferred(t, 3)
+	ctx := t.Context()
+	tx, err := d.Admin.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `ALTER TABLE opsdesk.audit DISABLE TRIGGER audit_no_change;
+UPDATE opsdesk.audit SET reason = 'nothing to see' WHERE tenant = 'acme' AND seq = 2;
+ALTER TABLE opsdesk.audit ENABLE ALWAYS TRIGGER audit_no_change`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	page, err := s.AuditList(ctx, AuditQuery{Filter: OperationAuditFilter("acme", rec.ID)})
+	require.NoError(t, err)
+	require.Len(t, page.Rows, 3)
+	for _, r := range page.Rows {
+		require.Equal(t, r.Seq == 2, r.HashBroken, "seq %d", r.Seq)
+	}
+	det, err := s.Get(ctx, rec.ID)
+	require.NoError(t, err)
+	require.Len(t, det.Decisions, 3)
+	for _, dec := range det.Decisions {
+		require.Equal(t, dec.AuditSeq == 2, dec.HashBroken, "seq %d", dec.AuditSeq)
+	}
+	require.Equal(t, "nothing to see", det.Decisions[1].Reason)
+	require.WithinDuration(t, rec.DBTime.Add(time.Hour), det.Decisions[0].SnoozeUntil, time.Millisecond)
+	one, err := s.AuditRecord(ctx, "acme", 2)
+	require.NoError(t, err)
+	require.True(t, one.HashBroken)
+	require.False(t, one.Check.HashMatches)
 }

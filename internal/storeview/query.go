@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/db"
 )
 
@@ -596,13 +597,11 @@ WHERE c.tenant = $1 AND c.tool = $2 AND c.key = $3 ORDER BY c.id`, d.Tenant, d.T
 	if err != nil {
 		return Detail{}, fmt.Errorf("read decisions: %w", err)
 	}
-	out.Decisions, err = pgx.CollectRows(drows, func(r pgx.CollectableRow) (Decision, error) {
-		var d Decision
-		var snooze *time.Time
-		err := r.Scan(&d.AuditSeq, &d.At, &d.Role, &d.DisplayName, &d.Action, &d.Reason, &d.Forced, &d.Override,
-			&d.ResultRef, &snooze)
-		d.SnoozeUntil = deref(snooze)
-		return d, err
+	var r audit.Record
+	_, err = pgx.ForEachRow(drows, r.Targets(), func() error {
+		dec, err := decisionOf(r)
+		out.Decisions = append(out.Decisions, dec)
+		return err
 	})
 	if err != nil {
 		return Detail{}, fmt.Errorf("read decisions: %w", err)
@@ -610,12 +609,30 @@ WHERE c.tenant = $1 AND c.tool = $2 AND c.key = $3 ORDER BY c.id`, d.Tenant, d.T
 	return out, nil
 }
 
-// decisionsSQL reads a record's last 50 decisions that took effect.
-const decisionsSQL = `
-SELECT * FROM (
-    SELECT seq, at, role, coalesce(display_name, ''), action, coalesce(reason, ''), forced, override,
-        coalesce(details->>'result_ref', ''), (details->>'snooze_until')::timestamptz
-    FROM opsdesk.audit
+// decisionOf is a decision as its audit record holds it, the record's
+// hash checked: the timeline flags a record changed since it was written.
+func decisionOf(r audit.Record) (Decision, error) {
+	d := Decision{AuditSeq: r.Seq, At: r.At, Role: r.Role, DisplayName: deref0(r.DisplayName), Action: r.Action,
+		Reason: deref0(r.Reason), Forced: r.Forced, Override: r.Override, HashBroken: !r.HashMatches()}
+	if r.Details == nil {
+		return d, nil
+	}
+	var details struct {
+		ResultRef   string     `json:"result_ref"`
+		SnoozeUntil *time.Time `json:"snooze_until"`
+	}
+	if err := json.Unmarshal([]byte(*r.Details), &details); err != nil {
+		return d, fmt.Errorf("read the details of audit record %d: %w", r.Seq, err)
+	}
+	d.ResultRef, d.SnoozeUntil = details.ResultRef, deref(details.SnoozeUntil)
+	return d, nil
+}
+
+// decisionsSQL reads a record's last 50 decisions that took effect, their
+// audit records whole.
+var decisionsSQL = `
+SELECT ` + audit.RecordColumns + ` FROM (
+    SELECT * FROM opsdesk.audit
     WHERE tenant = $1 AND operation_id = $2 AND outcome = 'succeeded'
       AND (action LIKE 'decide:%' OR action = 'conflicts:ack')
     ORDER BY seq DESC LIMIT 50) d

@@ -136,6 +136,9 @@ type Decision struct {
 	Override    bool      `json:"override"`
 	ResultRef   string    `json:"result_ref,omitempty"`
 	SnoozeUntil time.Time `json:"snooze_until"`
+	// HashBroken: the decision's audit record does not match its hash:
+	// it was changed after it was written.
+	HashBroken bool `json:"hash_broken"`
 }
 
 // Conflict is a refused attempt that reused the record's key with another
