@@ -156,10 +156,10 @@ FROM opsdesk.operations WHERE conflict_count > 0`)
 	require.NoError(t, err)
 	// As the storeview benchmark: flush the asynchronous commits first, so
 	// VACUUM can mark every page all-visible.
-	_, err := d.Admin.Exec(ctx, `CHECKPOINT`)
-	require.NoError(t, err, err)
-	_, err := d.Admin.Exec(ctx, `VACUUM (ANALYZE) opsdesk.operations, opsdesk.conflicts`)
-	require.NoError(t, err, err)
+	_, err = d.Admin.Exec(ctx, `CHECKPOINT`)
+	require.NoError(t, err)
+	_, err = d.Admin.Exec(ctx, `VACUUM (ANALYZE) opsdesk.operations, opsdesk.conflicts`)
+	require.NoError(t, err)
 }
 
 // recorder wraps the console's model to count the answers it receives
@@ -346,7 +346,7 @@ func TestConsoleMemoryChild(t *testing.T) {
 	dwell(5 * time.Second)
 	rec.at("stuck detail")
 	keys("<enter>")
-	expect("stuck detail", "sha256:")
+	expect("stuck detail", "fingerprint")
 	dwell(5 * time.Second)
 	keys("<esc><esc>")
 	// Every operation, newest first, paged 20 pages deep, a page back, a
@@ -363,7 +363,7 @@ func TestConsoleMemoryChild(t *testing.T) {
 	dwell(3 * time.Second)
 	rec.at("detail")
 	keys("jjj<enter>")
-	expect("detail", "sha256:")
+	expect("detail", "fingerprint")
 	dwell(10 * time.Second)
 	keys("<esc>")
 	// A filtered list, paged, then every sort.
