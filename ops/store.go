@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -58,6 +59,20 @@ type Store struct {
 	heartbeat time.Duration
 }
 
+// nilInside tells whether m is an interface holding a nil pointer (or
+// map, func…): set, but with nothing to call.
+func nilInside(m Metrics) bool {
+	if m == nil {
+		return false
+	}
+	v := reflect.ValueOf(m)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Slice, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
+}
+
 // New returns a Store over pool, which must reach a database migrated by
 // opsdesk migrate (or ops/opsmigrate), as a role granted opsdesk_service.
 // New does no I/O and does not compare the schema's version with this
@@ -97,6 +112,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	maxResult, err := limit("MaxResultBytes", cfg.MaxResultBytes, DefaultMaxResultBytes)
 	if err != nil {
 		return nil, fmt.Errorf("ops: %w", err)
+	}
+	if nilInside(cfg.Metrics) {
+		// A nil *opsprom.Metrics is a non-nil interface: the first call
+		// would panic inside the hook, after its operation had run.
+		return nil, fmt.Errorf("ops: Config.Metrics is a nil %T: build it (opsprom.New), or leave Metrics unset for none", cfg.Metrics)
 	}
 	return &Store{pool: pool, tools: tools, owner: owner, logger: logger, metrics: cfg.Metrics, maxIntent: maxIntent, maxResult: maxResult}, nil
 }

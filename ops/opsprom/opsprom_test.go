@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
@@ -48,6 +49,25 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		require.ErrorContains(t, err, c.want)
 		require.Nil(t, m)
 	}
+}
+
+// TestNilMetricsIsRefused: a *Metrics left nil (its New failed, or it
+// was only declared) set in ops.Config is refused by ops.New, rather than
+// panicking inside the first call, after its operation ran.
+func TestNilMetricsIsRefused(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(t.Context(), "postgres://nobody@127.0.0.1:1/none") // no I/O: New connects lazily
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	var m *opsprom.Metrics
+	store, err := ops.New(pool, ops.Config{Metrics: m})
+	require.ErrorContains(t, err, "Config.Metrics is a nil *opsprom.Metrics")
+	require.Nil(t, store)
+
+	m, err = opsprom.New(opsprom.Options{})
+	require.NoError(t, err)
+	_, err = ops.New(pool, ops.Config{Metrics: m})
+	require.NoError(t, err)
 }
 
 // TestHostileLabelValues: names no ops.Store passes (a newline, bytes that
