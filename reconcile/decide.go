@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/opsdesk/opsdesk/ops"
 )
 
 // Decision is what a person decides about a pending record.
@@ -74,7 +76,8 @@ type DecideParams struct {
 	// definite answer. Both are recorded.
 	Force, Override bool
 	// Retention is the tool's retention: a record completed or failed by
-	// a person expires after it. Zero means 7 days, the library's default.
+	// a person expires after it. Zero means
+	// ops.DefaultRetention, the library's default.
 	Retention time.Duration
 	// SnoozeUntil is when a deferred record wants attention again.
 	SnoozeUntil time.Time
@@ -160,7 +163,7 @@ func (r Result) AuditRef() string {
 func Decide(ctx context.Context, pool *pgxpool.Pool, p DecideParams) (Result, error) {
 	retention := p.Retention
 	if retention == 0 {
-		retention = 7 * 24 * time.Hour
+		retention = ops.DefaultRetention
 	}
 	var snooze pgtype.Timestamptz
 	if !p.SnoozeUntil.IsZero() {

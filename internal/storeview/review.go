@@ -290,11 +290,11 @@ SELECT t.tool,
         JOIN opsdesk.operations o ON o.tenant = r.tenant AND o.tool = r.tool AND o.key = r.key
         WHERE r.unreviewed AND NOT r.tracked AND r.tool = t.tool
             AND o.state = 'completed' AND o.expires_at <= now() AND NOT o.held),
-    p.id, p.leased_at, p.lease_expires_at, p.lease_expires_at <= now() - $4 * interval '1 microsecond',
-    (SELECT count(*) FROM (SELECT FROM opsdesk.operations o WHERE o.state = 'pending' AND o.tool = t.tool
-        AND o.lease_expires_at <= now() - t.retention_us * interval '1 microsecond' LIMIT $3) s)
+    p.id, p.leased_at, p.lease_expires_at, ` + StuckSQL("p.", "$4 * interval '1 microsecond'") + `,
+    (SELECT count(*) FROM (SELECT FROM opsdesk.operations o WHERE o.tool = t.tool
+        AND ` + StuckSQL("o.", "t.retention_us * interval '1 microsecond'") + ` LIMIT $3) s)
 FROM unnest($1::text[], $2::bigint[]) AS t (tool, retention_us)
-LEFT JOIN LATERAL (SELECT o.id, o.leased_at, o.lease_expires_at FROM opsdesk.operations o
+LEFT JOIN LATERAL (SELECT o.id, o.state, o.leased_at, o.lease_expires_at FROM opsdesk.operations o
     WHERE o.state = 'pending' AND o.tool = t.tool ORDER BY o.lease_expires_at LIMIT 1) p ON true
 ORDER BY t.tool`
 
