@@ -612,8 +612,12 @@ func (s *bulkFlow) lookupsView() []string {
 	return out
 }
 
-// tookText is how long a step took: tenths of a second under a minute.
+// tookText is how long a step took: milliseconds under a second, tenths
+// of a second under a minute.
 func tookText(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
 	if d < time.Minute {
 		return d.Round(100 * time.Millisecond).String()
 	}
