@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -372,6 +373,8 @@ func (s *bulkFlow) begin(work func(ctx context.Context, progress func(bulk.Progr
 				}
 			}()
 			last = work(ctx, func(p bulk.Progress) {
+				// The screen reads the counts while the work goes on.
+				p.Counts = maps.Clone(p.Counts)
 				select {
 				case ch <- bulkProgressMsg{run: runID, p: p, ch: ch}:
 				case <-ctx.Done():

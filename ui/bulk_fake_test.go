@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -127,7 +128,7 @@ func (b *fakeBulk) Lookup(ctx context.Context, rows []storeview.Row, progress fu
 		g := plan.Group(item.Verdict)
 		g.Items = append(g.Items, item)
 		counts[string(item.Verdict)]++
-		progress(bulk.Progress{Phase: bulk.PhaseLookup, Done: i + 1, Total: len(rows), Counts: counts})
+		progress(bulk.Progress{Phase: bulk.PhaseLookup, Done: i + 1, Total: len(rows), Counts: maps.Clone(counts)})
 	}
 	return plan, err
 }
@@ -167,7 +168,7 @@ func (b *fakeBulk) Accept(ctx context.Context, plan *bulk.Plan, v bulk.Verdict, 
 		res.Counts[out.Outcome]++
 		if err == nil {
 			counts[string(out.Outcome)]++
-			progress(bulk.Progress{Phase: bulk.PhaseDecide, Done: i + 1, Total: len(g.Items), Counts: counts})
+			progress(bulk.Progress{Phase: bulk.PhaseDecide, Done: i + 1, Total: len(g.Items), Counts: maps.Clone(counts)})
 		}
 	}
 	res.Took = 900 * time.Millisecond
