@@ -455,7 +455,9 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		}
 		s.finish()
 		s.res, s.acceptErr = msg.res, msg.err
-		if msg.res.Items != nil {
+		// A group stopped before all its records' turn may be accepted
+		// again: those decided since are then skipped as changed.
+		if msg.res.Items != nil && msg.res.Counts[bulk.NotAttempted] == 0 {
 			s.accepted[s.verdict] = msg.res
 		}
 		s.reason.SetValue("")
@@ -611,6 +613,20 @@ func (s *bulkFlow) lookupsView() []string {
 		s.para(&out, "✗ could not list the records: "+Clean(s.lookupErr.Error()), s.st.Error.Render)
 		out = append(out, "")
 		s.para(&out, "Nothing was looked up or decided. r tries again; esc goes back to the list.", s.st.Muted.Render)
+	}
+	return out
+}
+
+// sampled are the first of items, each with its note, and how many more
+// there are.
+func (s *bulkFlow) sampled(items []bulk.ItemResult, note func(bulk.ItemResult) string, more string) []string {
+	var out []string
+	for i, it := range items {
+		if i == bulkListed {
+			out = append(out, s.st.Muted.Render(truncate(fmt.Sprintf("        … and %s more, %s", count(int64(len(items)-i)), more), s.w)))
+			break
+		}
+		out = append(out, s.itemLine(it.Item, note(it)))
 	}
 	return out
 }
@@ -796,6 +812,9 @@ func (s *bulkFlow) resultLines() []string {
 		out = append(out, "")
 		s.para(&out, "enter goes back to the plan; esc to the list.", s.st.Muted.Render)
 		return out
+	case s.acceptErr != nil && r.Counts[bulk.NotAttempted] == len(r.Items):
+		s.para(&out, "✗ "+head+": stopped before the first decision, nothing was decided", s.st.Error.Render)
+		s.para(&out, Clean(s.acceptErr.Error()), s.st.Error.Render)
 	case s.acceptErr != nil:
 		s.para(&out, "✗ "+head, s.st.Error.Render)
 		s.para(&out, Clean(s.acceptErr.Error()), s.st.Error.Render)
@@ -806,7 +825,9 @@ func (s *bulkFlow) resultLines() []string {
 	}
 	out = append(out, "")
 	s.field(&out, "batch", Clean(r.BatchID)+", in each decision's audit record")
-	s.field(&out, "took", tookText(r.Took))
+	if r.Took > 0 {
+		s.field(&out, "took", tookText(r.Took))
+	}
 	sections := []struct {
 		o    bulk.Outcome
 		name string
@@ -814,7 +835,6 @@ func (s *bulkFlow) resultLines() []string {
 		{bulk.Skipped, "Skipped: changed since the lookup, not decided"},
 		{bulk.Refused, "Refused by the database (each refusal audited)"},
 		{bulk.Failed, "Failed: no answer (each record's history says whether it took effect)"},
-		{bulk.NotAttempted, "Not attempted: the group stopped before their turn"},
 	}
 	for _, sec := range sections {
 		items := r.Only(sec.o)
@@ -829,21 +849,25 @@ func (s *bulkFlow) resultLines() []string {
 				note += " · audit " + it.Audit
 			}
 			out = append(out, s.itemLine(it.Item, ""))
+			if note == "" {
+				continue
+			}
 			for _, l := range wrap(Clean(note), max(1, s.w-10)) {
 				out = append(out, "          "+l)
 			}
 		}
 	}
+	if left := r.Only(bulk.NotAttempted); len(left) > 0 {
+		out = append(out, "", " "+s.st.Title.Render(fmt.Sprintf("Not attempted: the group stopped before their turn (%s)",
+			count(int64(len(left))))))
+		out = append(out, s.sampled(left, func(it bulk.ItemResult) string { return "" },
+			"still stuck; accept the group again to decide them")...)
+	}
 	if decided := r.Only(bulk.Decided); len(decided) > 0 {
 		out = append(out, "", " "+s.st.Title.Render(fmt.Sprintf("Decided (%s)", count(int64(len(decided))))))
-		for i, it := range decided {
-			if i == bulkListed {
-				out = append(out, s.st.Muted.Render(truncate(fmt.Sprintf("        … and %s more, each with its own audit record",
-					count(int64(len(decided)-i))), s.w)))
-				break
-			}
-			out = append(out, s.itemLine(it.Item, stateText(storeview.State(it.State))+" · audit "+it.Audit))
-		}
+		out = append(out, s.sampled(decided, func(it bulk.ItemResult) string {
+			return stateText(storeview.State(it.State)) + " · audit " + it.Audit
+		}, "each with its own audit record")...)
 	}
 	out = append(out, "")
 	s.para(&out, "enter goes back to the plan to accept another group; esc goes back to the list, refreshed.", s.st.Muted.Render)

@@ -287,3 +287,35 @@ func TestBulkEscape(t *testing.T) {
 	h.keys("<esc>")
 	require.Equal(t, screenList, h.m.active().id())
 }
+
+// TestBulkStoppedGroupAgain: a group stopped before its first decision
+// decided nothing and may be accepted again; one stopped midway too, and
+// then the records decided the first time are skipped as changed.
+func TestBulkStoppedGroupAgain(t *testing.T) {
+	t.Parallel()
+	h, b := newBulkHarness(t, true, 120, 40)
+	h.keys(bulkList + "R")
+	for _, pause := range []int{0, 4} {
+		g := make(chan struct{})
+		b.mu.Lock()
+		b.decideGate, b.decidePause = g, pause
+		b.mu.Unlock()
+		h.keys("<enter>outage<enter>9")
+		h.pump(h.press(keyEnter), pause)
+		h.keys("<esc>")
+		h.finish()
+		close(g)
+		if pause == 0 {
+			require.Contains(t, flat(h.view()), "found → completed: 0 decided, 9 not attempted: stopped before the first decision, nothing was decided")
+		}
+		h.keys("<enter>")
+		require.Contains(t, flat(h.view()), "▸ ✓ found 9 → completed", "the group cannot be accepted again:\n%s", h.view())
+	}
+	b.mu.Lock()
+	b.decideGate = nil
+	b.mu.Unlock()
+	h.keys("<enter>outage<enter>9<enter>")
+	require.Contains(t, flat(h.view()), "found → completed: 5 decided, 4 skipped", "the third acceptance:\n%s", h.view())
+	h.keys("<enter>")
+	require.Contains(t, flat(h.view()), "✓ found 9 ✓ accepted: 5 decided, 4 skipped")
+}
