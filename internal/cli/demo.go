@@ -220,7 +220,8 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 				opts.Outage, catalog)
 		}
 		if console {
-			say("  console   as %s, an admin of every tenant: r on a stuck record reconciles it", demoOperator)
+			say("  console   as %s, an admin of every tenant: r on a stuck record reconciles it; "+
+				"R on :stuck tool:charge-card reconciles them all by lookup", demoOperator)
 		}
 		say("explore with:  psql '%s'", dsn)
 		if opts.Keep {
