@@ -609,6 +609,10 @@ func (s *bulkFlow) lookupsView() []string {
 		} else {
 			s.para(&out, "Nothing is decided while the provider is asked. esc stops: what was answered is kept.", s.st.Muted.Render)
 		}
+	case errors.Is(s.lookupErr, context.Canceled):
+		s.para(&out, "Stopped before the records were listed: nothing was looked up or decided.", s.st.Stuck.Render)
+		out = append(out, "")
+		s.para(&out, "r starts again; esc goes back to the list.", s.st.Muted.Render)
 	case s.lookupErr != nil:
 		s.para(&out, "✗ could not list the records: "+Clean(s.lookupErr.Error()), s.st.Error.Render)
 		out = append(out, "")

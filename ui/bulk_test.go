@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -318,4 +320,34 @@ func TestBulkStoppedGroupAgain(t *testing.T) {
 	require.Contains(t, flat(h.view()), "found → completed: 5 decided, 4 skipped", "the third acceptance:\n%s", h.view())
 	h.keys("<enter>")
 	require.Contains(t, flat(h.view()), "✓ found 9 ✓ accepted: 5 decided, 4 skipped")
+}
+
+// gatedList holds List until its context ends: esc before the records
+// are listed.
+type gatedList struct{ *fakeBulk }
+
+func (g gatedList) List(ctx context.Context, _ storeview.Filter) ([]storeview.Row, error) {
+	<-ctx.Done()
+	return nil, fmt.Errorf("list the records: %w", ctx.Err())
+}
+
+// TestBulkStoppedListing: esc while the records are listed says the run
+// stopped before anything was asked, and r starts again.
+func TestBulkStoppedListing(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	addOutage(src)
+	fb := newFakeBulk(t, src)
+	h := newDecideHarness(t, src, newFakeDecider(src), Options{Bulk: gatedList{fb}}, 120, 40)
+	h.keys(bulkList)
+	h.press(keyR) // the run's first message never comes: List waits
+	require.Contains(t, h.view(), "listing the stuck records of state:stuck tool:charge-card…")
+	h.keys("q")
+	require.Equal(t, screenBulk, h.m.active().id(), "q left a run under way")
+	h.keys("<esc>")
+	h.finish()
+	v := flat(h.view())
+	require.Contains(t, v, "Stopped before the records were listed: nothing was looked up or decided.", "stopped:\n%s", h.view())
+	require.NotContains(t, v, "✗")
+	require.Empty(t, fb.accepted)
 }
