@@ -707,6 +707,11 @@ func (s *bulkFlow) planView() []string {
 		}
 	}
 	out = append(out, "")
+	if s.stopped {
+		s.para(&out, "A stopped run's groups are not accepted: r looks every record up again, esc goes back to the list.",
+			s.st.Muted.Render)
+		return out
+	}
 	s.para(&out, "enter accepts the selected group with one reason and its count typed; each record is then decided "+
 		"by itself at the version looked up, and one that changed since is skipped.", s.st.Muted.Render)
 	return out
