@@ -824,6 +824,9 @@ func (s *bulkFlow) resultLines() []string {
 	case s.acceptErr != nil && r.Counts[bulk.NotAttempted] == len(r.Items):
 		s.para(&out, "✗ "+head+": stopped before the first decision, nothing was decided", s.st.Error.Render)
 		s.para(&out, Clean(s.acceptErr.Error()), s.st.Error.Render)
+	case errors.Is(s.acceptErr, context.Canceled):
+		s.para(&out, "✗ "+head, s.st.Error.Render)
+		s.para(&out, "stopped at esc: the decisions under way finished, no other started", s.st.Error.Render)
 	case s.acceptErr != nil:
 		s.para(&out, "✗ "+head, s.st.Error.Render)
 		s.para(&out, Clean(s.acceptErr.Error()), s.st.Error.Render)

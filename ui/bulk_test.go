@@ -279,6 +279,7 @@ func TestBulkEscape(t *testing.T) {
 	v = flat(h.view())
 	require.Contains(t, v, "found → completed: 4 decided, 5 not attempted", "stopped decisions:\n%s", h.view())
 	require.Contains(t, v, "Not attempted: the group stopped before their turn (5)")
+	require.Contains(t, v, "stopped at esc: the decisions under way finished, no other started")
 	decided := 0
 	for _, r := range h.src.rows {
 		if r.ID >= outageFirst && r.State == storeview.StateCompleted {
