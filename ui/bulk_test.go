@@ -352,3 +352,19 @@ func TestBulkStoppedListing(t *testing.T) {
 	require.NotContains(t, v, "✗")
 	require.Empty(t, fb.accepted)
 }
+
+// TestBulkViewNeverPanics renders every step of the flow at odd sizes;
+// from 60x20 up each frame fits.
+func TestBulkViewNeverPanics(t *testing.T) {
+	t.Parallel()
+	for _, sz := range []struct{ w, h int }{{0, 0}, {1, 1}, {60, 20}, {61, 21}, {200, 60}, {300, 20}} {
+		h, _ := newBulkHarness(t, true, sz.w, sz.h)
+		for _, k := range []string{bulkList, "R", "<pgdown>", "<enter>", "outage<enter>", "3<enter>", "9<enter>", "<pgdown>", "<enter>", "j", "<esc>"} {
+			h.keys(k)
+			v := h.view()
+			if sz.w >= minWidth && sz.h >= minHeight {
+				checkFrame(t, v, sz.w, sz.h)
+			}
+		}
+	}
+}
