@@ -161,6 +161,10 @@ type flow struct {
 	// back names where the flow returns to ("the record", "the list").
 	backTo string
 
+	// titled is the whole title of a flow that is not on one record (a
+	// bulk reconciliation); nil for the record's.
+	titled func() string
+
 	rec      storeview.Detail
 	step     step
 	trail    []step // the steps behind, for esc
@@ -772,6 +776,9 @@ func (f *flow) scroll(dir int) {
 }
 
 func (f *flow) title() string {
+	if f.titled != nil {
+		return f.titled()
+	}
 	head := f.what() + strconv.FormatInt(f.rec.ID, 10)
 	ident := Clean(f.rec.Tenant) + " / " + Clean(f.rec.Tool) + " / " + Clean(f.rec.Key)
 	return " " + f.st.Title.Render(head) + "  " + truncate(ident, max(1, f.w-width(head)-4))

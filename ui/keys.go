@@ -52,6 +52,9 @@ type KeyMap struct {
 	AskAgain key.Binding
 	Choose   key.Binding
 	EditRef  key.Binding
+	// BulkReconcile, on a list: every listed record by its lookup;
+	// offered only to a role the database lets decide.
+	BulkReconcile key.Binding
 	// ScrollDown and ScrollUp page through a flow's text; they are never
 	// letters, so they work while a reason is typed.
 	ScrollDown key.Binding
@@ -99,6 +102,8 @@ func DefaultKeyMap() KeyMap {
 		AskAgain: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "ask again"), key.WithDisabled()),
 		Choose:   key.NewBinding(key.WithKeys("1", "2", "3", "4"), key.WithHelp("1-4", "choose"), key.WithDisabled()),
 		EditRef:  key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit the reference"), key.WithDisabled()),
+
+		BulkReconcile: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "reconcile all by lookup"), key.WithDisabled()),
 
 		ScrollDown: key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "scroll down"), key.WithDisabled()),
 		ScrollUp:   key.NewBinding(key.WithKeys("pgup"), key.WithHelp("pgup", "scroll up"), key.WithDisabled()),

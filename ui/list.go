@@ -41,7 +41,7 @@ func listOf(f storeview.Filter, sort storeview.Sort) listNav {
 // stuck ones, the conflicted ones.
 var listKind = screenKind{
 	id:    screenList,
-	build: func(d deps, _ Options) screen { return newList(d) },
+	build: func(d deps, o Options) screen { s := newList(d); s.bulk = o.Bulk != nil; return s },
 	commands: []command{
 		{names: []string{"ops", "op", "operations", "list", "ls"}, usage: ":ops [filter]",
 			help: "operations, optionally filtered (:ops state:stuck tool:x)", try: "ops", suggest: "ops ",
@@ -109,8 +109,9 @@ type listScreen struct {
 	// that a list opened again during an outage shows its last rows,
 	// marked stale, rather than nothing.
 	lastGood map[string]storeview.Page
-	// writes tells whether the console offers decisions to this role.
-	writes bool
+	// writes tells whether the console offers decisions to this role;
+	// bulk whether it has bulk reconciliations to offer with them.
+	writes, bulk bool
 	// drilled: the list was opened from another screen (the retention
 	// review) with its filter; esc goes back there rather than clearing
 	// the filter.
@@ -266,6 +267,7 @@ func (s *listScreen) updateKeys() {
 	s.keys.Sort.SetHelp("s", "sort by "+sortName(nextSort(s.sort)).short())
 	r, ok := s.selected()
 	s.keys.Reconcile.SetEnabled(s.writes && ok && r.Pending())
+	s.keys.BulkReconcile.SetEnabled(s.writes && s.bulk)
 }
 
 // ShortHelp implements help.KeyMap.
@@ -273,14 +275,14 @@ func (s *listScreen) ShortHelp() []key.Binding {
 	if s.editing {
 		return []key.Binding{s.keys.Accept, s.keys.Cancel}
 	}
-	return []key.Binding{combined("↑/↓", "move", s.keys.Up, s.keys.Down), s.keys.Open, s.keys.Reconcile, s.keys.Filter, s.keys.NextPage, s.keys.PrevPage}
+	return []key.Binding{combined("↑/↓", "move", s.keys.Up, s.keys.Down), s.keys.Open, s.keys.Reconcile, s.keys.BulkReconcile, s.keys.Filter, s.keys.NextPage, s.keys.PrevPage}
 }
 
 // FullHelp implements help.KeyMap.
 func (s *listScreen) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{s.keys.Up, s.keys.Down, s.keys.Top, s.keys.Bottom},
-		{s.keys.Open, s.keys.Reconcile, s.keys.NextPage, s.keys.PrevPage, s.keys.Sort, s.keys.Filter},
+		{s.keys.Open, s.keys.Reconcile, s.keys.BulkReconcile, s.keys.NextPage, s.keys.PrevPage, s.keys.Sort, s.keys.Filter},
 	}
 }
 
@@ -380,6 +382,9 @@ func (s *listScreen) key(msg tea.KeyMsg) tea.Cmd {
 		if r, ok := s.selected(); ok {
 			s.goTo(flowNav{to: screenReconcile, id: r.ID})
 		}
+	case key.Matches(msg, s.keys.BulkReconcile):
+		// The flow says why when the filter cannot start a run.
+		s.goTo(bulkNav{filter: s.filter})
 	case key.Matches(msg, s.keys.Sort):
 		s.sort = nextSort(s.sort)
 		return s.restart()

@@ -63,6 +63,7 @@ var screenKinds = []screenKind{
 	revealKind,
 	purgeKind,
 	auditRecordKind,
+	bulkKind,
 }
 
 // opening is what a screen that opens needs to know of the console: the

@@ -67,6 +67,10 @@ type Options struct {
 	// Verifier checks the audit chains for :verify; nil says to run
 	// opsdesk audit verify instead.
 	Verifier Verifier
+	// Bulk runs the bulk reconciliation of a filtered list (R), over the
+	// same desk and store as Decider; nil (or no Decider, or ReadOnly)
+	// offers none.
+	Bulk BulkReconciler
 	// Goto is a : command (with or without the colon) the console runs
 	// at start as if it were typed, once the database answers: where an
 	// alert points (opsdesk --goto). Check it with CheckCommand first; an

@@ -13,6 +13,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile/bulk"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -44,7 +45,10 @@ func runConsole(cmd *cobra.Command, g *globalFlags, goTo string) error {
 		}
 		defer writes.Close()
 	}
-	opts := consoleOptions(cfg, writes)
+	opts, err := consoleOptions(cfg, writes)
+	if err != nil {
+		return err
+	}
 	opts.Goto = goTo
 	opts.Verifier = consoleVerifier{pool: pool}
 	return ui.Run(ctx, view, opts)
@@ -77,7 +81,7 @@ func (v consoleVerifier) Verify(ctx context.Context, progress func(audit.Progres
 
 // consoleOptions are the console's settings for a context; writes, when
 // not nil, is the pool its decisions and purges go through.
-func consoleOptions(cfg *config.Config, writes *pgxpool.Pool) ui.Options {
+func consoleOptions(cfg *config.Config, writes *pgxpool.Pool) (ui.Options, error) {
 	opts := ui.Options{
 		Context:  cfg.Context.Name,
 		ReadOnly: cfg.Context.ReadOnly,
@@ -86,10 +90,22 @@ func consoleOptions(cfg *config.Config, writes *pgxpool.Pool) ui.Options {
 		Catalog:  ReviewCatalog(cfg),
 	}
 	if writes != nil {
-		opts.Decider = newDesk(writes, cfg)
+		desk := newDesk(writes, cfg)
+		// A connection to each provider per lookup in flight, for R.
+		desk.Client = bulk.HTTPClient(bulk.DefaultConcurrency)
+		opts.Decider = desk
 		opts.Purger = &retention.Purger{Pool: writes, TombstoneFor: tombstoneLifetimes(cfg), DisplayName: cfg.Context.DisplayName}
+		// R lists over the writes' pool, as the person, with the
+		// console's store settings: the versions it lists are the
+		// primary's, the ones its decisions expect (a read replica's
+		// could lag behind).
+		r, err := bulk.New(bulk.Config{Desk: desk, Lister: newView(writes, cfg.Context)})
+		if err != nil {
+			return opts, fmt.Errorf("bulk reconciliation: %w", err)
+		}
+		opts.Bulk = r
 	}
-	return opts
+	return opts, nil
 }
 
 // openConsoleWriter is the pool the console's decisions go through, as the
@@ -104,6 +120,9 @@ func openConsoleWriter(ctx context.Context, c config.Context) (*pgxpool.Pool, er
 		return nil, err
 	}
 	poolCfg.MinConns = 0
+	// R decides up to bulk.DefaultConcurrency records at once, each on a
+	// connection of its own; the pool opens them only when asked.
+	poolCfg.MaxConns = max(poolCfg.MaxConns, bulk.DefaultConcurrency)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("create pool: %w", err)

@@ -28,6 +28,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops/opsmigrate"
+	"github.com/opsdesk/opsdesk/reconcile/bulk"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -219,7 +220,8 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 				opts.Outage, catalog)
 		}
 		if console {
-			say("  console   as %s, an admin of every tenant: r on a stuck record reconciles it", demoOperator)
+			say("  console   as %s, an admin of every tenant: r on a stuck record reconciles it; "+
+				"R on :stuck tool:charge-card reconciles them all by lookup", demoOperator)
 		}
 		say("explore with:  psql '%s'", dsn)
 		if opts.Keep {
@@ -437,13 +439,18 @@ func openDemoConsole(ctx context.Context, operatorDSN, catalog string) (*storevi
 		return nil, ui.Options{}, nil, err
 	}
 	storeview.ConfigurePool(poolCfg, statementTimeout)
-	poolCfg.MaxConns = 4
+	// The console's reads, and R's decisions at once beside them.
+	poolCfg.MaxConns = 4 + bulk.DefaultConcurrency
 	pool, err := db.Open(ctx, poolCfg)
 	if err != nil {
 		return nil, ui.Options{}, nil, err
 	}
 	view := storeview.New(pool, storeview.Options{StatementTimeout: statementTimeout})
-	opts := consoleOptions(cfg, pool)
+	opts, err := consoleOptions(cfg, pool)
+	if err != nil {
+		pool.Close()
+		return nil, ui.Options{}, nil, err
+	}
 	opts.Verifier = consoleVerifier{pool: pool}
 	return view, opts, pool, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
+	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/ops/idemhttp"
 	"github.com/opsdesk/opsdesk/reconcile"
@@ -260,6 +261,10 @@ func TestDemoConsoleRole(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, reconcile.Capabilities{Role: demoOperator, Decide: true, Grant: true, Purge: true}, caps)
 	require.NotEmpty(t, desk.Runbook(demo.ToolChargeCard), "the catalog's runbooks reach the console")
+	require.NotNil(t, opts.Bulk, "the demo's console offers R on its lists")
+	stuckCharges, err := storeview.ParseFilter("state:stuck tool:charge-card")
+	require.NoError(t, err)
+	require.NoError(t, opts.Bulk.CheckFilter(stuckCharges), "R's desk has the catalog's lookups")
 
 	admin, err := pgx.Connect(ctx, cluster.DSN(demoDatabase))
 	require.NoError(t, err)
@@ -275,6 +280,10 @@ RETURNING id, version`).Scan(&id, &version))
 	d, err := view.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, "stuck", string(d.State))
+	listed, err := opts.Bulk.List(ctx, stuckCharges)
+	require.NoError(t, err)
+	require.Len(t, listed, 1, "R lists the stuck charge as the operator")
+	require.Equal(t, id, listed[0].ID)
 	ans, ok := desk.Ask(ctx, d.Tenant, d.Tool, d.Key)
 	require.True(t, ok, "charge-card has a lookup in the demo's catalog")
 	require.Equal(t, reconcile.LookupNotFound, ans.Evidence.Lookup, ans.Evidence.Summary)

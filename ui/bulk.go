@@ -1,0 +1,887 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/bulk"
+)
+
+// BulkReconciler is what the bulk reconciliation (R on a list) needs: one
+// person's runs over the records a filter lists, each step a call of its
+// own so the screen shows what happens between them. *bulk.Reconciler
+// satisfies it; the database checks every decision as it checks one
+// decision made by hand.
+type BulkReconciler interface {
+	// CheckFilter tells whether a list's filter can start a run, and if
+	// not, why in words for the operator.
+	CheckFilter(f storeview.Filter) error
+	// List returns the stuck records f matches, each at the version seen.
+	List(ctx context.Context, f storeview.Filter) ([]storeview.Row, error)
+	// Lookup asks the provider about every row, a bounded number at once,
+	// and groups the answers; cancelled, it keeps what was answered.
+	Lookup(ctx context.Context, rows []storeview.Row, progress func(bulk.Progress)) (*bulk.Plan, error)
+	// Accept decides each record of a group by itself; cancelled, it
+	// starts no more decisions and lets those under way finish.
+	Accept(ctx context.Context, plan *bulk.Plan, v bulk.Verdict, p bulk.AcceptParams, progress func(bulk.Progress)) (bulk.GroupResult, error)
+}
+
+var _ BulkReconciler = (*bulk.Reconciler)(nil)
+
+// screenBulk is the bulk reconciliation of a filtered list.
+const screenBulk screenID = "bulk"
+
+// bulkNav opens the bulk reconciliation on the list's filter.
+type bulkNav struct{ filter storeview.Filter }
+
+func (bulkNav) target() screenID { return screenBulk }
+
+// bulkKind is the bulk reconciliation; R on a list opens it.
+var bulkKind = screenKind{id: screenBulk, build: func(d deps, o Options) screen { return newBulk(d, o.Bulk) }}
+
+// The bulk reconciliation's own steps; the reason, the confirmation and
+// the result are named with every flow's.
+const (
+	stepRefused  step = "refused"  // the filter cannot start a run
+	stepLookups  step = "lookups"  // listing, then the lookups under way
+	stepPlan     step = "plan"     // the groups by verdict
+	stepDeciding step = "deciding" // an accepted group's decisions under way
+)
+
+// bulkSamples is how many records of each group the plan shows.
+const bulkSamples = 3
+
+// bulkListed is how many decided records a result names (the skipped,
+// refused, failed and not attempted are all named).
+const bulkListed = 5
+
+// Bulk messages, numbered by run: a stopped or left run's are dropped.
+type (
+	bulkProgressMsg struct {
+		run int
+		p   bulk.Progress
+		ch  <-chan tea.Msg
+	}
+	bulkPlanMsg struct {
+		run  int
+		plan *bulk.Plan
+		err  error
+	}
+	bulkAcceptMsg struct {
+		run int
+		res bulk.GroupResult
+		err error
+	}
+)
+
+// bulkFlow reconciles the records of a filtered list by evidence: it runs
+// every record's lookup with progress (esc stops), shows the records
+// grouped by verdict with the decision each definite group's evidence
+// supports, and decides a group the operator accepts with one reason and
+// its count typed, each record by itself; then it says, record by record,
+// what was decided, skipped, refused or failed. It runs on the step
+// machine of the flows on one record.
+type bulkFlow struct {
+	flow
+	bulk   BulkReconciler
+	filter storeview.Filter
+
+	// refusal says why the filter cannot start a run.
+	refusal error
+
+	// The run under way (lookups or decisions): runID numbers it, ch
+	// carries its messages, stop cancels its work (esc) and end what
+	// waits to deliver its last message (leaving).
+	runID    int
+	ch       <-chan tea.Msg
+	running  bool
+	stopping bool
+	stop     context.CancelFunc
+	end      context.CancelFunc
+	started  time.Time
+	progress bulk.Progress
+
+	// Lookups.
+	plan      *bulk.Plan
+	lookupErr error
+	stopped   bool // the lookups were stopped: nothing is accepted from them
+
+	// Groups.
+	sel       int // in plan.Groups
+	accepted  map[bulk.Verdict]bulk.GroupResult
+	verdict   bulk.Verdict // the group being accepted
+	res       bulk.GroupResult
+	acceptErr error
+}
+
+func newBulk(d deps, b BulkReconciler) *bulkFlow {
+	s := &bulkFlow{flow: newFlow(d, screenBulk, nil), bulk: b}
+	s.first = stepLookups
+	s.backTo = "the list"
+	s.titled = s.titleLine
+	s.crumbs = []crumb{{"lookups", []step{stepRefused, stepLookups}}, {"plan", []step{stepPlan}}, {"reason", []step{stepReason}},
+		{"confirm", []step{stepConfirm, stepDeciding}}, {"done", []step{stepResult}}}
+	s.reason = textInput(d.st, "why, for each record's audit record", 2000)
+	s.inputs = append(s.inputs, &s.reason, &s.typed)
+	s.steps[stepRefused] = &flowStep{view: s.refusedView}
+	s.steps[stepLookups] = &flowStep{
+		view: s.lookupsView,
+		keys: func(k *KeyMap) {
+			k.Cancel.SetEnabled(s.running && !s.stopping)
+			k.Cancel.SetHelp("esc", "stop the lookups")
+			k.AskAgain.SetEnabled(!s.running)
+			k.AskAgain.SetHelp("r", "try again")
+		},
+		key: s.runningKey(func() tea.Cmd { return s.lookUp() }),
+	}
+	s.steps[stepPlan] = &flowStep{
+		view: s.planView,
+		keys: func(k *KeyMap) {
+			k.Up.SetEnabled(len(s.plan.Groups) > 1)
+			k.Down.SetEnabled(len(s.plan.Groups) > 1)
+			k.Next.SetEnabled(s.acceptable() == nil)
+			k.Next.SetHelp("enter", "accept the "+s.selected().Verdict.Label()+" group")
+			k.AskAgain.SetEnabled(s.stopped)
+			k.AskAgain.SetHelp("r", "look up again")
+		},
+		key: func(msg tea.KeyMsg) (tea.Cmd, bool) {
+			n := len(s.plan.Groups)
+			switch {
+			case msg.Type == tea.KeyEnter:
+				// Refused where the group cannot be accepted: submit
+				// says why.
+				return s.submit(), true
+			case key.Matches(msg, s.keys.Up):
+				s.sel = (s.sel + n - 1) % n
+			case key.Matches(msg, s.keys.Down):
+				s.sel = (s.sel + 1) % n
+			case key.Matches(msg, s.keys.AskAgain):
+				return s.lookUp(), true
+			default:
+				return nil, false
+			}
+			s.inputErr = ""
+			return nil, true
+		},
+		submit: func() tea.Cmd {
+			if err := s.acceptable(); err != nil {
+				s.inputErr = err.Error()
+				return nil
+			}
+			s.verdict = s.selected().Verdict
+			s.reason.SetValue("")
+			return s.forward(stepReason)
+		},
+	}
+	s.steps[stepReason] = &flowStep{
+		input: func() *textinput.Model { return &s.reason },
+		view:  s.reasonView,
+		pin: func() []string {
+			var out []string
+			s.para(&out, "Reason (required; it goes into each record's audit record with your role):", nil)
+			return append(out, " "+s.reason.View())
+		},
+		keys: func(k *KeyMap) { s.inputKeys(k, "next") },
+		submit: func() tea.Cmd {
+			if err := bulk.CheckReason(s.reason.Value()); err != nil {
+				s.inputErr = Clean(err.Error())
+				return nil
+			}
+			return s.forward(stepConfirm)
+		},
+	}
+	s.steps[stepConfirm] = &flowStep{
+		input: func() *textinput.Model { return &s.typed },
+		enter: func() tea.Cmd {
+			s.typed.SetValue("")
+			return s.typed.Focus()
+		},
+		view: s.confirmView,
+		pin: func() []string {
+			out := []string{""}
+			n := s.group().Count()
+			s.para(&out, fmt.Sprintf("To decide them, type %d, the number of records in the group; anything else, or nothing, "+
+				"decides nothing:", n), s.st.Stuck.Render)
+			return append(out, " "+s.typed.View())
+		},
+		keys: func(k *KeyMap) {
+			s.inputKeys(k, "confirm")
+		},
+		submit: func() tea.Cmd {
+			n := s.group().Count()
+			// The exact digits: " 12", "+12", "012" and "12\x00" are
+			// not what was asked, and confirm nothing.
+			if s.typed.Value() != strconv.Itoa(n) {
+				s.inputErr = fmt.Sprintf("that is not %d, the number of records in the group: nothing was decided", n)
+				s.typed.SetValue("")
+				return nil
+			}
+			return s.decide(n)
+		},
+	}
+	s.steps[stepDeciding] = &flowStep{
+		view: s.decidingView,
+		keys: func(k *KeyMap) {
+			k.Cancel.SetEnabled(!s.stopping)
+			k.Cancel.SetHelp("esc", "stop starting decisions")
+		},
+		key: s.runningKey(nil),
+	}
+	s.steps[stepResult] = &flowStep{
+		view: s.resultLines,
+		keys: func(k *KeyMap) {
+			k.Next.SetEnabled(true)
+			k.Next.SetHelp("enter", "back to the plan")
+		},
+		submit: func() tea.Cmd {
+			s.trail = nil
+			s.sel = s.firstAcceptable()
+			return s.enter(stepPlan)
+		},
+	}
+	s.onMsg = s.onBulkMsg
+	s.onLeave = s.abandon
+	s.busyMore = func() bool { return s.running && s.progress.Total == 0 }
+	s.self = s
+	s.updateKeys()
+	return s
+}
+
+// open starts a run on the list's filter, for a role that may decide; a
+// filter that cannot start one opens the flow on the reason why.
+func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+	bn, ok := n.(bulkNav)
+	if !ok || s.bulk == nil || !at.perms.decide || at.active().id() != screenList {
+		return nil, nil, false
+	}
+	s.reset(storeview.Detail{})
+	s.filter, s.refusal, s.accepted = bn.filter, nil, map[bulk.Verdict]bulk.GroupResult{}
+	if err := s.bulk.CheckFilter(bn.filter); err != nil {
+		s.refusal = err
+		s.enter(stepRefused)
+		return at.pushed(s), nil, true
+	}
+	return at.pushed(s), s.lookUp(), true
+}
+
+// capturing: a run under way answers esc itself (it stops) and q does
+// nothing, as do the inputs.
+func (s *bulkFlow) capturing() bool { return s.running || s.flow.capturing() }
+
+// backLabels: esc leaves for the list where nothing runs.
+func (s *bulkFlow) backLabels() (esc, q string) {
+	switch s.step {
+	case stepRefused, stepPlan, stepResult:
+		return "back to the list", "back to the list"
+	case stepLookups:
+		return "back to the list", "back to the list"
+	}
+	return s.flow.backLabels()
+}
+
+// ShortHelp implements help.KeyMap.
+func (s *bulkFlow) ShortHelp() []key.Binding {
+	k := s.keys
+	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), k.Next, k.Accept, k.AskAgain, k.Cancel,
+		combined("pgdn/pgup", "scroll", k.ScrollDown, k.ScrollUp)}
+	if s.capturing() {
+		out = append(out, k.ForceQuit)
+	}
+	return out
+}
+
+// FullHelp implements help.KeyMap.
+func (s *bulkFlow) FullHelp() [][]key.Binding {
+	k := s.keys
+	return [][]key.Binding{{k.Up, k.Down, k.Next, k.Accept, k.AskAgain, k.Cancel}, {k.ScrollDown, k.ScrollUp}}
+}
+
+// runningKey handles esc while a run is under way (it stops the run's
+// work) and r where again is given and nothing runs.
+func (s *bulkFlow) runningKey(again func() tea.Cmd) func(msg tea.KeyMsg) (tea.Cmd, bool) {
+	return func(msg tea.KeyMsg) (tea.Cmd, bool) {
+		switch {
+		case s.running && key.Matches(msg, s.keys.Cancel):
+			s.halt()
+			return nil, true
+		case again != nil && !s.running && key.Matches(msg, s.keys.AskAgain):
+			return again(), true
+		}
+		return nil, s.running // a run under way takes every key
+	}
+}
+
+// halt stops the run's work: no lookup and no decision starts, those
+// under way finish, and the run's end still comes with what was done.
+func (s *bulkFlow) halt() {
+	if s.running && !s.stopping {
+		s.stopping = true
+		s.stop()
+	}
+}
+
+// abandon forgets the run when the operator leaves: its work stops and
+// its end is not waited for.
+func (s *bulkFlow) abandon() {
+	if s.end != nil {
+		s.stop()
+		s.end()
+		s.stop, s.end = nil, nil
+	}
+	s.runID++
+	s.running, s.stopping = false, false
+}
+
+// finish ends a run whose end arrived.
+func (s *bulkFlow) finish() {
+	s.end()
+	s.stop, s.end = nil, nil
+	s.running, s.stopping = false, false
+}
+
+// begin runs work in the background: its progress and then its end come
+// back as messages, one at a time and in order. esc cancels the work's
+// context; leaving also gives up on delivering its end.
+func (s *bulkFlow) begin(work func(ctx context.Context, progress func(bulk.Progress)) tea.Msg) tea.Cmd {
+	s.abandon()
+	s.runID++
+	life, end := context.WithCancel(s.f.ctx)
+	ctx, stop := context.WithCancel(life)
+	ch := make(chan tea.Msg, 1)
+	s.ch, s.stop, s.end = ch, stop, end
+	s.running, s.stopping, s.started, s.progress = true, false, time.Now(), bulk.Progress{}
+	runID := s.runID
+	go func() {
+		defer close(ch)
+		defer stop()
+		var last tea.Msg
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					last = bulkPlanMsg{run: runID, err: fmt.Errorf("the bulk reconciliation panicked: %v", r)}
+				}
+			}()
+			last = work(ctx, func(p bulk.Progress) {
+				// The screen reads the counts while the work goes on.
+				p.Counts = maps.Clone(p.Counts)
+				select {
+				case ch <- bulkProgressMsg{run: runID, p: p, ch: ch}:
+				case <-ctx.Done():
+				}
+			})
+		}()
+		// The work does not know the run's number: its end gets it here.
+		switch m := last.(type) {
+		case bulkPlanMsg:
+			m.run = runID
+			last = m
+		case bulkAcceptMsg:
+			m.run = runID
+			last = m
+		}
+		select {
+		case ch <- last:
+		case <-life.Done():
+		}
+	}()
+	return tea.Batch(wait(ch), s.spinner())
+}
+
+// lookUp lists the filter's records and looks each up.
+func (s *bulkFlow) lookUp() tea.Cmd {
+	s.plan, s.lookupErr, s.stopped, s.sel = nil, nil, false, 0
+	s.trail = nil
+	b, f := s.bulk, s.filter
+	cmd := s.begin(func(ctx context.Context, progress func(bulk.Progress)) tea.Msg {
+		rows, err := b.List(ctx, f)
+		if err != nil {
+			return bulkPlanMsg{err: err}
+		}
+		plan, err := b.Lookup(ctx, rows, progress)
+		return bulkPlanMsg{plan: plan, err: err}
+	})
+	s.enter(stepLookups)
+	return cmd
+}
+
+// decide accepts the chosen group, n records, with the reason given.
+func (s *bulkFlow) decide(n int) tea.Cmd {
+	s.res, s.acceptErr = bulk.GroupResult{}, nil
+	b, plan, v, reason := s.bulk, s.plan, s.verdict, s.reason.Value()
+	cmd := s.begin(func(ctx context.Context, progress func(bulk.Progress)) tea.Msg {
+		res, err := b.Accept(ctx, plan, v, bulk.AcceptParams{Reason: reason, Confirm: n}, progress)
+		return bulkAcceptMsg{res: res, err: err}
+	})
+	s.forward(stepDeciding)
+	return cmd
+}
+
+// onBulkMsg takes the run's messages: progress, then its end.
+func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
+	switch msg := msg.(type) {
+	case bulkProgressMsg:
+		if msg.run == s.runID && s.running {
+			s.progress = msg.p
+			return wait(msg.ch), true
+		}
+		return nil, true
+	case bulkPlanMsg:
+		if msg.run != s.runID || !s.running {
+			return nil, true
+		}
+		s.finish()
+		s.plan, s.lookupErr = msg.plan, msg.err
+		if msg.plan == nil {
+			return nil, true // the records could not be listed: said on the step
+		}
+		s.stopped = msg.err != nil
+		s.sel = s.firstAcceptable()
+		s.trail = nil
+		return s.enter(stepPlan), true
+	case bulkAcceptMsg:
+		if msg.run != s.runID || !s.running {
+			return nil, true
+		}
+		s.finish()
+		s.res, s.acceptErr = msg.res, msg.err
+		// A group stopped before all its records' turn may be accepted
+		// again: those decided since are then skipped as changed.
+		if msg.res.Items != nil && msg.res.Counts[bulk.NotAttempted] == 0 {
+			s.accepted[s.verdict] = msg.res
+		}
+		s.reason.SetValue("")
+		s.typed.SetValue("")
+		s.trail = nil
+		return s.enter(stepResult), true
+	}
+	return nil, false
+}
+
+// Update takes only digits into the typed count: a paste or a key with
+// anything else (a sign, a space, a NUL, another script's digits) is
+// dropped whole and said, so that what confirms is what was asked.
+func (s *bulkFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if k, ok := msg.(tea.KeyMsg); ok && s.step == stepConfirm && k.Type == tea.KeyRunes && !digits(k.Runes) {
+		s.inputErr = fmt.Sprintf("type the digits of %d only: nothing else is taken", s.group().Count())
+		return s, nil
+	}
+	return s.flow.Update(msg)
+}
+
+// digits tells whether rs are ASCII digits only.
+func digits(rs []rune) bool {
+	for _, r := range rs {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return len(rs) > 0
+}
+
+// selected is the group the cursor is on.
+func (s *bulkFlow) selected() bulk.Group {
+	if s.plan == nil || s.sel < 0 || s.sel >= len(s.plan.Groups) {
+		return bulk.Group{}
+	}
+	return s.plan.Groups[s.sel]
+}
+
+// group is the group being accepted.
+func (s *bulkFlow) group() bulk.Group {
+	if s.plan == nil {
+		return bulk.Group{}
+	}
+	if g := s.plan.Group(s.verdict); g != nil {
+		return *g
+	}
+	return bulk.Group{}
+}
+
+// acceptable says why the selected group cannot be accepted, or nil.
+func (s *bulkFlow) acceptable() error {
+	if s.plan == nil {
+		return errors.New("no plan yet")
+	}
+	return s.acceptableAt(s.sel)
+}
+
+// acceptableAt says why group i of the plan cannot be accepted, or nil.
+func (s *bulkFlow) acceptableAt(i int) error {
+	g := s.plan.Groups[i]
+	_, done := s.accepted[g.Verdict]
+	switch {
+	case s.stopped:
+		return errors.New("the lookups were stopped: nothing is decided from a partial run; r looks up again")
+	case g.Proposal == "":
+		return fmt.Errorf("the %s records have no definite evidence: decide them one by one (r on a row of the list)", g.Verdict.Label())
+	case g.Count() == 0:
+		return fmt.Errorf("the %s group is empty", g.Verdict.Label())
+	case done:
+		return fmt.Errorf("the %s group is accepted already; its records were decided as shown", g.Verdict.Label())
+	}
+	return nil
+}
+
+// firstAcceptable is the first group that may be accepted, else the
+// first.
+func (s *bulkFlow) firstAcceptable() int {
+	for i := range s.plan.Groups {
+		if s.acceptableAt(i) == nil {
+			return i
+		}
+	}
+	return 0
+}
+
+func (s *bulkFlow) titleLine() string {
+	head := "Bulk reconciliation"
+	return " " + s.st.Title.Render(head) + "  " + truncate(Clean(s.filter.String()), max(1, s.w-width(head)-4))
+}
+
+// verdictGlyph pairs each verdict with a glyph, so that it is never told
+// by colour alone.
+func verdictGlyph(v bulk.Verdict) string {
+	switch v {
+	case bulk.Found:
+		return "✓"
+	case bulk.NotFound:
+		return "○"
+	case bulk.NoAnswer:
+		return "?"
+	}
+	return "✗"
+}
+
+// proposalText says what accepting a group does to each of its records.
+func proposalText(g bulk.Group) string {
+	switch g.Proposal {
+	case reconcile.Completed:
+		return "completed, with the provider's reference"
+	case reconcile.NotExecuted:
+		return "not executed: released, the next retry runs it again"
+	}
+	return "no proposal: decided one by one"
+}
+
+// countsText words a progress's counts in the order of keys.
+func countsText(counts map[string]int, keys []string) string {
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, strings.ReplaceAll(k, "_", " ")+" "+count(int64(counts[k])))
+	}
+	return strings.Join(parts, " · ")
+}
+
+func (s *bulkFlow) refusedView() []string {
+	out := s.heading("R cannot reconcile this list by lookup")
+	out = append(out, "")
+	s.para(&out, "✗ "+Clean(s.refusal.Error()), s.st.Error.Render)
+	out = append(out, "")
+	s.para(&out, "Nothing was looked up or decided. esc goes back to the list; / edits its filter.", s.st.Muted.Render)
+	return out
+}
+
+func (s *bulkFlow) lookupsView() []string {
+	var out []string
+	p := s.progress
+	switch {
+	case s.running && p.Total == 0:
+		out = append(out, " "+spinFrames[s.frame]+" listing the stuck records of "+truncate(Clean(s.filter.String()), max(1, s.w-40))+"…")
+	case s.running:
+		out = append(out, s.heading(fmt.Sprintf("Asking the provider about %s stuck records", count(int64(p.Total))))...)
+		out = append(out, "", " "+progressBar(int64(p.Done), int64(p.Total), s.w-2), "")
+		s.para(&out, fmt.Sprintf("%s of %s answered · %s", count(int64(p.Done)), count(int64(p.Total)),
+			countsText(p.Counts, verdictKeys())), nil)
+		out = append(out, "")
+		if s.stopping {
+			s.para(&out, "stopping: the lookups under way are cut short; what was answered is kept", s.st.Stuck.Render)
+		} else {
+			s.para(&out, "Nothing is decided while the provider is asked. esc stops: what was answered is kept.", s.st.Muted.Render)
+		}
+	case errors.Is(s.lookupErr, context.Canceled):
+		s.para(&out, "Stopped before the records were listed: nothing was looked up or decided.", s.st.Stuck.Render)
+		out = append(out, "")
+		s.para(&out, "r starts again; esc goes back to the list.", s.st.Muted.Render)
+	case s.lookupErr != nil:
+		s.para(&out, "✗ could not list the records: "+Clean(s.lookupErr.Error()), s.st.Error.Render)
+		out = append(out, "")
+		s.para(&out, "Nothing was looked up or decided. r tries again; esc goes back to the list.", s.st.Muted.Render)
+	}
+	return out
+}
+
+// sampled are the first of items, each with its note, and how many more
+// there are.
+func (s *bulkFlow) sampled(items []bulk.ItemResult, note func(bulk.ItemResult) string, more string) []string {
+	var out []string
+	for i, it := range items {
+		if i == bulkListed {
+			out = append(out, s.st.Muted.Render(truncate(fmt.Sprintf("        … and %s more, %s", count(int64(len(items)-i)), more), s.w)))
+			break
+		}
+		out = append(out, s.itemLine(it.Item, note(it)))
+	}
+	return out
+}
+
+// tookText is how long a step took: milliseconds under a second, tenths
+// of a second under a minute.
+func tookText(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	if d < time.Minute {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return ShortDuration(d)
+}
+
+// verdictKeys are the verdicts as progress counts name them.
+func verdictKeys() []string {
+	out := make([]string, len(bulk.Verdicts))
+	for i, v := range bulk.Verdicts {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// outcomeKeys are the outcomes as progress counts name them.
+func outcomeKeys() []string {
+	out := make([]string, len(bulk.Outcomes))
+	for i, o := range bulk.Outcomes {
+		out[i] = string(o)
+	}
+	return out
+}
+
+func (s *bulkFlow) planView() []string {
+	var out []string
+	p := s.plan
+	asked := p.Listed - len(p.NotAsked)
+	switch {
+	case p.Listed == 0:
+		out = append(out, s.heading("No stuck record you may see matches "+Clean(s.filter.String()))...)
+		out = append(out, "")
+		s.para(&out, "Nothing to look up or decide. esc goes back to the list.", s.st.Muted.Render)
+		return out
+	case s.stopped:
+		out = append(out, s.heading(fmt.Sprintf("Stopped: %s of %s records asked, %s not asked", count(int64(asked)),
+			count(int64(p.Listed)), count(int64(len(p.NotAsked)))))...)
+		s.para(&out, "Nothing was decided. What was answered is shown; r looks every record up again.", s.st.Stuck.Render)
+	default:
+		out = append(out, s.heading(fmt.Sprintf("%s stuck records looked up in %s", count(int64(p.Listed)), tookText(p.Took)))...)
+	}
+	s.field(&out, "batch", Clean(p.BatchID)+" (each decision's audit record carries it)")
+	out = append(out, "")
+	for i, g := range p.Groups {
+		mark := "  "
+		if i == s.sel {
+			mark = "▸ "
+		}
+		head := fmt.Sprintf("%s%s %-9s %6s  → %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())), proposalText(g))
+		if r, ok := s.accepted[g.Verdict]; ok {
+			head = fmt.Sprintf("%s%s %-9s %6s  ✓ accepted: %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())),
+				outcomesText(r))
+		}
+		line := truncate(" "+head, s.w)
+		if i == s.sel {
+			line = s.st.Selected.Render(line)
+		}
+		out = append(out, line)
+		for _, item := range g.Samples(bulkSamples) {
+			out = append(out, s.itemLine(item, sampleNote(item)))
+		}
+		if n := g.Count() - bulkSamples; n > 0 {
+			out = append(out, s.st.Muted.Render(truncate(fmt.Sprintf("        … and %s more", count(int64(n))), s.w)))
+		}
+	}
+	out = append(out, "")
+	if s.stopped {
+		s.para(&out, "A stopped run's groups are not accepted: r looks every record up again, esc goes back to the list.",
+			s.st.Muted.Render)
+		return out
+	}
+	s.para(&out, "enter accepts the selected group with one reason and its count typed; each record is then decided "+
+		"by itself at the version looked up, and one that changed since is skipped.", s.st.Muted.Render)
+	return out
+}
+
+// sampleNote is what a sample shows after its identity: the provider's
+// reference of a found record, else what the lookup said.
+func sampleNote(item bulk.Item) string {
+	if item.Verdict == bulk.Found {
+		return "ref " + item.Ref
+	}
+	return item.Note
+}
+
+// itemLine is one record: id, tenant, key and a note, cut to the width.
+func (s *bulkFlow) itemLine(item bulk.Item, note string) string {
+	kw := min(24, max(12, s.w/5))
+	line := "    " + padLeft(strconv.FormatInt(item.ID, 10), 7) + "  " + pad(truncate(Clean(item.Tenant), 10), 10) + "  " +
+		truncateMiddle(Clean(item.Key), kw)
+	if note != "" {
+		line = pad(line, 4+7+2+10+2+kw) + "  " + Clean(note)
+	}
+	return truncate(line, s.w)
+}
+
+// outcomesText is a result's counts, every outcome that happened.
+func outcomesText(r bulk.GroupResult) string {
+	var parts []string
+	for _, o := range bulk.Outcomes {
+		if n := r.Counts[o]; n > 0 || o == bulk.Decided {
+			parts = append(parts, count(int64(n))+" "+strings.ReplaceAll(string(o), "_", " "))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// consequence says what the group's decision does to each record.
+func consequence(g bulk.Group) string {
+	switch g.Proposal {
+	case reconcile.Completed:
+		return "completed, each with the reference the provider named for it (shown as ref); retries of each key " +
+			"replay it"
+	case reconcile.NotExecuted:
+		return "not executed: each record is released, and the next retry of its key calls the provider again"
+	}
+	return "-"
+}
+
+// groupLines are what accepting the group depends on, the reason too
+// once given, and samples of its records last.
+func (s *bulkFlow) groupLines(g bulk.Group, reason bool) []string {
+	var out []string
+	s.field(&out, "group", fmt.Sprintf("%s %s: %s records (lookups of batch %s)", verdictGlyph(g.Verdict), g.Verdict.Label(),
+		count(int64(g.Count())), Clean(s.plan.BatchID)))
+	s.field(&out, "decision", consequence(g))
+	if reason {
+		s.field(&out, "reason", Clean(strings.TrimSpace(s.reason.Value())))
+	}
+	s.field(&out, "each", "decided alone at the version looked up, with its own audit record; "+
+		"one that changed since is skipped and listed; nothing else is touched")
+	out = append(out, " "+s.st.Muted.Render("e.g."))
+	for _, item := range g.Samples(bulkSamples) {
+		out = append(out, s.itemLine(item, sampleNote(item)))
+	}
+	return out
+}
+
+func (s *bulkFlow) reasonView() []string {
+	g := s.group()
+	out := s.heading(fmt.Sprintf("Accept the %s group: %s records → %s", g.Verdict.Label(), count(int64(g.Count())), decisionInfo[g.Proposal].name))
+	out = append(out, "")
+	out = append(out, s.groupLines(g, false)...)
+	return append(out, "")
+}
+
+func (s *bulkFlow) confirmView() []string {
+	g := s.group()
+	out := s.heading(fmt.Sprintf("Confirm: decide %s records as %s", count(int64(g.Count())), decisionInfo[g.Proposal].name))
+	out = append(out, "")
+	return append(out, s.groupLines(g, true)...)
+}
+
+func (s *bulkFlow) decidingView() []string {
+	g := s.group()
+	p := s.progress
+	total := max(p.Total, g.Count())
+	out := s.heading(fmt.Sprintf("Deciding %s records as %s", count(int64(total)), decisionInfo[g.Proposal].name))
+	out = append(out, "", " "+progressBar(int64(p.Done), int64(total), s.w-2), "")
+	s.para(&out, fmt.Sprintf("%s of %s done · %s", count(int64(p.Done)), count(int64(total)),
+		countsText(p.Counts, outcomeKeys()[:4])), nil)
+	out = append(out, "")
+	if s.stopping {
+		s.para(&out, "stopping: no decision starts; those under way finish, so that each is known", s.st.Stuck.Render)
+	} else {
+		s.para(&out, "esc stops starting decisions; those under way finish.", s.st.Muted.Render)
+	}
+	return out
+}
+
+func (s *bulkFlow) resultLines() []string {
+	r := s.res
+	var out []string
+	head := fmt.Sprintf("%s → %s: %s", r.Verdict.Label(), decisionInfo[r.Decision].name, outcomesText(r))
+	switch {
+	case s.acceptErr != nil && r.Items == nil:
+		s.para(&out, "✗ nothing was decided: "+Clean(s.acceptErr.Error()), s.st.Error.Render)
+		out = append(out, "")
+		s.para(&out, "enter goes back to the plan; esc to the list.", s.st.Muted.Render)
+		return out
+	case s.acceptErr != nil && r.Counts[bulk.NotAttempted] == len(r.Items):
+		s.para(&out, "✗ "+head+": stopped before the first decision, nothing was decided", s.st.Error.Render)
+		s.para(&out, Clean(s.acceptErr.Error()), s.st.Error.Render)
+	case errors.Is(s.acceptErr, context.Canceled):
+		s.para(&out, "✗ "+head, s.st.Error.Render)
+		s.para(&out, "stopped at esc: the decisions under way finished, no other started", s.st.Error.Render)
+	case s.acceptErr != nil:
+		s.para(&out, "✗ "+head, s.st.Error.Render)
+		s.para(&out, Clean(s.acceptErr.Error()), s.st.Error.Render)
+	case r.Counts[bulk.Decided] == len(r.Items):
+		s.para(&out, "✓ "+head, s.st.Completed.Render)
+	default:
+		s.para(&out, "⚠ "+head, s.st.Stuck.Render)
+	}
+	out = append(out, "")
+	s.field(&out, "batch", Clean(r.BatchID)+", in each decision's audit record")
+	if r.Took > 0 {
+		s.field(&out, "took", tookText(r.Took))
+	}
+	sections := []struct {
+		o    bulk.Outcome
+		name string
+	}{
+		{bulk.Skipped, "Skipped: changed since the lookup, not decided"},
+		{bulk.Refused, "Refused by the database (each refusal audited)"},
+		{bulk.Failed, "Failed: no answer (each record's history says whether it took effect)"},
+	}
+	for _, sec := range sections {
+		items := r.Only(sec.o)
+		if len(items) == 0 {
+			continue
+		}
+		out = append(out, "", " "+s.st.Title.Render(fmt.Sprintf("%s (%s)", sec.name, count(int64(len(items))))))
+		for _, it := range items {
+			// The reason is what the operator acts on: whole, wrapped.
+			note := it.Message
+			if it.Audit != "" {
+				note += " · audit " + it.Audit
+			}
+			out = append(out, s.itemLine(it.Item, ""))
+			if note == "" {
+				continue
+			}
+			for _, l := range wrap(Clean(note), max(1, s.w-10)) {
+				out = append(out, "          "+l)
+			}
+		}
+	}
+	if left := r.Only(bulk.NotAttempted); len(left) > 0 {
+		out = append(out, "", " "+s.st.Title.Render(fmt.Sprintf("Not attempted: the group stopped before their turn (%s)",
+			count(int64(len(left))))))
+		out = append(out, s.sampled(left, func(it bulk.ItemResult) string { return "" },
+			"still stuck; accept the group again to decide them")...)
+	}
+	if decided := r.Only(bulk.Decided); len(decided) > 0 {
+		out = append(out, "", " "+s.st.Title.Render(fmt.Sprintf("Decided (%s)", count(int64(len(decided))))))
+		out = append(out, s.sampled(decided, func(it bulk.ItemResult) string {
+			return stateText(storeview.State(it.State)) + " · audit " + it.Audit
+		}, "each with its own audit record")...)
+	}
+	out = append(out, "")
+	s.para(&out, "enter goes back to the plan to accept another group; esc goes back to the list, refreshed.", s.st.Muted.Render)
+	return out
+}

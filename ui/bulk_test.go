@@ -1,0 +1,370 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile/bulk"
+)
+
+// bulkList is the stuck charges' list, where R starts a run.
+const bulkList = ":stuck tool:charge-card<enter>"
+
+// TestBulkViews: every state of the bulk reconciliation, through the
+// fake, as an operator reaches it with keys.
+func TestBulkViews(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, h *harness, b *fakeBulk)
+	}{
+		{"bulk-list", func(t *testing.T, h *harness, b *fakeBulk) { h.keys(bulkList) }},
+		{"bulk-refused", func(t *testing.T, h *harness, b *fakeBulk) { h.keys(":stuck tool:create-ticket<enter>R") }},
+		{"bulk-lookups", func(t *testing.T, h *harness, b *fakeBulk) {
+			gate(t, b, 5)
+			h.keys(bulkList)
+			h.pump(h.press(keyR), 5)
+		}},
+		{"bulk-stopped", func(t *testing.T, h *harness, b *fakeBulk) {
+			gate(t, b, 5)
+			h.keys(bulkList)
+			h.pump(h.press(keyR), 5)
+			h.keys("<esc>")
+			h.finish()
+		}},
+		{"bulk-plan", func(t *testing.T, h *harness, b *fakeBulk) { h.keys(bulkList + "R") }},
+		{"bulk-reason", func(t *testing.T, h *harness, b *fakeBulk) { h.keys(bulkList + "R<enter>") }},
+		{"bulk-reason-blank", func(t *testing.T, h *harness, b *fakeBulk) {
+			h.keys(bulkList + "R<enter>")
+			h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("\t\u3000 \u3000"), Paste: true})
+			h.keys("<enter>")
+		}},
+		{"bulk-confirm-wrong", func(t *testing.T, h *harness, b *fakeBulk) {
+			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>-3<enter>")
+		}},
+		{"bulk-deciding", func(t *testing.T, h *harness, b *fakeBulk) {
+			b.mu.Lock()
+			b.decideGate, b.decidePause = make(chan struct{}), 4
+			b.mu.Unlock()
+			t.Cleanup(func() { close(b.decideGate) })
+			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>9")
+			h.pump(h.press(keyEnter), 4)
+		}},
+		{"bulk-result-skipped", func(t *testing.T, h *harness, b *fakeBulk) {
+			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>")
+			touch(h.src, outageFirst+3) // changed after the lookup: skipped
+			h.keys("9<enter>")
+		}},
+	}
+	for _, c := range cases {
+		goldens(t, c.name, func(t *testing.T, w, hh int) string {
+			h, b := newBulkHarness(t, true, w, hh)
+			c.setup(t, h, b)
+			return h.view()
+		})
+	}
+}
+
+// gate holds the fake's lookups after pause of them.
+func gate(t *testing.T, b *fakeBulk, pause int) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := make(chan struct{})
+	b.gate, b.pause = g, pause
+	t.Cleanup(func() { close(g) })
+}
+
+// TestBulkOffered: R is in the list's footer and help for an operator
+// with a bulk reconciler, and nowhere (and inert) for a viewer, in a
+// read-only context, or without one.
+func TestBulkOffered(t *testing.T) {
+	t.Parallel()
+	h, _ := newBulkHarness(t, true, 120, 40)
+	h.keys(bulkList)
+	require.Contains(t, h.view(), "R reconcile all by lookup")
+	h.keys("?")
+	require.Contains(t, h.view(), "reconcile all by lookup")
+
+	for _, c := range []struct {
+		name   string
+		decide bool
+		opts   func(o *Options)
+	}{
+		{"viewer", false, nil},
+		{"read-only", true, func(o *Options) { o.ReadOnly = true }},
+		{"no bulk", true, func(o *Options) { o.Bulk = nil }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			src := newFakeSource()
+			addOutage(src)
+			dec := newFakeDecider(src)
+			dec.caps.Decide = c.decide
+			o := Options{Bulk: newFakeBulk(t, src)}
+			if c.opts != nil {
+				c.opts(&o)
+			}
+			h := newDecideHarness(t, src, dec, o, 120, 40).keys(bulkList)
+			require.NotContains(t, h.view(), "R reconcile all by lookup")
+			h.keys("R")
+			require.Equal(t, screenList, h.m.active().id(), "R opened %s", h.m.active().id())
+			h.keys("?")
+			require.NotContains(t, h.view(), "reconcile all by lookup")
+		})
+	}
+}
+
+// TestBulkRefusedFilter: R on a list whose filter cannot start a run says
+// CheckFilter's reason on the screen, and esc goes back to the list.
+func TestBulkRefusedFilter(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ keys, want string }{
+		{":ops<enter>", "the filter is empty"},
+		{":ops tool:charge-card<enter>", `"tool:charge-card" selects more than stuck records`},
+		{":stuck<enter>", "name the tool whose provider to ask"},
+		{":stuck tool:create-ticket<enter>", `the catalog has no outcome lookup for tool "create-ticket"`},
+	} {
+		h, b := newBulkHarness(t, true, 120, 40)
+		h.keys(c.keys + "R")
+		require.Equal(t, screenBulk, h.m.active().id(), "%s: R opened nothing", c.keys)
+		require.Contains(t, flat(h.view()), c.want, "%s", c.keys)
+		require.Contains(t, flat(h.view()), "Nothing was looked up or decided", "%s", c.keys)
+		require.Empty(t, b.accepted)
+		h.keys("q")
+		require.Equal(t, screenList, h.m.active().id(), "%s: q did not go back to the list", c.keys)
+		require.False(t, h.quit)
+	}
+}
+
+// TestBulkFlow: lookups, the plan, one group accepted with its count and
+// the result, then the next group; the records of the group are decided
+// in the source, the changed one skipped, and nothing else touched.
+func TestBulkFlow(t *testing.T) {
+	t.Parallel()
+	h, b := newBulkHarness(t, true, 120, 40)
+	h.keys(bulkList + "R")
+	v := flat(h.view())
+	for _, want := range []string{"14 stuck records looked up", "▸ ✓ found 9 → completed, with the provider's reference",
+		"○ not found 3 → not executed", "? no answer 1 → no proposal: decided one by one", "✗ error 1 → no proposal"} {
+		require.Contains(t, v, want, "the plan:\n%s", h.view())
+	}
+	// The groups without a proposal cannot be accepted.
+	h.keys("jj<enter>")
+	require.Contains(t, flat(h.view()), "the no answer records have no definite evidence: decide them one by one")
+	require.Equal(t, stepPlan, h.m.bulk().step)
+	h.keys("kk<enter>")
+	require.Equal(t, stepReason, h.m.bulk().step)
+
+	// Reasons that are white space only are refused, whatever the space.
+	for _, blank := range []string{"", "\t\t", "\u3000\u3000", " \u00a0 "} {
+		if blank != "" {
+			h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(blank), Paste: true})
+		}
+		h.keys("<enter>")
+		require.Equal(t, stepReason, h.m.bulk().step, "reason %q taken", blank)
+		require.Contains(t, flat(h.view()), "a reason is required", "reason %q", blank)
+		h.m.bulk().reason.SetValue("")
+	}
+	h.keys("outage<enter>")
+	require.Equal(t, stepConfirm, h.m.bulk().step)
+	touch(h.src, outageFirst+3)
+	// Counts that are not the group's exact digits confirm nothing.
+	for _, wrong := range []string{"", "-3", " 9", "9 ", "+9", "9\x00", "\x009", "9\n", "٩", "９"} {
+		if wrong != "" {
+			h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(wrong), Paste: true})
+		}
+		require.Equal(t, "", h.m.bulk().typed.Value(), "count %q taken", wrong)
+		h.keys("<enter>")
+		require.Equal(t, stepConfirm, h.m.bulk().step, "count %q confirmed", wrong)
+		require.Contains(t, flat(h.view()), "that is not 9, the number of records in the group: nothing was decided", "count %q", wrong)
+		require.Empty(t, b.accepted, "count %q decided", wrong)
+	}
+	// Digits, but not the count: 8, 14, 09.
+	for _, wrong := range []string{"8", "14", "09", "99999999999999999999"} {
+		h.keys(wrong + "<enter>")
+		require.Equal(t, stepConfirm, h.m.bulk().step, "count %q confirmed", wrong)
+		require.Contains(t, flat(h.view()), "that is not 9, the number of records in the group: nothing was decided", "count %q", wrong)
+		require.Empty(t, b.accepted, "count %q decided", wrong)
+	}
+	// esc goes back a step, and the reason is kept.
+	h.keys("<esc>")
+	require.Equal(t, stepReason, h.m.bulk().step)
+	require.Equal(t, "outage", h.m.bulk().reason.Value())
+	h.keys("<enter>9<enter>")
+	require.Equal(t, stepResult, h.m.bulk().step)
+	require.Len(t, b.accepted, 1)
+	require.Equal(t, bulk.AcceptParams{Reason: "outage", Confirm: 9}, b.accepted[0])
+	v = flat(h.view())
+	require.Contains(t, v, "found → completed: 8 decided, 1 skipped", "the result:\n%s", h.view())
+	require.Contains(t, v, "49004 acme outage-0026 changed since the lookup: now version 3 (completed), listed at version 2", "the result:\n%s", h.view())
+	require.Contains(t, v, "b-7f3e9c21a04d")
+	states := map[storeview.State]int{}
+	for _, r := range h.src.rows {
+		if r.ID >= outageFirst {
+			states[r.State]++
+		}
+	}
+	require.Equal(t, map[storeview.State]int{storeview.StateCompleted: 9, storeview.StateStuck: 5}, states)
+
+	// Back on the plan the found group is accepted; the next one is
+	// selected.
+	h.keys("<enter>")
+	require.Equal(t, stepPlan, h.m.bulk().step)
+	v = flat(h.view())
+	require.Contains(t, v, "✓ found 9 ✓ accepted: 8 decided, 1 skipped")
+	require.Contains(t, v, "▸ ○ not found")
+	h.keys("k<enter>")
+	require.Contains(t, flat(h.view()), "the found group is accepted already")
+	// Leaving returns to the list, refreshed: the decided records left it.
+	h.keys("<esc>")
+	require.Equal(t, screenList, h.m.active().id())
+	require.Contains(t, h.view(), "1–5 of 5")
+}
+
+// TestBulkEscape: esc during the lookups stops them (nothing is decided
+// from a stopped run, r looks up again), q never leaves a run under way,
+// esc during the decisions starts no more, and esc at each input step
+// goes back a step.
+func TestBulkEscape(t *testing.T) {
+	t.Parallel()
+	h, b := newBulkHarness(t, true, 120, 40)
+	gate(t, b, 5)
+	h.keys(bulkList)
+	h.pump(h.press(keyR), 5)
+	require.True(t, h.m.bulk().capturing())
+	h.keys("q:")
+	require.False(t, h.quit)
+	require.Equal(t, screenBulk, h.m.active().id(), "q left a run under way")
+	require.Contains(t, flat(h.view()), "5 of 14 answered · found 4 · not found 1 · no answer 0 · error 0")
+	h.keys("<esc>")
+	h.finish()
+	v := flat(h.view())
+	require.Contains(t, v, "Stopped: 5 of 14 records asked, 9 not asked", "stopped:\n%s", h.view())
+	require.Contains(t, v, "Nothing was decided.")
+	h.keys("<enter>")
+	require.Contains(t, flat(h.view()), "the lookups were stopped: nothing is decided from a partial run")
+	require.Equal(t, stepPlan, h.m.bulk().step)
+	// r looks every record up again.
+	b.mu.Lock()
+	b.gate = nil
+	b.mu.Unlock()
+	h.keys("r")
+	require.Contains(t, flat(h.view()), "14 stuck records looked up")
+
+	// esc at the reason goes back to the plan; at the plan to the list.
+	h.keys("<enter>")
+	require.Equal(t, stepReason, h.m.bulk().step)
+	h.keys("q") // typed into the reason
+	require.Equal(t, stepReason, h.m.bulk().step)
+	h.keys("<esc>")
+	require.Equal(t, stepPlan, h.m.bulk().step)
+
+	// esc while deciding: no more decisions start, those done are kept.
+	b.mu.Lock()
+	b.decideGate, b.decidePause = make(chan struct{}), 4
+	b.mu.Unlock()
+	defer close(b.decideGate)
+	h.keys("<enter>outage<enter>9")
+	h.pump(h.press(keyEnter), 4)
+	h.keys("q")
+	require.Equal(t, stepDeciding, h.m.bulk().step, "q left the decisions")
+	h.keys("<esc>")
+	h.finish()
+	v = flat(h.view())
+	require.Contains(t, v, "found → completed: 4 decided, 5 not attempted", "stopped decisions:\n%s", h.view())
+	require.Contains(t, v, "Not attempted: the group stopped before their turn (5)")
+	require.Contains(t, v, "stopped at esc: the decisions under way finished, no other started")
+	decided := 0
+	for _, r := range h.src.rows {
+		if r.ID >= outageFirst && r.State == storeview.StateCompleted {
+			decided++
+		}
+	}
+	require.Equal(t, 4, decided)
+	h.keys("<esc>")
+	require.Equal(t, screenList, h.m.active().id())
+}
+
+// TestBulkStoppedGroupAgain: a group stopped before its first decision
+// decided nothing and may be accepted again; one stopped midway too, and
+// then the records decided the first time are skipped as changed.
+func TestBulkStoppedGroupAgain(t *testing.T) {
+	t.Parallel()
+	h, b := newBulkHarness(t, true, 120, 40)
+	h.keys(bulkList + "R")
+	for _, pause := range []int{0, 4} {
+		g := make(chan struct{})
+		b.mu.Lock()
+		b.decideGate, b.decidePause = g, pause
+		b.mu.Unlock()
+		h.keys("<enter>outage<enter>9")
+		h.pump(h.press(keyEnter), pause)
+		h.keys("<esc>")
+		h.finish()
+		close(g)
+		if pause == 0 {
+			require.Contains(t, flat(h.view()), "found → completed: 0 decided, 9 not attempted: stopped before the first decision, nothing was decided")
+		}
+		h.keys("<enter>")
+		require.Contains(t, flat(h.view()), "▸ ✓ found 9 → completed", "the group cannot be accepted again:\n%s", h.view())
+	}
+	b.mu.Lock()
+	b.decideGate = nil
+	b.mu.Unlock()
+	h.keys("<enter>outage<enter>9<enter>")
+	require.Contains(t, flat(h.view()), "found → completed: 5 decided, 4 skipped", "the third acceptance:\n%s", h.view())
+	h.keys("<enter>")
+	require.Contains(t, flat(h.view()), "✓ found 9 ✓ accepted: 5 decided, 4 skipped")
+}
+
+// gatedList holds List until its context ends: esc before the records
+// are listed.
+type gatedList struct{ *fakeBulk }
+
+func (g gatedList) List(ctx context.Context, _ storeview.Filter) ([]storeview.Row, error) {
+	<-ctx.Done()
+	return nil, fmt.Errorf("list the records: %w", ctx.Err())
+}
+
+// TestBulkStoppedListing: esc while the records are listed says the run
+// stopped before anything was asked, and r starts again.
+func TestBulkStoppedListing(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	addOutage(src)
+	fb := newFakeBulk(t, src)
+	h := newDecideHarness(t, src, newFakeDecider(src), Options{Bulk: gatedList{fb}}, 120, 40)
+	h.keys(bulkList)
+	h.press(keyR) // the run's first message never comes: List waits
+	require.Contains(t, h.view(), "listing the stuck records of state:stuck tool:charge-card…")
+	h.keys("q")
+	require.Equal(t, screenBulk, h.m.active().id(), "q left a run under way")
+	h.keys("<esc>")
+	h.finish()
+	v := flat(h.view())
+	require.Contains(t, v, "Stopped before the records were listed: nothing was looked up or decided.", "stopped:\n%s", h.view())
+	require.NotContains(t, v, "✗")
+	require.Empty(t, fb.accepted)
+}
+
+// TestBulkViewNeverPanics renders every step of the flow at odd sizes;
+// from 60x20 up each frame fits.
+func TestBulkViewNeverPanics(t *testing.T) {
+	t.Parallel()
+	for _, sz := range []struct{ w, h int }{{0, 0}, {1, 1}, {60, 20}, {61, 21}, {200, 60}, {300, 20}} {
+		h, _ := newBulkHarness(t, true, sz.w, sz.h)
+		for _, k := range []string{bulkList, "R", "<pgdown>", "<enter>", "outage<enter>", "3<enter>", "9<enter>", "<pgdown>", "<enter>", "j", "<esc>"} {
+			h.keys(k)
+			v := h.view()
+			if sz.w >= minWidth && sz.h >= minHeight {
+				checkFrame(t, v, sz.w, sz.h)
+			}
+		}
+	}
+}
