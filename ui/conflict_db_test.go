@@ -10,7 +10,6 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
@@ -30,7 +29,9 @@ func TestConflictRevealRealDatabase(t *testing.T) {
 	ctx := context.Background()
 	d := dbtest.New(t)
 	// The largest request this test's service allows: 2 MiB.
-	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: ops.EffectLocal}},
+	// An external effect (DoExternal, not DoTx: the ui package's tests do
+	// not import pgx either) whose provider is idempotent.
+	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: ops.EffectIdempotentProvider}},
 		Owner: "worker-1", MaxIntentBytes: 2 << 20})
 	require.NoError(t, err)
 	const key = "ord/7~1"
@@ -38,15 +39,15 @@ func TestConflictRevealRealDatabase(t *testing.T) {
 		return ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: "create-note", Key: key}, Version: "1", Intent: json.RawMessage(intent)}
 	}
 	big := strings.Repeat("QUJD", 256<<10) // 1 MiB
-	write := func(context.Context, pgx.Tx) (string, error) { return "noted", nil }
-	_, err = ops.DoTx(ctx, store, note(`{"a/b":1,"big":"`+big+`","a~n":"\u001b[2J","to":"user@example.com"}`), write)
+	write := func(context.Context, ops.Attempt) (string, error) { return "noted", nil }
+	_, err = ops.DoExternal(ctx, store, note(`{"a/b":1,"big":"`+big+`","a~n":"\u001b[2J","to":"user@example.com"}`), write)
 	require.NoError(t, err)
-	_, err = ops.DoTx(ctx, store, note(`{"a/b":2,"big":"`+big+`x","a~n":"\u001b[2J","to":"user@example.com`+"\u202e"+`moc.live\u009b","new":true}`), write)
+	_, err = ops.DoExternal(ctx, store, note(`{"a/b":2,"big":"`+big+`x","a~n":"\u001b[2J","to":"user@example.com`+"\u202e"+`moc.live\u009b","new":true}`), write)
 	var conflict *ops.IntentConflictError
 	require.ErrorAs(t, err, &conflict)
 	// The store refuses a NUL in a request: what the console could be
 	// shown stops there (the fake's tests show \u0000 escaped).
-	_, err = ops.DoTx(ctx, store, note(`{"a/b":3,"nul":"\u0000"}`), write)
+	_, err = ops.DoExternal(ctx, store, note(`{"a/b":3,"nul":"\u0000"}`), write)
 	require.ErrorIs(t, err, ops.ErrInvalidRequest)
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
