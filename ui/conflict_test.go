@@ -233,14 +233,14 @@ func TestConflictLarge(t *testing.T) {
 	require.Contains(t, v, "more lines not shown. opsdesk conflicts show", "the end does not say how to see it whole:\n%s", v)
 	require.Contains(t, v, "48190 --conflict 907 --reveal --reason … prints it whole.", "the end does not say how to see it whole:\n%s", v)
 	took := time.Since(start)
-	require.Less(t, took, 2*time.Second, "showing a 32 MiB request laid out took %v", took)
+	require.Less(t, took, 5*time.Second, "showing a 32 MiB request laid out took %v", took)
 	// Every frame is quick once laid out.
 	start = time.Now()
 	for range 20 {
 		h.keys("p")
 		_ = h.view()
 	}
-	require.Less(t, time.Since(start), time.Second, "paging is slow")
+	require.Less(t, time.Since(start), 3*time.Second, "paging is slow")
 	// A resize lays out again, once.
 	h.send(tea.WindowSizeMsg{Width: 80, Height: 24})
 	require.Contains(t, h.view(), "lines 1–", "not paged after a resize:\n%s", h.view())
