@@ -245,3 +245,18 @@ func TestConflictLarge(t *testing.T) {
 	h.send(tea.WindowSizeMsg{Width: 80, Height: 24})
 	require.Contains(t, h.view(), "lines 1–", "not paged after a resize:\n%s", h.view())
 }
+
+// TestConflictResized: requests that fitted scroll once the terminal
+// shrinks, stacked.
+func TestConflictResized(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	h := newDecideHarness(t, src, newFakeDecider(src), Options{}, 120, 40)
+	h.keys(compareLatest)
+	require.NotContains(t, h.view(), "lines 1–", "the requests do not fit at 120x40:\n%s", h.view())
+	h.send(tea.WindowSizeMsg{Width: 80, Height: 24})
+	require.Contains(t, h.view(), "lines 1–", "not paged at 80x24:\n%s", h.view())
+	require.Contains(t, h.view(), "pgdn/pgup page", "the footer does not offer paging:\n%s", h.view())
+	h.keys("n")
+	require.Contains(t, h.view(), "ATTEMPTED request · conflict #907", "n does not page:\n%s", h.view())
+}

@@ -455,6 +455,8 @@ func (f *flow) SetSize(w, h int) {
 		in.Width = max(1, w-8)
 	}
 	f.typed.Width = typedLimit + 1
+	// What fitted may scroll now, and the other way round.
+	f.updateKeys()
 }
 
 // leave forgets what the flow must not keep once the operator leaves it:
