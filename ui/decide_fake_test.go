@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -39,6 +40,11 @@ type fakeDecider struct {
 	// slowReveal, when set, makes a reveal wait for its context after
 	// closing it.
 	slowReveal chan struct{}
+	// requests are the two requests of each conflict (original,
+	// attempted; nil: not recorded), as RevealConflict reads them.
+	requests map[int64][2]json.RawMessage
+	// refuseConflict, when set, is the refusal every conflict reveal gets.
+	refuseConflict string
 }
 
 func newFakeDecider(src *fakeSource) *fakeDecider {
@@ -68,8 +74,19 @@ func newFakeDecider(src *fakeSource) *fakeDecider {
 		},
 		seqs:  map[string]int64{"acme": 16, "globex": 41, "initech": 7},
 		calls: map[string]int{},
+		requests: map[int64][2]json.RawMessage{
+			// Conflict 907 changed the template, dropped the locale and
+			// added a copy; 901 predates the stored requests.
+			907: {json.RawMessage(fakeEmailRequest),
+				json.RawMessage(`{"intent":{"cc":"ops@example.com","template":"tmpl-7732","to":"user-8812@example.com"},"tool":"send-email","version":"1"}`)},
+			901: {json.RawMessage(fakeEmailRequest), nil},
+		},
 	}
 }
+
+// fakeEmailRequest is the original request of the send-email record with
+// conflicts.
+const fakeEmailRequest = `{"intent":{"locale":"en","template":"tmpl-7731","to":"user-8812@example.com"},"tool":"send-email","version":"1"}`
 
 func (f *fakeDecider) called(name string) int {
 	f.mu.Lock()
@@ -265,4 +282,50 @@ func newDecideHarness(t testing.TB, src *fakeSource, dec Decider, opts Options, 
 	hs := startHarness(&harness{t: t, src: src}, src, opts, w, h, termenv.Ascii)
 	hs.m.reconcile().now = func() time.Time { return dbNow.Add(2 * time.Second) }
 	return hs
+}
+
+func (f *fakeDecider) RevealConflict(_ context.Context, conflictID int64, reason string) (reconcile.ConflictReveal, reconcile.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.src.mu.Lock()
+	defer f.src.mu.Unlock()
+	f.calls["reveal-conflict"]++
+	f.reveals = append(f.reveals, conflictID)
+	f.reasons = append(f.reasons, reason)
+	out := reconcile.ConflictReveal{ConflictID: conflictID}
+	var r *storeview.Row
+	for id, cs := range f.src.conflicts {
+		if slices.ContainsFunc(cs, func(c storeview.Conflict) bool { return c.ID == conflictID }) {
+			r = f.record(id)
+		}
+	}
+	req, ok := f.requests[conflictID]
+	switch {
+	case r == nil:
+		res, err := f.answer(nil, "not_found", fmt.Sprintf("no conflict %d (or not visible to alice)", conflictID))
+		return out, res, err
+	case f.refuseConflict != "":
+		res, err := f.answer(r, "not_permitted", f.refuseConflict)
+		return out, res, err
+	case !ok || req[0] == nil && req[1] == nil:
+		res, err := f.answer(r, "no_value", fmt.Sprintf("neither request of conflict %d was recorded: nothing to reveal", conflictID))
+		return out, res, err
+	}
+	res, err := f.answer(r, "", "")
+	// As reconcile.RevealConflict computes them.
+	out.Original = reconcile.ConflictSide{Request: req[0], Fingerprinted: true}
+	out.Attempted = reconcile.ConflictSide{Request: req[1], Fingerprinted: true}
+	switch {
+	case req[1] == nil:
+		out.Attempted.Fingerprinted = false
+		out.Attempted.NotRecorded = fmt.Sprintf("not recorded: conflict %d predates migration 00019 (schema version 19), "+
+			"before which opsdesk kept only the fingerprint of a conflicting request", conflictID)
+		out.DiffError = "no differences to compute: the attempted request is " + out.Attempted.NotRecorded
+	default:
+		var derr error
+		if out.Diffs, derr = reconcile.DiffRequests(req[0], req[1]); derr != nil {
+			out.DiffError = "no differences to compute: " + derr.Error()
+		}
+	}
+	return out, res, err
 }

@@ -39,10 +39,7 @@ const (
 // fake Decider whose role may decide.
 func TestDecideViews(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name  string
-		setup func(h *harness, dec *fakeDecider)
-	}{
+	decideGoldens(t, []decideCase{
 		{"detail-operator", func(h *harness, _ *fakeDecider) { h.keys(openDeploy) }},
 		// One screen to decide on: the record, the evidence, the choice
 		// the evidence points at and what it does.
@@ -134,7 +131,19 @@ func TestDecideViews(t *testing.T) {
 			h.keys("<esc>")
 		}},
 		{"help", func(h *harness, _ *fakeDecider) { h.keys(openDeploy + "r?") }},
-	}
+	})
+}
+
+// decideCase is a view of the console with a fake Decider, reached by
+// setup.
+type decideCase struct {
+	name  string
+	setup func(h *harness, dec *fakeDecider)
+}
+
+// decideGoldens compares each case's view with its golden file.
+func decideGoldens(t *testing.T, cases []decideCase) {
+	t.Helper()
 	for _, c := range cases {
 		goldens(t, c.name, func(t *testing.T, w, h int) string {
 			src := newFakeSource()
@@ -196,24 +205,24 @@ func TestDecideKeysHidden(t *testing.T) {
 			for _, open := range []string{openDeploy, openEmail, openCharge} {
 				h.keys(open)
 				for _, view := range []string{h.view(), h.keys("?").view()} {
-					for _, word := range []string{"reconcile", "ack conflicts", "reveal result", "v reveals"} {
+					for _, word := range []string{"reconcile", "ack conflicts", "reveal result", "v reveals", "compare conflict", "c compares"} {
 						require.NotContains(t, view, word, "%s: %q is offered:\n%s", open, word, view)
 					}
 				}
 				h.keys("<esc>") // close help
-				for _, k := range []string{"r", "a", "v"} {
+				for _, k := range []string{"r", "a", "v", "c"} {
 					h.keys(k)
 					require.Equal(t, h.m.detail(), h.m.active(), "%s: %s left the detail for screen %s", open, k, h.m.active().id())
 				}
 			}
-			n := dec.called("ask") + dec.called("decide") + dec.called("ack") + dec.called("reveal")
+			n := dec.called("ask") + dec.called("decide") + dec.called("ack") + dec.called("reveal") + dec.called("reveal-conflict")
 			require.EqualValues(t, 0, n, "the decider was called %d times", n)
 		})
 	}
 	// With an operator's role the same keys are offered.
 	src := newFakeSource()
 	h := newDecideHarness(t, src, newFakeDecider(src), Options{}, 120, 40).keys(openEmail)
-	for _, word := range []string{"a ack conflicts", "v reveal result"} {
+	for _, word := range []string{"a ack conflicts", "v reveal result", "c compare conflict"} {
 		require.Contains(t, h.view(), word, "an operator is not offered %q:\n%s", word, h.view())
 	}
 	require.NotContains(t, h.view(), "r reconcile", "reconcile is offered on a completed record:\n%s", h.view())

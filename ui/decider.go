@@ -29,6 +29,10 @@ type Decider interface {
 	// result (at most maxBytes of its text) and its size, once its audit
 	// record has committed.
 	RevealStart(ctx context.Context, id int64, field reconcile.Field, reason string, maxBytes int) (reconcile.Revealed, reconcile.Result, error)
+	// RevealConflict returns a conflicting attempt's request and the
+	// record's original one, and what differs, once its audit record has
+	// committed.
+	RevealConflict(ctx context.Context, conflictID int64, reason string) (reconcile.ConflictReveal, reconcile.Result, error)
 }
 
 var _ Decider = (*reconcile.Desk)(nil)

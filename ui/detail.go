@@ -145,19 +145,20 @@ func (s *detailScreen) updateKeys() {
 	s.keys.AckConflicts.SetEnabled(s.writes && d != nil && unreviewed(d.Conflicts) > 0)
 	s.keys.Reveal.SetEnabled(s.writes && d != nil && d.HasResult)
 	s.keys.RevealIntent.SetEnabled(s.writes && d != nil)
+	s.keys.RevealConflict.SetEnabled(s.writes && d != nil && len(d.Conflicts) > 0)
 	s.keys.History.SetEnabled(d != nil)
 }
 
 // ShortHelp implements help.KeyMap.
 func (s *detailScreen) ShortHelp() []key.Binding {
-	return []key.Binding{s.keys.Reconcile, s.keys.AckConflicts, s.keys.Reveal, s.keys.RevealIntent, s.keys.History, combined("↑/↓", "scroll", s.keys.Up, s.keys.Down)}
+	return []key.Binding{s.keys.Reconcile, s.keys.AckConflicts, s.keys.RevealConflict, s.keys.Reveal, s.keys.RevealIntent, s.keys.History, combined("↑/↓", "scroll", s.keys.Up, s.keys.Down)}
 }
 
 // FullHelp implements help.KeyMap.
 func (s *detailScreen) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{s.keys.Up, s.keys.Down, s.keys.NextPage, s.keys.PrevPage, s.keys.Top, s.keys.Bottom},
-		{s.keys.Reconcile, s.keys.AckConflicts, s.keys.Reveal, s.keys.RevealIntent, s.keys.History},
+		{s.keys.Reconcile, s.keys.AckConflicts, s.keys.RevealConflict, s.keys.Reveal, s.keys.RevealIntent, s.keys.History},
 	}
 }
 
@@ -193,6 +194,8 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			s.startFlow(screenReveal, reconcile.FieldResult)
 		case key.Matches(msg, s.keys.RevealIntent):
 			s.startFlow(screenReveal, reconcile.FieldIntent)
+		case key.Matches(msg, s.keys.RevealConflict):
+			s.startFlow(screenConflict, "")
 		case key.Matches(msg, s.keys.History):
 			// History is enabled only with a record shown.
 			s.goTo(auditNav{filter: storeview.OperationAuditFilter(s.d.Tenant, s.d.ID), history: true})
@@ -366,7 +369,11 @@ func (s *detailScreen) buildLines() []string {
 	}
 
 	if len(d.Conflicts) > 0 {
-		add("", title("Conflicting attempts")+s.st.Muted.Render("  (side by side with the original)"))
+		hint := "  (side by side with the original)"
+		if s.writes {
+			hint = "  (beside the original · c compares requests, audited)"
+		}
+		add("", title("Conflicting attempts")+s.st.Muted.Render(truncate(hint, max(1, w-22))))
 		add(s.conflictTable(d)...)
 	}
 	return out

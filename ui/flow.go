@@ -307,6 +307,33 @@ func (f *flow) commonSteps(afterReason func() tea.Cmd, reasonHead func() []strin
 	f.inputs = append(f.inputs, &f.reason, &f.typed)
 }
 
+// scrollsResult makes the result step of a flow that shows what it read
+// (a revealed value) scroll through t, room lines high, once the write
+// succeeded.
+func (f *flow) scrollsResult(t *scrollText, room func() int) {
+	result := f.steps[stepResult]
+	resultKeys := result.keys
+	result.keys = func(k *KeyMap) {
+		resultKeys(k)
+		if f.err == nil {
+			t.enableScroll(k, room())
+		}
+	}
+	result.key = func(msg tea.KeyMsg) (tea.Cmd, bool) {
+		return nil, t.scrollKey(msg, f.keys, room())
+	}
+}
+
+// resultRoom is how many lines a flow's result step has for what it read,
+// below the title, the steps, what the write did and the title of what
+// it read.
+func (f *flow) resultRoom() int {
+	head := 3 + 2                                                                      // the title, the steps, a blank line; done, a blank line
+	head += len(wrap("record "+Clean(f.res.AuditRef())+", committed", max(1, f.w-15))) // the audit field
+	head += 2                                                                          // a blank line, the value's title
+	return max(1, f.h-head)
+}
+
 // inputKeys are the keys of a step with a text input: enter goes on
 // (accept says how), esc goes a step back or cancels at the first.
 func (f *flow) inputKeys(k *KeyMap, accept string) {
@@ -432,6 +459,8 @@ func (f *flow) SetSize(w, h int) {
 		in.Width = max(1, w-8)
 	}
 	f.typed.Width = typedLimit + 1
+	// What fitted may scroll now, and the other way round.
+	f.updateKeys()
 }
 
 // leave forgets what the flow must not keep once the operator leaves it:

@@ -12,6 +12,7 @@ import (
 	"github.com/rivo/uniseg"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 // stateGlyph pairs every state with a glyph, so that state is never told by
@@ -215,8 +216,9 @@ func stamp(t, ref time.Time) string {
 // Clean makes stored text safe to print: control characters (escape
 // sequences included) would otherwise reach the terminal. A run of
 // whitespace controls (a line break, a tab) reads as one space, as in
-// pgconn's multi-line connection errors; any other control character
-// and invalid UTF-8 show as U+FFFD.
+// pgconn's multi-line connection errors; any other control character, a
+// bidirectional formatting character (U+202E would show what follows it
+// reversed) and invalid UTF-8 show as U+FFFD.
 func Clean(s string) string {
 	ok := true
 	for i := 0; i < len(s); i++ {
@@ -242,7 +244,7 @@ func Clean(s string) string {
 			}
 			space = true
 			continue
-		case unicode.IsControl(r):
+		case unicode.IsControl(r), reconcile.IsBidiControl(r):
 			r = '\uFFFD'
 		}
 		b.WriteRune(r)

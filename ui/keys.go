@@ -37,6 +37,9 @@ type KeyMap struct {
 	AckConflicts key.Binding
 	Reveal       key.Binding
 	RevealIntent key.Binding
+	// RevealConflict shows a conflicting attempt's request beside the
+	// original, what differs marked.
+	RevealConflict key.Binding
 	// History, on a record's detail, opens its audit history; Operation,
 	// on an audit record, opens the operation it is about.
 	History   key.Binding
@@ -87,13 +90,14 @@ func DefaultKeyMap() KeyMap {
 		Accept:    key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply")),
 		Cancel:    key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
 
-		Reconcile:    key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reconcile"), key.WithDisabled()),
-		AckConflicts: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "ack conflicts"), key.WithDisabled()),
-		Reveal:       key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "reveal result"), key.WithDisabled()),
-		RevealIntent: key.NewBinding(key.WithKeys("i"), key.WithHelp("i", "reveal intent"), key.WithDisabled()),
-		Purge:        key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "purge expired"), key.WithDisabled()),
-		History:      key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "audit history"), key.WithDisabled()),
-		Operation:    key.NewBinding(key.WithKeys("o", "enter"), key.WithHelp("o", "open operation"), key.WithDisabled()),
+		Reconcile:      key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reconcile"), key.WithDisabled()),
+		AckConflicts:   key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "ack conflicts"), key.WithDisabled()),
+		Reveal:         key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "reveal result"), key.WithDisabled()),
+		RevealIntent:   key.NewBinding(key.WithKeys("i"), key.WithHelp("i", "reveal intent"), key.WithDisabled()),
+		RevealConflict: key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "compare conflict"), key.WithDisabled()),
+		Purge:          key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "purge expired"), key.WithDisabled()),
+		History:        key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "audit history"), key.WithDisabled()),
+		Operation:      key.NewBinding(key.WithKeys("o", "enter"), key.WithHelp("o", "open operation"), key.WithDisabled()),
 
 		Next:     key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "next"), key.WithDisabled()),
 		Yes:      key.NewBinding(key.WithKeys("y", "Y"), key.WithHelp("y", "yes, apply"), key.WithDisabled()),

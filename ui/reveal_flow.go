@@ -52,7 +52,7 @@ func newReveal(d deps, dec Decider) *revealFlow {
 	s.done = func() string { return "revealed, audited first" }
 	s.doneMore = func() []string {
 		out := []string{"", " " + s.st.Title.Render("Stored "+string(s.stored)) + s.st.Muted.Render("  (hidden again when you leave)")}
-		room := s.revealRoom()
+		room := s.resultRoom()
 		s.revealed.clampScroll(room)
 		return append(out, strings.Split(s.revealed.scrollView(s.w, room, s.st), "\n")...)
 	}
@@ -62,17 +62,7 @@ func newReveal(d deps, dec Decider) *revealFlow {
 	}
 	s.onLeave = s.revealed.forget
 	s.resized = s.layOutRevealed
-	result := s.steps[stepResult]
-	resultKeys := result.keys
-	result.keys = func(k *KeyMap) {
-		resultKeys(k)
-		if s.err == nil {
-			s.revealed.enableScroll(k, s.revealRoom())
-		}
-	}
-	result.key = func(msg tea.KeyMsg) (tea.Cmd, bool) {
-		return nil, s.revealed.scrollKey(msg, s.keys, s.revealRoom())
-	}
+	s.scrollsResult(&s.revealed.scrollText, s.resultRoom)
 	s.begin = func(fn flowNav) tea.Cmd {
 		s.stored = fn.field
 		return nil
@@ -86,13 +76,4 @@ func newReveal(d deps, dec Decider) *revealFlow {
 func (s *revealFlow) layOutRevealed() {
 	more := fmt.Sprintf("opsdesk ops reveal %d --field %s --reason … prints it whole.", s.rec.ID, s.stored)
 	s.revealed.layOut(s.w, s.st, more)
-}
-
-// revealRoom is how many lines the revealed value has on the result
-// step, below the title, the steps and what the reveal did.
-func (s *revealFlow) revealRoom() int {
-	head := 3 + 2                                                                      // the title, the steps, a blank line; done, a blank line
-	head += len(wrap("record "+Clean(s.res.AuditRef())+", committed", max(1, s.w-15))) // the audit field
-	head += 2                                                                          // a blank line, the value's title
-	return max(1, s.h-head)
 }

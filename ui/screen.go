@@ -61,6 +61,7 @@ var screenKinds = []screenKind{
 	reconcileKind,
 	ackKind,
 	revealKind,
+	conflictKind,
 	purgeKind,
 	auditRecordKind,
 	bulkKind,

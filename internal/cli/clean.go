@@ -1,10 +1,9 @@
 package cli
 
 import (
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -24,31 +23,7 @@ func cleanLines(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// escapeControls escapes, in encoded JSON, the control characters
-// encoding/json and PostgreSQL's jsonb output leave raw: DEL and the C1
-// controls (U+0080 to U+009F; U+009B is a terminal's one-byte CSI). They
-// can only stand inside strings, where \u00XX is the same value.
-func escapeControls(b []byte) []byte {
-	clean := true
-	for i := 0; i < len(b); i++ {
-		if b[i] == 0x7f || b[i] == 0xc2 {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return b
-	}
-	out := make([]byte, 0, len(b)+16)
-	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
-		if r == 0x7f || (r >= 0x80 && r <= 0x9f) {
-			out = append(out, `\u00`...)
-			out = append(out, strconv.FormatInt(int64(r)|0x100, 16)[1:]...)
-		} else {
-			out = append(out, b[i:i+size]...)
-		}
-		i += size
-	}
-	return out
-}
+// escapeControls escapes, in encoded JSON, what encoding/json and
+// PostgreSQL's jsonb output leave raw that a terminal acts on
+// (reconcile.EscapeControls).
+func escapeControls(b []byte) []byte { return reconcile.EscapeControls(b) }

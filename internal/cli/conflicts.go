@@ -184,16 +184,6 @@ type conflictRevealJSON struct {
 	Audit reconcile.Result `json:"audit"`
 }
 
-// Marks of the lines that differ, for each kind of difference.
-var diffMarks = map[reconcile.DiffKind]string{
-	reconcile.DiffChanged: "~", reconcile.DiffRemoved: "-", reconcile.DiffAdded: "+", "": " ",
-}
-
-// maxIndent bounds the indentation of a request's lines (levels): deeper
-// lines are indented no further, so 10,000 levels do not print 20,000
-// spaces a line.
-const maxIndent = 24
-
 // writeConflictReveal shows conflict c of record d as revealed: the
 // differing fields, then each request laid out with them marked.
 func writeConflictReveal(w io.Writer, d storeview.Detail, c *storeview.Conflict, rev reconcile.ConflictReveal, res reconcile.Result, output string) error {
@@ -217,7 +207,7 @@ func writeConflictReveal(w io.Writer, d storeview.Detail, c *storeview.Conflict,
 		}
 		for _, df := range rev.Diffs {
 			p := pointerText(df.Path)
-			fmt.Fprintf(&b, "  %s %s%s  %s → %s\n", diffMarks[df.Kind], p, strings.Repeat(" ", max(0, width-utf8.RuneCountInString(p))),
+			fmt.Fprintf(&b, "  %s %s%s  %s → %s\n", reconcile.DiffMark(df.Kind), p, strings.Repeat(" ", max(0, width-utf8.RuneCountInString(p))),
 				valueText(df.Original), valueText(df.Attempted))
 		}
 	}
@@ -245,46 +235,17 @@ func writeSide(b *strings.Builder, title string, side reconcile.ConflictSide, di
 		return
 	}
 	for _, l := range lines {
-		fmt.Fprintf(b, "  %s %s%s\n", diffMarks[l.Mark], strings.Repeat("  ", min(l.Depth, maxIndent)),
-			ui.Clean(string(escapeControls([]byte(l.Text)))))
+		fmt.Fprintf(b, "  %s %s%s\n", reconcile.DiffMark(l.Mark), l.Indent(), ui.Clean(l.Shown()))
 	}
 }
 
-// pointerText shows a JSON Pointer as it is when it is printable ASCII
-// without spaces or quotes, else as a JSON string: a key with a control
-// character, a space or a look-alike letter is not taken for another.
-func pointerText(p string) string {
-	plain := p != ""
-	for i := 0; i < len(p); i++ {
-		if c := p[i]; c <= ' ' || c > '~' || c == '"' {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return p
-	}
-	q, _ := json.Marshal(p) // a string always encodes
-	return ui.Clean(string(escapeControls(q)))
-}
+// pointerText is reconcile.PointerText, cleaned.
+func pointerText(p string) string { return ui.Clean(reconcile.PointerText(p)) }
 
 // maxValueBytes bounds a value in the list of differences; the requests
 // below show it whole.
 const maxValueBytes = 60
 
-// valueText is a differing field's value in the list: its JSON text, cut,
-// or "(absent)".
-func valueText(v json.RawMessage) string {
-	if v == nil {
-		return "(absent)"
-	}
-	s := string(escapeControls(v))
-	if len(s) > maxValueBytes {
-		n := maxValueBytes
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = fmt.Sprintf("%s… (%d bytes)", s[:n], len(v))
-	}
-	return ui.Clean(s)
-}
+// valueText is a differing field's value in the list, cleaned
+// (reconcile.ValueText).
+func valueText(v json.RawMessage) string { return ui.Clean(reconcile.ValueText(v, maxValueBytes)) }

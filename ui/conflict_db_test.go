@@ -1,0 +1,114 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/reconcile"
+)
+
+// TestConflictRevealRealDatabase makes a real conflict with the library
+// (the same key twice, the request changed, hostile values and a 1 MiB
+// one) and reveals it from the console as an operator's own login: the
+// differences shown are the store's, nothing reaches the terminal raw,
+// and the reveal's audit record is committed with the operator's role and
+// reason. A viewer is not offered it, and the database refuses it anyway.
+func TestConflictRevealRealDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := dbtest.New(t)
+	// The largest request this test's service allows: 2 MiB.
+	// An external effect (DoExternal, not DoTx: the ui package's tests do
+	// not import pgx either) whose provider is idempotent.
+	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: ops.EffectIdempotentProvider}},
+		Owner: "worker-1", MaxIntentBytes: 2 << 20})
+	require.NoError(t, err)
+	const key = "ord/7~1"
+	note := func(intent string) ops.Request {
+		return ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: "create-note", Key: key}, Version: "1", Intent: json.RawMessage(intent)}
+	}
+	big := strings.Repeat("QUJD", 256<<10) // 1 MiB
+	write := func(context.Context, ops.Attempt) (string, error) { return "noted", nil }
+	_, err = ops.DoExternal(ctx, store, note(`{"a/b":1,"big":"`+big+`","a~n":"\u001b[2J","to":"user@example.com"}`), write)
+	require.NoError(t, err)
+	_, err = ops.DoExternal(ctx, store, note(`{"a/b":2,"big":"`+big+`x","a~n":"\u001b[2J","to":"user@example.com`+"\u202e"+`moc.live\u009b","new":true}`), write)
+	var conflict *ops.IntentConflictError
+	require.ErrorAs(t, err, &conflict)
+	// The store refuses a NUL in a request: what the console could be
+	// shown stops there (the fake's tests show \u0000 escaped).
+	_, err = ops.DoExternal(ctx, store, note(`{"a/b":3,"nul":"\u0000"}`), write)
+	require.ErrorIs(t, err, ops.ErrInvalidRequest)
+
+	operator := dbtest.NewPerson(t, d, "operator", "*")
+	h := newSourceHarness(t, storeview.New(operator.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
+		Options{Context: "db", Decider: &reconcile.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}, 120, 60)
+	require.True(t, h.m.canDecide(), "the operator's capabilities: %+v", h.m.caps)
+	h.keys(":key acme/create-note/" + key + "<enter>")
+	require.Contains(t, h.view(), "c compare conflict", "the conflicted record does not offer the reveal:\n%s", h.view())
+	h.keys("c")
+	require.Contains(t, h.view(), "Why do you need to see conflicting attempt #", "one attempt: straight to the reason:\n%s", h.view())
+	h.keys(" <enter>")
+	require.Contains(t, flat(h.view()), "a reason is required", "a blank reason went on:\n%s", h.view())
+	h.keys("caller sent a second note<enter>y")
+	v := h.view()
+	requireNoRaw(t, v)
+	for _, want := range []string{
+		"4 differing fields",
+		"~ changed  /intent/a~1b ",
+		"~ changed  /intent/big ",
+		"… (1048578 bytes) → \"QUJD", // the 1 MiB value, cut in the list
+		`~ changed  /intent/to `,
+		`"user@example.com\u202emoc.live\u009b"`,
+		"+ added    /intent/new ",
+		`"a~n": "\u001b[2J",`,
+		"ORIGINAL request · operation ",
+		"ATTEMPTED request · conflict #",
+		"lines 1–",
+	} {
+		require.Contains(t, v, want, "the reveal lacks %q:\n%s", want, v)
+	}
+	require.NotContains(t, v, "/intent/a~0n", "an equal field is listed as differing:\n%s", v)
+	// The audit record, committed before the requests were read.
+	var role, action, outcome, reason string
+	var seq int64
+	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT role, action, outcome, reason, seq FROM opsdesk.audit
+WHERE tenant = 'acme' AND action = 'reveal:conflict' ORDER BY seq DESC LIMIT 1`).Scan(&role, &action, &outcome, &reason, &seq))
+	require.Equal(t, []string{operator.Role, "reveal:conflict", "succeeded", "caller sent a second note"}, []string{role, action, outcome, reason})
+	require.Contains(t, v, "record acme#"+strconv.FormatInt(seq, 10)+", committed", "the audit sequence shown is not the reveal's:\n%s", v)
+	// Narrow: stacked, scrolled to the attempted request.
+	h.send(tea.WindowSizeMsg{Width: 80, Height: 24})
+	require.NotContains(t, h.view(), "│", "not stacked at 80 columns:\n%s", h.view())
+	h.keys("G")
+	requireNoRaw(t, h.view())
+	require.Contains(t, h.view(), `+     "new": true`, "the end of the attempted request:\n%s", h.view())
+
+	// A viewer is not offered it, and the database refuses it anyway,
+	// audited.
+	viewer := dbtest.NewPerson(t, d, "viewer", "*")
+	desk := &reconcile.Desk{Pool: viewer.Pool}
+	hv := newSourceHarness(t, storeview.New(viewer.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
+		Options{Context: "db", Decider: desk}, 120, 40)
+	hv.keys(":key acme/create-note/" + key + "<enter>")
+	require.Contains(t, hv.view(), "≠ 1 unreviewed conflicting attempt", "the viewer does not see the record:\n%s", hv.view())
+	require.NotContains(t, hv.view(), "compare conflict", "offered to a viewer:\n%s", hv.view())
+	hv.keys("c")
+	require.Equal(t, hv.m.detail(), hv.m.active(), "c opened screen %s for a viewer", hv.m.active().id())
+	_, res, err := desk.RevealConflict(ctx, conflict.ConflictID, "curious")
+	var refused *reconcile.RefusedError
+	require.True(t, errors.As(err, &refused), "a viewer's reveal: %v", err)
+	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
+	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT role, action, outcome FROM opsdesk.audit WHERE tenant = $1 AND seq = $2`,
+		res.Tenant, res.Seq).Scan(&role, &action, &outcome))
+	require.Equal(t, []string{viewer.Role, "reveal:conflict", "denied"}, []string{role, action, outcome})
+}

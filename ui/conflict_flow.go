@@ -1,0 +1,218 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
+)
+
+// screenConflict shows a conflicting attempt's request beside the
+// record's original request, what differs marked.
+const screenConflict screenID = "conflict"
+
+// conflictKind is the conflict reveal; a record's detail opens it.
+var conflictKind = screenKind{id: screenConflict, build: func(d deps, o Options) screen { return newConflictFlow(d, o.Decider) }}
+
+// stepChoose picks the conflicting attempt, when a record has several.
+const stepChoose step = "choose"
+
+// conflictFlow reveals one of a record's conflicting attempts beside its
+// original request: which attempt (when there are several), a reason, a
+// confirmation, then both requests side by side (stacked on a narrow
+// terminal) with the fields that differ marked, forgotten when the
+// operator leaves. The reveal is audited before anything is read.
+type conflictFlow struct {
+	flow
+	chosen int // the attempt to reveal: its index in rec.Conflicts
+	// answer is where the reveal under way puts what it read: a new one
+	// for each request, handed over with its applyMsg.
+	answer *conflictAnswer
+	shown  conflictShown
+}
+
+// conflictAnswer is what a reveal read, and both requests laid out one
+// field a line (the work that grows with their size, done in the
+// command, not in Update), written by its command before its answer is
+// delivered.
+type conflictAnswer struct {
+	rev                 reconcile.ConflictReveal
+	original, attempted []sideCell
+}
+
+func newConflictFlow(d deps, dec Decider) *conflictFlow {
+	s := &conflictFlow{flow: newFlow(d, screenConflict, dec)}
+	s.first = stepChoose
+	s.what = func() string { return "Reveal a conflict on operation " }
+	s.steps[stepChoose] = &flowStep{
+		view: s.chooseView,
+		keys: func(k *KeyMap) {
+			n := len(s.rec.Conflicts)
+			k.Up.SetEnabled(n > 1)
+			k.Down.SetEnabled(n > 1)
+			k.Next.SetEnabled(n > 0)
+			k.Cancel.SetEnabled(true)
+			k.Cancel.SetHelp("esc", "cancel")
+		},
+		key: func(msg tea.KeyMsg) (tea.Cmd, bool) {
+			switch {
+			case key.Matches(msg, s.keys.Up):
+				s.chosen = max(0, s.chosen-1)
+			case key.Matches(msg, s.keys.Down):
+				s.chosen = min(len(s.rec.Conflicts)-1, s.chosen+1)
+			default:
+				return nil, false
+			}
+			return nil, true
+		},
+		submit: func() tea.Cmd {
+			if len(s.rec.Conflicts) == 0 {
+				return nil
+			}
+			return s.forward(stepReason)
+		},
+	}
+	s.commonSteps(func() tea.Cmd { return s.forward(stepConfirm) }, s.reasonHead, "next")
+	s.confirmHead = func() []string {
+		c := s.conflict()
+		out := append(s.heading(fmt.Sprintf("Confirm: reveal conflicting attempt #%d beside the original request of operation %d", c.ID, s.rec.ID)), "")
+		s.field(&out, "reveals", "the original request ("+Clean(s.rec.FingerprintTag)+") and the attempted one ("+
+			Clean(c.FingerprintTag)+"), in full, with the fields that differ")
+		s.field(&out, "audit", "an audit record (reveal:conflict, with your role and this reason) commits before anything is read; nothing changes")
+		s.field(&out, "reason", Clean(s.typedReason()))
+		return out
+	}
+	s.cancellable = true
+	s.write = func() func(ctx context.Context) (applied, error) {
+		box := &conflictAnswer{}
+		s.answer = box
+		dec, cid, reason, st := s.dec, s.conflict().ID, s.typedReason(), s.st
+		more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … prints it whole.", s.rec.ID, cid)
+		return func(ctx context.Context) (applied, error) {
+			rev, r, err := dec.RevealConflict(ctx, cid, reason)
+			if err == nil {
+				box.rev = rev
+				box.original = sideCells(rev.Original, rev.Diffs, st, more)
+				box.attempted = sideCells(rev.Attempted, rev.Diffs, st, more)
+			}
+			return applied{res: r}, err
+		}
+	}
+	s.done = func() string { return "revealed, audited first" }
+	s.doneMore = func() []string {
+		c := s.conflict()
+		out := []string{"", " " + s.st.Title.Render(fmt.Sprintf("Attempt #%d beside the original", c.ID)) +
+			s.st.Muted.Render("  (hidden again when you leave)")}
+		room := s.resultRoom()
+		s.shown.clampScroll(room)
+		return append(out, strings.Split(s.shown.scrollView(s.w, room, s.st), "\n")...)
+	}
+	s.onApplied = func(reconcile.Revealed) {
+		if s.answer != nil {
+			s.shown.set(s.answer.rev, s.answer.original, s.answer.attempted)
+			s.answer = nil
+		}
+		s.layOutShown()
+	}
+	s.onLeave = func() {
+		s.answer = nil
+		s.shown.forget()
+	}
+	s.resized = s.layOutShown
+	s.scrollsResult(&s.shown.scrollText, s.resultRoom)
+	s.begin = func(flowNav) tea.Cmd {
+		// The latest attempt nobody reviewed, else the latest: what the
+		// operator most likely came for.
+		s.chosen = len(s.rec.Conflicts) - 1
+		for i := len(s.rec.Conflicts) - 1; i >= 0; i-- {
+			if !s.rec.Conflicts[i].Reviewed {
+				s.chosen = i
+				break
+			}
+		}
+		s.crumbs = []crumb{{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"compare", []step{stepResult}}}
+		if len(s.rec.Conflicts) == 1 {
+			return s.enter(stepReason) // nothing to choose
+		}
+		s.crumbs = append([]crumb{{"attempt", []step{stepChoose}}}, s.crumbs...)
+		return nil
+	}
+	s.self = s
+	s.updateKeys()
+	return s
+}
+
+// conflict is the attempt chosen.
+func (s *conflictFlow) conflict() storeview.Conflict {
+	if s.chosen < 0 || s.chosen >= len(s.rec.Conflicts) {
+		return storeview.Conflict{}
+	}
+	return s.rec.Conflicts[s.chosen]
+}
+
+// attemptText describes a conflicting attempt in a line.
+func (s *conflictFlow) attemptText(i int) string {
+	c := s.rec.Conflicts[i]
+	reviewed := glyphConflicted + " unreviewed"
+	if c.Reviewed {
+		reviewed = "reviewed"
+	}
+	return fmt.Sprintf("#%d  %s · attempt %d at %s by %s · tool version %s · %s", c.ID, reviewed, i+1, stamp(c.AttemptedAt, s.rec.DBTime),
+		orDash(Clean(c.Owner)), Clean(c.ToolVersion), Clean(c.FingerprintTag))
+}
+
+// chooseView lists the record's conflicting attempts, a window of them
+// around the one chosen.
+func (s *conflictFlow) chooseView() []string {
+	n := len(s.rec.Conflicts)
+	if n == 0 {
+		out := s.heading("Operation " + strconv.FormatInt(s.rec.ID, 10) + " has no conflicting attempts: there is nothing to compare.")
+		return append(out, "", " "+s.st.Muted.Render("esc goes back to the record."))
+	}
+	out := append(s.heading(fmt.Sprintf("Which of the %d conflicting attempts do you want to see beside the original request?", n)), "")
+	s.para(&out, "Original: "+Clean(s.rec.FingerprintTag)+" (tool version "+Clean(s.rec.ToolVersion)+"). "+
+		"The latest unreviewed attempt is chosen; ↑/↓ choose another, enter goes on.", s.st.Muted.Render)
+	out = append(out, "")
+	rows := max(3, s.h-14)
+	from := min(max(0, s.chosen-rows/2), max(0, n-rows))
+	for i := from; i < min(n, from+rows); i++ {
+		line := "  " + truncate(s.attemptText(i), max(1, s.w-5))
+		if i == s.chosen {
+			line = "> " + truncate(s.attemptText(i), max(1, s.w-5))
+			line = s.st.Selected.Render(line)
+		}
+		out = append(out, " "+line)
+	}
+	if n > rows {
+		out = append(out, " "+s.st.Muted.Render(fmt.Sprintf("  %d of %d", s.chosen+1, n)))
+	}
+	return out
+}
+
+// reasonHead says what is revealed, and that it is audited, above the
+// reason.
+func (s *conflictFlow) reasonHead() []string {
+	c := s.conflict()
+	out := append(s.heading(fmt.Sprintf("Why do you need to see conflicting attempt #%d beside the original request?", c.ID)), "")
+	s.para(&out, fmt.Sprintf("Both requests are shown in full: the record's original request (its stored intent, %s) and the request "+
+		"of the attempt that reused the key at %s (%s, by %s), with the fields that differ marked.",
+		Clean(s.rec.FingerprintTag), stamp(c.AttemptedAt, s.rec.DBTime), Clean(c.FingerprintTag), orDash(Clean(c.Owner))), nil)
+	out = append(out, "")
+	s.para(&out, "The reveal is audited before anything is read: the audit record keeps your role and this reason. "+
+		"Both requests are hidden again when you leave.", nil)
+	return append(out, "")
+}
+
+// layOutShown lays the revealed requests out for the screen's width.
+func (s *conflictFlow) layOutShown() {
+	c := s.conflict()
+	s.shown.layOut(s.w, s.st,
+		fmt.Sprintf("ORIGINAL request · operation %d · %s", s.rec.ID, Clean(s.rec.FingerprintTag)),
+		fmt.Sprintf("ATTEMPTED request · conflict #%d · %s", c.ID, Clean(c.FingerprintTag)))
+}
