@@ -57,7 +57,7 @@ func TestConflictRevealRealDatabase(t *testing.T) {
 	h.keys(":key acme/create-note/" + key + "<enter>")
 	require.Contains(t, h.view(), "c compare conflict", "the conflicted record does not offer the reveal:\n%s", h.view())
 	h.keys("c")
-	require.Contains(t, h.view(), "Why do you need to see conflicting attempt #", "one attempt: straight to the reason:\n%s", h.view())
+	require.Contains(t, h.view(), "Why do you need to see conflicting attempt 1 (conflict #", "one attempt: straight to the reason:\n%s", h.view())
 	h.keys(" <enter>")
 	require.Contains(t, flat(h.view()), "a reason is required", "a blank reason went on:\n%s", h.view())
 	h.keys("caller sent a second note<enter>y")
@@ -73,7 +73,7 @@ func TestConflictRevealRealDatabase(t *testing.T) {
 		"+ added    /intent/new ",
 		`"a~n": "\u001b[2J",`,
 		"ORIGINAL request · operation ",
-		"ATTEMPTED request · conflict #",
+		"ATTEMPTED request · attempt 1, conflict #",
 		"lines 1–",
 	} {
 		require.Contains(t, v, want, "the reveal lacks %q:\n%s", want, v)

@@ -81,7 +81,7 @@ func newConflictFlow(d deps, dec Decider) *conflictFlow {
 	s.commonSteps(func() tea.Cmd { return s.forward(stepConfirm) }, s.reasonHead, "next")
 	s.confirmHead = func() []string {
 		c := s.conflict()
-		out := append(s.heading(fmt.Sprintf("Confirm: reveal conflicting attempt #%d beside the original request of operation %d", c.ID, s.rec.ID)), "")
+		out := append(s.heading(fmt.Sprintf("Confirm: reveal %s beside the original request of operation %d", s.attemptName(), s.rec.ID)), "")
 		s.field(&out, "reveals", "the original request ("+Clean(s.rec.FingerprintTag)+") and the attempted one ("+
 			Clean(c.FingerprintTag)+"), in full, with the fields that differ")
 		s.field(&out, "audit", "an audit record (reveal:conflict, with your role and this reason) commits before anything is read; nothing changes")
@@ -106,9 +106,13 @@ func newConflictFlow(d deps, dec Decider) *conflictFlow {
 	}
 	s.done = func() string { return "revealed, audited first" }
 	s.doneMore = func() []string {
-		c := s.conflict()
-		out := []string{"", " " + s.st.Title.Render(fmt.Sprintf("Attempt #%d beside the original", c.ID)) +
-			s.st.Muted.Render("  (hidden again when you leave)")}
+		title := fmt.Sprintf("Attempt %d (conflict #%d) beside the original", s.chosen+1, s.conflict().ID)
+		const hidden = "  (hidden again when you leave)"
+		line := " " + s.st.Title.Render(truncate(title, max(1, s.w-2)))
+		if len(title)+len(hidden)+2 <= s.w {
+			line += s.st.Muted.Render(hidden)
+		}
+		out := []string{"", line}
 		room := s.resultRoom()
 		s.shown.clampScroll(room)
 		return append(out, strings.Split(s.shown.scrollView(s.w, room, s.st), "\n")...)
@@ -156,6 +160,13 @@ func (s *conflictFlow) conflict() storeview.Conflict {
 	return s.rec.Conflicts[s.chosen]
 }
 
+// attemptName names the chosen attempt as the record's detail numbers it
+// (its timeline and table count a record's attempts from 1), with the
+// conflict's id, which opsdesk conflicts show --conflict takes.
+func (s *conflictFlow) attemptName() string {
+	return fmt.Sprintf("conflicting attempt %d (conflict #%d)", s.chosen+1, s.conflict().ID)
+}
+
 // attemptText describes a conflicting attempt in a line.
 func (s *conflictFlow) attemptText(i int) string {
 	c := s.rec.Conflicts[i]
@@ -199,7 +210,7 @@ func (s *conflictFlow) chooseView() []string {
 // reason.
 func (s *conflictFlow) reasonHead() []string {
 	c := s.conflict()
-	out := append(s.heading(fmt.Sprintf("Why do you need to see conflicting attempt #%d beside the original request?", c.ID)), "")
+	out := append(s.heading(fmt.Sprintf("Why do you need to see %s beside the original request?", s.attemptName())), "")
 	s.para(&out, fmt.Sprintf("Both requests are shown in full: the record's original request (its stored intent, %s) and the request "+
 		"of the attempt that reused the key at %s (%s, by %s), with the fields that differ marked.",
 		Clean(s.rec.FingerprintTag), stamp(c.AttemptedAt, s.rec.DBTime), Clean(c.FingerprintTag), orDash(Clean(c.Owner))), nil)
@@ -214,5 +225,5 @@ func (s *conflictFlow) layOutShown() {
 	c := s.conflict()
 	s.shown.layOut(s.w, s.st,
 		fmt.Sprintf("ORIGINAL request · operation %d · %s", s.rec.ID, Clean(s.rec.FingerprintTag)),
-		fmt.Sprintf("ATTEMPTED request · conflict #%d · %s", c.ID, Clean(c.FingerprintTag)))
+		fmt.Sprintf("ATTEMPTED request · attempt %d, conflict #%d · %s", s.chosen+1, c.ID, Clean(c.FingerprintTag)))
 }

@@ -98,7 +98,7 @@ func TestConflictReveal(t *testing.T) {
 			"- removed  /intent/locale    \"en\" → (absent)",
 			"+ added    /intent/cc        (absent) → \"ops@example.com\"",
 			"ORIGINAL request · operation 48190",
-			"ATTEMPTED request · conflict #907",
+			"ATTEMPTED request · attempt 2, conflict #907",
 			`~     "template": "tmpl-7731",`,
 			`~     "template": "tmpl-7732",`,
 			`-     "locale": "en",`,
@@ -167,7 +167,7 @@ func TestConflictHostile(t *testing.T) {
 	requireNoRaw(t, h.view())
 	h.keys("y")
 	requireNoRaw(t, h.view())
-	require.Contains(t, h.view(), "ATTEMPTED request · conflict #999", "not revealed:\n%s", h.view())
+	require.Contains(t, h.view(), "ATTEMPTED request · attempt 1, conflict #999", "not revealed:\n%s", h.view())
 }
 
 // requireNoRaw fails when v holds a character a terminal would act on.
@@ -258,5 +258,5 @@ func TestConflictResized(t *testing.T) {
 	require.Contains(t, h.view(), "lines 1–", "not paged at 80x24:\n%s", h.view())
 	require.Contains(t, h.view(), "pgdn/pgup page", "the footer does not offer paging:\n%s", h.view())
 	h.keys("n")
-	require.Contains(t, h.view(), "ATTEMPTED request · conflict #907", "n does not page:\n%s", h.view())
+	require.Contains(t, h.view(), "ATTEMPTED request · attempt 2, conflict #907", "n does not page:\n%s", h.view())
 }
