@@ -199,7 +199,9 @@ var largeRequest = sync.OnceValue(func() []byte {
 // TestConflictLarge: requests of any size are laid out once, bounded,
 // and paged: the screen answers at once whatever their size.
 func TestConflictLarge(t *testing.T) {
-	// Not parallel: it bounds a time.
+	// Not parallel: it holds a 32 MiB request and its layout. No time is
+	// asserted (the machine is shared): what keeps the screen answering is
+	// where the work is done, which is what is checked.
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	big := largeRequest()
@@ -216,8 +218,7 @@ func TestConflictLarge(t *testing.T) {
 	box := h.m.screens[screenConflict].(*conflictFlow).answer
 	require.NotNil(t, box, "no reveal under way")
 	require.Len(t, box.attempted, conflictSideLines+1, "the requests are not laid out by the reveal's command (Update would)")
-	// Update, which the screen waits on, takes the answer at once.
-	start = time.Now()
+	// Update, which the screen waits on, takes the laid out answer.
 	h.run(func() tea.Msg { return answer })
 	v := h.view()
 	require.Contains(t, v, "/intent/blob", "the differences are not listed:\n%s", v)
@@ -232,15 +233,12 @@ func TestConflictLarge(t *testing.T) {
 	require.Contains(t, v, "more lines not shown", "the end does not say what was cut:\n%s", v)
 	require.Contains(t, v, "more lines not shown. opsdesk conflicts show", "the end does not say how to see it whole:\n%s", v)
 	require.Contains(t, v, "48190 --conflict 907 --reveal --reason … prints it whole.", "the end does not say how to see it whole:\n%s", v)
-	took := time.Since(start)
-	require.Less(t, took, 5*time.Second, "showing a 32 MiB request laid out took %v", took)
-	// Every frame is quick once laid out.
-	start = time.Now()
+	// Paging moves over the lines laid out once; it lays out nothing.
 	for range 20 {
 		h.keys("p")
 		_ = h.view()
 	}
-	require.Less(t, time.Since(start), 3*time.Second, "paging is slow")
+	require.Equal(t, lines, len(h.m.screens[screenConflict].(*conflictFlow).shown.lines), "paging laid the requests out again")
 	// A resize lays out again, once.
 	h.send(tea.WindowSizeMsg{Width: 80, Height: 24})
 	require.Contains(t, h.view(), "lines 1–", "not paged after a resize:\n%s", h.view())

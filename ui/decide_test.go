@@ -531,13 +531,12 @@ var largeValue = sync.OnceValue(func() []byte {
 // TestDecideRevealLarge: a value of any size is fetched up to
 // revealBytes, laid out once and paged; every line fits the screen.
 func TestDecideRevealLarge(t *testing.T) {
-	// Not parallel: it bounds a time, which other tests running beside
-	// it on a small machine would stretch.
+	// Not parallel: it holds a 32 MiB value and its layout. No time is
+	// asserted (the machine is shared): the bounds on what is laid out are.
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	dec.values = map[reconcile.Field][]byte{reconcile.FieldResult: largeValue()}
 	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
-	start := time.Now()
 	h.keys(openEmail + "vexport size<enter>")
 	v := h.view()
 	require.Contains(t, v, `"report": "nightly export",`, "the large value's start is not shown, paged:\n%s", v)
@@ -556,8 +555,6 @@ func TestDecideRevealLarge(t *testing.T) {
 	h.keys("g")
 	v = h.view()
 	require.Contains(t, v, "lines 1–", "g does not go back to the start:\n%s", v)
-	took := time.Since(start)
-	require.False(t, took > 10*time.Second, "showing a 32 MiB value took %v", took)
 	// The value is hidden again when the operator leaves.
 	h.keys("<enter>")
 	require.False(t, h.m.reveal().revealed.ok, "the value was kept after leaving")
@@ -641,10 +638,7 @@ func TestHardWrap(t *testing.T) {
 		require.Equal(t, fmt.Sprint(c.want), fmt.Sprint(got), "hardWrap(%q, %d) = %q, want %q", c.s, c.w, got, c.want)
 	}
 	long := strings.Repeat("鍵", 1<<20)
-	start := time.Now()
 	lines := hardWrap(long, 77)
-	took := time.Since(start)
-	require.False(t, took > 5*time.Second, "hardWrap of 1M wide characters took %v", took)
 	require.Equal(t, long, strings.Join(lines, ""), "hardWrap lost characters or overfilled a line (%d cells)", width(lines[0]))
 	require.EqualValues(t, 76, width(lines[0]), "hardWrap lost characters or overfilled a line (%d cells)", width(lines[0]))
 }
