@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -123,6 +124,10 @@ type bulkFlow struct {
 	verdict   bulk.Verdict // the group being accepted
 	res       bulk.GroupResult
 	acceptErr error
+
+	// tried keeps a group stopped before all its records' turn: accepted
+	// again, the records it decided read as changed, and are its.
+	tried map[bulk.Verdict]bulk.GroupResult
 }
 
 func newBulk(d deps, b BulkReconciler) *bulkFlow {
@@ -266,7 +271,7 @@ func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 		return nil, nil, false
 	}
 	s.reset(storeview.Detail{})
-	s.filter, s.refusal, s.accepted = bn.filter, nil, map[bulk.Verdict]bulk.GroupResult{}
+	s.filter, s.refusal, s.accepted, s.tried = bn.filter, nil, map[bulk.Verdict]bulk.GroupResult{}, map[bulk.Verdict]bulk.GroupResult{}
 	if err := s.bulk.CheckFilter(bn.filter); err != nil {
 		s.refusal = err
 		s.enter(stepRefused)
@@ -454,11 +459,16 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 			return nil, true
 		}
 		s.finish()
-		s.res, s.acceptErr = msg.res, msg.err
+		res := carried(s.tried[s.verdict], msg.res)
+		s.res, s.acceptErr = res, msg.err
 		// A group stopped before all its records' turn may be accepted
-		// again: those decided since are then skipped as changed.
-		if msg.res.Items != nil && msg.res.Counts[bulk.NotAttempted] == 0 {
-			s.accepted[s.verdict] = msg.res
+		// again: those it decided are then skipped as changed, and shown
+		// as decided by this run.
+		switch {
+		case res.Items != nil && res.Counts[bulk.NotAttempted] == 0:
+			s.accepted[s.verdict] = res
+		case res.Items != nil:
+			s.tried[s.verdict] = res
 		}
 		s.reason.SetValue("")
 		s.typed.SetValue("")
@@ -466,6 +476,26 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		return s.enter(stepResult), true
 	}
 	return nil, false
+}
+
+// carried is res, a group accepted again, with the records an earlier
+// acceptance of it (prev) decided shown as decided: this time they were
+// skipped as changed, changed by this run. Other records keep this
+// acceptance's outcome.
+func carried(prev, res bulk.GroupResult) bulk.GroupResult {
+	if prev.Items == nil || len(prev.Items) != len(res.Items) {
+		return res
+	}
+	items := slices.Clone(res.Items)
+	counts := map[bulk.Outcome]int{}
+	for i, it := range items {
+		if was := prev.Items[i]; it.Outcome == bulk.Skipped && was.ID == it.ID && was.Outcome == bulk.Decided {
+			items[i] = was
+		}
+		counts[items[i].Outcome]++
+	}
+	res.Items, res.Counts = items, counts
+	return res
 }
 
 // Update takes only digits into the typed count: a paste or a key with

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -293,7 +294,8 @@ func TestBulkEscape(t *testing.T) {
 
 // TestBulkStoppedGroupAgain: a group stopped before its first decision
 // decided nothing and may be accepted again; one stopped midway too, and
-// then the records decided the first time are skipped as changed.
+// then the records decided the first time, which the engine skips as
+// changed, are shown as decided by this run, not as "not decided".
 func TestBulkStoppedGroupAgain(t *testing.T) {
 	t.Parallel()
 	h, b := newBulkHarness(t, true, 120, 40)
@@ -318,9 +320,13 @@ func TestBulkStoppedGroupAgain(t *testing.T) {
 	b.decideGate = nil
 	b.mu.Unlock()
 	h.keys("<enter>outage<enter>9<enter>")
-	require.Contains(t, flat(h.view()), "found → completed: 5 decided, 4 skipped", "the third acceptance:\n%s", h.view())
+	v := flat(h.view())
+	require.Contains(t, v, "✓ found → completed: 9 decided", "the third acceptance:\n%s", h.view())
+	require.NotContains(t, v, "skipped", "the third acceptance:\n%s", h.view())
+	require.Contains(t, v, "Decided (9)")
+	require.Len(t, h.m.bulk().res.Only(bulk.Decided), 9)
 	h.keys("<enter>")
-	require.Contains(t, flat(h.view()), "✓ found 9 ✓ accepted: 5 decided, 4 skipped")
+	require.Contains(t, flat(h.view()), "✓ found 9 ✓ accepted: 9 decided")
 }
 
 // gatedList holds List until its context ends: esc before the records
@@ -367,4 +373,43 @@ func TestBulkViewNeverPanics(t *testing.T) {
 			}
 		}
 	}
+}
+
+// goneStore fails every listing: the store went away after the lookups.
+type goneStore struct{}
+
+func (goneStore) List(context.Context, storeview.Query) (storeview.Page, error) {
+	return storeview.Page{}, errors.New("connection refused")
+}
+
+// engineAccepts accepts groups with the real engine, over a store that
+// went away: it cannot read the group's records again.
+type engineAccepts struct {
+	*fakeBulk
+	engine *bulk.Reconciler
+}
+
+func (e engineAccepts) Accept(ctx context.Context, plan *bulk.Plan, v bulk.Verdict, p bulk.AcceptParams, progress func(bulk.Progress)) (bulk.GroupResult, error) {
+	return e.engine.Accept(ctx, plan, v, p, progress)
+}
+
+// TestBulkGroupNotReadAgain: a group whose records could not be read
+// again decided nothing, says so, and may be accepted again, as the
+// result tells the operator; it is not marked accepted.
+func TestBulkGroupNotReadAgain(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	addOutage(src)
+	engine, err := bulk.New(bulk.Config{Desk: lookupTools{"charge-card": true}, Lister: goneStore{}})
+	require.NoError(t, err)
+	h := newDecideHarness(t, src, newFakeDecider(src), Options{Bulk: engineAccepts{newFakeBulk(t, src), engine}}, 120, 40)
+	h.keys(bulkList + "R<enter>outage<enter>9<enter>")
+	require.Equal(t, stepResult, h.m.bulk().step)
+	require.Contains(t, flat(h.view()), "stopped before the first decision, nothing was decided", "the result:\n%s", h.view())
+	h.keys("<enter>")
+	v := flat(h.view())
+	require.Contains(t, v, "▸ ✓ found 9 → completed", "the plan:\n%s", h.view())
+	require.NotContains(t, v, "accepted:")
+	h.keys("<enter>")
+	require.Equal(t, stepReason, h.m.bulk().step, "the group cannot be accepted again:\n%s", h.view())
 }

@@ -654,6 +654,9 @@ func (r *Reconciler) Accept(ctx context.Context, plan *Plan, v Verdict, p Accept
 	}
 	current, err := r.current(ctx, g.Items)
 	if err != nil {
+		// Nothing was attempted, and the counts say so as the items do:
+		// a screen that reads the counts offers the group again.
+		res.Counts[NotAttempted] = len(res.Items)
 		return res, err
 	}
 

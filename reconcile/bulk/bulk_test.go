@@ -714,3 +714,61 @@ func TestBulkStopsWhenDecisionsKeepFailing(t *testing.T) {
 	require.Equal(t, 10, res.Counts[bulk.Failed])
 	require.Equal(t, 20, res.Counts[bulk.NotAttempted])
 }
+
+// failingLister lists once, then fails: the store went away between the
+// lookups and the acceptance.
+type failingLister struct {
+	bulk.Lister
+	mu    sync.Mutex
+	calls int
+}
+
+func (f *failingLister) List(ctx context.Context, q storeview.Query) (storeview.Page, error) {
+	f.mu.Lock()
+	f.calls++
+	n := f.calls
+	f.mu.Unlock()
+	if n > 1 {
+		return storeview.Page{}, errors.New("connection refused")
+	}
+	return f.Lister.List(ctx, q)
+}
+
+// A group whose records cannot be read again (the store went away, or
+// the person stopped it at once) decides nothing, and its counts say that
+// every record was not attempted, as its items do: a screen reading the
+// counts must not take it for a group that was accepted.
+func TestBulkAcceptBeforeAnyDecision(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fakeProvider(t, time.Second, found)
+	operator := dbtest.NewPerson(t, b.db, "operator", "*")
+	for _, c := range []struct {
+		name      string
+		cancelled bool
+	}{{"StoreGone", false}, {"StoppedAtOnce", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			prefix := "f-" + c.name + "-"
+			b.stuckFixtures(t, "acme", prefix, 4)
+			cfg := bulk.Config{}
+			if !c.cancelled {
+				cfg.Lister = &failingLister{Lister: storeview.New(operator.Pool, storeview.Options{})}
+			}
+			r := b.reconciler(t, operator, cfg)
+			p := plan(t, b.ctx, r, "state:stuck tool:charge-card key:"+prefix+"*")
+			require.Equal(t, 4, p.Group(bulk.Found).Count())
+			audits := b.auditCount(t)
+			accept, cancel := context.WithCancel(b.ctx)
+			defer cancel()
+			if c.cancelled {
+				cancel()
+			}
+			res, err := r.Accept(accept, p, bulk.Found, bulk.AcceptParams{Reason: "outage", Confirm: 4}, nil)
+			require.Error(t, err)
+			require.Len(t, res.Items, 4)
+			require.Len(t, res.Only(bulk.NotAttempted), 4)
+			require.Equal(t, map[bulk.Outcome]int{bulk.NotAttempted: 4}, res.Counts, "the counts agree with the items")
+			require.Equal(t, audits, b.auditCount(t), "nothing was decided or audited")
+		})
+	}
+}
