@@ -78,6 +78,8 @@ type (
 		run  int
 		plan *bulk.Plan
 		err  error
+		// listedAt is the database time the records were listed at.
+		listedAt time.Time
 	}
 	bulkAcceptMsg struct {
 		run int
@@ -114,7 +116,11 @@ type bulkFlow struct {
 	progress bulk.Progress
 
 	// Lookups.
-	plan      *bulk.Plan
+	plan *bulk.Plan
+	// listedAt is the database time of the run's listing: what the status
+	// bar shows while the flow is open, since every record, version and
+	// count on it is as of then (the list's last poll may be older).
+	listedAt  time.Time
 	lookupErr error
 	stopped   bool // the lookups were stopped: nothing is accepted from them
 
@@ -282,6 +288,14 @@ func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 
 // capturing: a run under way answers esc itself (it stops) and q does
 // nothing, as do the inputs.
+// asOf is the database time of the run's listing, once listed.
+func (s *bulkFlow) asOf() time.Time {
+	if !s.listedAt.IsZero() {
+		return s.listedAt
+	}
+	return s.flow.asOf()
+}
+
 func (s *bulkFlow) capturing() bool { return s.running || s.flow.capturing() }
 
 // backLabels: esc leaves for the list where nothing runs.
@@ -406,6 +420,7 @@ func (s *bulkFlow) begin(work func(ctx context.Context, progress func(bulk.Progr
 // lookUp lists the filter's records and looks each up.
 func (s *bulkFlow) lookUp() tea.Cmd {
 	s.plan, s.lookupErr, s.stopped, s.sel = nil, nil, false, 0
+	s.listedAt = time.Time{}
 	s.trail = nil
 	b, f := s.bulk, s.filter
 	cmd := s.begin(func(ctx context.Context, progress func(bulk.Progress)) tea.Msg {
@@ -413,8 +428,14 @@ func (s *bulkFlow) lookUp() tea.Cmd {
 		if err != nil {
 			return bulkPlanMsg{err: err}
 		}
+		var at time.Time
+		for _, r := range rows {
+			if r.DBTime.After(at) {
+				at = r.DBTime
+			}
+		}
 		plan, err := b.Lookup(ctx, rows, progress)
-		return bulkPlanMsg{plan: plan, err: err}
+		return bulkPlanMsg{plan: plan, err: err, listedAt: at}
 	})
 	s.enter(stepLookups)
 	return cmd
@@ -447,6 +468,9 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		}
 		s.finish()
 		s.plan, s.lookupErr = msg.plan, msg.err
+		if !msg.listedAt.IsZero() {
+			s.listedAt = msg.listedAt
+		}
 		if msg.plan == nil {
 			return nil, true // the records could not be listed: said on the step
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/stretchr/testify/require"
@@ -232,6 +233,25 @@ func TestBulkFlow(t *testing.T) {
 // from a stopped run, r looks up again), q never leaves a run under way,
 // esc during the decisions starts no more, and esc at each input step
 // goes back a step.
+// TestBulkStatusBarTime: while R is open, the status bar's database time
+// is the run's listing's, not the list's last poll: the plan's records and
+// versions are as of the listing.
+func TestBulkStatusBarTime(t *testing.T) {
+	t.Parallel()
+	h, _ := newBulkHarness(t, true, 120, 40)
+	h.keys(bulkList)
+	require.Contains(t, h.view(), "db 03:12:09 UTC", "the list's poll:\n%s", h.view())
+	listed := dbNow.Add(97 * time.Second)
+	h.src.mu.Lock()
+	for i := range h.src.rows {
+		h.src.rows[i].DBTime = listed
+	}
+	h.src.mu.Unlock()
+	h.keys("R")
+	require.Equal(t, stepPlan, h.m.bulk().step, "no plan:\n%s", h.view())
+	require.Contains(t, h.view(), "db 03:13:46 UTC", "the status bar does not show the listing's time:\n%s", h.view())
+}
+
 func TestBulkEscape(t *testing.T) {
 	t.Parallel()
 	h, b := newBulkHarness(t, true, 120, 40)
