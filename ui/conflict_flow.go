@@ -89,6 +89,7 @@ func newConflictFlow(d deps, dec Decider) *conflictFlow {
 		return out
 	}
 	s.cancellable = true
+	s.reveals = true
 	s.write = func() func(ctx context.Context) (applied, error) {
 		box := &conflictAnswer{}
 		s.answer = box

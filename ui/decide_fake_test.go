@@ -45,6 +45,9 @@ type fakeDecider struct {
 	requests map[int64][2]json.RawMessage
 	// refuseConflict, when set, is the refusal every conflict reveal gets.
 	refuseConflict string
+	// lost, when set, is the error every decision and reveal gets after
+	// its call is counted: the database did not answer.
+	lost error
 }
 
 func newFakeDecider(src *fakeSource) *fakeDecider {
@@ -162,6 +165,9 @@ func (f *fakeDecider) Decide(_ context.Context, _ string, p reconcile.DecidePara
 	defer f.src.mu.Unlock()
 	f.calls["decide"]++
 	f.decided = append(f.decided, p)
+	if f.lost != nil {
+		return reconcile.Result{}, f.lost
+	}
 	r := f.record(p.OperationID)
 	switch {
 	case r == nil:
@@ -239,6 +245,9 @@ func (f *fakeDecider) RevealStart(ctx context.Context, id int64, field reconcile
 	f.calls["reveal"]++
 	f.reveals = append(f.reveals, id)
 	f.reasons = append(f.reasons, reason)
+	if f.lost != nil {
+		return reconcile.Revealed{}, reconcile.Result{}, f.lost
+	}
 	r := f.record(id)
 	if r == nil {
 		res, err := f.answer(nil, "not_found", "no such operation")
@@ -292,6 +301,9 @@ func (f *fakeDecider) RevealConflict(_ context.Context, conflictID int64, reason
 	f.calls["reveal-conflict"]++
 	f.reveals = append(f.reveals, conflictID)
 	f.reasons = append(f.reasons, reason)
+	if f.lost != nil {
+		return reconcile.ConflictReveal{}, reconcile.Result{}, f.lost
+	}
 	out := reconcile.ConflictReveal{ConflictID: conflictID}
 	var r *storeview.Row
 	for id, cs := range f.src.conflicts {

@@ -528,6 +528,29 @@ var largeValue = sync.OnceValue(func() []byte {
 	return []byte(b.String())
 })
 
+// TestNoAnswerWording: when the database does not answer a write, a
+// decision says it may have been applied; a reveal, which changes no
+// record, says nothing was shown.
+func TestNoAnswerWording(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, keys, want, notWant string }{
+		{"decision", openDeploy + "r<enter>deployment DEP-4711 is live<enter>y",
+			"did not answer the decision", "Nothing was shown"},
+		{"reveal", openEmail + "vexport size<enter>", "did not answer the reveal", "may or may not have been applied"},
+		{"conflict", compareLatest, "did not answer the reveal", "may or may not have been applied"},
+	} {
+		src := newFakeSource()
+		dec := newFakeDecider(src)
+		dec.lost = errors.New("conn closed: unexpected EOF")
+		h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+		h.keys(c.keys)
+		v := flat(h.view())
+		require.Contains(t, v, c.want, "%s:\n%s", c.name, h.view())
+		require.Contains(t, v, "unexpected EOF", "%s:\n%s", c.name, h.view())
+		require.NotContains(t, v, c.notWant, "%s:\n%s", c.name, h.view())
+	}
+}
+
 // TestDecideRevealLarge: a value of any size is fetched up to
 // revealBytes, laid out once and paged; every line fits the screen.
 func TestDecideRevealLarge(t *testing.T) {

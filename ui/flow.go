@@ -133,6 +133,10 @@ type flow struct {
 	// cancellable: esc while the write is under way gives up on it (a
 	// reveal of a large value over a slow link).
 	cancellable bool
+	// reveals: the write changes no record, only audits a reveal; when
+	// the database does not answer, the screen says nothing was shown
+	// rather than that a change may have been applied.
+	reveals bool
 	// done says what succeeded; stateLine shows the record's new state;
 	// doneMore adds lines after the audit record.
 	done      func() string
@@ -913,10 +917,15 @@ func (f *flow) resultView() []string {
 			out = append(out, f.changedLines()...)
 		}
 	default:
-		out = append(out, " "+f.st.Error.Render("✗ The database did not answer the decision"), "")
+		what, more := "decision", "It may or may not have been applied: the record is read again when you go back."
+		if f.reveals {
+			what, more = "reveal", "Nothing was shown, and no record changed. Its audit record may have committed "+
+				"(h on the record lists its audit history); reveal again to see it."
+		}
+		out = append(out, " "+f.st.Error.Render("✗ The database did not answer the "+what), "")
 		f.para(&out, Clean(f.err.Error()), f.st.Error.Render)
 		out = append(out, "")
-		f.para(&out, "It may or may not have been applied: the record is read again when you go back.", nil)
+		f.para(&out, more, nil)
 	}
 	return out
 }

@@ -42,6 +42,7 @@ func newReveal(d deps, dec Decider) *revealFlow {
 		return out
 	}
 	s.cancellable = true
+	s.reveals = true
 	s.write = func() func(ctx context.Context) (applied, error) {
 		dec, id, field, reason := s.dec, s.rec.ID, s.stored, s.typedReason()
 		return func(ctx context.Context) (applied, error) {
