@@ -86,7 +86,7 @@ func newDemoCmd() *cobra.Command {
 	f.Float64Var(&opts.Rate, "rate", demo.DefaultRate, "jobs per second the fleet starts (each a request and its retries)")
 	f.IntVar(&opts.Workers, "workers", demo.DefaultWorkers, "workers in the fleet, each with its own lease owner")
 	f.IntVar(&opts.Outage, "outage", 0, "leave this many charge-card records stuck at start, as a provider outage would "+
-		"(try opsdesk resolve --filter 'state:stuck tool:charge-card' --by-lookup on them)")
+		"(R on :stuck tool:charge-card in the console, or opsdesk resolve --filter 'state:stuck tool:charge-card' --by-lookup)")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the fleet's random choices, to replay a run (default: a random seed, printed)")
 	// --hold kept the scripted demo's database up until interrupted: the
 	// demo now always runs until interrupted.
