@@ -577,10 +577,10 @@ func (s *bulkFlow) acceptableAt(i int) error {
 	switch {
 	case s.stopped:
 		return errors.New("the lookups were stopped: nothing is decided from a partial run; r looks up again")
+	case g.Count() == 0:
+		return fmt.Errorf("the %s group is empty: nothing to decide", g.Verdict.Label())
 	case g.Proposal == "":
 		return fmt.Errorf("the %s records have no definite evidence: decide them one by one (r on a row of the list)", g.Verdict.Label())
-	case g.Count() == 0:
-		return fmt.Errorf("the %s group is empty", g.Verdict.Label())
 	case done:
 		return fmt.Errorf("the %s group is accepted already; its records were decided as shown", g.Verdict.Label())
 	}

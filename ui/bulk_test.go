@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
 )
 
@@ -233,6 +234,17 @@ func TestBulkFlow(t *testing.T) {
 // from a stopped run, r looks up again), q never leaves a run under way,
 // esc during the decisions starts no more, and esc at each input step
 // goes back a step.
+// TestBulkEmptyGroup: enter on an empty group says it is empty, not that
+// its (no) records are to be decided one by one.
+func TestBulkEmptyGroup(t *testing.T) {
+	t.Parallel()
+	s := &bulkFlow{accepted: map[bulk.Verdict]bulk.GroupResult{}, plan: &bulk.Plan{Groups: []bulk.Group{
+		{Verdict: bulk.NoAnswer}, {Verdict: bulk.NotFound, Proposal: reconcile.NotExecuted},
+	}}}
+	require.EqualError(t, s.acceptableAt(0), "the no answer group is empty: nothing to decide")
+	require.EqualError(t, s.acceptableAt(1), "the not found group is empty: nothing to decide")
+}
+
 // TestBulkStatusBarTime: while R is open, the status bar's database time
 // is the run's listing's, not the list's last poll: the plan's records and
 // versions are as of the listing.
