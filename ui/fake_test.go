@@ -522,11 +522,9 @@ func (m *Model) overview() *overviewScreen { return m.screens[screenOverview].(*
 func (m *Model) list() *listScreen         { return m.screens[screenList].(*listScreen) }
 func (m *Model) detail() *detailScreen     { return m.screens[screenDetail].(*detailScreen) }
 func (m *Model) review() *reviewScreen     { return m.screens[screenReview].(*reviewScreen) }
-func (m *Model) purge() *purgeScreen       { return m.screens[screenPurge].(*purgeScreen) }
 func (m *Model) audit() *auditScreen       { return m.screens[screenAudit].(*auditScreen) }
 func (m *Model) auditRec() *auditRecordScreen {
 	return m.screens[screenAuditRecord].(*auditRecordScreen)
 }
 func (m *Model) reconcile() *reconcileFlow { return m.screens[screenReconcile].(*reconcileFlow) }
-func (m *Model) ack() *ackFlow             { return m.screens[screenAck].(*ackFlow) }
 func (m *Model) reveal() *revealFlow       { return m.screens[screenReveal].(*revealFlow) }

@@ -127,15 +127,3 @@ func combined(help, desc string, bs ...key.Binding) key.Binding {
 	b.SetEnabled(enabled)
 	return b
 }
-
-// helpKeys adapts a set of bindings to help.KeyMap.
-type helpKeys struct {
-	short []key.Binding
-	full  [][]key.Binding
-}
-
-// ShortHelp implements help.KeyMap.
-func (h helpKeys) ShortHelp() []key.Binding { return h.short }
-
-// FullHelp implements help.KeyMap.
-func (h helpKeys) FullHelp() [][]key.Binding { return h.full }
