@@ -76,8 +76,8 @@ type DecideParams struct {
 	// definite answer. Both are recorded.
 	Force, Override bool
 	// Retention is the tool's retention: a record completed or failed by
-	// a person expires after it. Zero means
-	// ops.DefaultRetention, the library's default.
+	// a person expires after it. Zero means ops.DefaultRetention, the
+	// library's default.
 	Retention time.Duration
 	// SnoozeUntil is when a deferred record wants attention again.
 	SnoozeUntil time.Time
