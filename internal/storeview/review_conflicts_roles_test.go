@@ -19,7 +19,9 @@ import (
 // role's own on a table it owns, named like the store's, would make
 // record_conflicts_track empty or clear the summary on a TRUNCATE); a
 // person reads their tenants' rows only; the service reads none; the
-// unfinished purge count is a number for roles that see every tenant only.
+// unfinished purge count is a number for roles that see every tenant only;
+// and a conflict the service writes without counting it leaves the review's
+// figure true.
 func TestRecordConflictsAndPurgeCountAsEachRole(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
@@ -104,6 +106,23 @@ CREATE TRIGGER forged AFTER INSERT ON operations FOR EACH ROW EXECUTE FUNCTION o
 		})
 	}
 	requireSummaryTrue(t, d, "after every role's tries")
+
+	// The one role that writes conflicts by hand, the service, inserting
+	// one it does not count (conflict_count stays 0), as a writer other
+	// than the library might: the row is untracked and the review reads
+	// its record, so the figure still tells the truth.
+	adminExec(t, d, `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, completed_at, expires_at)
+VALUES ('acme', 'create-ticket', 'acme-0', '1', sha256('acme-0'), 'local', 'completed', 'succeeded', 'w',
+    now() - interval '9d', now() - interval '9d', now() - interval '9d', now() - interval '2d')`)
+	viewer := New(roles[2].pool, Options{})
+	requireConflicted(t, d, viewer, "before the service's conflict", map[string]int64{"create-ticket": 2})
+	_, err := d.Service.Exec(ctx, `
+INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner)
+SELECT tenant, tool, key, id, '1', sha256('uncounted'), fingerprint, 'svc' FROM opsdesk.operations WHERE key = 'acme-0'`)
+	require.NoError(t, err)
+	requireConflicted(t, d, viewer, "the service's uncounted conflict", map[string]int64{"create-ticket": 3})
 }
 
 // execOnOwnConn runs sql (statements separated by semicolons) in a
