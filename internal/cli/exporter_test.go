@@ -32,6 +32,12 @@ func TestExporterUsageErrorsExitTwo(t *testing.T) {
 		{"exporter", "--listen", "127.0.0.1:0", "--budget", "1h"},
 		{"exporter", "--listen", "127.0.0.1:0", "--verify-every", "5s"},
 		{"exporter", "--listen", "127.0.0.1:0", "--verify-every", "-1h"},
+		{"exporter", "--listen", "127.0.0.1:0", "--verify-every", "0.5s"},
+		{"exporter", "--listen", "127.0.0.1:0", "--verify-every", "garbage"},
+		{"exporter", "--listen", "127.0.0.1:0", "--budget", "99999999999h"}, // beyond time.Duration
+		{"exporter", "--listen", "127.0.0.1:0", "--budget", "NaN"},
+		{"exporter", "--listen", "127.0.0.1:0", "--budget", "99ms"},
+		{"exporter", "--listen", "127.0.0.1:0", "--budget", "2m1s"},
 		{"exporter", "--listen", "127.0.0.1:0", "extra"},
 		{"exporter", "--listen", "127.0.0.1:0", "--dsn", " \t\n"},
 	} {
