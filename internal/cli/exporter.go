@@ -165,10 +165,15 @@ func newExporter(c config.Context, opts exporterOptions, pool, verifyPool *pgxpo
 	return exporter.New(cfg)
 }
 
+// exporterMaxHeaderBytes bounds a request's line and headers. A scrape
+// sends a few hundred bytes; net/http's default, 1 MiB, let a stranger
+// hold a megabyte per connection and still get a scrape of the store.
+const exporterMaxHeaderBytes = 64 << 10
+
 // serveExporter serves exp on l, and verifies in the background, until
 // ctx ends; then it lets the scrapes under way finish.
 func serveExporter(ctx context.Context, l net.Listener, exp *exporter.Exporter) error {
-	srv := &http.Server{Handler: exp.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: exp.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: exporterMaxHeaderBytes}
 	var wg sync.WaitGroup
 	verifyCtx, stopVerify := context.WithCancel(ctx)
 	wg.Go(func() { exp.RunVerification(verifyCtx) })

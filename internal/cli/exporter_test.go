@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -29,6 +32,12 @@ func TestExporterUsageErrorsExitTwo(t *testing.T) {
 		{"exporter", "--listen", "127.0.0.1:0", "--budget", "1h"},
 		{"exporter", "--listen", "127.0.0.1:0", "--verify-every", "5s"},
 		{"exporter", "--listen", "127.0.0.1:0", "--verify-every", "-1h"},
+		{"exporter", "--listen", "127.0.0.1:0", "--verify-every", "0.5s"},
+		{"exporter", "--listen", "127.0.0.1:0", "--verify-every", "garbage"},
+		{"exporter", "--listen", "127.0.0.1:0", "--budget", "99999999999h"}, // beyond time.Duration
+		{"exporter", "--listen", "127.0.0.1:0", "--budget", "NaN"},
+		{"exporter", "--listen", "127.0.0.1:0", "--budget", "99ms"},
+		{"exporter", "--listen", "127.0.0.1:0", "--budget", "2m1s"},
 		{"exporter", "--listen", "127.0.0.1:0", "extra"},
 		{"exporter", "--listen", "127.0.0.1:0", "--dsn", " \t\n"},
 	} {
@@ -153,4 +162,79 @@ WHERE state = 'pending' AND lease_expires_at <= now()`).Scan(&tools))
 		require.InDelta(t, age, m["opsdesk_oldest_stuck_seconds"]["tool="+tool], listedAt+1, tool)
 	}
 	require.Equal(t, 1.0, m["opsdesk_store_up"][""])
+}
+
+// TestExporterRefusesHostileRequests sends the exporter's server what a
+// stranger on its port might: dot segments, NUL, a 1 MiB path or header,
+// methods other than GET, scrape-timeout headers that are no timeout.
+// Each gets a clear 3xx or 4xx, or is ignored; none a 500, a hang or a
+// scrape of a path that is not /metrics; and the exporter serves on.
+func TestExporterRefusesHostileRequests(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	url := startExporterCmd(t, "--dsn", dbtest.NewPerson(t, d, "viewer", "*").DSN)
+	base := strings.TrimSuffix(url, "/metrics")
+	client := &http.Client{
+		Timeout:       10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	do := func(method, path string, header http.Header) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, base+path, nil)
+		require.NoError(t, err)
+		maps.Copy(req.Header, header)
+		resp, err := client.Do(req)
+		require.NoError(t, err, "%s %.40s", method, path)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(body)
+	}
+	huge := strings.Repeat("a", 1<<20)
+	for _, c := range []struct {
+		method, path string
+		header       http.Header
+		code         int
+	}{
+		{http.MethodGet, "/metrics/../healthz", nil, http.StatusTemporaryRedirect},
+		{http.MethodGet, "/healthz/../metrics", nil, http.StatusTemporaryRedirect},
+		{http.MethodGet, "/./metrics", nil, http.StatusTemporaryRedirect},
+		{http.MethodGet, "/%00", nil, http.StatusNotFound},
+		{http.MethodGet, "/metrics%00", nil, http.StatusNotFound},
+		{http.MethodGet, "/metrics%2F..%2Fhealthz", nil, http.StatusNotFound},
+		{http.MethodGet, "/" + huge, nil, http.StatusRequestHeaderFieldsTooLarge},
+		{http.MethodGet, "/metrics", http.Header{"X-Junk": {huge}}, http.StatusRequestHeaderFieldsTooLarge},
+		{http.MethodPost, "/metrics", nil, http.StatusMethodNotAllowed},
+		{http.MethodPut, "/healthz", nil, http.StatusMethodNotAllowed},
+		{http.MethodDelete, "/metrics", nil, http.StatusMethodNotAllowed},
+		{"PROPFIND", "/", nil, http.StatusMethodNotAllowed},
+	} {
+		resp, body := do(c.method, c.path, c.header)
+		require.Equal(t, c.code, resp.StatusCode, "%s %.40s: %.200s", c.method, c.path, body)
+		require.NotContains(t, body, "opsdesk_store_up", "%s %.40s: no scrape", c.method, c.path)
+		if c.code == http.StatusTemporaryRedirect {
+			require.NotContains(t, []string{"", c.path}, resp.Header.Get("Location"), "to the cleaned path")
+		}
+	}
+	// A scrape timeout that is no positive number of seconds, or one
+	// longer than the budget, leaves the budget as it is: a whole scrape.
+	for _, timeout := range []string{"-1", "-0", "0", "NaN", "-Inf", "+Inf", "1e400", "1e-400", "99999999999999999999",
+		"ten", "1s", " 2", "0x10", "", "\t", huge[:1000]} {
+		resp, body := do(http.MethodGet, "/metrics", http.Header{"X-Prometheus-Scrape-Timeout-Seconds": {timeout}})
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%q: %.200s", timeout, body)
+		require.Contains(t, body, "opsdesk_store_up 1\n", "%.40q", timeout)
+		require.Contains(t, body, "opsdesk_scrape_partial 0\n", "%.40q", timeout)
+	}
+	// A NUL in a header, which net/http's client will not send.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = io.WriteString(conn, "GET /metrics HTTP/1.1\r\nHost: exporter\r\nX-Prometheus-Scrape-Timeout-Seconds: 5\x00\r\n\r\n")
+	require.NoError(t, err)
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "HTTP/1.1 400 Bad Request\r\n", status)
+	// The exporter serves on.
+	require.Equal(t, 1.0, scrapeURL(t, url)["opsdesk_store_up"][""])
 }

@@ -60,7 +60,8 @@ func newDescs(tenantLabels bool) descs {
 		duration: prometheus.NewDesc("opsdesk_scrape_duration_seconds",
 			"How long this scrape's reads took.", nil, nil),
 		partial: prometheus.NewDesc("opsdesk_scrape_partial",
-			"1 when the time budget ran out before every read finished: some metrics are missing from this scrape.", nil, nil),
+			"1 when a read failed or the time budget ran out before every read finished: some metrics are missing from "+
+				"this scrape.", nil, nil),
 		errors: prometheus.NewDesc("opsdesk_scrape_errors_total",
 			"Reads of the store that failed or ran out of time, since the exporter started.", nil, nil),
 	}
@@ -120,7 +121,11 @@ wait:
 	for _, p := range parts {
 		if p.err != nil {
 			e.errors.Add(1)
-			if readCtx.Err() != nil {
+			// A read that failed left its metrics out, whether the budget
+			// cut it short or the store refused or lost it: either way the
+			// alerts on them cannot fire, and the scrape must say so. (The
+			// ping's failure leaves nothing out: store_up says it.)
+			if readCtx.Err() != nil || p.name != "ping" {
 				partial = true
 			}
 			e.cfg.Logf("scrape: %v", p.err)

@@ -336,6 +336,55 @@ func TestBudgetCutsASlowStoreShort(t *testing.T) {
 	require.Equal(t, 5.0, m.value(t, "opsdesk_operations", "state=stuck,tool=charge-card"))
 }
 
+// TestReadKilledMidScrape: the store ends the sessions of a scrape's
+// reads while they run (an administrator, a failover, a replica's
+// recovery conflict): the scrape answers at once with what it read, and
+// says that metrics are missing, as a read the budget cut short does, so
+// that an alert on them not firing is itself seen; the next scrape reads
+// them all again.
+func TestReadKilledMidScrape(t *testing.T) {
+	t.Parallel()
+	d := fixtureDB(t)
+	viewer := dbtest.NewPerson(t, d, "viewer", "*")
+	e := newExporter(viewer.Pool, Config{Budget: time.Minute, Logf: t.Logf})
+
+	tx, err := d.Admin.Begin(t.Context())
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = tx.Exec(t.Context(), `LOCK TABLE opsdesk.operations IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	type answer struct {
+		rec  *httptest.ResponseRecorder
+		took time.Duration
+	}
+	done := make(chan answer, 1)
+	go func() {
+		rec, start := httptest.NewRecorder(), time.Now()
+		e.Handler().ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/metrics", nil))
+		done <- answer{rec, time.Since(start)}
+	}()
+	require.Eventually(t, func() bool {
+		var killed int
+		require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE usename = $1 AND wait_event_type = 'Lock'`, viewer.Role).Scan(&killed))
+		return killed > 0
+	}, 10*time.Second, 10*time.Millisecond, "the scrape's reads wait for the lock")
+	a := <-done
+	require.Less(t, a.took, 10*time.Second, "answered when its reads failed, not at the budget")
+	require.Equal(t, http.StatusOK, a.rec.Code, a.rec.Body.String())
+	m := parse(t, a.rec.Body.String())
+	require.Empty(t, m.series("opsdesk_operations"), "the killed read's metrics are missing")
+	require.Equal(t, 1.0, m.value(t, "opsdesk_scrape_partial", ""), "and the scrape says so")
+	require.GreaterOrEqual(t, m.value(t, "opsdesk_scrape_errors_total", ""), 1.0)
+	require.Equal(t, map[string]float64{"tenant=acme": 3, "tenant=": 1}, m.series("opsdesk_audit_chain_head_seq"))
+	require.NoError(t, tx.Rollback(t.Context()))
+
+	m = scrape(t, e)
+	require.Equal(t, 0.0, m.value(t, "opsdesk_scrape_partial", ""))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_store_up", ""))
+	require.Equal(t, 5.0, m.value(t, "opsdesk_operations", "state=stuck,tool=charge-card"))
+}
+
 // TestUnreachableStore: a store that does not answer gives store_up 0 in
 // a 200 answer with the exporter's own metrics, and /healthz 503; one
 // that answers gives /healthz 200, after a scrape or by a ping.
