@@ -487,7 +487,7 @@ func decisionText(d *storeview.Detail, dec storeview.Decision) string {
 		what = "○ confirmed not executed: released"
 	case "decide:failed":
 		what = "✗ marked failed"
-	case "decide:defer":
+	case storeview.ActionDefer:
 		what = "deferred"
 		if !dec.SnoozeUntil.IsZero() {
 			what += " until " + stamp(dec.SnoozeUntil, d.DBTime)
