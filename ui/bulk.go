@@ -622,17 +622,6 @@ func verdictGlyph(v bulk.Verdict) string {
 	return "✗"
 }
 
-// proposalText says what accepting a group does to each of its records.
-func proposalText(g bulk.Group) string {
-	switch g.Proposal {
-	case reconcile.Completed:
-		return "completed, with the provider's reference"
-	case reconcile.NotExecuted:
-		return "not executed: released, the next retry runs it again"
-	}
-	return "no proposal: decided one by one"
-}
-
 // countsText words a progress's counts in the order of keys.
 func countsText(counts map[string]int, keys []string) string {
 	var parts []string
@@ -748,7 +737,7 @@ func (s *bulkFlow) planView() []string {
 		if i == s.sel {
 			mark = "▸ "
 		}
-		head := fmt.Sprintf("%s%s %-9s %6s  → %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())), proposalText(g))
+		head := fmt.Sprintf("%s%s %-9s %6s  → %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())), g.Verdict.ProposalText())
 		if r, ok := s.accepted[g.Verdict]; ok {
 			head = fmt.Sprintf("%s%s %-9s %6s  ✓ accepted: %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())),
 				outcomesText(r))

@@ -88,6 +88,18 @@ func (v Verdict) Proposal() reconcile.Decision {
 	return ""
 }
 
+// ProposalText says in words what accepting the verdict's group does to
+// each of its records: one wording for the console and the command line.
+func (v Verdict) ProposalText() string {
+	switch v.Proposal() {
+	case reconcile.Completed:
+		return "completed, with the provider's reference"
+	case reconcile.NotExecuted:
+		return "not executed: released, the next retry runs it again"
+	}
+	return "no proposal: decided one by one"
+}
+
 // Label is the verdict in words.
 func (v Verdict) Label() string { return strings.ReplaceAll(string(v), "_", " ") }
 
