@@ -790,7 +790,7 @@ func outcomesText(r bulk.GroupResult) string {
 	var parts []string
 	for _, o := range bulk.Outcomes {
 		if n := r.Counts[o]; n > 0 || o == bulk.Decided {
-			parts = append(parts, count(int64(n))+" "+strings.ReplaceAll(string(o), "_", " "))
+			parts = append(parts, count(int64(n))+" "+o.Label())
 		}
 	}
 	return strings.Join(parts, ", ")

@@ -300,7 +300,7 @@ func writeAccepted(w io.Writer, res bulk.GroupResult) {
 	var parts []string
 	for _, o := range bulk.Outcomes {
 		if n := res.Counts[o]; n > 0 || o == bulk.Decided {
-			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ReplaceAll(string(o), "_", " ")))
+			parts = append(parts, fmt.Sprintf("%d %s", n, o.Label()))
 		}
 	}
 	fmt.Fprintf(w, "%s → %s: %s in %s\n", res.Verdict.Label(), res.Decision, strings.Join(parts, ", "), res.Took.Round(time.Millisecond))

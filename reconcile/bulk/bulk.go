@@ -588,6 +588,9 @@ const (
 // Outcomes lists the outcomes in the order results show them.
 var Outcomes = []Outcome{Decided, Skipped, Refused, Failed, NotAttempted}
 
+// Label is the outcome in words.
+func (o Outcome) Label() string { return strings.ReplaceAll(string(o), "_", " ") }
+
 // ItemResult is one record's part in an accepted group.
 type ItemResult struct {
 	Item
