@@ -112,7 +112,6 @@ type bulkFlow struct {
 	stopping bool
 	stop     context.CancelFunc
 	end      context.CancelFunc
-	started  time.Time
 	progress bulk.Progress
 
 	// Lookups.
@@ -385,7 +384,7 @@ func (s *bulkFlow) begin(work func(ctx context.Context, progress func(bulk.Progr
 	ctx, stop := context.WithCancel(life)
 	ch := make(chan tea.Msg, 1)
 	s.ch, s.stop, s.end = ch, stop, end
-	s.stopping, s.started, s.progress = false, time.Now(), bulk.Progress{}
+	s.stopping, s.progress = false, bulk.Progress{}
 	runID := s.runID
 	go func() {
 		defer close(ch)
