@@ -284,8 +284,6 @@ func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	return at.pushed(s), s.lookUp(), true
 }
 
-// capturing: a run under way answers esc itself (it stops) and q does
-// nothing, as do the inputs.
 // asOf is the database time of the run's listing, once listed.
 func (s *bulkFlow) asOf() time.Time {
 	if !s.listedAt.IsZero() {
@@ -294,6 +292,8 @@ func (s *bulkFlow) asOf() time.Time {
 	return s.flow.asOf()
 }
 
+// capturing: a run under way answers esc itself (it stops) and q does
+// nothing, as do the inputs.
 func (s *bulkFlow) capturing() bool { return s.running() || s.flow.capturing() }
 
 // running tells whether a run (lookups or decisions) is under way.
@@ -306,9 +306,7 @@ func (s *bulkFlow) stopped() bool { return s.plan != nil && s.lookupErr != nil }
 // backLabels: esc leaves for the list where nothing runs.
 func (s *bulkFlow) backLabels() (esc, q string) {
 	switch s.step {
-	case stepRefused, stepPlan, stepResult:
-		return "back to the list", "back to the list"
-	case stepLookups:
+	case stepRefused, stepLookups, stepPlan, stepResult:
 		return "back to the list", "back to the list"
 	}
 	return s.flow.backLabels()
