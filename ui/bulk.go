@@ -105,14 +105,13 @@ type bulkFlow struct {
 
 	// The run under way (lookups or decisions): runID numbers it, ch
 	// carries its messages, stop cancels its work (esc) and end what
-	// waits to deliver its last message (leaving).
+	// waits to deliver its last message (leaving); end is set while a
+	// run is under way (running).
 	runID    int
 	ch       <-chan tea.Msg
-	running  bool
 	stopping bool
 	stop     context.CancelFunc
 	end      context.CancelFunc
-	started  time.Time
 	progress bulk.Progress
 
 	// Lookups.
@@ -122,7 +121,6 @@ type bulkFlow struct {
 	// count on it is as of then (the list's last poll may be older).
 	listedAt  time.Time
 	lookupErr error
-	stopped   bool // the lookups were stopped: nothing is accepted from them
 
 	// Groups.
 	sel       int // in plan.Groups
@@ -149,9 +147,9 @@ func newBulk(d deps, b BulkReconciler) *bulkFlow {
 	s.steps[stepLookups] = &flowStep{
 		view: s.lookupsView,
 		keys: func(k *KeyMap) {
-			k.Cancel.SetEnabled(s.running && !s.stopping)
+			k.Cancel.SetEnabled(s.running() && !s.stopping)
 			k.Cancel.SetHelp("esc", "stop the lookups")
-			k.AskAgain.SetEnabled(!s.running)
+			k.AskAgain.SetEnabled(!s.running())
 			k.AskAgain.SetHelp("r", "try again")
 		},
 		key: s.runningKey(func() tea.Cmd { return s.lookUp() }),
@@ -163,7 +161,7 @@ func newBulk(d deps, b BulkReconciler) *bulkFlow {
 			k.Down.SetEnabled(len(s.plan.Groups) > 1)
 			k.Next.SetEnabled(s.acceptable() == nil)
 			k.Next.SetHelp("enter", "accept the "+s.selected().Verdict.Label()+" group")
-			k.AskAgain.SetEnabled(s.stopped)
+			k.AskAgain.SetEnabled(s.stopped())
 			k.AskAgain.SetHelp("r", "look up again")
 		},
 		key: func(msg tea.KeyMsg) (tea.Cmd, bool) {
@@ -263,7 +261,7 @@ func newBulk(d deps, b BulkReconciler) *bulkFlow {
 	}
 	s.onMsg = s.onBulkMsg
 	s.onLeave = s.abandon
-	s.busyMore = func() bool { return s.running && s.progress.Total == 0 }
+	s.busyMore = func() bool { return s.running() && s.progress.Total == 0 }
 	s.self = s
 	s.updateKeys()
 	return s
@@ -286,8 +284,6 @@ func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	return at.pushed(s), s.lookUp(), true
 }
 
-// capturing: a run under way answers esc itself (it stops) and q does
-// nothing, as do the inputs.
 // asOf is the database time of the run's listing, once listed.
 func (s *bulkFlow) asOf() time.Time {
 	if !s.listedAt.IsZero() {
@@ -296,14 +292,21 @@ func (s *bulkFlow) asOf() time.Time {
 	return s.flow.asOf()
 }
 
-func (s *bulkFlow) capturing() bool { return s.running || s.flow.capturing() }
+// capturing: a run under way answers esc itself (it stops) and q does
+// nothing, as do the inputs.
+func (s *bulkFlow) capturing() bool { return s.running() || s.flow.capturing() }
+
+// running tells whether a run (lookups or decisions) is under way.
+func (s *bulkFlow) running() bool { return s.end != nil }
+
+// stopped tells whether the plan's lookups were stopped: nothing is
+// accepted from them.
+func (s *bulkFlow) stopped() bool { return s.plan != nil && s.lookupErr != nil }
 
 // backLabels: esc leaves for the list where nothing runs.
 func (s *bulkFlow) backLabels() (esc, q string) {
 	switch s.step {
-	case stepRefused, stepPlan, stepResult:
-		return "back to the list", "back to the list"
-	case stepLookups:
+	case stepRefused, stepLookups, stepPlan, stepResult:
 		return "back to the list", "back to the list"
 	}
 	return s.flow.backLabels()
@@ -331,20 +334,20 @@ func (s *bulkFlow) FullHelp() [][]key.Binding {
 func (s *bulkFlow) runningKey(again func() tea.Cmd) func(msg tea.KeyMsg) (tea.Cmd, bool) {
 	return func(msg tea.KeyMsg) (tea.Cmd, bool) {
 		switch {
-		case s.running && key.Matches(msg, s.keys.Cancel):
+		case s.running() && key.Matches(msg, s.keys.Cancel):
 			s.halt()
 			return nil, true
-		case again != nil && !s.running && key.Matches(msg, s.keys.AskAgain):
+		case again != nil && !s.running() && key.Matches(msg, s.keys.AskAgain):
 			return again(), true
 		}
-		return nil, s.running // a run under way takes every key
+		return nil, s.running() // a run under way takes every key
 	}
 }
 
 // halt stops the run's work: no lookup and no decision starts, those
 // under way finish, and the run's end still comes with what was done.
 func (s *bulkFlow) halt() {
-	if s.running && !s.stopping {
+	if s.running() && !s.stopping {
 		s.stopping = true
 		s.stop()
 	}
@@ -359,14 +362,14 @@ func (s *bulkFlow) abandon() {
 		s.stop, s.end = nil, nil
 	}
 	s.runID++
-	s.running, s.stopping = false, false
+	s.stopping = false
 }
 
 // finish ends a run whose end arrived.
 func (s *bulkFlow) finish() {
 	s.end()
 	s.stop, s.end = nil, nil
-	s.running, s.stopping = false, false
+	s.stopping = false
 }
 
 // begin runs work in the background: its progress and then its end come
@@ -379,7 +382,7 @@ func (s *bulkFlow) begin(work func(ctx context.Context, progress func(bulk.Progr
 	ctx, stop := context.WithCancel(life)
 	ch := make(chan tea.Msg, 1)
 	s.ch, s.stop, s.end = ch, stop, end
-	s.running, s.stopping, s.started, s.progress = true, false, time.Now(), bulk.Progress{}
+	s.stopping, s.progress = false, bulk.Progress{}
 	runID := s.runID
 	go func() {
 		defer close(ch)
@@ -419,7 +422,7 @@ func (s *bulkFlow) begin(work func(ctx context.Context, progress func(bulk.Progr
 
 // lookUp lists the filter's records and looks each up.
 func (s *bulkFlow) lookUp() tea.Cmd {
-	s.plan, s.lookupErr, s.stopped, s.sel = nil, nil, false, 0
+	s.plan, s.lookupErr, s.sel = nil, nil, 0
 	s.listedAt = time.Time{}
 	s.trail = nil
 	b, f := s.bulk, s.filter
@@ -457,13 +460,13 @@ func (s *bulkFlow) decide(n int) tea.Cmd {
 func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 	switch msg := msg.(type) {
 	case bulkProgressMsg:
-		if msg.run == s.runID && s.running {
+		if msg.run == s.runID && s.running() {
 			s.progress = msg.p
 			return wait(msg.ch), true
 		}
 		return nil, true
 	case bulkPlanMsg:
-		if msg.run != s.runID || !s.running {
+		if msg.run != s.runID || !s.running() {
 			return nil, true
 		}
 		s.finish()
@@ -474,12 +477,11 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		if msg.plan == nil {
 			return nil, true // the records could not be listed: said on the step
 		}
-		s.stopped = msg.err != nil
 		s.sel = s.firstAcceptable()
 		s.trail = nil
 		return s.enter(stepPlan), true
 	case bulkAcceptMsg:
-		if msg.run != s.runID || !s.running {
+		if msg.run != s.runID || !s.running() {
 			return nil, true
 		}
 		s.finish()
@@ -575,7 +577,7 @@ func (s *bulkFlow) acceptableAt(i int) error {
 	g := s.plan.Groups[i]
 	_, done := s.accepted[g.Verdict]
 	switch {
-	case s.stopped:
+	case s.stopped():
 		return errors.New("the lookups were stopped: nothing is decided from a partial run; r looks up again")
 	case g.Count() == 0:
 		return fmt.Errorf("the %s group is empty: nothing to decide", g.Verdict.Label())
@@ -617,17 +619,6 @@ func verdictGlyph(v bulk.Verdict) string {
 	return "✗"
 }
 
-// proposalText says what accepting a group does to each of its records.
-func proposalText(g bulk.Group) string {
-	switch g.Proposal {
-	case reconcile.Completed:
-		return "completed, with the provider's reference"
-	case reconcile.NotExecuted:
-		return "not executed: released, the next retry runs it again"
-	}
-	return "no proposal: decided one by one"
-}
-
 // countsText words a progress's counts in the order of keys.
 func countsText(counts map[string]int, keys []string) string {
 	var parts []string
@@ -650,9 +641,9 @@ func (s *bulkFlow) lookupsView() []string {
 	var out []string
 	p := s.progress
 	switch {
-	case s.running && p.Total == 0:
+	case s.running() && p.Total == 0:
 		out = append(out, " "+spinFrames[s.frame]+" listing the stuck records of "+truncate(Clean(s.filter.String()), max(1, s.w-40))+"…")
-	case s.running:
+	case s.running():
 		out = append(out, s.heading(fmt.Sprintf("Asking the provider about %s stuck records", count(int64(p.Total))))...)
 		out = append(out, "", " "+progressBar(int64(p.Done), int64(p.Total), s.w-2), "")
 		s.para(&out, fmt.Sprintf("%s of %s answered · %s", count(int64(p.Done)), count(int64(p.Total)),
@@ -729,7 +720,7 @@ func (s *bulkFlow) planView() []string {
 		out = append(out, "")
 		s.para(&out, "Nothing to look up or decide. esc goes back to the list.", s.st.Muted.Render)
 		return out
-	case s.stopped:
+	case s.stopped():
 		out = append(out, s.heading(fmt.Sprintf("Stopped: %s of %s records asked, %s not asked", count(int64(asked)),
 			count(int64(p.Listed)), count(int64(len(p.NotAsked)))))...)
 		s.para(&out, "Nothing was decided. What was answered is shown; r looks every record up again.", s.st.Stuck.Render)
@@ -743,7 +734,7 @@ func (s *bulkFlow) planView() []string {
 		if i == s.sel {
 			mark = "▸ "
 		}
-		head := fmt.Sprintf("%s%s %-9s %6s  → %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())), proposalText(g))
+		head := fmt.Sprintf("%s%s %-9s %6s  → %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())), g.Verdict.ProposalText())
 		if r, ok := s.accepted[g.Verdict]; ok {
 			head = fmt.Sprintf("%s%s %-9s %6s  ✓ accepted: %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())),
 				outcomesText(r))
@@ -761,7 +752,7 @@ func (s *bulkFlow) planView() []string {
 		}
 	}
 	out = append(out, "")
-	if s.stopped {
+	if s.stopped() {
 		s.para(&out, "A stopped run's groups are not accepted: r looks every record up again, esc goes back to the list.",
 			s.st.Muted.Render)
 		return out
@@ -796,7 +787,7 @@ func outcomesText(r bulk.GroupResult) string {
 	var parts []string
 	for _, o := range bulk.Outcomes {
 		if n := r.Counts[o]; n > 0 || o == bulk.Decided {
-			parts = append(parts, count(int64(n))+" "+strings.ReplaceAll(string(o), "_", " "))
+			parts = append(parts, count(int64(n))+" "+o.Label())
 		}
 	}
 	return strings.Join(parts, ", ")

@@ -182,3 +182,71 @@ WHERE key = 'f3'`)
 	hv.keys("R")
 	require.Equal(t, screenList, hv.m.active().id())
 }
+
+// globexAsItWas is every column of globex's records and the number of
+// audit records in its chain (inspection as the superuser).
+func globexAsItWas(t *testing.T, d *dbtest.DB) ([]string, int) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := d.Admin.Query(ctx, `SELECT o::text FROM opsdesk.operations o WHERE tenant = 'globex' ORDER BY id`)
+	require.NoError(t, err)
+	var recs []string
+	for rows.Next() {
+		var r string
+		require.NoError(t, rows.Scan(&r))
+		recs = append(recs, r)
+	}
+	require.NoError(t, rows.Err())
+	var audits int
+	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT count(*) FROM opsdesk.audit WHERE tenant = 'globex'`).Scan(&audits))
+	return recs, audits
+}
+
+// R as a person of one tenant (operator, admin) on a real store: the run
+// lists and decides acme's records only, whatever the list's filter
+// names; a filter naming another tool by a dot segment is refused before
+// anything is looked up, and one naming globex with & lists nothing.
+// globex's stuck charge stays byte for byte, with no audit record in its
+// chain.
+func TestBulkRealDatabaseOneTenant(t *testing.T) {
+	t.Parallel()
+	for _, level := range []string{"operator", "admin"} {
+		t.Run(strings.ToUpper(level[:1])+level[1:], func(t *testing.T) {
+			t.Parallel()
+			d := dbtest.New(t)
+			_, err := d.Admin.Exec(context.Background(), bulkFixtures)
+			require.NoError(t, err)
+			globex, audits := globexAsItWas(t, d)
+			require.Len(t, globex, 1)
+			require.Zero(t, audits)
+			person := dbtest.NewPerson(t, d, level, "acme")
+			h := bulkConsole(t, person, bulkProvider(t))
+
+			h.keys(":stuck tool:../charge-card<enter>R")
+			require.Contains(t, flat(h.view()), "R cannot reconcile this list by lookup", "R on a dot-segment tool:\n%s", h.view())
+			require.Contains(t, flat(h.view()), "Nothing was looked up or decided", "R on a dot-segment tool:\n%s", h.view())
+			h.keys("<esc>:stuck tool:charge-card tenant:acme&globex<enter>R")
+			require.Contains(t, flat(h.view()), "No stuck record you may see matches", "R on tenant:acme&globex:\n%s", h.view())
+
+			h.keys("<esc>:stuck tool:charge-card<enter>R")
+			v := flat(h.view())
+			require.Contains(t, v, "8 stuck records looked up", "the plan:\n%s", h.view())
+			require.NotContains(t, v, "globex", "the plan:\n%s", h.view())
+			batch := h.m.bulk().plan.BatchID
+			h.keys("<enter>provider outage<enter>5<enter>")
+			require.Contains(t, flat(h.view()), "found → completed: 5 decided", "the result:\n%s", h.view())
+			h.keys("<enter><enter>provider outage<enter>3<enter>")
+			require.Contains(t, flat(h.view()), "not found → not executed: 3 decided", "the result:\n%s", h.view())
+
+			for k, r := range bulkRecords(t, d, batch) {
+				if strings.HasPrefix(k, "acme/f") && k != "acme/f-live" && k != "acme/f-ticket" || strings.HasPrefix(k, "acme/n") {
+					require.Equal(t, 1, r.BatchAudits, k)
+					require.Equal(t, person.Role, r.BatchRole, k)
+				}
+			}
+			after, audits := globexAsItWas(t, d)
+			require.Equal(t, globex, after, "globex's record byte for byte")
+			require.Zero(t, audits, "no audit record in globex's chain")
+		})
+	}
+}

@@ -279,22 +279,11 @@ func groupReport(g bulk.Group) bulkGroupReport {
 	return gr
 }
 
-// proposalText says what accepting a group does.
-func proposalText(g bulk.Group) string {
-	switch g.Proposal {
-	case reconcile.Completed:
-		return "completed, with the provider's reference"
-	case reconcile.NotExecuted:
-		return "not executed (released: the next retry runs it)"
-	}
-	return "no proposal: decide them one by one"
-}
-
 // samples is how many records of each group are shown.
 const samples = 3
 
 func writeGroup(w io.Writer, g bulk.Group) {
-	fmt.Fprintf(w, "  %-9s %6d  → %s\n", g.Verdict.Label(), g.Count(), proposalText(g))
+	fmt.Fprintf(w, "  %-9s %6d  → %s\n", g.Verdict.Label(), g.Count(), g.Verdict.ProposalText())
 	for _, item := range g.Samples(samples) {
 		fmt.Fprintf(w, "      e.g. %s\n", itemLine(item))
 	}
@@ -311,7 +300,7 @@ func writeAccepted(w io.Writer, res bulk.GroupResult) {
 	var parts []string
 	for _, o := range bulk.Outcomes {
 		if n := res.Counts[o]; n > 0 || o == bulk.Decided {
-			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ReplaceAll(string(o), "_", " ")))
+			parts = append(parts, fmt.Sprintf("%d %s", n, o.Label()))
 		}
 	}
 	fmt.Fprintf(w, "%s → %s: %s in %s\n", res.Verdict.Label(), res.Decision, strings.Join(parts, ", "), res.Took.Round(time.Millisecond))

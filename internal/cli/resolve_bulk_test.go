@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,6 +95,11 @@ func TestResolveByLookupBadInput(t *testing.T) {
 		{[]string{"--filter", "tool:charge-card", "--by-lookup", "--reason", "x", "--yes"}, "state:stuck"},
 		{[]string{"--filter", "state:stuck,completed tool:charge-card", "--by-lookup", "--reason", "x", "--yes"}, "more than stuck records"},
 		{[]string{"--filter", "state:stuck tool:create-note", "--by-lookup", "--reason", "x", "--yes"}, "no outcome lookup for tool"},
+		{[]string{"--filter", "state:stuck tool:../charge-card", "--by-lookup", "--reason", "x", "--yes"}, "no outcome lookup for tool \"../charge-card\""},
+		{[]string{"--filter", f + " id:-1", "--by-lookup", "--reason", "x", "--yes"}, "id needs a record number"},
+		{[]string{"--filter", f + "\x00", "--by-lookup", "--reason", "x", "--yes"}, "control character"},
+		{[]string{"--filter", f + " key:a\x1b[2J", "--by-lookup", "--reason", "x", "--yes"}, "control character"},
+		{[]string{"--filter", f + " key:a\nb", "--by-lookup", "--reason", "x", "--yes"}, "--filter"},
 		{[]string{"--filter", f, "--by-lookup", "--yes"}, "--reason is required"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", "\t\n\u3000\ufeff", "--yes"}, "white space is no reason"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", strings.Repeat("r", 2001), "--yes"}, "at most 2000 bytes"},
@@ -113,6 +121,7 @@ func TestResolveByLookupBadInput(t *testing.T) {
 		code, _, errOut := run(append(append([]string{"resolve"}, c.args...), "--config", cfg)...)
 		require.Equal(t, ExitUsage, code, "%q: %s", c.args, errOut)
 		require.Contains(t, errOut, c.says, "%q", c.args)
+		require.False(t, strings.ContainsAny(errOut, "\x00\x1b"), "%q: printed raw: %q", c.args, errOut)
 	}
 	require.Equal(t, before, s.states(t))
 }
@@ -255,4 +264,90 @@ func TestResolveByLookupAsksForTheCount(t *testing.T) {
 	}
 	require.Zero(t, released)
 	require.Equal(t, len(s.truth)-acted, stuck)
+}
+
+// A provider answering found with a hostile reference (32 MiB, NUL, ESC,
+// a terminal escape) to a one-tenant operator's run: every record is
+// grouped as error and left stuck without an audit record, the output
+// (text and JSON) never carries the reference's control bytes, and the
+// other tenant's record is neither asked about nor touched. Filters naming
+// the other tenant with &, or a 1 MiB tenant, list nothing.
+func TestResolveByLookupHostileProvider(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
+SELECT t, 'charge-card', k, '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'pending', 'w',
+    now() - interval '2 minutes', now() - interval '1 minute'
+FROM (VALUES ('acme', 'giant'), ('acme', 'nul'), ('acme', 'esc'), ('acme', 'osc'), ('globex', 'esc')) v(t, k)`)
+	require.NoError(t, err)
+	refs := map[string]string{"nul": `CH-\u00001`, "esc": `CH-\u001b[2J\u001b[31mPAID`, "osc": `\u001b]52;c;cm0gLXJmIH4=\u0007`}
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path)
+		mu.Unlock()
+		key := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		ref, ok := refs[key]
+		if !ok {
+			ref = strings.Repeat(`C\u0000\u001b`, 32<<20/13+1)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"found": true, "ref": "` + ref + `"}`))
+	}))
+	t.Cleanup(srv.Close)
+	operator := dbtest.NewPerson(t, d, "operator", "acme")
+	client := bulk.HTTPClient(1)
+	t.Cleanup(client.CloseIdleConnections)
+	desk := &reconcile.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
+		Lookup: &reconcile.LookupSpec{URL: srv.URL + "/lookup/{tenant}/{tool}/{key}", ResultRef: "/ref", Timeout: 5 * time.Second}}}}
+	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Options{}), desk: desk}
+	states := func() string {
+		var s string
+		require.NoError(t, d.Admin.QueryRow(t.Context(), `
+SELECT string_agg(o::text, E'\n' ORDER BY id) || (SELECT count(*) FROM opsdesk.audit)::text FROM opsdesk.operations o`).Scan(&s))
+		return s
+	}
+	before := states()
+
+	for _, filter := range []string{"state:stuck tool:charge-card tenant:acme&globex", "state:stuck tool:charge-card tenant:globex&",
+		"state:stuck tool:charge-card tenant:" + strings.Repeat("a", 1<<20)} {
+		f, err := storeview.ParseFilter(filter)
+		require.NoError(t, err)
+		var out, errOut bytes.Buffer
+		err = runBulkResolve(t.Context(), w, bulkRun{opts: bulkOptions{Concurrency: 1, Reason: "outage", Yes: true, Output: "table"},
+			filter: f, groups: []bulk.Verdict{bulk.Found, bulk.NotFound}, out: &out, errOut: &errOut})
+		require.NoError(t, err)
+		require.Contains(t, out.String(), "no stuck records you see match")
+	}
+	require.Empty(t, asked)
+
+	f, err := storeview.ParseFilter("state:stuck tool:charge-card")
+	require.NoError(t, err)
+	for _, output := range []string{"table", "json"} {
+		asked = nil
+		var out, errOut bytes.Buffer
+		err = runBulkResolve(t.Context(), w, bulkRun{opts: bulkOptions{Concurrency: 1, Reason: "outage", Yes: true, Output: output},
+			filter: f, groups: []bulk.Verdict{bulk.Found, bulk.NotFound}, out: &out, errOut: &errOut})
+		require.NoError(t, err, output)
+		require.Len(t, asked, 4, output)
+		for _, path := range asked {
+			require.Contains(t, path, "/acme/", "only acme's records are asked about")
+		}
+		require.False(t, strings.ContainsAny(out.String()+errOut.String(), "\x00\x07\x1b"), "%s: printed raw:\n%s", output, out.String())
+		require.Less(t, out.Len(), 64<<10, output)
+		if output == "table" {
+			require.Contains(t, out.String(), "error          4", out.String())
+			require.Contains(t, out.String(), "4 records without definite evidence are left stuck", out.String())
+			continue
+		}
+		var rep bulkReport
+		require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+		for _, g := range rep.Groups {
+			require.Equal(t, map[bulk.Verdict]int{bulk.Error: 4}[g.Verdict], g.Count, g.Verdict)
+			require.False(t, g.Accepted && g.Count > 0, g.Verdict)
+		}
+	}
+	require.Equal(t, before, states(), "nothing decided or audited, in acme or globex")
 }

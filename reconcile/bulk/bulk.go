@@ -88,6 +88,18 @@ func (v Verdict) Proposal() reconcile.Decision {
 	return ""
 }
 
+// ProposalText says in words what accepting the verdict's group does to
+// each of its records: one wording for the console and the command line.
+func (v Verdict) ProposalText() string {
+	switch v.Proposal() {
+	case reconcile.Completed:
+		return "completed, with the provider's reference"
+	case reconcile.NotExecuted:
+		return "not executed: released, the next retry runs it again"
+	}
+	return "no proposal: decided one by one"
+}
+
 // Label is the verdict in words.
 func (v Verdict) Label() string { return strings.ReplaceAll(string(v), "_", " ") }
 
@@ -575,6 +587,9 @@ const (
 
 // Outcomes lists the outcomes in the order results show them.
 var Outcomes = []Outcome{Decided, Skipped, Refused, Failed, NotAttempted}
+
+// Label is the outcome in words.
+func (o Outcome) Label() string { return strings.ReplaceAll(string(o), "_", " ") }
 
 // ItemResult is one record's part in an accepted group.
 type ItemResult struct {

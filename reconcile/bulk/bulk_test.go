@@ -361,61 +361,99 @@ SELECT tenant, action, outcome, details->>'refusal', details->>'batch' FROM opsd
 	}
 }
 
-// A one-tenant operator lists, asks about and decides its tenant's
-// records only, whatever the filter names.
-func TestBulkOneTenantOperator(t *testing.T) {
+// otherTenant is every column of tenant's records and the number of audit
+// records in its chain (inspection as the superuser): what a run of
+// another tenant's person must leave exactly as it was.
+func (b *bundle) otherTenant(t *testing.T, tenant string) ([]string, int) {
+	t.Helper()
+	rows, err := b.db.Admin.Query(b.ctx, `SELECT o::text FROM opsdesk.operations o WHERE tenant = $1 ORDER BY id`, tenant)
+	require.NoError(t, err)
+	recs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	var audits int
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM opsdesk.audit WHERE tenant = $1`, tenant).Scan(&audits))
+	return recs, audits
+}
+
+// A person of one tenant, operator or admin, lists, asks about and
+// decides its tenant's records only, whatever the filter names: hostile
+// filters that parse (another tenant's name with &, a 1 MiB tenant, a
+// dot-segment tool, the other tenant's ids) list nothing or are refused,
+// a forged plan naming another tenant's record skips it, and the other
+// tenant's stuck charges stay byte for byte as they were, with no audit
+// record in its chain.
+func TestBulkOneTenantRoles(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	var asked sync.Map
-	b.fakeProvider(t, time.Second, func(w http.ResponseWriter, r *http.Request, key string) {
-		asked.Store(r.URL.Path, true)
-		found(w, r, key)
-	})
-	b.stuckFixtures(t, "acme", "f", 3)
-	b.stuckFixtures(t, "globex", "f", 4)
-	operator := dbtest.NewPerson(t, b.db, "operator", "acme")
-	r := b.reconciler(t, operator, bulk.Config{})
+	for _, level := range []string{"operator", "admin"} {
+		t.Run(strings.ToUpper(level[:1])+level[1:], func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			var mu sync.Mutex
+			var asked []string
+			b.fakeProvider(t, time.Second, func(w http.ResponseWriter, r *http.Request, key string) {
+				mu.Lock()
+				asked = append(asked, r.URL.Path)
+				mu.Unlock()
+				found(w, r, key)
+			})
+			b.stuckFixtures(t, "acme", "f", 3)
+			b.stuckFixtures(t, "acme", "n", 2)
+			b.stuckFixtures(t, "globex", "f", 4)
+			b.stuckFixtures(t, "globex", "n", 2)
+			globexBefore, globexAudits := b.otherTenant(t, "globex")
+			require.Len(t, globexBefore, 6)
+			require.Zero(t, globexAudits)
+			person := dbtest.NewPerson(t, b.db, level, "acme")
+			r := b.reconciler(t, person, bulk.Config{})
 
-	for _, f := range []string{"state:stuck tool:charge-card tenant:globex", "state:stuck tool:charge-card id:1,2,3,4,5,6,7 tenant:globex,initech"} {
-		rows, err := r.List(b.ctx, filter(t, f))
-		require.NoError(t, err)
-		for _, row := range rows {
-			require.Equal(t, "acme", row.Tenant, f)
-		}
-		if strings.Contains(f, "tenant:globex ") || strings.HasSuffix(f, "tenant:globex") {
-			require.Empty(t, rows, f)
-		}
-	}
-	p := plan(t, b.ctx, r, "state:stuck tool:charge-card")
-	require.Equal(t, 3, p.Group(bulk.Found).Count())
-	asked.Range(func(k, _ any) bool {
-		require.Contains(t, k.(string), "/acme/", "only acme's records are asked about")
-		return true
-	})
-	res, err := r.Accept(b.ctx, p, bulk.Found, bulk.AcceptParams{Reason: "outage", Confirm: 3}, nil)
-	require.NoError(t, err)
-	require.Equal(t, 3, res.Counts[bulk.Decided])
-	for _, rec := range b.records(t, p.BatchID) {
-		if rec.Tenant == "globex" {
-			require.Equal(t, "stuck", rec.State)
-			require.Zero(t, rec.Audited)
-		} else {
-			require.Equal(t, "completed", rec.State)
-		}
-	}
+			rows, err := r.List(b.ctx, filter(t, "state:stuck tool:charge-card id:1,2,3,4,5,6,7,8,9,10,11 tenant:globex,initech"))
+			require.NoError(t, err)
+			require.Empty(t, rows, "globex's ids named outright")
+			for _, f := range []string{"state:stuck tool:charge-card tenant:globex", "state:stuck tool:charge-card tenant:acme&globex",
+				"state:stuck tool:charge-card tenant:globex&", "state:stuck tool:charge-card tenant:" + strings.Repeat("g", 1<<20)} {
+				rows, err := r.List(b.ctx, filter(t, f))
+				require.NoError(t, err, f[:min(len(f), 60)])
+				require.Empty(t, rows, f[:min(len(f), 60)])
+			}
+			for _, f := range []string{"state:stuck tool:../charge-card", "state:stuck tool:charge-card/..", "state:stuck tool:./charge-card"} {
+				_, err := r.List(b.ctx, filter(t, f))
+				require.ErrorIs(t, err, bulk.ErrFilter, f)
+			}
+			require.Empty(t, asked, "listing asks no provider")
 
-	// Even a plan naming another tenant's record (a forged one) decides
-	// nothing there: the record is not visible, so it is skipped.
-	var globex int64
-	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT id FROM opsdesk.operations WHERE tenant = 'globex' LIMIT 1`).Scan(&globex))
-	forged := &bulk.Plan{BatchID: reconcile.NewBatchID(), Groups: []bulk.Group{{Verdict: bulk.NotFound, Proposal: reconcile.NotExecuted,
-		Items: []bulk.Item{{ID: globex, Tenant: "globex", Tool: charge, Key: "f1", Version: 1, Verdict: bulk.NotFound}}}}}
-	res, err = r.Accept(b.ctx, forged, bulk.NotFound, bulk.AcceptParams{Reason: "outage", Confirm: 1}, nil)
-	require.NoError(t, err)
-	require.Equal(t, 1, res.Counts[bulk.Skipped])
-	var state string
-	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT opsdesk.view_state(o) FROM opsdesk.operations o WHERE id = $1`, globex).Scan(&state))
-	require.Equal(t, "stuck", state)
+			p := plan(t, b.ctx, r, "state:stuck tool:charge-card tenant:acme,globex")
+			require.Equal(t, 3, p.Group(bulk.Found).Count())
+			require.Equal(t, 2, p.Group(bulk.NotFound).Count())
+			require.Len(t, asked, 5)
+			for _, path := range asked {
+				require.Contains(t, path, "/acme/", "only acme's records are asked about")
+			}
+			for _, v := range []bulk.Verdict{bulk.Found, bulk.NotFound} {
+				res, err := r.Accept(b.ctx, p, v, bulk.AcceptParams{Reason: "outage", Confirm: p.Group(v).Count()}, nil)
+				require.NoError(t, err)
+				require.Equal(t, p.Group(v).Count(), res.Counts[bulk.Decided], "%s: %+v", v, res.Counts)
+			}
+			for _, rec := range b.records(t, p.BatchID) {
+				if rec.Tenant == "acme" {
+					require.Equal(t, 1, rec.BatchAudits, rec.Key)
+				}
+			}
+			// Even a plan naming another tenant's record (a forged one)
+			// decides nothing there: the record is not visible, so it is
+			// skipped.
+			var globex int64
+			require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT id FROM opsdesk.operations WHERE tenant = 'globex' LIMIT 1`).Scan(&globex))
+			forged := &bulk.Plan{BatchID: reconcile.NewBatchID(), Groups: []bulk.Group{{Verdict: bulk.NotFound, Proposal: reconcile.NotExecuted,
+				Items: []bulk.Item{{ID: globex, Tenant: "globex", Tool: charge, Key: "f1", Version: 1, Verdict: bulk.NotFound}}}}}
+			res, err := r.Accept(b.ctx, forged, bulk.NotFound, bulk.AcceptParams{Reason: "outage", Confirm: 1}, nil)
+			require.NoError(t, err)
+			require.Equal(t, 1, res.Counts[bulk.Skipped])
+
+			globexAfter, globexAudits := b.otherTenant(t, "globex")
+			require.Equal(t, globexBefore, globexAfter, "globex's records byte for byte")
+			require.Zero(t, globexAudits, "no audit record in globex's chain")
+		})
+	}
 }
 
 // staleLister reads records as they were at its first listing: the run's
@@ -513,6 +551,7 @@ func TestBulkHostileReferences(t *testing.T) {
 	refs := map[string]any{
 		"long":   strings.Repeat("A", 501),
 		"huge":   strings.Repeat("B", 2<<20), // cut at 1 MiB: no JSON
+		"giant":  nil,                        // 32 MiB, written raw below: encoding it would outlast the lookup's timeout on a busy machine
 		"escape": "CH-1\x1b[31m",
 		"bidi":   "CH-\u202e1",
 		"nul":    "CH-\x001",
@@ -525,6 +564,11 @@ func TestBulkHostileReferences(t *testing.T) {
 	}
 	b.fakeProvider(t, time.Second, func(w http.ResponseWriter, _ *http.Request, key string) {
 		name := strings.TrimPrefix(key, "h")
+		if name == "giant" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"found": true, "ref": "` + strings.Repeat("C\u0000\u001b", 32<<20/13+1) + `"}`))
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"found": true, "ref": refs[name]})
 	})
 	for name := range refs {
@@ -548,7 +592,7 @@ VALUES ('acme', 'charge-card', 'h' || $1, '1', decode(repeat('01', 32), 'hex'), 
 			}
 		}
 	}
-	require.Equal(t, map[string]bulk.Verdict{"hlong": bulk.Error, "hhuge": bulk.Error, "hescape": bulk.Error, "hbidi": bulk.Error,
+	require.Equal(t, map[string]bulk.Verdict{"hlong": bulk.Error, "hhuge": bulk.Error, "hgiant": bulk.Error, "hescape": bulk.Error, "hbidi": bulk.Error,
 		"hnul": bulk.Error, "hzwsp": bulk.Error, "hspace": bulk.Error, "hempty": bulk.Error, "hobject": bulk.Error,
 		"hgood": bulk.Found, "hnumber": bulk.Found}, got)
 	res, err := r.Accept(b.ctx, p, bulk.Found, bulk.AcceptParams{Reason: "outage", Confirm: 2}, nil)
