@@ -100,6 +100,7 @@ func TestResolveByLookupBadInput(t *testing.T) {
 		{[]string{"--filter", f + "\x00", "--by-lookup", "--reason", "x", "--yes"}, "control character"},
 		{[]string{"--filter", f + " key:a\x1b[2J", "--by-lookup", "--reason", "x", "--yes"}, "control character"},
 		{[]string{"--filter", f + " key:a\nb", "--by-lookup", "--reason", "x", "--yes"}, "--filter"},
+		{[]string{"--filter", f + " tenant:" + strings.Repeat("a", 1<<20), "--by-lookup", "--reason", "x", "--yes"}, "write at most 8192"},
 		{[]string{"--filter", f, "--by-lookup", "--yes"}, "--reason is required"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", "\t\n\u3000\ufeff", "--yes"}, "white space is no reason"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", strings.Repeat("r", 2001), "--yes"}, "at most 2000 bytes"},
@@ -271,7 +272,8 @@ func TestResolveByLookupAsksForTheCount(t *testing.T) {
 // grouped as error and left stuck without an audit record, the output
 // (text and JSON) never carries the reference's control bytes, and the
 // other tenant's record is neither asked about nor touched. Filters naming
-// the other tenant with &, or a 1 MiB tenant, list nothing.
+// the other tenant with &, or a tenant as long as a filter may be, list
+// nothing.
 func TestResolveByLookupHostileProvider(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
@@ -312,7 +314,7 @@ SELECT string_agg(o::text, E'\n' ORDER BY id) || (SELECT count(*) FROM opsdesk.a
 	before := states()
 
 	for _, filter := range []string{"state:stuck tool:charge-card tenant:acme&globex", "state:stuck tool:charge-card tenant:globex&",
-		"state:stuck tool:charge-card tenant:" + strings.Repeat("a", 1<<20)} {
+		"state:stuck tool:charge-card tenant:" + strings.Repeat("a", storeview.MaxFilterBytes-len("state:stuck tool:charge-card tenant:"))} {
 		f, err := storeview.ParseFilter(filter)
 		require.NoError(t, err)
 		var out, errOut bytes.Buffer

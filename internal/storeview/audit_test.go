@@ -328,6 +328,7 @@ func TestParseAuditFilter(t *testing.T) {
 		"age>1h age<5m":                     "match nothing",
 		"since:2026-12-01 until:2026-11-30": "match nothing (since is inclusive, until exclusive)",
 		`role:"a`:                           "unterminated quote",
+		"role:" + strings.Repeat("a", MaxFilterBytes): "the filter is 8197 bytes: write at most 8192",
 	}
 	for in, want := range bad {
 		_, err := ParseAuditFilter(in)

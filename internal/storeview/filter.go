@@ -108,11 +108,20 @@ func ParseFilter(s string) (Filter, error) {
 // field<value for durations. text is the term as written, for errors.
 type term struct{ text, field, op, value string }
 
+// MaxFilterBytes bounds a filter's text, in every filter language: far
+// above what a person types (names are at most 128 bytes), and low enough
+// that a pasted or scripted value is refused before it is parsed, sent to
+// the database or echoed back in a message.
+const MaxFilterBytes = 8 << 10
+
 // eachTerm splits a filter into terms and calls fn with each. It refuses a
-// term that is not field:value (usage says how to write one), a field given
-// twice with the same operator, and an empty value, the same way for every
-// filter language.
+// filter over MaxFilterBytes, a term that is not field:value (usage says
+// how to write one), a field given twice with the same operator, and an
+// empty value, the same way for every filter language.
 func eachTerm(s, usage string, fn func(term) error) error {
+	if len(s) > MaxFilterBytes {
+		return fmt.Errorf("the filter is %d bytes: write at most %d", len(s), MaxFilterBytes)
+	}
 	terms, err := splitTerms(s)
 	if err != nil {
 		return err

@@ -62,6 +62,8 @@ func TestParseFilter(t *testing.T) {
 		"expires:24h":           "write field:value",
 		"expires<soon":          "positive duration",
 		"expires>7d expires<1d": "match nothing",
+		"tenant:" + strings.Repeat("a", MaxFilterBytes): "the filter is 8199 bytes: write at most 8192",
+		"tenant:" + strings.Repeat("a", 32<<20):         "the filter is 33554439 bytes: write at most 8192",
 	}
 	for in, want := range bad {
 		_, err := ParseFilter(in)

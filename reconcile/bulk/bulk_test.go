@@ -375,9 +375,16 @@ func (b *bundle) otherTenant(t *testing.T, tenant string) ([]string, int) {
 	return recs, audits
 }
 
+// atTheCap is prefix followed by as many g's as make the longest filter
+// storeview parses.
+func atTheCap(prefix string) string {
+	return prefix + strings.Repeat("g", storeview.MaxFilterBytes-len(prefix))
+}
+
 // A person of one tenant, operator or admin, lists, asks about and
 // decides its tenant's records only, whatever the filter names: hostile
-// filters that parse (another tenant's name with &, a 1 MiB tenant, a
+// filters that parse (another tenant's name with &, a tenant as long as
+// a filter may be (a 1 MiB one is refused by the parser), a
 // dot-segment tool, the other tenant's ids) list nothing or are refused,
 // a forged plan naming another tenant's record skips it, and the other
 // tenant's stuck charges stay byte for byte as they were, with no audit
@@ -410,11 +417,13 @@ func TestBulkOneTenantRoles(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, rows, "globex's ids named outright")
 			for _, f := range []string{"state:stuck tool:charge-card tenant:globex", "state:stuck tool:charge-card tenant:acme&globex",
-				"state:stuck tool:charge-card tenant:globex&", "state:stuck tool:charge-card tenant:" + strings.Repeat("g", 1<<20)} {
+				"state:stuck tool:charge-card tenant:globex&", atTheCap("state:stuck tool:charge-card tenant:")} {
 				rows, err := r.List(b.ctx, filter(t, f))
 				require.NoError(t, err, f[:min(len(f), 60)])
 				require.Empty(t, rows, f[:min(len(f), 60)])
 			}
+			_, err = storeview.ParseFilter("state:stuck tool:charge-card tenant:" + strings.Repeat("g", 1<<20))
+			require.ErrorContains(t, err, "write at most", "a 1 MiB filter is refused before it is read")
 			for _, f := range []string{"state:stuck tool:../charge-card", "state:stuck tool:charge-card/..", "state:stuck tool:./charge-card"} {
 				_, err := r.List(b.ctx, filter(t, f))
 				require.ErrorIs(t, err, bulk.ErrFilter, f)
