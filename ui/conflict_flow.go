@@ -88,7 +88,6 @@ func newConflictFlow(d deps, dec Decider) *conflictFlow {
 		s.field(&out, "reason", Clean(s.typedReason()))
 		return out
 	}
-	s.cancellable = true
 	s.reveals = true
 	s.write = func() func(ctx context.Context) (applied, error) {
 		box := &conflictAnswer{}

@@ -130,12 +130,10 @@ type flow struct {
 	typedWant               func() string
 	// write builds the flow's write as it is to run now.
 	write func() func(ctx context.Context) (applied, error)
-	// cancellable: esc while the write is under way gives up on it (a
-	// reveal of a large value over a slow link).
-	cancellable bool
-	// reveals: the write changes no record, only audits a reveal; when
-	// the database does not answer, the screen says nothing was shown
-	// rather than that a change may have been applied.
+	// reveals: the write changes no record, only audits a reveal. esc
+	// while it is under way gives up on it (a large value over a slow
+	// link), and when the database does not answer, the screen says
+	// nothing was shown rather than that a change may have been applied.
 	reveals bool
 	// done says what succeeded; stateLine shows the record's new state;
 	// doneMore adds lines after the audit record.
@@ -292,7 +290,7 @@ func (f *flow) commonSteps(afterReason func() tea.Cmd, reasonHead func() []strin
 		view: func() []string { return f.confirmHead() },
 		pin:  f.confirmPrompt,
 		keys: func(k *KeyMap) {
-			k.Cancel.SetEnabled(f.cancellable)
+			k.Cancel.SetEnabled(f.reveals)
 			k.Cancel.SetHelp("esc", "cancel the reveal")
 		},
 	}
@@ -707,7 +705,7 @@ func (f *flow) apply() tea.Cmd {
 	f.applySeq = f.seq
 	seq, work := f.seq, f.write()
 	fe := f.f
-	if f.cancellable {
+	if f.reveals {
 		fe.ctx, f.cancel = context.WithCancel(fe.ctx)
 	}
 	cmd := run(fe, work, func(a applied, err error) tea.Msg {

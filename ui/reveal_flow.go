@@ -41,7 +41,6 @@ func newReveal(d deps, dec Decider) *revealFlow {
 		s.field(&out, "reason", Clean(s.typedReason()))
 		return out
 	}
-	s.cancellable = true
 	s.reveals = true
 	s.write = func() func(ctx context.Context) (applied, error) {
 		dec, id, field, reason := s.dec, s.rec.ID, s.stored, s.typedReason()
