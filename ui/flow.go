@@ -69,10 +69,11 @@ type crumb struct {
 	steps []step
 }
 
-// applied is what a flow's write answered.
+// applied is what a flow's write answered: the audit record, and what a
+// reveal read (its flow's own type), handed to onApplied.
 type applied struct {
 	res   reconcile.Result
-	value reconcile.Revealed
+	value any
 }
 
 // Flow messages. They carry the request's sequence number: an answer to
@@ -81,7 +82,7 @@ type (
 	applyMsg struct {
 		seq   int
 		res   reconcile.Result
-		value reconcile.Revealed
+		value any
 		err   error
 	}
 	refetchMsg struct {
@@ -147,7 +148,7 @@ type flow struct {
 	// what the flow must not keep; resized lays out for a new size;
 	// busyMore tells whether the flow waits on something else; onMsg
 	// takes the flow's own messages.
-	onApplied func(v reconcile.Revealed)
+	onApplied func(v any)
 	onLeave   func()
 	resized   func()
 	busyMore  func() bool

@@ -56,8 +56,10 @@ func newReveal(d deps, dec Decider) *revealFlow {
 		s.revealed.clampScroll(room)
 		return append(out, strings.Split(s.revealed.scrollView(s.w, room, s.st), "\n")...)
 	}
-	s.onApplied = func(v reconcile.Revealed) {
-		s.revealed.set(v)
+	s.onApplied = func(v any) {
+		if r, ok := v.(reconcile.Revealed); ok { // as its write answered
+			s.revealed.set(r)
+		}
 		s.layOutRevealed()
 	}
 	s.onLeave = s.revealed.forget
