@@ -857,12 +857,7 @@ func (f *flow) heading(text string) []string {
 
 // para adds wrapped text, indented by one space and styled.
 func (f *flow) para(out *[]string, text string, render func(...string) string) {
-	for _, l := range wrap(text, max(1, f.w-2)) {
-		if render != nil {
-			l = render(l)
-		}
-		*out = append(*out, " "+l)
-	}
+	*out = append(*out, indented(text, max(1, f.w-2), " ", render)...)
 }
 
 // typedReason is the reason as it will be recorded.
