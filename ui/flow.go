@@ -124,11 +124,10 @@ type flow struct {
 	// confirmHead is the confirmation's body above its prompt, and the
 	// body while the write is under way.
 	confirmHead func() []string
-	// typed tells whether the confirmation is typed rather than y/N;
-	// typedPrompt asks for typedWant, typedWrong says it was not that.
-	typedNeeded             func() bool
-	typedPrompt, typedWrong func() string
-	typedWant               func() string
+	// typedNeeded tells whether the confirmation is typed rather than
+	// y/N: the record's operation id, which typedPrompt asks for.
+	typedNeeded func() bool
+	typedPrompt func() string
 	// write builds the flow's write as it is to run now.
 	write func() func(ctx context.Context) (applied, error)
 	// reveals: the write changes no record, only audits a reveal. esc
@@ -279,8 +278,8 @@ func (f *flow) commonSteps(afterReason func() tea.Cmd, reasonHead func() []strin
 				_, cmd := f.back()
 				return cmd
 			}
-			if f.typed.Value() != f.typedWant() {
-				f.inputErr = f.typedWrong()
+			if f.typed.Value() != strconv.FormatInt(f.rec.ID, 10) {
+				f.inputErr = "that is not this record's operation id: nothing was done"
 				f.typed.SetValue("")
 				return nil
 			}
