@@ -331,17 +331,11 @@ func (f *fakeDecider) RevealConflict(_ context.Context, conflictID int64, reason
 	// As reconcile.RevealConflict computes them.
 	out.Original = reconcile.ConflictSide{Request: req[0], Fingerprinted: true}
 	out.Attempted = reconcile.ConflictSide{Request: req[1], Fingerprinted: true}
-	switch {
-	case req[1] == nil:
+	if req[1] == nil {
 		out.Attempted.Fingerprinted = false
 		out.Attempted.NotRecorded = fmt.Sprintf("not recorded: conflict %d predates migration 00019 (schema version 19), "+
 			"before which opsdesk kept only the fingerprint of a conflicting request", conflictID)
-		out.DiffError = "no differences to compute: the attempted request is " + out.Attempted.NotRecorded
-	default:
-		var derr error
-		if out.Diffs, derr = reconcile.DiffRequests(req[0], req[1]); derr != nil {
-			out.DiffError = "no differences to compute: " + derr.Error()
-		}
 	}
+	out.Compare()
 	return out, res, err
 }
