@@ -159,3 +159,29 @@ WHERE tenant = 'acme' AND action = 'reveal:conflict' AND role = $1`, operator.Ro
 		seq).Scan(&fetched))
 	require.Zero(t, fetched, "the request was marked fetched, yet nothing was shown")
 }
+
+// TestConflictRevealOtherTenant: a one-tenant operator and a one-tenant
+// admin look up a conflicted record of another tenant, on a real store:
+// it reads as absent, c opens nothing and nothing is audited.
+func TestConflictRevealOtherTenant(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	const key = "ord-other"
+	noteConflict(t, d, key, `{"to":"user@example.com","n":1}`, `{"to":"user@example.com","n":2}`)
+	for _, level := range []string{"operator", "admin"} {
+		p := dbtest.NewPerson(t, d, level, "globex")
+		h := newSourceHarness(t, storeview.New(p.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
+			Options{Context: "db", Decider: &reconcile.Desk{Pool: p.Pool}}, 120, 40)
+		require.True(t, h.m.canDecide(), "%s: the capabilities: %+v", level, h.m.caps)
+		h.keys(":key acme/create-note/" + key + "<enter>")
+		v := h.view()
+		require.Contains(t, flat(v), "No attempt was ever recorded for this identity", "%s:\n%s", level, v)
+		require.NotContains(t, v, "compare conflict", "%s:\n%s", level, v)
+		h.keys("c")
+		require.Equal(t, h.m.detail(), h.m.active(), "%s: c opened screen %s", level, h.m.active().id())
+		require.NotContains(t, h.view(), "user@example.com", level)
+		var audited int
+		require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.audit WHERE role = $1`, p.Role).Scan(&audited))
+		require.Zero(t, audited, "%s: audited", level)
+	}
+}
