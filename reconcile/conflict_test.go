@@ -437,7 +437,7 @@ func TestRevealConflictHostileIDsAsOneTenantRoles(t *testing.T) {
 
 // A connection lost between the audited request and the fetch: an error
 // that is no refusal, nothing revealed, and the request, committed and
-// audited as succeeded, left unfetched (it expires a minute later).
+// audited as succeeded, left unfetched; a minute later it has expired.
 func TestRevealConflictConnectionLostBeforeTheFetch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -458,4 +458,22 @@ func TestRevealConflictConnectionLostBeforeTheFetch(t *testing.T) {
 	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM opsdesk.reveal_fetches WHERE tenant = $1 AND seq = $2`,
 		res.Tenant, res.Seq).Scan(&fetched))
 	require.Zero(t, fetched, "the request was marked fetched, yet nothing was read")
+
+	// A minute later the request, unused, fetches nothing. (The
+	// superuser ages the audit record of this test's own database, its
+	// append-only trigger off for the one statement.)
+	tx, err := b.db.Admin.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx) //nolint:errcheck // committed below
+	_, err = tx.Exec(b.ctx, `ALTER TABLE opsdesk.audit DISABLE TRIGGER audit_no_change`)
+	require.NoError(t, err)
+	_, err = tx.Exec(b.ctx, `UPDATE opsdesk.audit SET at = at - interval '61 seconds' WHERE tenant = $1 AND seq = $2`, res.Tenant, res.Seq)
+	require.NoError(t, err)
+	_, err = tx.Exec(b.ctx, `ALTER TABLE opsdesk.audit ENABLE ALWAYS TRIGGER audit_no_change`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(b.ctx))
+	var v []byte
+	err = b.operator.Pool.QueryRow(b.ctx, `SELECT attempted_request FROM opsdesk.reveal_conflict_fetch($1, $2)`, res.Tenant, res.Seq).Scan(&v)
+	requireCode(t, err, "42501", "an expired reveal fetched")
+	require.ErrorContains(t, err, "in the last minute")
 }
