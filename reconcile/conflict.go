@@ -60,17 +60,26 @@ func RevealConflict(ctx context.Context, pool *pgxpool.Pool, conflictID int64, r
 		return out, res, fmt.Errorf("read the requests of revealed conflict %d (audit record %s): %w", conflictID, res.AuditRef(), mapError(err))
 	}
 	out.Original.NotRecorded, out.Attempted.NotRecorded = deref(origMissing), deref(attMissing)
+	out.Compare()
+	return out, res, nil
+}
+
+// Compare sets Diffs to the fields that differ between the two sides
+// (DiffRequests), or DiffError to why they cannot be computed: a side not
+// recorded, or not JSON.
+func (r *ConflictReveal) Compare() {
+	r.Diffs, r.DiffError = nil, ""
 	switch {
-	case out.Original.Request == nil:
-		out.DiffError = "no differences to compute: the original request is " + out.Original.NotRecorded
-	case out.Attempted.Request == nil:
-		out.DiffError = "no differences to compute: the attempted request is " + out.Attempted.NotRecorded
+	case r.Original.Request == nil:
+		r.DiffError = "no differences to compute: the original request is " + r.Original.NotRecorded
+	case r.Attempted.Request == nil:
+		r.DiffError = "no differences to compute: the attempted request is " + r.Attempted.NotRecorded
 	default:
-		if out.Diffs, err = DiffRequests(out.Original.Request, out.Attempted.Request); err != nil {
-			out.DiffError = "no differences to compute: " + err.Error()
+		var err error
+		if r.Diffs, err = DiffRequests(r.Original.Request, r.Attempted.Request); err != nil {
+			r.DiffError = "no differences to compute: " + err.Error()
 		}
 	}
-	return out, res, nil
 }
 
 // RevealConflict returns conflict conflictID's two requests and their

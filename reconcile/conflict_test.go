@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -372,4 +373,107 @@ func TestRevealConflictAndGates(t *testing.T) {
 	rollback := b.openTx(t, b.operator, &seq, `SELECT seq FROM opsdesk.reveal_conflict_request($1, 'kept open')`, conflict.ConflictID)
 	b.conflictAfter(t, "whose conflict's reveal is open", "ord-1")
 	require.NoError(t, rollback())
+}
+
+// A one-tenant operator and a one-tenant admin name conflicts they do not
+// see (another tenant's, none at all, the largest id) or no conflict (0,
+// negative): refused, audited on the "" chain without the other tenant's
+// name, and nothing revealed. A reason the database cannot take (NUL) is
+// an error that writes nothing; control characters are kept escaped, not
+// raw, in the audit record.
+func TestRevealConflictHostileIDsAsOneTenantRoles(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, globex := b.conflictOf(t, "globex", "ord-1", `{"amount":1}`, `{"amount":2}`)
+	_, acme := b.conflictOf(t, "acme", "ord-1", `{"amount":1}`, `{"amount":2}`)
+	for _, level := range []string{"operator", "admin"} {
+		p := dbtest.NewPerson(t, b.db, level, "acme")
+		for _, tc := range []struct {
+			id   int64
+			want error
+		}{
+			{globex.ConflictID, reconcile.ErrNotFound},
+			{math.MaxInt64, reconcile.ErrNotFound},
+			{0, reconcile.ErrInvalid},
+			{-1, reconcile.ErrInvalid},
+			{math.MinInt64, reconcile.ErrInvalid},
+		} {
+			what := fmt.Sprintf("%s names conflict %d", level, tc.id)
+			rev, res, err := reconcile.RevealConflict(b.ctx, p.Pool, tc.id, "let me see", "")
+			require.ErrorIs(t, err, tc.want, what)
+			require.Nil(t, rev.Original.Request, what)
+			require.Nil(t, rev.Attempted.Request, what)
+			require.Empty(t, rev.Diffs, what)
+			require.Equal(t, "", res.Tenant, what)
+			require.Positive(t, res.Seq, what)
+			action, outcome, operationID, details := b.auditOf(t, res)
+			require.Equal(t, []string{"reveal:conflict", "failed"}, []string{action, outcome}, what)
+			require.Nil(t, operationID, what)
+			require.NotContains(t, details, "tenant", what)
+			require.NotContains(t, fmt.Sprint(details), "globex", what)
+		}
+
+		// A NUL cannot be stored: an error, nothing audited, nothing shown.
+		var before int
+		require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM opsdesk.audit`).Scan(&before))
+		rev, _, err := reconcile.RevealConflict(b.ctx, p.Pool, acme.ConflictID, "why\x00not", "")
+		require.Error(t, err, level)
+		require.Nil(t, rev.Original.Request, level)
+		var after int
+		require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM opsdesk.audit`).Scan(&after))
+		require.Equal(t, before, after, "%s: a reason with a NUL wrote an audit record", level)
+
+		// Control characters in the reason are kept as typed, trimmed:
+		// whatever shows the audit trail cleans them (ui.Clean).
+		rev, res, err := reconcile.RevealConflict(b.ctx, p.Pool, acme.ConflictID, "why \x1b[2J\u009b31m\r\n", "\x07Bob")
+		require.NoError(t, err, level)
+		require.NotNil(t, rev.Attempted.Request, level)
+		var reason string
+		require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT reason FROM opsdesk.audit WHERE tenant = $1 AND seq = $2`,
+			res.Tenant, res.Seq).Scan(&reason))
+		require.Equal(t, "why \x1b[2J\u009b31m", reason, "%s: trimmed, kept as typed", level)
+	}
+}
+
+// A connection lost between the audited request and the fetch: an error
+// that is no refusal, nothing revealed, and the request, committed and
+// audited as succeeded, left unfetched; a minute later it has expired.
+func TestRevealConflictConnectionLostBeforeTheFetch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, conflict := b.conflictOf(t, "acme", "ord-1", `{"amount":1}`, `{"amount":2}`)
+	pool := dbtest.LosingPool(t, b.db, b.operator, "reveal_conflict_fetch")
+
+	rev, res, err := reconcile.RevealConflict(b.ctx, pool, conflict.ConflictID, "the line drops", "")
+	require.Error(t, err)
+	_, refused := errors.AsType[*reconcile.RefusedError](err)
+	require.False(t, refused, "a lost connection is no refusal: %v", err)
+	require.ErrorContains(t, err, fmt.Sprintf("read the requests of revealed conflict %d (audit record %s)", conflict.ConflictID, res.AuditRef()))
+	require.Nil(t, rev.Original.Request)
+	require.Nil(t, rev.Attempted.Request)
+	require.Empty(t, rev.Diffs)
+	action, outcome, _, _ := b.auditOf(t, res)
+	require.Equal(t, []string{"reveal:conflict", "succeeded"}, []string{action, outcome}, "audited before the fetch")
+	var fetched int
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM opsdesk.reveal_fetches WHERE tenant = $1 AND seq = $2`,
+		res.Tenant, res.Seq).Scan(&fetched))
+	require.Zero(t, fetched, "the request was marked fetched, yet nothing was read")
+
+	// A minute later the request, unused, fetches nothing. (The
+	// superuser ages the audit record of this test's own database, its
+	// append-only trigger off for the one statement.)
+	tx, err := b.db.Admin.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx) //nolint:errcheck // committed below
+	_, err = tx.Exec(b.ctx, `ALTER TABLE opsdesk.audit DISABLE TRIGGER audit_no_change`)
+	require.NoError(t, err)
+	_, err = tx.Exec(b.ctx, `UPDATE opsdesk.audit SET at = at - interval '61 seconds' WHERE tenant = $1 AND seq = $2`, res.Tenant, res.Seq)
+	require.NoError(t, err)
+	_, err = tx.Exec(b.ctx, `ALTER TABLE opsdesk.audit ENABLE ALWAYS TRIGGER audit_no_change`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(b.ctx))
+	var v []byte
+	err = b.operator.Pool.QueryRow(b.ctx, `SELECT attempted_request FROM opsdesk.reveal_conflict_fetch($1, $2)`, res.Tenant, res.Seq).Scan(&v)
+	requireCode(t, err, "42501", "an expired reveal fetched")
+	require.ErrorContains(t, err, "in the last minute")
 }

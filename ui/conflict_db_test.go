@@ -18,6 +18,31 @@ import (
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
+// noteRequest is a create-note request of tenant acme.
+func noteRequest(key, intent string) ops.Request {
+	return ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: "create-note", Key: key}, Version: "1", Intent: json.RawMessage(intent)}
+}
+
+func writeNote(context.Context, ops.Attempt) (string, error) { return "noted", nil }
+
+// noteConflict has the library create note key with intent original, then
+// again with intent attempted: a conflict. It returns the service's store
+// (requests up to 2 MiB) and the conflict. An external effect (DoExternal,
+// not DoTx: the ui package's tests do not import pgx either) whose
+// provider is idempotent.
+func noteConflict(t *testing.T, d *dbtest.DB, key, original, attempted string) (*ops.Store, *ops.IntentConflictError) {
+	t.Helper()
+	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: ops.EffectIdempotentProvider}},
+		Owner: "worker-1", MaxIntentBytes: 2 << 20})
+	require.NoError(t, err)
+	_, err = ops.DoExternal(t.Context(), store, noteRequest(key, original), writeNote)
+	require.NoError(t, err)
+	_, err = ops.DoExternal(t.Context(), store, noteRequest(key, attempted), writeNote)
+	var conflict *ops.IntentConflictError
+	require.ErrorAs(t, err, &conflict)
+	return store, conflict
+}
+
 // TestConflictRevealRealDatabase makes a real conflict with the library
 // (the same key twice, the request changed, hostile values and a 1 MiB
 // one) and reveals it from the console as an operator's own login: the
@@ -28,26 +53,13 @@ func TestConflictRevealRealDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := dbtest.New(t)
-	// The largest request this test's service allows: 2 MiB.
-	// An external effect (DoExternal, not DoTx: the ui package's tests do
-	// not import pgx either) whose provider is idempotent.
-	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: ops.EffectIdempotentProvider}},
-		Owner: "worker-1", MaxIntentBytes: 2 << 20})
-	require.NoError(t, err)
 	const key = "ord/7~1"
-	note := func(intent string) ops.Request {
-		return ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: "create-note", Key: key}, Version: "1", Intent: json.RawMessage(intent)}
-	}
 	big := strings.Repeat("QUJD", 256<<10) // 1 MiB
-	write := func(context.Context, ops.Attempt) (string, error) { return "noted", nil }
-	_, err = ops.DoExternal(ctx, store, note(`{"a/b":1,"big":"`+big+`","a~n":"\u001b[2J","to":"user@example.com"}`), write)
-	require.NoError(t, err)
-	_, err = ops.DoExternal(ctx, store, note(`{"a/b":2,"big":"`+big+`x","a~n":"\u001b[2J","to":"user@example.com`+"\u202e"+`moc.live\u009b","new":true}`), write)
-	var conflict *ops.IntentConflictError
-	require.ErrorAs(t, err, &conflict)
+	store, conflict := noteConflict(t, d, key, `{"a/b":1,"big":"`+big+`","a~n":"\u001b[2J","to":"user@example.com"}`,
+		`{"a/b":2,"big":"`+big+`x","a~n":"\u001b[2J","to":"user@example.com`+"\u202e"+`moc.live\u009b","new":true}`)
 	// The store refuses a NUL in a request: what the console could be
 	// shown stops there (the fake's tests show \u0000 escaped).
-	_, err = ops.DoExternal(ctx, store, note(`{"a/b":3,"nul":"\u0000"}`), write)
+	_, err := ops.DoExternal(ctx, store, noteRequest(key, `{"a/b":3,"nul":"\u0000"}`), writeNote)
 	require.ErrorIs(t, err, ops.ErrInvalidRequest)
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
@@ -111,4 +123,65 @@ WHERE tenant = 'acme' AND action = 'reveal:conflict' ORDER BY seq DESC LIMIT 1`)
 	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT role, action, outcome FROM opsdesk.audit WHERE tenant = $1 AND seq = $2`,
 		res.Tenant, res.Seq).Scan(&role, &action, &outcome))
 	require.Equal(t, []string{viewer.Role, "reveal:conflict", "denied"}, []string{role, action, outcome})
+}
+
+// TestConflictRevealConnectionLost: the operator's connection is lost
+// between the reveal's audited request and its fetch, on a real store. The
+// console says the database did not answer and that nothing was shown,
+// shows neither request, and the request stays unfetched (it expires a
+// minute later).
+func TestConflictRevealConnectionLost(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	const key = "ord-lost"
+	_, conflict := noteConflict(t, d, key, `{"to":"user@example.com","n":1}`, `{"to":"user@example.com","n":2}`)
+	operator := dbtest.NewPerson(t, d, "operator", "acme")
+	losing := dbtest.LosingPool(t, d, operator, "reveal_conflict_fetch")
+	h := newSourceHarness(t, storeview.New(operator.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
+		Options{Context: "db", Decider: &reconcile.Desk{Pool: losing}}, 120, 40)
+	h.keys(":key acme/create-note/" + key + "<enter>c")
+	require.Contains(t, h.view(), "conflict #"+strconv.FormatInt(conflict.ConflictID, 10), "c does not offer the conflict:\n%s", h.view())
+	h.keys("the line drops<enter>y")
+	v := flat(h.view())
+	require.Contains(t, v, "The database did not answer the reveal", "%s", h.view())
+	require.Contains(t, v, "Nothing was shown, and no record changed", "%s", h.view())
+	require.NotContains(t, v, "user@example.com", "a request was shown:\n%s", h.view())
+	require.NotContains(t, v, "differing field", "differences were shown:\n%s", h.view())
+
+	var seq int64
+	var outcome string
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT seq, outcome FROM opsdesk.audit
+WHERE tenant = 'acme' AND action = 'reveal:conflict' AND role = $1`, operator.Role).Scan(&seq, &outcome))
+	require.Equal(t, "succeeded", outcome, "audited before the fetch")
+	require.Contains(t, v, "(audit record acme#"+strconv.FormatInt(seq, 10)+")", "the error does not name the reveal's audit record:\n%s", h.view())
+	var fetched int
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.reveal_fetches WHERE tenant = 'acme' AND seq = $1`,
+		seq).Scan(&fetched))
+	require.Zero(t, fetched, "the request was marked fetched, yet nothing was shown")
+}
+
+// TestConflictRevealOtherTenant: a one-tenant operator and a one-tenant
+// admin look up a conflicted record of another tenant, on a real store:
+// it reads as absent, c opens nothing and nothing is audited.
+func TestConflictRevealOtherTenant(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	const key = "ord-other"
+	noteConflict(t, d, key, `{"to":"user@example.com","n":1}`, `{"to":"user@example.com","n":2}`)
+	for _, level := range []string{"operator", "admin"} {
+		p := dbtest.NewPerson(t, d, level, "globex")
+		h := newSourceHarness(t, storeview.New(p.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
+			Options{Context: "db", Decider: &reconcile.Desk{Pool: p.Pool}}, 120, 40)
+		require.True(t, h.m.canDecide(), "%s: the capabilities: %+v", level, h.m.caps)
+		h.keys(":key acme/create-note/" + key + "<enter>")
+		v := h.view()
+		require.Contains(t, flat(v), "No attempt was ever recorded for this identity", "%s:\n%s", level, v)
+		require.NotContains(t, v, "compare conflict", "%s:\n%s", level, v)
+		h.keys("c")
+		require.Equal(t, h.m.detail(), h.m.active(), "%s: c opened screen %s", level, h.m.active().id())
+		require.NotContains(t, h.view(), "user@example.com", level)
+		var audited int
+		require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.audit WHERE role = $1`, p.Role).Scan(&audited))
+		require.Zero(t, audited, "%s: audited", level)
+	}
 }

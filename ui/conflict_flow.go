@@ -31,16 +31,12 @@ const stepChoose step = "choose"
 type conflictFlow struct {
 	flow
 	chosen int // the attempt to reveal: its index in rec.Conflicts
-	// answer is where the reveal under way puts what it read: a new one
-	// for each request, handed over with its applyMsg.
-	answer *conflictAnswer
 	shown  conflictShown
 }
 
 // conflictAnswer is what a reveal read, and both requests laid out one
 // field a line (the work that grows with their size, done in the
-// command, not in Update), written by its command before its answer is
-// delivered.
+// command, not in Update), handed over with its applyMsg.
 type conflictAnswer struct {
 	rev                 reconcile.ConflictReveal
 	original, attempted []sideCell
@@ -88,21 +84,17 @@ func newConflictFlow(d deps, dec Decider) *conflictFlow {
 		s.field(&out, "reason", Clean(s.typedReason()))
 		return out
 	}
-	s.cancellable = true
 	s.reveals = true
 	s.write = func() func(ctx context.Context) (applied, error) {
-		box := &conflictAnswer{}
-		s.answer = box
 		dec, cid, reason, st := s.dec, s.conflict().ID, s.typedReason(), s.st
 		more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … prints it whole.", s.rec.ID, cid)
 		return func(ctx context.Context) (applied, error) {
 			rev, r, err := dec.RevealConflict(ctx, cid, reason)
-			if err == nil {
-				box.rev = rev
-				box.original = sideCells(rev.Original, rev.Diffs, st, more)
-				box.attempted = sideCells(rev.Attempted, rev.Diffs, st, more)
+			if err != nil {
+				return applied{res: r}, err
 			}
-			return applied{res: r}, err
+			return applied{res: r, value: conflictAnswer{rev: rev,
+				original: sideCells(rev.Original, rev.Diffs, st, more), attempted: sideCells(rev.Attempted, rev.Diffs, st, more)}}, nil
 		}
 	}
 	s.done = func() string { return "revealed, audited first" }
@@ -118,17 +110,13 @@ func newConflictFlow(d deps, dec Decider) *conflictFlow {
 		s.shown.clampScroll(room)
 		return append(out, strings.Split(s.shown.scrollView(s.w, room, s.st), "\n")...)
 	}
-	s.onApplied = func(reconcile.Revealed) {
-		if s.answer != nil {
-			s.shown.set(s.answer.rev, s.answer.original, s.answer.attempted)
-			s.answer = nil
+	s.onApplied = func(v any) {
+		if a, ok := v.(conflictAnswer); ok { // as its write answered
+			s.shown.set(a.rev, a.original, a.attempted)
 		}
 		s.layOutShown()
 	}
-	s.onLeave = func() {
-		s.answer = nil
-		s.shown.forget()
-	}
+	s.onLeave = s.shown.forget
 	s.resized = s.layOutShown
 	s.scrollsResult(&s.shown.scrollText, s.resultRoom)
 	s.begin = func(flowNav) tea.Cmd {

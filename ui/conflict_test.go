@@ -215,8 +215,10 @@ func TestConflictLarge(t *testing.T) {
 	start := time.Now()
 	answer := cmd()
 	t.Logf("the reveal's command took %v", time.Since(start))
-	box := h.m.screens[screenConflict].(*conflictFlow).answer
-	require.NotNil(t, box, "no reveal under way")
+	msg, ok := answer.(applyMsg)
+	require.True(t, ok, "no reveal under way: %T", answer)
+	box, ok := msg.value.(conflictAnswer)
+	require.True(t, ok, "the reveal's answer is a %T", msg.value)
 	require.Len(t, box.attempted, conflictSideLines+1, "the requests are not laid out by the reveal's command (Update would)")
 	// Update, which the screen waits on, takes the laid out answer.
 	h.run(func() tea.Msg { return answer })

@@ -88,9 +88,7 @@ func diffStyle(st Styles, k reconcile.DiffKind) func(...string) string {
 func diffList(rev reconcile.ConflictReveal, w int, st Styles) []string {
 	var out []string
 	para := func(text string, render func(...string) string) {
-		for _, l := range wrap(text, max(1, w-2)) {
-			out = append(out, " "+render(l))
-		}
+		out = append(out, indented(text, max(1, w-2), " ", render)...)
 	}
 	switch {
 	case rev.DiffError != "":

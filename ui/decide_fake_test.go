@@ -237,16 +237,23 @@ func (f *fakeDecider) AckConflicts(_ context.Context, id int64, seen []int64, re
 	return res, err
 }
 
+// revealCall counts a reveal (call) of id, a record's or a conflict's,
+// and keeps its reason, for the tests' assertions; it answers the lost
+// connection's error when lost is set.
+func (f *fakeDecider) revealCall(call string, id int64, reason string) error {
+	f.calls[call]++
+	f.reveals = append(f.reveals, id)
+	f.reasons = append(f.reasons, reason)
+	return f.lost
+}
+
 func (f *fakeDecider) RevealStart(ctx context.Context, id int64, field reconcile.Field, reason string, maxBytes int) (reconcile.Revealed, reconcile.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.src.mu.Lock()
 	defer f.src.mu.Unlock()
-	f.calls["reveal"]++
-	f.reveals = append(f.reveals, id)
-	f.reasons = append(f.reasons, reason)
-	if f.lost != nil {
-		return reconcile.Revealed{}, reconcile.Result{}, f.lost
+	if err := f.revealCall("reveal", id, reason); err != nil {
+		return reconcile.Revealed{}, reconcile.Result{}, err
 	}
 	r := f.record(id)
 	if r == nil {
@@ -298,11 +305,8 @@ func (f *fakeDecider) RevealConflict(_ context.Context, conflictID int64, reason
 	defer f.mu.Unlock()
 	f.src.mu.Lock()
 	defer f.src.mu.Unlock()
-	f.calls["reveal-conflict"]++
-	f.reveals = append(f.reveals, conflictID)
-	f.reasons = append(f.reasons, reason)
-	if f.lost != nil {
-		return reconcile.ConflictReveal{}, reconcile.Result{}, f.lost
+	if err := f.revealCall("reveal-conflict", conflictID, reason); err != nil {
+		return reconcile.ConflictReveal{}, reconcile.Result{}, err
 	}
 	out := reconcile.ConflictReveal{ConflictID: conflictID}
 	var r *storeview.Row
@@ -327,17 +331,11 @@ func (f *fakeDecider) RevealConflict(_ context.Context, conflictID int64, reason
 	// As reconcile.RevealConflict computes them.
 	out.Original = reconcile.ConflictSide{Request: req[0], Fingerprinted: true}
 	out.Attempted = reconcile.ConflictSide{Request: req[1], Fingerprinted: true}
-	switch {
-	case req[1] == nil:
+	if req[1] == nil {
 		out.Attempted.Fingerprinted = false
 		out.Attempted.NotRecorded = fmt.Sprintf("not recorded: conflict %d predates migration 00019 (schema version 19), "+
 			"before which opsdesk kept only the fingerprint of a conflicting request", conflictID)
-		out.DiffError = "no differences to compute: the attempted request is " + out.Attempted.NotRecorded
-	default:
-		var derr error
-		if out.Diffs, derr = reconcile.DiffRequests(req[0], req[1]); derr != nil {
-			out.DiffError = "no differences to compute: " + derr.Error()
-		}
 	}
+	out.Compare()
 	return out, res, err
 }

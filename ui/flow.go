@@ -69,10 +69,11 @@ type crumb struct {
 	steps []step
 }
 
-// applied is what a flow's write answered.
+// applied is what a flow's write answered: the audit record, and what a
+// reveal read (its flow's own type), handed to onApplied.
 type applied struct {
 	res   reconcile.Result
-	value reconcile.Revealed
+	value any
 }
 
 // Flow messages. They carry the request's sequence number: an answer to
@@ -81,7 +82,7 @@ type (
 	applyMsg struct {
 		seq   int
 		res   reconcile.Result
-		value reconcile.Revealed
+		value any
 		err   error
 	}
 	refetchMsg struct {
@@ -123,19 +124,16 @@ type flow struct {
 	// confirmHead is the confirmation's body above its prompt, and the
 	// body while the write is under way.
 	confirmHead func() []string
-	// typed tells whether the confirmation is typed rather than y/N;
-	// typedPrompt asks for typedWant, typedWrong says it was not that.
-	typedNeeded             func() bool
-	typedPrompt, typedWrong func() string
-	typedWant               func() string
+	// typedNeeded tells whether the confirmation is typed rather than
+	// y/N: the record's operation id, which typedPrompt asks for.
+	typedNeeded func() bool
+	typedPrompt func() string
 	// write builds the flow's write as it is to run now.
 	write func() func(ctx context.Context) (applied, error)
-	// cancellable: esc while the write is under way gives up on it (a
-	// reveal of a large value over a slow link).
-	cancellable bool
-	// reveals: the write changes no record, only audits a reveal; when
-	// the database does not answer, the screen says nothing was shown
-	// rather than that a change may have been applied.
+	// reveals: the write changes no record, only audits a reveal. esc
+	// while it is under way gives up on it (a large value over a slow
+	// link), and when the database does not answer, the screen says
+	// nothing was shown rather than that a change may have been applied.
 	reveals bool
 	// done says what succeeded; stateLine shows the record's new state;
 	// doneMore adds lines after the audit record.
@@ -149,7 +147,7 @@ type flow struct {
 	// what the flow must not keep; resized lays out for a new size;
 	// busyMore tells whether the flow waits on something else; onMsg
 	// takes the flow's own messages.
-	onApplied func(v reconcile.Revealed)
+	onApplied func(v any)
 	onLeave   func()
 	resized   func()
 	busyMore  func() bool
@@ -280,8 +278,8 @@ func (f *flow) commonSteps(afterReason func() tea.Cmd, reasonHead func() []strin
 				_, cmd := f.back()
 				return cmd
 			}
-			if f.typed.Value() != f.typedWant() {
-				f.inputErr = f.typedWrong()
+			if f.typed.Value() != strconv.FormatInt(f.rec.ID, 10) {
+				f.inputErr = "that is not this record's operation id: nothing was done"
 				f.typed.SetValue("")
 				return nil
 			}
@@ -292,7 +290,7 @@ func (f *flow) commonSteps(afterReason func() tea.Cmd, reasonHead func() []strin
 		view: func() []string { return f.confirmHead() },
 		pin:  f.confirmPrompt,
 		keys: func(k *KeyMap) {
-			k.Cancel.SetEnabled(f.cancellable)
+			k.Cancel.SetEnabled(f.reveals)
 			k.Cancel.SetHelp("esc", "cancel the reveal")
 		},
 	}
@@ -707,7 +705,7 @@ func (f *flow) apply() tea.Cmd {
 	f.applySeq = f.seq
 	seq, work := f.seq, f.write()
 	fe := f.f
-	if f.cancellable {
+	if f.reveals {
 		fe.ctx, f.cancel = context.WithCancel(fe.ctx)
 	}
 	cmd := run(fe, work, func(a applied, err error) tea.Msg {
@@ -858,12 +856,7 @@ func (f *flow) heading(text string) []string {
 
 // para adds wrapped text, indented by one space and styled.
 func (f *flow) para(out *[]string, text string, render func(...string) string) {
-	for _, l := range wrap(text, max(1, f.w-2)) {
-		if render != nil {
-			l = render(l)
-		}
-		*out = append(*out, " "+l)
-	}
+	*out = append(*out, indented(text, max(1, f.w-2), " ", render)...)
 }
 
 // typedReason is the reason as it will be recorded.

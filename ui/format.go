@@ -356,6 +356,19 @@ func padLeft(s string, w int) string {
 	return s
 }
 
+// indented is text wrapped to w cells (wrap), each line styled (style
+// nil: as it is) and then indented: a paragraph of a screen.
+func indented(text string, w int, indent string, style func(...string) string) []string {
+	lines := wrap(text, w)
+	for i, l := range lines {
+		if style != nil {
+			l = style(l)
+		}
+		lines[i] = indent + l
+	}
+	return lines
+}
+
 // wrap breaks text into lines of at most w cells, at spaces where it can.
 func wrap(s string, w int) []string {
 	if w <= 0 {

@@ -215,12 +215,10 @@ func newReconcile(d deps, dec Decider) *reconcileFlow {
 	}
 	s.confirmHead = s.confirmLines
 	s.typedNeeded = s.releasesUnbacked
-	s.typedWant = func() string { return strconv.FormatInt(s.rec.ID, 10) }
 	s.typedPrompt = func() string {
 		return "This releases an external effect whose outcome is unknown, and the lookup does not say the provider has " +
 			"none: if it did act, the next retry acts twice. To confirm, type this record's operation id (in the title):"
 	}
-	s.typedWrong = func() string { return "that is not this record's operation id: nothing was done" }
 	s.write = func() func(ctx context.Context) (applied, error) {
 		dec, tool, p := s.dec, s.rec.Tool, s.params()
 		return func(ctx context.Context) (applied, error) {

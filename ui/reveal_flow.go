@@ -41,7 +41,6 @@ func newReveal(d deps, dec Decider) *revealFlow {
 		s.field(&out, "reason", Clean(s.typedReason()))
 		return out
 	}
-	s.cancellable = true
 	s.reveals = true
 	s.write = func() func(ctx context.Context) (applied, error) {
 		dec, id, field, reason := s.dec, s.rec.ID, s.stored, s.typedReason()
@@ -57,8 +56,10 @@ func newReveal(d deps, dec Decider) *revealFlow {
 		s.revealed.clampScroll(room)
 		return append(out, strings.Split(s.revealed.scrollView(s.w, room, s.st), "\n")...)
 	}
-	s.onApplied = func(v reconcile.Revealed) {
-		s.revealed.set(v)
+	s.onApplied = func(v any) {
+		if r, ok := v.(reconcile.Revealed); ok { // as its write answered
+			s.revealed.set(r)
+		}
 		s.layOutRevealed()
 	}
 	s.onLeave = s.revealed.forget

@@ -357,11 +357,7 @@ func (s *reviewScreen) pane(w int) []string {
 		}
 	}
 	var lines []string
-	add := func(text string) {
-		for _, l := range wrap(text, w-3) {
-			lines = append(lines, "   "+l)
-		}
-	}
+	add := func(text string) { lines = append(lines, indented(text, w-3, "   ", nil)...) }
 	lines = append(lines, s.st.Title.Render(truncate(" "+Clean(t.Tool), w)))
 	add(policy)
 	add("expiring: " + ReviewFigure(t.Expiring24h) + " within 24h, " + ReviewFigure(t.Expiring7d) + " within 7d")

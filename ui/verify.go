@@ -251,12 +251,7 @@ func (s *verifyScreen) View() string {
 	w := max(1, s.w)
 	var lines []string
 	add := func(text string, style func(...string) string) {
-		for _, l := range wrap(text, w-3) {
-			if style != nil {
-				l = style(l)
-			}
-			lines = append(lines, "   "+l)
-		}
+		lines = append(lines, indented(text, w-3, "   ", style)...)
 	}
 	lines = append(lines, s.st.Title.Render(truncate(" Audit chain verification", w)), "")
 	p := s.progress
@@ -294,12 +289,7 @@ func (s *verifyScreen) reportLines(w int) []string {
 	rep := s.rep
 	var out []string
 	add := func(text string, style func(...string) string) {
-		for _, l := range wrap(text, w-3) {
-			if style != nil {
-				l = style(l)
-			}
-			out = append(out, "   "+l)
-		}
+		out = append(out, indented(text, w-3, "   ", style)...)
 	}
 	var records int64
 	for _, c := range rep.Chains {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,16 +16,16 @@ import (
 	"github.com/opsdesk/opsdesk/ops"
 )
 
-// libraryConflict has the library record a charge of intent original
+// libraryConflict has the library record a charge of tenant's, of intent original
 // whose outcome is unknown, then retry it with intent attempted: a
 // conflict. It returns the record's and the conflict's numbers.
-func libraryConflict(t *testing.T, d *dbtest.DB, key, original, attempted string) (string, string) {
+func libraryConflict(t *testing.T, d *dbtest.DB, tenant, key, original, attempted string) (string, string) {
 	t.Helper()
 	store, err := ops.New(d.Service, ops.Config{Owner: "worker-7",
 		Tools: map[string]ops.Policy{"charge-card": {Effect: ops.EffectUnknownOutcome, Lease: time.Second}}})
 	require.NoError(t, err)
 	req := func(intent string) ops.Request {
-		return ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: "charge-card", Key: key}, Version: "1",
+		return ops.Request{Identity: ops.Identity{Tenant: tenant, Tool: "charge-card", Key: key}, Version: "1",
 			Intent: json.RawMessage(intent)}
 	}
 	_, err = ops.DoExternal(t.Context(), store, req(original), func(context.Context, ops.Attempt) (struct{}, error) {
@@ -44,7 +45,7 @@ func TestConflictsShow(t *testing.T) {
 	_, d := storeConfig(t)
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	cfg := personConfig(t, operator, "")
-	id, conflict := libraryConflict(t, d, "cli-1",
+	id, conflict := libraryConflict(t, d, "acme", "cli-1",
 		`{"amount":100,"card":"4242","k\u001b[2J":"\u009b31m","a/b":1}`,
 		`{"amount":500,"k\u001b[2J":"\u009b32m","a/b":2,"note":"retry"}`)
 
@@ -183,4 +184,73 @@ FROM opsdesk.operations WHERE key = 'cli-1' RETURNING id::text`).Scan(&old))
 		require.Contains(t, out, "): not recorded: conflict "+old+" predates migration 00019")
 		require.True(t, strings.Contains(out, "\noriginal request (operation "+id+", fp:") && strings.Contains(out, `"amount": 100,`))
 	})
+}
+
+// One-tenant operators and admins name operations and conflicts they do
+// not see, or no conflict at all, and give reasons the store cannot keep:
+// refused with an error that says why, and nothing of either request is
+// shown. What the command can tell before the reveal (a record or a
+// conflict it cannot see) is not audited, as a listing is not; what only
+// the database can refuse is audited.
+func TestConflictsShowHostile(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	acmeID, acmeConflict := libraryConflict(t, d, "acme", "cli-a", `{"amount":100,"card":"4242"}`, `{"amount":500,"card":"4242"}`)
+	globexID, globexConflict := libraryConflict(t, d, "globex", "cli-g", `{"amount":7,"card":"1111"}`, `{"amount":8,"card":"1111"}`)
+	reveal := func(args ...string) []string {
+		return append(append([]string{"conflicts", "show"}, args...), "--reveal")
+	}
+	for _, level := range []string{"operator", "admin"} {
+		cfg := personConfig(t, dbtest.NewPerson(t, d, level, "acme"), "")
+		for _, tc := range []struct {
+			args []string
+			code int
+			want string
+		}{
+			{reveal(globexID, "--reason", "why"), ExitFailure, "no operation " + globexID + " (or not visible to this role)"},
+			{reveal(acmeID, "--conflict", globexConflict, "--reason", "why"), ExitUsage,
+				"conflict #" + globexConflict + " is not one of operation " + acmeID + "'s (#" + acmeConflict + ")"},
+			{reveal(acmeID, "--conflict", "9223372036854775807", "--reason", "why"), ExitUsage, "is not one of operation"},
+			{reveal(acmeID, "--conflict", "-9223372036854775808", "--reason", "why"), ExitUsage, "conflicts are numbered from 1"},
+			{reveal(acmeID, "--conflict", "9223372036854775808", "--reason", "why"), ExitUsage, "out of range"},
+			{reveal("0", "--reason", "why"), ExitUsage, `"0" is not an operation number`},
+			{reveal("-1", "--reason", "why"), ExitUsage, "unknown shorthand flag"},
+			{reveal("9223372036854775807", "--reason", "why"), ExitFailure, "no operation 9223372036854775807"},
+			{reveal("../"+acmeID, "--reason", "why"), ExitUsage, "is not an operation number"},
+			{reveal(acmeID, "--reason", "\t\u3000\n"), ExitUsage, "--reveal needs --reason"},
+		} {
+			what := fmt.Sprintf("%s: %q", level, tc.args)
+			before := auditCount(t, d)
+			code, out, errOut := run(append(tc.args, "--config", cfg)...)
+			require.Equal(t, tc.code, code, "%s: %s", what, errOut)
+			require.Contains(t, errOut, tc.want, what)
+			require.NotContains(t, out+errOut, "4242", what)
+			require.NotContains(t, out+errOut, "1111", what)
+			require.Equal(t, before, auditCount(t, d), "%s: audited", what)
+		}
+
+		// A NUL the store cannot keep: an error, nothing written.
+		before := auditCount(t, d)
+		code, out, errOut := run(append(reveal(acmeID, "--reason", "why\x00not"), "--config", cfg)...)
+		require.Equal(t, ExitFailure, code, "%s: %s", level, errOut)
+		require.NotContains(t, out, "4242", level)
+		require.Equal(t, before, auditCount(t, d), "%s: a NUL reason was audited", level)
+
+		// 32 MiB: refused by the store, its refusal audited (bounded), and
+		// the message bounded too.
+		code, out, errOut = run(append(reveal(acmeID, "--reason", strings.Repeat("x", 32<<20)), "--config", cfg)...)
+		require.Equal(t, ExitFailure, code, level)
+		require.Contains(t, errOut, "failed reveal of conflict #"+acmeConflict, level)
+		require.Contains(t, errOut, "the reason is limited to 2000 bytes", level)
+		require.Less(t, len(errOut), 4<<10, level)
+		require.NotContains(t, out, "4242", level)
+		require.Equal(t, before+1, auditCount(t, d), "%s: the refusal is audited once", level)
+
+		// Control characters in the reason: revealed, none echoed raw.
+		code, out, errOut = run(append(reveal(acmeID, "--reason", "INC-1 \x1b[2J\u009b31m"), "--config", cfg)...)
+		require.Equal(t, ExitOK, code, "%s: %s", level, errOut)
+		require.Contains(t, out, `"card": "4242"`, level)
+		require.NotContains(t, out+errOut, "\x1b", level)
+		require.NotContains(t, out+errOut, "\u009b", level)
+	}
 }

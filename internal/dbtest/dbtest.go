@@ -13,10 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/opsdesk/opsdesk/internal/db"
@@ -165,11 +167,43 @@ func dropAtExit(drop func() error) {
 // Pool opens a pool on dsn with an empty search_path, closed when t ends.
 func Pool(t testing.TB, dsn string) *pgxpool.Pool {
 	t.Helper()
+	return openPool(t, dsn, nil)
+}
+
+// LosingPool opens a pool as p, like p.Pool, whose session is ended (by
+// the superuser: pg_terminate_backend) just before each statement that
+// holds match is sent: a connection lost mid-way, on a real server, at a
+// point the test chooses.
+func LosingPool(t testing.TB, d *DB, p *Person, match string) *pgxpool.Pool {
+	t.Helper()
+	return openPool(t, p.DSN, losing{admin: d.Admin, match: match})
+}
+
+// losing is LosingPool's tracer.
+type losing struct {
+	admin *pgxpool.Pool
+	match string
+}
+
+func (l losing) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(data.SQL, l.match) {
+		// Waits (up to 10 s) until the session is gone; the statement
+		// then fails on a closed connection.
+		_, _ = l.admin.Exec(context.Background(), `SELECT pg_terminate_backend($1, 10000)`, conn.PgConn().PID())
+	}
+	return ctx
+}
+
+func (losing) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func openPool(t testing.TB, dsn string, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := db.PoolConfig(dsn, "opsdesk-test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = ""
+	cfg.ConnConfig.Tracer = tracer
 	cfg.MaxConns = 16
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
