@@ -53,7 +53,7 @@ func RevealConflict(ctx context.Context, pool *pgxpool.Pool, conflictID int64, r
 		return out, res, err
 	}
 	var origMissing, attMissing *string
-	err = pool.QueryRow(ctx, `SELECT * FROM opsdesk.reveal_conflict_fetch($1, $2)`, res.Tenant, res.Seq).Scan(
+	err = pool.QueryRow(ctx, `SELECT * FROM opsdesk.reveal_conflict_fetch($1, $2)`, res.Tenant, res.Entry).Scan(
 		&out.Original.Request, &out.Attempted.Request, &out.Original.Fingerprinted, &out.Attempted.Fingerprinted,
 		&origMissing, &attMissing)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/ops"
 )
 
@@ -107,11 +108,15 @@ type Result struct {
 	Outcome Outcome `json:"outcome"`
 	Code    string  `json:"code,omitempty"`
 	Message string  `json:"message,omitempty"`
-	// Tenant and Seq locate the audit record ("" is the chain of events
-	// outside any tenant). Seq is 0 for a refusal beyond the role's rate
-	// of refusals recorded one by one: it is counted, and the count is
-	// audited on the "" chain.
+	// Tenant and Entry name the audit record ("" is the chain of events
+	// outside any tenant) from the moment it is queued, in the attempt's
+	// transaction; Seq is its place in the chain once sealed, which the
+	// call asks for right after it commits (0 while it is still queued).
+	// Entry is 0 for a refusal beyond the role's rate of refusals
+	// recorded one by one: it is counted, and the count is audited on the
+	// "" chain.
 	Tenant  string `json:"audit_tenant"`
+	Entry   int64  `json:"audit_entry,omitempty"`
 	Seq     int64  `json:"audit_seq"`
 	State   string `json:"state,omitempty"`
 	Version int64  `json:"version,omitempty"`
@@ -128,12 +133,14 @@ var (
 	ErrContradictsLookup = errors.New("the lookup contradicts the decision: deciding needs override")
 	ErrNoConflicts       = errors.New("no unreviewed conflicts")
 	ErrNoValue           = errors.New("no stored value")
+	ErrBusy              = errors.New("the record is held by another transaction")
 )
 
 var codes = map[string]error{
 	"not_found": ErrNotFound, "not_permitted": ErrNotPermitted, "invalid": ErrInvalid,
 	"changed": ErrChanged, "not_pending": ErrNotPending, "lease_live": ErrLeaseLive,
 	"contradicts_lookup": ErrContradictsLookup, "no_conflicts": ErrNoConflicts, "no_value": ErrNoValue,
+	"busy": ErrBusy,
 }
 
 // RefusedError is an attempt the database refused and audited.
@@ -148,13 +155,23 @@ func (e *RefusedError) Error() string {
 // Unwrap lets errors.Is match the refusal's kind.
 func (e *RefusedError) Unwrap() error { return codes[e.Code] }
 
-// AuditRef names the audit record, "acme#42" (or "#42" on the ” chain),
-// or says that a refusal was only counted.
+// AuditRef names the audit record, "acme#42" (or "#42" on the "" chain),
+// says it is queued for sealing, or says that a refusal was only counted.
 func (r Result) AuditRef() string {
-	if r.Seq == 0 {
-		return "none of its own (counted on the '' chain)"
+	switch {
+	case r.Seq != 0:
+		return r.Tenant + "#" + fmt.Sprint(r.Seq)
+	case r.Entry != 0:
+		return fmt.Sprintf("%s entry %d (queued: opsdesk audit seal puts it in the chain)", chainName(r.Tenant), r.Entry)
 	}
-	return r.Tenant + "#" + fmt.Sprint(r.Seq)
+	return "none of its own (counted on the '' chain)"
+}
+
+func chainName(tenant string) string {
+	if tenant == "" {
+		return "''"
+	}
+	return tenant
 }
 
 // Decide applies one decision through opsdesk.decide, connected as the
@@ -219,7 +236,7 @@ func Reveal(ctx context.Context, pool *pgxpool.Pool, id int64, field Field, reas
 		return nil, res, err
 	}
 	var value []byte
-	if err := pool.QueryRow(ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, res.Tenant, res.Seq).Scan(&value); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, res.Tenant, res.Entry).Scan(&value); err != nil {
 		return nil, res, fetchError(field, res, err)
 	}
 	return value, res, nil
@@ -255,7 +272,7 @@ func RevealStart(ctx context.Context, pool *pgxpool.Pool, id int64, field Field,
 	// One call of reveal_fetch (a request gives one fetch), cut as text:
 	// left counts characters, so at most four bytes each.
 	err = pool.QueryRow(ctx, `WITH v AS MATERIALIZED (SELECT opsdesk.reveal_fetch($1, $2)::text AS t)
-SELECT left(t, $3), octet_length(t) FROM v`, res.Tenant, res.Seq, max(0, maxBytes)).Scan(&text, &size)
+SELECT left(t, $3), octet_length(t) FROM v`, res.Tenant, res.Entry, max(0, maxBytes)).Scan(&text, &size)
 	if err != nil {
 		return Revealed{}, res, fetchError(field, res, err)
 	}
@@ -300,22 +317,24 @@ type answer struct {
 	Code    *string
 	Message *string
 	Tenant  string
-	Seq     *int64
+	Entry   *int64
 	State   *string
 	Version *int64
 }
 
 // call runs one of the functions, one statement in a transaction of its
 // own, which commits refusal or not: a refusal's audit record must stay.
+// Then it seals the trail and reads the record's place in its chain.
 func call(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Result, error) {
 	var a answer
-	if err := pool.QueryRow(ctx, sql, args...).Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Seq, &a.State, &a.Version); err != nil {
+	if err := pool.QueryRow(ctx, sql, args...).Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Entry, &a.State, &a.Version); err != nil {
 		return Result{}, mapError(err)
 	}
 	r := Result{Outcome: Outcome(a.Outcome), Tenant: a.Tenant}
 	r.Code, r.Message, r.State = deref(a.Code), deref(a.Message), deref(a.State)
-	if a.Seq != nil {
-		r.Seq = *a.Seq
+	if a.Entry != nil {
+		r.Entry = *a.Entry
+		r.Seq = SealedSeq(ctx, pool, r.Tenant, r.Entry)
 	}
 	if a.Version != nil {
 		r.Version = *a.Version
@@ -324,6 +343,19 @@ func call(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Res
 		return r, &RefusedError{Result: r}
 	}
 	return r, nil
+}
+
+// SealedSeq seals the trail as its own transaction and returns the
+// sequence number of the caller's audit entry (tenant, entry), 0 when it
+// is still queued: its chain is being sealed by another session, or the
+// seal failed. What it answers for has committed either way, so neither
+// is an error: the entry is in the queue and the next seal takes it.
+func SealedSeq(ctx context.Context, pool *pgxpool.Pool, tenant string, entry int64) int64 {
+	s, err := audit.Seal(ctx, pool, tenant, entry)
+	if err != nil {
+		return 0
+	}
+	return s.Seq
 }
 
 // mapError turns a missing privilege (a role without opsdesk_viewer

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	auditlog "github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
@@ -478,8 +479,9 @@ func TestDecisionWithoutAuditChangesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	id, v := b.stuck(t, "acme", "ord-1")
-	// The superuser makes one reason unwritable to the audit trail.
-	_, err := b.db.Admin.Exec(b.ctx, `ALTER TABLE opsdesk.audit ADD CONSTRAINT test_refuse CHECK (reason <> 'the audit refuses this')`)
+	// The superuser makes one reason unwritable to the audit trail: the
+	// queue, where the decision's transaction writes its entry.
+	_, err := b.db.Admin.Exec(b.ctx, `ALTER TABLE opsdesk.audit_queue ADD CONSTRAINT test_refuse CHECK (reason <> 'the audit refuses this')`)
 	require.NoError(t, err)
 	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "the audit refuses this"})
@@ -755,15 +757,15 @@ func TestRevealNeedsACommittedAudit(t *testing.T) {
 			require.NoError(t, err)
 		}
 		var tenant string
-		var seq int64
-		require.NoError(t, tx.QueryRow(b.ctx, `SELECT tenant, seq FROM opsdesk.reveal_request($1, 'intent', 'peek')`, id).
-			Scan(&tenant, &seq))
+		var entry int64
+		require.NoError(t, tx.QueryRow(b.ctx, `SELECT tenant, entry FROM opsdesk.reveal_request($1, 'intent', 'peek')`, id).
+			Scan(&tenant, &entry))
 		if savepoint {
 			_, err = tx.Exec(b.ctx, `RELEASE SAVEPOINT s`)
 			require.NoError(t, err)
 		}
 		var value []byte
-		err = tx.QueryRow(b.ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, tenant, seq).Scan(&value)
+		err = tx.QueryRow(b.ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, tenant, entry).Scan(&value)
 		requireCode(t, err, "25000", fmt.Sprintf("fetch in the request's transaction (savepoint %v)", savepoint))
 		require.Nil(t, value)
 		require.NoError(t, tx.Rollback(b.ctx))
@@ -776,7 +778,7 @@ func TestRevealNeedsACommittedAudit(t *testing.T) {
 	require.Contains(t, string(value), "4242")
 	other := dbtest.NewPerson(t, b.db, "operator", "*")
 	var stolen []byte
-	err = other.Pool.QueryRow(b.ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, res.Tenant, res.Seq).Scan(&stolen)
+	err = other.Pool.QueryRow(b.ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, res.Tenant, res.Entry).Scan(&stolen)
 	requireCode(t, err, "42501", "another person fetches")
 	require.Nil(t, stolen)
 }
@@ -815,8 +817,9 @@ func TestGrantAccessRefusesNonPeople(t *testing.T) {
 	}
 }
 
-// Audit times rise with the sequence, however long a transaction was
-// open; a decision's audit keeps the digest of the result it stored;
+// Audit times are the decisions' own (the clock when the function ran, not
+// the transaction's start), and rise with the sequence when they commit in
+// that order; a decision's audit keeps the digest of the result it stored;
 // refusals of text in 4-byte characters are audited too.
 func TestAuditRecordsTimeResultAndLongText(t *testing.T) {
 	t.Parallel()
@@ -835,6 +838,8 @@ func TestAuditRecordsTimeResultAndLongText(t *testing.T) {
 	_, err = slow.Exec(b.ctx, `SELECT * FROM opsdesk.decide(p_id => $1, p_decision => 'not-executed', p_expect_version => $2, p_reason => 'late')`, first, fv)
 	require.NoError(t, err)
 	require.NoError(t, slow.Commit(b.ctx))
+	_, err = auditlog.Seal(b.ctx, b.operator.Pool, "", 0)
+	require.NoError(t, err)
 	var ordered bool
 	var digest string
 	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `

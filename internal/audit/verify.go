@@ -92,6 +92,12 @@ type Report struct {
 	// OK is whether everything verified: at least one chain, no break, no
 	// Problem and, with a checkpoint, a signature that verifies.
 	OK bool `json:"ok"`
+	// Queued is what of the chains the role sees is not sealed yet:
+	// entries committed with their changes that the sealer has not given
+	// a place in their chain (migration 00023). They are not verified,
+	// and not a failure; nil for an export, which holds sealed records
+	// only.
+	Queued *Queued `json:"queued,omitempty"`
 }
 
 // Heads are the verified chains' heads, for a checkpoint.
@@ -254,6 +260,11 @@ SELECT now(), session_user,
 		return nil, readError(rep.Role, err)
 	}
 	v.compareHeads(heads)
+	q, err := ReadQueued(ctx, tx)
+	if err != nil {
+		return nil, readError(rep.Role, err)
+	}
+	rep.Queued = &q
 	rep.conclude()
 	var problems []string
 	if cp := rep.Checkpoint; cp != nil && len(cp.NotVisible) > 0 && !opts.Partial {

@@ -63,6 +63,9 @@ SELECT outcome, message FROM opsdesk.decide(p_id => $1, p_decision => 'defer', p
     p_reason => 'waiting for the provider', p_snooze_until => now() + interval '1 hour')`, id, version).Scan(&outcome, &message)
 	require.NoError(t, err)
 	require.Equal(t, want, outcome, "%v", message)
+	// Into its chain, as opsdesk's commands seal after they commit.
+	_, err = Seal(t.Context(), pool, "", 0)
+	require.NoError(t, err)
 }
 
 // tamper runs sql as the superuser with the append-only trigger off, as

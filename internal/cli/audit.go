@@ -31,11 +31,11 @@ func newAuditCmd(g *globalFlags) *cobra.Command {
 			"the chain: a signed checkpoint of the heads, kept outside the database, finds that too.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("audit needs a command: list, export, verify, checkpoint or keygen (see opsdesk audit --help)")
+			return usagef("audit needs a command: list, export, verify, seal, checkpoint or keygen (see opsdesk audit --help)")
 		},
 	}
 	addGlobalFlags(cmd.PersistentFlags(), g)
-	cmd.AddCommand(newAuditListCmd(g), newAuditExportCmd(g), newAuditVerifyCmd(g), newAuditCheckpointCmd(g), newAuditKeygenCmd())
+	cmd.AddCommand(newAuditListCmd(g), newAuditExportCmd(g), newAuditVerifyCmd(g), newAuditSealCmd(g), newAuditCheckpointCmd(g), newAuditKeygenCmd())
 	return cmd
 }
 
@@ -262,6 +262,10 @@ func writeAuditReport(w io.Writer, rep *audit.Report) error {
 			fmt.Fprintf(w, "  not checked, the export starts after the signed head: %s\n", tenantList(cp.BeforeExport))
 		}
 	}
+	if q := rep.Queued; q != nil && q.Entries > 0 {
+		fmt.Fprintf(w, "%s not sealed yet (not verified), the oldest queued %s ago: opsdesk audit seal puts them in their chains\n",
+			entries(q.Entries), q.Oldest.Round(time.Second))
+	}
 	if rep.Break != nil {
 		fmt.Fprintf(w, "first broken record: %s\n", ui.Clean(rep.Break.Error()))
 	}
@@ -307,6 +311,52 @@ type auditCheckpointOptions struct {
 	Key    string
 	Tenant *string
 	Out    string
+}
+
+func newAuditSealCmd(g *globalFlags) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "seal",
+		Short: "Seal committed audit entries into their chains",
+		Long: "A decision, a reveal, a grant or a purge queues its audit entry in its own transaction; sealing\n" +
+			"gives committed entries their place (seq) and hash in their tenant's chain, in commit order.\n" +
+			"opsdesk's commands seal right after they commit, and the console and the exporter seal as they\n" +
+			"poll, so this is rarely needed by hand. A chain another session is sealing is left to it: the\n" +
+			"answer says how many entries still wait and which session (role and pid) holds their chain.",
+		Example: "  opsdesk audit seal\n  opsdesk audit seal -o json",
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "" && output != "json" {
+				return usagef("-o %q: the output is text (the default) or json", output)
+			}
+			return withAuditPool(cmd, g, func(ctx context.Context, pool *pgxpool.Pool) error {
+				s, err := audit.Seal(ctx, pool, "", 0)
+				if err != nil {
+					return err
+				}
+				if output == "json" {
+					return writeJSON(cmd.OutOrStdout(), s)
+				}
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "sealed %s\n", entries(int64(s.Sealed)))
+				if s.Waiting > 0 {
+					fmt.Fprintf(w, "%s still queued: their chains are being sealed by %s\n",
+						entries(s.Waiting), ui.Clean(s.HeldBy))
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: text or json")
+	return cmd
+}
+
+// entries counts audit entries: "1 entry", "3 entries".
+func entries(n int64) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
 }
 
 func newAuditCheckpointCmd(g *globalFlags) *cobra.Command {

@@ -1,23 +1,25 @@
 package retention
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 // purgeColumns are opsdesk.purge_result's fields, in its order.
-const purgeColumns = "outcome, code, message, tenant, seq, run, purged, tombstones"
+const purgeColumns = "outcome, code, message, tenant, entry, run, purged, tombstones"
 
 // answer is a purge function's opsdesk.purge_result, as scanned.
 type answer struct {
-	outcome                  string
-	code, message, tenant    *string
-	seq, run, purged, stones *int64
+	outcome                    string
+	code, message, tenant      *string
+	entry, run, purged, stones *int64
 }
 
 // scanAnswer reads a purge function's answer. A refusal is not an error
@@ -25,7 +27,7 @@ type answer struct {
 // before the refusal is reported (refused).
 func scanAnswer(row pgx.Row) (answer, error) {
 	var a answer
-	if err := row.Scan(&a.outcome, &a.code, &a.message, &a.tenant, &a.seq, &a.run, &a.purged, &a.stones); err != nil {
+	if err := row.Scan(&a.outcome, &a.code, &a.message, &a.tenant, &a.entry, &a.run, &a.purged, &a.stones); err != nil {
 		return a, mapError(err)
 	}
 	return a, nil
@@ -34,18 +36,19 @@ func scanAnswer(row pgx.Row) (answer, error) {
 // refused is a refusal's *reconcile.RefusedError (nil when the call
 // succeeded): errors.Is matches its kind (reconcile.ErrNotPermitted,
 // reconcile.ErrInvalid, reconcile.ErrNotFound), and it names the refusal's
-// audit record.
-func (a answer) refused() error {
+// audit record, sealed on pool once its transaction has committed.
+func (a answer) refused(ctx context.Context, pool *pgxpool.Pool) error {
 	if a.outcome == string(reconcile.Succeeded) {
 		return nil
 	}
-	return refusal(a.outcome, a.code, a.message, a.tenant, a.seq)
+	return refusal(ctx, pool, a.outcome, a.code, a.message, a.tenant, a.entry)
 }
 
-func refusal(outcome string, code, message, tenant *string, seq *int64) error {
+func refusal(ctx context.Context, pool *pgxpool.Pool, outcome string, code, message, tenant *string, entry *int64) error {
 	r := reconcile.Result{Outcome: reconcile.Outcome(outcome), Code: deref(code), Message: deref(message), Tenant: deref(tenant)}
-	if seq != nil {
-		r.Seq = *seq
+	if entry != nil {
+		r.Entry = *entry
+		r.Seq = reconcile.SealedSeq(ctx, pool, r.Tenant, r.Entry)
 	}
 	return &reconcile.RefusedError{Result: r}
 }

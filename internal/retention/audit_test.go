@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	auditlog "github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/reconcile"
@@ -21,7 +22,8 @@ import (
 type answer struct {
 	Outcome                      string
 	Code, Message, Tenant        *string
-	Seq, Run, Purged, Tombstones *int64
+	Entry, Run, Purged, Tombstones *int64
+	Seq                            *int64 // the entry's, once sealed after the call
 }
 
 type querier interface {
@@ -32,8 +34,13 @@ type querier interface {
 func call(t *testing.T, q querier, fn string, args ...any) answer {
 	t.Helper()
 	var a answer
-	require.NoError(t, q.QueryRow(t.Context(), `SELECT outcome, code, message, tenant, seq, run, purged, tombstones FROM `+fn, args...).
-		Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Seq, &a.Run, &a.Purged, &a.Tombstones))
+	require.NoError(t, q.QueryRow(t.Context(), `SELECT outcome, code, message, tenant, entry, run, purged, tombstones FROM `+fn, args...).
+		Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Entry, &a.Run, &a.Purged, &a.Tombstones))
+	if _, inTx := q.(pgx.Tx); a.Entry != nil && !inTx {
+		seal, err := auditlog.Seal(t.Context(), q, str(a.Tenant), *a.Entry)
+		require.NoError(t, err)
+		a.Seq = &seal.Seq
+	}
 	return a
 }
 
@@ -117,7 +124,9 @@ func TestNothingIsDeletedBeforeTheStartRecordCommits(t *testing.T) {
 	require.Equal(t, 14, records(t, d))
 
 	// Committed: the start record says who, why, what and the promise.
-	rec := readRecord(t, d, num(start.Seq))
+	seal, err := auditlog.Seal(ctx, admin.Pool, "", num(start.Entry))
+	require.NoError(t, err)
+	rec := readRecord(t, d, seal.Seq)
 	require.Equal(t, auditRecord{Role: admin.Role, Action: "retention:purge-start", Outcome: "succeeded", Reason: "weekly",
 		DisplayName: "Ann", Details: map[string]any{"run": float64(run), "before": rec.Details["before"],
 			"tombstone_for": map[string]any{"create-ticket": float64(172800)}, "promised": float64(9)}}, rec)
@@ -140,7 +149,7 @@ func TestNothingIsDeletedBeforeTheStartRecordCommits(t *testing.T) {
 	resume := readRecord(t, d, res.StartSeq)
 	require.Equal(t, "retention:purge-resume", resume.Action)
 	require.Equal(t, "resume after the crash", resume.Reason)
-	require.Equal(t, map[string]any{"run": float64(run), "start_seq": float64(num(start.Seq)), "started_by": admin.Role,
+	require.Equal(t, map[string]any{"run": float64(run), "start_entry": float64(num(start.Entry)), "started_by": admin.Role,
 		"started_at": resume.Details["started_at"], "before": resume.Details["before"],
 		"tombstone_for": map[string]any{"create-ticket": float64(172800)},
 		"purged_so_far": float64(4), "promised": float64(5), "may_purge": float64(9)}, resume.Details)
@@ -149,8 +158,10 @@ func TestNothingIsDeletedBeforeTheStartRecordCommits(t *testing.T) {
 	result := readRecord(t, d, res.AuditSeq)
 	require.Equal(t, "retention:purge", result.Action)
 	require.Equal(t, "weekly", result.Reason)
-	require.EqualValues(t, num(start.Seq), result.Details["start_seq"])
-	require.EqualValues(t, res.StartSeq, result.Details["last_resume_seq"])
+	var resumeEntry int64
+	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT entry FROM opsdesk.audit WHERE tenant = '' AND seq = $1`, res.StartSeq).Scan(&resumeEntry))
+	require.EqualValues(t, num(start.Entry), result.Details["start_entry"])
+	require.EqualValues(t, resumeEntry, result.Details["last_resume_entry"])
 	require.EqualValues(t, 9, result.Details["purged"])
 	require.EqualValues(t, 9, result.Details["promised"])
 	require.Greater(t, res.AuditSeq, res.StartSeq)

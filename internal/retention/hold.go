@@ -207,17 +207,17 @@ func setHold(ctx context.Context, pool *pgxpool.Pool, ids []int64, hold bool, re
 	var (
 		outcome               string
 		code, message, tenant *string
-		seq                   *int64
+		entry                 *int64
 		changed, unchanged    *int
 	)
-	err := pool.QueryRow(ctx, `SELECT outcome, code, message, audit_tenant, audit_seq, changed, unchanged, missing
+	err := pool.QueryRow(ctx, `SELECT outcome, code, message, audit_tenant, audit_entry, changed, unchanged, missing
 FROM opsdesk.set_hold($1, $2, $3, $4)`, ids, hold, reason, nullable(displayName)).
-		Scan(&outcome, &code, &message, &tenant, &seq, &changed, &unchanged, &r.Missing)
+		Scan(&outcome, &code, &message, &tenant, &entry, &changed, &unchanged, &r.Missing)
 	if err != nil {
 		return HoldResult{}, mapError(err)
 	}
 	if outcome != "succeeded" {
-		return r, refusal(outcome, code, message, tenant, seq)
+		return r, refusal(ctx, pool, outcome, code, message, tenant, entry)
 	}
 	if changed != nil {
 		r.Changed = *changed

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 // PurgeParams says what a purge deletes and what it leaves.
@@ -186,12 +187,13 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 		tool(p), pgtype.Timestamptz{Time: dry.Before, Valid: !dry.Before.IsZero()}, tombstones, p.Reason, dry.Count,
 		nullable(p.DisplayName)))
 	if err == nil {
-		err = start.refused()
+		err = start.refused(ctx, pool)
 	}
 	if err != nil {
 		return res, fmt.Errorf("start the purge: %w", err)
 	}
-	res.Run, res.StartSeq, res.AuditTenant = value(start.run), value(start.seq), deref(start.tenant)
+	res.Run, res.AuditTenant = value(start.run), deref(start.tenant)
+	res.StartSeq = reconcile.SealedSeq(ctx, pool, res.AuditTenant, value(start.entry))
 	// What the run purged before (a resume), and its batches.
 	prog := Progress{Run: res.Run, Purged: value(start.purged)}
 	err = pool.QueryRow(ctx, `SELECT r.batches + (SELECT count(*) FROM opsdesk.purge_batches b WHERE b.run = r.id)
@@ -226,7 +228,7 @@ FROM opsdesk.purge_runs r WHERE r.id = $1`, res.Run).Scan(&prog.Batches)
 	for {
 		a, err := scanAnswer(pool.QueryRow(ctx, `SELECT `+purgeColumns+` FROM opsdesk.purge_tombstones($1, $2)`, res.Run, size))
 		if err == nil {
-			err = a.refused()
+			err = a.refused(ctx, pool)
 		}
 		if err != nil {
 			return res, fmt.Errorf("purge run %d, expired tombstones: %w (run the purge again to resume)", res.Run, err)
@@ -246,13 +248,14 @@ FROM opsdesk.purge_runs r WHERE r.id = $1`, res.Run).Scan(&prog.Batches)
 		return err
 	})
 	if err == nil {
-		err = fin.refused()
+		err = fin.refused(ctx, pool)
 	}
 	if err != nil {
 		return res, fmt.Errorf("finish purge run %d: %w", res.Run, err)
 	}
 	res.Purged, res.TombstonesExpired = value(fin.purged), value(fin.stones)
-	res.AuditTenant, res.AuditSeq = deref(fin.tenant), value(fin.seq)
+	res.AuditTenant = deref(fin.tenant)
+	res.AuditSeq = reconcile.SealedSeq(ctx, pool, res.AuditTenant, value(fin.entry))
 	return res, nil
 }
 
@@ -300,7 +303,7 @@ func batches(ctx context.Context, pool *pgxpool.Pool, run int64, size int, allow
 			return err
 		})
 		if err == nil {
-			err = a.refused()
+			err = a.refused(ctx, pool)
 		}
 		n = value(a.purged)
 		allow.giveBack(limit - n)

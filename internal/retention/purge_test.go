@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	auditlog "github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/ops"
@@ -70,6 +71,9 @@ func startRun(t *testing.T, p *dbtest.Person, args string) int64 {
 
 func keys(t *testing.T, d *dbtest.DB, sql string) []string {
 	t.Helper()
+	// What the calls before queued for the audit trail is read sealed.
+	_, err := auditlog.Seal(t.Context(), d.Admin, "", 0)
+	require.NoError(t, err)
 	rows, _ := d.Admin.Query(t.Context(), sql)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)

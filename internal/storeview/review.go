@@ -127,7 +127,7 @@ type UnfinishedPurge struct {
 	// since it started or was resumed): a recent one is a purge under way.
 	LastBatchAt *time.Time `json:"last_batch_at,omitempty"`
 	// StartSeq is its start record on the "" chain (nil: started before
-	// start records, migration 00017).
+	// start records, migration 00017, or not sealed yet).
 	StartSeq *int64 `json:"start_seq,omitempty"`
 }
 
@@ -163,7 +163,9 @@ func (u UnfinishedPurge) Warning() string {
 // far: a run's totals are its row plus its batches' (migration 00014).
 const unfinishedPurgesSQL = `
 SELECT r.id, r.role, coalesce(r.display_name, ''), r.started_at, r.reason, coalesce(r.tool, ''), r.before,
-    r.purged + coalesce(b.n, 0), r.may_purge, b.last, r.start_seq
+    r.purged + coalesce(b.n, 0), r.may_purge, b.last,
+    -- Runs started since migration 00023 name their start record by entry.
+    coalesce(r.start_seq, (SELECT a.seq FROM opsdesk.audit a WHERE a.tenant = '' AND a.entry = r.start_entry))
 FROM opsdesk.purge_runs r
 LEFT JOIN LATERAL (SELECT sum(x.purged) AS n, max(x.done_at) AS last FROM opsdesk.purge_batches x WHERE x.run = r.id) b ON true
 WHERE r.finished_at IS NULL
