@@ -20,8 +20,8 @@ import (
 
 // answer is a purge function's opsdesk.purge_result as a test reads it.
 type answer struct {
-	Outcome                      string
-	Code, Message, Tenant        *string
+	Outcome                        string
+	Code, Message, Tenant          *string
 	Entry, Run, Purged, Tombstones *int64
 	Seq                            *int64 // the entry's, once sealed after the call
 }
