@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/opsdesk/opsdesk/internal/lookupurl"
 	"github.com/opsdesk/opsdesk/ops"
@@ -202,4 +204,37 @@ func pointer(body []byte, ptr string) (string, error) {
 		return strconv.FormatFloat(ref, 'f', -1, 64), nil
 	}
 	return "", fmt.Errorf("%s is not a string", ptr)
+}
+
+// MaxRefBytes is the longest reference a decision records (migration
+// 00016).
+const MaxRefBytes = 500
+
+// CheckRef tells whether ref can be recorded as the provider's reference:
+// what retries will replay and people will read. decide takes 500 bytes
+// and trims white space; a reference it would change, or that carries
+// control or invisible characters, is not the provider's as it said it.
+func CheckRef(ref string) error {
+	switch {
+	case ref == "":
+		return errors.New("the answer names no reference (see the tool's lookup result_ref)")
+	case len(ref) > MaxRefBytes:
+		return fmt.Errorf("the reference is %d bytes, over the %d a decision records", len(ref), MaxRefBytes)
+	case !utf8.ValidString(ref):
+		return errors.New("the reference is not UTF-8")
+	case strings.TrimFunc(ref, IsSpace) != ref:
+		return errors.New("the reference starts or ends with white space")
+	}
+	for _, c := range ref {
+		if !unicode.IsGraphic(c) {
+			return fmt.Errorf("the reference holds the control or invisible character %U", c)
+		}
+	}
+	return nil
+}
+
+// IsSpace tells whether c is white space as the database's clean_reason
+// trims it from references, reasons and notes.
+func IsSpace(c rune) bool {
+	return unicode.IsSpace(c) || c == '\u180e' || c == '\u200b' || c == '\ufeff'
 }
