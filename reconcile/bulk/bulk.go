@@ -68,8 +68,8 @@ const (
 	NoAnswer Verdict = "no_answer"
 	// Error: the answer cannot be used or the question cannot be asked: a
 	// found answer without a usable reference (missing, too long, control
-	// characters), an identity that makes no exact lookup URL, a tool
-	// without a lookup.
+	// characters, a member named twice), an identity that makes no exact
+	// lookup URL, a tool without a lookup.
 	Error Verdict = "error"
 )
 
@@ -482,10 +482,15 @@ func (r *Reconciler) ask(ctx context.Context, row storeview.Row) (Item, bool) {
 		item.Verdict = Error
 		item.Note = note("the catalog has no lookup for " + row.Tool)
 	case ans.Evidence.Lookup == reconcile.LookupFound:
-		if err := reconcile.CheckRef(ans.ResultRef); err != nil {
-			// The summary quotes the reference: leave it out.
+		err := ans.Err // why the answer gives no reference
+		if err == nil {
+			// Checked again: a Desk may answer other than reconcile.Ask.
+			err = reconcile.CheckRef(ans.ResultRef)
+		}
+		if err != nil {
+			// A summary may quote the reference: leave it out.
 			item.Verdict = Error
-			item.Note = "the provider has it, but " + err.Error()
+			item.Note = note("the provider has it, but " + err.Error())
 			break
 		}
 		item.Verdict, item.Ref = Found, ans.ResultRef
