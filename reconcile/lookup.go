@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/opsdesk/opsdesk/internal/lookupurl"
 	"github.com/opsdesk/opsdesk/ops"
@@ -34,7 +37,8 @@ type LookupSpec struct {
 	// response is no answer.
 	FoundStatus, NotFoundStatus int
 	// ResultRef is the JSON pointer (RFC 6901) of the provider's reference
-	// in a found answer's body, such as /id.
+	// in a found answer's body, such as /id: a string, or a number taken
+	// as written (see Ask).
 	ResultRef string
 }
 
@@ -46,7 +50,10 @@ type Answer struct {
 	// the body.
 	Evidence  Evidence
 	ResultRef string
-	// Err says why there is no definite answer.
+	// Err says why there is no definite answer, or why a found answer
+	// gives no ResultRef (Evidence.Lookup tells which): its body is not
+	// JSON, names a member twice, or has no reference at the pointer that
+	// CheckRef takes.
 	Err error
 }
 
@@ -54,7 +61,12 @@ type Answer struct {
 const maxLookupBody = 1 << 20
 
 // Ask runs the lookup for one identity. It never fails: a provider that
-// cannot be asked gives no answer, and says why.
+// cannot be asked gives no answer, and says why. A found answer's
+// reference is what the provider sent: a string's characters, or a
+// number's text as written (never read through a float64); an answer
+// that names a member twice anywhere, or whose reference a decision
+// could not record as sent (CheckRef), is still found, without a
+// reference, and Err says why.
 func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool, key string) Answer {
 	timeout := spec.Timeout
 	if timeout <= 0 {
@@ -125,6 +137,9 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 		if spec.ResultRef != "" {
 			ref, err := pointer(body, spec.ResultRef)
 			if err != nil {
+				// Still found: the status is the answer. Nothing can be
+				// confirmed under a reference read from this body.
+				a.Err = err
 				a.Evidence.Summary += " (no reference: " + err.Error() + ")"
 				break
 			}
@@ -167,39 +182,182 @@ func noAnswer(err error) Answer {
 	return Answer{Err: err, Evidence: Evidence{Summary: err.Error()}}
 }
 
-// pointer reads the string (or number) at a JSON pointer in body.
+// maxLookupDepth is how deeply a lookup's answer may nest: what
+// encoding/json reads, and far more than a provider's answer needs.
+const maxLookupDepth = 10_000
+
+// errNotJSON says why a found answer's body gives no reference.
+var errNotJSON = errors.New("the body is not JSON")
+
+// pointer reads the reference at the JSON pointer ptr (RFC 6901) in a
+// found answer's body: a string's characters, or a number's text exactly
+// as the provider wrote it (9007199254740993, 1e21 and -0.0 stay what
+// they are, where a float64 makes them 9007199254740992,
+// 1000000000000000000000 and -0), if CheckRef takes it.
 func pointer(body []byte, ptr string) (string, error) {
-	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
-		return "", errors.New("the body is not JSON")
+	tokens, err := ParsePointer(ptr)
+	if err != nil {
+		return "", err
 	}
-	for _, tok := range strings.Split(ptr, "/")[1:] {
-		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
-		switch node := v.(type) {
-		case map[string]any:
-			next, ok := node[tok]
-			if !ok {
-				return "", fmt.Errorf("%s is missing", ptr)
-			}
-			v = next
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(node) {
-				return "", fmt.Errorf("%s is missing", ptr)
-			}
-			v = node[i]
-		default:
-			return "", fmt.Errorf("%s is missing", ptr)
-		}
+	value, found, err := valueAt(body, tokens)
+	if err != nil {
+		return "", err
 	}
-	switch ref := v.(type) {
+	var ref string
+	switch v := value.(type) {
 	case string:
-		if ref == "" {
+		if v == "" {
 			return "", fmt.Errorf("%s is empty", ptr)
 		}
-		return ref, nil
-	case float64:
-		return strconv.FormatFloat(ref, 'f', -1, 64), nil
+		ref = v
+	case json.Number:
+		ref = v.String()
+	default:
+		if !found {
+			return "", fmt.Errorf("%s is missing", ptr)
+		}
+		return "", fmt.Errorf("%s is not a string or a number", ptr)
 	}
-	return "", fmt.Errorf("%s is not a string", ptr)
+	if err := CheckRef(ref); err != nil {
+		return "", fmt.Errorf("%s: %w", ptr, err)
+	}
+	return ref, nil
+}
+
+// valueAt reads body, one JSON value, and returns the token at the
+// pointer tokens: a string, a json.Number (the number's text), a bool,
+// nil for null, or the json.Delim that opens an object or an array. A
+// body that names a member twice in one object, on the pointer's path or
+// anywhere else (escapes decoded: "r\u0065f" is "ref"), is an error:
+// decoders take the first or the last, so which one the provider meant is
+// unknown. The body is read as a stream that keeps only the member names
+// of the objects open around the next token; an error quotes a few bytes
+// of it at most.
+func valueAt(body []byte, tokens []string) (value any, found bool, err error) {
+	if !utf8.Valid(body) {
+		// encoding/json would read each bad byte as U+FFFD: not what was sent.
+		return nil, false, fmt.Errorf("%w: it is not UTF-8", errNotJSON)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	// container is an object or array open around the next token.
+	type container struct {
+		names    map[string]struct{} // an object's member names so far; nil for an array
+		wantName bool                // an object's next token is a member's name (or its end)
+		name     string              // the member whose value is next
+		items    int                 // an array's items so far
+		onPath   bool                // the container is the value at tokens[:depth]
+	}
+	var open []container
+	ended := false
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF && ended {
+			return value, found, nil
+		}
+		if err != nil || ended {
+			return nil, false, errNotJSON // a syntax error, a cut body, or a second value
+		}
+		depth := len(open)
+		if delim, ok := tok.(json.Delim); ok && (delim == '}' || delim == ']') {
+			open = open[:depth-1]
+			ended = depth == 1
+			continue
+		}
+		if depth > 0 && open[depth-1].wantName {
+			parent := &open[depth-1]
+			name, ok := tok.(string) // where a name is due, Token returns one or fails
+			if !ok {
+				return nil, false, errNotJSON
+			}
+			if _, twice := parent.names[name]; twice {
+				return nil, false, fmt.Errorf("the body names member %s twice in one object: "+
+					"which one the provider meant is unknown", quoteCut(name))
+			}
+			parent.names[name] = struct{}{}
+			parent.name, parent.wantName = name, false
+			continue
+		}
+		// A value: the one the pointer names, or one on the way to it?
+		at := depth == 0
+		if depth > 0 {
+			parent := &open[depth-1]
+			if parent.names != nil {
+				at = parent.onPath && parent.name == tokens[depth-1]
+				parent.wantName = true
+			} else {
+				// RFC 6901: an index is decimal, without a sign or leading zeros.
+				at = parent.onPath && strconv.Itoa(parent.items) == tokens[depth-1]
+				parent.items++
+			}
+		}
+		if at && depth == len(tokens) {
+			value, found = tok, true
+		}
+		delim, ok := tok.(json.Delim)
+		if !ok {
+			ended = depth == 0
+			continue
+		}
+		if depth == maxLookupDepth {
+			return nil, false, fmt.Errorf("the body nests deeper than %d levels", maxLookupDepth)
+		}
+		c := container{onPath: at && depth < len(tokens)}
+		if delim == '{' {
+			c.names, c.wantName = map[string]struct{}{}, true
+		}
+		open = append(open, c)
+	}
+}
+
+// quoteCut quotes a name from a provider's answer for a message: at most
+// its first 40 bytes, and its size when it is longer.
+func quoteCut(s string) string {
+	const most = 40
+	if len(s) <= most {
+		return strconv.Quote(s)
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
+}
+
+// MaxRefBytes is the longest reference a decision records (migration
+// 00016).
+const MaxRefBytes = 500
+
+// CheckRef tells whether ref can be recorded as the provider's reference:
+// what retries will replay and people will read. decide takes 500 bytes
+// and trims white space; a reference it would change, or that carries
+// control or invisible characters, or U+FFFD (which decoders write for
+// what they could not read, such as the escape of a lone surrogate), is
+// not the provider's as it said it. Ask never gives a ResultRef that
+// CheckRef refuses; code that takes answers from elsewhere checks again.
+func CheckRef(ref string) error {
+	switch {
+	case ref == "":
+		return errors.New("the answer names no reference (see the tool's lookup result_ref)")
+	case len(ref) > MaxRefBytes:
+		return fmt.Errorf("the reference is %d bytes, over the %d a decision records", len(ref), MaxRefBytes)
+	case !utf8.ValidString(ref):
+		return errors.New("the reference is not UTF-8")
+	case strings.TrimFunc(ref, IsSpace) != ref:
+		return errors.New("the reference starts or ends with white space")
+	case strings.ContainsRune(ref, utf8.RuneError):
+		return errors.New("the reference holds U+FFFD, which stands for a character that could not be read")
+	}
+	for _, c := range ref {
+		if !unicode.IsGraphic(c) {
+			return fmt.Errorf("the reference holds the control or invisible character %U", c)
+		}
+	}
+	return nil
+}
+
+// IsSpace tells whether c is white space as the database's clean_reason
+// trims it from references, reasons and notes.
+func IsSpace(c rune) bool {
+	return unicode.IsSpace(c) || c == '\u180e' || c == '\u200b' || c == '\ufeff'
 }

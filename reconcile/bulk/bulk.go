@@ -68,8 +68,8 @@ const (
 	NoAnswer Verdict = "no_answer"
 	// Error: the answer cannot be used or the question cannot be asked: a
 	// found answer without a usable reference (missing, too long, control
-	// characters), an identity that makes no exact lookup URL, a tool
-	// without a lookup.
+	// characters, a member named twice), an identity that makes no exact
+	// lookup URL, a tool without a lookup.
 	Error Verdict = "error"
 )
 
@@ -142,8 +142,6 @@ const (
 	// otherwise: decide waits for a record's lock held by the library
 	// without bound, and one such record must not hold up a run.
 	DefaultDecideTimeout = 30 * time.Second
-	// maxRefBytes is the longest reference decide takes (00016).
-	maxRefBytes = 500
 	// maxReasonBytes is the longest reason decide takes (00016).
 	maxReasonBytes = 2000
 	// maxNote bounds an item's note.
@@ -484,10 +482,15 @@ func (r *Reconciler) ask(ctx context.Context, row storeview.Row) (Item, bool) {
 		item.Verdict = Error
 		item.Note = note("the catalog has no lookup for " + row.Tool)
 	case ans.Evidence.Lookup == reconcile.LookupFound:
-		if err := checkRef(ans.ResultRef); err != nil {
-			// The summary quotes the reference: leave it out.
+		err := ans.Err // why the answer gives no reference
+		if err == nil {
+			// Checked again: a Desk may answer other than reconcile.Ask.
+			err = reconcile.CheckRef(ans.ResultRef)
+		}
+		if err != nil {
+			// A summary may quote the reference: leave it out.
 			item.Verdict = Error
-			item.Note = "the provider has it, but " + err.Error()
+			item.Note = note("the provider has it, but " + err.Error())
 			break
 		}
 		item.Verdict, item.Ref = Found, ans.ResultRef
@@ -499,35 +502,6 @@ func (r *Reconciler) ask(ctx context.Context, row storeview.Row) (Item, bool) {
 		item.Verdict = NoAnswer
 	}
 	return item, true
-}
-
-// checkRef tells whether a found answer's reference can be recorded as
-// the provider's reference: what retries will replay and people will
-// read. decide takes 500 bytes and trims white space; a reference it
-// would change, or that carries control or invisible characters, is not
-// the provider's as it said it.
-func checkRef(ref string) error {
-	switch {
-	case ref == "":
-		return errors.New("its answer names no reference (see the tool's lookup result_ref)")
-	case len(ref) > maxRefBytes:
-		return fmt.Errorf("its reference is %d bytes, over the %d a decision records", len(ref), maxRefBytes)
-	case !utf8.ValidString(ref):
-		return errors.New("its reference is not UTF-8")
-	case strings.TrimFunc(ref, isSpace) != ref:
-		return errors.New("its reference starts or ends with white space")
-	}
-	for _, c := range ref {
-		if !unicode.IsGraphic(c) {
-			return fmt.Errorf("its reference holds the control or invisible character %U", c)
-		}
-	}
-	return nil
-}
-
-// isSpace is white space as the database's clean_reason trims it.
-func isSpace(c rune) bool {
-	return unicode.IsSpace(c) || c == '\u180e' || c == '\u200b' || c == '\ufeff'
 }
 
 // note is s cut to maxNote bytes, each control or invisible character
@@ -553,7 +527,7 @@ func note(s string) string {
 // UTF-8 without NUL (which PostgreSQL's text cannot hold: every decision
 // would fail).
 func CheckReason(reason string) error {
-	trimmed := strings.TrimFunc(reason, isSpace)
+	trimmed := strings.TrimFunc(reason, reconcile.IsSpace)
 	switch {
 	case trimmed == "":
 		return fmt.Errorf("%w: it goes into each record's audit record, and white space is no reason", ErrNoReason)

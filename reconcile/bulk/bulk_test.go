@@ -242,6 +242,18 @@ FROM generate_series(1, $3) i RETURNING id`, tenant, prefix, n)
 	return ids
 }
 
+// stuckKeys inserts a stuck charge record in tenant for each key, as
+// fixtures.
+func (b *bundle) stuckKeys(t *testing.T, tenant string, keys ...string) {
+	t.Helper()
+	_, err := b.db.Admin.Exec(b.ctx, `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
+SELECT $1, 'charge-card', k, '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'pending', 'w',
+    now() - interval '2 minutes', now() - interval '1 minute'
+FROM unnest($2::text[]) k`, tenant, keys)
+	require.NoError(t, err)
+}
+
 // fakeProvider answers lookups at /lookup/{tenant}/{tool}/{key} with
 // answer(key); b.spec asks it.
 func (b *bundle) fakeProvider(t *testing.T, timeout time.Duration, answer func(w http.ResponseWriter, r *http.Request, key string)) {
@@ -581,11 +593,7 @@ func TestBulkHostileReferences(t *testing.T) {
 		writeJSON(w, http.StatusOK, map[string]any{"found": true, "ref": refs[name]})
 	})
 	for name := range refs {
-		_, err := b.db.Admin.Exec(b.ctx, `
-INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
-VALUES ('acme', 'charge-card', 'h' || $1, '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'pending', 'w',
-    now() - interval '2 minutes', now() - interval '1 minute')`, name)
-		require.NoError(t, err)
+		b.stuckKeys(t, "acme", "h"+name)
 	}
 	operator := dbtest.NewPerson(t, b.db, "operator", "*")
 	r := b.reconciler(t, operator, bulk.Config{})
