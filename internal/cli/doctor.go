@@ -78,6 +78,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 
 	doctorRole(ctx, pool, check)
 	doctorClock(ctx, pool, check)
+	doctorPrivileged(ctx, newView(pool, cfg.Context), check, w)
 	if err == nil {
 		view := newView(pool, cfg.Context)
 		doctorCounts(ctx, view, check)
