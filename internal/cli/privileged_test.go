@@ -13,58 +13,8 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
-// attackers are logins of each class that can bypass the database, made
-// by the superuser in d's cluster, and dropped when the test ends.
-type attackers struct {
-	creator *dbtest.Person // CREATEROLE
-	nested  *dbtest.Person // member of group, a NOLOGIN member of opsdesk_owner
-	group   string
-	super   *dbtest.Person // SUPERUSER
-	owner   *dbtest.Person // owns one of opsdesk's tables
-	writer  *dbtest.Person // member of pg_write_all_data
-	prePG16 bool           // CREATEROLE may grant any role
-}
-
-func newAttackers(t *testing.T, d *dbtest.DB) attackers {
-	t.Helper()
-	ctx := t.Context()
-	exec := func(sql string) {
-		t.Helper()
-		_, err := d.Admin.Exec(ctx, sql)
-		require.NoError(t, err, sql)
-	}
-	ident := func(name string) string { return pgx.Identifier{name}.Sanitize() }
-	var a attackers
-	var version int
-	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version))
-	a.prePG16 = version < 160000
-
-	a.creator = dbtest.NewPerson(t, d, "")
-	exec(`ALTER ROLE ` + ident(a.creator.Role) + ` CREATEROLE`)
-
-	a.nested = dbtest.NewPerson(t, d, "")
-	a.group = a.nested.Role + "_grp"
-	exec(`CREATE ROLE ` + ident(a.group) + ` NOLOGIN IN ROLE opsdesk_owner`)
-	t.Cleanup(func() { _, _ = d.Admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+ident(a.group)) })
-	exec(`GRANT ` + ident(a.group) + ` TO ` + ident(a.nested.Role))
-
-	a.super = dbtest.NewPerson(t, d, "")
-	exec(`ALTER ROLE ` + ident(a.super.Role) + ` SUPERUSER`)
-
-	a.owner = dbtest.NewPerson(t, d, "")
-	exec(`ALTER TABLE opsdesk.tombstones OWNER TO ` + ident(a.owner.Role))
-	// Before its login is dropped (cleanups run last first).
-	t.Cleanup(func() {
-		_, _ = d.Admin.Exec(context.Background(), `REASSIGN OWNED BY `+ident(a.owner.Role)+` TO CURRENT_USER`)
-	})
-
-	a.writer = dbtest.NewPerson(t, d, "")
-	exec(`GRANT pg_write_all_data TO ` + ident(a.writer.Role))
-	return a
-}
-
-// privilegedLine is the line of out that lists a class's logins ("" if
-// none), with its leading mark and label.
+// privilegedLine is what the line of out that lists a class's logins
+// says after the class's label ("" if no line does).
 func privilegedLine(out string, class storeview.PrivilegeClass) string {
 	for _, line := range strings.Split(out, "\n") {
 		if i := strings.Index(line, privilegedClassWords[class]+": "); i >= 0 {
@@ -76,16 +26,16 @@ func privilegedLine(out string, class storeview.PrivilegeClass) string {
 
 // requireListed checks that out lists each class's attacker, by the role
 // it is of the class through, and never the innocent roles.
-func requireListed(t *testing.T, out string, a attackers, innocent ...*dbtest.Person) {
+func requireListed(t *testing.T, out string, a dbtest.Bypassers, innocent ...*dbtest.Person) {
 	t.Helper()
-	require.Contains(t, privilegedLine(out, storeview.ClassSuperuser), a.super.Role, out)
-	require.Contains(t, privilegedLine(out, storeview.ClassTableOwner), a.owner.Role, out)
-	require.Contains(t, privilegedLine(out, storeview.ClassOpsdeskOwner), a.nested.Role+" (through "+a.group+" → opsdesk_owner)", out)
-	require.Contains(t, privilegedLine(out, storeview.ClassWriteAllData), a.writer.Role+" (through pg_write_all_data)", out)
-	if a.prePG16 {
-		require.Contains(t, privilegedLine(out, storeview.ClassCreateRole), a.creator.Role, out)
+	require.Contains(t, privilegedLine(out, storeview.ClassSuperuser), a.Super.Role, out)
+	require.Contains(t, privilegedLine(out, storeview.ClassTableOwner), a.TableOwner.Role, out)
+	require.Contains(t, privilegedLine(out, storeview.ClassOpsdeskOwner), a.Nested.Role+" (through "+a.Group+" → opsdesk_owner)", out)
+	require.Contains(t, privilegedLine(out, storeview.ClassWriteAllData), a.WriteAllData.Role+" (through pg_write_all_data)", out)
+	if a.PrePG16 {
+		require.Contains(t, privilegedLine(out, storeview.ClassCreateRole), a.CreateRole.Role, out)
 	} else {
-		require.NotContains(t, privilegedLine(out, storeview.ClassCreateRole), a.creator.Role, out)
+		require.NotContains(t, privilegedLine(out, storeview.ClassCreateRole), a.CreateRole.Role, out)
 	}
 	for _, p := range innocent {
 		for _, class := range storeview.PrivilegeClasses {
@@ -102,7 +52,7 @@ func TestPrivilegedLoginsAreNamed(t *testing.T) {
 	d := dbtest.New(t)
 	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
 	operator := dbtest.NewPerson(t, d, "operator", "*")
-	a := newAttackers(t, d)
+	a := dbtest.NewBypassers(t, d)
 
 	code, out, errOut := run("doctor", "--dsn", viewer.DSN)
 	require.Equal(t, ExitOK, code, "a warning, not a failure: %s%s", out, errOut)
@@ -126,18 +76,18 @@ func TestPrivilegedLoginsAreNamed(t *testing.T) {
 	require.False(t, seesEvery())
 
 	t.Run("CreateRoleGrantsItselfOpsdeskOwner", func(t *testing.T) {
-		_, err := a.creator.Pool.Exec(ctx, `GRANT opsdesk_owner TO `+pgx.Identifier{a.creator.Role}.Sanitize())
-		if !a.prePG16 {
+		_, err := a.CreateRole.Pool.Exec(ctx, `GRANT opsdesk_owner TO `+pgx.Identifier{a.CreateRole.Role}.Sanitize())
+		if !a.PrePG16 {
 			require.Error(t, err, "PostgreSQL 16 keeps CREATEROLE to the roles it administers")
 			return
 		}
 		require.NoError(t, err)
 		_, out, _ := run("doctor", "--dsn", viewer.DSN)
-		require.Contains(t, privilegedLine(out, storeview.ClassOpsdeskOwner), a.creator.Role+" (through opsdesk_owner)", out)
+		require.Contains(t, privilegedLine(out, storeview.ClassOpsdeskOwner), a.CreateRole.Role+" (through opsdesk_owner)", out)
 	})
 
 	t.Run("OpsdeskOwnerMemberForgesAuditAndGivesEveryTenant", func(t *testing.T) {
-		tx, err := a.nested.Pool.Begin(ctx)
+		tx, err := a.Nested.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // committed below
 		_, err = tx.Exec(ctx, `SET LOCAL ROLE opsdesk_owner`)
@@ -154,7 +104,7 @@ VALUES ('acme', 1000000, gen_random_uuid(), now(), $1, 'decide:completed', 'succ
 	})
 
 	t.Run("WriteAllDataGivesEveryTenant", func(t *testing.T) {
-		_, err := a.writer.Pool.Exec(ctx, `INSERT INTO opsdesk.access (role, tenant, granted_by) VALUES ($1, '*', 'nobody')`, a.writer.Role)
+		_, err := a.WriteAllData.Pool.Exec(ctx, `INSERT INTO opsdesk.access (role, tenant, granted_by) VALUES ($1, '*', 'nobody')`, a.WriteAllData.Role)
 		require.NoError(t, err, "opsdesk.access has no row-level security")
 	})
 }
