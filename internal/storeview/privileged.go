@@ -110,16 +110,3 @@ func (s *Store) PrivilegedLogins(ctx context.Context) ([]PrivilegedLogin, error)
 	}
 	return out, nil
 }
-
-// CountByClass counts logins by class, every class present (zero when
-// none).
-func CountByClass(logins []PrivilegedLogin) map[PrivilegeClass]int {
-	n := make(map[PrivilegeClass]int, len(PrivilegeClasses))
-	for _, class := range PrivilegeClasses {
-		n[class] = 0
-	}
-	for _, l := range logins {
-		n[l.Class]++
-	}
-	return n
-}
