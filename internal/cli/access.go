@@ -133,17 +133,17 @@ func describeAccess(a reconcile.Access) string { return a.Role + " is " + access
 
 // accessWords is a role's level and tenants as people say them.
 func accessWords(a reconcile.Access) string {
-	level := a.Level
-	if level == "" {
-		level = "of no level"
-	}
+	tenants := strings.Join(a.Tenants, ", ")
 	switch {
 	case a.Every():
-		return level + " of every tenant"
+		tenants = "every tenant"
 	case len(a.Tenants) == 0:
-		return level + " of no tenant"
+		tenants = "no tenant"
 	}
-	return level + " of " + strings.Join(a.Tenants, ", ")
+	if a.Level == "" {
+		return "of no level, mapped to " + tenants
+	}
+	return a.Level + " of " + tenants
 }
 
 // grantNote says what a grant of tenant did not change, or "".
