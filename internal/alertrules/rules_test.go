@@ -1,7 +1,7 @@
 // Package alertrules tests the Prometheus alert rules shipped in
 // deploy/prometheus: promtool checks and unit-tests them, and every
-// command an alert points at must be one the console accepts. It holds
-// tests only.
+// command an alert points at must be one the console (opsdesk --goto) or
+// the CLI (opsdesk doctor) accepts. It holds tests only.
 package alertrules
 
 import (
@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/opsdesk/opsdesk/internal/cli"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -163,12 +164,12 @@ func TestEveryAlertIsComplete(t *testing.T) {
 			}
 			slices.Sort(keys)
 			require.Equal(t, annotations, keys, "%s: annotations", r.Alert)
-			require.True(t, strings.HasPrefix(r.Annotations["command"], "opsdesk --goto '"), "%s: command %q", r.Alert, r.Annotations["command"])
+			require.True(t, strings.HasPrefix(r.Annotations["command"], "opsdesk "), "%s: command %q", r.Alert, r.Annotations["command"])
 			require.True(t, fires[r.Alert], "%s: no unit test where it fires", r.Alert)
 			require.True(t, quiet[r.Alert], "%s: no unit test where it must not fire", r.Alert)
 		}
 	}
-	require.Len(t, alerts, 12)
+	require.Len(t, alerts, 13)
 	for name := range fires {
 		require.Contains(t, alerts, name, "the tests expect an alert the rules do not have")
 	}
@@ -198,11 +199,15 @@ func shellRunner(t *testing.T) func(line string) ([]string, error) {
 // consoleTarget checks a command an alert points at: the shell must read
 // it as opsdesk --goto COMMAND, the console must accept COMMAND, and it
 // must lead to the alert's tool and tenant (labels). It returns where it
-// leads.
+// leads. A command that is not --goto must be one of opsdesk's commands
+// (cliTarget).
 func consoleTarget(shell func(string) ([]string, error), line string, labels map[string]string) (string, error) {
 	args, err := shell(line)
 	if err != nil {
 		return "", err
+	}
+	if len(args) > 0 && args[0] != "--goto" {
+		return cliTarget(args)
 	}
 	if len(args) != 2 || args[0] != "--goto" {
 		return "", fmt.Errorf("%s: the shell reads opsdesk %q, not opsdesk --goto COMMAND", line, args)
@@ -217,6 +222,23 @@ func consoleTarget(shell func(string) ([]string, error), line string, labels map
 		}
 	}
 	return where, nil
+}
+
+// cliTarget checks that args name one of opsdesk's commands, by its
+// help: opsdesk ARGS --help must succeed and show ARGS's usage, not the
+// root's. It returns the command's usage line.
+func cliTarget(args []string) (string, error) {
+	var out, errOut bytes.Buffer
+	if code := cli.Main(append(slices.Clone(args), "--help"), &out, &errOut); code != cli.ExitOK {
+		return "", fmt.Errorf("opsdesk %q --help exits %d: %s", args, code, errOut.String())
+	}
+	usage := "opsdesk " + strings.Join(args, " ")
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), usage+" ") {
+			return strings.TrimSpace(line), nil
+		}
+	}
+	return "", fmt.Errorf("opsdesk %q is not a command of opsdesk: its help shows no usage %q", args, usage)
 }
 
 // TestCommandsOpenTheConsole: every command the unit tests expect an alert
@@ -237,7 +259,7 @@ func TestCommandsOpenTheConsole(t *testing.T) {
 			}
 		}
 	}
-	require.GreaterOrEqual(t, n, 12)
+	require.GreaterOrEqual(t, n, 13)
 }
 
 // TestConsoleTargetRefuses: the check above fails on a command the
@@ -254,6 +276,8 @@ func TestConsoleTargetRefuses(t *testing.T) {
 		`opsdesk --goto stuck tool:x`:                 "not opsdesk --goto COMMAND",
 		`opsdesk --goto 'stuck tool:"its a tool"'`:    `not to tool "it's a tool"`,
 		`opsdesk --goto 'stuck tool:"it'\''s a tool'`: "unterminated quote",
+		`opsdesk doctr`:                               "not a command of opsdesk",
+		`opsdesk doctor --no-such-flag`:               "exits 2",
 	} {
 		_, err := consoleTarget(shell, line, tool)
 		require.ErrorContains(t, err, want, line)
@@ -261,4 +285,7 @@ func TestConsoleTargetRefuses(t *testing.T) {
 	where, err := consoleTarget(shell, `opsdesk --goto 'stuck tool:"it'\''s a tool"'`, tool)
 	require.NoError(t, err)
 	require.Equal(t, `operations list: state:stuck tool:"it's a tool"`, where)
+	where, err = consoleTarget(shell, `opsdesk doctor`, nil)
+	require.NoError(t, err)
+	require.Equal(t, "opsdesk doctor [flags]", where)
 }

@@ -301,7 +301,10 @@ RETURNING id, version`).Scan(&id, &version))
 	code, out, errOut := run("doctor", "--config", catalog)
 	require.Equal(t, ExitOK, code, out+errOut)
 	require.Contains(t, out, "✓ role         "+demoOperator+": admin:")
-	require.NotContains(t, out, "superuser")
+	require.NotContains(t, out, "superuser: everything", "the console's role is no superuser")
+	for _, class := range storeview.PrivilegeClasses {
+		require.NotContains(t, privilegedLine(out, class), demoOperator, "nor can it bypass the database")
+	}
 	require.NoError(t, admin.QueryRow(ctx, `
 INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt,
     leased_at, lease_expires_at, created_at)

@@ -78,6 +78,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 
 	doctorRole(ctx, pool, check)
 	doctorClock(ctx, pool, check)
+	doctorPrivileged(ctx, newView(pool, cfg.Context), check, w)
 	if err == nil {
 		view := newView(pool, cfg.Context)
 		doctorCounts(ctx, view, check)
@@ -124,17 +125,29 @@ FROM pg_roles r WHERE r.rolname = session_user`).Scan(&role, &super, &service, &
 		may = append(may, "run the library (opsdesk_service, every tenant)")
 	}
 	if len(may) == 0 {
-		check(false, "role", role+" may not read the operation store; an opsdesk admin runs: opsdesk access grant "+role+" --as viewer --reason …")
+		check(false, "role", role+" may not read the operation store; an opsdesk admin runs: "+grantHint(role, "viewer"))
 		return
 	}
 	if viewer && !super {
-		may = append(may, doctorTenants(ctx, pool))
+		level := "viewer"
+		switch {
+		case admin:
+			level = "admin"
+		case operator:
+			level = "operator"
+		}
+		may = append(may, doctorTenants(ctx, pool, role, level))
 	}
 	check(true, "role", role+": "+strings.Join(may, "; "))
 }
 
+// grantHint is the command an admin runs to give role a tenant.
+func grantHint(role, level string) string {
+	return "opsdesk access grant " + role + " --as " + level + " --tenant T --reason …"
+}
+
 // doctorTenants says which tenants a person's role sees.
-func doctorTenants(ctx context.Context, pool *pgxpool.Pool) string {
+func doctorTenants(ctx context.Context, pool *pgxpool.Pool, role, level string) string {
 	var every bool
 	var tenants []string
 	err := pool.QueryRow(ctx, `SELECT opsdesk.sees_every_tenant(), opsdesk.visible_tenants()`).Scan(&every, &tenants)
@@ -144,7 +157,7 @@ func doctorTenants(ctx context.Context, pool *pgxpool.Pool) string {
 	case every:
 		return "every tenant"
 	case len(tenants) == 0:
-		return "no tenant yet: an admin runs opsdesk access grant … --tenant T"
+		return "no tenant yet: an admin runs " + grantHint(role, level)
 	}
 	slices.Sort(tenants)
 	return "tenants " + strings.Join(tenants, ", ")

@@ -42,7 +42,8 @@ func newExporterCmd(g *globalFlags) *cobra.Command {
 		Short: "Serve the store's state as Prometheus metrics (/metrics, /healthz)",
 		Long: "Serve the operation store's state for Prometheus at http://ADDR/metrics: records by tool and state,\n" +
 			"the oldest stuck age, unreviewed conflicts, deferrals that came due, expired records, unfinished\n" +
-			"purges and the audit chains' heads, read through the console's queries at every scrape. A viewer\n" +
+			"purges, the audit chains' heads and the logins that can bypass the database (by class, as doctor\n" +
+			"lists them), read through the console's queries at every scrape. A viewer\n" +
 			"role is enough; a viewer of some tenants reports those only. Each scrape reads within --budget\n" +
 			"(or nine tenths of Prometheus's scrape timeout, if shorter) and answers with what it read:\n" +
 			"opsdesk_scrape_partial says when some reads ran out of time, opsdesk_store_up when the store did not\n" +

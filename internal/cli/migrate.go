@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops/opsmigrate"
 )
 
@@ -29,14 +30,16 @@ func newMigrateCmd() *cobra.Command {
 		Example: "  opsdesk migrate --dsn 'postgres://admin@db.example.com/opsdesk'",
 		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runMigrate(cmd.Context(), opts, cmd.OutOrStdout())
+			return runMigrate(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&opts.DSN, "dsn", "", "PostgreSQL connection string (URL or key=value); required")
 	return cmd
 }
 
-func runMigrate(ctx context.Context, opts migrateOptions, stdout io.Writer) error {
+// runMigrate migrates, says to what version, and warns on stderr about the
+// logins that can bypass what the schema enforces.
+func runMigrate(ctx context.Context, opts migrateOptions, stdout, stderr io.Writer) error {
 	if strings.TrimSpace(opts.DSN) == "" {
 		return usagef("--dsn is required: the database to migrate, for example --dsn 'postgres://admin@localhost/opsdesk'")
 	}
@@ -51,9 +54,10 @@ func runMigrate(ctx context.Context, opts migrateOptions, stdout io.Writer) erro
 	}
 	if len(res.Applied) == 0 {
 		_, err = fmt.Fprintf(stdout, "schema already at version %d\n", res.To)
-		return err
+	} else {
+		_, err = fmt.Fprintf(stdout, "schema migrated from version %d to %d (%s)\n", res.From, res.To, strings.Join(res.Applied, ", "))
 	}
-	_, err = fmt.Fprintf(stdout, "schema migrated from version %d to %d (%s)\n", res.From, res.To, strings.Join(res.Applied, ", "))
+	warnPrivileged(ctx, storeview.New(pool, storeview.Options{}), stderr)
 	return err
 }
 

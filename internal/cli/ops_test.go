@@ -185,6 +185,10 @@ func TestDoctor(t *testing.T) {
 		require.Equal(t, tc.code, code, out)
 		require.Contains(t, out, tc.person.Role)
 		require.Contains(t, out, tc.want)
+		if strings.Contains(out, "access grant") {
+			// The suggested command is one that works: it names a tenant.
+			require.Contains(t, out, "opsdesk access grant "+tc.person.Role+" --as viewer --tenant T --reason …")
+		}
 	}
 
 	code, out, _ = run("doctor", "--dsn", "host="+t.TempDir()+" user=x password=sekrit dbname=y connect_timeout=2")

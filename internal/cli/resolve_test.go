@@ -193,7 +193,7 @@ FROM opsdesk.operations WHERE key = 'mail-1'`)
 	code, _, errOut = run("access", "revoke", newcomer.Role, "--reason", "left", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
 	// Granting is for admins only.
-	code, _, errOut = run("access", "grant", admin.Role, "--as", "viewer", "--reason", "x", "--config", personConfig(t, newcomer, ""))
+	code, _, errOut = run("access", "grant", admin.Role, "--as", "viewer", "--tenant", "acme", "--reason", "x", "--config", personConfig(t, newcomer, ""))
 	require.Equal(t, ExitFailure, code)
 	require.Contains(t, errOut, "permission denied")
 }

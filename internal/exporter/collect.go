@@ -17,7 +17,7 @@ type descs struct {
 	tenantLabels bool
 
 	operations, exact, oldestStuck, conflicts, deferredDue, expired *prometheus.Desc
-	purges, chainHead, verifyOK, verifyTime                         *prometheus.Desc
+	purges, chainHead, verifyOK, verifyTime, privileged             *prometheus.Desc
 	up, duration, partial, errors                                   *prometheus.Desc
 }
 
@@ -55,6 +55,12 @@ func newDescs(tenantLabels bool) descs {
 			"1 when the chain verified in the last full verification (--verify-every), 0 when it did not.", tenant, nil),
 		verifyTime: prometheus.NewDesc("opsdesk_audit_verify_timestamp_seconds",
 			"When the last full verification of the chain read it (database clock, Unix seconds).", tenant, nil),
+		privileged: prometheus.NewDesc("opsdesk_privileged_logins",
+			"Login roles that can bypass what the database enforces (forge audit records, give any role every tenant, "+
+				"rewrite completed records), by class: superuser (or able to become one), table_owner (owns opsdesk's "+
+				"schema or tables), opsdesk_owner (a member, directly or through other roles), createrole (PostgreSQL "+
+				"before 16), write_all_data (pg_write_all_data). A superuser counts as a superuser only. opsdesk doctor "+
+				"names them.", []string{"class"}, nil),
 		up: prometheus.NewDesc("opsdesk_store_up",
 			"1 when the store answered this scrape, 0 when it did not.", nil, nil),
 		duration: prometheus.NewDesc("opsdesk_scrape_duration_seconds",
@@ -69,7 +75,7 @@ func newDescs(tenantLabels bool) descs {
 
 func (d descs) describe(ch chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{d.operations, d.exact, d.oldestStuck, d.conflicts, d.deferredDue, d.expired,
-		d.purges, d.chainHead, d.verifyOK, d.verifyTime, d.up, d.duration, d.partial, d.errors} {
+		d.purges, d.chainHead, d.verifyOK, d.verifyTime, d.privileged, d.up, d.duration, d.partial, d.errors} {
 		ch <- desc
 	}
 }
@@ -95,7 +101,7 @@ func (e *Exporter) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 	readCtx, cancel := context.WithDeadline(ctx, deadline.Add(-grace))
 	defer cancel()
 
-	reads := []func(context.Context) part{e.readPing, e.readSignals, e.readHeads, e.readPurges}
+	reads := []func(context.Context) part{e.readPing, e.readSignals, e.readHeads, e.readPurges, e.readPrivileged}
 	done := make(chan part, len(reads))
 	for _, read := range reads {
 		go func() { done <- read(readCtx) }()
@@ -174,6 +180,24 @@ func (e *Exporter) readPurges(ctx context.Context) part {
 	return part{name: "purges", err: err, emit: func(ch chan<- prometheus.Metric) {
 		if seen {
 			e.send(ch, e.descs.purges, prometheus.GaugeValue, float64(n))
+		}
+	}}
+}
+
+// readPrivileged counts the logins of each class, every class sent
+// (zero when none), so that a class's first login is an increase.
+func (e *Exporter) readPrivileged(ctx context.Context) part {
+	logins, err := e.view.PrivilegedLogins(ctx)
+	return part{name: "privileged", err: err, emit: func(ch chan<- prometheus.Metric) {
+		if err != nil {
+			return
+		}
+		n := map[storeview.PrivilegeClass]int{}
+		for _, l := range logins {
+			n[l.Class]++
+		}
+		for _, class := range storeview.PrivilegeClasses {
+			e.send(ch, e.descs.privileged, prometheus.GaugeValue, float64(n[class]), string(class))
 		}
 	}}
 }

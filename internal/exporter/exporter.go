@@ -1,10 +1,11 @@
 // Package exporter reports the operation store's state to Prometheus: what
 // the console shows (stuck records by tool, the oldest stuck age,
 // unreviewed conflicts, deferrals that came due, expired records,
-// unfinished purges, audit chain heads and their verification), read at
-// each scrape through internal/storeview's queries under a time budget.
-// A slow or unreachable store never makes a scrape hang or fail: it
-// answers with what it read in time, and says so.
+// unfinished purges, audit chain heads and their verification) and what
+// doctor warns of (the logins that can bypass the database), read at each
+// scrape through internal/storeview's queries under a time budget. A slow
+// or unreachable store never makes a scrape hang or fail: it answers with
+// what it read in time, and says so.
 package exporter
 
 import (
@@ -71,8 +72,8 @@ func ConfigurePool(cfg *pgxpool.Config, budget time.Duration) {
 	cfg.ConnConfig.RuntimeParams["application_name"] = "opsdesk exporter"
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(budget.Milliseconds(), 10)
 	cfg.ConnConfig.RuntimeParams["jit"] = "off"
-	// A scrape's four reads side by side, and a ping for /healthz.
-	cfg.MaxConns = 5
+	// A scrape's five reads side by side, and a ping for /healthz.
+	cfg.MaxConns = 6
 }
 
 // Exporter serves the store's metrics. It is a prometheus.Collector, and
