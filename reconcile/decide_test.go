@@ -627,6 +627,59 @@ func TestRevealStartOfALargeValue(t *testing.T) {
 	require.ErrorIs(t, err, reconcile.ErrNoValue)
 }
 
+// TestRevealToStreamsALargeValue: a command's reveal writes the value as
+// the database reads it out, in slices that each end on a character
+// boundary, never holding it whole, and is audited like any reveal.
+func TestRevealToStreamsALargeValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	big, err := ops.New(b.db.Service, ops.Config{Tools: tools, Owner: "worker-big", MaxResultBytes: 8 << 20})
+	require.NoError(t, err)
+	// 4 MiB of two-byte characters after 15 bytes: the slices' ends fall
+	// inside characters.
+	huge := receipt{ChargeID: "x" + strings.Repeat("é", 2<<20)}
+	out, err := ops.DoExternal(b.ctx, big, chargeReq("acme", "ord-big", 100), func(context.Context, ops.Attempt) (receipt, error) {
+		return huge, nil
+	})
+	require.NoError(t, err)
+	require.Nil(t, out.NotStored)
+
+	var w slicesWriter
+	res, err := reconcile.RevealTo(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldResult, "the whole receipt", "", &w)
+	require.NoError(t, err)
+	require.Equal(t, `{"charge_id":"`+huge.ChargeID+`"}`, w.text.String(), "the stored text, exactly")
+	require.GreaterOrEqual(t, len(w.sizes), 4, "in slices")
+	for i, n := range w.sizes {
+		require.LessOrEqual(t, n, 1<<20+utf8.UTFMax, "slice %d", i)
+	}
+	require.Equal(t, w.text.Len(), w.valid, "every slice ends on a character boundary")
+	audits := b.audits(t)
+	require.Equal(t, res.Seq, audits[len(audits)-1].Seq)
+	require.Equal(t, "reveal:result", audits[len(audits)-1].Action)
+
+	id, _ := b.stuck(t, "acme", "ord-none")
+	w = slicesWriter{}
+	_, err = reconcile.RevealTo(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "anything?", "", &w)
+	require.ErrorIs(t, err, reconcile.ErrNoValue)
+	require.Zero(t, w.text.Len())
+}
+
+// slicesWriter keeps what is written to it, how much each write was, and
+// how many bytes came in writes of whole characters.
+type slicesWriter struct {
+	text  strings.Builder
+	sizes []int
+	valid int
+}
+
+func (w *slicesWriter) Write(p []byte) (int, error) {
+	w.sizes = append(w.sizes, len(p))
+	if utf8.Valid(p) {
+		w.valid += len(p)
+	}
+	return w.text.Write(p)
+}
+
 // A tenant-scoped operator neither sees nor decides another tenant's
 // records; a claimed display name does not replace the role.
 func TestTenantScopedOperator(t *testing.T) {
