@@ -580,24 +580,31 @@ func TestRevealIsAuditedBeforeItIsShown(t *testing.T) {
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 }
 
-// TestRevealStartOfALargeValue: a screen's reveal fetches the start of a
-// value of any size and its size, cut by the database at a character
-// boundary, and is audited like any reveal.
-func TestRevealStartOfALargeValue(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
+// largeResult has the library complete a charge of acme's whose stored
+// result is 4 MiB of two-byte characters after 15 bytes ({"charge_id":"x),
+// so that a cut can fall inside one. (32 MiB took more than the library's
+// 15 s write timeout to encode and send under the race detector on a
+// loaded machine; the size makes no difference to what is tested.)
+func largeResult(t *testing.T, b *bundle) (ops.Outcome[receipt], receipt) {
+	t.Helper()
 	big, err := ops.New(b.db.Service, ops.Config{Tools: tools, Owner: "worker-big", MaxResultBytes: 8 << 20})
 	require.NoError(t, err)
-	// 4 MiB of two-byte characters, so that a cut can fall inside one: 64
-	// times the limit. (32 MiB took more than the library's 15 s write
-	// timeout to encode and send under the race detector on a loaded
-	// machine; the size makes no difference to what is tested.)
 	huge := receipt{ChargeID: "x" + strings.Repeat("é", 2<<20)}
 	out, err := ops.DoExternal(b.ctx, big, chargeReq("acme", "ord-big", 100), func(context.Context, ops.Attempt) (receipt, error) {
 		return huge, nil
 	})
 	require.NoError(t, err)
 	require.Nil(t, out.NotStored)
+	return out, huge
+}
+
+// TestRevealStartOfALargeValue: a screen's reveal fetches the start of a
+// value of any size and its size, cut by the database at a character
+// boundary, and is audited like any reveal.
+func TestRevealStartOfALargeValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	out, _ := largeResult(t, b)
 
 	// 15 bytes of {"charge_id":"x then é: the limit falls inside one.
 	const limit = 64 << 10
@@ -633,16 +640,8 @@ func TestRevealStartOfALargeValue(t *testing.T) {
 func TestRevealToStreamsALargeValue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	big, err := ops.New(b.db.Service, ops.Config{Tools: tools, Owner: "worker-big", MaxResultBytes: 8 << 20})
-	require.NoError(t, err)
-	// 4 MiB of two-byte characters after 15 bytes: the slices' ends fall
-	// inside characters.
-	huge := receipt{ChargeID: "x" + strings.Repeat("é", 2<<20)}
-	out, err := ops.DoExternal(b.ctx, big, chargeReq("acme", "ord-big", 100), func(context.Context, ops.Attempt) (receipt, error) {
-		return huge, nil
-	})
-	require.NoError(t, err)
-	require.Nil(t, out.NotStored)
+	// The slices' ends fall inside characters.
+	out, huge := largeResult(t, b)
 
 	var w slicesWriter
 	res, err := reconcile.RevealTo(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldResult, "the whole receipt", "", &w)
