@@ -195,11 +195,21 @@ const revealLines = 1000
 // writeConflictReveal shows conflict c of record d as revealed: the
 // differing fields, then each request laid out with them marked. The
 // text goes out line by line, each cut, so that it costs no copy of the
-// requests.
+// requests; JSON holds them out of the encoding (splicer).
 func writeConflictReveal(w io.Writer, d storeview.Detail, c *storeview.Conflict, rev reconcile.ConflictReveal, res reconcile.Result, output string) error {
 	if output == "json" {
-		return writeJSON(w, conflictRevealJSON{OperationID: d.ID, Tenant: d.Tenant, Tool: d.Tool, Key: d.Key,
-			Conflict: *c, ConflictReveal: rev, Audit: res})
+		// Every stored JSON value goes out as the database stored it, a
+		// slice at a time, never encoded (or copied) whole.
+		var s splicer
+		held := rev
+		held.Original.Request, held.Attempted.Request = s.hold(rev.Original.Request), s.hold(rev.Attempted.Request)
+		held.Diffs = make([]reconcile.Diff, len(rev.Diffs))
+		for i, df := range rev.Diffs {
+			df.Original, df.Attempted = s.hold(df.Original), s.hold(df.Attempted)
+			held.Diffs[i] = df
+		}
+		return s.write(w, conflictRevealJSON{OperationID: d.ID, Tenant: d.Tenant, Tool: d.Tool, Key: d.Key,
+			Conflict: *c, ConflictReveal: held, Audit: res})
 	}
 	more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … -o json prints it whole.", d.ID, c.ID)
 	b := bufio.NewWriter(w)

@@ -422,11 +422,14 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 				return usagef("--reason is required: revealing a stored value is audited")
 			}
 			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
-				value, res, err := w.desk.Reveal(ctx, id, f, reason)
+				// The value streams from the database: one of 32 MiB is
+				// never held whole, nor copied.
+				out := cmd.OutOrStdout()
+				res, err := w.desk.RevealTo(ctx, id, f, reason, escapingWriter{out})
 				if err != nil {
-					return writeDecision(cmd.OutOrStdout(), "table", fmt.Sprintf("reveal of %d", id), res, err)
+					return writeDecision(out, "table", fmt.Sprintf("reveal of %d", id), res, err)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", escapeControls(value))
+				_, err = io.WriteString(out, "\n")
 				return err
 			})
 		},
