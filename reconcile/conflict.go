@@ -53,8 +53,11 @@ func RevealConflict(ctx context.Context, pool *pgxpool.Pool, conflictID int64, r
 		return out, res, err
 	}
 	var origMissing, attMissing *string
+	// Scanned as bytes: a json.RawMessage would be scanned through
+	// json.Unmarshal, which checks and copies each request once more (the
+	// column's type checked it when it was stored).
 	err = pool.QueryRow(ctx, `SELECT * FROM opsdesk.reveal_conflict_fetch($1, $2)`, res.Tenant, res.Entry).Scan(
-		&out.Original.Request, &out.Attempted.Request, &out.Original.Fingerprinted, &out.Attempted.Fingerprinted,
+		(*[]byte)(&out.Original.Request), (*[]byte)(&out.Attempted.Request), &out.Original.Fingerprinted, &out.Attempted.Fingerprinted,
 		&origMissing, &attMissing)
 	if err != nil {
 		return out, res, fmt.Errorf("read the requests of revealed conflict %d (audit record %s): %w", conflictID, res.AuditRef(), mapError(err))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -280,6 +281,74 @@ SELECT left(t, $3), octet_length(t) FROM v`, res.Tenant, res.Entry, max(0, maxBy
 		return Revealed{}, res, nil
 	}
 	return Revealed{Text: []byte(cutUTF8(*text, maxBytes)), Size: *size}, res, nil
+}
+
+// revealSlice is how much of a value RevealTo reads at a time.
+const revealSlice = 1 << 20
+
+// RevealTo is Reveal for a command that prints the value whole: it
+// writes the value's JSON text to w as the database reads it out, in
+// slices that each end on a character boundary, so that a stored value of
+// any size costs a slice of memory instead of the whole value and its
+// copies. Nothing is written when nothing was stored. It is audited like
+// Reveal; an error after the first slice leaves w with part of the value.
+func RevealTo(ctx context.Context, pool *pgxpool.Pool, id int64, field Field, reason, displayName string, w io.Writer) (Result, error) {
+	res, err := requestReveal(ctx, pool, id, field, reason, displayName)
+	if err != nil {
+		return res, err
+	}
+	// One call of reveal_fetch (a request gives one fetch), its text as
+	// bytes so that each slice is found by its offset, not by counting
+	// characters from the start. Each row says where its slice starts, so
+	// that slices out of order are an error, never a value misprinted.
+	rows, err := pool.Query(ctx, `WITH v AS MATERIALIZED (SELECT convert_to(opsdesk.reveal_fetch($1, $2)::text, 'UTF8') AS b)
+SELECT s, substring(v.b FROM s FOR $3) FROM v CROSS JOIN LATERAL generate_series(1, octet_length(v.b), $3) AS s`,
+		res.Tenant, res.Entry, revealSlice)
+	if err != nil {
+		return res, fetchError(field, res, err)
+	}
+	defer rows.Close()
+	var (
+		at    int64 = 1
+		slice []byte
+		carry []byte // the start of a character the slice cut
+	)
+	for rows.Next() {
+		var start int64
+		if err := rows.Scan(&start, &slice); err != nil {
+			return res, fetchError(field, res, err)
+		}
+		if start != at {
+			return res, fetchError(field, res, fmt.Errorf("slice at byte %d came where byte %d was due", start, at))
+		}
+		at += int64(len(slice))
+		buf := slice
+		if len(carry) > 0 {
+			buf = append(carry, slice...)
+		}
+		n := len(buf)
+		for i := n - 1; i >= 0 && i >= n-utf8.UTFMax; i-- {
+			if utf8.RuneStart(buf[i]) {
+				if !utf8.FullRune(buf[i:]) {
+					n = i
+				}
+				break
+			}
+		}
+		if _, err := w.Write(buf[:n]); err != nil {
+			return res, err
+		}
+		carry = append([]byte(nil), buf[n:]...)
+	}
+	if err := rows.Err(); err != nil {
+		return res, fetchError(field, res, err)
+	}
+	if len(carry) > 0 {
+		if _, err := w.Write(carry); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
 }
 
 // cutUTF8 is the longest prefix of s within n bytes that ends on a

@@ -582,24 +582,31 @@ func TestRevealIsAuditedBeforeItIsShown(t *testing.T) {
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 }
 
-// TestRevealStartOfALargeValue: a screen's reveal fetches the start of a
-// value of any size and its size, cut by the database at a character
-// boundary, and is audited like any reveal.
-func TestRevealStartOfALargeValue(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
+// largeResult has the library complete a charge of acme's whose stored
+// result is 4 MiB of two-byte characters after 15 bytes ({"charge_id":"x),
+// so that a cut can fall inside one. (32 MiB took more than the library's
+// 15 s write timeout to encode and send under the race detector on a
+// loaded machine; the size makes no difference to what is tested.)
+func largeResult(t *testing.T, b *bundle) (ops.Outcome[receipt], receipt) {
+	t.Helper()
 	big, err := ops.New(b.db.Service, ops.Config{Tools: tools, Owner: "worker-big", MaxResultBytes: 8 << 20})
 	require.NoError(t, err)
-	// 4 MiB of two-byte characters, so that a cut can fall inside one: 64
-	// times the limit. (32 MiB took more than the library's 15 s write
-	// timeout to encode and send under the race detector on a loaded
-	// machine; the size makes no difference to what is tested.)
 	huge := receipt{ChargeID: "x" + strings.Repeat("é", 2<<20)}
 	out, err := ops.DoExternal(b.ctx, big, chargeReq("acme", "ord-big", 100), func(context.Context, ops.Attempt) (receipt, error) {
 		return huge, nil
 	})
 	require.NoError(t, err)
 	require.Nil(t, out.NotStored)
+	return out, huge
+}
+
+// TestRevealStartOfALargeValue: a screen's reveal fetches the start of a
+// value of any size and its size, cut by the database at a character
+// boundary, and is audited like any reveal.
+func TestRevealStartOfALargeValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	out, _ := largeResult(t, b)
 
 	// 15 bytes of {"charge_id":"x then é: the limit falls inside one.
 	const limit = 64 << 10
@@ -627,6 +634,51 @@ func TestRevealStartOfALargeValue(t *testing.T) {
 	id, _ := b.stuck(t, "acme", "ord-none")
 	_, _, err = reconcile.RevealStart(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "anything?", "", limit)
 	require.ErrorIs(t, err, reconcile.ErrNoValue)
+}
+
+// TestRevealToStreamsALargeValue: a command's reveal writes the value as
+// the database reads it out, in slices that each end on a character
+// boundary, never holding it whole, and is audited like any reveal.
+func TestRevealToStreamsALargeValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// The slices' ends fall inside characters.
+	out, huge := largeResult(t, b)
+
+	var w slicesWriter
+	res, err := reconcile.RevealTo(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldResult, "the whole receipt", "", &w)
+	require.NoError(t, err)
+	require.Equal(t, `{"charge_id":"`+huge.ChargeID+`"}`, w.text.String(), "the stored text, exactly")
+	require.GreaterOrEqual(t, len(w.sizes), 4, "in slices")
+	for i, n := range w.sizes {
+		require.LessOrEqual(t, n, 1<<20+utf8.UTFMax, "slice %d", i)
+	}
+	require.Equal(t, w.text.Len(), w.valid, "every slice ends on a character boundary")
+	audits := b.audits(t)
+	require.Equal(t, res.Seq, audits[len(audits)-1].Seq)
+	require.Equal(t, "reveal:result", audits[len(audits)-1].Action)
+
+	id, _ := b.stuck(t, "acme", "ord-none")
+	w = slicesWriter{}
+	_, err = reconcile.RevealTo(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "anything?", "", &w)
+	require.ErrorIs(t, err, reconcile.ErrNoValue)
+	require.Zero(t, w.text.Len())
+}
+
+// slicesWriter keeps what is written to it, how much each write was, and
+// how many bytes came in writes of whole characters.
+type slicesWriter struct {
+	text  strings.Builder
+	sizes []int
+	valid int
+}
+
+func (w *slicesWriter) Write(p []byte) (int, error) {
+	w.sizes = append(w.sizes, len(p))
+	if utf8.Valid(p) {
+		w.valid += len(p)
+	}
+	return w.text.Write(p)
 }
 
 // A tenant-scoped operator neither sees nor decides another tenant's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -92,6 +93,12 @@ func (d *Desk) AckConflicts(ctx context.Context, id int64, seen []int64, reason 
 // Reveal returns record id's stored intent or result, audited first.
 func (d *Desk) Reveal(ctx context.Context, id int64, field Field, reason string) (json.RawMessage, Result, error) {
 	return Reveal(ctx, d.Pool, id, field, reason, d.DisplayName)
+}
+
+// RevealTo writes record id's stored intent or result to w, a slice at
+// a time, audited first (see RevealTo).
+func (d *Desk) RevealTo(ctx context.Context, id int64, field Field, reason string, w io.Writer) (Result, error) {
+	return RevealTo(ctx, d.Pool, id, field, reason, d.DisplayName, w)
 }
 
 // RevealStart returns the start of record id's stored intent or result

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // DiffKind is how a field differs between the original request and the
@@ -184,8 +184,8 @@ const (
 type jsonNode struct {
 	kind jsonKind
 	raw  json.RawMessage // the value's text in the input
-	// scalar is a string's characters, a number's text, "true" or
-	// "false".
+	// scalar is a number's text, "true" or "false". A string is compared
+	// by its text in raw, never copied out (strings may be megabytes).
 	scalar string
 	keys   []string    // an object's keys, in order
 	items  []*jsonNode // an array's items, or an object's values (by keys)
@@ -206,6 +206,15 @@ func (n *jsonNode) keyIndex() map[string]int {
 
 // sameScalar tells whether two scalars of one kind are equal.
 func (n *jsonNode) sameScalar(o *jsonNode) bool {
+	if n.kind == kindString {
+		if bytes.Equal(n.raw, o.raw) {
+			return true
+		}
+		if plainString(n.raw) && plainString(o.raw) {
+			return false // no escapes: other text, other characters
+		}
+		return decodeString(n.raw) == decodeString(o.raw)
+	}
 	if n.scalar == o.scalar {
 		return true
 	}
@@ -219,75 +228,145 @@ func (n *jsonNode) sameScalar(o *jsonNode) bool {
 	return errX == nil && errY == nil && x == y
 }
 
-// parseJSON reads one JSON value into a tree, without recursion and
-// without a depth limit, keeping each value's text.
+// plainString tells whether a JSON string's text is its characters,
+// quoted: no escape, valid UTF-8.
+func plainString(raw []byte) bool {
+	return bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw)
+}
+
+// decodeString is a JSON string's characters (invalid UTF-8 as U+FFFD, as
+// encoding/json reads it).
+func decodeString(raw []byte) string {
+	if plainString(raw) {
+		return string(raw[1 : len(raw)-1])
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s) // parseJSON checked it is a string
+	return s
+}
+
+// parseJSON reads one JSON value (RFC 8259) into a tree, without
+// recursion and without a depth limit, keeping each value's text where it
+// stands: a value of any size is neither buffered nor decoded, as a
+// json.Decoder would (which cost five times a 32 MiB request), and
+// json.Valid, which copies nothing, stops at 10,000 levels.
 func parseJSON(raw []byte) (*jsonNode, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
+	const (
+		wantValue = iota // a value; just after '[', or its ']'
+		wantKey          // a key; just after '{', or its '}'
+		wantColon
+		wantNext // ',' or the end of the object or array
+	)
 	var root *jsonNode
 	var open []*jsonNode
-	attach := func(n *jsonNode) error {
-		if len(open) == 0 {
-			if root != nil {
-				return errors.New("more than one JSON value")
-			}
-			root = n
-			return nil
-		}
-		top := open[len(open)-1]
-		top.items = append(top.items, n)
-		return nil
+	state, first := wantValue, false // first: just after '{' or '['
+	bad := func(i int) error {
+		return fmt.Errorf("invalid character %q at byte %d of JSON input", raw[i], i)
 	}
-	for {
-		start := skipSeparators(raw, int(dec.InputOffset()))
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		end := int(dec.InputOffset())
-		if len(open) > 0 {
-			if top := open[len(open)-1]; top.kind == kindObject && len(top.keys) == len(top.items) {
-				if key, ok := tok.(string); ok {
-					top.keys = append(top.keys, key)
-					continue
-				}
+	closeAt := func(i int) {
+		top := open[len(open)-1]
+		top.raw = raw[top.start : i+1]
+		open = open[:len(open)-1]
+		state = wantNext
+	}
+	for i := skipSpace(raw, 0); i < len(raw); i = skipSpace(raw, i) {
+		c := raw[i]
+		switch state {
+		case wantColon:
+			if c != ':' {
+				return nil, bad(i)
 			}
-		}
-		var n *jsonNode
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{', '[':
-				n = &jsonNode{kind: kindArray, start: start}
-				if t == '{' {
-					n.kind = kindObject
+			i++
+			state, first = wantValue, false
+			continue
+		case wantNext:
+			if len(open) == 0 {
+				return nil, fmt.Errorf("more than one JSON value: %w", bad(i))
+			}
+			top := open[len(open)-1]
+			switch {
+			case c == ',':
+				state, first = wantValue, false
+				if top.kind == kindObject {
+					state = wantKey
 				}
-				if err := attach(n); err != nil {
+			case c == '}' && top.kind == kindObject, c == ']' && top.kind == kindArray:
+				closeAt(i)
+			default:
+				return nil, bad(i)
+			}
+			i++
+			continue
+		case wantKey:
+			switch {
+			case c == '}' && first:
+				closeAt(i)
+			case c == '"':
+				end, err := stringEnd(raw, i)
+				if err != nil {
 					return nil, err
 				}
-				open = append(open, n)
-			default:
 				top := open[len(open)-1]
-				top.raw = raw[top.start:end]
-				open = open[:len(open)-1]
+				top.keys = append(top.keys, decodeString(raw[i:end]))
+				i, state = end, wantColon
+				continue
+			default:
+				return nil, bad(i)
 			}
+			i++
 			continue
-		case string:
-			n = &jsonNode{kind: kindString, scalar: t}
-		case json.Number:
-			n = &jsonNode{kind: kindNumber, scalar: string(t)}
-		case bool:
-			n = &jsonNode{kind: kindBool, scalar: strconv.FormatBool(t)}
-		case nil:
-			n = &jsonNode{kind: kindNull}
 		}
-		n.raw = raw[start:end]
-		if err := attach(n); err != nil {
-			return nil, err
+		if c == ']' && first {
+			closeAt(i)
+			i++
+			continue
 		}
+		// A value.
+		var n *jsonNode
+		end := i + 1
+		switch {
+		case c == '{' || c == '[':
+			n = &jsonNode{kind: kindArray, start: i}
+			state = wantValue
+			if c == '{' {
+				n.kind, state = kindObject, wantKey
+			}
+		case c == '"':
+			var err error
+			if end, err = stringEnd(raw, i); err != nil {
+				return nil, err
+			}
+			n = &jsonNode{kind: kindString, raw: raw[i:end]}
+		case c == '-' || (c >= '0' && c <= '9'):
+			if end = numberEnd(raw, i); end < 0 {
+				return nil, fmt.Errorf("invalid number at byte %d of JSON input", i)
+			}
+			n = &jsonNode{kind: kindNumber, raw: raw[i:end], scalar: string(raw[i:end])}
+		case bytes.HasPrefix(raw[i:], []byte("true")), bytes.HasPrefix(raw[i:], []byte("false")):
+			end = i + len("true")
+			if c == 'f' {
+				end = i + len("false")
+			}
+			n = &jsonNode{kind: kindBool, raw: raw[i:end], scalar: string(raw[i:end])}
+		case bytes.HasPrefix(raw[i:], []byte("null")):
+			end = i + 4
+			n = &jsonNode{kind: kindNull, raw: raw[i:end]}
+		default:
+			return nil, bad(i)
+		}
+		if len(open) == 0 {
+			root = n
+		} else {
+			top := open[len(open)-1]
+			top.items = append(top.items, n)
+		}
+		if n.kind == kindObject || n.kind == kindArray {
+			open = append(open, n)
+			first = true
+		} else {
+			state = wantNext
+		}
+		i = end
 	}
 	if root == nil || len(open) > 0 {
 		return nil, errors.New("unexpected end of JSON input")
@@ -295,12 +374,86 @@ func parseJSON(raw []byte) (*jsonNode, error) {
 	return root, nil
 }
 
-// skipSeparators skips what may stand between two tokens.
-func skipSeparators(raw []byte, i int) int {
-	for i < len(raw) && strings.IndexByte(" \t\r\n,:", raw[i]) >= 0 {
+// skipSpace skips JSON whitespace.
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
 		i++
 	}
 	return i
+}
+
+// stringEnd is the index just past the JSON string that starts at i, or
+// why it is not one.
+func stringEnd(raw []byte, i int) (int, error) {
+	for j := i + 1; j < len(raw); j++ {
+		switch c := raw[j]; {
+		case c == '"':
+			return j + 1, nil
+		case c < 0x20:
+			return 0, fmt.Errorf("invalid character %q in a string at byte %d of JSON input", c, j)
+		case c == '\\':
+			j++
+			if j == len(raw) {
+				break
+			}
+			switch raw[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if j+4 >= len(raw) || !isHex(raw[j+1]) || !isHex(raw[j+2]) || !isHex(raw[j+3]) || !isHex(raw[j+4]) {
+					return 0, fmt.Errorf("invalid escape in a string at byte %d of JSON input", j-1)
+				}
+				j += 4
+			default:
+				return 0, fmt.Errorf("invalid escape in a string at byte %d of JSON input", j-1)
+			}
+		}
+	}
+	return 0, errors.New("unexpected end of JSON input: a string is not closed")
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+// numberEnd is the index just past the JSON number that starts at i, or
+// -1 when none does: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func numberEnd(raw []byte, i int) int {
+	digits := func(j int) int {
+		k := j
+		for k < len(raw) && raw[k] >= '0' && raw[k] <= '9' {
+			k++
+		}
+		return k
+	}
+	j := i
+	if raw[j] == '-' {
+		j++
+	}
+	switch {
+	case j < len(raw) && raw[j] == '0':
+		j++
+	case j < len(raw) && raw[j] >= '1' && raw[j] <= '9':
+		j = digits(j)
+	default:
+		return -1
+	}
+	if j < len(raw) && raw[j] == '.' {
+		k := digits(j + 1)
+		if k == j+1 {
+			return -1
+		}
+		j = k
+	}
+	if j < len(raw) && (raw[j] == 'e' || raw[j] == 'E') {
+		j++
+		if j < len(raw) && (raw[j] == '+' || raw[j] == '-') {
+			j++
+		}
+		k := digits(j)
+		if k == j {
+			return -1
+		}
+		j = k
+	}
+	return j
 }
 
 // RequestLine is one line of a request laid out for people, one field or
@@ -377,7 +530,14 @@ func RequestLines(request json.RawMessage, diffs []Diff) ([]RequestLine, error) 
 		}
 		n := t.n
 		if (n.kind != kindObject && n.kind != kindArray) || len(n.items) == 0 {
-			lines = append(lines, RequestLine{Depth: t.depth, Text: t.prefix + string(n.raw) + comma, Mark: t.mark})
+			// One copy of the value's text, however large (a
+			// concatenation with string(n.raw) makes two).
+			var text strings.Builder
+			text.Grow(len(t.prefix) + len(n.raw) + len(comma))
+			text.WriteString(t.prefix)
+			text.Write(n.raw)
+			text.WriteString(comma)
+			lines = append(lines, RequestLine{Depth: t.depth, Text: text.String(), Mark: t.mark})
 			continue
 		}
 		opener := "["

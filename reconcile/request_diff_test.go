@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -41,7 +42,10 @@ func TestDiffRequests(t *testing.T) {
 		{"LongerArray", `[]`, `["x"]`, []reconcile.Diff{d("/0", reconcile.DiffAdded, "", `"x"`)}},
 		{"NumbersByValue", `[1.0,1e2,-0]`, `[1,100,0]`, nil},
 		{"NumbersOutOfRangeByText", `[1e400]`, `[2e400]`, []reconcile.Diff{d("/0", reconcile.DiffChanged, "1e400", "2e400")}},
-		{"StringsByCharacters", `["\u0041","\/"]`, `["A","/"]`, nil},
+		{"StringsByCharacters", `["\u0041","\/","a\"b","\u00e9\ud83d\ude00"]`, `["A","/","a\u0022b","é😀"]`, nil},
+		{"InvalidUTF8AsReplacement", "[\"\xff\"]", `["\ufffd"]`, nil},
+		{"EscapesAreCharacters", `["a\\b","a\nb"]`, `["a\\\\b","a\\nb"]`, []reconcile.Diff{
+			d("/0", reconcile.DiffChanged, `"a\\b"`, `"a\\\\b"`), d("/1", reconcile.DiffChanged, `"a\nb"`, `"a\\nb"`)}},
 		{"StringIsNotNumber", `["1"]`, `[1]`, []reconcile.Diff{d("/0", reconcile.DiffChanged, `"1"`, "1")}},
 		{"TheLastDuplicateCounts", `{"a":1,"a":2}`, `{"a":2}`, nil},
 		{"WholeValue", `1`, `"1"`, []reconcile.Diff{d("", reconcile.DiffChanged, "1", `"1"`)}},
@@ -58,6 +62,53 @@ func TestDiffRequests(t *testing.T) {
 		_, err := reconcile.DiffRequests(json.RawMessage(bad), json.RawMessage(`{}`))
 		require.Error(t, err, bad)
 	}
+}
+
+// TestDiffReadsJSONAsEncodingJSON: the requests are read by opsdesk's own
+// scanner (which copies nothing); what it takes and refuses is what
+// encoding/json takes and refuses.
+func TestDiffReadsJSONAsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		`{"a":[1,2,{"b":null}],"c":"\u00e9\n","":""}`, ` [ ] `, `{}`, `-0.5e+10`, `0`, `"\/"`, `true`, `false`, `null`,
+		"\t{ \"a\" :\r\n1 }", `[1E5,-1.25E-3,0.0]`, "[\"\xff\"]",
+		``, ` `, `{"a":1,}`, `[1,]`, `{"a" 1}`, `{,}`, `[,1]`, `{1:2}`, `01`, `1.`, `.5`, `-`, `1e`, `1e+`, `+1`, `--1`,
+		"\"\x01\"", `"\u12"`, `"\u12g4"`, `"\q"`, `"abc`, `"\`, `tru`, `nul`, `truex`, `[true false]`, `[1 2]`,
+		`{"a":1 "b":2}`, `[]]`, `{}}`, `[}`, `{]`, `{"a":}`, `{"a"}`, `[1]x`, `1 2`, `{"a":1}{}`, `NaN`, `[-]`,
+	} {
+		_, err := reconcile.DiffRequests(json.RawMessage(in), json.RawMessage(in))
+		require.Equal(t, json.Valid([]byte(in)), err == nil, "%q: %v", in, err)
+	}
+}
+
+// TestDiffAndLinesCopyNoValueWhole: a service may store requests of any
+// size. Diffing two of 8 MiB allocated 80 MiB (a json.Decoder buffered
+// and decoded every value) and laying one out 56 MiB; now the diff copies
+// nothing and the layout the large value's line once. Not parallel: it
+// counts the process's allocations.
+func TestDiffAndLinesCopyNoValueWhole(t *testing.T) {
+	big := strings.Repeat("y", 8<<20)
+	a := json.RawMessage(`{"intent":{"a":"` + big + `","k\u001b":1},"tool":"x","version":"1"}`)
+	b := json.RawMessage(`{"intent":{"a":"` + big + `","k\u001b":2},"tool":"x","version":"1"}`)
+	allocated := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	var diffs []reconcile.Diff
+	var err error
+	n := allocated(func() { diffs, err = reconcile.DiffRequests(a, b) })
+	require.NoError(t, err)
+	require.Len(t, diffs, 1)
+	require.Less(t, n, uint64(1<<20), "the diff allocated %d bytes", n)
+	var lines []reconcile.RequestLine
+	n = allocated(func() { lines, err = reconcile.RequestLines(a, diffs) })
+	require.NoError(t, err)
+	require.Len(t, lines, 8)
+	require.Less(t, n, uint64(len(big)+1<<20), "the layout allocated %d bytes", n)
 }
 
 // Keys holding the pointer's own characters, dots, control characters or

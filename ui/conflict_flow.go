@@ -87,7 +87,7 @@ func newConflictFlow(d deps, dec Decider) *conflictFlow {
 	s.reveals = true
 	s.write = func() func(ctx context.Context) (applied, error) {
 		dec, cid, reason, st := s.dec, s.conflict().ID, s.typedReason(), s.st
-		more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … prints it whole.", s.rec.ID, cid)
+		more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … -o json prints it whole.", s.rec.ID, cid)
 		return func(ctx context.Context) (applied, error) {
 			rev, r, err := dec.RevealConflict(ctx, cid, reason)
 			if err != nil {

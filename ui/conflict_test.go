@@ -234,7 +234,7 @@ func TestConflictLarge(t *testing.T) {
 	v = h.view()
 	require.Contains(t, v, "more lines not shown", "the end does not say what was cut:\n%s", v)
 	require.Contains(t, v, "more lines not shown. opsdesk conflicts show", "the end does not say how to see it whole:\n%s", v)
-	require.Contains(t, v, "48190 --conflict 907 --reveal --reason … prints it whole.", "the end does not say how to see it whole:\n%s", v)
+	require.Contains(t, v, "48190 --conflict 907 --reveal --reason … -o json prints it", "the end does not say how to see it whole:\n%s", v)
 	// Paging moves over the lines laid out once; it lays out nothing.
 	for range 20 {
 		h.keys("p")

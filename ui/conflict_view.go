@@ -3,7 +3,6 @@ package ui
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/opsdesk/opsdesk/reconcile"
 )
@@ -145,28 +144,16 @@ func sideCells(side reconcile.ConflictSide, diffs []reconcile.Diff, st Styles, m
 	lines, err := reconcile.RequestLines(side.Request, diffs)
 	if err != nil {
 		text := string(reconcile.EscapeControls(side.Request))
-		return append(out, note(st.Error.Render("✗ cannot lay it out: "+Clean(err.Error()))), note(Clean(cut(text, more))))
+		return append(out, note(st.Error.Render("✗ cannot lay it out: "+Clean(err.Error()))), note(Clean(Cut(text, revealBytes, more))))
 	}
 	for i, l := range lines {
 		if i == conflictSideLines {
 			out = append(out, note(st.Muted.Render(fmt.Sprintf("… %d more lines not shown. %s", len(lines)-i, more))))
 			break
 		}
-		out = append(out, sideCell{mark: l.Mark, indent: l.Indent(), text: Clean(cut(l.Shown(), more))})
+		out = append(out, sideCell{mark: l.Mark, indent: l.Indent(), text: Clean(Cut(l.Shown(), revealBytes, more))})
 	}
 	return out
-}
-
-// cut keeps the first revealBytes of text, saying how much is left out.
-func cut(text, more string) string {
-	if len(text) <= revealBytes {
-		return text
-	}
-	n := revealBytes
-	for n > 0 && !utf8.RuneStart(text[n]) {
-		n--
-	}
-	return fmt.Sprintf("%s … %s more bytes not shown. %s", text[:n], groupDigits(int64(len(text)-n)), more)
 }
 
 // rows lays a cell out in lines of at most w cells: the mark, the

@@ -253,6 +253,27 @@ func Clean(s string) string {
 	return b.String()
 }
 
+// Cut keeps the first n bytes of text, ending on a character boundary,
+// and says after them how many bytes it left out and, in more, how to see
+// the whole value: "abc … 1,048,573 more bytes not shown. more". Text of
+// at most n bytes comes back as it is. Screens and commands cut what
+// services and people wrote with it before cleaning it (Clean), so that a
+// value of any size costs n bytes to clean, lay out and print.
+func Cut(text string, n int, more string) string {
+	if len(text) <= n {
+		return text
+	}
+	n = max(0, n)
+	for n > 0 && !utf8.RuneStart(text[n]) {
+		n--
+	}
+	marker := fmt.Sprintf("%s … %s more bytes not shown.", text[:n], groupDigits(int64(len(text)-n)))
+	if more == "" {
+		return marker
+	}
+	return marker + " " + more
+}
+
 // isSpaceControl tells whether r is a control character that only moves
 // the cursor across or down: a tab, a line break, a form feed.
 func isSpaceControl(r rune) bool {

@@ -416,6 +416,7 @@ func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, opts ExportVerifyOpts, ou
 				return err
 			}
 			records++
+			v.line = n
 			return v.add(r.Record)
 		case KindEnd:
 			if !open {
@@ -439,6 +440,9 @@ func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, opts ExportVerifyOpts, ou
 	}
 	if open {
 		problems = append(problems, fmt.Sprintf("the segment of line %d has no end line: the file was cut short", lastLine))
+	}
+	if err := firstLines(f, v.repeats); err != nil {
+		return nil, "", err
 	}
 	// Chains the checkpoint holds that no record was read for: left out
 	// by --tenant, not visible to the exporting role, or gone.
@@ -477,6 +481,35 @@ func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, opts ExportVerifyOpts, ou
 	}
 	rep.fail(failed...)
 	return rep, strings.Join(problems, "; "), nil
+}
+
+// firstLines reads the file again for the line each repeated record
+// first appeared on, and says it in the record's break.
+func firstLines(f io.ReadSeeker, repeats []*repeat) error {
+	if len(repeats) == 0 {
+		return nil
+	}
+	left := slices.Clone(repeats)
+	return scanExport(f, func(n int, kind string, line []byte) error {
+		if kind != KindRecord || len(left) == 0 {
+			return nil
+		}
+		var r struct {
+			Tenant string `json:"tenant"`
+			Seq    int64  `json:"seq"`
+		}
+		if err := json.Unmarshal(line, &r); err != nil {
+			return err
+		}
+		left = slices.DeleteFunc(left, func(p *repeat) bool {
+			if p.brk.Tenant != r.Tenant || p.seq != r.Seq || n >= p.line {
+				return false
+			}
+			p.found(n)
+			return true
+		})
+		return nil
+	})
 }
 
 // compareEnd checks the chains against a segment's end line: the last

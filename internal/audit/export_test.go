@@ -3,7 +3,10 @@ package audit
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -234,4 +237,88 @@ func TestExportRefusesNothing(t *testing.T) {
 	last, err := LastSeqs(f)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"acme": 3}, last)
+}
+
+// TestVerifyExportNamesRepeatsAndDisorder: a line repeated or moved in an
+// export is named as what it is, with the lines concerned (found by
+// review: a duplicated line read "seqs 5 to 3 missing").
+func TestVerifyExportNamesRepeatsAndDisorder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.chain(t, "acme", 6)
+	l := linesOf(t, export(t, b.operator, ExportOpts{}))
+	// at is the index of acme's record seq in l (its line is at+1).
+	at := func(seq int64) int {
+		for i, line := range l {
+			var r exportRecord
+			require.NoError(t, json.Unmarshal([]byte(line), &r))
+			if r.Kind == KindRecord && r.Seq == seq {
+				return i
+			}
+		}
+		t.Fatalf("no seq %d", seq)
+		return 0
+	}
+	edited := func(t *testing.T, edit func(l exportFile) exportFile) string {
+		t.Helper()
+		out, err := VerifyExport(edit(slicesClone(l)).reader(), ExportVerifyOpts{})
+		require.NoError(t, err)
+		require.False(t, out.OK)
+		require.NotNil(t, out.Break)
+		return out.Break.Error()
+	}
+	line := func(seq int64) string { return strconv.Itoa(at(seq) + 1) }
+
+	t.Run("Duplicate", func(t *testing.T) {
+		t.Parallel()
+		got := edited(t, func(l exportFile) exportFile { return slices.Insert(l, at(4)+1, l[at(4)]) })
+		require.Equal(t, "tenant acme seq 4 appears twice (lines "+line(4)+" and "+strconv.Itoa(at(4)+2)+")", got)
+	})
+	t.Run("DuplicateOfAnotherRecord", func(t *testing.T) {
+		t.Parallel()
+		got := edited(t, func(l exportFile) exportFile {
+			var r4, r5 exportRecord
+			require.NoError(t, json.Unmarshal([]byte(l[at(4)]), &r4))
+			require.NoError(t, json.Unmarshal([]byte(l[at(5)]), &r5))
+			other := strings.Replace(l[at(4)], base64.StdEncoding.EncodeToString(r4.Hash), base64.StdEncoding.EncodeToString(r5.Hash), 1)
+			require.NotEqual(t, l[at(4)], other)
+			return slices.Insert(l, at(4)+1, other)
+		})
+		require.Equal(t, "tenant acme seq 4 appears twice (lines "+line(4)+" and "+strconv.Itoa(at(4)+2)+"), as two different records", got)
+	})
+	t.Run("Repeated", func(t *testing.T) {
+		t.Parallel()
+		got := edited(t, func(l exportFile) exportFile { return slices.Insert(l, at(5)+1, l[at(2)]) })
+		require.Equal(t, "tenant acme seq 2 appears twice (lines "+line(2)+" and "+strconv.Itoa(at(5)+2)+"), the second time after seq 5 (line "+line(5)+")", got)
+	})
+	t.Run("Swapped", func(t *testing.T) {
+		t.Parallel()
+		got := edited(t, func(l exportFile) exportFile {
+			l[at(3)], l[at(4)] = l[at(4)], l[at(3)]
+			return l
+		})
+		require.Equal(t, "tenant acme seq 3 (line "+line(4)+") is out of order: seq 4 (line "+line(3)+") comes before it", got)
+	})
+	t.Run("MovedFurther", func(t *testing.T) {
+		t.Parallel()
+		got := edited(t, func(l exportFile) exportFile {
+			moved := l[at(2)]
+			l = slices.Delete(l, at(2), at(2)+1)
+			return slices.Insert(l, at(5), moved) // after seq 5, now one line up
+		})
+		require.Equal(t, "tenant acme seq 2 (line "+line(5)+") is out of order: seq 3 (line "+line(2)+") comes before it", got)
+	})
+	t.Run("Removed", func(t *testing.T) {
+		t.Parallel()
+		got := edited(t, func(l exportFile) exportFile { return slices.Delete(l, at(3), at(3)+1) })
+		require.Equal(t, "tenant acme seq 3 missing: 2 is followed by 4", got, "a line gone for good is still missing")
+	})
+	t.Run("SeqZero", func(t *testing.T) {
+		t.Parallel()
+		got := edited(t, func(l exportFile) exportFile {
+			l[at(1)] = strings.Replace(l[at(1)], `"seq":1,`, `"seq":0,`, 1)
+			return l
+		})
+		require.Equal(t, "tenant acme seq 0 (line "+line(1)+"): seqs start at 1", got)
+	})
 }

@@ -378,10 +378,47 @@ type verifier struct {
 	// an export). Elsewhere a chain must start at seq 1, so that records
 	// dropped from the start of a chain are found.
 	anchors map[string]int64
+	// line is the export line of the record being added; 0 for one read
+	// from the database, which come in seq order.
+	line int
+	// read is, for each chain, what its break needs to say about the
+	// records read before: where the last one stands, and the seqs found
+	// missing.
+	read map[string]*chainRead
+	// repeats are the breaks of a record that appears again, not next to
+	// its first: VerifyExport reads the file again for where that was.
+	repeats []*repeat
+}
+
+// chainRead is what a verifier keeps of a chain's records read so far.
+type chainRead struct {
+	// line is the export line of the chain's last record (0: from the
+	// database).
+	line int
+	// gap is the seqs the chain's break found missing, while that is its
+	// break: a record of them that comes later is out of order.
+	gap *gap
+}
+
+// gap is seqs from to to found missing before record after, on line
+// afterLine.
+type gap struct {
+	from, to, after int64
+	afterLine       int
+}
+
+// repeat is a record that appears again on line, after record after (on
+// afterLine): its break, once VerifyExport found the line it first
+// appeared on, says both.
+type repeat struct {
+	brk             *Break
+	seq             int64
+	line, afterLine int
+	after           int64
 }
 
 func newVerifier(rep *Report, signed map[string]Head) *verifier {
-	return &verifier{rep: rep, signed: signed, chains: map[string]*Chain{}}
+	return &verifier{rep: rep, signed: signed, chains: map[string]*Chain{}, read: map[string]*chainRead{}}
 }
 
 func (v *verifier) add(r Record) error {
@@ -396,52 +433,101 @@ func (v *verifier) add(r Record) error {
 		}
 		v.chains[r.Tenant] = c
 		v.order = append(v.order, r.Tenant)
+		v.read[r.Tenant] = &chainRead{}
 	}
+	read := v.read[r.Tenant]
 	c.Records++
 	// Whether the checkpoint's head is still there is worth saying even
 	// in a chain broken before it.
 	if s := c.Checkpoint; s != nil && r.Seq == s.Seq && bytes.Equal(r.Hash, s.Hash) {
 		s.Confirmed = true
 	}
-	if c.Break == nil {
-		if reason := check(c, r); reason != "" {
-			seq := r.Seq
-			if r.Seq != c.HeadSeq+1 {
-				seq = c.HeadSeq + 1 // the first missing record
-			}
-			c.Break = &Break{Tenant: r.Tenant, Seq: seq, Reason: reason}
-		}
+	switch g := read.gap; {
+	case c.Break == nil:
+		c.Break = v.check(c, read, r)
+	case g != nil && r.Seq >= g.from && r.Seq <= g.to:
+		// A record found missing comes after all: it was moved.
+		c.Break = &Break{Tenant: r.Tenant, Seq: r.Seq, Reason: fmt.Sprintf("seq %d%s is out of order: seq %d%s comes before it",
+			r.Seq, onLine(v.line), g.after, onLine(g.afterLine))}
+		read.gap = nil
 	}
 	c.HeadSeq, c.HeadHash = r.Seq, r.Hash
+	read.line = v.line
 	return nil
 }
 
 // check returns why r does not continue chain c (whose head is r's
-// predecessor), or "".
-func check(c *Chain, r Record) string {
-	if want := c.HeadSeq + 1; r.Seq != want {
-		if c.HeadSeq == 0 {
-			return missing(1, r.Seq-1) + fmt.Sprintf(": the chain starts at seq %d", r.Seq)
+// predecessor, read as read says), or nil.
+func (v *verifier) check(c *Chain, read *chainRead, r Record) *Break {
+	broken := func(seq int64, reason string) *Break { return &Break{Tenant: r.Tenant, Seq: seq, Reason: reason} }
+	switch want := c.HeadSeq + 1; {
+	case r.Seq == want:
+	case r.Seq < 1:
+		return broken(r.Seq, fmt.Sprintf("seq %d%s: seqs start at 1", r.Seq, onLine(v.line)))
+	case c.HeadSeq == 0:
+		read.gap = &gap{from: 1, to: r.Seq - 1, after: r.Seq, afterLine: v.line}
+		return broken(1, missing(1, r.Seq-1)+fmt.Sprintf(": the chain starts at seq %d", r.Seq))
+	case r.Seq == c.HeadSeq:
+		reason := fmt.Sprintf("seq %d appears twice%s", r.Seq, onLines(read.line, v.line))
+		if !bytes.Equal(r.Hash, c.HeadHash) {
+			reason += ", as two different records"
 		}
-		return missing(want, r.Seq-1) + fmt.Sprintf(": %d is followed by %d", c.HeadSeq, r.Seq)
+		return broken(r.Seq, reason)
+	case r.Seq < c.From:
+		return broken(r.Seq, fmt.Sprintf("seq %d%s is out of order: seq %d%s comes before it, and the export starts the chain after seq %d",
+			r.Seq, onLine(v.line), c.HeadSeq, onLine(read.line), c.From-1))
+	case r.Seq < c.HeadSeq:
+		// Every seq up to the head was read, in order: r's was too.
+		b := broken(r.Seq, fmt.Sprintf("seq %d appears again%s, after seq %d%s", r.Seq, onLine(v.line), c.HeadSeq, onLine(read.line)))
+		if v.line > 0 {
+			v.repeats = append(v.repeats, &repeat{brk: b, seq: r.Seq, line: v.line, after: c.HeadSeq, afterLine: read.line})
+		}
+		return b
+	default:
+		read.gap = &gap{from: want, to: r.Seq - 1, after: r.Seq, afterLine: v.line}
+		return broken(want, missing(want, r.Seq-1)+fmt.Sprintf(": %d is followed by %d", c.HeadSeq, r.Seq))
 	}
 	if r.HashVersion != HashVersion {
-		return fmt.Sprintf("seq %d: hash version %d is unknown (this opsdesk verifies version %d)", r.Seq, r.HashVersion, HashVersion)
+		return broken(r.Seq, fmt.Sprintf("seq %d: hash version %d is unknown (this opsdesk verifies version %d)", r.Seq, r.HashVersion, HashVersion))
 	}
 	if !bytes.Equal(Hash(r), r.Hash) {
-		return fmt.Sprintf("seq %d: hash does not match its contents", r.Seq)
+		return broken(r.Seq, fmt.Sprintf("seq %d: hash does not match its contents", r.Seq))
 	}
 	if r.Seq == 1 && r.PrevHash != nil {
-		return "seq 1: prev_hash is set, but seq 1 starts the chain and follows nothing"
+		return broken(r.Seq, "seq 1: prev_hash is set, but seq 1 starts the chain and follows nothing")
 	}
 	if r.Seq > 1 && (r.PrevHash == nil || !bytes.Equal(r.PrevHash, c.HeadHash)) {
-		return fmt.Sprintf("prev_hash of seq %d is not the hash of seq %d", r.Seq, r.Seq-1)
+		return broken(r.Seq, fmt.Sprintf("prev_hash of seq %d is not the hash of seq %d", r.Seq, r.Seq-1))
 	}
 	if s := c.Checkpoint; s != nil && r.Seq == s.Seq && !bytes.Equal(r.Hash, s.Hash) {
-		return fmt.Sprintf("seq %d: hash %s is not the %s the checkpoint signed: the chain was rewritten at or before seq %d",
-			r.Seq, short(r.Hash), short(s.Hash), r.Seq)
+		return broken(r.Seq, fmt.Sprintf("seq %d: hash %s is not the %s the checkpoint signed: the chain was rewritten at or before seq %d",
+			r.Seq, short(r.Hash), short(s.Hash), r.Seq))
 	}
-	return ""
+	return nil
+}
+
+// found says, in the break of a record that appears again, the line it
+// first appeared on.
+func (p *repeat) found(first int) {
+	p.brk.Reason = fmt.Sprintf("seq %d appears twice (lines %d and %d), the second time after seq %d%s",
+		p.seq, first, p.line, p.after, onLine(p.afterLine))
+}
+
+// onLine is " (line n)" for a record of an export, "" for one read from
+// the database.
+func onLine(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (line %d)", n)
+}
+
+// onLines is " (lines a and b)" for two records of an export.
+func onLines(a, b int) string {
+	if a == 0 || b == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (lines %d and %d)", a, b)
 }
 
 // missing names the missing seqs from to to (inclusive).

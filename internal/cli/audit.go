@@ -176,11 +176,11 @@ func runAuditVerify(ctx context.Context, pool audit.TxBeginner, opts auditVerify
 func auditFailure(rep *audit.Report) error {
 	switch {
 	case rep.Break != nil:
-		return fmt.Errorf("the audit trail does not verify: %s", ui.Clean(rep.Break.Error()))
+		return fmt.Errorf("the audit trail does not verify: %s", breakText(rep.Break))
 	case rep.Checkpoint != nil && rep.Checkpoint.Problem != "":
 		return fmt.Errorf("the checkpoint does not verify: %s", rep.Checkpoint.Problem)
 	case rep.Problem != "":
-		return errors.New(ui.Clean(rep.Problem) + problemHint(rep))
+		return errors.New(shown(rep.Problem, fieldBytes, auditMore) + problemHint(rep))
 	}
 	return nil
 }
@@ -198,8 +198,19 @@ func problemHint(rep *audit.Report) string {
 	return " (verify as a role that sees every chain the checkpoint signed, or add --partial to check only the chains this role sees)"
 }
 
+// auditMore says how to see a value of an audit report whole: a tenant,
+// a role or a problem comes from the database or from an export, which
+// anyone may have written.
+const auditMore = "audit verify -o json prints it whole."
+
+// breakText is a chain's first broken record for people, its tenant cut
+// so that the reason stays in view (Break.Error, cut and cleaned).
+func breakText(b *audit.Break) string {
+	return "tenant " + shown(audit.TenantName(b.Tenant), cellBytes, auditMore) + " " + shown(b.Reason, fieldBytes, auditMore)
+}
+
 func writeAuditReport(w io.Writer, rep *audit.Report) error {
-	fmt.Fprintf(w, "audit trail as %s (%s), database time %s\n", ui.Clean(rep.Role), auditScope(rep),
+	fmt.Fprintf(w, "audit trail as %s (%s), database time %s\n", shown(rep.Role, cellBytes, auditMore), auditScope(rep),
 		rep.At.UTC().Format("2006-01-02 15:04:05 MST"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENANT\tRECORDS\tHEAD\tHEAD HASH\tCHECKPOINT\tSTATUS")
@@ -219,30 +230,30 @@ func writeAuditReport(w io.Writer, rep *audit.Report) error {
 			status += fmt.Sprintf(" from seq %d (anchored by its prev_hash)", c.From)
 		}
 		if c.Break != nil {
-			status = "✗ " + ui.Clean(c.Break.Reason)
+			status = "✗ " + shown(c.Break.Reason, fieldBytes, auditMore)
 		}
 		hash := c.HeadHash.String()
 		if len(hash) > 16 {
 			hash = hash[:16] + "…"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", ui.Clean(audit.TenantName(c.Tenant)), c.Records, c.HeadSeq, dash(hash), checkpoint, status)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", shown(audit.TenantName(c.Tenant), cellBytes, auditMore), c.Records, c.HeadSeq, dash(hash), checkpoint, status)
 	}
 	if len(rep.Chains) == 0 {
-		fmt.Fprintf(tw, "(no audit records visible to %s)\n", ui.Clean(rep.Role))
+		fmt.Fprintf(tw, "(no audit records visible to %s)\n", shown(rep.Role, cellBytes, auditMore))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if cp := rep.Checkpoint; cp != nil {
 		// The fingerprint and the problem come from the checkpoint file.
-		key := "the pinned key " + ui.Clean(cp.KeyFingerprint)
+		key := "the pinned key " + shown(cp.KeyFingerprint, cellBytes, auditMore)
 		if !cp.KeyPinned {
-			key = "the checkpoint's own key " + ui.Clean(cp.KeyFingerprint) +
+			key = "the checkpoint's own key " + shown(cp.KeyFingerprint, cellBytes, auditMore) +
 				" (this proves the file intact, not who signed it: pin the expected key with --public-key)"
 		}
 		signature := "✓ signature verified with " + key
 		if cp.Problem != "" {
-			signature = "✗ " + ui.Clean(cp.Problem) + "; its heads were not compared"
+			signature = "✗ " + shown(cp.Problem, fieldBytes, auditMore) + "; its heads were not compared"
 		}
 		where := ""
 		switch {
@@ -253,7 +264,7 @@ func writeAuditReport(w io.Writer, rep *audit.Report) error {
 		}
 		fmt.Fprintf(w, "checkpoint of %s%s: %s\n", cp.At.UTC().Format(time.RFC3339), where, signature)
 		if len(cp.NotVisible) > 0 {
-			fmt.Fprintf(w, "  not checked, not visible to %s (or gone): %s\n", ui.Clean(rep.Role), tenantList(cp.NotVisible))
+			fmt.Fprintf(w, "  not checked, not visible to %s (or gone): %s\n", shown(rep.Role, cellBytes, auditMore), tenantList(cp.NotVisible))
 		}
 		if len(cp.NotSelected) > 0 {
 			fmt.Fprintf(w, "  not checked, left out by --tenant: %s\n", tenantList(cp.NotSelected))
@@ -267,10 +278,10 @@ func writeAuditReport(w io.Writer, rep *audit.Report) error {
 			entries(q.Entries), q.Oldest.Round(time.Second))
 	}
 	if rep.Break != nil {
-		fmt.Fprintf(w, "first broken record: %s\n", ui.Clean(rep.Break.Error()))
+		fmt.Fprintf(w, "first broken record: %s\n", breakText(rep.Break))
 	}
 	if rep.Problem != "" {
-		fmt.Fprintf(w, "✗ %s\n", ui.Clean(rep.Problem))
+		fmt.Fprintf(w, "✗ %s\n", shown(rep.Problem, fieldBytes, auditMore))
 	}
 	if rep.Break != nil || rep.Problem != "" {
 		return nil
@@ -302,7 +313,7 @@ func auditScope(rep *audit.Report) string {
 func tenantList(tenants []string) string {
 	names := make([]string, len(tenants))
 	for i, t := range tenants {
-		names[i] = ui.Clean(audit.TenantName(t))
+		names[i] = shown(audit.TenantName(t), cellBytes, auditMore)
 	}
 	return strings.Join(names, ", ")
 }
@@ -410,7 +421,7 @@ func runAuditCheckpoint(ctx context.Context, pool audit.TxBeginner, opts auditCh
 		return err
 	}
 	if len(rep.Chains) == 0 {
-		return fmt.Errorf("nothing to sign: %s", ui.Clean(rep.Problem))
+		return fmt.Errorf("nothing to sign: %s", shown(rep.Problem, fieldBytes, ""))
 	}
 	if !rep.OK {
 		return fmt.Errorf("not signed: %w", auditFailure(rep))
@@ -425,7 +436,7 @@ func runAuditCheckpoint(ctx context.Context, pool audit.TxBeginner, opts auditCh
 		records += h.Seq
 	}
 	summary := fmt.Sprintf("signed the heads of %d chains (%d records) at %s with key %s", len(heads), records,
-		cp.At.Format(time.RFC3339), ui.Clean(cp.KeyFingerprint))
+		cp.At.Format(time.RFC3339), shown(cp.KeyFingerprint, cellBytes, auditMore))
 	if opts.Out == "" {
 		data, err := audit.MarshalCheckpoint(cp)
 		if err != nil {

@@ -106,6 +106,10 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT (UTC)\tTENANT\tSEQ\tROLE\tACTION\tOUTCOME\tTOOL\tKEY\tOP\tCHANGE\tFLAGS")
+	// Stored text is cut (shown): a tool name or a change may be of any
+	// size.
+	const more = "the same audit list with -o json prints it whole."
+	cell := func(s string) string { return shown(s, cellBytes, more) }
 	for _, r := range page.Rows {
 		var change []string
 		for _, c := range r.Changes() {
@@ -125,9 +129,9 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 			op = fmt.Sprint(r.OperationID)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.At.UTC().Format("2006-01-02 15:04:05.000"), ui.Clean(audit.TenantName(r.Tenant)), r.Seq, ui.Clean(r.Role),
-			ui.Clean(r.Action), ui.OutcomeText(r.Outcome), dash(ui.Clean(r.Tool)), dash(ui.Clean(r.Key)), op,
-			dash(ui.Clean(strings.Join(change, ", "))), dash(strings.Join(flags, ",")))
+			r.At.UTC().Format("2006-01-02 15:04:05.000"), cell(audit.TenantName(r.Tenant)), r.Seq, cell(r.Role),
+			cell(r.Action), ui.OutcomeText(r.Outcome), dash(cell(r.Tool)), dash(cell(r.Key)), op,
+			dash(shown(strings.Join(change, ", "), fieldBytes, more)), dash(strings.Join(flags, ",")))
 	}
 	if len(page.Rows) == 0 {
 		fmt.Fprintln(tw, "(no audit records match)")

@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -188,6 +190,28 @@ func TestAuditExport(t *testing.T) {
 		require.Equal(t, ExitFailure, code, out)
 		require.Contains(t, out, "first broken record: tenant acme seq 4 missing: 3 is followed by 5\n")
 		require.Contains(t, out, "holds 9 records, but its end line (line 12) says 10")
+	})
+
+	t.Run("DuplicatedLine", func(t *testing.T) {
+		// Found by review: it read "seqs 5 to 3 missing".
+		edited := slicesClone(lines)
+		i := edited.record(t, "acme", 4)
+		edited = slices.Insert(edited, i+1, edited[i])
+		code, out, errOut := verifyExport(t, edited.write(t))
+		require.Equal(t, ExitFailure, code, out)
+		twice := fmt.Sprintf("tenant acme seq 4 appears twice (lines %d and %d)", i+1, i+2)
+		require.Contains(t, out, "first broken record: "+twice+"\n")
+		require.Contains(t, out, "holds 11 records, but its end line (line 14) says 10")
+		require.Equal(t, "opsdesk: the audit trail does not verify: "+twice+"\n", errOut)
+	})
+
+	t.Run("SwappedLines", func(t *testing.T) {
+		edited := slicesClone(lines)
+		i, j := edited.record(t, "acme", 4), edited.record(t, "acme", 5)
+		edited[i], edited[j] = edited[j], edited[i]
+		code, out, _ := verifyExport(t, edited.write(t))
+		require.Equal(t, ExitFailure, code, out)
+		require.Contains(t, out, fmt.Sprintf("first broken record: tenant acme seq 4 (line %d) is out of order: seq 5 (line %d) comes before it\n", j+1, i+1))
 	})
 
 	t.Run("CutTailWithItsEndLineRewritten", func(t *testing.T) {

@@ -89,3 +89,14 @@ func TestEscapeControls(t *testing.T) {
 	require.Equal(t, "plain", string(escapeControls([]byte("plain"))))
 	require.Equal(t, "a\nb\uFFFD c \uFFFD", cleanLines("a\nb\x1b c\r\u009b"))
 }
+
+// TestShownCutsOnACharacter: stored text is cut before it is cleaned, on
+// a character boundary, saying how much it left out and how to see it.
+func TestShownCutsOnACharacter(t *testing.T) {
+	t.Parallel()
+	s := "\x1b[31m" + strings.Repeat("é", 300) // 605 bytes
+	got := shown(s, 256, "opsdesk ops show 7 -o json prints it whole.")
+	require.Equal(t, "\uFFFD[31m"+strings.Repeat("é", 125)+" … 350 more bytes not shown. opsdesk ops show 7 -o json prints it whole.", got)
+	require.Equal(t, "short", shown("short", 256, "never said"))
+	require.Equal(t, "ab … 1 more bytes not shown.", shown("abc", 2, ""))
+}

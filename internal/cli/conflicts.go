@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -161,9 +162,10 @@ func writeConflicts(w io.Writer, d storeview.Detail, c *storeview.Conflict, outp
 		return writeJSON(w, conflictsJSON{OperationID: d.ID, Tenant: d.Tenant, Tool: d.Tool, Key: d.Key,
 			FingerprintTag: d.FingerprintTag, ToolVersion: d.ToolVersion, Conflicts: append([]storeview.Conflict{}, list...)})
 	}
-	fmt.Fprintf(w, "operation %d %s: %d conflicting attempts\n", d.ID, ui.Clean(d.Tenant+"/"+d.Tool+"/"+d.Key), len(d.Conflicts))
+	more := fmt.Sprintf("opsdesk conflicts show %d -o json prints it whole.", d.ID)
+	fmt.Fprintf(w, "operation %d %s: %d conflicting attempts\n", d.ID, ui.Clean(identityText(d.Row)), len(d.Conflicts))
 	for _, c := range list {
-		fmt.Fprintf(w, "  %s\n", ui.Clean(conflictText(d, c)))
+		fmt.Fprintf(w, "  %s\n", ui.Clean(conflictText(d, c, more)))
 	}
 	if len(d.Conflicts) == 0 {
 		return nil
@@ -184,44 +186,70 @@ type conflictRevealJSON struct {
 	Audit reconcile.Result `json:"audit"`
 }
 
+// Bounds of a revealed conflict's text, whose requests a service may
+// make of any size: a request's line (and a differing field's path) is
+// cut after fieldBytes (cellBytes), the list of differing fields and each
+// request after revealLines lines. -o json prints them whole.
+const revealLines = 1000
+
 // writeConflictReveal shows conflict c of record d as revealed: the
-// differing fields, then each request laid out with them marked.
+// differing fields, then each request laid out with them marked. The
+// text goes out line by line, each cut, so that it costs no copy of the
+// requests; JSON holds them out of the encoding (splicer).
 func writeConflictReveal(w io.Writer, d storeview.Detail, c *storeview.Conflict, rev reconcile.ConflictReveal, res reconcile.Result, output string) error {
 	if output == "json" {
-		return writeJSON(w, conflictRevealJSON{OperationID: d.ID, Tenant: d.Tenant, Tool: d.Tool, Key: d.Key,
-			Conflict: *c, ConflictReveal: rev, Audit: res})
+		// Every stored JSON value goes out as the database stored it, a
+		// slice at a time, never encoded (or copied) whole.
+		var s splicer
+		held := rev
+		held.Original.Request, held.Attempted.Request = s.hold(rev.Original.Request), s.hold(rev.Attempted.Request)
+		held.Diffs = make([]reconcile.Diff, len(rev.Diffs))
+		for i, df := range rev.Diffs {
+			df.Original, df.Attempted = s.hold(df.Original), s.hold(df.Attempted)
+			held.Diffs[i] = df
+		}
+		return s.write(w, conflictRevealJSON{OperationID: d.ID, Tenant: d.Tenant, Tool: d.Tool, Key: d.Key,
+			Conflict: *c, ConflictReveal: held, Audit: res})
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "operation %d %s, conflicting attempt %s\n", d.ID, ui.Clean(d.Tenant+"/"+d.Tool+"/"+d.Key), ui.Clean(conflictText(d, *c)))
-	fmt.Fprintf(&b, "revealed: audit record %s\n\n", ui.Clean(res.AuditRef()))
+	more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … -o json prints it whole.", d.ID, c.ID)
+	b := bufio.NewWriter(w)
+	fmt.Fprintf(b, "operation %d %s, conflicting attempt %s\n", d.ID, ui.Clean(identityText(d.Row)), ui.Clean(conflictText(d, *c, more)))
+	fmt.Fprintf(b, "revealed: audit record %s\n\n", ui.Clean(res.AuditRef()))
 	switch {
 	case rev.DiffError != "":
-		fmt.Fprintf(&b, "differences: %s\n", ui.Clean(rev.DiffError))
+		fmt.Fprintf(b, "differences: %s\n", shown(rev.DiffError, fieldBytes, more))
 	case len(rev.Diffs) == 0:
 		b.WriteString("differences: none field by field; the requests differ only in how they are written\n")
 	default:
-		fmt.Fprintf(&b, "%d differing fields (JSON Pointer paths; ~ changed, - only in the original, + only in the attempt):\n", len(rev.Diffs))
+		fmt.Fprintf(b, "%d differing fields (JSON Pointer paths; ~ changed, - only in the original, + only in the attempt):\n", len(rev.Diffs))
+		listed := rev.Diffs[:min(len(rev.Diffs), revealLines)]
+		paths := make([]string, len(listed))
 		width := 0
-		for _, df := range rev.Diffs {
-			width = max(width, min(40, utf8.RuneCountInString(pointerText(df.Path))))
+		for i, df := range listed {
+			paths[i] = shown(reconcile.PointerText(df.Path), cellBytes, more)
+			width = max(width, min(40, utf8.RuneCountInString(paths[i])))
 		}
-		for _, df := range rev.Diffs {
-			p := pointerText(df.Path)
-			fmt.Fprintf(&b, "  %s %s%s  %s → %s\n", reconcile.DiffMark(df.Kind), p, strings.Repeat(" ", max(0, width-utf8.RuneCountInString(p))),
+		for i, df := range listed {
+			p := paths[i]
+			fmt.Fprintf(b, "  %s %s%s  %s → %s\n", reconcile.DiffMark(df.Kind), p, strings.Repeat(" ", max(0, width-utf8.RuneCountInString(p))),
 				valueText(df.Original), valueText(df.Attempted))
 		}
+		if n := len(rev.Diffs) - len(listed); n > 0 {
+			fmt.Fprintf(b, "  … %d more differing fields not shown. %s\n", n, more)
+		}
 	}
-	writeSide(&b, fmt.Sprintf("original request (operation %d, %s)", d.ID, d.FingerprintTag), rev.Original, rev.Diffs)
-	writeSide(&b, fmt.Sprintf("attempted request (conflict #%d, %s)", c.ID, c.FingerprintTag), rev.Attempted, rev.Diffs)
-	_, err := io.WriteString(w, b.String())
-	return err
+	writeSide(b, fmt.Sprintf("original request (operation %d, %s)", d.ID, d.FingerprintTag), rev.Original, rev.Diffs, more)
+	writeSide(b, fmt.Sprintf("attempted request (conflict #%d, %s)", c.ID, c.FingerprintTag), rev.Attempted, rev.Diffs, more)
+	return b.Flush()
 }
 
-// writeSide lays one request out, the lines of differing fields marked.
-func writeSide(b *strings.Builder, title string, side reconcile.ConflictSide, diffs []reconcile.Diff) {
-	fmt.Fprintf(b, "\n%s", ui.Clean(title))
+// writeSide lays one request out, the lines of differing fields marked,
+// each line cut after fieldBytes and the request after revealLines lines;
+// more says how to see them whole.
+func writeSide(b *bufio.Writer, title string, side reconcile.ConflictSide, diffs []reconcile.Diff, more string) {
+	fmt.Fprintf(b, "\n%s", shown(title, fieldBytes, more))
 	if side.Request == nil {
-		fmt.Fprintf(b, ": %s\n", ui.Clean(side.NotRecorded))
+		fmt.Fprintf(b, ": %s\n", shown(side.NotRecorded, fieldBytes, more))
 		return
 	}
 	b.WriteString(":\n")
@@ -231,16 +259,20 @@ func writeSide(b *strings.Builder, title string, side reconcile.ConflictSide, di
 	}
 	lines, err := reconcile.RequestLines(side.Request, diffs)
 	if err != nil {
-		fmt.Fprintf(b, "  (cannot lay it out: %s)\n  %s\n", ui.Clean(err.Error()), ui.Clean(string(escapeControls(side.Request))))
+		fmt.Fprintf(b, "  (cannot lay it out: %s)\n  %s\n", shown(err.Error(), fieldBytes, ""),
+			shown(string(escapeControls(side.Request)), fieldBytes, more))
 		return
 	}
-	for _, l := range lines {
+	for i, l := range lines {
+		if i == revealLines {
+			fmt.Fprintf(b, "  … %d more lines not shown. %s\n", len(lines)-i, more)
+			break
+		}
+		// Cut before escaping: a line of any size costs fieldBytes.
+		l.Text = ui.Cut(l.Text, fieldBytes, more)
 		fmt.Fprintf(b, "  %s %s%s\n", reconcile.DiffMark(l.Mark), l.Indent(), ui.Clean(l.Shown()))
 	}
 }
-
-// pointerText is reconcile.PointerText, cleaned.
-func pointerText(p string) string { return ui.Clean(reconcile.PointerText(p)) }
 
 // maxValueBytes bounds a value in the list of differences; the requests
 // below show it whole.

@@ -21,7 +21,14 @@ import (
 // conflict. It returns the record's and the conflict's numbers.
 func libraryConflict(t *testing.T, d *dbtest.DB, tenant, key, original, attempted string) (string, string) {
 	t.Helper()
-	store, err := ops.New(d.Service, ops.Config{Owner: "worker-7",
+	return libraryConflictUpTo(t, d, 0, tenant, key, original, attempted)
+}
+
+// libraryConflictUpTo is libraryConflict by a library that stores intents
+// of up to maxIntent bytes (0: its default).
+func libraryConflictUpTo(t *testing.T, d *dbtest.DB, maxIntent int, tenant, key, original, attempted string) (string, string) {
+	t.Helper()
+	store, err := ops.New(d.Service, ops.Config{Owner: "worker-7", MaxIntentBytes: maxIntent,
 		Tools: map[string]ops.Policy{"charge-card": {Effect: ops.EffectUnknownOutcome, Lease: time.Second}}})
 	require.NoError(t, err)
 	req := func(intent string) ops.Request {

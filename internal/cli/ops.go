@@ -213,10 +213,12 @@ func writeTable(w io.Writer, rows []storeview.Row) error {
 		if !r.ExpiresAt.IsZero() {
 			retention = ui.Relative(r.ExpiresAt.Sub(r.DBTime))
 		}
-		// Stored text goes to the terminal only through ui.Clean: a key
-		// may hold escape sequences.
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, ui.Clean(r.Tenant), ui.Clean(r.Tool), ui.Clean(r.Key),
-			ui.RowStateText(r), dash(ui.Clean(r.Owner)), age, lease, r.Attempt, retention)
+		// Stored text goes to the terminal only cut and cleaned (shown):
+		// a key may hold escape sequences, an owner a megabyte.
+		more := opsShowMore(r.ID)
+		cell := func(s string) string { return shown(s, cellBytes, more) }
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, cell(r.Tenant), cell(r.Tool), cell(r.Key),
+			ui.RowStateText(r), dash(cell(r.Owner)), age, lease, r.Attempt, retention)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(tw, "(no operations match)")
@@ -338,10 +340,14 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 		return writeJSON(w, d)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, ui.Clean(v)) }
+	more := opsShowMore(d.ID)
+	// Each value is cut (shown); a line made of several stored values
+	// (a conflict's, a decision's) has them cut one by one as well, so
+	// that a huge owner does not push the rest of the line out.
+	line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, shown(v, fieldBytes, more)) }
 	at := atTime(d.DBTime)
 	line("id", strconv.FormatInt(d.ID, 10))
-	line("identity", d.Tenant+"/"+d.Tool+"/"+d.Key)
+	line("identity", identityText(d.Row))
 	line("state", ui.RowStateText(d.Row))
 	if d.Outcome != "" {
 		line("outcome", d.Outcome)
@@ -368,7 +374,7 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 	}
 	line("conflicts", fmt.Sprintf("%d (last %s)", d.ConflictCount, at(d.LastConflictAt)))
 	for _, c := range d.Conflicts {
-		line("", conflictText(d, c))
+		line("", conflictText(d, c, more))
 	}
 	if len(d.Conflicts) > 0 {
 		line("", fmt.Sprintf("what differs: opsdesk conflicts show %d --reveal --reason TEXT (audited)", d.ID))
@@ -378,7 +384,7 @@ func writeDetail(w io.Writer, d storeview.Detail, output string) error {
 		if i == 0 {
 			k = "decisions"
 		}
-		line(k, decisionText(dec, at))
+		line(k, decisionText(dec, at, more))
 	}
 	line("database time", d.DBTime.UTC().Format(time.RFC3339))
 	return tw.Flush()
@@ -395,27 +401,39 @@ func atTime(dbTime time.Time) func(time.Time) string {
 	}
 }
 
-// conflictText is one of record d's conflicts for people (not yet
+// identityText is a record's tenant/tool/key, each cut to cellBytes (not
+// yet cleaned).
+func identityText(r storeview.Row) string {
+	more := opsShowMore(r.ID)
+	return ui.Cut(r.Tenant, cellBytes, more) + "/" + ui.Cut(r.Tool, cellBytes, more) + "/" + ui.Cut(r.Key, cellBytes, more)
+}
+
+// conflictText is one of record d's conflicts for people, its stored
+// values cut to cellBytes, more saying how to see them whole (not yet
 // cleaned).
-func conflictText(d storeview.Detail, c storeview.Conflict) string {
+func conflictText(d storeview.Detail, c storeview.Conflict, more string) string {
 	reviewed := "unreviewed"
 	if c.Reviewed {
 		reviewed = "reviewed"
 	}
+	cut := func(s string) string { return ui.Cut(s, cellBytes, more) }
 	return fmt.Sprintf("#%d %s by %s: %s (version %s) vs original %s (version %s), %s",
-		c.ID, atTime(d.DBTime)(c.AttemptedAt), c.Owner, c.FingerprintTag, c.ToolVersion, d.FingerprintTag, d.ToolVersion, reviewed)
+		c.ID, atTime(d.DBTime)(c.AttemptedAt), cut(c.Owner), cut(c.FingerprintTag), cut(c.ToolVersion),
+		cut(d.FingerprintTag), cut(d.ToolVersion), reviewed)
 }
 
-// decisionText is one decision for people: what, who, when, why.
-func decisionText(d storeview.Decision, at func(time.Time) string) string {
-	who := d.Role
+// decisionText is one decision for people: what, who, when, why, its
+// stored values cut (not yet cleaned).
+func decisionText(d storeview.Decision, at func(time.Time) string, more string) string {
+	cut := func(s string) string { return ui.Cut(s, cellBytes, more) }
+	who := cut(d.Role)
 	if d.DisplayName != "" {
-		who += " (says " + d.DisplayName + ")"
+		who += " (says " + cut(d.DisplayName) + ")"
 	}
-	what := strings.TrimPrefix(d.Action, "decide:")
+	what := cut(strings.TrimPrefix(d.Action, "decide:"))
 	switch {
 	case d.ResultRef != "":
-		what += " " + d.ResultRef
+		what += " " + cut(d.ResultRef)
 	case !d.SnoozeUntil.IsZero():
 		what += " until " + at(d.SnoozeUntil)
 	}
@@ -425,5 +443,5 @@ func decisionText(d storeview.Decision, at func(time.Time) string) string {
 	if d.Override {
 		what += " [override]"
 	}
-	return fmt.Sprintf("%s by %s %s: %s (audit #%d)", what, who, at(d.At), d.Reason, d.AuditSeq)
+	return fmt.Sprintf("%s by %s %s: %s (audit #%d)", what, who, at(d.At), ui.Cut(d.Reason, fieldBytes, more), d.AuditSeq)
 }

@@ -262,7 +262,7 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 		p.SnoozeUntil = d.DBTime.Add(opts.Snooze) // the database clock
 	}
 	res, err := w.desk.Decide(ctx, d.Tool, p)
-	return writeDecision(out, opts.Output, fmt.Sprintf("%s on %d (%s/%s/%s)", opts.As, id, d.Tenant, d.Tool, d.Key), res, err)
+	return writeDecision(out, opts.Output, fmt.Sprintf("%s on %d (%s)", opts.As, id, identityText(d.Row)), res, err)
 }
 
 // gatherEvidence runs the tool's lookup and says what it answered, or
@@ -275,7 +275,7 @@ func gatherEvidence(ctx context.Context, w *writer, d storeview.Detail, opts res
 	switch {
 	case hasLookup && !opts.NoLookup:
 		ans, _ = w.desk.Ask(ctx, d.Tenant, d.Tool, d.Key)
-		fmt.Fprintln(errOut, "lookup:", ui.Clean(ans.Evidence.Summary))
+		fmt.Fprintln(errOut, "lookup:", shown(ans.Evidence.Summary, fieldBytes, ""))
 		return ans, true, nil
 	case hasLookup:
 		ans.Evidence.Summary = "no evidence gathered: the lookup for " + d.Tool + " was skipped (--no-lookup)"
@@ -287,7 +287,7 @@ func gatherEvidence(ctx context.Context, w *writer, d storeview.Detail, opts res
 				"(with --evidence 'what you checked') to decide without a lookup", opts.As, d.ID, d.Tool)
 		}
 	}
-	fmt.Fprintln(errOut, "warning:", ui.Clean(ans.Evidence.Summary))
+	fmt.Fprintln(errOut, "warning:", shown(ans.Evidence.Summary, fieldBytes, ""))
 	return ans, false, nil
 }
 
@@ -297,14 +297,16 @@ func gatherEvidence(ctx context.Context, w *writer, d storeview.Detail, opts res
 // included) and audits the refusal, so nothing is refused here.
 func checkContradiction(p reconcile.DecideParams, errOut io.Writer) {
 	e := p.Evidence
+	// The references are quoted (%q), a provider's cut first.
+	ref, found := ui.Cut(p.ResultRef, cellBytes, ""), ui.Cut(e.Ref, cellBytes, "")
 	switch {
 	case !e.Contradicts(p.Decision, p.ResultRef):
 	case e.RefContradicts(p.Decision, p.ResultRef) && !p.Override:
 		fmt.Fprintf(errOut, "warning: --result-ref %q contradicts the lookup, which found reference %q: leave --result-ref out to record %q, "+
-			"or pass --override to record %q against the lookup (audited)\n", p.ResultRef, e.Ref, e.Ref, p.ResultRef)
+			"or pass --override to record %q against the lookup (audited)\n", ref, found, found, ref)
 	case e.RefContradicts(p.Decision, p.ResultRef):
 		fmt.Fprintf(errOut, "warning: --result-ref %q contradicts the lookup, which found reference %q: deciding against it (--override, recorded)\n",
-			p.ResultRef, e.Ref)
+			ref, found)
 	case p.Override:
 		fmt.Fprintf(errOut, "warning: the lookup says %s, which contradicts %s: deciding against it (--override, recorded)\n",
 			strings.ReplaceAll(string(e.Lookup), "_", " "), p.Decision)
@@ -346,7 +348,7 @@ func writeDecision(out io.Writer, format, what string, res reconcile.Result, err
 	if res.State != "" {
 		line += fmt.Sprintf("; now %s, version %d", res.State, res.Version)
 	}
-	_, werr := fmt.Fprintf(out, "%s; audit record %s\n", ui.Clean(line), ui.Clean(res.AuditRef()))
+	_, werr := fmt.Fprintf(out, "%s; audit record %s\n", ui.Clean(line), shown(res.AuditRef(), cellBytes, ""))
 	return werr
 }
 
@@ -420,11 +422,14 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 				return usagef("--reason is required: revealing a stored value is audited")
 			}
 			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
-				value, res, err := w.desk.Reveal(ctx, id, f, reason)
+				// The value streams from the database: one of 32 MiB is
+				// never held whole, nor copied.
+				out := cmd.OutOrStdout()
+				res, err := w.desk.RevealTo(ctx, id, f, reason, escapingWriter{out})
 				if err != nil {
-					return writeDecision(cmd.OutOrStdout(), "table", fmt.Sprintf("reveal of %d", id), res, err)
+					return writeDecision(out, "table", fmt.Sprintf("reveal of %d", id), res, err)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", escapeControls(value))
+				_, err = io.WriteString(out, "\n")
 				return err
 			})
 		},

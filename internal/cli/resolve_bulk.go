@@ -290,7 +290,13 @@ func writeGroup(w io.Writer, g bulk.Group) {
 }
 
 func itemLine(item bulk.Item) string {
-	return ui.Clean(fmt.Sprintf("%d %s/%s/%s (version %d): %s", item.ID, item.Tenant, item.Tool, item.Key, item.Version, item.Note))
+	return ui.Clean(fmt.Sprintf("%d %s (version %d): %s", item.ID, itemIdentity(item), item.Version, ui.Cut(item.Note, fieldBytes, "")))
+}
+
+// itemIdentity is an item's tenant/tool/key, each cut to cellBytes (not
+// yet cleaned).
+func itemIdentity(item bulk.Item) string {
+	return identityText(storeview.Row{ID: item.ID, Tenant: item.Tenant, Tool: item.Tool, Key: item.Key})
 }
 
 // listed is how many records of each outcome are named one by one.
@@ -311,9 +317,9 @@ func writeAccepted(w io.Writer, res bulk.GroupResult) {
 				fmt.Fprintf(w, "      and %d more %s\n", len(items)-listed, o)
 				break
 			}
-			line := fmt.Sprintf("%s %d %s/%s/%s: %s", o, item.ID, item.Tenant, item.Tool, item.Key, item.Message)
+			line := fmt.Sprintf("%s %d %s: %s", o, item.ID, itemIdentity(item.Item), ui.Cut(item.Message, fieldBytes, ""))
 			if item.Audit != "" {
-				line += " (audit record " + item.Audit + ")"
+				line += " (audit record " + ui.Cut(item.Audit, cellBytes, "") + ")"
 			}
 			fmt.Fprintf(w, "      %s\n", ui.Clean(line))
 		}

@@ -170,6 +170,9 @@ func ReviewCatalog(cfg *config.Config) map[string]storeview.ToolPolicy {
 	return out
 }
 
+// reviewMore says how to see a value of the review whole.
+const reviewMore = "opsdesk retention review -o json prints it whole."
+
 func writeReview(w io.Writer, r storeview.Review) error {
 	scope := "every tenant"
 	if r.Scoped {
@@ -190,7 +193,7 @@ func writeReview(w io.Writer, r storeview.Review) error {
 				oldest += " (stuck)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", ui.Clean(name),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", shown(name, cellBytes, reviewMore),
 			retention, window, ui.Clean(after),
 			ui.ReviewFigure(t.Expiring24h), ui.ReviewFigure(t.Expiring7d), ui.ReviewFigure(t.Expired),
 			ui.ReviewFigure(t.Purgeable), t.Held, t.Conflicted, oldest)
@@ -209,11 +212,11 @@ func writeReview(w io.Writer, r storeview.Review) error {
 		fmt.Fprintf(w, "\n%d warnings:\n", n)
 	}
 	for _, u := range r.UnfinishedPurges {
-		fmt.Fprintf(w, "  ⚠ %s\n", ui.Clean(u.Warning()))
+		fmt.Fprintf(w, "  ⚠ %s\n", shown(u.Warning(), fieldBytes, reviewMore))
 	}
 	for _, t := range r.Tools {
 		for _, warn := range t.Warnings {
-			fmt.Fprintf(w, "  ⚠ %s: %s\n", ui.Clean(t.Tool), ui.Clean(warn))
+			fmt.Fprintf(w, "  ⚠ %s: %s\n", shown(t.Tool, cellBytes, reviewMore), shown(warn, fieldBytes, reviewMore))
 		}
 	}
 	return nil
