@@ -16,9 +16,10 @@ import (
 type descs struct {
 	tenantLabels bool
 
-	operations, exact, oldestStuck, conflicts, deferredDue, expired *prometheus.Desc
-	purges, chainHead, verifyOK, verifyTime, privileged             *prometheus.Desc
-	up, duration, partial, errors                                   *prometheus.Desc
+	operations, exact, oldestStuck, conflicts, deferredDue, expired   *prometheus.Desc
+	purges, chainHead, unsealed, oldestUnsealed, verifyOK, verifyTime *prometheus.Desc
+	privileged                                                        *prometheus.Desc
+	up, duration, partial, errors                                     *prometheus.Desc
 }
 
 func newDescs(tenantLabels bool) descs {
@@ -51,6 +52,11 @@ func newDescs(tenantLabels bool) descs {
 			"Purge runs started and never finished (reported to roles that see every tenant).", nil, nil),
 		chainHead: prometheus.NewDesc("opsdesk_audit_chain_head_seq",
 			"The last seq of each tenant's audit chain (tenant \"\" is the chain of events outside any tenant).", tenant, nil),
+		unsealed: prometheus.NewDesc("opsdesk_audit_unsealed_entries",
+			"Audit entries committed with their changes and not yet sealed into their chain (no seq yet), in the chains the "+
+				"role sees. Each scrape seals what it can first: a count that stays up means a session holds a chain's head.", nil, nil),
+		oldestUnsealed: prometheus.NewDesc("opsdesk_audit_oldest_unsealed_seconds",
+			"Seconds the oldest entry of opsdesk_audit_unsealed_entries has waited (database clock); 0 when none waits.", nil, nil),
 		verifyOK: prometheus.NewDesc("opsdesk_audit_verify_ok",
 			"1 when the chain verified in the last full verification (--verify-every), 0 when it did not.", tenant, nil),
 		verifyTime: prometheus.NewDesc("opsdesk_audit_verify_timestamp_seconds",
@@ -75,7 +81,7 @@ func newDescs(tenantLabels bool) descs {
 
 func (d descs) describe(ch chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{d.operations, d.exact, d.oldestStuck, d.conflicts, d.deferredDue, d.expired,
-		d.purges, d.chainHead, d.verifyOK, d.verifyTime, d.privileged, d.up, d.duration, d.partial, d.errors} {
+		d.purges, d.chainHead, d.unsealed, d.oldestUnsealed, d.verifyOK, d.verifyTime, d.privileged, d.up, d.duration, d.partial, d.errors} {
 		ch <- desc
 	}
 }
@@ -101,6 +107,13 @@ func (e *Exporter) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 	readCtx, cancel := context.WithDeadline(ctx, deadline.Add(-grace))
 	defer cancel()
 
+	// Sealed first, so that the reads count what people decided, however
+	// the decision's own command ended: a deferral counts once sealed. A
+	// seal that fails leaves entries queued, which the heads' read counts.
+	if _, err := e.view.Seal(readCtx); err != nil {
+		e.errors.Add(1)
+		e.cfg.Logf("scrape: %v", err)
+	}
 	reads := []func(context.Context) part{e.readPing, e.readSignals, e.readHeads, e.readPurges, e.readPrivileged}
 	done := make(chan part, len(reads))
 	for _, read := range reads {
@@ -167,11 +180,16 @@ func (e *Exporter) readSignals(ctx context.Context) part {
 }
 
 func (e *Exporter) readHeads(ctx context.Context) part {
-	heads, err := e.view.AuditHeads(ctx)
+	trail, err := e.view.Trail(ctx)
 	return part{name: "heads", err: err, emit: func(ch chan<- prometheus.Metric) {
-		for _, h := range heads {
+		if err != nil {
+			return
+		}
+		for _, h := range trail.Heads {
 			e.send(ch, e.descs.chainHead, prometheus.GaugeValue, float64(h.Seq), labelValue(h.Tenant))
 		}
+		e.send(ch, e.descs.unsealed, prometheus.GaugeValue, float64(trail.Queued.Entries))
+		e.send(ch, e.descs.oldestUnsealed, prometheus.GaugeValue, trail.Queued.Oldest.Seconds())
 	}}
 }
 

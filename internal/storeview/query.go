@@ -642,6 +642,12 @@ ORDER BY seq`
 // conflicted counts are exact; the succeeded count is the planner's
 // estimate once the table is large.
 func (s *Store) Overview(ctx context.Context) (o Overview, err error) {
+	// The console polls here: it seals the audit trail first, so that a
+	// decision made anywhere (a CLI command cut short, a session another
+	// one held back) gets its place in its chain while people watch. A
+	// seal that fails leaves entries queued, which the exporter reports
+	// and alerts on; the overview is still shown.
+	_, _ = s.Seal(ctx)
 	err = s.snapshot(ctx, func(q querier) error {
 		o, err = s.overviewIn(ctx, q)
 		return err

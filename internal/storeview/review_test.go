@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	auditlog "github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/retention"
 )
@@ -213,15 +214,18 @@ FROM generate_series(1, $1) i`, CountCap+500)
 func TestReviewNamesUnfinishedPurges(t *testing.T) {
 	d := reviewDB(t)
 	admin := dbtest.NewPerson(t, d, "admin", "*")
-	var run, seq int64
+	var run, entry int64
 	require.NoError(t, admin.Pool.QueryRow(t.Context(),
-		`SELECT run, seq FROM opsdesk.purge_start('create-ticket', NULL, '{}', 'end of quarter', 3, 'Ann')`).Scan(&run, &seq))
+		`SELECT run, entry FROM opsdesk.purge_start('create-ticket', NULL, '{}', 'end of quarter', 3, 'Ann')`).Scan(&run, &entry))
+	seal, err := auditlog.Seal(t.Context(), admin.Pool, "", entry)
+	require.NoError(t, err)
+	seq := seal.Seq
 	var purged int64
 	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT purged FROM opsdesk.purge_batch($1, 2)`, run).Scan(&purged))
 	require.EqualValues(t, 2, purged)
 	// A run from before migration 00014 counted in its row, and one from
 	// before start records.
-	_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.purge_runs SET purged = 5 WHERE id = $1`, run)
+	_, err = d.Admin.Exec(t.Context(), `UPDATE opsdesk.purge_runs SET purged = 5 WHERE id = $1`, run)
 	require.NoError(t, err)
 	_, err = d.Admin.Exec(t.Context(), `INSERT INTO opsdesk.purge_runs (role, tool, before, tombstone_for, reason, purged)
 VALUES ('bob', NULL, now(), '{}', 'old', 7)`)

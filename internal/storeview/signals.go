@@ -2,12 +2,16 @@ package storeview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/opsdesk/opsdesk/internal/audit"
 )
 
 // Signals are the store's figures for alerting (opsdesk exporter): the
@@ -433,6 +437,39 @@ func (s *Store) AuditHeads(ctx context.Context) ([]ChainHead, error) {
 		return nil, fmt.Errorf("read the audit chains' heads: %w", err)
 	}
 	return heads, nil
+}
+
+// Trail is what a poll reports of the audit trail: the sealed chains'
+// heads, and the entries still queued for sealing.
+type Trail struct {
+	Heads  []ChainHead
+	Queued audit.Queued
+}
+
+// Trail reads the chains' heads and what waits to be sealed.
+func (s *Store) Trail(ctx context.Context) (Trail, error) {
+	var t Trail
+	var err error
+	if t.Heads, err = s.AuditHeads(ctx); err != nil {
+		return t, err
+	}
+	t.Queued, err = audit.ReadQueued(ctx, s.pool)
+	return t, err
+}
+
+// Seal seals what has committed into the audit chains, as its own
+// statement, and says how many entries it sealed. The console and the
+// exporter seal each time they poll, before they read: a decision made
+// anywhere (a command cut short before it sealed, or one whose chain
+// another session held) then gets its place in its chain, and a deferral
+// its effect on the counts, while people watch. A replica cannot seal
+// (read-only): it seals nothing there, and the primary's pollers do.
+func (s *Store) Seal(ctx context.Context) (int, error) {
+	seal, err := audit.Seal(ctx, s.pool, "", 0)
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "25006" { // read_only_sql_transaction
+		return 0, nil
+	}
+	return seal.Sealed, err
 }
 
 // UnfinishedPurgeCount counts the purge runs UnfinishedPurges lists, for
