@@ -283,6 +283,40 @@ func TestRevealFetchIsOnceAndChecksTheRoleAgain(t *testing.T) {
 	require.Equal(t, 1, fetches)
 }
 
+// A fetch in a transaction that rolls back reads the value and leaves no
+// record of its fetch, so the request can be fetched again: PostgreSQL has
+// no autonomous transaction to keep the mark. Every fetch is counted where
+// no rollback takes it back, and an admin of every tenant sees the count
+// exceed the recorded fetches; a one-tenant operator sees no count.
+func TestRevealFetchRolledBackIsCounted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := dbtest.NewPerson(t, b.db, "admin", "*")
+	op := dbtest.NewPerson(t, b.db, "operator", "acme")
+	id, _ := b.stuck(t, "acme", "ord-1")
+	req := callSQL(t, op.Pool, `opsdesk.reveal_request($1, 'intent', 'which card')`, id)
+	require.Equal(t, "succeeded", req.Outcome)
+	for range 2 {
+		tx := b.beginAs(t, op)
+		var value []byte
+		require.NoError(t, tx.QueryRow(b.ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, req.Tenant, *req.Entry).Scan(&value))
+		require.Contains(t, string(value), "4242")
+		require.NoError(t, tx.Rollback(b.ctx))
+	}
+	var value []byte
+	require.NoError(t, op.Pool.QueryRow(b.ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, req.Tenant, *req.Entry).Scan(&value))
+
+	var attempted, recorded *int64
+	require.NoError(t, admin.Pool.QueryRow(b.ctx, `SELECT attempted, recorded FROM opsdesk.reveal_fetch_counts()`).Scan(&attempted, &recorded))
+	require.EqualValues(t, 3, *attempted, "every fetch is counted")
+	require.EqualValues(t, 1, *recorded, "the committed one is recorded")
+	require.NoError(t, op.Pool.QueryRow(b.ctx, `SELECT attempted, recorded FROM opsdesk.reveal_fetch_counts()`).Scan(&attempted, &recorded))
+	require.Nil(t, attempted, "a one-tenant operator learns no count")
+	require.Nil(t, recorded)
+	_, err := op.Pool.Exec(b.ctx, `SELECT setval('opsdesk.reveal_fetch_attempts', 1)`)
+	requireCode(t, err, "42501", "the operator resets the count")
+}
+
 // Text of 32 MiB in any parameter is refused with a short answer and a
 // small audit record.
 func TestHugeInputMakesSmallAuditRecords(t *testing.T) {

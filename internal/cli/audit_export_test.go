@@ -402,9 +402,9 @@ func TestAuditExportOutlivesItsDatabase(t *testing.T) {
 	require.NoError(t, err)
 	for i := range 5 {
 		for _, tenant := range []string{"acme", ""} {
-			// audit_append assigns seq, time, role and hash, as for people.
+			// audit_append queues the entry as for people; the export seals it.
 			_, err := conn.Exec(ctx, `SELECT opsdesk.audit_append(ROW($1::text, NULL, NULL, NULL, NULL, NULL, 'test:event', 'succeeded',
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, $2::text, NULL, NULL, false, false, '{"n": 1}', NULL, NULL, NULL)::opsdesk.audit)`,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, $2::text, NULL, NULL, false, false, '{"n": 1}', NULL, NULL, NULL, NULL)::opsdesk.audit)`,
 				tenant, "event "+strconv.Itoa(i))
 			require.NoError(t, err)
 		}

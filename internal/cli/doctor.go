@@ -82,6 +82,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 	if err == nil {
 		view := newView(pool, cfg.Context)
 		doctorCounts(ctx, view, check)
+		doctorTrail(ctx, view, pool, check, w)
 		doctorPurges(ctx, view, check, w)
 	}
 	if failed {
@@ -182,6 +183,32 @@ func abs(d time.Duration) time.Duration {
 		return -d
 	}
 	return d
+}
+
+// doctorTrail says whether audit entries wait to be sealed into their
+// chains, after the overview's seal: a warning, not a failure (the changes
+// they record are made and their entries kept), naming the command that
+// says who holds their chains.
+func doctorTrail(ctx context.Context, view *storeview.Store, pool *pgxpool.Pool, check func(bool, string, string), w io.Writer) {
+	t, err := view.Trail(ctx)
+	switch {
+	case err != nil:
+		check(false, "audit", err.Error())
+	case t.Queued.Entries > 0:
+		fmt.Fprintf(w, "⚠ %-12s %s not sealed into their chains yet, the oldest queued %s ago: opsdesk audit seal names the session holding their chains\n",
+			"audit", entries(t.Queued.Entries), t.Queued.Oldest.Round(time.Second))
+	default:
+		check(true, "audit", fmt.Sprintf("every entry sealed, %d chains", len(t.Heads)))
+	}
+	// A reveal fetched in a transaction that rolled back left no record of
+	// its fetch (and could be fetched again); the count of every fetch says
+	// so, to roles that see every tenant.
+	var attempted, recorded *int64
+	if err := pool.QueryRow(ctx, `SELECT attempted, recorded FROM opsdesk.reveal_fetch_counts()`).Scan(&attempted, &recorded); err == nil &&
+		attempted != nil && recorded != nil && *attempted > *recorded {
+		fmt.Fprintf(w, "⚠ %-12s %d of %d reveal fetches ran in transactions that rolled back: their values were read, their fetches are not recorded (opsdesk audit list action:reveal:* has the requests)\n",
+			"reveals", *attempted-*recorded, *attempted)
+	}
 }
 
 // doctorPurges names the purge runs started and never finished: records

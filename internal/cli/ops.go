@@ -86,6 +86,11 @@ func withConfiguredView(cmd *cobra.Command, g *globalFlags, fn func(context.Cont
 		return err
 	}
 	defer pool.Close()
+	// Sealed first, as the console's poll does: what people decided counts
+	// (a deferral), and its audit record has its place, in what this shows.
+	// A seal that fails leaves entries queued, which verify and the
+	// exporter report.
+	_, _ = view.Seal(ctx)
 	return fn(ctx, view, cfg)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/internal/storeview"
@@ -266,9 +267,12 @@ func TestUnfinishedPurgeShows(t *testing.T) {
 	_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.operations SET expires_at = now() - interval '1 hour' WHERE key = 'mail-1'`)
 	require.NoError(t, err)
 	admin := dbtest.NewPerson(t, d, "admin", "*")
-	var runID, seq int64
-	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT run, seq FROM opsdesk.purge_start('send-email', NULL, '{}', 'weekly', 1, 'Ann')`).
-		Scan(&runID, &seq))
+	var runID, entry int64
+	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT run, entry FROM opsdesk.purge_start('send-email', NULL, '{}', 'weekly', 1, 'Ann')`).
+		Scan(&runID, &entry))
+	seal, err := audit.Seal(t.Context(), admin.Pool, "", entry)
+	require.NoError(t, err)
+	seq := seal.Seq
 	var purged int
 	require.NoError(t, admin.Pool.QueryRow(t.Context(), `SELECT purged FROM opsdesk.purge_batch($1, 10)`, runID).Scan(&purged))
 	require.Equal(t, 1, purged)

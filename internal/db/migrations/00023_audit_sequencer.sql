@@ -1081,6 +1081,26 @@ END
 $$;
 -- +goose StatementEnd
 
+-- Every fetch is counted, rolled back or not (reveal_mark), and the count
+-- is compared with the fetches recorded: PostgreSQL has no autonomous
+-- transaction, so one audited request can yield a read in a transaction
+-- that then rolls back, and again. The count says it happened.
+CREATE SEQUENCE opsdesk.reveal_fetch_attempts AS bigint;
+GRANT USAGE, SELECT ON SEQUENCE opsdesk.reveal_fetch_attempts TO opsdesk_owner;
+
+-- reveal_fetch_counts answers, to roles that see every tenant, how many
+-- fetches ran since migration 00023 and how many are recorded; the
+-- difference were fetched in transactions that rolled back.
+-- +goose StatementBegin
+CREATE FUNCTION opsdesk.reveal_fetch_counts(OUT attempted bigint, OUT recorded bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM opsdesk.reveal_fetch_attempts),
+    (SELECT count(*) FROM opsdesk.reveal_fetches WHERE entry IS NOT NULL)
+WHERE opsdesk.sees_every_tenant()
+$$;
+-- +goose StatementEnd
+
 -- Reveals name their request by its entry: the request's audit record may
 -- not be sealed yet when its value is fetched.
 DROP FUNCTION opsdesk.reveal_fetch(text, bigint);
@@ -1145,6 +1165,10 @@ BEGIN
         RAISE EXCEPTION 'the record of reveal % is no longer visible to %', opsdesk.reveal_name(a.tenant, a.entry), quote_ident(session_user)
             USING ERRCODE = 'insufficient_privilege';
     END IF;
+    -- Counted where no rollback takes it back (a sequence): a fetch in a
+    -- transaction rolled back leaves no row in reveal_fetches, and may be
+    -- fetched again, but leaves this count above the rows'.
+    PERFORM nextval('opsdesk.reveal_fetch_attempts');
     INSERT INTO opsdesk.reveal_fetches (tenant, entry, role, fetched_at)
     VALUES (a.tenant, a.entry, session_user, clock_timestamp()) ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
@@ -1208,6 +1232,9 @@ $function$;
 -- +goose StatementEnd
 
 ALTER FUNCTION opsdesk.lock_holder(xid, regclass) OWNER TO opsdesk_owner;
+ALTER FUNCTION opsdesk.reveal_fetch_counts() OWNER TO opsdesk_owner;
+REVOKE ALL ON FUNCTION opsdesk.reveal_fetch_counts() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION opsdesk.reveal_fetch_counts() TO opsdesk_viewer;
 ALTER FUNCTION opsdesk.audit_seal(text, bigint) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.set_hold(bigint[], boolean, text, text) OWNER TO opsdesk_owner;
 ALTER FUNCTION opsdesk.reveal_name(text, bigint) OWNER TO opsdesk_owner;
