@@ -9,6 +9,7 @@ package reconcile_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -424,4 +425,34 @@ func TestOwnerCannotEndSessions(t *testing.T) {
 	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM pg_proc WHERE proname IN ('gate', 'end_stall', 'chain_lock')
     AND pronamespace = 'opsdesk'::regnamespace`).Scan(&gates))
 	require.Zero(t, gates)
+}
+
+// No role but the tables' owner may lock a table of the store in any mode
+// stronger than ACCESS SHARE (which only a migration's ACCESS EXCLUSIVE
+// waits for): LOCK TABLE needs table-level UPDATE, DELETE or TRUNCATE (or
+// INSERT, for ROW EXCLUSIVE), and the roles are granted columns or
+// SELECT only.
+func TestNoRoleLocksATable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	people := []*dbtest.Person{dbtest.NewPerson(t, b.db, "viewer", "*"), b.operator,
+		dbtest.NewPerson(t, b.db, "admin", "acme"), dbtest.NewPerson(t, b.db, "admin", "*"), dbtest.NewPerson(t, b.db, "")}
+	pools := []*pgxpool.Pool{b.db.Service}
+	for _, p := range people {
+		pools = append(pools, p.Pool)
+	}
+	tables := []string{"operations", "conflicts", "audit", "audit_queue", "audit_heads", "access", "tombstones",
+		"record_conflicts", "refusal_windows", "refusal_summaries", "reveal_fetches", "purge_runs", "purge_batches"}
+	for i, pool := range pools {
+		for _, table := range tables {
+			for _, mode := range []string{"ROW SHARE", "ROW EXCLUSIVE", "SHARE UPDATE EXCLUSIVE", "SHARE", "SHARE ROW EXCLUSIVE",
+				"EXCLUSIVE", "ACCESS EXCLUSIVE"} {
+				err := pgx.BeginFunc(b.ctx, pool, func(tx pgx.Tx) error {
+					_, err := tx.Exec(b.ctx, "LOCK TABLE opsdesk."+table+" IN "+mode+" MODE NOWAIT")
+					return err
+				})
+				requireCode(t, err, "42501", fmt.Sprintf("login %d locks %s in %s mode", i, table, mode))
+			}
+		}
+	}
 }

@@ -20,8 +20,9 @@
 --   (decision_result and purge_result: seq renamed entry; set_hold's
 --   audit_seq is audit_entry).
 -- * opsdesk.audit_seal() integrates what has committed: for each chain it
---   takes the head (FOR UPDATE SKIP LOCKED: a chain another session is
---   sealing is left to it, and named), gives the chain's queued entries,
+--   takes the head without waiting (SKIP LOCKED: a chain another session
+--   is sealing is left to it, and named; the chain of the entry its caller
+--   asks about is waited for, 250 ms at most), gives the chain's queued entries,
 --   in entry order, their sequence numbers, previous hashes and hashes,
 --   moves them into opsdesk.audit and advances the head. opsdesk's own
 --   commands call it right after they commit, and the console's poll and
@@ -37,9 +38,14 @@
 --
 -- What a held chain still costs: a session that calls audit_seal and keeps
 -- its transaction open holds the heads it sealed until it ends; other
--- sealers skip those chains (they never wait) and their entries wait,
--- queued and counted, until it ends. No decision, grant, purge or hold
--- waits for it.
+-- sealers skip those chains (a caller asking for its own entry's place
+-- waits 250 ms first) and their entries wait, queued and counted, until it
+-- ends. No decision, grant, purge or hold waits for it.
+--
+-- A reveal fetched in a transaction that rolls back leaves no fetch
+-- record (PostgreSQL has no autonomous transaction); every fetch is
+-- counted in a sequence, which no rollback takes back, and
+-- reveal_fetch_counts() compares the two for admins of every tenant.
 
 -- +goose Up
 
