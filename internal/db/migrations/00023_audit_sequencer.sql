@@ -526,7 +526,9 @@ BEGIN
                 msg := 'the record is ' || a.state_before || ', not pending: there is nothing to decide';
             ELSIF live AND p_decision <> 'defer' AND NOT a.forced THEN
                 code := 'lease_live';
-                msg := 'the lease is live (it expires in ' || date_trunc('second', o.lease_expires_at - now()) ||
+                -- A lease a superuser made endless (or restored so) is live too.
+                msg := 'the lease is live (' || CASE WHEN isfinite(o.lease_expires_at)
+                    THEN 'it expires in ' || date_trunc('second', o.lease_expires_at - now()) ELSE 'it never expires' END ||
                     ', held by ' || opsdesk.cut(o.owner, 200) || '): deciding needs force';
             ELSIF NOT a.override AND ((p_lookup = 'found' AND p_decision IN ('not-executed', 'failed'))
                                    OR (p_lookup = 'not_found' AND p_decision = 'completed')) THEN
