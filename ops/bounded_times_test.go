@@ -1,0 +1,172 @@
+package ops_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/ops"
+)
+
+// Issue 18 §2: a service login inserted a lease that never ends and an
+// expiry that never comes, and the console could not read its tenant.
+// The state machine bounds every time the service writes (migration
+// 00024): each attack below, as the service login with plain SQL, is
+// refused naming the bound, and leaves nothing behind.
+
+// requireClockRefusal is requireStateMachine for a time out of bounds:
+// the refusal also says what the clock read and what to write.
+func requireClockRefusal(t *testing.T, err error, rule, stmt string) {
+	t.Helper()
+	requireStateMachine(t, err, rule, stmt)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Contains(t, pgErr.Detail, "The database clock (clock_timestamp()) read ", stmt)
+	require.Contains(t, pgErr.Hint, "clock_timestamp()", stmt)
+	require.Contains(t, pgErr.Hint, "a lease of at most 24 hours", stmt)
+}
+
+// The times a reader could not show or a person could not wait out.
+var unboundedTimes = []string{"'infinity'", "'-infinity'", "'294276-12-31 23:59:59+00'", "'4713-01-01 00:00:00+00 BC'"}
+
+func TestServiceInsertsNoUnboundedTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const insert = `INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner,
+    attempt, leased_at, lease_expires_at, outcome, result, completed_at, expires_at)
+VALUES ('acme', '%s', 'forged', '1', decode(repeat('01', 32), 'hex'), '%s', '%s', 'thief', 1, %s, %s, %s, %s, %s, %s)`
+	pending := func(leased, expiring string) string {
+		return fmt.Sprintf(insert, toolCharge, "external_unknown", "pending", leased, expiring, "NULL", "NULL", "NULL", "NULL")
+	}
+	completed := func(completed, expiring string) string {
+		return fmt.Sprintf(insert, toolTicket, "local", "completed", "now()", "now()", "'succeeded'", `'{"forged":true}'`,
+			completed, expiring)
+	}
+	refused := map[string]string{
+		pending("now()", "now() + interval '24 hours 1 second'"):               "a new record is leased for at most 24 hours",
+		pending("now()", "now() - interval '1 second'"):                        "a new record is leased for at most 24 hours",
+		pending("now() - interval '11 seconds'", "now()"):                      "a new record is leased from now",
+		pending("now() + interval '1 second'", "now() + interval '1 minute'"):  "a new record is leased from now",
+		completed("now()", "now() + interval '876600 hours 1 second'"):         "a new record is completed now, to expire no earlier than now",
+		completed("now()", "now() - interval '1 second'"):                      "a new record is completed now, to expire no earlier than now",
+		completed("now() - interval '11 seconds'", "now() + interval '1 day'"): "completed now",
+	}
+	for _, v := range unboundedTimes {
+		refused[pending("now()", v)] = "a new record is leased for at most 24 hours"
+		refused[pending(v, "now() + interval '1 minute'")] = "a new record is leased from now"
+		refused[completed("now()", v)] = "a new record is completed now, to expire no earlier than now"
+		refused[completed(v, "now() + interval '1 day'")] = "a new record is completed now: completed_at within the ten seconds"
+	}
+	for stmt, rule := range refused {
+		_, err := b.db.Service.Exec(b.ctx, stmt)
+		requireClockRefusal(t, err, rule, stmt)
+	}
+	require.Zero(t, b.count(t, `SELECT count(*) FROM opsdesk.operations`))
+
+	// At the bounds, both inserts pass: a lease of 24 hours, an expiry
+	// 100 years ahead.
+	_, err := b.db.Service.Exec(b.ctx, pending("clock_timestamp()", "clock_timestamp() + interval '24 hours'"))
+	require.NoError(t, err)
+	_, err = b.db.Service.Exec(b.ctx, completed("clock_timestamp()", "clock_timestamp() + interval '876600 hours'"))
+	require.NoError(t, err)
+}
+
+func TestServiceUpdatesNoUnboundedTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := longLeaseStore(t, b)
+	finish := b.startCall(t, store, "live")
+	live := b.idOf(t, toolEmail, "live")
+	_, err := ops.DoExternal(b.ctx, b.store, emailReq("released"), newProvider().failWith(ops.NotApplied(errors.New("declined"))))
+	require.ErrorIs(t, err, ops.ErrNotApplied)
+	released := b.idOf(t, toolEmail, "released")
+
+	renew := "a lease is renewed while it is live, and never ends in the past"
+	b.requireRefused(t, b.db.Service, live, renew,
+		`UPDATE opsdesk.operations SET lease_expires_at = now() + interval '24 hours 1 second' WHERE id = $1`,
+		`UPDATE opsdesk.operations SET lease_expires_at = now() - interval '11 seconds' WHERE id = $1`)
+	const complete = `UPDATE opsdesk.operations SET state = 'completed', outcome = 'succeeded', result = '{}', result_ref = 'forged',
+    completed_at = %s, expires_at = %s, updated_at = %s, version = version + 1 WHERE id = $1`
+	b.requireRefused(t, b.db.Service, live, "a record is completed now, to expire no earlier than now",
+		fmt.Sprintf(complete, "now()", "now() + interval '876600 hours 1 second'", "now()"),
+		fmt.Sprintf(complete, "now()", "now() - interval '1 second'", "now()"))
+	b.requireRefused(t, b.db.Service, live, "a record is completed now: completed_at within the ten seconds",
+		fmt.Sprintf(complete, "now() - interval '11 seconds'", "now() + interval '1 day'", "now()"))
+	b.requireRefused(t, b.db.Service, live, "updated now",
+		fmt.Sprintf(complete, "now()", "now() + interval '1 day'", "now() - interval '11 seconds'"))
+	const takeOver = `UPDATE opsdesk.operations SET state = 'pending', owner = 'thief', attempt = attempt + 1,
+    leased_at = %s, lease_expires_at = %s, updated_at = now(), version = version + 1 WHERE id = $1`
+	b.requireRefused(t, b.db.Service, released, "a takeover is leased for at most 24 hours",
+		fmt.Sprintf(takeOver, "now()", "now() + interval '24 hours 1 second'"),
+		fmt.Sprintf(takeOver, "now()", "now() - interval '1 second'"))
+	const conflict = `UPDATE opsdesk.operations SET conflict_count = conflict_count + 1, last_conflict_at = %s WHERE id = $1`
+	for _, v := range unboundedTimes {
+		for _, stmt := range []string{
+			`UPDATE opsdesk.operations SET lease_expires_at = ` + v + ` WHERE id = $1`,
+			fmt.Sprintf(complete, "now()", v, "now()"),
+			fmt.Sprintf(complete, v, "now() + interval '1 day'", "now()"),
+			fmt.Sprintf(complete, "now()", "now() + interval '1 day'", v),
+			fmt.Sprintf(conflict, v),
+		} {
+			before := b.rowText(t, live)
+			_, err := b.db.Service.Exec(b.ctx, stmt, live)
+			requireClockRefusal(t, err, "database clock", stmt)
+			require.Equal(t, before, b.rowText(t, live), stmt)
+		}
+		for _, stmt := range []string{fmt.Sprintf(takeOver, "now()", v), fmt.Sprintf(takeOver, v, "now() + interval '1 minute'")} {
+			before := b.rowText(t, released)
+			_, err := b.db.Service.Exec(b.ctx, stmt, released)
+			requireClockRefusal(t, err, "a takeover is leased", stmt)
+			require.Equal(t, before, b.rowText(t, released), stmt)
+		}
+	}
+
+	// The library's own steps still pass: the call completes.
+	res := finish()
+	require.NoError(t, res.err)
+	require.Equal(t, ops.Created, res.out.Disposition)
+}
+
+// The state machine's clock is the write's, not the transaction's start
+// (now()): a service transaction that sleeps past the ten seconds the
+// state machine allows, then writes now(), is refused, so it can neither
+// back-date a record nor write an expiry that passed before it commits.
+func TestServiceTransactionThatSleepsThenCompletes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const sleep = 11 * time.Second
+	asleep := func(t *testing.T, stmt string, args ...any) error {
+		t.Helper()
+		return pgx.BeginFunc(b.ctx, b.db.Service, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(b.ctx, `SELECT pg_sleep($1)`, sleep.Seconds()); err != nil {
+				return err
+			}
+			_, err := tx.Exec(b.ctx, stmt, args...)
+			return err
+		})
+	}
+	t.Run("RawReservation", func(t *testing.T) {
+		t.Parallel()
+		stmt := `INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner,
+    leased_at, lease_expires_at)
+VALUES ('acme', 'charge-card', 'late', '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'pending', 'w',
+    now(), now() + interval '5 seconds')`
+		requireClockRefusal(t, asleep(t, stmt), "a new record is leased from now", stmt)
+	})
+	t.Run("RawCompletion", func(t *testing.T) {
+		t.Parallel()
+		finish := b.startCall(t, longLeaseStore(t, b), "raw")
+		id := b.idOf(t, toolEmail, "raw")
+		before := b.rowText(t, id)
+		stmt := `UPDATE opsdesk.operations SET state = 'completed', outcome = 'succeeded', result = '{}', result_ref = 'late',
+    completed_at = now(), expires_at = now() + interval '5 seconds', updated_at = now(), version = version + 1 WHERE id = $1`
+		requireClockRefusal(t, asleep(t, stmt, id), "updated now", stmt)
+		require.Equal(t, before, b.rowText(t, id))
+		require.NoError(t, finish().err)
+	})
+}
