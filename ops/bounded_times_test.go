@@ -1,6 +1,7 @@
 package ops_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -132,10 +133,37 @@ func TestServiceUpdatesNoUnboundedTime(t *testing.T) {
 	require.Equal(t, ops.Created, res.out.Disposition)
 }
 
+// The longest lease and retention the store accepts are the library's
+// too: a policy asking for more is refused when the store is made, and one
+// at the bounds runs.
+func TestPolicyAtTheStoreBounds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for name, p := range map[string]ops.Policy{
+		"lease":     {Effect: ops.EffectIdempotentProvider, Lease: ops.MaxLease + time.Microsecond},
+		"retention": {Effect: ops.EffectLocal, Retention: ops.MaxRetention + time.Microsecond},
+	} {
+		_, err := ops.New(b.db.Service, ops.Config{Tools: map[string]ops.Policy{"t": p}})
+		require.ErrorContains(t, err, "longer than the maximum", name)
+	}
+	store := newStore(t, b.db.Service, ops.Config{Owner: "worker-1", Tools: map[string]ops.Policy{
+		toolTicket: {Effect: ops.EffectLocal, Retention: ops.MaxRetention},
+		toolEmail:  {Effect: ops.EffectIdempotentProvider, Lease: ops.MaxLease, Retention: ops.MaxRetention},
+	}})
+	_, err := ops.DoTx(b.ctx, store, ticketReq("acme", "k1", printer), createTicket("acme", "k1", printer.Title))
+	require.NoError(t, err)
+	_, err = ops.DoExternal(b.ctx, store, emailReq("k1"), newProvider().send)
+	require.NoError(t, err)
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM opsdesk.operations
+WHERE state = 'completed' AND expires_at - completed_at = interval '876600 hours'`))
+}
+
 // The state machine's clock is the write's, not the transaction's start
 // (now()): a service transaction that sleeps past the ten seconds the
 // state machine allows, then writes now(), is refused, so it can neither
-// back-date a record nor write an expiry that passed before it commits.
+// back-date a record nor write an expiry that passed before it commits;
+// the library, which writes clock_timestamp(), completes a transaction
+// as long and stamps the record with its write.
 func TestServiceTransactionThatSleepsThenCompletes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -150,6 +178,25 @@ func TestServiceTransactionThatSleepsThenCompletes(t *testing.T) {
 			return err
 		})
 	}
+	slowTicket := func(tenant, key, title string) func(context.Context, pgx.Tx) (ticketResult, error) {
+		create := createTicket(tenant, key, title)
+		return func(ctx context.Context, tx pgx.Tx) (ticketResult, error) {
+			if _, err := tx.Exec(ctx, `SELECT pg_sleep($1)`, sleep.Seconds()); err != nil {
+				return ticketResult{}, err
+			}
+			return create(ctx, tx)
+		}
+	}
+	// times reads a record's times as seconds after its created_at (the
+	// start of the transaction that inserted it).
+	times := func(t *testing.T, key string) (leased, completed, expires float64) {
+		t.Helper()
+		require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT extract(epoch FROM leased_at - created_at),
+    extract(epoch FROM completed_at - created_at), extract(epoch FROM expires_at - completed_at)
+FROM opsdesk.operations WHERE key = $1`, key).Scan(&leased, &completed, &expires))
+		return leased, completed, expires
+	}
+
 	t.Run("RawReservation", func(t *testing.T) {
 		t.Parallel()
 		stmt := `INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner,
@@ -168,5 +215,33 @@ VALUES ('acme', 'charge-card', 'late', '1', decode(repeat('01', 32), 'hex'), 'ex
 		requireClockRefusal(t, asleep(t, stmt, id), "updated now", stmt)
 		require.Equal(t, before, b.rowText(t, id))
 		require.NoError(t, finish().err)
+	})
+	t.Run("DoTxInserted", func(t *testing.T) {
+		t.Parallel()
+		out, err := ops.DoTx(b.ctx, b.store, ticketReq("acme", "slow", printer), slowTicket("acme", "slow", printer.Title))
+		require.NoError(t, err)
+		require.Equal(t, ops.Created, out.Disposition)
+		leased, completed, expires := times(t, "slow")
+		require.GreaterOrEqual(t, completed, sleep.Seconds(), "completed_at is the transaction's start, not the write's time")
+		require.Equal(t, leased, completed, "a local transaction's record is leased and completed at one instant")
+		require.Equal(t, ops.DefaultRetention.Seconds(), expires)
+	})
+	t.Run("DoTxCompleted", func(t *testing.T) {
+		t.Parallel()
+		// A released local record: DoTx takes it over in its transaction,
+		// runs fn and completes it there.
+		canon, fp, err := ops.Canonical(toolTicket, "1", printer)
+		require.NoError(t, err)
+		_, err = b.db.Admin.Exec(b.ctx, `INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint,
+    effect, state, owner, leased_at, lease_expires_at, intent)
+VALUES ('acme', 'create-ticket', 'slow-again', '1', $1, 'local', 'released', 'w', now(), now(), $2)`, fp[:], string(canon))
+		require.NoError(t, err)
+		out, err := ops.DoTx(b.ctx, b.store, ticketReq("acme", "slow-again", printer), slowTicket("acme", "slow-again", printer.Title))
+		require.NoError(t, err)
+		require.Equal(t, 2, out.Attempt)
+		var leasedToCompleted float64
+		require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT extract(epoch FROM completed_at - leased_at)
+FROM opsdesk.operations WHERE key = 'slow-again'`).Scan(&leasedToCompleted))
+		require.GreaterOrEqual(t, leasedToCompleted, sleep.Seconds(), "completed_at is the transaction's start, not the write's time")
 	})
 }
