@@ -245,3 +245,80 @@ FROM opsdesk.operations WHERE key = 'slow-again'`).Scan(&leasedToCompleted))
 		require.GreaterOrEqual(t, leasedToCompleted, sleep.Seconds(), "completed_at is the transaction's start, not the write's time")
 	})
 }
+
+// A record a superuser or a restored backup gave an infinite or absurd
+// time still gets its retries a definite answer: the library reads every
+// time the store holds (it answered ErrUnavailable, a 503, for ever), a
+// lease no service could have written waits for a person instead of
+// answering "in progress" for ever, and the rest is as for any record.
+func TestRetryOfARecordWithUnboundedTimes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	superuser := func(t *testing.T, tool, key, set string) {
+		t.Helper()
+		tag, err := b.db.Admin.Exec(b.ctx, `UPDATE opsdesk.operations SET `+set+` WHERE tool = $1 AND key = $2`, tool, key)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), tag.RowsAffected())
+	}
+	unknown := errors.New("timeout")
+
+	t.Run("LeaseNeverEnds", func(t *testing.T) {
+		for i, lease := range []string{"'infinity'", "'294276-12-31 23:59:59+00'", "clock_timestamp() + interval '2 days'"} {
+			key := fmt.Sprintf("never-%d", i)
+			for _, req := range []ops.Request{chargeReq(key), emailReq(key)} {
+				_, err := ops.DoExternal(b.ctx, b.store, req, newProvider().failWith(unknown))
+				require.ErrorIs(t, err, ops.ErrOutcomeUnknown)
+				superuser(t, req.Tool, req.Key, "lease_expires_at = "+lease)
+
+				rec := b.lookup(t, req.Tool, "acme", req.Key)
+				require.Equal(t, ops.StatePending, rec.State)
+				require.False(t, rec.Stuck())
+				_, err = ops.DoExternal(b.ctx, b.store, req, neverCalled[receipt](t))
+				var needs *ops.NeedsReconciliationError
+				require.ErrorAs(t, err, &needs, "%s %s", req.Tool, lease)
+				require.Equal(t, rec.LeaseExpiresAt, needs.LeaseEnds)
+				require.Contains(t, err.Error(), "later than any service may write")
+			}
+		}
+		rec := b.lookup(t, toolCharge, "acme", "never-0")
+		require.True(t, ops.Infinity.Equal(rec.LeaseExpiresAt))
+		require.Contains(t, (&ops.NeedsReconciliationError{LeaseEnds: rec.LeaseExpiresAt}).Error(), "never ends")
+
+		// A local record left pending, as a restored backup might hold it.
+		_, err := b.doTicket(t, "acme", "never-local", printer)
+		require.NoError(t, err)
+		superuser(t, toolTicket, "never-local", "state = 'pending', outcome = NULL, lease_expires_at = 'infinity'")
+		_, err = b.doTicket(t, "acme", "never-local", printer)
+		require.ErrorIs(t, err, ops.ErrNeedsReconciliation)
+	})
+	t.Run("LeaseEndedBeforeTime", func(t *testing.T) {
+		// A provider that deduplicates: the next attempt takes over.
+		_, err := ops.DoExternal(b.ctx, b.store, emailReq("ended"), newProvider().failWith(unknown))
+		require.ErrorIs(t, err, ops.ErrOutcomeUnknown)
+		superuser(t, toolEmail, "ended", "leased_at = '-infinity', lease_expires_at = '-infinity'")
+		ended := b.lookup(t, toolEmail, "acme", "ended")
+		require.True(t, ended.Stuck())
+		out, err := ops.DoExternal(b.ctx, b.store, emailReq("ended"), newProvider().send)
+		require.NoError(t, err)
+		require.Equal(t, 2, out.Attempt)
+	})
+	t.Run("CompletedNeverExpires", func(t *testing.T) {
+		first, err := b.doTicket(t, "acme", "kept", printer)
+		require.NoError(t, err)
+		superuser(t, toolTicket, "kept", "created_at = '-infinity', completed_at = '-infinity', updated_at = 'infinity', "+
+			"expires_at = 'infinity', last_conflict_at = '294276-01-01 00:00:00+00'")
+		again, err := b.doTicket(t, "acme", "kept", printer)
+		require.NoError(t, err)
+		require.Equal(t, ops.Replayed, again.Disposition)
+		require.Equal(t, first.Result, again.Result)
+		rec := b.lookup(t, toolTicket, "acme", "kept")
+		for _, c := range []struct {
+			got, want time.Time
+		}{
+			{rec.CreatedAt, ops.NegativeInfinity}, {rec.CompletedAt, ops.NegativeInfinity}, {rec.UpdatedAt, ops.Infinity},
+			{rec.ExpiresAt, ops.Infinity}, {rec.LastConflictAt, ops.Infinity},
+		} {
+			require.True(t, c.want.Equal(c.got), "read %v, want %v", c.got, c.want)
+		}
+	})
+}

@@ -398,6 +398,9 @@ func decide(c *call, rec *Record) decision {
 	case StateReleased:
 		return decideTakeOver
 	}
+	if rec.leaseOutOfBounds() {
+		return decideNeedsReconciliation
+	}
 	if !rec.LeaseExpired() {
 		return decideInProgress
 	}
@@ -418,6 +421,10 @@ func refusal(c *call, rec *Record, d decision) error {
 		return &InProgressError{Identity: c.Identity, OperationID: rec.ID, Owner: rec.Owner,
 			Attempt: rec.Attempt, RetryAfter: rec.LeaseRemaining()}
 	case decideNeedsReconciliation:
+		if rec.leaseOutOfBounds() {
+			return &NeedsReconciliationError{Identity: c.Identity, OperationID: rec.ID, Owner: rec.Owner,
+				Attempt: rec.Attempt, LeaseEnds: rec.LeaseExpiresAt}
+		}
 		return &NeedsReconciliationError{Identity: c.Identity, OperationID: rec.ID, Owner: rec.Owner,
 			Attempt: rec.Attempt, LeaseExpiredFor: -rec.LeaseRemaining()}
 	}
