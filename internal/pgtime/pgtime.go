@@ -54,14 +54,33 @@ func clamp(t time.Time) time.Time {
 	return t
 }
 
-// ToTimestamptz is t as a timestamptz parameter: Infinity and later
-// 'infinity', NegativeInfinity and earlier '-infinity', so that a time read
-// goes back as it came (a list's cursor, say).
+// Exact is v as a time.Time that goes back as it came (ToTimestamptz):
+// 'infinity' and '-infinity' are Infinity and NegativeInfinity, other
+// times are as they are, beyond year 9999 too, and NULL is the zero time.
+// A list's cursor needs it: Infinity stands for every time after year
+// 9999, and a cursor at it would skip the records from there to
+// 'infinity'. (A time at the first instant of year 1, Go's zero time, is
+// NegativeInfinity: the zero time means none.)
+func Exact(v pgtype.Timestamptz) time.Time {
+	switch {
+	case !v.Valid:
+		return time.Time{}
+	case v.InfinityModifier == pgtype.Infinity:
+		return Infinity
+	case v.InfinityModifier == pgtype.NegativeInfinity, v.Time.IsZero():
+		return NegativeInfinity
+	}
+	return v.Time
+}
+
+// ToTimestamptz is t as a timestamptz parameter: Infinity is 'infinity'
+// and NegativeInfinity '-infinity', so that a time read goes back as it
+// came; any other time is itself.
 func ToTimestamptz(t time.Time) pgtype.Timestamptz {
 	switch {
-	case !t.Before(Infinity):
+	case t.Equal(Infinity):
 		return pgtype.Timestamptz{Valid: true, InfinityModifier: pgtype.Infinity}
-	case !t.After(NegativeInfinity):
+	case t.Equal(NegativeInfinity):
 		return pgtype.Timestamptz{Valid: true, InfinityModifier: pgtype.NegativeInfinity}
 	}
 	return pgtype.Timestamptz{Time: t, Valid: true}

@@ -65,12 +65,18 @@ func TestEveryTimestamptzReads(t *testing.T) {
 	require.Equal(t, pgtype.Infinity, raw.InfinityModifier)
 }
 
-func TestToTimestamptz(t *testing.T) {
+func TestToTimestamptzAndExact(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, pgtype.Infinity, pgtime.ToTimestamptz(pgtime.Infinity).InfinityModifier)
-	require.Equal(t, pgtype.Infinity, pgtime.ToTimestamptz(pgtime.Infinity.Add(time.Hour)).InfinityModifier)
 	require.Equal(t, pgtype.NegativeInfinity, pgtime.ToTimestamptz(pgtime.NegativeInfinity).InfinityModifier)
-	now := time.Now()
-	require.Equal(t, pgtype.Timestamptz{Time: now, Valid: true}, pgtime.ToTimestamptz(now))
+	for _, v := range []time.Time{time.Now(), pgtime.Infinity.Add(time.Hour), time.Date(294276, 12, 31, 0, 0, 0, 0, time.UTC),
+		pgtime.NegativeInfinity.Add(-time.Hour)} {
+		require.Equal(t, pgtype.Timestamptz{Time: v, Valid: true}, pgtime.ToTimestamptz(v), "%v", v)
+		require.Equal(t, v, pgtime.Exact(pgtype.Timestamptz{Time: v, Valid: true}))
+	}
 	require.Equal(t, time.Time{}, pgtime.FromTimestamptz(pgtype.Timestamptz{}))
+	require.Equal(t, time.Time{}, pgtime.Exact(pgtype.Timestamptz{}))
+	require.Equal(t, pgtime.Infinity, pgtime.Exact(pgtype.Timestamptz{Valid: true, InfinityModifier: pgtype.Infinity}))
+	require.Equal(t, pgtime.NegativeInfinity, pgtime.Exact(pgtype.Timestamptz{Valid: true, Time: time.Time{}}),
+		"the zero time means none")
 }

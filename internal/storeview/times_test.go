@@ -1,0 +1,99 @@
+package storeview
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/ops"
+)
+
+// TestExtremeTimes: records a superuser or a restored backup gave
+// infinite or absurd times (no service may, migration 00024) are read by
+// every query a viewer of their tenant runs, and a list sorted by such a
+// time pages through them once each: its cursor sends the time back as it
+// came. Every read of the tenant failed with "cannot scan Infinity into
+// *time.Time".
+func TestExtremeTimes(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, created_at, completed_at, expires_at)
+SELECT 'acme', 'charge-card', k.key, '1', sha256(k.key::bytea), 'external_unknown', k.state, k.outcome, 'w',
+    k.leased, k.lease, k.created, k.completed, k.expires
+FROM (VALUES
+    ('never-1', 'pending', NULL, now(), 'infinity'::timestamptz, now(), NULL::timestamptz, NULL::timestamptz),
+    ('never-2', 'pending', NULL, now(), 'infinity', now(), NULL, NULL),
+    ('far', 'pending', NULL, now(), '294276-12-31 23:59:59+00', now(), NULL, NULL),
+    ('always-1', 'pending', NULL, '-infinity', '-infinity', '4713-01-01 00:00:00+00 BC', NULL, NULL),
+    ('always-2', 'pending', NULL, '-infinity', '-infinity', '-infinity', NULL, NULL),
+    ('live', 'pending', NULL, now(), now() + interval '1 minute', now(), NULL, NULL),
+    ('kept-1', 'completed', 'succeeded', now(), now(), now(), '-infinity', 'infinity'),
+    ('kept-2', 'completed', 'succeeded', now(), now(), now(), now(), 'infinity'),
+    ('gone', 'completed', 'succeeded', now(), now(), now(), now(), '-infinity'),
+    ('soon', 'completed', 'succeeded', now(), now(), now(), now(), now() + interval '1 day')
+) AS k (key, state, outcome, leased, lease, created, completed, expires)`)
+	require.NoError(t, err)
+	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
+	s := New(viewer.Pool, Options{})
+	ctx := t.Context()
+
+	for _, sort := range Sorts {
+		var keys []string
+		var after *Cursor
+		for range 20 {
+			page, err := s.List(ctx, Query{Sort: sort, Limit: 1, After: after})
+			require.NoError(t, err, sort)
+			require.Equal(t, Count{N: 10}, page.Total)
+			for _, r := range page.Rows {
+				keys = append(keys, r.Key)
+			}
+			if after = page.Next; after == nil {
+				break
+			}
+		}
+		require.ElementsMatch(t, []string{"never-1", "never-2", "far", "always-1", "always-2", "live", "kept-1", "kept-2",
+			"gone", "soon"}, keys, "sorted by %s, one row a page", sort)
+		switch sort {
+		case SortLease:
+			require.Equal(t, []string{"always-1", "always-2", "live", "far", "never-1", "never-2"}, keys[:6])
+		case SortExpires:
+			require.Equal(t, []string{"gone", "soon", "kept-1", "kept-2"}, keys[:4])
+		}
+	}
+
+	byKey := func(key string) Detail {
+		t.Helper()
+		det, err := s.GetByIdentity(ctx, "acme", "charge-card", key)
+		require.NoError(t, err, key)
+		return det
+	}
+	never := byKey("never-1")
+	require.True(t, ops.Infinity.Equal(never.LeaseExpiresAt))
+	require.Equal(t, StatePending, never.State)
+	require.True(t, never.LeaseLive())
+	always := byKey("always-1")
+	require.Equal(t, StateStuck, always.State)
+	require.True(t, ops.NegativeInfinity.Equal(always.LeasedAt))
+	require.True(t, ops.NegativeInfinity.Equal(always.CreatedAt))
+	require.Equal(t, time.Duration(1<<63-1), always.LeaseAge())
+	kept := byKey("kept-1")
+	require.True(t, ops.Infinity.Equal(kept.ExpiresAt))
+	require.True(t, ops.NegativeInfinity.Equal(kept.CompletedAt))
+	_, err = s.Get(ctx, kept.ID)
+	require.NoError(t, err)
+
+	o, err := s.Overview(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), o.Pending)
+	require.Equal(t, int64(2), o.Stuck)
+	require.NotNil(t, o.OldestStuck)
+	require.True(t, ops.NegativeInfinity.Equal(o.OldestStuck.LeaseExpiresAt))
+	_, err = s.Signals(ctx, SignalsOpts{ByTenant: true})
+	require.NoError(t, err)
+	_, err = s.Review(ctx, nil)
+	require.NoError(t, err)
+}
