@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+)
+
+// extremeFixtures are records whose times a superuser or a restored backup
+// wrote, which no service may (migration 00024). Every one failed `ops
+// list` for its whole tenant: "cannot scan Infinity into *time.Time".
+const extremeFixtures = `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, created_at, completed_at, expires_at)
+VALUES
+ ('acme', 'charge-card', 'lease-never-ends', '1', decode(repeat('04', 32), 'hex'), 'external_unknown', 'pending', NULL, 'w',
+  now(), 'infinity', now(), NULL, NULL),
+ ('acme', 'charge-card', 'lease-year-294276', '1', decode(repeat('05', 32), 'hex'), 'external_unknown', 'pending', NULL, 'w',
+  now(), '294276-12-31 23:59:59+00', now(), NULL, NULL),
+ ('acme', 'charge-card', 'lease-ended-always', '1', decode(repeat('06', 32), 'hex'), 'external_unknown', 'pending', NULL, 'w',
+  '-infinity', '-infinity', '4713-01-01 00:00:00+00 BC', NULL, NULL),
+ ('acme', 'create-ticket', 'kept-for-ever', '1', decode(repeat('07', 32), 'hex'), 'local', 'completed', 'succeeded', 'w',
+  '-infinity', '-infinity', '-infinity', '-infinity', 'infinity'),
+ ('acme', 'create-ticket', 'kept-to-294276', '1', decode(repeat('08', 32), 'hex'), 'local', 'completed', 'succeeded', 'w',
+  now(), now(), now(), 'infinity', '294276-12-31 23:59:59+00');
+UPDATE opsdesk.operations SET updated_at = 'infinity', last_conflict_at = '-infinity', conflict_count = 1
+WHERE key = 'kept-for-ever';`
+
+func TestCommandsReadExtremeTimes(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	_, err := d.Admin.Exec(t.Context(), extremeFixtures)
+	require.NoError(t, err)
+	viewer := personConfig(t, dbtest.NewPerson(t, d, "viewer", "acme"), "")
+	keys := []string{"lease-never-ends", "lease-year-294276", "lease-ended-always", "kept-for-ever", "kept-to-294276"}
+
+	t.Run("List", func(t *testing.T) {
+		for _, sort := range []string{"newest", "lease", "expires"} {
+			code, out, errOut := run("ops", "list", "--config", viewer, "--sort", sort)
+			require.Equal(t, ExitOK, code, errOut)
+			for _, key := range append(keys, "ord-1") {
+				require.Contains(t, out, key, "sorted by %s", sort)
+			}
+			code, out, errOut = run("ops", "list", "--config", viewer, "--sort", sort, "-o", "json")
+			require.Equal(t, ExitOK, code, errOut)
+			var items []map[string]any
+			require.NoError(t, json.Unmarshal([]byte(out), &items), out)
+			require.Len(t, items, 7)
+		}
+		_, out, _ := run("ops", "list", "--config", viewer, "--filter", "key:lease-never-ends")
+		require.Contains(t, out, "never", "a lease that never ends:\n%s", out)
+		_, out, _ = run("ops", "list", "--config", viewer, "--filter", "key:lease-ended-always")
+		require.Contains(t, out, "⚠ stuck", out)
+		require.Contains(t, out, "-infinity", "a lease that ended at -infinity:\n%s", out)
+		_, out, _ = run("ops", "list", "--config", viewer, "--filter", "key:kept-*")
+		require.Equal(t, 2, strings.Count(out, "never"), "expiries that never come:\n%s", out)
+	})
+	t.Run("Show", func(t *testing.T) {
+		for _, key := range keys {
+			code, out, errOut := run("ops", "show", idOf(t, d, key), "--config", viewer)
+			require.Equal(t, ExitOK, code, errOut)
+			require.Contains(t, out, key)
+			code, out, errOut = run("ops", "show", idOf(t, d, key), "--config", viewer, "-o", "json")
+			require.Equal(t, ExitOK, code, errOut)
+			var detail map[string]any
+			require.NoError(t, json.Unmarshal([]byte(out), &detail), out)
+			code, _, errOut = run("ops", "get", "--tenant", "acme", "--tool", strings.Split(detail["tool"].(string), " ")[0],
+				"--key", key, "--config", viewer)
+			require.Equal(t, ExitOK, code, errOut)
+		}
+		_, out, _ := run("ops", "show", idOf(t, d, "lease-never-ends"), "--config", viewer)
+		require.Contains(t, out, "lease expires   infinity (never)", out)
+		_, out, _ = run("ops", "show", idOf(t, d, "kept-for-ever"), "--config", viewer)
+		for _, want := range []string{"created         -infinity (-infinity)", "completed       -infinity (-infinity)",
+			"retention ends  infinity (never)", "conflicts       1 (last -infinity (-infinity))"} {
+			require.Contains(t, out, want, out)
+		}
+		_, out, _ = run("ops", "show", idOf(t, d, "lease-never-ends"), "--config", viewer, "-o", "json")
+		require.Contains(t, out, `"lease_expires_at": "9999-12-31T23:59:59.999999999Z"`, out)
+	})
+	t.Run("ResolveForce", func(t *testing.T) {
+		operator := personConfig(t, dbtest.NewPerson(t, d, "operator", "acme"), "")
+		id := idOf(t, d, "lease-never-ends")
+		code, out, errOut := run("resolve", id, "--as", "not-executed", "--force", "--no-lookup",
+			"--reason", "nobody holds a lease that never ends", "--config", operator)
+		require.Equal(t, ExitOK, code, errOut)
+		require.Contains(t, out, "not-executed", out)
+		var state string
+		require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT state FROM opsdesk.operations WHERE id = $1::bigint`, id).Scan(&state))
+		require.Equal(t, "released", state)
+	})
+}
