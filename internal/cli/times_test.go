@@ -94,3 +94,41 @@ func TestCommandsReadExtremeTimes(t *testing.T) {
 		require.Equal(t, "released", state)
 	})
 }
+
+// TestDoctorNamesTimesOutOfBounds: doctor lists the records holding times
+// no service may write, each with the command that shows it, and fails:
+// a lease that never ends is never stuck and never alerts.
+func TestDoctorNamesTimesOutOfBounds(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	viewer := personConfig(t, dbtest.NewPerson(t, d, "viewer", "acme"), "")
+	code, out, errOut := run("doctor", "--config", viewer)
+	require.Equal(t, ExitOK, code, out+errOut)
+	require.Contains(t, out, "✓ times        no record holds an infinite or out-of-bounds time")
+
+	_, err := d.Admin.Exec(t.Context(), extremeFixtures+`
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
+VALUES ('acme', 'charge-card', 'lease-two-days', '1', decode(repeat('09', 32), 'hex'), 'external_unknown', 'pending', 'w',
+    now(), now() + interval '2 days'),
+ ('globex', 'charge-card', 'not-yours', '1', decode(repeat('0a', 32), 'hex'), 'external_unknown', 'pending', 'w',
+    now(), 'infinity');`)
+	require.NoError(t, err)
+	code, out, _ = run("doctor", "--config", viewer)
+	require.Equal(t, ExitFailure, code, out)
+	require.Contains(t, out, "✗ times        6 records hold times no service may write")
+	for key, times := range map[string]string{
+		"lease-never-ends":   "lease_expires_at infinity",
+		"lease-year-294276":  "lease_expires_at 294276-12-31 23:59:59+00",
+		"lease-ended-always": "created_at 4713-01-01 00:00:00+00 BC, leased_at -infinity, lease_expires_at -infinity",
+		"kept-for-ever": "created_at -infinity, updated_at infinity, leased_at -infinity, lease_expires_at -infinity, " +
+			"completed_at -infinity, expires_at infinity, last_conflict_at -infinity",
+		"kept-to-294276": "completed_at infinity, expires_at 294276-12-31 23:59:59+00",
+		"lease-two-days": "lease_expires_at ",
+	} {
+		id := idOf(t, d, key)
+		require.Contains(t, out, "#"+id+" acme/", key)
+		require.Contains(t, out, key+": "+times, out)
+		require.Contains(t, out, "opsdesk ops show "+id+"\n", key)
+	}
+	require.NotContains(t, out, "not-yours", "another tenant's record")
+}
