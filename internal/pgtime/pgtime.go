@@ -31,27 +31,16 @@ var NegativeInfinity = time.Date(0, time.January, 1, 0, 0, 0, 0, time.UTC)
 // FromTimestamptz is v as a time.Time: NULL is the zero time, an infinite
 // or out-of-range time Infinity or NegativeInfinity.
 func FromTimestamptz(v pgtype.Timestamptz) time.Time {
-	switch {
-	case !v.Valid:
-		return time.Time{}
-	case v.InfinityModifier == pgtype.Infinity:
-		return Infinity
-	case v.InfinityModifier == pgtype.NegativeInfinity:
-		return NegativeInfinity
-	}
-	return clamp(v.Time)
-}
-
-// clamp reads a finite time: beyond the years RFC 3339 writes, it is
-// infinite.
-func clamp(t time.Time) time.Time {
-	switch {
+	switch t := Exact(v); {
+	case t.IsZero(): // NULL
+		return t
 	case !t.Before(Infinity):
 		return Infinity
 	case !t.After(time.Time{}):
 		return NegativeInfinity
+	default:
+		return t
 	}
-	return t
 }
 
 // Exact is v as a time.Time that goes back as it came (ToTimestamptz):
