@@ -10,39 +10,20 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 )
 
-// extremeFixtures are records whose times a superuser or a restored backup
-// wrote, which no service may (migration 00024). Every one failed `ops
-// list` for its whole tenant: "cannot scan Infinity into *time.Time".
-const extremeFixtures = `
-INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
-    leased_at, lease_expires_at, created_at, completed_at, expires_at)
-VALUES
- ('acme', 'charge-card', 'lease-never-ends', '1', decode(repeat('04', 32), 'hex'), 'external_unknown', 'pending', NULL, 'w',
-  now(), 'infinity', now(), NULL, NULL),
- ('acme', 'charge-card', 'lease-year-294276', '1', decode(repeat('05', 32), 'hex'), 'external_unknown', 'pending', NULL, 'w',
-  now(), '294276-12-31 23:59:59+00', now(), NULL, NULL),
- ('acme', 'charge-card', 'lease-ended-always', '1', decode(repeat('06', 32), 'hex'), 'external_unknown', 'pending', NULL, 'w',
-  '-infinity', '-infinity', '4713-01-01 00:00:00+00 BC', NULL, NULL),
- ('acme', 'create-ticket', 'kept-for-ever', '1', decode(repeat('07', 32), 'hex'), 'local', 'completed', 'succeeded', 'w',
-  '-infinity', '-infinity', '-infinity', '-infinity', 'infinity'),
- ('acme', 'create-ticket', 'kept-to-294276', '1', decode(repeat('08', 32), 'hex'), 'local', 'completed', 'succeeded', 'w',
-  now(), now(), now(), 'infinity', '294276-12-31 23:59:59+00');
-UPDATE opsdesk.operations SET updated_at = 'infinity', last_conflict_at = '-infinity', conflict_count = 1
-WHERE key = 'kept-for-ever';`
-
 func TestCommandsReadExtremeTimes(t *testing.T) {
 	t.Parallel()
+	// Every one failed `ops list` for its whole tenant: "cannot scan
+	// Infinity into *time.Time".
 	_, d := storeConfig(t)
-	_, err := d.Admin.Exec(t.Context(), extremeFixtures)
-	require.NoError(t, err)
+	dbtest.InsertExtremeTimes(t, d)
 	viewer := personConfig(t, dbtest.NewPerson(t, d, "viewer", "acme"), "")
-	keys := []string{"lease-never-ends", "lease-year-294276", "lease-ended-always", "kept-for-ever", "kept-to-294276"}
+	keys := dbtest.ExtremeKeys
 
 	t.Run("List", func(t *testing.T) {
 		for _, sort := range []string{"newest", "lease", "expires"} {
 			code, out, errOut := run("ops", "list", "--config", viewer, "--sort", sort)
 			require.Equal(t, ExitOK, code, errOut)
-			for _, key := range append(keys, "ord-1") {
+			for _, key := range append([]string{"ord-1"}, keys...) {
 				require.Contains(t, out, key, "sorted by %s", sort)
 			}
 			code, out, errOut = run("ops", "list", "--config", viewer, "--sort", sort, "-o", "json")
@@ -51,9 +32,9 @@ func TestCommandsReadExtremeTimes(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(out), &items), out)
 			require.Len(t, items, 7)
 		}
-		_, out, _ := run("ops", "list", "--config", viewer, "--filter", "key:lease-never-ends")
+		_, out, _ := run("ops", "list", "--config", viewer, "--filter", "key:"+dbtest.LeaseNeverEnds)
 		require.Contains(t, out, "never", "a lease that never ends:\n%s", out)
-		_, out, _ = run("ops", "list", "--config", viewer, "--filter", "key:lease-ended-always")
+		_, out, _ = run("ops", "list", "--config", viewer, "--filter", "key:"+dbtest.LeaseEndedAlways)
 		require.Contains(t, out, "⚠ stuck", out)
 		require.Contains(t, out, "-infinity", "a lease that ended at -infinity:\n%s", out)
 		_, out, _ = run("ops", "list", "--config", viewer, "--filter", "key:kept-*")
@@ -72,19 +53,19 @@ func TestCommandsReadExtremeTimes(t *testing.T) {
 				"--key", key, "--config", viewer)
 			require.Equal(t, ExitOK, code, errOut)
 		}
-		_, out, _ := run("ops", "show", idOf(t, d, "lease-never-ends"), "--config", viewer)
+		_, out, _ := run("ops", "show", idOf(t, d, dbtest.LeaseNeverEnds), "--config", viewer)
 		require.Contains(t, out, "lease expires   infinity (never)", out)
-		_, out, _ = run("ops", "show", idOf(t, d, "kept-for-ever"), "--config", viewer)
+		_, out, _ = run("ops", "show", idOf(t, d, dbtest.KeptForEver), "--config", viewer)
 		for _, want := range []string{"created         -infinity (-infinity)", "completed       -infinity (-infinity)",
 			"retention ends  infinity (never)", "conflicts       1 (last -infinity (-infinity))"} {
 			require.Contains(t, out, want, out)
 		}
-		_, out, _ = run("ops", "show", idOf(t, d, "lease-never-ends"), "--config", viewer, "-o", "json")
+		_, out, _ = run("ops", "show", idOf(t, d, dbtest.LeaseNeverEnds), "--config", viewer, "-o", "json")
 		require.Contains(t, out, `"lease_expires_at": "9999-12-31T23:59:59.999999999Z"`, out)
 	})
 	t.Run("ResolveForce", func(t *testing.T) {
 		operator := personConfig(t, dbtest.NewPerson(t, d, "operator", "acme"), "")
-		id := idOf(t, d, "lease-never-ends")
+		id := idOf(t, d, dbtest.LeaseNeverEnds)
 		code, out, errOut := run("resolve", id, "--as", "not-executed", "--force", "--no-lookup",
 			"--reason", "nobody holds a lease that never ends", "--config", operator)
 		require.Equal(t, ExitOK, code, errOut)
@@ -106,24 +87,25 @@ func TestDoctorNamesTimesOutOfBounds(t *testing.T) {
 	require.Equal(t, ExitOK, code, out+errOut)
 	require.Contains(t, out, "✓ times        no record holds an infinite or out-of-bounds time")
 
-	_, err := d.Admin.Exec(t.Context(), extremeFixtures+`
+	dbtest.InsertExtremeTimes(t, d)
+	_, err := d.Admin.Exec(t.Context(), `
 INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
 VALUES ('acme', 'charge-card', 'lease-two-days', '1', decode(repeat('09', 32), 'hex'), 'external_unknown', 'pending', 'w',
     now(), now() + interval '2 days'),
  ('globex', 'charge-card', 'not-yours', '1', decode(repeat('0a', 32), 'hex'), 'external_unknown', 'pending', 'w',
-    now(), 'infinity');`)
+    now(), 'infinity')`)
 	require.NoError(t, err)
 	code, out, _ = run("doctor", "--config", viewer)
 	require.Equal(t, ExitFailure, code, out)
 	require.Contains(t, out, "✗ times        6 records hold times no service may write")
 	for key, times := range map[string]string{
-		"lease-never-ends":   "lease_expires_at infinity",
-		"lease-year-294276":  "lease_expires_at 294276-12-31 23:59:59+00",
-		"lease-ended-always": "created_at 4713-01-01 00:00:00+00 BC, leased_at -infinity, lease_expires_at -infinity",
-		"kept-for-ever": "created_at -infinity, updated_at infinity, leased_at -infinity, lease_expires_at -infinity, " +
+		dbtest.LeaseNeverEnds:    "lease_expires_at infinity",
+		dbtest.LeaseToYear294276: "lease_expires_at 294276-12-31 23:59:59+00",
+		dbtest.LeaseEndedAlways:  "created_at 4713-01-01 00:00:00+00 BC, leased_at -infinity, lease_expires_at -infinity",
+		dbtest.KeptForEver: "created_at -infinity, updated_at infinity, leased_at -infinity, lease_expires_at -infinity, " +
 			"completed_at -infinity, expires_at infinity, last_conflict_at -infinity",
-		"kept-to-294276": "completed_at infinity, expires_at 294276-12-31 23:59:59+00",
-		"lease-two-days": "lease_expires_at ",
+		dbtest.KeptToYear294276: "completed_at infinity, expires_at 294276-12-31 23:59:59+00",
+		"lease-two-days":        "lease_expires_at ",
 	} {
 		id := idOf(t, d, key)
 		require.Contains(t, out, "#"+id+" acme/", key)

@@ -500,26 +500,21 @@ COMMIT;`)
 func TestExtremeTimes(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
+	dbtest.InsertExtremeTimes(t, d)
 	_, err := d.Admin.Exec(t.Context(), `
 INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
-    leased_at, lease_expires_at, created_at, completed_at, expires_at)
-VALUES
- ('acme', 'charge-card', 'never', '1', sha256('never'), 'external_unknown', 'pending', NULL, 'w',
-  now(), 'infinity', now(), NULL, NULL),
- ('acme', 'charge-card', 'always', '1', sha256('always'), 'external_unknown', 'pending', NULL, 'w',
-  '-infinity', '-infinity', '4713-01-01 00:00:00+00 BC', NULL, NULL),
- ('acme', 'charge-card', 'kept', '1', sha256('kept'), 'external_unknown', 'completed', 'succeeded', 'w',
-  now(), now(), now(), '-infinity', 'infinity'),
- ('acme', 'charge-card', 'gone', '1', sha256('gone'), 'external_unknown', 'completed', 'succeeded', 'w',
-  now(), now(), now(), now(), '-infinity')`)
+    leased_at, lease_expires_at, completed_at, expires_at)
+VALUES ('acme', 'create-ticket', 'gone', '1', sha256('gone'), 'local', 'completed', 'succeeded', 'w',
+    now(), now(), now(), '-infinity')`)
 	require.NoError(t, err)
 	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
 	m := scrape(t, newExporter(viewer.Pool, Config{}))
 	require.Equal(t, 1.0, m.value(t, "opsdesk_store_up", ""))
 	require.Equal(t, 0.0, m.value(t, "opsdesk_scrape_partial", ""))
-	for state, n := range map[string]float64{"pending": 1, "stuck": 1, "completed": 2} {
+	for state, n := range map[string]float64{"pending": 2, "stuck": 1} {
 		require.Equal(t, n, m.value(t, "opsdesk_operations", "state="+state+",tool=charge-card"), state)
 	}
-	require.Equal(t, 1.0, m.value(t, "opsdesk_retention_expired", "tool=charge-card"))
+	require.Equal(t, 3.0, m.value(t, "opsdesk_operations", "state=completed,tool=create-ticket"))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_retention_expired", "tool=create-ticket"))
 	require.Equal(t, time.Duration(1<<63-1).Seconds(), m.value(t, "opsdesk_oldest_stuck_seconds", "tool=charge-card"))
 }

@@ -19,23 +19,21 @@ import (
 func TestExtremeTimes(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
+	dbtest.InsertExtremeTimes(t, d)
+	// Ties at the infinities, after them in id order, and ordinary times.
 	_, err := d.Admin.Exec(t.Context(), `
 INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
     leased_at, lease_expires_at, created_at, completed_at, expires_at)
 SELECT 'acme', 'charge-card', k.key, '1', sha256(k.key::bytea), 'external_unknown', k.state, k.outcome, 'w',
-    k.leased, k.lease, k.created, k.completed, k.expires
+    now(), k.lease, now(), k.completed, k.expires
 FROM (VALUES
-    ('never-1', 'pending', NULL, now(), 'infinity'::timestamptz, now(), NULL::timestamptz, NULL::timestamptz),
-    ('never-2', 'pending', NULL, now(), 'infinity', now(), NULL, NULL),
-    ('far', 'pending', NULL, now(), '294276-12-31 23:59:59+00', now(), NULL, NULL),
-    ('always-1', 'pending', NULL, '-infinity', '-infinity', '4713-01-01 00:00:00+00 BC', NULL, NULL),
-    ('always-2', 'pending', NULL, '-infinity', '-infinity', '-infinity', NULL, NULL),
-    ('live', 'pending', NULL, now(), now() + interval '1 minute', now(), NULL, NULL),
-    ('kept-1', 'completed', 'succeeded', now(), now(), now(), '-infinity', 'infinity'),
-    ('kept-2', 'completed', 'succeeded', now(), now(), now(), now(), 'infinity'),
-    ('gone', 'completed', 'succeeded', now(), now(), now(), now(), '-infinity'),
-    ('soon', 'completed', 'succeeded', now(), now(), now(), now(), now() + interval '1 day')
-) AS k (key, state, outcome, leased, lease, created, completed, expires)`)
+    ('never-2', 'pending', NULL, 'infinity'::timestamptz, NULL::timestamptz, NULL::timestamptz),
+    ('always-2', 'pending', NULL, '-infinity', NULL, NULL),
+    ('live', 'pending', NULL, now() + interval '1 minute', NULL, NULL),
+    ('kept-2', 'completed', 'succeeded', now(), now(), 'infinity'),
+    ('gone', 'completed', 'succeeded', now(), now(), '-infinity'),
+    ('soon', 'completed', 'succeeded', now(), now(), now() + interval '1 day')
+) AS k (key, state, outcome, lease, completed, expires)`)
 	require.NoError(t, err)
 	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
 	s := New(viewer.Pool, Options{})
@@ -47,7 +45,7 @@ FROM (VALUES
 		for range 20 {
 			page, err := s.List(ctx, Query{Sort: sort, Limit: 1, After: after})
 			require.NoError(t, err, sort)
-			require.Equal(t, Count{N: 10}, page.Total)
+			require.Equal(t, Count{N: 11}, page.Total)
 			for _, r := range page.Rows {
 				keys = append(keys, r.Key)
 			}
@@ -55,32 +53,33 @@ FROM (VALUES
 				break
 			}
 		}
-		require.ElementsMatch(t, []string{"never-1", "never-2", "far", "always-1", "always-2", "live", "kept-1", "kept-2",
-			"gone", "soon"}, keys, "sorted by %s, one row a page", sort)
+		require.ElementsMatch(t, append([]string{"never-2", "always-2", "live", "kept-2", "gone", "soon"}, dbtest.ExtremeKeys...),
+			keys, "sorted by %s, one row a page", sort)
 		switch sort {
 		case SortLease:
-			require.Equal(t, []string{"always-1", "always-2", "live", "far", "never-1", "never-2"}, keys[:6])
+			require.Equal(t, []string{dbtest.LeaseEndedAlways, "always-2", "live", dbtest.LeaseToYear294276,
+				dbtest.LeaseNeverEnds, "never-2"}, keys[:6])
 		case SortExpires:
-			require.Equal(t, []string{"gone", "soon", "kept-1", "kept-2"}, keys[:4])
+			require.Equal(t, []string{"gone", "soon", dbtest.KeptToYear294276, dbtest.KeptForEver, "kept-2"}, keys[:5])
 		}
 	}
 
-	byKey := func(key string) Detail {
+	byKey := func(tool, key string) Detail {
 		t.Helper()
-		det, err := s.GetByIdentity(ctx, "acme", "charge-card", key)
+		det, err := s.GetByIdentity(ctx, "acme", tool, key)
 		require.NoError(t, err, key)
 		return det
 	}
-	never := byKey("never-1")
+	never := byKey("charge-card", dbtest.LeaseNeverEnds)
 	require.True(t, ops.Infinity.Equal(never.LeaseExpiresAt))
 	require.Equal(t, StatePending, never.State)
 	require.True(t, never.LeaseLive())
-	always := byKey("always-1")
+	always := byKey("charge-card", dbtest.LeaseEndedAlways)
 	require.Equal(t, StateStuck, always.State)
 	require.True(t, ops.NegativeInfinity.Equal(always.LeasedAt))
 	require.True(t, ops.NegativeInfinity.Equal(always.CreatedAt))
 	require.Equal(t, time.Duration(1<<63-1), always.LeaseAge())
-	kept := byKey("kept-1")
+	kept := byKey("create-ticket", dbtest.KeptForEver)
 	require.True(t, ops.Infinity.Equal(kept.ExpiresAt))
 	require.True(t, ops.NegativeInfinity.Equal(kept.CompletedAt))
 	_, err = s.Get(ctx, kept.ID)
