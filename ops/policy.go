@@ -56,11 +56,12 @@ type Policy struct {
 	// Effect is required.
 	Effect Effect
 	// Lease is how long an external attempt owns its record without
-	// renewing it (default DefaultLease). The library renews it while the
-	// provider call runs; a record whose lease expired is "stuck".
+	// renewing it (default DefaultLease, 100ms to MaxLease). The library
+	// renews it while the provider call runs; a record whose lease expired
+	// is "stuck".
 	Lease time.Duration
 	// Retention is how long a completed record is kept after completion
-	// (default DefaultRetention).
+	// (default DefaultRetention, at most MaxRetention).
 	Retention time.Duration
 	// AfterExpiry is what a retry gets once the record was purged: new
 	// work (Reexecute, the default) or ErrExpired (RejectAfterExpiry),
