@@ -447,7 +447,7 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 const (
 	releaseSQL = `
 UPDATE opsdesk.operations
-SET state = 'released', updated_at = now(), version = version + 1
+SET state = 'released', updated_at = clock_timestamp(), version = version + 1
 WHERE tenant = $1 AND tool = $2 AND key = $3 AND owner = $4 AND attempt = $5 AND state = 'pending'`
 
 	// Renewal does not bump the version: it changes nothing an operator
@@ -455,13 +455,13 @@ WHERE tenant = $1 AND tool = $2 AND key = $3 AND owner = $4 AND attempt = $5 AND
 	// lease is not renewed: once expired, it belongs to whoever takes it.
 	renewLeaseSQL = `
 UPDATE opsdesk.operations
-SET lease_expires_at = now() + $6 * interval '1 microsecond'
+SET lease_expires_at = clock_timestamp() + $6 * interval '1 microsecond'
 WHERE tenant = $1 AND tool = $2 AND key = $3 AND owner = $4 AND attempt = $5 AND state = 'pending'
-  AND lease_expires_at > now()`
+  AND lease_expires_at > clock_timestamp()`
 
 	expireLeaseSQL = `
 UPDATE opsdesk.operations
-SET lease_expires_at = least(lease_expires_at, now())
+SET lease_expires_at = least(lease_expires_at, clock_timestamp())
 WHERE tenant = $1 AND tool = $2 AND key = $3 AND owner = $4 AND attempt = $5 AND state = 'pending'`
 )
 

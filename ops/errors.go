@@ -164,7 +164,7 @@ func (e *InProgressError) Error() string {
 func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
 
 // NeedsReconciliationError: an unknown-outcome external effect whose lease
-// expired.
+// expired, or a pending record whose lease no service could have written.
 type NeedsReconciliationError struct {
 	Identity
 	OperationID int64
@@ -173,9 +173,24 @@ type NeedsReconciliationError struct {
 	// LeaseExpiredFor is how long ago the lease expired, by the database
 	// clock.
 	LeaseExpiredFor time.Duration
+	// LeaseEnds is set when the lease has not expired but ends later than
+	// any service may write (more than MaxLease after the database clock,
+	// Infinity for 'infinity'): only a superuser or a restored backup
+	// writes such a lease, nobody renews it, and waiting for it would
+	// answer every retry "in progress" for ever.
+	LeaseEnds time.Time
 }
 
 func (e *NeedsReconciliationError) Error() string {
+	if !e.LeaseEnds.IsZero() {
+		ends := "never ends"
+		if !e.LeaseEnds.Equal(Infinity) {
+			ends = "ends " + e.LeaseEnds.UTC().Format(time.RFC3339)
+		}
+		return fmt.Sprintf("operation %s (%d) needs reconciliation: the lease of attempt %d by %s %s, later than any "+
+			"service may write (%v from now); it will not be executed again until an operator decides",
+			e.Identity, e.OperationID, e.Attempt, e.Owner, ends, MaxLease)
+	}
 	return fmt.Sprintf("operation %s (%d) needs reconciliation: attempt %d by %s may or may not have taken effect "+
 		"(lease expired %v ago); it will not be executed again until an operator decides",
 		e.Identity, e.OperationID, e.Attempt, e.Owner, e.LeaseExpiredFor.Round(time.Millisecond))

@@ -547,7 +547,7 @@ func doExternalSteps() []faultStep {
 				stop:      {class: ops.ErrNotRecorded, state: inState("pending"), calls: 1},
 				cancelCtx: {class: ops.ErrNotApplied, state: inState("released"), calls: 1, cause: ops.ErrNotApplied},
 			}},
-		{name: "LeaseRenewal", pattern: "%SET lease_expires_at = now() +%", tool: toolRenewing, call: long, want: map[fault]want{
+		{name: "LeaseRenewal", pattern: "%SET lease_expires_at = clock_timestamp() +%", tool: toolRenewing, call: long, want: map[fault]want{
 			// One failed renewal does not lose the lease: the next renews it.
 			terminate: {state: inState("completed"), calls: 1},
 			stop:      {class: ops.ErrOutcomeUnknown, step: ops.StepCall, state: inState("pending"), calls: 1, cause: ops.ErrLeaseLost},

@@ -369,7 +369,7 @@ func TestMetricsUnderFaults(t *testing.T) {
 	require.NoError(t, reg.Register(m))
 	mt := &metered{bundle: &bundle{ctx: t.Context(), db: d}, reg: reg, metrics: m,
 		store: newStore(t, f.service, ops.Config{Owner: "worker-metered", Tools: faultTools(), Metrics: m})}
-	const renewal = "%SET lease_expires_at = now() +%"
+	const renewal = "%SET lease_expires_at = clock_timestamp() +%"
 
 	t.Run("OneFailedRenewal", func(t *testing.T) {
 		mt.expect(t, stepsOf(toolRenewing, true).with(callOf(toolRenewing, "created"), eventOf("lease_renewal_failures_total", toolRenewing)), func() {

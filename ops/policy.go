@@ -39,16 +39,29 @@ const (
 	DefaultRetention = 7 * 24 * time.Hour
 )
 
+// The longest lease and retention a Policy may have: the store's state
+// machine refuses a lease that ends later than MaxLease after the database
+// clock, or an expiry later than MaxRetention after it, from any service
+// (schema 24), so that no record holds a time no reader can show.
+const (
+	// MaxLease is 24 hours: a process that dies holds its record until
+	// its lease ends, so a longer lease is only a longer wait.
+	MaxLease = 24 * time.Hour
+	// MaxRetention is 100 years of 365.25 days (876,600 hours).
+	MaxRetention = 876_600 * time.Hour
+)
+
 // Policy is how one tool's operations are run and kept.
 type Policy struct {
 	// Effect is required.
 	Effect Effect
 	// Lease is how long an external attempt owns its record without
-	// renewing it (default DefaultLease). The library renews it while the
-	// provider call runs; a record whose lease expired is "stuck".
+	// renewing it (default DefaultLease, 100ms to MaxLease). The library
+	// renews it while the provider call runs; a record whose lease expired
+	// is "stuck".
 	Lease time.Duration
 	// Retention is how long a completed record is kept after completion
-	// (default DefaultRetention).
+	// (default DefaultRetention, at most MaxRetention).
 	Retention time.Duration
 	// AfterExpiry is what a retry gets once the record was purged: new
 	// work (Reexecute, the default) or ErrExpired (RejectAfterExpiry),
@@ -80,11 +93,17 @@ func (p Policy) withDefaults(tool string) (Policy, error) {
 	if p.Lease < 100*time.Millisecond {
 		return p, fmt.Errorf("tool %q: lease %v is shorter than the minimum of 100ms", tool, p.Lease)
 	}
+	if p.Lease > MaxLease {
+		return p, fmt.Errorf("tool %q: lease %v is longer than the maximum of %v", tool, p.Lease, MaxLease)
+	}
 	if p.Retention == 0 {
 		p.Retention = DefaultRetention
 	}
 	if p.Retention < 0 {
 		return p, fmt.Errorf("tool %q: retention %v is negative", tool, p.Retention)
+	}
+	if p.Retention > MaxRetention {
+		return p, fmt.Errorf("tool %q: retention %v is longer than the maximum of %v (100 years)", tool, p.Retention, MaxRetention)
 	}
 	switch p.AfterExpiry {
 	case "":

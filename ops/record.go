@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/opsdesk/opsdesk/internal/pgtime"
 )
 
 // State is a record's state. StateAbsent means there is no record.
@@ -75,6 +78,28 @@ func (r *Record) LeaseExpired() bool { return !r.LeaseExpiresAt.After(r.DBTime) 
 // Stuck is a pending record whose owner's lease expired.
 func (r *Record) Stuck() bool { return r.State == StatePending && r.LeaseExpired() }
 
+// leaseSlack is how much later than MaxLease after DBTime a lease may
+// end and still be one a service wrote: the write's clock may be ahead of
+// the reading statement's now().
+const leaseSlack = time.Hour
+
+// leaseOutOfBounds tells whether a pending record's lease ends later than
+// any service may write: a superuser's or a restored backup's, which no
+// owner renews and nobody would wait out.
+func (r *Record) leaseOutOfBounds() bool {
+	return r.State == StatePending && r.LeaseExpiresAt.Sub(r.DBTime) > MaxLease+leaseSlack
+}
+
+// Infinity and NegativeInfinity are how a record's time reads when the
+// store holds 'infinity' or '-infinity', or a time beyond the years RFC
+// 3339 writes (after 9999, before year 1): only a superuser or a restored
+// backup writes one, since the state machine refuses them from services
+// (schema 24). Compare with Equal; never assign them.
+var (
+	Infinity         = pgtime.Infinity
+	NegativeInfinity = pgtime.NegativeInfinity
+)
+
 // Lookup reads the record of an identity without executing anything. A
 // missing record is a Record with State StateAbsent, not an error. Callers
 // that saw a timeout ask before they decide what to do. It writes nothing,
@@ -104,29 +129,31 @@ SELECT id, tool_version, fingerprint, effect, state, coalesce(outcome, '') AS ou
 FROM opsdesk.operations
 WHERE tenant = $1 AND tool = $2 AND key = $3`
 
-// recordRow is loadSQL's row, in its column order; nullable times are
-// pointers.
+// recordRow is loadSQL's row, in its column order. Times are scanned as
+// pgtype.Timestamptz and read by pgtime: the pool is the service's, and
+// pgx refuses to scan 'infinity' into a time.Time, which would answer
+// every retry of the record with ErrUnavailable.
 type recordRow struct {
-	ID             int64      `db:"id"`
-	ToolVersion    string     `db:"tool_version"`
-	Fingerprint    []byte     `db:"fingerprint"`
-	Effect         string     `db:"effect"`
-	State          string     `db:"state"`
-	Outcome        string     `db:"outcome"`
-	Owner          string     `db:"owner"`
-	Attempt        int32      `db:"attempt"`
-	LeasedAt       *time.Time `db:"leased_at"`
-	LeaseExpiresAt *time.Time `db:"lease_expires_at"`
-	CreatedAt      time.Time  `db:"created_at"`
-	UpdatedAt      time.Time  `db:"updated_at"`
-	CompletedAt    *time.Time `db:"completed_at"`
-	ExpiresAt      *time.Time `db:"expires_at"`
-	ResultRef      string     `db:"result_ref"`
-	Version        int64      `db:"version"`
-	ConflictCount  int32      `db:"conflict_count"`
-	LastConflictAt *time.Time `db:"last_conflict_at"`
-	Result         []byte     `db:"result"`
-	DBNow          time.Time  `db:"db_now"`
+	ID             int64              `db:"id"`
+	ToolVersion    string             `db:"tool_version"`
+	Fingerprint    []byte             `db:"fingerprint"`
+	Effect         string             `db:"effect"`
+	State          string             `db:"state"`
+	Outcome        string             `db:"outcome"`
+	Owner          string             `db:"owner"`
+	Attempt        int32              `db:"attempt"`
+	LeasedAt       pgtype.Timestamptz `db:"leased_at"`
+	LeaseExpiresAt pgtype.Timestamptz `db:"lease_expires_at"`
+	CreatedAt      pgtype.Timestamptz `db:"created_at"`
+	UpdatedAt      pgtype.Timestamptz `db:"updated_at"`
+	CompletedAt    pgtype.Timestamptz `db:"completed_at"`
+	ExpiresAt      pgtype.Timestamptz `db:"expires_at"`
+	ResultRef      string             `db:"result_ref"`
+	Version        int64              `db:"version"`
+	ConflictCount  int32              `db:"conflict_count"`
+	LastConflictAt pgtype.Timestamptz `db:"last_conflict_at"`
+	Result         []byte             `db:"result"`
+	DBNow          pgtype.Timestamptz `db:"db_now"`
 }
 
 // load reads a record and its stored result (JSON); a missing record has
@@ -137,12 +164,14 @@ func load(ctx context.Context, q dbtx, id Identity) (Record, []byte, error) {
 		return rec, result, err
 	}
 	rec = Record{Identity: id, State: StateAbsent}
+	var purgedAt, dbNow pgtype.Timestamptz
 	err = q.QueryRow(ctx, `SELECT operation_id, purged_at, now() FROM opsdesk.tombstones
 WHERE tenant = $1 AND tool = $2 AND key = $3 AND expires_at > now()`, id.Tenant, id.Tool, id.Key).
-		Scan(&rec.ID, &rec.PurgedAt, &rec.DBTime)
+		Scan(&rec.ID, &purgedAt, &dbNow)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, nil, err
 	}
+	rec.PurgedAt, rec.DBTime = pgtime.FromTimestamptz(purgedAt), pgtime.FromTimestamptz(dbNow)
 	return rec, nil, nil
 }
 
@@ -171,17 +200,17 @@ func peek(ctx context.Context, q dbtx, id Identity) (rec Record, result []byte, 
 		Outcome:        RecordOutcome(row.Outcome),
 		Owner:          row.Owner,
 		Attempt:        int(row.Attempt),
-		LeasedAt:       deref(row.LeasedAt),
-		LeaseExpiresAt: deref(row.LeaseExpiresAt),
-		CreatedAt:      row.CreatedAt,
-		UpdatedAt:      row.UpdatedAt,
-		CompletedAt:    deref(row.CompletedAt),
-		ExpiresAt:      deref(row.ExpiresAt),
+		LeasedAt:       pgtime.FromTimestamptz(row.LeasedAt),
+		LeaseExpiresAt: pgtime.FromTimestamptz(row.LeaseExpiresAt),
+		CreatedAt:      pgtime.FromTimestamptz(row.CreatedAt),
+		UpdatedAt:      pgtime.FromTimestamptz(row.UpdatedAt),
+		CompletedAt:    pgtime.FromTimestamptz(row.CompletedAt),
+		ExpiresAt:      pgtime.FromTimestamptz(row.ExpiresAt),
 		ResultRef:      row.ResultRef,
 		Version:        row.Version,
 		ConflictCount:  int(row.ConflictCount),
-		LastConflictAt: deref(row.LastConflictAt),
-		DBTime:         row.DBNow,
+		LastConflictAt: pgtime.FromTimestamptz(row.LastConflictAt),
+		DBTime:         pgtime.FromTimestamptz(row.DBNow),
 	}
 	copy(rec.Fingerprint[:], row.Fingerprint)
 	return rec, row.Result, true, nil

@@ -179,10 +179,19 @@ type lease struct {
 	Version int64
 }
 
+// The library's writes take their times from clock_timestamp(), the
+// database clock at the write, not now(), the transaction's start: DoTx
+// writes its record after fn, in fn's transaction, and the state machine
+// (migration 00024) refuses a time more than ten seconds before the clock.
+// An insert reads the clock once, so that a lease and a completion start
+// at the same instant; an update names it in each assignment, which a
+// wait for a row that changed meanwhile computes again.
+
 const reserveSQL = `
 INSERT INTO opsdesk.operations
     (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt, leased_at, lease_expires_at, intent)
-VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, 1, now(), now() + $8 * interval '1 microsecond', $9)
+SELECT $1, $2, $3, $4, $5, $6, 'pending', $7, 1, clock.t, clock.t + $8 * interval '1 microsecond', $9
+FROM (SELECT clock_timestamp() AS t) clock
 ON CONFLICT (tenant, tool, key) DO NOTHING
 RETURNING id, attempt, version`
 
@@ -191,7 +200,8 @@ RETURNING id, attempt, version`
 const reserveUnlessPurgedSQL = `
 INSERT INTO opsdesk.operations
     (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt, leased_at, lease_expires_at, intent)
-SELECT $1, $2, $3, $4, $5, $6, 'pending', $7, 1, now(), now() + $8 * interval '1 microsecond', $9
+SELECT $1, $2, $3, $4, $5, $6, 'pending', $7, 1, clock.t, clock.t + $8 * interval '1 microsecond', $9
+FROM (SELECT clock_timestamp() AS t) clock
 WHERE NOT EXISTS (SELECT FROM opsdesk.tombstones t
                   WHERE t.tenant = $1 AND t.tool = $2 AND t.key = $3 AND t.expires_at > now())
 ON CONFLICT (tenant, tool, key) DO NOTHING
@@ -237,10 +247,10 @@ func queryLease(ctx context.Context, q dbtx, sql string, args ...any) (l lease, 
 const takeOverSQL = `
 UPDATE opsdesk.operations
 SET state = 'pending', owner = $5, attempt = attempt + 1, effect = $7,
-    leased_at = now(), lease_expires_at = now() + $6 * interval '1 microsecond',
-    updated_at = now(), version = version + 1
+    leased_at = clock_timestamp(), lease_expires_at = clock_timestamp() + $6 * interval '1 microsecond',
+    updated_at = clock_timestamp(), version = version + 1
 WHERE tenant = $1 AND tool = $2 AND key = $3 AND version = $4
-  AND (state = 'released' OR (state = 'pending' AND lease_expires_at <= now()))
+  AND (state = 'released' OR (state = 'pending' AND lease_expires_at <= clock_timestamp()))
 RETURNING id, attempt, version`
 
 // takeOver leases a released record or one whose lease expired, as a new
@@ -263,8 +273,9 @@ const insertCompletedSQL = `
 INSERT INTO opsdesk.operations
     (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt, leased_at, lease_expires_at, intent,
      outcome, result, result_ref, completed_at, expires_at)
-SELECT $1, $2, $3, $4, $5, 'local', 'completed', $6, 1, now(), now(), $7,
-       $8, $9, $10, now(), now() + $11 * interval '1 microsecond'
+SELECT $1, $2, $3, $4, $5, 'local', 'completed', $6, 1, clock.t, clock.t, $7,
+       $8, $9, $10, clock.t, clock.t + $11 * interval '1 microsecond'
+FROM (SELECT clock_timestamp() AS t) clock
 %s
 ON CONFLICT (tenant, tool, key) DO NOTHING
 RETURNING id`
@@ -294,8 +305,8 @@ func (s *Store) insertCompleted(ctx context.Context, tx pgx.Tx, c *call, outcome
 const completeSQL = `
 UPDATE opsdesk.operations
 SET state = 'completed', outcome = $6, result = $7, result_ref = $8,
-    completed_at = now(), expires_at = now() + $9 * interval '1 microsecond',
-    updated_at = now(), version = version + 1
+    completed_at = clock_timestamp(), expires_at = clock_timestamp() + $9 * interval '1 microsecond',
+    updated_at = clock_timestamp(), version = version + 1
 WHERE tenant = $1 AND tool = $2 AND key = $3 AND owner = $4 AND attempt = $5 AND state = 'pending'`
 
 // complete stores an attempt's result: a compare-and-set on (owner,
@@ -324,7 +335,7 @@ WITH refused AS (
     RETURNING id
 )
 UPDATE opsdesk.operations
-SET conflict_count = conflict_count + 1, last_conflict_at = now()
+SET conflict_count = conflict_count + 1, last_conflict_at = clock_timestamp()
 WHERE tenant = $1 AND tool = $2 AND key = $3 AND id = $4
 RETURNING (SELECT id FROM refused)`
 
@@ -387,6 +398,9 @@ func decide(c *call, rec *Record) decision {
 	case StateReleased:
 		return decideTakeOver
 	}
+	if rec.leaseOutOfBounds() {
+		return decideNeedsReconciliation
+	}
 	if !rec.LeaseExpired() {
 		return decideInProgress
 	}
@@ -407,6 +421,10 @@ func refusal(c *call, rec *Record, d decision) error {
 		return &InProgressError{Identity: c.Identity, OperationID: rec.ID, Owner: rec.Owner,
 			Attempt: rec.Attempt, RetryAfter: rec.LeaseRemaining()}
 	case decideNeedsReconciliation:
+		if rec.leaseOutOfBounds() {
+			return &NeedsReconciliationError{Identity: c.Identity, OperationID: rec.ID, Owner: rec.Owner,
+				Attempt: rec.Attempt, LeaseEnds: rec.LeaseExpiresAt}
+		}
 		return &NeedsReconciliationError{Identity: c.Identity, OperationID: rec.ID, Owner: rec.Owner,
 			Attempt: rec.Attempt, LeaseExpiredFor: -rec.LeaseRemaining()}
 	}

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/rivo/uniseg"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -83,8 +85,12 @@ func deferralLine(r storeview.Row) string {
 }
 
 // ShortDuration writes a duration the way an operator reads it at a glance:
-// 27s, 41m, 3h05m, 2d03h, 45d. The sign is dropped.
+// 27s, 41m, 3h05m, 2d03h, 45d. The sign is dropped. A duration time.Sub
+// could not hold (from an infinite time, or one over 292 years away) is ∞.
 func ShortDuration(d time.Duration) string {
+	if d == math.MaxInt64 || d == math.MinInt64 {
+		return "∞"
+	}
 	if d < 0 {
 		d = -d
 	}
@@ -112,9 +118,15 @@ func ShortDuration(d time.Duration) string {
 	}
 }
 
-// Relative writes a signed duration from now: "in 27s" or "41m ago".
+// Relative writes a signed duration from now: "in 27s" or "41m ago"; a
+// time too far ahead for time.Sub (ops.Infinity, 'infinity' in the store)
+// is "never", and one too far behind "-infinity".
 func Relative(d time.Duration) string {
 	switch {
+	case d == math.MaxInt64:
+		return "never"
+	case d == math.MinInt64:
+		return "-infinity"
 	case d > 0 && d >= time.Second:
 		return "in " + ShortDuration(d)
 	case d < 0 && d <= -time.Second:
@@ -206,11 +218,28 @@ func stamp(t, ref time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
+	if s, ok := Infinite(t); ok {
+		return s
+	}
 	t = t.UTC()
 	if !ref.IsZero() && t.Format(time.DateOnly) == ref.UTC().Format(time.DateOnly) {
 		return t.Format("15:04:05")
 	}
 	return t.Format("2006-01-02 15:04:05")
+}
+
+// Infinite writes a time the store holds as infinite, or beyond the
+// years a time is written in (ops.Infinity, ops.NegativeInfinity), as
+// PostgreSQL does: "infinity" or "-infinity". ok is false for any other
+// time.
+func Infinite(t time.Time) (text string, ok bool) {
+	switch {
+	case !t.Before(ops.Infinity):
+		return "infinity", true
+	case !t.After(ops.NegativeInfinity):
+		return "-infinity", true
+	}
+	return "", false
 }
 
 // Clean makes stored text safe to print: control characters (escape

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,6 +84,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 		view := newView(pool, cfg.Context)
 		doctorCounts(ctx, view, check)
 		doctorTrail(ctx, view, pool, check, w)
+		doctorTimes(ctx, view, check, w)
 		doctorPurges(ctx, view, check, w)
 	}
 	if failed {
@@ -247,4 +249,38 @@ func doctorCounts(ctx context.Context, view *storeview.Store, check func(bool, s
 	check(true, "rows", fmt.Sprintf("%s pending, %s stuck, %s completed, %s rejected, %s released, %s conflicted%s",
 		n(o.Pending, o.PendingEstimated), n(o.Stuck, o.StuckEstimated), n(o.Completed, o.CompletedEstimated), n(o.Rejected, o.RejectedEstimated),
 		n(o.Released, o.ReleasedEstimated), n(o.Conflicted, o.ConflictedEstimated), note))
+}
+
+// doctorTimesListed is how many records with times out of bounds doctor
+// names.
+const doctorTimesListed = 20
+
+// doctorTimes names the records holding a time no service may write, each
+// with the command that shows it: the console reads them, but a lease
+// that never ends is never stuck and never alerts, and an expiry that
+// never comes is never purged. A failure: a person must look.
+func doctorTimes(ctx context.Context, view *storeview.Store, check func(bool, string, string), w io.Writer) {
+	records, more, err := view.OutOfBounds(ctx, doctorTimesListed)
+	switch {
+	case err != nil:
+		check(false, "times", err.Error())
+		return
+	case len(records) == 0:
+		check(true, "times", "no record holds an infinite or out-of-bounds time")
+		return
+	}
+	n := strconv.Itoa(len(records))
+	if more {
+		n = "more than " + n
+	}
+	check(false, "times", n+" records hold times no service may write (infinite, before 1970, or past the longest "+
+		"lease or retention): a lease that never ends is never stuck and never alerts. A pending one is decided with "+
+		"opsdesk resolve ID --force; other times only a superuser corrects")
+	for _, r := range records {
+		fmt.Fprintf(w, "  #%d %s/%s/%s: %s · opsdesk ops show %d\n", r.ID, ui.Clean(r.Tenant), ui.Clean(r.Tool), ui.Clean(r.Key),
+			ui.Clean(strings.Join(r.Times, ", ")), r.ID)
+	}
+	if more {
+		fmt.Fprintf(w, "  … and more: opsdesk ops list shows every record\n")
+	}
 }

@@ -402,7 +402,11 @@ func atTime(dbTime time.Time) func(time.Time) string {
 		if t.IsZero() {
 			return "-"
 		}
-		return t.UTC().Format("2006-01-02 15:04:05 MST") + " (" + ui.Relative(t.Sub(dbTime)) + ")"
+		when, ok := ui.Infinite(t)
+		if !ok {
+			when = t.UTC().Format("2006-01-02 15:04:05 MST")
+		}
+		return when + " (" + ui.Relative(t.Sub(dbTime)) + ")"
 	}
 }
 

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/opsdesk/opsdesk/internal/pgtime"
 )
 
 // ErrBadDSN is a DSN that does not parse. It carries none of pgx's message:
@@ -17,7 +20,11 @@ var ErrBadDSN = errors.New("the DSN does not parse: write key=value pairs (host=
 
 // PoolConfig parses a DSN (URL or keyword/value form, with libpq's
 // environment variables as defaults) into a pool configuration that names
-// the application in pg_stat_activity.
+// the application in pg_stat_activity. Its connections read every
+// timestamptz into a time.Time, 'infinity' and year 294276 included
+// (package pgtime): one record a superuser or a backup gave such a time
+// made every read of its tenant fail. A caller that sets AfterConnect
+// calls the one it replaces.
 func PoolConfig(dsn, application string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -25,6 +32,10 @@ func PoolConfig(dsn, application string) (*pgxpool.Config, error) {
 	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = application
+	}
+	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		pgtime.Register(conn.TypeMap())
+		return nil
 	}
 	return cfg, nil
 }

@@ -490,3 +490,31 @@ COMMIT;`)
 	defer mu.Unlock()
 	require.Contains(t, strings.Join(logged, "\n"), "audit chain acme does not verify: seq 2")
 }
+
+// TestExtremeTimes: records a superuser or a restored backup gave
+// infinite or absurd times (no service may, migration 00024) are counted
+// like any other, and the scrape is whole: the reads failed ("cannot scan
+// Infinity into *time.Time") and the store's figures went missing. A
+// lease that ended at -infinity is the oldest stuck, as old as a duration
+// can say.
+func TestExtremeTimes(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	dbtest.InsertExtremeTimes(t, d)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, completed_at, expires_at)
+VALUES ('acme', 'create-ticket', 'gone', '1', sha256('gone'), 'local', 'completed', 'succeeded', 'w',
+    now(), now(), now(), '-infinity')`)
+	require.NoError(t, err)
+	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
+	m := scrape(t, newExporter(viewer.Pool, Config{}))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_store_up", ""))
+	require.Equal(t, 0.0, m.value(t, "opsdesk_scrape_partial", ""))
+	for state, n := range map[string]float64{"pending": 2, "stuck": 1} {
+		require.Equal(t, n, m.value(t, "opsdesk_operations", "state="+state+",tool=charge-card"), state)
+	}
+	require.Equal(t, 3.0, m.value(t, "opsdesk_operations", "state=completed,tool=create-ticket"))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_retention_expired", "tool=create-ticket"))
+	require.Equal(t, time.Duration(1<<63-1).Seconds(), m.value(t, "opsdesk_oldest_stuck_seconds", "tool=charge-card"))
+}

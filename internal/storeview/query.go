@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/db"
+	"github.com/opsdesk/opsdesk/internal/pgtime"
 )
 
 // Sort orders a list. Every sort ends with the id, so pages never skip or
@@ -262,26 +264,27 @@ var rowColumns = `o.id, o.tenant, o.tool, o.key,
     d.until AS deferred_until, coalesce(d.role, '') AS deferred_by, now() AS db_now`
 
 type rowScan struct {
-	ID             int64      `db:"id"`
-	Tenant         string     `db:"tenant"`
-	Tool           string     `db:"tool"`
-	Key            string     `db:"key"`
-	State          string     `db:"view_state"`
-	Conflicted     bool       `db:"conflicted"`
-	ConflictCount  int32      `db:"conflict_count"`
-	Owner          string     `db:"owner"`
-	Attempt        int32      `db:"attempt"`
-	Version        int64      `db:"version"`
-	Held           bool       `db:"held"`
-	LeasedAt       *time.Time `db:"leased_at"`
-	LeaseExpiresAt *time.Time `db:"lease_expires_at"`
-	CreatedAt      time.Time  `db:"created_at"`
-	UpdatedAt      time.Time  `db:"updated_at"`
-	CompletedAt    *time.Time `db:"completed_at"`
-	ExpiresAt      *time.Time `db:"expires_at"`
-	DeferredUntil  *time.Time `db:"deferred_until"`
-	DeferredBy     string     `db:"deferred_by"`
-	DBNow          time.Time  `db:"db_now"`
+	ID            int64      `db:"id"`
+	Tenant        string     `db:"tenant"`
+	Tool          string     `db:"tool"`
+	Key           string     `db:"key"`
+	State         string     `db:"view_state"`
+	Conflicted    bool       `db:"conflicted"`
+	ConflictCount int32      `db:"conflict_count"`
+	Owner         string     `db:"owner"`
+	Attempt       int32      `db:"attempt"`
+	Version       int64      `db:"version"`
+	Held          bool       `db:"held"`
+	LeasedAt      *time.Time `db:"leased_at"`
+	// The sorts' times, as stored: a list's cursor sends them back.
+	LeaseExpiresAt pgtype.Timestamptz `db:"lease_expires_at"`
+	CreatedAt      time.Time          `db:"created_at"`
+	UpdatedAt      time.Time          `db:"updated_at"`
+	CompletedAt    *time.Time         `db:"completed_at"`
+	ExpiresAt      pgtype.Timestamptz `db:"expires_at"`
+	DeferredUntil  *time.Time         `db:"deferred_until"`
+	DeferredBy     string             `db:"deferred_by"`
+	DBNow          time.Time          `db:"db_now"`
 }
 
 func (r rowScan) row() Row {
@@ -289,9 +292,9 @@ func (r rowScan) row() Row {
 		ID: r.ID, Tenant: r.Tenant, Tool: r.Tool, Key: r.Key, State: State(r.State),
 		Conflicted: r.Conflicted, ConflictCount: int(r.ConflictCount), Owner: r.Owner,
 		Attempt: int(r.Attempt), Version: r.Version, Held: r.Held,
-		LeasedAt: deref(r.LeasedAt), LeaseExpiresAt: deref(r.LeaseExpiresAt),
+		LeasedAt: deref(r.LeasedAt), LeaseExpiresAt: pgtime.FromTimestamptz(r.LeaseExpiresAt),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		CompletedAt: deref(r.CompletedAt), ExpiresAt: deref(r.ExpiresAt),
+		CompletedAt: deref(r.CompletedAt), ExpiresAt: pgtime.FromTimestamptz(r.ExpiresAt),
 		DeferredUntil: deref(r.DeferredUntil), DeferredBy: r.DeferredBy, DBTime: r.DBNow,
 	}
 }
@@ -408,7 +411,7 @@ func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
 	page := Page{Rows: make([]Row, 0, min(len(scanned), limit))}
 	for i, r := range scanned {
 		if i == limit {
-			last := page.Rows[limit-1]
+			last := scanned[limit-1]
 			page.Next = &Cursor{ID: last.ID, At: cursorTime(sort, last)}
 			break
 		}
@@ -475,14 +478,16 @@ func (s *Store) query(ctx context.Context, conn querier, f Filter,
 	return pgx.CollectRows(rows, pgx.RowToStructByName[rowScan])
 }
 
-// cursorTime is a row's value of the sort's time; zero for the rows
-// without one, which follow newest first.
-func cursorTime(sort Sort, r Row) time.Time {
-	switch {
-	case sort == SortLease && r.Pending():
-		return r.LeaseExpiresAt
-	case sort == SortExpires && (r.State == StateCompleted || r.State == StateRejected):
-		return r.ExpiresAt
+// cursorTime is a row's value of the sort's time, as stored; zero for the
+// rows without one, which follow newest first. (Row has every time after
+// year 9999 as ops.Infinity: a cursor at it would skip the records from
+// there to 'infinity'.)
+func cursorTime(sort Sort, r rowScan) time.Time {
+	switch row := r.row(); {
+	case sort == SortLease && row.Pending():
+		return pgtime.Exact(r.LeaseExpiresAt)
+	case sort == SortExpires && (row.State == StateCompleted || row.State == StateRejected):
+		return pgtime.Exact(r.ExpiresAt)
 	}
 	return time.Time{}
 }

@@ -768,3 +768,32 @@ func TestNewRefusesIncompleteOptions(t *testing.T) {
 	_, err = idemhttp.New(nil, idemhttp.Options{Tool: tool, Tenant: tenantOf})
 	require.ErrorContains(t, err, "nil store")
 }
+
+// A record a superuser or a restored backup gave an infinite time answers
+// its retries as any other record does (issue 18 §2): they got 503 and
+// "retry with the same key" for ever, since the store could not be read.
+func TestRecordWithInfiniteTimes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{handler: func(b *bundle, w http.ResponseWriter, r *http.Request) {
+		if b.calls.Load() == 0 { // the first request's answer is lost
+			b.calls.Add(1)
+			w.WriteHeader(http.StatusCreated)
+			panic(http.ErrAbortHandler)
+		}
+		createPayment(b, w, r)
+	}})
+	b.dropped(t, `"lost"`) // first: a reused connection would be retried by net/http
+	first := b.do(t, call{key: key(`"kept"`)})
+	require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
+	_, err := b.db.Admin.Exec(t.Context(), `UPDATE opsdesk.operations
+SET completed_at = '-infinity', expires_at = 'infinity', lease_expires_at = 'infinity' WHERE key IN ('kept', 'lost')`)
+	require.NoError(t, err)
+
+	again := b.do(t, call{key: key(`"kept"`)})
+	require.Equal(t, http.StatusCreated, again.status, "%s", again.body)
+	require.Equal(t, first.body, again.body)
+	require.Equal(t, "true", again.header.Get(idemhttp.DefaultReplayHeader))
+	// Nobody holds a lease that never ends: a person must find out.
+	problem(t, b.do(t, call{key: key(`"lost"`)}), http.StatusConflict, idemhttp.TypeNeedsReconciliation, false)
+	require.EqualValues(t, 2, b.calls.Load())
+}
