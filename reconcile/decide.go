@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -91,6 +92,10 @@ type DecideParams struct {
 	// decision of its own. It is a label, not a right: every check is the
 	// same.
 	Batch string
+	// SealLater leaves the audit entry queued for the caller to seal (a
+	// bulk run seals its group's entries at once, at its end, with
+	// SealResults): the Result names the entry, and its Seq stays 0.
+	SealLater bool
 }
 
 // Outcome is how an attempt ended, as the audit trail records it.
@@ -197,7 +202,11 @@ func Decide(ctx context.Context, pool *pgxpool.Pool, p DecideParams) (Result, er
 		}
 		result = p.Result
 	}
-	return call(ctx, pool, `
+	do := call
+	if p.SealLater {
+		do = callUnsealed
+	}
+	return do(ctx, pool, `
 SELECT (r).* FROM opsdesk.decide(
     p_id => $1, p_decision => $2, p_expect_version => $3, p_reason => $4,
     p_result_ref => $5, p_result => $6, p_evidence_digest => $7, p_evidence_summary => $8,
@@ -395,6 +404,21 @@ type answer struct {
 // own, which commits refusal or not: a refusal's audit record must stay.
 // Then it seals the trail and reads the record's place in its chain.
 func call(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Result, error) {
+	r, err := callUnsealed(ctx, pool, sql, args...)
+	if r.Entry != 0 {
+		r.Seq = SealedSeq(ctx, pool, r.Tenant, r.Entry)
+	}
+	if err != nil {
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			refused.Result = r
+		}
+	}
+	return r, err
+}
+
+// callUnsealed is call without the seal: the result names its entry.
+func callUnsealed(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Result, error) {
 	var a answer
 	if err := pool.QueryRow(ctx, sql, args...).Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Entry, &a.State, &a.Version); err != nil {
 		return Result{}, mapError(err)
@@ -403,7 +427,6 @@ func call(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Res
 	r.Code, r.Message, r.State = deref(a.Code), deref(a.Message), deref(a.State)
 	if a.Entry != nil {
 		r.Entry = *a.Entry
-		r.Seq = SealedSeq(ctx, pool, r.Tenant, r.Entry)
 	}
 	if a.Version != nil {
 		r.Version = *a.Version
@@ -425,6 +448,48 @@ func SealedSeq(ctx context.Context, pool *pgxpool.Pool, tenant string, entry int
 		return 0
 	}
 	return s.Seq
+}
+
+// SealResults seals the trail as its own transaction and gives each of
+// results (the connected role's, as a bulk run keeps them) the sequence
+// number of its entry, where the role may see it; one still queued keeps
+// Seq 0.
+func SealResults(ctx context.Context, pool *pgxpool.Pool, results []*Result) error {
+	if _, err := audit.Seal(ctx, pool, "", 0); err != nil {
+		return err
+	}
+	var tenants []string
+	var entries []int64
+	for _, r := range results {
+		if r.Entry != 0 && r.Seq == 0 {
+			tenants, entries = append(tenants, r.Tenant), append(entries, r.Entry)
+		}
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	rows, err := pool.Query(ctx, `SELECT a.tenant, a.entry, a.seq FROM opsdesk.audit a
+JOIN unnest($1::text[], $2::bigint[]) e (tenant, entry) ON a.tenant = e.tenant AND a.entry = e.entry
+WHERE a.role = session_user`, tenants, entries)
+	if err != nil {
+		return fmt.Errorf("read the sealed audit records: %w", err)
+	}
+	type ref struct {
+		tenant string
+		entry  int64
+	}
+	seqs := map[ref]int64{}
+	var t string
+	var e, seq int64
+	if _, err := pgx.ForEachRow(rows, []any{&t, &e, &seq}, func() error { seqs[ref{t, e}] = seq; return nil }); err != nil {
+		return fmt.Errorf("read the sealed audit records: %w", err)
+	}
+	for _, r := range results {
+		if seq, ok := seqs[ref{r.Tenant, r.Entry}]; ok && r.Seq == 0 {
+			r.Seq = seq
+		}
+	}
+	return nil
 }
 
 // mapError turns a missing privilege (a role without opsdesk_viewer

@@ -85,6 +85,12 @@ func (d *Desk) Decide(ctx context.Context, tool string, p DecideParams) (Result,
 	return Decide(ctx, d.Pool, p)
 }
 
+// SealResults seals the trail and gives results their sequence numbers
+// (see SealResults).
+func (d *Desk) SealResults(ctx context.Context, results []*Result) error {
+	return SealResults(ctx, d.Pool, results)
+}
+
 // AckConflicts acknowledges record id's unreviewed conflicts among seen.
 func (d *Desk) AckConflicts(ctx context.Context, id int64, seen []int64, reason string) (Result, error) {
 	return AckConflicts(ctx, d.Pool, id, seen, reason, d.DisplayName)

@@ -50,6 +50,10 @@ func (lookupTools) Decide(context.Context, string, reconcile.DecideParams) (reco
 	panic("the fake bulk decides by itself")
 }
 
+func (lookupTools) SealResults(context.Context, []*reconcile.Result) error {
+	panic("the fake bulk seals nothing")
+}
+
 // fakeBulk runs bulk reconciliations over a fakeSource deterministically:
 // the filter is checked and the records listed by the real engine, each
 // record's verdict follows from its place among the outage's records, and

@@ -112,6 +112,10 @@ type Desk interface {
 	Ask(ctx context.Context, tenant, tool, key string) (reconcile.Answer, bool)
 	// Decide applies one decision; a refusal is a *reconcile.RefusedError.
 	Decide(ctx context.Context, tool string, p reconcile.DecideParams) (reconcile.Result, error)
+	// SealResults seals the audit trail and gives results their sequence
+	// numbers: a run's decisions leave their entries queued
+	// (DecideParams.SealLater), and the run seals them at once at its end.
+	SealResults(ctx context.Context, results []*reconcile.Result) error
 }
 
 // Lister lists records as the person sees them. *storeview.Store
@@ -576,6 +580,9 @@ type ItemResult struct {
 	// State and NewVersion are the record's after the decision.
 	State      string `json:"state,omitempty"`
 	NewVersion int64  `json:"new_version,omitempty"`
+
+	// audit is the decision's answer, its entry sealed at the run's end.
+	audit reconcile.Result
 }
 
 // GroupResult is what accepting a group did, record by record.
@@ -586,6 +593,33 @@ type GroupResult struct {
 	Items    []ItemResult       `json:"-"`
 	Counts   map[Outcome]int    `json:"counts"`
 	Took     time.Duration      `json:"-"`
+}
+
+// seal seals the run's audit entries into their chains at once, after
+// its decisions: sealing after each would make the decisions of one
+// tenant take its chain's head in turn. Items then name their records by
+// sequence number; if the seal fails they keep naming the queued entry,
+// which the next seal (any command's, the console's poll) takes.
+func (r *Reconciler) seal(ctx context.Context, items []ItemResult) {
+	var results []*reconcile.Result
+	for i := range items {
+		if items[i].audit.Entry != 0 {
+			results = append(results, &items[i].audit)
+		}
+	}
+	if len(results) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.DecideTimeout)
+	defer cancel()
+	if err := r.cfg.Desk.SealResults(ctx, results); err != nil {
+		return
+	}
+	for i := range items {
+		if items[i].audit.Entry != 0 {
+			items[i].Audit = items[i].audit.AuditRef()
+		}
+	}
 }
 
 // Only returns the results with outcome o.
@@ -689,6 +723,7 @@ func (r *Reconciler) Accept(ctx context.Context, plan *Plan, v Verdict, p Accept
 	for _, out := range res.Items {
 		res.Counts[out.Outcome]++
 	}
+	r.seal(ctx, res.Items)
 	res.Took = time.Since(start)
 	switch {
 	case stopped != nil:
@@ -756,9 +791,11 @@ func (r *Reconciler) decideOne(dispatch context.Context, item Item, d reconcile.
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(dispatch), r.cfg.DecideTimeout)
 	defer cancel()
+	p.SealLater = true
 	res, err := r.cfg.Desk.Decide(ctx, item.Tool, p)
 	out.err = err
-	if res.Seq != 0 {
+	out.audit = res
+	if res.Entry != 0 {
 		out.Audit = res.AuditRef()
 	}
 	var refused *reconcile.RefusedError
