@@ -456,3 +456,33 @@ func TestNoRoleLocksATable(t *testing.T) {
 		}
 	}
 }
+
+// audit_seal answers a sequence number only for the caller's own entry:
+// another role's entry, another chain, a negative, zero or absurd entry,
+// and a 1 MiB or control-character chain name get none, and seal as
+// usual. The helper that names lock holders is the functions' own.
+func TestSealAnswersOnlyOwnEntries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other := dbtest.NewPerson(t, b.db, "operator", "*")
+	ids := b.stuckRecords(t, "acme", 1)
+	var entry int64
+	require.NoError(t, other.Pool.QueryRow(b.ctx, `SELECT entry FROM opsdesk.decide(p_id => $1, p_decision => 'failed',
+    p_expect_version => 1, p_reason => 'theirs')`, ids[0]).Scan(&entry))
+	for _, c := range []struct {
+		tenant any
+		entry  any
+	}{
+		{"acme", entry}, {"globex", entry}, {"", entry}, {"acme", -entry}, {"acme", 0}, {"acme", int64(1) << 62},
+		{strings.Repeat("a", 1<<20), entry}, {"acme\x1b[2J", entry}, {nil, entry}, {"acme", nil},
+	} {
+		var seq *int64
+		require.NoError(t, b.operator.Pool.QueryRow(b.ctx, `SELECT seq FROM opsdesk.audit_seal($1, $2)`, c.tenant, c.entry).Scan(&seq))
+		require.Nil(t, seq, "another role's entry, asked as %.20v/%v", c.tenant, c.entry)
+	}
+	var seq *int64
+	require.NoError(t, other.Pool.QueryRow(b.ctx, `SELECT seq FROM opsdesk.audit_seal('acme', $1)`, entry).Scan(&seq))
+	require.NotNil(t, seq, "its own")
+	_, err := b.operator.Pool.Exec(b.ctx, `SELECT opsdesk.lock_holder('1'::xid, 'opsdesk.operations')`)
+	requireCode(t, err, "42501", "an operator calls lock_holder")
+}
