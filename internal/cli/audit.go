@@ -132,6 +132,19 @@ func (o auditVerifyOptions) anchor() (*audit.Checkpoint, ed25519.PublicKey, erro
 // and runs fn. Verification reads whole chains in one statement, so the
 // console's statement timeout does not apply; interrupting stops it.
 func withAuditPool(cmd *cobra.Command, g *globalFlags, fn func(context.Context, *pgxpool.Pool) error) error {
+	return withUnsealedAuditPool(cmd, g, func(ctx context.Context, pool *pgxpool.Pool) error {
+		// What has committed is sealed first, so that the trail listed,
+		// exported, verified or signed is the freshest there is. A seal
+		// that fails leaves entries queued: verify counts them, and the
+		// command's own read reports a store it cannot read.
+		_, _ = audit.Seal(ctx, pool, "", 0)
+		return fn(ctx, pool)
+	})
+}
+
+// withUnsealedAuditPool is withAuditPool without the seal (audit seal's
+// own, which reports what it sealed).
+func withUnsealedAuditPool(cmd *cobra.Command, g *globalFlags, fn func(context.Context, *pgxpool.Pool) error) error {
 	cfg, err := loadConfig(cmd, g)
 	if err != nil {
 		return err
@@ -142,11 +155,6 @@ func withAuditPool(cmd *cobra.Command, g *globalFlags, fn func(context.Context, 
 		return err
 	}
 	defer pool.Close()
-	// What has committed is sealed first, so that the trail listed,
-	// exported, verified or signed is the freshest there is. A seal that
-	// fails leaves entries queued: verify counts them, and the command's
-	// own read reports a store it cannot read.
-	_, _ = newView(pool, cfg.Context).Seal(ctx)
 	return fn(ctx, pool)
 }
 
@@ -345,29 +353,21 @@ func newAuditSealCmd(g *globalFlags) *cobra.Command {
 			if output != "" && output != "json" {
 				return usagef("-o %q: the output is text (the default) or json", output)
 			}
-			cfg, err := loadConfig(cmd, g)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			pool, err := openAuditPool(ctx, cfg.Context)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			s, err := audit.Seal(ctx, pool, "", 0)
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), s)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "sealed %s\n", entries(int64(s.Sealed)))
-			if s.Waiting > 0 {
-				fmt.Fprintf(w, "%s still queued: their chains are being sealed by %s\n", entries(s.Waiting), ui.Clean(s.HeldBy))
-			}
-			return nil
+			return withUnsealedAuditPool(cmd, g, func(ctx context.Context, pool *pgxpool.Pool) error {
+				s, err := audit.Seal(ctx, pool, "", 0)
+				if err != nil {
+					return err
+				}
+				if output == "json" {
+					return writeJSON(cmd.OutOrStdout(), s)
+				}
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "sealed %s\n", entries(int64(s.Sealed)))
+				if s.Waiting > 0 {
+					fmt.Fprintf(w, "%s still queued: their chains are being sealed by %s\n", entries(s.Waiting), ui.Clean(s.HeldBy))
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: text or json")
