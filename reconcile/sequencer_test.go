@@ -486,3 +486,34 @@ func TestSealAnswersOnlyOwnEntries(t *testing.T) {
 	_, err := b.operator.Pool.Exec(b.ctx, `SELECT opsdesk.lock_holder('1'::xid, 'opsdesk.operations')`)
 	requireCode(t, err, "42501", "an operator calls lock_holder")
 }
+
+// A chain that cannot be sealed (here a constraint the superuser added to
+// the trail refuses one entry) keeps its entries queued and is named;
+// every other chain is still sealed.
+func TestOneChainThatCannotBeSealedStopsNoOther(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acme, globex := b.stuckRecords(t, "acme", 1), b.stuckRecords(t, "globex", 1)
+	_, err := b.db.Admin.Exec(b.ctx, `ALTER TABLE opsdesk.audit ADD CONSTRAINT test_poison CHECK (reason IS DISTINCT FROM 'poison')`)
+	require.NoError(t, err)
+	for _, d := range []struct {
+		id     int64
+		reason string
+	}{{globex[0], "poison"}, {acme[0], "fine"}} {
+		_, err := b.operator.Pool.Exec(b.ctx, `SELECT opsdesk.decide(p_id => $1, p_decision => 'failed', p_expect_version => 1,
+    p_reason => $2)`, d.id, d.reason)
+		require.NoError(t, err)
+	}
+	seal, err := auditlog.Seal(b.ctx, b.operator.Pool, "", 0)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, seal.Sealed, 1, "acme's entry is sealed")
+	require.Contains(t, seal.Problem, "chain 'globex' cannot be sealed")
+	require.Contains(t, seal.Problem, "test_poison")
+	require.EqualValues(t, 1, seal.Waiting)
+	var queued string
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT tenant FROM opsdesk.audit_queue`).Scan(&queued))
+	require.Equal(t, "globex", queued)
+	var sealed int
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM opsdesk.audit WHERE tenant = 'acme'`).Scan(&sealed))
+	require.Equal(t, 1, sealed)
+}

@@ -28,6 +28,10 @@ type Sealing struct {
 	// sessions (role and pid) sealing their chains.
 	Waiting int64  `json:"waiting"`
 	HeldBy  string `json:"held_by,omitempty"`
+	// Problem says why a chain could not be sealed (a constraint or a head
+	// row changed by hand); its entries stay queued and the others are
+	// sealed.
+	Problem string `json:"problem,omitempty"`
 	// Seq is the sequence number of the entry Seal was asked about, 0
 	// while it is queued.
 	Seq int64 `json:"seq,omitempty"`
@@ -40,20 +44,24 @@ type Sealing struct {
 // console's poll and the exporter call it too.
 func Seal(ctx context.Context, q RowQuerier, tenant string, entry int64) (Sealing, error) {
 	var (
-		s      Sealing
-		heldBy *string
-		seq    *int64
+		s       Sealing
+		heldBy  *string
+		problem *string
+		seq     *int64
 	)
 	var t, e any // NULL: no entry asked about
 	if entry != 0 {
 		t, e = tenant, entry
 	}
-	if err := q.QueryRow(ctx, `SELECT sealed, waiting, held_by, seq FROM opsdesk.audit_seal($1, $2)`, t, e).
-		Scan(&s.Sealed, &s.Waiting, &heldBy, &seq); err != nil {
+	if err := q.QueryRow(ctx, `SELECT sealed, waiting, held_by, problem, seq FROM opsdesk.audit_seal($1, $2)`, t, e).
+		Scan(&s.Sealed, &s.Waiting, &heldBy, &problem, &seq); err != nil {
 		return s, fmt.Errorf("seal the audit trail: %w", err)
 	}
 	if heldBy != nil {
 		s.HeldBy = *heldBy
+	}
+	if problem != nil {
+		s.Problem = *problem
 	}
 	if seq != nil {
 		s.Seq = *seq

@@ -363,8 +363,11 @@ func newAuditSealCmd(g *globalFlags) *cobra.Command {
 				}
 				w := cmd.OutOrStdout()
 				fmt.Fprintf(w, "sealed %s\n", entries(int64(s.Sealed)))
-				if s.Waiting > 0 {
+				if s.HeldBy != "" {
 					fmt.Fprintf(w, "%s still queued: their chains are being sealed by %s\n", entries(s.Waiting), ui.Clean(s.HeldBy))
+				}
+				if s.Problem != "" {
+					return errors.New(ui.Clean(s.Problem))
 				}
 				return nil
 			})

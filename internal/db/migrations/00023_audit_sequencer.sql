@@ -256,17 +256,18 @@ $$;
 -- audit_seal seals what has committed in every chain (the header) and
 -- answers, for the chains the caller sees: how many entries it sealed, how
 -- many are still queued (chains another session is sealing), who holds
--- those, and the sequence number of the caller's own entry p_entry of
+-- those, why a chain could not be sealed (problem), and the sequence number of the caller's own entry p_entry of
 -- chain p_tenant once sealed (by this call or an earlier one). It runs in
 -- a READ COMMITTED transaction that has written nothing: what it seals
 -- must have committed, and it holds the heads it sealed only until it
 -- returns, when it is the statement of its own transaction.
 -- +goose StatementBegin
 CREATE FUNCTION opsdesk.audit_seal(p_tenant text DEFAULT NULL, p_entry bigint DEFAULT NULL,
-    OUT sealed integer, OUT waiting bigint, OUT held_by text, OUT seq bigint)
+    OUT sealed integer, OUT waiting bigint, OUT held_by text, OUT problem text, OUT seq bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '250ms'
 AS $$
 DECLARE
+    n      integer;
     t      text;
     head   opsdesk.audit_heads;
     q      opsdesk.audit_queue;
@@ -315,24 +316,42 @@ BEGIN
             END IF;
             CONTINUE;
         END IF;
-        IF t = '' THEN
-            PERFORM opsdesk.summarize_refusals();
-        END IF;
-        FOR q IN SELECT * FROM opsdesk.audit_queue u WHERE u.tenant = t ORDER BY u.entry LOOP
-            a := jsonb_populate_record(NULL::opsdesk.audit, to_jsonb(q));
-            a.seq := head.seq + 1;
-            a.prev_hash := head.hash;
-            a.hash_version := 1;
-            a.hash := opsdesk.audit_hash(a);
-            INSERT INTO opsdesk.audit SELECT a.*;
-            DELETE FROM opsdesk.audit_queue u WHERE u.tenant = t AND u.entry = q.entry;
-            head.seq := a.seq;
-            head.hash := a.hash;
-            IF every OR t = ANY (mine) THEN
-                sealed := sealed + 1;
+        -- Chain by chain: one that cannot be sealed (a constraint or a head
+        -- row a superuser changed by hand) keeps its entries queued, and is
+        -- named, while the others are sealed.
+        n := 0;
+        BEGIN
+            IF t = '' THEN
+                PERFORM opsdesk.summarize_refusals();
             END IF;
-        END LOOP;
-        UPDATE opsdesk.audit_heads h SET seq = head.seq, hash = head.hash WHERE h.tenant = t;
+            FOR q IN SELECT * FROM opsdesk.audit_queue u WHERE u.tenant = t ORDER BY u.entry LOOP
+                a := jsonb_populate_record(NULL::opsdesk.audit, to_jsonb(q));
+                a.seq := head.seq + 1;
+                a.prev_hash := head.hash;
+                a.hash_version := 1;
+                a.hash := opsdesk.audit_hash(a);
+                INSERT INTO opsdesk.audit SELECT a.*;
+                DELETE FROM opsdesk.audit_queue u WHERE u.tenant = t AND u.entry = q.entry;
+                head.seq := a.seq;
+                head.hash := a.hash;
+                n := n + 1;
+            END LOOP;
+        EXCEPTION WHEN OTHERS THEN
+            n := 0;
+            IF every OR t = ANY (mine) THEN
+                problem := concat_ws('; ', problem, 'chain ' || CASE WHEN t = '' THEN '''''' ELSE opsdesk.quoted(t, 40) END
+                    || ' cannot be sealed at entry ' || q.entry || ': ' || opsdesk.cut(SQLERRM, 500));
+            END IF;
+        END;
+        -- The head moves outside the block: a row updated by the top-level
+        -- transaction names its session to lock_holder (one updated in a
+        -- subtransaction would not).
+        IF n > 0 THEN
+            UPDATE opsdesk.audit_heads h SET seq = head.seq, hash = head.hash WHERE h.tenant = t;
+        END IF;
+        IF every OR t = ANY (mine) THEN
+            sealed := sealed + n;
+        END IF;
     END LOOP;
     SELECT count(*) INTO waiting FROM opsdesk.audit_queue u WHERE every OR u.tenant = ANY (mine);
     IF p_entry IS NOT NULL THEN
