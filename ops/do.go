@@ -381,10 +381,19 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := s.keepLease(ctx, c, l, cancel)
+	returned := false
+	defer func() {
+		if !returned {
+			// fn panicked: its outcome is unknown, and the panic goes on
+			// to the caller once the record says so.
+			s.endLease(ctx, c, l)
+		}
+	}()
 	r, ferr := func() (R, error) {
 		defer stop() // also when fn panics
 		return fn(callCtx, Attempt{Identity: c.Identity, OperationID: l.ID, Number: l.Attempt})
 	}()
+	returned = true
 
 	// Record what happened even if the caller's context is done.
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
@@ -395,6 +404,7 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 		out.Result = r
 		enc := encode(r, s.maxResult)
 		if err := s.completeExternal(wctx, c, l, OutcomeSucceeded, enc); err != nil {
+			s.endLease(ctx, c, l)
 			return out, notRecorded(c, l, err)
 		}
 		out.Disposition, out.ResultRef, out.NotStored = Created, deref(enc.ref), enc.notStored
@@ -403,6 +413,7 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 	case errors.As(ferr, &rej):
 		enc := encode(rej.payload, s.maxResult)
 		if err := s.completeExternal(wctx, c, l, OutcomeRejected, enc); err != nil {
+			s.endLease(ctx, c, l)
 			return out, notRecorded(c, l, err)
 		}
 		payload := enc.js
@@ -421,6 +432,7 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 		}
 		tag, err := s.pool.Exec(wctx, releaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt)
 		if err != nil {
+			s.endLease(ctx, c, l)
 			return out, &NotRecordedError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt,
 				Err: fmt.Errorf("the provider said the effect did not happen (%w), but releasing the reservation failed: %w", providerErr, err)}
 		}
@@ -432,14 +444,22 @@ func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func
 		return out, ferr
 
 	default:
-		if c.policy.Effect == EffectIdempotentProvider {
-			// The provider deduplicates by key, so the next attempt may
-			// take over at once instead of waiting out the lease. Best
-			// effort: the lease expires by itself anyway.
-			_, _ = s.pool.Exec(wctx, expireLeaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt)
-		}
+		s.endLease(ctx, c, l)
 		return out, &OutcomeUnknownError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Step: StepCall, Err: ferr}
 	}
+}
+
+// endLease ends at once the lease of an attempt that returned (or
+// panicked) without an outcome the record can store: nobody is handling
+// the record any more, and saying it is "in progress" until the lease ran
+// out would be false. The record is stuck from now on: a provider that
+// deduplicates by key is taken over by the next attempt, any other waits
+// for a person (ErrNeedsReconciliation), and the console and the exporter
+// count it now. Best effort: the lease expires by itself anyway.
+func (s *Store) endLease(ctx context.Context, c *call, l lease) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	_, _ = s.pool.Exec(wctx, expireLeaseSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt)
 }
 
 // The attempt-owned writes: each is a compare-and-set on (owner, attempt)

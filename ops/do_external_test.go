@@ -252,19 +252,12 @@ func TestDoExternal(t *testing.T) {
 		require.Equal(t, 1, rec.Attempt)
 		require.Equal(t, unknown.OperationID, rec.ID)
 
-		// While the lease lasts, a retry is told to come back later.
+		// fn has returned, so nobody is handling it any more: the lease
+		// ended with the call, not when it would have run out. Nobody
+		// knows whether the card was charged: the retry is refused, never
+		// executed blindly, and never told to come back later.
+		require.True(t, rec.Stuck(), "the lease ends when fn returns: it ends in %v", rec.LeaseRemaining())
 		other := newStore(t, b.db.Service, ops.Config{Owner: "worker-2"})
-		_, err = ops.DoExternal(b.ctx, other, chargeReq(key), p.send)
-		require.ErrorIs(t, err, ops.ErrInProgress)
-		var inProgress *ops.InProgressError
-		require.ErrorAs(t, err, &inProgress)
-		require.Positive(t, inProgress.RetryAfter)
-		require.Equal(t, "worker-1", inProgress.Owner)
-		require.Equal(t, 1, inProgress.Attempt)
-
-		// Once it expired, nobody knows whether the card was charged: the
-		// retry is refused, never executed blindly.
-		b.waitStuck(t, toolCharge, "acme", key)
 		for _, s := range []*ops.Store{other, b.store} {
 			_, err = ops.DoExternal(b.ctx, s, chargeReq(key), p.send)
 			require.ErrorIs(t, err, ops.ErrNeedsReconciliation, s.Owner())
@@ -281,6 +274,24 @@ func TestDoExternal(t *testing.T) {
 		require.Equal(t, ops.StatePending, rec.State)
 		require.Equal(t, 1, rec.Attempt)
 		require.Equal(t, "worker-1", rec.Owner)
+	})
+
+	// A panic in fn is an unknown outcome too: the record is stuck before
+	// the panic goes on to the caller, with its value.
+	t.Run("PanicEndsTheLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		const key = "k-panic"
+		require.PanicsWithValue(t, "provider bug", func() {
+			_, _ = ops.DoExternal(b.ctx, b.store, chargeReq(key), func(context.Context, ops.Attempt) (receipt, error) {
+				panic("provider bug")
+			})
+		})
+		rec := b.lookup(t, toolCharge, "acme", key)
+		require.Equal(t, ops.StatePending, rec.State)
+		require.True(t, rec.Stuck(), "the lease ends with the panic: it ends in %v", rec.LeaseRemaining())
+		_, err := ops.DoExternal(b.ctx, b.store, chargeReq(key), neverCalled[receipt](t))
+		require.ErrorIs(t, err, ops.ErrNeedsReconciliation)
 	})
 
 	t.Run("UnknownOutcomeOnIdempotentProviderIsTakenOverAtOnce", func(t *testing.T) {

@@ -458,7 +458,7 @@ func TestMetricsNeverCarryKeyIntentOrResult(t *testing.T) {
 	})
 	require.ErrorIs(t, err, ops.ErrOutcomeUnknown)
 	_, err = ops.DoExternal(b.ctx, store, chargeReq(key), func(context.Context, ops.Attempt) (leaky, error) { return leaky{Note: marker}, nil })
-	require.ErrorIs(t, err, ops.ErrInProgress)
+	require.ErrorIs(t, err, ops.ErrNeedsReconciliation)
 
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -480,7 +480,7 @@ func TestMetricsNeverCarryKeyIntentOrResult(t *testing.T) {
 		require.NoError(t, enc.Encode(f))
 	}
 	require.Equal(t, map[string]bool{"created": true, "replayed": true, "conflict": true, "rejected": true, "error": true,
-		"invalid_request": true, "outcome_unknown": true, "in_progress": true}, answers, "every call was counted")
+		"invalid_request": true, "outcome_unknown": true, "needs_reconciliation": true}, answers, "every call was counted")
 	require.NotContains(t, text.String(), marker)
 	require.Contains(t, text.String(), `tenant="acme"`)
 }
