@@ -124,6 +124,14 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 // Owner is the name this store's attempts are recorded under.
 func (s *Store) Owner() string { return s.owner }
 
+// Policy returns the policy this store runs tool under, defaults applied;
+// ok is false for a tool the store has none for (its requests are refused
+// with ErrUnknownTool). Middleware checks its configuration with it.
+func (s *Store) Policy(tool string) (p Policy, ok bool) {
+	p, ok = s.tools[tool]
+	return p, ok
+}
+
 // call is a validated request with its policy and fingerprint.
 type call struct {
 	Request

@@ -52,8 +52,9 @@ const (
 	// again.
 	NotApplied
 	// Unknown: the effect may or may not have happened. Nothing is stored
-	// and the key's record stays pending: the tool's effect decides what a
-	// retry gets (see Options.Tool).
+	// and the key's record stays pending, its lease ended at once (nobody
+	// is handling it): the tool's effect decides what a retry gets (see
+	// Options.Tool).
 	Unknown
 )
 
@@ -78,21 +79,25 @@ func DefaultClassify(status int) Verdict {
 type Options struct {
 	// Tool is the ops tool the endpoint's requests are recorded under
 	// (required). Its policy in the store must be external, because the
-	// handler's effects are outside the record's transaction:
+	// handler's effects are outside the record's transaction (New refuses
+	// a tool the store has no policy for, or a local one):
 	// ops.EffectIdempotentProvider when running the handler twice for one
 	// key cannot repeat its effect (its writes are unique by the key, or
 	// it passes the key on to its own provider): an abandoned or Unknown
 	// attempt is then run again by the next retry; ops.EffectUnknownOutcome
 	// when it could: such an attempt then waits for an operator
-	// (409 needs-reconciliation) once its lease runs out.
+	// (409 needs-reconciliation), from the moment the handler returned
+	// or panicked, or once the lease of a process that died runs out.
 	Tool string
 	// Version is the tool's version (default DefaultVersion); it is part
 	// of the fingerprint.
 	Version string
 	// Tenant returns the tenant a request is made for (required): from
 	// the service's authentication, never from something the client
-	// chose unless the service means it to. An error is answered 400 with
-	// its text as the detail.
+	// chose unless the service means it to. A *TenantError chooses the
+	// answer's status and detail (401, 403…); any other error is answered
+	// 400 tenant-invalid with a generic detail: its text, which may be
+	// internal, is never sent. Nothing runs either way.
 	Tenant func(*http.Request) (string, error)
 	// Methods are the protected methods (default DefaultMethods()); other
 	// requests pass through untouched.
@@ -122,9 +127,14 @@ type Middleware struct {
 	store   *ops.Store
 	opts    Options
 	methods map[string]bool
+	// effect is the tool's in the store: what a retry after a panic gets.
+	effect ops.Effect
 }
 
-// New returns a Middleware recording requests in store.
+// New returns a Middleware recording requests in store. It refuses
+// options a request could only be refused for: Options.Tool must have an
+// external policy in store (ops.EffectIdempotentProvider or
+// ops.EffectUnknownOutcome).
 func New(store *ops.Store, opts Options) (*Middleware, error) {
 	switch {
 	case store == nil:
@@ -137,6 +147,15 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 		return nil, fmt.Errorf("idemhttp: Options.MaxBody %d is negative", opts.MaxBody)
 	case opts.UnavailableRetryAfter < 0:
 		return nil, fmt.Errorf("idemhttp: Options.UnavailableRetryAfter %v is negative", opts.UnavailableRetryAfter)
+	}
+	policy, ok := store.Policy(opts.Tool)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("idemhttp: Options.Tool %q has no policy in the store: add it to ops.Config.Tools, "+
+			"with Effect ops.EffectIdempotentProvider or ops.EffectUnknownOutcome", opts.Tool)
+	case policy.Effect == ops.EffectLocal:
+		return nil, fmt.Errorf("idemhttp: Options.Tool %q has effect %q in the store: a handler's effects are outside the record's "+
+			"transaction, so declare it ops.EffectIdempotentProvider or ops.EffectUnknownOutcome", opts.Tool, policy.Effect)
 	}
 	if opts.Version == "" {
 		opts.Version = DefaultVersion
@@ -159,7 +178,7 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 	if opts.UnavailableRetryAfter == 0 {
 		opts.UnavailableRetryAfter = DefaultUnavailableRetryAfter
 	}
-	m := &Middleware{store: store, methods: map[string]bool{}}
+	m := &Middleware{store: store, methods: map[string]bool{}, effect: policy.Effect}
 	for _, method := range opts.Methods {
 		if method == "" {
 			return nil, errors.New("idemhttp: Options.Methods holds an empty method")
@@ -179,6 +198,17 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 // Wrap returns next behind the middleware: a protected request runs next at
 // most once per (tenant, tool, key), and its retries get next's stored
 // answer.
+//
+// A protected handler that panics has an unknown outcome. The record is
+// settled first (its lease ends: the next retry runs it again for an
+// EffectIdempotentProvider tool, or waits for an operator), then the
+// client gets a whole 500 handler-failed answer saying so (over HTTP/1.1
+// with "Connection: close"), and then the middleware panics again with
+// the handler's own value. So net/http closes the connection after the
+// answer (silently for http.ErrAbortHandler, with a logged stack for any
+// other value), and a recoverer outside the middleware sees the
+// handler's value with the answer already sent: it must not answer again
+// (its WriteHeader would be superfluous).
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !m.methods[r.Method] {
@@ -216,8 +246,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	tenant, err := m.opts.Tenant(r)
 	if err != nil {
-		writeProblem(w, Problem{Type: TypeTenantInvalid, Title: "The request's tenant is invalid", Status: http.StatusBadRequest,
-			Detail: err.Error() + "; nothing ran"}, 0)
+		m.refuseTenant(w, err)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.opts.MaxBody))
@@ -269,9 +298,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	})
 	switch {
 	case panicked != nil:
-		// Recorded as an unknown outcome; now net/http does with the
-		// panic what the handler meant (http.ErrAbortHandler drops the
-		// connection).
+		// Recorded as an unknown outcome, its lease ended: the client is
+		// told so, then net/http does with the panic what the handler
+		// meant (see Wrap).
+		m.answerPanic(w, r)
 		panic(panicked)
 	case rec != nil:
 		// The handler ran: its answer is the truth about this request,
@@ -292,6 +322,26 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		m.refuse(w, err)
 	}
+}
+
+// answerPanic tells the client of a handler that panicked what a retry
+// gets, as a whole answer sent now: the connection is closed once the
+// panic goes on.
+func (m *Middleware) answerPanic(w http.ResponseWriter, r *http.Request) {
+	p := Problem{Type: TypeHandlerFailed, Title: "The request with this Idempotency-Key failed midway", Status: http.StatusInternalServerError}
+	if m.effect == ops.EffectIdempotentProvider {
+		p.Detail = "the handler failed before it answered; running it again under this key cannot repeat its effect: retry with the same key"
+		p.RetryWithSameKey = true
+	} else {
+		p.Detail = "the handler failed before it answered, and the request may or may not have taken effect; it is not run again until an operator " +
+			"has found out, and retries with this key get a needs-reconciliation answer until then. " +
+			"Do not send it with a new key unless you know it did not take effect"
+	}
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
+	writeProblem(w, p, 0)
+	_ = http.NewResponseController(w).Flush() // the client may be gone
 }
 
 // serveCaptured runs the handler into rec and returns what it panicked

@@ -126,6 +126,8 @@ type answer struct {
 	status int
 	header http.Header
 	body   []byte
+	// closed: the server closes the connection after the answer.
+	closed bool
 }
 
 func key(k string) *string { return &k }
@@ -164,22 +166,17 @@ func (b *bundle) do(t *testing.T, c call) answer {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return answer{status: resp.StatusCode, header: resp.Header, body: body}
+	return answer{status: resp.StatusCode, header: resp.Header, body: body, closed: resp.Close}
 }
 
-// dropped makes a call whose handler panics: net/http drops the
-// connection without an answer.
-func (b *bundle) dropped(t *testing.T, key string) {
+// panicked makes a call whose handler panics: the client gets a whole
+// 500 handler-failed answer, whose retry guidance is retry's, and the
+// connection is closed after it.
+func (b *bundle) panicked(t *testing.T, key string, retry bool) idemhttp.Problem {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.srv.URL+"/payments", nil)
-	require.NoError(t, err)
-	req.Header.Set(accountHeader, "Bearer key-acme")
-	req.Header.Set(idemhttp.KeyHeader, key)
-	resp, err := b.srv.Client().Do(req)
-	if err == nil {
-		resp.Body.Close()
-	}
-	require.Error(t, err, "the connection is dropped without an answer")
+	a := b.do(t, call{key: &key})
+	require.True(t, a.closed, "Connection: close")
+	return problem(t, a, http.StatusInternalServerError, idemhttp.TypeHandlerFailed, retry)
 }
 
 // problem checks a is the middleware's problem answer of the given type
@@ -457,11 +454,62 @@ func TestTenant(t *testing.T) {
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE tenant = 'acme' AND key = 'k'`))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE tenant = 'globex' AND key = 'k'`))
 
-	// The function's refusal is 400 and runs nothing.
+	// The function's refusal is 400 and runs nothing; its text, which
+	// may be internal, is not sent.
 	r := b.do(t, call{key: key(`"k2"`), apiKey: "Bearer nobody"})
 	p := problem(t, r, http.StatusBadRequest, idemhttp.TypeTenantInvalid, false)
-	require.Contains(t, p.Detail, "unknown API key")
+	require.NotContains(t, string(r.body), "unknown API key")
+	require.Contains(t, p.Detail, "nothing ran")
 	require.EqualValues(t, 2, b.calls.Load())
+}
+
+// TestTenantError: a Tenant function chooses its refusal's status and
+// detail with *TenantError; its cause is never sent.
+func TestTenantError(t *testing.T) {
+	t.Parallel()
+	const secret = "accounts-db.internal:5432 timeout"
+	b := setup(t, setupOpts{opts: idemhttp.Options{Tenant: func(r *http.Request) (string, error) {
+		switch r.Header.Get(accountHeader) {
+		case "":
+			return "", &idemhttp.TenantError{Status: http.StatusUnauthorized, Detail: "send your API key as a bearer token"}
+		case "Bearer key-frozen":
+			return "", fmt.Errorf("account check: %w", &idemhttp.TenantError{Status: http.StatusForbidden, Err: errors.New(secret)})
+		case "Bearer key-down":
+			return "", &idemhttp.TenantError{Status: http.StatusServiceUnavailable, Err: errors.New(secret)}
+		case "Bearer key-odd":
+			return "", &idemhttp.TenantError{Status: 200, Detail: "odd"}
+		}
+		return tenantOf(r)
+	}}})
+	for _, tc := range []struct {
+		apiKey string
+		status int
+		retry  bool
+		detail string
+	}{
+		{"", http.StatusUnauthorized, false, "send your API key as a bearer token; nothing ran"},
+		{"Bearer key-frozen", http.StatusForbidden, false, "the service could not tell which tenant the request is for; nothing ran"},
+		{"Bearer key-down", http.StatusServiceUnavailable, true, "the service could not tell which tenant the request is for; nothing ran"},
+		{"Bearer key-odd", http.StatusBadRequest, false, "odd; nothing ran"},
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.srv.URL+"/payments", nil)
+		require.NoError(t, err)
+		if tc.apiKey != "" {
+			req.Header.Set(accountHeader, tc.apiKey)
+		}
+		req.Header.Set(idemhttp.KeyHeader, `"k"`)
+		resp, err := b.srv.Client().Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		p := problem(t, answer{status: resp.StatusCode, header: resp.Header, body: body}, tc.status, idemhttp.TypeTenantInvalid, tc.retry)
+		require.Equal(t, tc.detail, p.Detail)
+		require.NotContains(t, string(body), secret)
+		require.Equal(t, tc.retry, resp.Header.Get("Retry-After") != "", tc.apiKey)
+	}
+	require.Zero(t, b.calls.Load())
+	require.Zero(t, b.records(t))
 }
 
 // TestStoreDown: with the store unreachable the answer is 503 with
@@ -557,21 +605,21 @@ func TestHandlerOutcomes(t *testing.T) {
 	})
 
 	// Any other 5xx leaves the outcome unknown. For an unknown-outcome
-	// tool a retry gets 409 while the lease lasts, then waits for an
-	// operator: never a second run.
+	// tool the handler has returned, so nobody is handling the request
+	// any more: the record is stuck at once (not after the lease, 30 s by
+	// default), and every retry waits for an operator: never a second run.
 	t.Run("UnknownWaitsForOperator", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{
-			policy:  ops.Policy{Effect: ops.EffectUnknownOutcome, Lease: 300 * time.Millisecond},
+			policy:  ops.Policy{Effect: ops.EffectUnknownOutcome, Lease: time.Hour},
 			handler: answering(http.StatusInternalServerError),
 		})
 		first := b.do(t, call{key: key(`"k"`)})
 		require.Equal(t, http.StatusInternalServerError, first.status)
 		require.Equal(t, "answer 1", string(first.body), "the client gets the handler's own answer")
-		problem(t, b.do(t, call{key: key(`"k"`)}), http.StatusConflict, idemhttp.TypeInProgress, true)
-		require.Eventually(t, func() bool {
-			return b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE lease_expires_at <= now()`) == 1
-		}, 10*time.Second, 20*time.Millisecond)
+		// Stuck now, by the database clock: what the console and the
+		// exporter count.
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE state = 'pending' AND lease_expires_at <= now()`))
 		p := problem(t, b.do(t, call{key: key(`"k"`)}), http.StatusConflict, idemhttp.TypeNeedsReconciliation, false)
 		require.Contains(t, p.Detail, "operator")
 		require.Empty(t, b.do(t, call{key: key(`"k"`)}).header.Get("Retry-After"))
@@ -589,22 +637,51 @@ func TestHandlerOutcomes(t *testing.T) {
 		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE attempt = 2`))
 	})
 
-	// A handler that panics has an unknown outcome too; the panic goes on
-	// to net/http (http.ErrAbortHandler drops the connection).
+	// A handler that panics has an unknown outcome too. The record is
+	// stuck at once, the client is told a person must find out (not
+	// "being handled now" for the rest of the lease), and the panic goes
+	// on to net/http, which closes the connection after the answer.
 	t.Run("Panic", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{
-			policy: ops.Policy{Effect: ops.EffectUnknownOutcome, Lease: 10 * time.Second},
-			handler: func(b *bundle, w http.ResponseWriter, _ *http.Request) {
-				b.calls.Add(1)
-				w.WriteHeader(http.StatusCreated)
-				panic(http.ErrAbortHandler)
-			},
-		})
-		b.dropped(t, `"k"`)
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE state = 'pending'`))
-		problem(t, b.do(t, call{key: key(`"k"`)}), http.StatusConflict, idemhttp.TypeInProgress, true)
-		require.EqualValues(t, 1, b.calls.Load())
+		for _, value := range []any{http.ErrAbortHandler, "handler bug"} {
+			b := setup(t, setupOpts{
+				policy: ops.Policy{Effect: ops.EffectUnknownOutcome, Lease: time.Hour},
+				handler: func(b *bundle, w http.ResponseWriter, _ *http.Request) {
+					b.calls.Add(1)
+					w.WriteHeader(http.StatusCreated) // buffered: never sent
+					panic(value)
+				},
+			})
+			p := b.panicked(t, `"k"`, false)
+			require.Contains(t, p.Detail, "operator")
+			require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE state = 'pending' AND lease_expires_at <= now()`))
+			problem(t, b.do(t, call{key: key(`"k"`)}), http.StatusConflict, idemhttp.TypeNeedsReconciliation, false)
+			require.EqualValues(t, 1, b.calls.Load())
+		}
+	})
+
+	// A recoverer outside the middleware sees the handler's own value,
+	// once the record is settled and the answer sent.
+	t.Run("PanicSeenOutside", func(t *testing.T) {
+		t.Parallel()
+		d := dbtest.New(t)
+		store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{tool: {Effect: ops.EffectUnknownOutcome, Lease: time.Hour}}})
+		require.NoError(t, err)
+		m, err := idemhttp.New(store, idemhttp.Options{Tool: tool, Tenant: tenantOf})
+		require.NoError(t, err)
+		type bug struct{ n int }
+		h := m.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(bug{7}) }))
+		req := httptest.NewRequest(http.MethodPost, "/payments", nil)
+		req.Header.Set(accountHeader, "Bearer key-acme")
+		req.Header.Set(idemhttp.KeyHeader, `"k"`)
+		rec := httptest.NewRecorder()
+		require.PanicsWithValue(t, bug{7}, func() { h.ServeHTTP(rec, req) })
+		require.Equal(t, http.StatusInternalServerError, rec.Code)
+		require.True(t, rec.Flushed, "the answer is sent before the panic goes on")
+		require.Contains(t, rec.Body.String(), idemhttp.TypeHandlerFailed)
+		var stuck int
+		require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.operations WHERE lease_expires_at <= now()`).Scan(&stuck))
+		require.Equal(t, 1, stuck)
 	})
 
 	// A panic in a handler that is safe to run again under the key is run
@@ -621,7 +698,7 @@ func TestHandlerOutcomes(t *testing.T) {
 				createPayment(b, w, r)
 			},
 		})
-		b.dropped(t, `"k"`)
+		b.panicked(t, `"k"`, true)
 		second := b.do(t, call{key: key(`"k"`)})
 		require.Equal(t, http.StatusCreated, second.status, "%s", second.body)
 		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE attempt = 2 AND state = 'completed'`))
@@ -691,14 +768,6 @@ VALUES ('acme', $1, 'old', 7, decode(repeat('ab', 32), 'hex'), now() - interval 
 		require.Zero(t, b.calls.Load())
 	})
 
-	t.Run("LocalTool", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{policy: ops.Policy{Effect: ops.EffectLocal}})
-		problem(t, b.do(t, call{key: key(`"k"`)}), http.StatusInternalServerError, idemhttp.TypeMisconfigured, false)
-		require.Zero(t, b.calls.Load())
-		require.Zero(t, b.records(t))
-	})
-
 	// A request whose outcome was unknown and that an operator decided:
 	// confirmed completed is 410 with the reference, marked failed is 410,
 	// not executed runs again. Never a second run of a decided request.
@@ -751,7 +820,8 @@ p_expect_version => $3, p_reason => 'checked the ledger', p_result_ref => nullif
 func TestNewRefusesIncompleteOptions(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
-	store, err := ops.New(d.Service, ops.Config{})
+	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{
+		tool: {Effect: ops.EffectUnknownOutcome}, "create-ticket": {Effect: ops.EffectLocal}}})
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		opts idemhttp.Options
@@ -761,6 +831,9 @@ func TestNewRefusesIncompleteOptions(t *testing.T) {
 		{idemhttp.Options{Tool: tool}, "Tenant is required"},
 		{idemhttp.Options{Tool: tool, Tenant: tenantOf, MaxBody: -1}, "negative"},
 		{idemhttp.Options{Tool: tool, Tenant: tenantOf, Methods: []string{""}}, "empty method"},
+		// Every request would be refused 500 misconfigured: refused now.
+		{idemhttp.Options{Tool: "create-paymnet", Tenant: tenantOf}, `"create-paymnet" has no policy in the store`},
+		{idemhttp.Options{Tool: "create-ticket", Tenant: tenantOf}, `"create-ticket" has effect "local"`},
 	} {
 		_, err := idemhttp.New(store, tc.opts)
 		require.ErrorContains(t, err, tc.want)
@@ -782,7 +855,7 @@ func TestRecordWithInfiniteTimes(t *testing.T) {
 		}
 		createPayment(b, w, r)
 	}})
-	b.dropped(t, `"lost"`) // first: a reused connection would be retried by net/http
+	b.panicked(t, `"lost"`, false)
 	first := b.do(t, call{key: key(`"kept"`)})
 	require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
 	_, err := b.db.Admin.Exec(t.Context(), `UPDATE opsdesk.operations

@@ -55,8 +55,15 @@ const (
 	// Config.MaxResultBytes.
 	TypeFailed = problemBase + "failed"
 	// TypeMisconfigured (500): the endpoint's tool is unknown to the store
-	// or has a local effect.
+	// or has a local effect (New refuses both), or the store refused the
+	// request (a privilege, the schema or its rules).
 	TypeMisconfigured = problemBase + "misconfigured"
+	// TypeHandlerFailed (500): the handler panicked before it answered;
+	// whether it took effect is unknown. retry_with_same_key says what a
+	// retry gets: true for an EffectIdempotentProvider tool (the retry
+	// runs it again under the key), false for an EffectUnknownOutcome one
+	// (the key needs an operator, as needs-reconciliation says).
+	TypeHandlerFailed = problemBase + "handler-failed"
 )
 
 // Problem is the body of every answer the middleware gives instead of the
@@ -92,6 +99,10 @@ func writeProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
 		// A struct of strings, an int and a bool always marshals.
 		panic(err)
 	}
+	body = append(body, '\n')
+	// A length, not chunks: the answer is whole even when the connection
+	// is closed right after it (a handler's panic, see Middleware.Wrap).
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(p.Status)
-	_, _ = w.Write(append(body, '\n')) // the client may be gone
+	_, _ = w.Write(body) // the client may be gone
 }
