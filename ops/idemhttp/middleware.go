@@ -204,11 +204,13 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 // EffectIdempotentProvider tool, or waits for an operator), then the
 // client gets a whole 500 handler-failed answer saying so (over HTTP/1.1
 // with "Connection: close"), and then the middleware panics again with
-// the handler's own value. So net/http closes the connection after the
-// answer (silently for http.ErrAbortHandler, with a logged stack for any
-// other value), and a recoverer outside the middleware sees the
-// handler's value with the answer already sent: it must not answer again
-// (its WriteHeader would be superfluous).
+// the handler's own value. So net/http logs the value and closes the
+// connection after the answer, and a recoverer outside the middleware
+// sees the handler's value with the answer already sent: it must not
+// answer again (its WriteHeader would be superfluous). A handler that
+// panics with http.ErrAbortHandler asks for no answer: its record is
+// settled the same way, and the panic goes on at once, so net/http drops
+// the connection without an answer and without a log line.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !m.methods[r.Method] {
@@ -301,7 +303,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		// Recorded as an unknown outcome, its lease ended: the client is
 		// told so, then net/http does with the panic what the handler
 		// meant (see Wrap).
-		m.answerPanic(w, r)
+		if panicked != http.ErrAbortHandler { // the value, as net/http compares it
+			m.answerPanic(w, r)
+		}
 		panic(panicked)
 	case rec != nil:
 		// The handler ran: its answer is the truth about this request,
