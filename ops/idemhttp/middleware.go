@@ -118,6 +118,13 @@ type Options struct {
 	// UnavailableRetryAfter is the Retry-After of a 503 (default
 	// DefaultUnavailableRetryAfter).
 	UnavailableRetryAfter time.Duration
+	// TypicalDuration is how long the handler usually takes. A 409
+	// in-progress answer's Retry-After is the running attempt's lease
+	// remainder capped by it, in whole seconds rounded up, at least 1: an
+	// estimate of when the answer is ready, not a promise. Zero (the
+	// default): a moving average of the handler runs this middleware has
+	// seen, and the lease's remainder until it has seen one.
+	TypicalDuration time.Duration
 }
 
 // Middleware makes the handlers it wraps answer by the IETF Idempotency-Key
@@ -129,6 +136,8 @@ type Middleware struct {
 	methods map[string]bool
 	// effect is the tool's in the store: what a retry after a panic gets.
 	effect ops.Effect
+	// typical estimates the handler's duration, for Retry-After.
+	typical *typical
 }
 
 // New returns a Middleware recording requests in store. It refuses
@@ -157,6 +166,9 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 		return nil, fmt.Errorf("idemhttp: Options.Tool %q has effect %q in the store: a handler's effects are outside the record's "+
 			"transaction, so declare it ops.EffectIdempotentProvider or ops.EffectUnknownOutcome", opts.Tool, policy.Effect)
 	}
+	if opts.TypicalDuration < 0 {
+		return nil, fmt.Errorf("idemhttp: Options.TypicalDuration %v is negative", opts.TypicalDuration)
+	}
 	if opts.Version == "" {
 		opts.Version = DefaultVersion
 	}
@@ -178,7 +190,7 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 	if opts.UnavailableRetryAfter == 0 {
 		opts.UnavailableRetryAfter = DefaultUnavailableRetryAfter
 	}
-	m := &Middleware{store: store, methods: map[string]bool{}, effect: policy.Effect}
+	m := &Middleware{store: store, methods: map[string]bool{}, effect: policy.Effect, typical: &typical{configured: opts.TypicalDuration}}
 	for _, method := range opts.Methods {
 		if method == "" {
 			return nil, errors.New("idemhttp: Options.Methods holds an empty method")
@@ -278,7 +290,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	)
 	out, err := ops.DoExternal(r.Context(), m.store, req, func(ctx context.Context, a ops.Attempt) (json.RawMessage, error) {
 		rec = newRecorder()
+		start := time.Now()
 		panicked = serveCaptured(next, rec, r.WithContext(context.WithValue(ctx, attemptKey{}, a)))
+		m.typical.observe(time.Since(start))
 		if panicked != nil {
 			return nil, errPanicked
 		}
@@ -389,7 +403,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, err error) {
 	case errors.As(err, &busy):
 		writeProblem(w, Problem{Type: TypeInProgress, Title: "A request is outstanding for this Idempotency-Key", Status: http.StatusConflict,
 			Detail: "a request with this key is being handled now; retry with the same key after Retry-After to get its answer", RetryWithSameKey: true},
-			max(busy.RetryAfter, time.Second))
+			m.typical.retryAfter(busy.RetryAfter))
 	case errors.Is(err, ops.ErrIntentConflict):
 		writeProblem(w, Problem{Type: TypeKeyReused, Title: "Idempotency-Key is already used", Status: http.StatusUnprocessableEntity,
 			Detail: "this key was first used for a different request (method, path, query or body); a key names one request: send a new request with a new key; nothing ran"}, 0)

@@ -381,6 +381,70 @@ func TestConcurrentSameKey(t *testing.T) {
 	require.EqualValues(t, 1, b.calls.Load())
 }
 
+// TestRetryAfterEstimate: a 409 in-progress answer's Retry-After is when
+// the answer is likely ready (the handler's typical duration), not the
+// lease's remainder: with the default 30 s lease, a 0.2 s handler gave
+// Retry-After: 30.
+func TestRetryAfterEstimate(t *testing.T) {
+	t.Parallel()
+
+	// held is a request with key "held" kept in the handler until
+	// release; other keys take 0.2 s.
+	type held struct {
+		entered, release chan struct{}
+	}
+	slowOn := func(h *held) func(b *bundle, w http.ResponseWriter, r *http.Request) {
+		return func(b *bundle, w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get(idemhttp.KeyHeader) == `"held"` {
+				close(h.entered)
+				<-h.release
+			} else {
+				time.Sleep(200 * time.Millisecond)
+			}
+			createPayment(b, w, r)
+		}
+	}
+	// busyAnswer is the answer to a second request with key "held" while
+	// the first is held in the handler.
+	busyAnswer := func(t *testing.T, b *bundle, h *held) answer {
+		t.Helper()
+		first := make(chan answer, 1)
+		go func() { first <- b.do(t, call{key: key(`"held"`)}) }()
+		<-h.entered
+		a := b.do(t, call{key: key(`"held"`)})
+		close(h.release)
+		require.Equal(t, http.StatusCreated, (<-first).status)
+		problem(t, a, http.StatusConflict, idemhttp.TypeInProgress, true)
+		return a
+	}
+
+	t.Run("Observed", func(t *testing.T) {
+		t.Parallel()
+		h := &held{entered: make(chan struct{}), release: make(chan struct{})}
+		b := setup(t, setupOpts{policy: ops.Policy{Effect: ops.EffectUnknownOutcome}, handler: slowOn(h)})
+		require.Equal(t, http.StatusCreated, b.do(t, call{key: key(`"quick"`)}).status)
+		require.Equal(t, "1", busyAnswer(t, b, h).header.Get("Retry-After"), "0.2 s, rounded up")
+	})
+
+	t.Run("Configured", func(t *testing.T) {
+		t.Parallel()
+		h := &held{entered: make(chan struct{}), release: make(chan struct{})}
+		b := setup(t, setupOpts{policy: ops.Policy{Effect: ops.EffectUnknownOutcome},
+			opts: idemhttp.Options{TypicalDuration: 2500 * time.Millisecond}, handler: slowOn(h)})
+		require.Equal(t, "3", busyAnswer(t, b, h).header.Get("Retry-After"))
+	})
+
+	// Nothing seen yet: the lease's remainder, the only bound known.
+	t.Run("LeaseUntilSeen", func(t *testing.T) {
+		t.Parallel()
+		h := &held{entered: make(chan struct{}), release: make(chan struct{})}
+		b := setup(t, setupOpts{policy: ops.Policy{Effect: ops.EffectUnknownOutcome, Lease: 4 * time.Second}, handler: slowOn(h)})
+		after, err := strconv.Atoi(busyAnswer(t, b, h).header.Get("Retry-After"))
+		require.NoError(t, err)
+		require.True(t, after >= 3 && after <= 4, "Retry-After %d is the lease's remainder", after)
+	})
+}
+
 // TestPassThrough: GET, HEAD, PUT and DELETE are not protected: they run
 // every time, need no key, and leave no record.
 func TestPassThrough(t *testing.T) {
@@ -852,6 +916,7 @@ func TestNewRefusesIncompleteOptions(t *testing.T) {
 		{idemhttp.Options{Tool: tool}, "Tenant is required"},
 		{idemhttp.Options{Tool: tool, Tenant: tenantOf, MaxBody: -1}, "negative"},
 		{idemhttp.Options{Tool: tool, Tenant: tenantOf, Methods: []string{""}}, "empty method"},
+		{idemhttp.Options{Tool: tool, Tenant: tenantOf, TypicalDuration: -time.Second}, "TypicalDuration -1s is negative"},
 		// Every request would be refused 500 misconfigured: refused now.
 		{idemhttp.Options{Tool: "create-paymnet", Tenant: tenantOf}, `"create-paymnet" has no policy in the store`},
 		{idemhttp.Options{Tool: "create-ticket", Tenant: tenantOf}, `"create-ticket" has effect "local"`},
