@@ -36,10 +36,10 @@ type Ticket struct {
 // The README's example: a local effect in one transaction with its record,
 // retried with the same key.
 func Example() {
-	dsn := exampleDSN() // a role granted opsdesk_service
+	dsn := exampleDSN()
 	ctx := context.Background()
 
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := pgxpool.New(ctx, dsn) // dsn: a role granted opsdesk_service
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	// Raw arguments from an agent: unknown fields are refused.
+	// Raw arguments from an agent: unknown fields are refused, Validate is called.
 	intent, err := ops.DecodeIntent[CreateTicket]([]byte(`{"title": "Printer on fire", "priority": 2}`))
 	if err != nil {
 		log.Fatal(err)

@@ -22,6 +22,16 @@ const (
 	DefaultMaxResultBytes = 1 << 20
 )
 
+// MaxIntentBytes is the most a canonical intent may take in this store
+// (Config.MaxIntentBytes, default applied): a middleware that builds
+// intents from requests sizes them by it.
+func (s *Store) MaxIntentBytes() int { return s.maxIntent }
+
+// MaxResultBytes is the most a result or rejection payload may take as
+// JSON in this store (Config.MaxResultBytes, default applied): a
+// middleware that stores answers sizes them by it.
+func (s *Store) MaxResultBytes() int { return s.maxResult }
+
 // maxStorableBytes is the largest limit a Config may set (PostgreSQL's
 // jsonb held at most 2^28-1 bytes; json, up to 1 GB, is kept to the same).
 const maxStorableBytes = 1<<28 - 1

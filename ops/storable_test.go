@@ -123,8 +123,15 @@ func TestSizeLimitsAreValidated(t *testing.T) {
 		require.Error(t, err, name)
 		require.ErrorContains(t, err, "Config.Max", name)
 	}
-	_, err := ops.New(b.db.Service, ops.Config{Tools: testTools, MaxIntentBytes: 1, MaxResultBytes: 1<<28 - 1})
+	store, err := ops.New(b.db.Service, ops.Config{Tools: testTools, MaxIntentBytes: 1, MaxResultBytes: 1<<28 - 1})
 	require.NoError(t, err)
+	require.Equal(t, 1, store.MaxIntentBytes())
+	require.Equal(t, 1<<28-1, store.MaxResultBytes())
+	// Zero is the default, and the store says which.
+	store, err = ops.New(b.db.Service, ops.Config{Tools: testTools})
+	require.NoError(t, err)
+	require.Equal(t, ops.DefaultMaxIntentBytes, store.MaxIntentBytes())
+	require.Equal(t, ops.DefaultMaxResultBytes, store.MaxResultBytes())
 }
 
 // blob is a result with a reference and free-form data.

@@ -168,16 +168,9 @@ func (r Result) AuditRef() string {
 	case r.Seq != 0:
 		return r.Tenant + "#" + fmt.Sprint(r.Seq)
 	case r.Entry != 0:
-		return fmt.Sprintf("%s entry %d (queued: opsdesk audit seal puts it in the chain)", chainName(r.Tenant), r.Entry)
+		return fmt.Sprintf("%s entry %d (queued: opsdesk audit seal puts it in the chain)", audit.TenantName(r.Tenant), r.Entry)
 	}
 	return "none of its own (counted on the '' chain)"
-}
-
-func chainName(tenant string) string {
-	if tenant == "" {
-		return "''"
-	}
-	return tenant
 }
 
 // Decide applies one decision through opsdesk.decide, connected as the

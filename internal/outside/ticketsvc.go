@@ -30,6 +30,27 @@ var Tools = map[string]ops.Policy{
 	"post-ticket":   {Effect: ops.EffectUnknownOutcome},
 }
 
+// Ticket is what creating a ticket answers.
+type Ticket struct {
+	ID    int64  `json:"id"`
+	Title string `json:"title"`
+}
+
+// CreateTicket creates a ticket once per (tenant, key): a retry replays the
+// first answer.
+func CreateTicket(ctx context.Context, store *ops.Store, tenant, key, title string) (ops.Outcome[Ticket], error) {
+	req := ops.Request{
+		Identity: ops.Identity{Tenant: tenant, Tool: "create-ticket", Key: key},
+		Version:  "1",
+		Intent:   map[string]any{"title": title},
+	}
+	return ops.DoTx(ctx, store, req, func(ctx context.Context, tx pgx.Tx) (Ticket, error) {
+		t := Ticket{Title: title}
+		err := tx.QueryRow(ctx, `INSERT INTO tickets (tenant, title) VALUES ($1, $2) RETURNING id`, tenant, title).Scan(&t.ID)
+		return t, err
+	})
+}
+
 // Migrate installs or upgrades opsdesk's schema and the service's own
 // table, as the database's administrator, and refuses a schema newer than
 // the library.
@@ -53,27 +74,6 @@ GRANT SELECT, INSERT ON tickets TO opsdesk_service;`); err != nil {
 		return res, err
 	}
 	return res, nil
-}
-
-// Ticket is what creating a ticket answers.
-type Ticket struct {
-	ID    int64  `json:"id"`
-	Title string `json:"title"`
-}
-
-// CreateTicket creates a ticket once per (tenant, key): a retry replays the
-// first answer.
-func CreateTicket(ctx context.Context, store *ops.Store, tenant, key, title string) (ops.Outcome[Ticket], error) {
-	req := ops.Request{
-		Identity: ops.Identity{Tenant: tenant, Tool: "create-ticket", Key: key},
-		Version:  "1",
-		Intent:   map[string]any{"title": title},
-	}
-	return ops.DoTx(ctx, store, req, func(ctx context.Context, tx pgx.Tx) (Ticket, error) {
-		t := Ticket{Title: title}
-		err := tx.QueryRow(ctx, `INSERT INTO tickets (tenant, title) VALUES ($1, $2) RETURNING id`, tenant, title).Scan(&t.ID)
-		return t, err
-	})
 }
 
 // Handler serves POST /tickets: JSON {"title": …} in, the ticket out, once

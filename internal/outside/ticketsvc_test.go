@@ -1,17 +1,13 @@
 package ticketsvc_test
 
 import (
-	"context"
-	"crypto/rand"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"example.com/ticketsvc"
@@ -20,44 +16,9 @@ import (
 	"github.com/opsdesk/opsdesk/ops/opstest"
 )
 
-// TestInstallOnAnEmptyDatabase installs the schema where there was none,
-// as the service does at start-up, and again (a no-op).
-func TestInstallOnAnEmptyDatabase(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	server, err := pgx.Connect(ctx, os.Getenv(opstest.EnvDSN)) // the server the tests use
-	if err != nil {
-		t.Fatalf("connect to %s: %v", opstest.EnvDSN, err)
-	}
-	defer server.Close(context.Background())
-	name := "ticketsvc_" + strings.ToLower(rand.Text()[:12])
-	if _, err := server.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = server.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)") })
-	cfg, err := pgxpool.ParseConfig(os.Getenv(opstest.EnvDSN))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Database = name
-	admin, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-
-	res, err := ticketsvc.Migrate(ctx, admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.From != 0 || res.To != opsmigrate.LatestVersion() || len(res.Applied) == 0 {
-		t.Fatalf("first install: %+v, want 0 → %d", res, opsmigrate.LatestVersion())
-	}
-	again, err := ticketsvc.Migrate(ctx, admin)
-	if err != nil || len(again.Applied) != 0 || again.To != res.To {
-		t.Fatalf("second install: %+v, %v: want nothing applied", again, err)
-	}
-}
+// TestMain stops the throw-away PostgreSQL cluster that opstest starts when
+// no server is configured (OPSDESK_TEST_DSN), once the tests end.
+func TestMain(m *testing.M) { opstest.Main(m) }
 
 // TestCreateTicketOnce runs the library on a fresh store, as the service's
 // login, and retries.
@@ -84,6 +45,41 @@ func TestCreateTicketOnce(t *testing.T) {
 		t.Fatalf("the key reused for another ticket: %v, want ErrIntentConflict", err)
 	}
 	requireTickets(t, db, 1)
+}
+
+// requireTickets counts the tickets in db, as its administrator.
+func requireTickets(t *testing.T, db *opstest.DB, want int) {
+	t.Helper()
+	var n int
+	if err := db.Admin.QueryRow(t.Context(), `SELECT count(*) FROM tickets`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != want {
+		t.Fatalf("%d tickets, want %d", n, want)
+	}
+}
+
+// TestInstallOnAnEmptyDatabase installs the schema where there was none,
+// as the service does at start-up, and again (a no-op).
+func TestInstallOnAnEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	admin, err := pgxpool.New(t.Context(), opstest.NewEmpty(t, nil)) // an empty database, as a superuser
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+
+	res, err := ticketsvc.Migrate(t.Context(), admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.From != 0 || res.To != opsmigrate.LatestVersion() || len(res.Applied) == 0 {
+		t.Fatalf("first install: %+v, want 0 → %d", res, opsmigrate.LatestVersion())
+	}
+	again, err := ticketsvc.Migrate(t.Context(), admin)
+	if err != nil || len(again.Applied) != 0 || again.To != res.To {
+		t.Fatalf("second install: %+v, %v: want nothing applied", again, err)
+	}
 }
 
 // TestPostTicketByIdempotencyKey serves the endpoint and calls it as a
@@ -144,15 +140,4 @@ func TestPostTicketByIdempotencyKey(t *testing.T) {
 		t.Fatalf("no key: %d, want 400", missing.StatusCode)
 	}
 	requireTickets(t, db, 1)
-}
-
-func requireTickets(t *testing.T, db *opstest.DB, want int) {
-	t.Helper()
-	var n int
-	if err := db.Admin.QueryRow(t.Context(), `SELECT count(*) FROM tickets`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != want {
-		t.Fatalf("%d tickets, want %d", n, want)
-	}
 }

@@ -35,8 +35,9 @@ type requestIntent struct {
 // errNotJSON is a body whose Content-Type says JSON but which is not JSON.
 var errNotJSON = errors.New("the body is not valid JSON (UTF-8), but its Content-Type says it is")
 
-// intentOf builds the fingerprinted intent of a request with body.
-func intentOf(r *http.Request, body []byte, tool, version string) (requestIntent, error) {
+// intentOf builds the fingerprinted intent of a request with body, within
+// maxIntent canonical bytes (the store's Config.MaxIntentBytes).
+func intentOf(r *http.Request, body []byte, tool, version string, maxIntent int) (requestIntent, error) {
 	in := requestIntent{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery}
 	ct := r.Header.Get("Content-Type")
 	// JSON would turn invalid UTF-8 into U+FFFD, and two different
@@ -62,9 +63,11 @@ func intentOf(r *http.Request, body []byte, tool, version string) (requestIntent
 		// or more, duplicate member names, lone surrogates) or the store
 		// cannot hold (\u0000) is fingerprinted by its bytes instead: a
 		// retry must then send the same bytes, never a different
-		// request that canonicalizes alike.
+		// request that canonicalizes alike. So is JSON too large for the
+		// store to keep in canonical form: Options.MaxBody, not the
+		// store's MaxIntentBytes, bounds what a client may send.
 		canon, _, err := ops.Canonical(tool, version, in)
-		if err == nil && !hasEscapedNUL(canon) {
+		if err == nil && !hasEscapedNUL(canon) && len(canon) <= maxIntent {
 			return in, nil
 		}
 		in.Body = nil

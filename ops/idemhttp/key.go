@@ -27,8 +27,13 @@ var (
 // String (RFC 8941): a quoted string of printable ASCII in which only \" and
 // \\ are escapes, such as "8e03978e-40d5-43e8-bc93-6894a57f9324". The
 // common unquoted form (the key's characters alone, as Stripe's clients
-// send it) is accepted too when it cannot be read as anything else: visible
-// ASCII without a quote, backslash, comma or semicolon.
+// send it) is accepted too when it cannot be read as another kind of item:
+// visible ASCII without a quote, backslash, comma or semicolon, that is
+// not a whole Integer or Decimal (12345, -1.5), Boolean (?1), Byte
+// Sequence (:YWJj:) or Date (@1700000000). A structured-field parser on
+// the way (a proxy, a client library) reads those as numbers, booleans or
+// bytes, not as the characters sent: 012 and 12 are one Integer. Send
+// such a key quoted ("12345").
 //
 // Refused, with ErrKeyInvalid: the field sent more than once or as a list,
 // an empty key, a key over ops.MaxKeyBytes (255) bytes, a character that is
@@ -122,7 +127,65 @@ func checkBare(v string) error {
 			return notPrintable(c, i)
 		}
 	}
+	if kind := bareItemKind(v); kind != "" {
+		return fmt.Errorf("unquoted, %s is a structured-field %s, not a String; send the key as a quoted string: %q", v, kind, v)
+	}
 	return nil
+}
+
+// bareItemKind names the RFC 8941 (and RFC 9651 Date) item that the
+// whole of v is, other than a Token, or returns "".
+func bareItemKind(v string) string {
+	switch {
+	case v == "?0" || v == "?1":
+		return "Boolean"
+	case v[0] == '@' && isNumber(v[1:], false):
+		return "Date"
+	case isNumber(v, false):
+		return "Integer"
+	case isNumber(v, true):
+		return "Decimal"
+	case len(v) >= 2 && v[0] == ':' && v[len(v)-1] == ':' && isBase64(v[1:len(v)-1]):
+		return "Byte Sequence"
+	}
+	return ""
+}
+
+// isNumber tells whether v is an sf-integer (at most 15 digits, an
+// optional minus sign) or, with decimal, an sf-decimal (at most 12
+// digits, a dot, 1 to 3 digits).
+func isNumber(v string, decimal bool) bool {
+	v = strings.TrimPrefix(v, "-")
+	whole, frac, dot := strings.Cut(v, ".")
+	if dot != decimal || !allDigits(whole) {
+		return false
+	}
+	if !decimal {
+		return len(whole) <= 15
+	}
+	return len(whole) <= 12 && allDigits(frac) && len(frac) <= 3
+}
+
+func allDigits(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return v != ""
+}
+
+// isBase64 tells whether v holds only base64 characters (RFC 8941 byte
+// sequences; padding included).
+func isBase64(v string) bool {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '+', c == '/', c == '=':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func notPrintable(c byte, at int) error {

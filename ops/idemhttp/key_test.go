@@ -1,6 +1,9 @@
 package idemhttp_test
 
 import (
+	"bufio"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -58,6 +61,14 @@ func TestParseKey(t *testing.T) {
 		{name: "NonASCIIUnquoted", values: []string{"ключ-ü"}, problem: "0xd0"},
 		{name: "IdeographicSpace", values: []string{"\"a\u3000b\""}, problem: "0xe3"},
 		{name: "InvalidUTF8", values: []string{"\"a\xffb\""}, problem: "0xff"},
+		{name: "BareInteger", values: []string{"12345"}, problem: `structured-field Integer, not a String; send the key as a quoted string: "12345"`},
+		{name: "BareDecimal", values: []string{"-1.5"}, problem: "Decimal"},
+		{name: "BareBoolean", values: []string{"?1"}, problem: "Boolean"},
+		{name: "BareByteSequence", values: []string{":YWJj:"}, problem: "Byte Sequence"},
+		{name: "BareDate", values: []string{"@1700000000"}, problem: "Date"},
+		{name: "QuotedInteger", values: []string{`"12345"`}, want: "12345"},
+		{name: "BareTooLongForAnInteger", values: []string{"1234567890123456"}, want: "1234567890123456"},
+		{name: "BareNotABoolean", values: []string{"?2"}, want: "?2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -117,4 +128,37 @@ func FuzzKeyRoundTrip(f *testing.F) {
 			require.True(t, key[i] >= 0x20 && key[i] <= 0x7e, "%q", key)
 		}
 	})
+}
+
+// TestBareItemKeys (issue 19 §2): the key is an sf-string. An unquoted
+// value that a structured-field parser reads as another kind of item
+// (12345, ?1, :YWJj:) is refused; unquoted tokens and other bare keys are
+// accepted as before.
+func TestBareItemKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	for _, v := range []string{"12345", "-7", "0012", "1.5", "-123456789012.123", "?1", "?0", ":YWJj:", "::", "@1700000000"} {
+		p := problem(t, b.do(t, call{key: key(v)}), http.StatusBadRequest, idemhttp.TypeKeyInvalid, false)
+		require.Contains(t, p.Detail, `"`+v+`"`, "the detail shows the quoted form")
+	}
+	require.Zero(t, b.calls.Load())
+	for i, v := range []string{`"12345"`, `"?1"`, `":YWJj:"`, "abc", "8e03978e-40d5-43e8-bc93-6894a57f9324", "1e5", "1234567890123456", "?2", ":a:b", "@x", "1.2345"} {
+		require.Equal(t, http.StatusCreated, b.do(t, call{key: key(v)}).status, v)
+		require.EqualValues(t, i+1, b.calls.Load(), v)
+	}
+	// The quoted form names the characters: "12345" is the key 12345.
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE key = '12345'`))
+
+	// A control byte never reaches the middleware: net/http answers 400
+	// in plain text, not a problem document.
+	conn, err := net.Dial("tcp", b.srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "POST /payments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-acme\r\nIdempotency-Key: \"a\x01b\"\r\nContent-Length: 0\r\n\r\n")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Content-Type"), "text/plain")
 }

@@ -21,6 +21,14 @@ const (
 	// DefaultMaxBody bounds a protected request's body, which is read
 	// whole before anything runs.
 	DefaultMaxBody = 1 << 20
+	// DefaultMaxAnswer bounds the body of a handler's answer: 764 KiB, the
+	// most the store's default Config.MaxResultBytes (1 MiB) holds once
+	// the body is stored as base64 with up to MaxStoredHeaderBytes of
+	// chosen headers.
+	DefaultMaxAnswer = 764 << 10
+	// MaxStoredHeaderBytes bounds the chosen headers of a stored answer
+	// (Options.StoredHeaders), as the JSON they are stored as.
+	MaxStoredHeaderBytes = 4 << 10
 	// DefaultReplayHeader is set to "true" on replayed answers (the name
 	// Stripe uses).
 	DefaultReplayHeader = "Idempotent-Replayed"
@@ -107,8 +115,23 @@ type Options struct {
 	// handler set.
 	StoredHeaders []string
 	// MaxBody bounds a protected request's body (default DefaultMaxBody);
-	// a larger one is answered 413.
+	// a larger one is answered 413 before anything runs. It is the only
+	// limit on bodies: every body up to it is stored. A JSON body whose
+	// canonical intent fits the store's Config.MaxIntentBytes is
+	// fingerprinted in canonical form and kept for operators to reveal;
+	// a larger one is fingerprinted by its media type and SHA-256, as
+	// other bodies are (a retry must then send the same bytes).
 	MaxBody int64
+	// MaxAnswer bounds the body of the handler's answer (default
+	// DefaultMaxAnswer, or less when the store's Config.MaxResultBytes
+	// holds less). Answers are stored with their body as base64, so the
+	// store holds (MaxResultBytes - MaxStoredHeaderBytes - 34) * 3/4
+	// bytes of body; New refuses a MaxAnswer over that. An answer over
+	// MaxAnswer, or whose chosen headers are over MaxStoredHeaderBytes,
+	// is neither sent nor kept: the handler's Write returns
+	// ErrAnswerTooLarge, the client gets 500 answer-too-large, and
+	// retries get 410 answer-not-kept (or failed, for a 4xx).
+	MaxAnswer int64
 	// ReplayHeader is set to "true" on replays (default
 	// DefaultReplayHeader).
 	ReplayHeader string
@@ -134,6 +157,8 @@ type Middleware struct {
 	store   *ops.Store
 	opts    Options
 	methods map[string]bool
+	// maxIntent is the store's Config.MaxIntentBytes.
+	maxIntent int
 	// effect is the tool's in the store: what a retry after a panic gets.
 	effect ops.Effect
 	// typical estimates the handler's duration, for Retry-After.
@@ -154,6 +179,8 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 		return nil, errors.New("idemhttp: Options.Tenant is required: the tenant comes from the service, not the client")
 	case opts.MaxBody < 0:
 		return nil, fmt.Errorf("idemhttp: Options.MaxBody %d is negative", opts.MaxBody)
+	case opts.MaxAnswer < 0:
+		return nil, fmt.Errorf("idemhttp: Options.MaxAnswer %d is negative", opts.MaxAnswer)
 	case opts.UnavailableRetryAfter < 0:
 		return nil, fmt.Errorf("idemhttp: Options.UnavailableRetryAfter %v is negative", opts.UnavailableRetryAfter)
 	}
@@ -181,6 +208,17 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 	if opts.MaxBody == 0 {
 		opts.MaxBody = DefaultMaxBody
 	}
+	capacity := answerCapacity(store.MaxResultBytes())
+	switch {
+	case capacity <= 0:
+		return nil, fmt.Errorf("idemhttp: the store's Config.MaxResultBytes %d cannot hold an answer: it needs more than %d bytes for the chosen headers and the envelope",
+			store.MaxResultBytes(), MaxStoredHeaderBytes+answerEnvelopeBytes)
+	case opts.MaxAnswer == 0:
+		opts.MaxAnswer = min(DefaultMaxAnswer, capacity)
+	case opts.MaxAnswer > capacity:
+		return nil, fmt.Errorf("idemhttp: Options.MaxAnswer %d is over what the store's Config.MaxResultBytes %d holds: %d bytes of body, stored as base64 with up to %d bytes of chosen headers",
+			opts.MaxAnswer, store.MaxResultBytes(), capacity, MaxStoredHeaderBytes)
+	}
 	if opts.ReplayHeader == "" {
 		opts.ReplayHeader = DefaultReplayHeader
 	}
@@ -190,7 +228,8 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 	if opts.UnavailableRetryAfter == 0 {
 		opts.UnavailableRetryAfter = DefaultUnavailableRetryAfter
 	}
-	m := &Middleware{store: store, methods: map[string]bool{}, effect: policy.Effect, typical: &typical{configured: opts.TypicalDuration}}
+	m := &Middleware{store: store, methods: map[string]bool{}, maxIntent: store.MaxIntentBytes(),
+		effect: policy.Effect, typical: &typical{configured: opts.TypicalDuration}}
 	for _, method := range opts.Methods {
 		if method == "" {
 			return nil, errors.New("idemhttp: Options.Methods holds an empty method")
@@ -275,7 +314,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			Detail: "reading the body failed: " + err.Error() + "; nothing ran", RetryWithSameKey: true}, 0)
 		return
 	}
-	in, err := intentOf(r, body, m.opts.Tool, m.opts.Version)
+	in, err := intentOf(r, body, m.opts.Tool, m.opts.Version, m.maxIntent)
 	if err != nil {
 		writeProblem(w, Problem{Type: TypeRequestInvalid, Title: "The request is invalid", Status: http.StatusBadRequest,
 			Detail: err.Error() + "; nothing ran"}, 0)
@@ -287,9 +326,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var (
 		rec      *recorder
 		panicked any
+		verdict  Verdict
 	)
 	out, err := ops.DoExternal(r.Context(), m.store, req, func(ctx context.Context, a ops.Attempt) (json.RawMessage, error) {
-		rec = newRecorder()
+		rec = newRecorder(m.opts.MaxAnswer)
 		start := time.Now()
 		panicked = serveCaptured(next, rec, r.WithContext(context.WithValue(ctx, attemptKey{}, a)))
 		m.typical.observe(time.Since(start))
@@ -298,11 +338,17 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		rec.finish()
 		stored := rec.stored(m.opts.StoredHeaders)
+		verdict = m.opts.Classify(stored.Status)
+		if rec.tooLarge = rec.tooLargeReason(stored, m.opts.MaxAnswer); rec.tooLarge != "" {
+			// Kept in its place: what the handler answered, and why it
+			// is not kept. A replay answers 410 from it.
+			stored = storedResponse{Status: stored.Status, NotKept: rec.tooLarge}
+		}
 		raw, err := json.Marshal(stored)
 		if err != nil {
 			return nil, fmt.Errorf("encode the handler's answer: %w", err)
 		}
-		switch m.opts.Classify(stored.Status) {
+		switch verdict {
 		case Succeeded:
 			return raw, nil
 		case Rejected:
@@ -321,6 +367,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.answerPanic(w, r)
 		}
 		panic(panicked)
+	case rec != nil && rec.tooLarge != "":
+		// Never the handler's answer cut short, nor one its retries
+		// could not get.
+		answerTooLarge(w, rec.tooLarge, verdict)
 	case rec != nil:
 		// The handler ran: its answer is the truth about this request,
 		// whether or not the store could record it.
@@ -377,17 +427,22 @@ func (m *Middleware) replay(w http.ResponseWriter, raw json.RawMessage, outcome 
 	var s storedResponse
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err == nil && s.Status >= 200 && s.Status <= 999 {
+	decoded := dec.Decode(&s) == nil && s.Status >= 200 && s.Status <= 999
+	if decoded && s.NotKept == "" {
 		s.replay(w, m.opts.ReplayHeader)
 		return
 	}
+	why := ""
+	if decoded {
+		why = fmt.Sprintf(" (the handler answered %d, and %s)", s.Status, s.NotKept)
+	}
 	if outcome == ops.OutcomeRejected {
 		writeProblem(w, Problem{Type: TypeFailed, Title: "The request with this Idempotency-Key failed", Status: http.StatusGone,
-			Detail: "the request with this key did not take effect (it was marked failed, or refused with an answer too large to keep); it is not run again. " +
+			Detail: "the request with this key did not take effect (it was marked failed, or refused with an answer too large to keep" + why + "); it is not run again. " +
 				"Send it with a new key if you still want it"}, 0)
 		return
 	}
-	detail := "the request with this key took effect, but its answer was not kept; it is not run again"
+	detail := "the request with this key took effect, but its answer was not kept" + why + "; it is not run again"
 	if ref != "" {
 		detail += "; its reference is " + strconv.Quote(ref)
 	}

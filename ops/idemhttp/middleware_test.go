@@ -652,25 +652,6 @@ func TestHandlerOutcomes(t *testing.T) {
 		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE outcome = 'rejected'`))
 	})
 
-	// An answer too large for the store is sent once, then replays say it
-	// was not kept: the handler never runs twice.
-	t.Run("AnswerTooLargeToKeep", func(t *testing.T) {
-		t.Parallel()
-		for status, typ := range map[int]string{http.StatusCreated: idemhttp.TypeAnswerNotKept, http.StatusPaymentRequired: idemhttp.TypeFailed} {
-			b := setup(t, setupOpts{maxResult: 1024, handler: func(b *bundle, w http.ResponseWriter, _ *http.Request) {
-				b.calls.Add(1)
-				w.WriteHeader(status)
-				fmt.Fprint(w, strings.Repeat("x", 2048))
-			}})
-			first := b.do(t, call{key: key(`"k"`)})
-			require.Equal(t, status, first.status)
-			require.Equal(t, strings.Repeat("x", 2048), string(first.body))
-			problem(t, b.do(t, call{key: key(`"k"`)}), http.StatusGone, typ, false)
-			require.EqualValues(t, 1, b.calls.Load())
-			require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE state = 'completed' AND result->>'opsdesk' = 'result not stored'`))
-		}
-	})
-
 	// 503 (and 429, 408, 425) say nothing was done: the key is released
 	// and the next retry runs the handler again.
 	t.Run("NotAppliedReleased", func(t *testing.T) {

@@ -64,6 +64,11 @@ const (
 	// runs it again under the key), false for an EffectUnknownOutcome one
 	// (the key needs an operator, as needs-reconciliation says).
 	TypeHandlerFailed = problemBase + "handler-failed"
+	// TypeAnswerTooLarge (500): the handler ran, but its answer was over
+	// Options.MaxAnswer (or its chosen headers over MaxStoredHeaderBytes),
+	// so it is neither sent nor kept. The detail says what retries with
+	// the key get: 410 answer-not-kept when it took effect.
+	TypeAnswerTooLarge = problemBase + "answer-too-large"
 )
 
 // Problem is the body of every answer the middleware gives instead of the
@@ -105,4 +110,25 @@ func writeProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body) // the client may be gone
+}
+
+// answerTooLarge answers a request whose handler ran but whose answer
+// cannot be kept (why): the client is told now what its retries will be
+// told, instead of an answer they could never get.
+func answerTooLarge(w http.ResponseWriter, why string, v Verdict) {
+	var then string
+	retry := false
+	switch v {
+	case Succeeded:
+		then = "the request took effect; retries with this key get 410 answer-not-kept and do not run it again"
+	case Rejected:
+		then = "the handler refused the request; retries with this key get 410 failed and do not run it again"
+	case NotApplied:
+		then = "the handler did nothing, and a retry with this key runs it again"
+		retry = true
+	default:
+		then = "the outcome is unknown, and was recorded so: the tool's effect decides what a retry gets"
+	}
+	writeProblem(w, Problem{Type: TypeAnswerTooLarge, Title: "The handler's answer is too large to keep", Status: http.StatusInternalServerError,
+		Detail: "the handler's answer was not sent: " + why + "; " + then, RetryWithSameKey: retry}, 0)
 }

@@ -2,9 +2,17 @@ package idemhttp
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 )
+
+// ErrAnswerTooLarge is what a protected handler's Write returns once its
+// answer is over Options.MaxAnswer. The answer is then neither sent nor
+// kept: the client gets 500 answer-too-large, and retries with the key get
+// 410 (see TypeAnswerTooLarge).
+var ErrAnswerTooLarge = errors.New("idemhttp: the answer is over Options.MaxAnswer; it is neither sent nor kept")
 
 // storedResponse is what the store keeps of a handler's answer and what a
 // replay sends. Body is a []byte, which encoding/json writes as base64: a
@@ -14,6 +22,24 @@ type storedResponse struct {
 	Status int         `json:"status"`
 	Header http.Header `json:"header,omitempty"`
 	Body   []byte      `json:"body"`
+	// NotKept says why the answer is not kept (too large), in place of
+	// its header and body: replays answer 410.
+	NotKept string `json:"not_kept,omitempty"`
+}
+
+// answerEnvelopeBytes is the most a stored answer takes besides its
+// header and body: {"status":999,"header":,"body":""}.
+const answerEnvelopeBytes = len(`{"status":999,"header":,"body":""}`)
+
+// answerCapacity is the largest body whose stored answer fits maxResult
+// bytes with up to MaxStoredHeaderBytes of chosen headers: base64 writes
+// 4 bytes for every 3, the last 1 or 2 padded to 4.
+func answerCapacity(maxResult int) int64 {
+	room := maxResult - MaxStoredHeaderBytes - answerEnvelopeBytes
+	if room < 4 {
+		return 0
+	}
+	return int64(room / 4 * 3)
 }
 
 // recorder captures a handler's answer instead of sending it: the answer
@@ -27,9 +53,14 @@ type recorder struct {
 	sent   http.Header
 	status int
 	body   bytes.Buffer
+	// limit is Options.MaxAnswer; written counts what the handler wrote,
+	// limit or not.
+	limit, written int64
+	// tooLarge says why the answer is not kept ("" while it is).
+	tooLarge string
 }
 
-func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+func newRecorder(limit int64) *recorder { return &recorder{header: http.Header{}, limit: limit} }
 
 func (r *recorder) Header() http.Header { return r.header }
 
@@ -55,7 +86,27 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == http.StatusNoContent || r.status == http.StatusNotModified {
 		return 0, http.ErrBodyNotAllowed // as net/http says
 	}
+	r.written += int64(len(p))
+	if r.written > r.limit {
+		// Nothing more is buffered: the answer will not be sent.
+		return 0, ErrAnswerTooLarge
+	}
 	return r.body.Write(p)
+}
+
+// tooLargeReason says why the stored answer s would not be kept, or "".
+func (r *recorder) tooLargeReason(s storedResponse, maxAnswer int64) string {
+	if r.written > maxAnswer {
+		return fmt.Sprintf("its body of at least %d bytes was over the limit of %d (Options.MaxAnswer)", r.written, maxAnswer)
+	}
+	if s.Header == nil {
+		return ""
+	}
+	js, err := json.Marshal(s.Header)
+	if err == nil && len(js) > MaxStoredHeaderBytes {
+		return fmt.Sprintf("its stored headers were %d bytes as JSON, over the limit of %d (MaxStoredHeaderBytes)", len(js), MaxStoredHeaderBytes)
+	}
+	return ""
 }
 
 // finish completes the answer of a handler that returned: the status and

@@ -18,7 +18,7 @@ import (
 func Example() {
 	ran := runTest(os.Stdout, func(t *standInT) {
 		t.Parallel()                           // each test has its own database
-		db := opstest.New(t, &opstest.Options{ // the server: OPSDESK_TEST_DSN
+		db := opstest.New(t, &opstest.Options{ // the server: OPSDESK_TEST_DSN, else a throw-away cluster
 			Config: ops.Config{Tools: map[string]ops.Policy{"create-ticket": {Effect: ops.EffectLocal}}},
 		})
 		// The service's own schema, made as the administrator; the

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/pgcluster"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/ops/opstest"
 )
@@ -132,23 +133,29 @@ FROM pg_roles r WHERE r.rolname = session_user`).Scan(&super, &createRole, &crea
 	})
 }
 
-// TestNewFailsSayingWhatToSet watches New fail on a stand-in: a missing or
-// unreachable server fails the test (never a skip) and says what to set.
+// TestNewFailsSayingWhatToSet watches New fail on a stand-in: a server that
+// is not installed, unreachable or not a superuser's fails the test (never a
+// skip) and says what to install or set.
 // It changes the environment, so it does not run in parallel.
 func TestNewFailsSayingWhatToSet(t *testing.T) {
 	for name, tc := range map[string]struct {
 		env, dsn string
 		want     []string
 	}{
-		"NoDSN":          {want: []string{"no PostgreSQL server", "set OPSDESK_TEST_DSN", "Options.DSN"}},
-		"BlankDSN":       {env: " \t\n\u3000", want: []string{"set OPSDESK_TEST_DSN"}},
-		"Unreachable":    {dsn: "host=" + t.TempDir() + " user=x password=sekrit dbname=y connect_timeout=2", want: []string{"connect", "Options.DSN", "superuser"}},
-		"UnreachableEnv": {env: "host=" + t.TempDir() + " user=x password=sekrit dbname=y connect_timeout=2", want: []string{"connect", "OPSDESK_TEST_DSN", "superuser"}},
-		"BadDSN":         {env: "postgres://u:sekrit@[bad", want: []string{"OPSDESK_TEST_DSN", "does not parse"}},
-		"NotASuperuser":  {dsn: nobodyDSN(t), want: []string{"permission denied", "Options.DSN", "superuser"}},
+		"NoServerInstalled": {want: []string{"no PostgreSQL server", "apt-get install -y postgresql", "set OPSDESK_TEST_DSN", "Options.DSN"}},
+		"BlankDSNNoServer":  {env: " \t\n\u3000", want: []string{"apt-get install -y postgresql", "set OPSDESK_TEST_DSN"}},
+		"Unreachable":       {dsn: "host=" + t.TempDir() + " user=x password=sekrit dbname=y connect_timeout=2", want: []string{"connect", "Options.DSN", "superuser"}},
+		"UnreachableEnv":    {env: "host=" + t.TempDir() + " user=x password=sekrit dbname=y connect_timeout=2", want: []string{"connect", "OPSDESK_TEST_DSN", "superuser"}},
+		"BadDSN":            {env: "postgres://u:sekrit@[bad", want: []string{"OPSDESK_TEST_DSN", "does not parse"}},
+		"NotASuperuser":     {dsn: nobodyDSN(t), want: []string{"permission denied", "Options.DSN", "superuser"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(opstest.EnvDSN, tc.env)
+			// No DSN: the default cluster, here on a machine without
+			// the server binaries.
+			defer opstest.WithDefaultStart(func(context.Context) (*pgcluster.Cluster, error) {
+				return nil, pgcluster.ErrServerNotInstalled
+			})()
 			reached := false
 			ran := runTest(io.Discard, func(t *standInT) {
 				opstest.New(t, &opstest.Options{DSN: tc.dsn})
