@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"strings"
@@ -36,8 +37,9 @@ type requestIntent struct {
 var errNotJSON = errors.New("the body is not valid JSON (UTF-8), but its Content-Type says it is")
 
 // intentOf builds the fingerprinted intent of a request with body, within
-// maxIntent canonical bytes (the store's Config.MaxIntentBytes).
-func intentOf(r *http.Request, body []byte, tool, version string, maxIntent int) (requestIntent, error) {
+// maxIntent canonical bytes (the store's Config.MaxIntentBytes), without
+// the JSON values the ignore pointers name.
+func intentOf(r *http.Request, body []byte, tool, version string, maxIntent int, ignore [][]string) (requestIntent, error) {
 	in := requestIntent{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery}
 	ct := r.Header.Get("Content-Type")
 	// JSON would turn invalid UTF-8 into U+FFFD, and two different
@@ -67,7 +69,19 @@ func intentOf(r *http.Request, body []byte, tool, version string, maxIntent int)
 		// store to keep in canonical form: Options.MaxBody, not the
 		// store's MaxIntentBytes, bounds what a client may send.
 		canon, _, err := ops.Canonical(tool, version, in)
-		if err == nil && !hasEscapedNUL(canon) && len(canon) <= maxIntent {
+		exact := err == nil && !hasEscapedNUL(canon)
+		if exact && len(ignore) > 0 {
+			// Only JSON that canonicalizes exactly: decoded and encoded
+			// again, it is still the same request.
+			pruned, err := withoutFields(body, ignore)
+			if err != nil {
+				return in, fmt.Errorf("leave Options.IgnoreFields out of the body: %w", err)
+			}
+			body, in.Body = pruned, pruned
+			canon, _, err = ops.Canonical(tool, version, in)
+			exact = err == nil && !hasEscapedNUL(canon)
+		}
+		if exact && len(canon) <= maxIntent {
 			return in, nil
 		}
 		in.Body = nil

@@ -148,6 +148,62 @@ type Options struct {
 	// default): a moving average of the handler runs this middleware has
 	// seen, and the lease's remainder until it has seen one.
 	TypicalDuration time.Duration
+
+	// ProblemBase is the base of the problem type URIs (default
+	// DefaultProblemBase, this project's documentation): a type is the base
+	// followed by the problem's name (Problem.Name), so
+	// "https://api.example.com/docs/idempotency#" gives
+	// "https://api.example.com/docs/idempotency#key-missing". The draft
+	// asks each resource to publish its own idempotency specification:
+	// point this at yours. New refuses a base that is not an absolute URI
+	// of visible ASCII.
+	ProblemBase string
+	// ProblemMembers, when set, returns extension members for a problem
+	// answer to r (an instance, a trace id, the key from ParseKey): p is
+	// the problem as it will be sent. Names of Problem's own members are
+	// left out, and so are values that do not marshal: the members
+	// clients rely on are always the middleware's. It must not read r's
+	// body.
+	ProblemMembers func(r *http.Request, p Problem) map[string]any
+	// WriteProblem, when set, writes every answer of the middleware's own
+	// instead of the default problem document: status, Content-Type and
+	// body are its to choose. Cache-Control: no-store, Retry-After (from
+	// p.RetryAfter) and, after a panic, Connection: close are already set
+	// when it is called. json.Marshal(p) gives the default document's
+	// members, extensions included.
+	WriteProblem func(w http.ResponseWriter, r *http.Request, p Problem)
+	// MinKeyLength refuses keys shorter than this many bytes (default 0:
+	// ParseKey's one byte is enough) with 400 key-invalid. New refuses a
+	// negative one, or one over ops.MaxKeyBytes.
+	MinKeyLength int
+	// ValidateKey, when set, judges the format of every key ParseKey
+	// accepts (and MinKeyLength, when set): a non-nil error is answered
+	// 400 key-invalid, nothing run, with the error's text as the reason
+	// (at most MaxKeyReasonBytes of it, control characters replaced).
+	// UUIDKey accepts only UUIDs. The draft's security section
+	// recommends keys with enough entropy that clients cannot guess each
+	// other's.
+	ValidateKey func(key string) error
+	// KeyOptional lets a request without an Idempotency-Key header pass
+	// through to the handler unprotected, as an unprotected method does:
+	// no record, no replay, no fingerprint, and the handler's
+	// AttemptFromContext reports false. It is for rolling the middleware
+	// out to clients that do not send keys yet; a header that is there
+	// but invalid is still answered 400 key-invalid.
+	KeyOptional bool
+	// IgnoreFields are RFC 6901 JSON pointers (/meta/sent_at,
+	// /items/0/trace_id) whose values are left out of a JSON body before
+	// it is fingerprinted and kept: two requests that differ only there
+	// are the same request. Pointers that name nothing in a body are
+	// skipped; an array element removed shifts the later ones, and the
+	// pointers apply in their order. A JSON body the library would
+	// fingerprint by its bytes (numbers of 2^53 or more, duplicate member
+	// names, lone surrogates, \u0000) ignores nothing. New refuses a
+	// pointer that is empty (the whole body), does not start with "/",
+	// has an escape other than ~0 and ~1, is not UTF-8, or has a "." or
+	// ".." segment (a pointer has no dot segments: it would name a member
+	// called "..").
+	IgnoreFields []string
 }
 
 // Middleware makes the handlers it wraps answer by the IETF Idempotency-Key
@@ -163,6 +219,8 @@ type Middleware struct {
 	effect ops.Effect
 	// typical estimates the handler's duration, for Retry-After.
 	typical *typical
+	// ignore are Options.IgnoreFields, parsed into reference tokens.
+	ignore [][]string
 }
 
 // New returns a Middleware recording requests in store. It refuses
@@ -195,6 +253,22 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 	}
 	if opts.TypicalDuration < 0 {
 		return nil, fmt.Errorf("idemhttp: Options.TypicalDuration %v is negative", opts.TypicalDuration)
+	}
+	switch {
+	case opts.MinKeyLength < 0:
+		return nil, fmt.Errorf("idemhttp: Options.MinKeyLength %d is negative", opts.MinKeyLength)
+	case opts.MinKeyLength > ops.MaxKeyBytes:
+		return nil, fmt.Errorf("idemhttp: Options.MinKeyLength %d is over the longest key, %d bytes: every key would be refused", opts.MinKeyLength, ops.MaxKeyBytes)
+	}
+	if opts.ProblemBase == "" {
+		opts.ProblemBase = DefaultProblemBase
+	}
+	if err := checkProblemBase(opts.ProblemBase); err != nil {
+		return nil, fmt.Errorf("idemhttp: Options.ProblemBase: %w", err)
+	}
+	ignore, err := parsePointers(opts.IgnoreFields)
+	if err != nil {
+		return nil, fmt.Errorf("idemhttp: Options.IgnoreFields: %w", err)
 	}
 	if opts.Version == "" {
 		opts.Version = DefaultVersion
@@ -229,7 +303,7 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 		opts.UnavailableRetryAfter = DefaultUnavailableRetryAfter
 	}
 	m := &Middleware{store: store, methods: map[string]bool{}, maxIntent: store.MaxIntentBytes(),
-		effect: policy.Effect, typical: &typical{configured: opts.TypicalDuration}}
+		effect: policy.Effect, typical: &typical{configured: opts.TypicalDuration}, ignore: ignore}
 	for _, method := range opts.Methods {
 		if method == "" {
 			return nil, errors.New("idemhttp: Options.Methods holds an empty method")
@@ -287,36 +361,43 @@ var errPanicked = errors.New("the handler panicked")
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	key, err := ParseKey(r.Header)
+	if err == nil {
+		err = m.checkKey(key)
+	}
+	if errors.Is(err, ErrKeyMissing) && m.opts.KeyOptional {
+		next.ServeHTTP(w, r)
+		return
+	}
 	if errors.Is(err, ErrKeyMissing) {
-		writeProblem(w, Problem{Type: TypeKeyMissing, Title: "Idempotency-Key is missing", Status: http.StatusBadRequest,
+		m.writeProblem(w, r, Problem{Type: TypeKeyMissing, Title: "Idempotency-Key is missing", Status: http.StatusBadRequest,
 			Detail: fmt.Sprintf(`%s %s needs an Idempotency-Key header holding a key unique to this request, such as "8e03978e-40d5-43e8-bc93-6894a57f9324"; nothing ran`, r.Method, r.URL.EscapedPath())}, 0)
 		return
 	}
 	if err != nil {
-		writeProblem(w, Problem{Type: TypeKeyInvalid, Title: "Idempotency-Key is invalid", Status: http.StatusBadRequest,
+		m.writeProblem(w, r, Problem{Type: TypeKeyInvalid, Title: "Idempotency-Key is invalid", Status: http.StatusBadRequest,
 			Detail: err.Error() + "; nothing ran"}, 0)
 		return
 	}
 	tenant, err := m.opts.Tenant(r)
 	if err != nil {
-		m.refuseTenant(w, err)
+		m.refuseTenant(w, r, err)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.opts.MaxBody))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		writeProblem(w, Problem{Type: TypeBodyTooLarge, Title: "The request's body is too large", Status: http.StatusRequestEntityTooLarge,
+		m.writeProblem(w, r, Problem{Type: TypeBodyTooLarge, Title: "The request's body is too large", Status: http.StatusRequestEntityTooLarge,
 			Detail: fmt.Sprintf("the body is over the limit of %d bytes; nothing ran", tooLarge.Limit)}, 0)
 		return
 	case err != nil:
-		writeProblem(w, Problem{Type: TypeRequestInvalid, Title: "The request's body could not be read", Status: http.StatusBadRequest,
+		m.writeProblem(w, r, Problem{Type: TypeRequestInvalid, Title: "The request's body could not be read", Status: http.StatusBadRequest,
 			Detail: "reading the body failed: " + err.Error() + "; nothing ran", RetryWithSameKey: true}, 0)
 		return
 	}
-	in, err := intentOf(r, body, m.opts.Tool, m.opts.Version, m.maxIntent)
+	in, err := intentOf(r, body, m.opts.Tool, m.opts.Version, m.maxIntent, m.ignore)
 	if err != nil {
-		writeProblem(w, Problem{Type: TypeRequestInvalid, Title: "The request is invalid", Status: http.StatusBadRequest,
+		m.writeProblem(w, r, Problem{Type: TypeRequestInvalid, Title: "The request is invalid", Status: http.StatusBadRequest,
 			Detail: err.Error() + "; nothing ran"}, 0)
 		return
 	}
@@ -370,25 +451,25 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	case rec != nil && rec.tooLarge != "":
 		// Never the handler's answer cut short, nor one its retries
 		// could not get.
-		answerTooLarge(w, rec.tooLarge, verdict)
+		m.answerTooLarge(w, r, rec.tooLarge, verdict)
 	case rec != nil:
 		// The handler ran: its answer is the truth about this request,
 		// whether or not the store could record it.
 		rec.send(w)
 	case err == nil:
-		m.replay(w, out.Result, ops.OutcomeSucceeded, out.ResultRef)
+		m.replay(w, r, out.Result, ops.OutcomeSucceeded, out.ResultRef)
 	case errors.Is(err, ops.ErrResultNotStored):
 		// It took effect, but its answer was too large to keep (over the
 		// store's MaxResultBytes): answered like an operator's
 		// confirmation, with no answer to replay.
-		m.replay(w, nil, ops.OutcomeSucceeded, out.ResultRef)
+		m.replay(w, r, nil, ops.OutcomeSucceeded, out.ResultRef)
 	default:
 		var rej *ops.RejectedError
 		if errors.As(err, &rej) && rej.Replayed {
-			m.replay(w, rej.Payload, ops.OutcomeRejected, "")
+			m.replay(w, r, rej.Payload, ops.OutcomeRejected, "")
 			return
 		}
-		m.refuse(w, err)
+		m.refuse(w, r, err)
 	}
 }
 
@@ -408,7 +489,7 @@ func (m *Middleware) answerPanic(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close")
 	}
-	writeProblem(w, p, 0)
+	m.writeProblem(w, r, p, 0)
 	_ = http.NewResponseController(w).Flush() // the client may be gone
 }
 
@@ -423,7 +504,7 @@ func serveCaptured(next http.Handler, rec *recorder, r *http.Request) (panicked 
 // replay sends a stored answer. A record completed without one (an
 // operator decided after the handler's outcome was unknown) is answered
 // with what the decision says.
-func (m *Middleware) replay(w http.ResponseWriter, raw json.RawMessage, outcome ops.RecordOutcome, ref string) {
+func (m *Middleware) replay(w http.ResponseWriter, r *http.Request, raw json.RawMessage, outcome ops.RecordOutcome, ref string) {
 	var s storedResponse
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -437,7 +518,7 @@ func (m *Middleware) replay(w http.ResponseWriter, raw json.RawMessage, outcome 
 		why = fmt.Sprintf(" (the handler answered %d, and %s)", s.Status, s.NotKept)
 	}
 	if outcome == ops.OutcomeRejected {
-		writeProblem(w, Problem{Type: TypeFailed, Title: "The request with this Idempotency-Key failed", Status: http.StatusGone,
+		m.writeProblem(w, r, Problem{Type: TypeFailed, Title: "The request with this Idempotency-Key failed", Status: http.StatusGone,
 			Detail: "the request with this key did not take effect (it was marked failed, or refused with an answer too large to keep" + why + "); it is not run again. " +
 				"Send it with a new key if you still want it"}, 0)
 		return
@@ -446,44 +527,44 @@ func (m *Middleware) replay(w http.ResponseWriter, raw json.RawMessage, outcome 
 	if ref != "" {
 		detail += "; its reference is " + strconv.Quote(ref)
 	}
-	writeProblem(w, Problem{Type: TypeAnswerNotKept, Title: "The request with this Idempotency-Key took effect", Status: http.StatusGone,
+	m.writeProblem(w, r, Problem{Type: TypeAnswerNotKept, Title: "The request with this Idempotency-Key took effect", Status: http.StatusGone,
 		Detail: detail, Reference: ref}, 0)
 }
 
 // refuse answers a request that did not run with the problem its error
 // names.
-func (m *Middleware) refuse(w http.ResponseWriter, err error) {
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	var busy *ops.InProgressError
 	switch {
 	case errors.As(err, &busy):
-		writeProblem(w, Problem{Type: TypeInProgress, Title: "A request is outstanding for this Idempotency-Key", Status: http.StatusConflict,
+		m.writeProblem(w, r, Problem{Type: TypeInProgress, Title: "A request is outstanding for this Idempotency-Key", Status: http.StatusConflict,
 			Detail: "a request with this key is being handled now; retry with the same key after Retry-After to get its answer", RetryWithSameKey: true},
 			m.typical.retryAfter(busy.RetryAfter))
 	case errors.Is(err, ops.ErrIntentConflict):
-		writeProblem(w, Problem{Type: TypeKeyReused, Title: "Idempotency-Key is already used", Status: http.StatusUnprocessableEntity,
+		m.writeProblem(w, r, Problem{Type: TypeKeyReused, Title: "Idempotency-Key is already used", Status: http.StatusUnprocessableEntity,
 			Detail: "this key was first used for a different request (method, path, query or body); a key names one request: send a new request with a new key; nothing ran"}, 0)
 	case errors.Is(err, ops.ErrNeedsReconciliation):
-		writeProblem(w, Problem{Type: TypeNeedsReconciliation, Title: "The outcome of a request with this Idempotency-Key is unknown", Status: http.StatusConflict,
+		m.writeProblem(w, r, Problem{Type: TypeNeedsReconciliation, Title: "The outcome of a request with this Idempotency-Key is unknown", Status: http.StatusConflict,
 			Detail: "an earlier request with this key may or may not have taken effect; it is not run again until an operator has found out, and retries get this answer until then. " +
 				"Do not send it with a new key unless you know the first did not take effect; nothing ran"}, 0)
 	case errors.Is(err, ops.ErrExpired):
-		writeProblem(w, Problem{Type: TypeExpired, Title: "Idempotency-Key has expired", Status: http.StatusGone,
+		m.writeProblem(w, r, Problem{Type: TypeExpired, Title: "Idempotency-Key has expired", Status: http.StatusGone,
 			Detail: "the request with this key was handled long ago, its answer is no longer kept, and this endpoint does not run late retries; nothing ran"}, 0)
 	case errors.Is(err, ops.ErrInvalidRequest):
-		writeProblem(w, Problem{Type: TypeRequestInvalid, Title: "The request is invalid", Status: http.StatusBadRequest,
+		m.writeProblem(w, r, Problem{Type: TypeRequestInvalid, Title: "The request is invalid", Status: http.StatusBadRequest,
 			Detail: err.Error() + "; nothing ran"}, 0)
 	case errors.Is(err, ops.ErrUnknownTool), errors.Is(err, ops.ErrWrongEffect):
-		writeProblem(w, Problem{Type: TypeMisconfigured, Title: "The endpoint is misconfigured", Status: http.StatusInternalServerError,
+		m.writeProblem(w, r, Problem{Type: TypeMisconfigured, Title: "The endpoint is misconfigured", Status: http.StatusInternalServerError,
 			Detail: "the endpoint's idempotency tool is not configured for HTTP requests; nothing ran"}, 0)
 	case errors.Is(err, ops.ErrRefused):
 		// A privilege, the schema or the store's state machine: retrying
 		// cannot help until someone fixes the cause.
-		writeProblem(w, Problem{Type: TypeMisconfigured, Title: "The endpoint is misconfigured", Status: http.StatusInternalServerError,
+		m.writeProblem(w, r, Problem{Type: TypeMisconfigured, Title: "The endpoint is misconfigured", Status: http.StatusInternalServerError,
 			Detail: "the idempotency store refused the request (a privilege, the schema or its rules); nothing ran"}, 0)
 	default:
 		// ErrUnavailable, and any store failure before the handler ran:
 		// nothing ran, and nothing this request did can run twice.
-		writeProblem(w, Problem{Type: TypeUnavailable, Title: "The service cannot take this request now", Status: http.StatusServiceUnavailable,
+		m.writeProblem(w, r, Problem{Type: TypeUnavailable, Title: "The service cannot take this request now", Status: http.StatusServiceUnavailable,
 			Detail: "the idempotency store failed before anything ran; retry with the same key after Retry-After", RetryWithSameKey: true},
 			m.opts.UnavailableRetryAfter)
 	}

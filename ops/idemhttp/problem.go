@@ -2,9 +2,13 @@ package idemhttp
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
+	"net/url"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -12,11 +16,17 @@ import (
 // (RFC 9457).
 const ProblemContentType = "application/problem+json"
 
-// The problem types the middleware answers with. Each URI names a section
-// of the project's documentation; clients match on the URI, never on the
-// title or detail.
+// DefaultProblemBase is the base of the problem type URIs unless
+// Options.ProblemBase names another: sections of this project's
+// documentation.
+const DefaultProblemBase = "https://github.com/opsdesk/opsdesk/blob/main/docs/idempotency-key.md#"
+
+// The problem types the middleware answers with, under DefaultProblemBase.
+// Each URI names a section of the project's documentation; clients match
+// on the URI, never on the title or detail. With Options.ProblemBase set,
+// a type is that base followed by the same name (Problem.Name).
 const (
-	problemBase = "https://github.com/opsdesk/opsdesk/blob/main/docs/idempotency-key.md#"
+	problemBase = DefaultProblemBase
 
 	// TypeKeyMissing (400): a protected method without the header.
 	TypeKeyMissing = problemBase + "key-missing"
@@ -72,7 +82,8 @@ const (
 )
 
 // Problem is the body of every answer the middleware gives instead of the
-// handler's: an RFC 9457 problem document with one extension member.
+// handler's: an RFC 9457 problem document with one extension member, and
+// those Options.ProblemMembers adds.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
@@ -86,22 +97,96 @@ type Problem struct {
 	// Reference is the effect's reference (a payment id, a ticket
 	// number), when an answer-not-kept problem knows it.
 	Reference string `json:"reference,omitempty"`
+
+	// Name is the problem's name, the same under any base: key-missing,
+	// in-progress… (the part of a Type constant after DefaultProblemBase).
+	// It is not a member of the document.
+	Name string `json:"-"`
+	// RetryAfter is the answer's Retry-After when positive, sent in whole
+	// seconds rounded up. It is not a member of the document.
+	RetryAfter time.Duration `json:"-"`
+	// Extensions are the members Options.ProblemMembers returned, written
+	// after the others by MarshalJSON.
+	Extensions map[string]any `json:"-"`
 }
 
-// writeProblem answers with p. A positive retryAfter is sent as
-// Retry-After in whole seconds, rounded up.
-func writeProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
+// problemMembers are the members of every Problem, which Extensions cannot
+// replace.
+var problemMembers = map[string]bool{"type": true, "title": true, "status": true, "detail": true,
+	"retry_with_same_key": true, "reference": true}
+
+// MarshalJSON writes the problem's members, then its Extensions in the
+// order of their names. An extension named like a member of Problem, or
+// whose value does not marshal, is left out: the members clients rely on
+// are always the middleware's.
+func (p Problem) MarshalJSON() ([]byte, error) {
+	type plain Problem // without this method
+	body, err := json.Marshal(plain(p))
+	if err != nil || len(p.Extensions) == 0 {
+		return body, err
+	}
+	names := make([]string, 0, len(p.Extensions))
+	for name := range p.Extensions {
+		if !problemMembers[name] {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	body = body[:len(body)-1] // the closing brace
+	for _, name := range names {
+		v, err := json.Marshal(p.Extensions[name])
+		if err != nil {
+			continue
+		}
+		n, _ := json.Marshal(name) // a string always marshals
+		body = append(append(append(append(body, ','), n...), ':'), v...)
+	}
+	return append(body, '}'), nil
+}
+
+// checkProblemBase refuses an Options.ProblemBase that is not an absolute
+// URI of visible ASCII, which every type is built on.
+func checkProblemBase(base string) error {
+	for i := 0; i < len(base); i++ {
+		if c := base[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("byte 0x%02x at %d is not visible ASCII, as a URI's characters are", c, i)
+		}
+	}
+	u, err := url.Parse(base)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q is not a URI: %w", base, err)
+	case !u.IsAbs() || u.Opaque != "" || u.Host == "":
+		return fmt.Errorf("%q is not an absolute URI with a host, such as \"https://api.example.com/docs/idempotency#\"", base)
+	}
+	return nil
+}
+
+// writeProblem answers r with p, under the service's base and members,
+// by its Options.WriteProblem or as a problem document. A positive
+// retryAfter is sent as Retry-After in whole seconds, rounded up.
+func (m *Middleware) writeProblem(w http.ResponseWriter, r *http.Request, p Problem, retryAfter time.Duration) {
+	p.Name = strings.TrimPrefix(p.Type, problemBase)
+	p.Type = m.opts.ProblemBase + p.Name
+	p.RetryAfter = retryAfter
+	if m.opts.ProblemMembers != nil {
+		p.Extensions = m.opts.ProblemMembers(r, p)
+	}
 	h := w.Header()
-	h.Set("Content-Type", ProblemContentType)
-	h.Set("Content-Language", "en")
 	// An answer about one attempt, never about the resource.
 	h.Set("Cache-Control", "no-store")
 	if retryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
 	}
+	if m.opts.WriteProblem != nil {
+		m.opts.WriteProblem(w, r, p)
+		return
+	}
+	h.Set("Content-Type", ProblemContentType)
+	h.Set("Content-Language", "en")
 	body, err := json.Marshal(p)
 	if err != nil {
-		// A struct of strings, an int and a bool always marshals.
+		// Strings, an int, a bool and extensions that marshal.
 		panic(err)
 	}
 	body = append(body, '\n')
@@ -115,7 +200,7 @@ func writeProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
 // answerTooLarge answers a request whose handler ran but whose answer
 // cannot be kept (why): the client is told now what its retries will be
 // told, instead of an answer they could never get.
-func answerTooLarge(w http.ResponseWriter, why string, v Verdict) {
+func (m *Middleware) answerTooLarge(w http.ResponseWriter, r *http.Request, why string, v Verdict) {
 	var then string
 	retry := false
 	switch v {
@@ -129,6 +214,6 @@ func answerTooLarge(w http.ResponseWriter, why string, v Verdict) {
 	default:
 		then = "the outcome is unknown, and was recorded so: the tool's effect decides what a retry gets"
 	}
-	writeProblem(w, Problem{Type: TypeAnswerTooLarge, Title: "The handler's answer is too large to keep", Status: http.StatusInternalServerError,
+	m.writeProblem(w, r, Problem{Type: TypeAnswerTooLarge, Title: "The handler's answer is too large to keep", Status: http.StatusInternalServerError,
 		Detail: "the handler's answer was not sent: " + why + "; " + then, RetryWithSameKey: retry}, 0)
 }

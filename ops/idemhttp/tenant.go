@@ -43,7 +43,7 @@ func (e *TenantError) status() int {
 // refuseTenant answers a request whose Tenant function failed. Nothing
 // ran, so a retry with the same key is safe; it may succeed unchanged
 // only when the service's own failure (5xx) was the cause.
-func (m *Middleware) refuseTenant(w http.ResponseWriter, err error) {
+func (m *Middleware) refuseTenant(w http.ResponseWriter, r *http.Request, err error) {
 	p := Problem{Type: TypeTenantInvalid, Title: "The request's tenant is refused", Status: http.StatusBadRequest,
 		Detail: "the service could not tell which tenant the request is for"}
 	var te *TenantError
@@ -59,5 +59,5 @@ func (m *Middleware) refuseTenant(w http.ResponseWriter, err error) {
 		p.RetryWithSameKey = true
 		retryAfter = m.opts.UnavailableRetryAfter
 	}
-	writeProblem(w, p, retryAfter)
+	m.writeProblem(w, r, p, retryAfter)
 }
