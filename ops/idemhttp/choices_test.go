@@ -3,11 +3,14 @@ package idemhttp_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -284,5 +287,71 @@ func TestIgnoreFields(t *testing.T) {
 		err := newErr(t, idemhttp.Options{IgnoreFields: []string{strings.Repeat("x", 1<<20)}})
 		require.Less(t, len(err.Error()), 300, "the pointer is not echoed whole")
 		require.NoError(t, newErr(t, idemhttp.Options{IgnoreFields: []string{"/a~0b~1c/0/-/", "/"}}))
+	})
+}
+
+// TestNewKeyLimit: a tenant over its limit on new keys gets 429 with
+// Retry-After and nothing runs; replays and other tenants are not limited,
+// and the refused key runs once the limit allows.
+func TestNewKeyLimit(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Hour", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{opts: idemhttp.Options{NewKeys: idemhttp.KeyLimit{Keys: 2, Per: time.Hour}}})
+		for _, k := range []string{`"k1"`, `"k2"`} {
+			require.Equal(t, http.StatusCreated, b.do(t, call{key: key(k)}).status)
+		}
+		a := b.do(t, call{key: key(`"k3"`)})
+		p := problem(t, a, http.StatusTooManyRequests, idemhttp.TypeTooManyKeys, true)
+		require.Contains(t, p.Detail, "nothing ran")
+		wait, err := strconv.Atoi(a.header.Get("Retry-After"))
+		require.NoError(t, err)
+		require.InDelta(t, 1800, wait, 2, "a key's token comes back in an hour / 2")
+		// A replay is no new key; another tenant has its own limit.
+		require.Equal(t, "true", b.do(t, call{key: key(`"k1"`)}).header.Get(idemhttp.DefaultReplayHeader))
+		require.Equal(t, http.StatusCreated, b.do(t, call{key: key(`"k3"`), apiKey: "Bearer key-globex"}).status)
+		require.EqualValues(t, 3, b.calls.Load())
+	})
+
+	t.Run("RetryAfterRuns", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{opts: idemhttp.Options{NewKeys: idemhttp.KeyLimit{Keys: 1, Per: time.Second}}})
+		require.Equal(t, http.StatusCreated, b.do(t, call{key: key(`"a"`)}).status)
+		a := b.do(t, call{key: key(`"b"`)})
+		problem(t, a, http.StatusTooManyRequests, idemhttp.TypeTooManyKeys, true)
+		require.Equal(t, "1", a.header.Get("Retry-After"))
+		time.Sleep(time.Second)
+		again := b.do(t, call{key: key(`"b"`)})
+		require.Equal(t, http.StatusCreated, again.status, "%s", again.body)
+		require.Empty(t, again.header.Get(idemhttp.DefaultReplayHeader), "the refused key was released: this is its first run")
+		require.EqualValues(t, 2, b.calls.Load())
+	})
+
+	t.Run("Extremes", func(t *testing.T) {
+		t.Parallel()
+		// Far more than a key a nanosecond: no key is refused.
+		b := setup(t, setupOpts{opts: idemhttp.Options{NewKeys: idemhttp.KeyLimit{Keys: math.MaxInt, Per: time.Nanosecond}}})
+		for _, k := range []string{`"a"`, `"b"`, `"c"`} {
+			require.Equal(t, http.StatusCreated, b.do(t, call{key: key(k)}).status)
+		}
+		// One key a century: the wait fits Retry-After.
+		b = setup(t, setupOpts{opts: idemhttp.Options{NewKeys: idemhttp.KeyLimit{Keys: 1, Per: 100 * 365 * 24 * time.Hour}}})
+		require.Equal(t, http.StatusCreated, b.do(t, call{key: key(`"a"`)}).status)
+		a := b.do(t, call{key: key(`"b"`)})
+		problem(t, a, http.StatusTooManyRequests, idemhttp.TypeTooManyKeys, true)
+		wait, err := strconv.ParseInt(a.header.Get("Retry-After"), 10, 64)
+		require.NoError(t, err)
+		require.InDelta(t, 100*365*24*3600, wait, 5)
+	})
+
+	t.Run("Refused", func(t *testing.T) {
+		t.Parallel()
+		for _, l := range []idemhttp.KeyLimit{{Keys: -1, Per: time.Second}, {Keys: 1, Per: -time.Second}} {
+			require.ErrorContains(t, newErr(t, idemhttp.Options{NewKeys: l}), "is negative", "%+v", l)
+		}
+		for _, l := range []idemhttp.KeyLimit{{Keys: 1}, {Per: time.Second}} {
+			require.ErrorContains(t, newErr(t, idemhttp.Options{NewKeys: l}), "set both", "%+v", l)
+		}
 	})
 }

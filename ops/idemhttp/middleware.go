@@ -204,6 +204,16 @@ type Options struct {
 	// ".." segment (a pointer has no dot segments: it would name a member
 	// called "..").
 	IgnoreFields []string
+	// NewKeys, when set, limits how many new keys each tenant may start:
+	// the handler runs for at most NewKeys.Keys keys per NewKeys.Per, in
+	// a burst of up to Keys. A request over it is answered 429
+	// too-many-keys with Retry-After, its key released and nothing run:
+	// a retry with the same key after Retry-After may run. Retries of
+	// keys already answered are replayed, never limited. The limit is
+	// this Middleware's, in this process: N replicas let N times as many
+	// through. New refuses a negative Keys or Per, or one set without the
+	// other.
+	NewKeys KeyLimit
 }
 
 // Middleware makes the handlers it wraps answer by the IETF Idempotency-Key
@@ -221,6 +231,8 @@ type Middleware struct {
 	typical *typical
 	// ignore are Options.IgnoreFields, parsed into reference tokens.
 	ignore [][]string
+	// newKeys is Options.NewKeys' limiter, nil without a limit.
+	newKeys *keyLimiter
 }
 
 // New returns a Middleware recording requests in store. It refuses
@@ -266,6 +278,12 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 	if err := checkProblemBase(opts.ProblemBase); err != nil {
 		return nil, fmt.Errorf("idemhttp: Options.ProblemBase: %w", err)
 	}
+	switch l := opts.NewKeys; {
+	case l.Keys < 0 || l.Per < 0:
+		return nil, fmt.Errorf("idemhttp: Options.NewKeys %d per %v is negative", l.Keys, l.Per)
+	case (l.Keys == 0) != (l.Per == 0):
+		return nil, fmt.Errorf("idemhttp: Options.NewKeys %d per %v: set both, or neither for no limit", l.Keys, l.Per)
+	}
 	ignore, err := parsePointers(opts.IgnoreFields)
 	if err != nil {
 		return nil, fmt.Errorf("idemhttp: Options.IgnoreFields: %w", err)
@@ -303,7 +321,8 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 		opts.UnavailableRetryAfter = DefaultUnavailableRetryAfter
 	}
 	m := &Middleware{store: store, methods: map[string]bool{}, maxIntent: store.MaxIntentBytes(),
-		effect: policy.Effect, typical: &typical{configured: opts.TypicalDuration}, ignore: ignore}
+		effect: policy.Effect, typical: &typical{configured: opts.TypicalDuration}, ignore: ignore,
+		newKeys: newKeyLimiter(opts.NewKeys)}
 	for _, method := range opts.Methods {
 		if method == "" {
 			return nil, errors.New("idemhttp: Options.Methods holds an empty method")
@@ -408,8 +427,16 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		rec      *recorder
 		panicked any
 		verdict  Verdict
+		limited  time.Duration
 	)
 	out, err := ops.DoExternal(r.Context(), m.store, req, func(ctx context.Context, a ops.Attempt) (json.RawMessage, error) {
+		// Only here is the key known to be new (or its last attempt to
+		// have left it to run again): replays never count.
+		if m.newKeys != nil {
+			if limited = m.newKeys.take(tenant, time.Now()); limited > 0 {
+				return nil, ops.NotApplied(errors.New("the tenant's limit on new keys"))
+			}
+		}
 		rec = newRecorder(m.opts.MaxAnswer)
 		start := time.Now()
 		panicked = serveCaptured(next, rec, r.WithContext(context.WithValue(ctx, attemptKey{}, a)))
@@ -448,6 +475,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.answerPanic(w, r)
 		}
 		panic(panicked)
+	case limited > 0:
+		m.writeProblem(w, r, Problem{Type: TypeTooManyKeys, Title: "Too many new Idempotency-Keys", Status: http.StatusTooManyRequests,
+			Detail:           "this account has started as many new requests as this endpoint allows for now; the key was not used: retry with the same key after Retry-After; nothing ran",
+			RetryWithSameKey: true}, limited)
 	case rec != nil && rec.tooLarge != "":
 		// Never the handler's answer cut short, nor one its retries
 		// could not get.

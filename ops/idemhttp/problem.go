@@ -41,6 +41,9 @@ const (
 	TypeRequestInvalid = problemBase + "request-invalid"
 	// TypeBodyTooLarge (413): a body over Options.MaxBody.
 	TypeBodyTooLarge = problemBase + "body-too-large"
+	// TypeTooManyKeys (429): the tenant started more new keys than
+	// Options.NewKeys allows; the key was released and nothing ran.
+	TypeTooManyKeys = problemBase + "too-many-keys"
 	// TypeInProgress (409): a request with the key is being handled now.
 	TypeInProgress = problemBase + "in-progress"
 	// TypeKeyReused (422): the key was first used for a different request.
