@@ -1,7 +1,6 @@
 package ops_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -191,15 +190,4 @@ SELECT 'tool-' || i, 'local', 30000000, 1000000, 1000000, 'reexecute', 'fixture'
 		require.Equal(t, first, p.Previous["recorded_by"], "the disagreement stays on record")
 	})
 
-	t.Run("UnreachableStoreStillStarts", func(t *testing.T) {
-		t.Parallel()
-		cfg, err := pgxpool.ParseConfig("host=" + t.TempDir() + " user=nobody dbname=nothing connect_timeout=2")
-		require.NoError(t, err)
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		require.NoError(t, err)
-		defer pool.Close()
-		store, err := ops.New(pool, ops.Config{Tools: testTools})
-		require.NoError(t, err, "a service starts while its store is down, and answers ErrUnavailable")
-		require.ErrorIs(t, store.RecordPolicies(t.Context()), ops.ErrUnavailable)
-	})
 }
