@@ -405,6 +405,19 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 	return d, nil
 }
 
+// FormatDuration writes d exactly, as the catalog reads it and people
+// write it: 168h rather than 168h0m0s.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 func nonZero(d, def time.Duration) time.Duration {
 	if d == 0 {
 		return def
