@@ -62,7 +62,12 @@ type Context struct {
 
 // Tool is a tool's entry in the catalog.
 type Tool struct {
-	// Effect is local, external_idempotent or external_unknown.
+	// Effect is local, external_idempotent or external_unknown. Effect,
+	// Lease, Retention, AfterExpiry and RetryWindow are the service's:
+	// ops.New records them in the store, and the console runs by the
+	// recorded ones. The catalog may leave them out for such a tool (doctor
+	// names a value that disagrees); a tool no service records keeps the
+	// catalog's.
 	Effect    string        `mapstructure:"effect"`
 	Lease     time.Duration `mapstructure:"lease"`
 	Retention time.Duration `mapstructure:"retention"`
@@ -444,7 +449,7 @@ func (c Context) validate(path string) error {
 
 func (t Tool) validate() error {
 	switch ops.Effect(t.Effect) {
-	case ops.EffectLocal, ops.EffectIdempotentProvider, ops.EffectUnknownOutcome:
+	case "", ops.EffectLocal, ops.EffectIdempotentProvider, ops.EffectUnknownOutcome:
 	default:
 		return fmt.Errorf("effect %q is not one of %s, %s, %s", t.Effect,
 			ops.EffectLocal, ops.EffectIdempotentProvider, ops.EffectUnknownOutcome)

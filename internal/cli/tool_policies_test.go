@@ -51,7 +51,7 @@ func TestToolPolicies(t *testing.T) {
 		viewer := dbtest.NewPerson(t, d, "viewer", "*")
 		cfg := catalogConfig(t, viewer, ""+
 			"  charge-card:\n    effect: external_unknown\n    retention: 24h\n    runbook: Call the bank.\n"+
-			"  send-email:\n    effect: external_idempotent\n"+
+			"  send-email:\n    runbook: Ask the provider.\n"+
 			"  legacy-sync:\n    effect: local\n    retention: 12h\n    retry_window: 6h\n")
 
 		code, out, errOut := run("doctor", "--config", cfg)
