@@ -62,7 +62,12 @@ type Context struct {
 
 // Tool is a tool's entry in the catalog.
 type Tool struct {
-	// Effect is local, external_idempotent or external_unknown.
+	// Effect is local, external_idempotent or external_unknown. Effect,
+	// Lease, Retention, AfterExpiry and RetryWindow are the service's:
+	// ops.New records them in the store, and the console runs by the
+	// recorded ones. The catalog may leave them out for such a tool (doctor
+	// names a value that disagrees); a tool no service records keeps the
+	// catalog's.
 	Effect    string        `mapstructure:"effect"`
 	Lease     time.Duration `mapstructure:"lease"`
 	Retention time.Duration `mapstructure:"retention"`
@@ -405,6 +410,19 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 	return d, nil
 }
 
+// FormatDuration writes d exactly, as the catalog reads it and people
+// write it: 168h rather than 168h0m0s.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 func nonZero(d, def time.Duration) time.Duration {
 	if d == 0 {
 		return def
@@ -431,7 +449,7 @@ func (c Context) validate(path string) error {
 
 func (t Tool) validate() error {
 	switch ops.Effect(t.Effect) {
-	case ops.EffectLocal, ops.EffectIdempotentProvider, ops.EffectUnknownOutcome:
+	case "", ops.EffectLocal, ops.EffectIdempotentProvider, ops.EffectUnknownOutcome:
 	default:
 		return fmt.Errorf("effect %q is not one of %s, %s, %s", t.Effect,
 			ops.EffectLocal, ops.EffectIdempotentProvider, ops.EffectUnknownOutcome)

@@ -240,3 +240,16 @@ func TestEveryContextKeyFollowsPrecedence(t *testing.T) {
 	require.Equal(t, 3*time.Minute, cfg.Context.StuckAfter)
 	require.False(t, cfg.Context.UseLibpqEnv)
 }
+
+// A tool whose service records its policy (ops.New) needs only the
+// people's parts in the catalog.
+func TestToolWithPeoplesPartsOnly(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("contexts: {a: {dsn: x}}\ntools:\n  charge-card:\n    runbook: Call the bank.\n"+
+		"    lookup: {url: 'https://p/charges/{key}'}\n"), 0o600))
+	cfg, err := Load(Options{File: path})
+	require.NoError(t, err)
+	require.Equal(t, "Call the bank.", cfg.Tools["charge-card"].Runbook)
+	require.Empty(t, cfg.Tools["charge-card"].Effect)
+}

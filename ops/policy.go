@@ -63,6 +63,12 @@ type Policy struct {
 	// Retention is how long a completed record is kept after completion
 	// (default DefaultRetention, at most MaxRetention).
 	Retention time.Duration
+	// RetryWindow is the longest a caller may retry or recover an
+	// operation (default: the retention, at most MaxRetention). The
+	// console warns of a retention shorter than it, and a purge's
+	// tombstone lasts it. It is recorded in the store with the rest of
+	// the policy; the library itself does not use it.
+	RetryWindow time.Duration
 	// AfterExpiry is what a retry gets once the record was purged: new
 	// work (Reexecute, the default) or ErrExpired (RejectAfterExpiry),
 	// for as long as the purge's tombstone lasts.
@@ -104,6 +110,15 @@ func (p Policy) withDefaults(tool string) (Policy, error) {
 	}
 	if p.Retention > MaxRetention {
 		return p, fmt.Errorf("tool %q: retention %v is longer than the maximum of %v (100 years)", tool, p.Retention, MaxRetention)
+	}
+	if p.RetryWindow == 0 {
+		p.RetryWindow = p.Retention
+	}
+	if p.RetryWindow < 0 {
+		return p, fmt.Errorf("tool %q: retry window %v is negative", tool, p.RetryWindow)
+	}
+	if p.RetryWindow > MaxRetention {
+		return p, fmt.Errorf("tool %q: retry window %v is longer than the maximum of %v (100 years)", tool, p.RetryWindow, MaxRetention)
 	}
 	switch p.AfterExpiry {
 	case "":

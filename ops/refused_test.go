@@ -36,12 +36,13 @@ func TestRefusedByTheDatabase(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		nobody := dbtest.NewPerson(t, b.db, "")
-		store := newStore(t, nobody.Pool, ops.Config{Owner: "worker-x"})
-
-		_, err := ops.DoTx(b.ctx, store, ticketReq("acme", "k1", printer), createTicket("acme", "k1", printer.Title))
+		// New records the tools' policies, and so meets the refusal first.
+		_, err := ops.New(nobody.Pool, ops.Config{Owner: "worker-x", Tools: testTools})
 		require.ErrorContains(t, requireRefusedBy(t, err, "42501"), "granted opsdesk_service")
-		_, err = ops.DoExternal(b.ctx, store, emailReq("k1"), neverCalled[receipt](t))
-		requireRefusedBy(t, err, "42501")
+		require.ErrorContains(t, err, "record tool")
+		// Without tools there is nothing to record: the calls are refused.
+		store, err := ops.New(nobody.Pool, ops.Config{Owner: "worker-x", Tools: map[string]ops.Policy{}})
+		require.NoError(t, err)
 		_, err = store.Lookup(b.ctx, ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "k1"})
 		requireRefusedBy(t, err, "42501")
 		require.Zero(t, b.count(t, `SELECT count(*) FROM opsdesk.operations`))

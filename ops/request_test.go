@@ -81,8 +81,11 @@ func TestUnreachableDatabase(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	defer pool.Close()
+	// New records the tools' policies; an unreachable store does not stop
+	// the service from starting, and the policies may be recorded later.
 	store, err := ops.New(pool, ops.Config{Tools: testTools})
 	require.NoError(t, err)
+	require.ErrorIs(t, store.RecordPolicies(t.Context()), ops.ErrUnavailable)
 
 	_, err = ops.DoTx(t.Context(), store, ticketReq("acme", "k1", printer), createTicket("acme", "k1", "x"))
 	require.ErrorIs(t, err, ops.ErrUnavailable)

@@ -75,9 +75,17 @@ func nilInside(m Metrics) bool {
 
 // New returns a Store over pool, which must reach a database migrated by
 // opsdesk migrate (or ops/opsmigrate), as a role granted opsdesk_service.
-// New does no I/O and does not compare the schema's version with this
-// library's: opsmigrate.Check does, for a service that wants to refuse to
-// start on a mismatch.
+//
+// With tools configured, New records their policies in the store (see
+// RecordPolicies), waiting at most five seconds: the console and doctor
+// read them there. A refusal (a role not granted opsdesk_service, a schema
+// older than this library's, a value out of the store's bounds) is New's
+// error, wrapping ErrRefused. An unreachable store is not: the Store is
+// returned, its calls answer ErrUnavailable until the store is back, the
+// Logger gets a warning, and the service may call RecordPolicies again.
+// New does not compare the schema's version with this library's:
+// opsmigrate.Check does, for a service that wants to refuse to start on a
+// mismatch.
 func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("ops: nil pool")
@@ -118,7 +126,17 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		// would panic inside the hook, after its operation had run.
 		return nil, fmt.Errorf("ops: Config.Metrics is a nil %T: build it (opsprom.New), or leave Metrics unset for none", cfg.Metrics)
 	}
-	return &Store{pool: pool, tools: tools, owner: owner, logger: logger, metrics: cfg.Metrics, maxIntent: maxIntent, maxResult: maxResult}, nil
+	s := &Store{pool: pool, tools: tools, owner: owner, logger: logger, metrics: cfg.Metrics, maxIntent: maxIntent, maxResult: maxResult}
+	ctx, cancel := context.WithTimeout(context.Background(), recordPoliciesTimeout)
+	defer cancel()
+	if err := s.RecordPolicies(ctx); err != nil {
+		if errors.Is(err, ErrRefused) {
+			return nil, fmt.Errorf("ops: %w", err)
+		}
+		logger.Warn("tool policies not recorded: the console and doctor will not see them until RecordPolicies succeeds",
+			slog.String("error", err.Error()))
+	}
+	return s, nil
 }
 
 // Owner is the name this store's attempts are recorded under.

@@ -45,7 +45,7 @@ func runConsole(cmd *cobra.Command, g *globalFlags, goTo string) error {
 		}
 		defer writes.Close()
 	}
-	opts, err := consoleOptions(cfg, writes)
+	opts, err := consoleOptions(withRecordedPolicies(ctx, view, cfg), writes)
 	if err != nil {
 		return err
 	}

@@ -86,6 +86,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 		doctorTrail(ctx, view, pool, check, w)
 		doctorTimes(ctx, view, check, w)
 		doctorPurges(ctx, view, check, w)
+		doctorPolicies(ctx, view, cfg, check, w)
 	}
 	if failed {
 		return errDoctor

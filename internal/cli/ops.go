@@ -91,7 +91,7 @@ func withConfiguredView(cmd *cobra.Command, g *globalFlags, fn func(context.Cont
 	// A seal that fails leaves entries queued, which verify and the
 	// exporter report.
 	_, _ = view.Seal(ctx)
-	return fn(ctx, view, cfg)
+	return fn(ctx, view, withRecordedPolicies(ctx, view, cfg))
 }
 
 // listFilter combines --filter with the shorthand flags through the filter

@@ -76,7 +76,9 @@ func withWriterConns(cmd *cobra.Command, g *globalFlags, conns int, fn func(cont
 		return err
 	}
 	defer pool.Close()
-	return fn(ctx, &writer{cfg: cfg, pool: pool, view: newView(pool, cfg.Context), desk: newDesk(pool, cfg)})
+	view := newView(pool, cfg.Context)
+	cfg = withRecordedPolicies(ctx, view, cfg)
+	return fn(ctx, &writer{cfg: cfg, pool: pool, view: view, desk: newDesk(pool, cfg)})
 }
 
 func parseID(arg string) (int64, error) {

@@ -161,7 +161,8 @@ func newReviewCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
-// ReviewCatalog is what the catalog says of each tool's retention.
+// ReviewCatalog is each tool's retention in cfg's catalog, where
+// withRecordedPolicies put the policies the services recorded.
 func ReviewCatalog(cfg *config.Config) map[string]storeview.ToolPolicy {
 	out := make(map[string]storeview.ToolPolicy, len(cfg.Tools))
 	for name, t := range cfg.Tools {

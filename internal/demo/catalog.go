@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/ops"
 )
 
@@ -45,14 +46,14 @@ func Catalog(p CatalogParams) []byte {
 	for _, t := range tools {
 		fmt.Fprintf(&b, "  %s:\n", t.name)
 		fmt.Fprintf(&b, "    effect: %s\n", t.effect)
-		fmt.Fprintf(&b, "    lease: %s\n", duration(lease))
+		fmt.Fprintf(&b, "    lease: %s\n", config.FormatDuration(lease))
 		retention := t.retention
 		if retention <= 0 {
 			retention = ops.DefaultRetention
 		}
-		fmt.Fprintf(&b, "    retention: %s\n", duration(retention))
+		fmt.Fprintf(&b, "    retention: %s\n", config.FormatDuration(retention))
 		if t.retryWindow > 0 {
-			fmt.Fprintf(&b, "    retry_window: %s\n", duration(t.retryWindow))
+			fmt.Fprintf(&b, "    retry_window: %s\n", config.FormatDuration(t.retryWindow))
 		}
 		if t.afterExpiry != "" {
 			fmt.Fprintf(&b, "    after_expiry: %s\n", t.afterExpiry)
@@ -64,7 +65,7 @@ func Catalog(p CatalogParams) []byte {
 		if t.effect != ops.EffectLocal {
 			b.WriteString("    lookup:\n")
 			fmt.Fprintf(&b, "      url: %s\n", quote(p.ProviderURL+LookupPath))
-			fmt.Fprintf(&b, "      timeout: %s\n", duration(lookupTimeout))
+			fmt.Fprintf(&b, "      timeout: %s\n", config.FormatDuration(lookupTimeout))
 			b.WriteString("      result_ref: /ref\n") // lookupAnswer.Ref
 		}
 	}
@@ -78,18 +79,6 @@ func WriteCatalog(path string, p CatalogParams) error {
 		return fmt.Errorf("write the demo's tool catalog: %w", err)
 	}
 	return nil
-}
-
-// duration writes d as people do: 168h rather than 168h0m0s.
-func duration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // quote writes s as a YAML double-quoted scalar: Go's escapes (\", \\, \n,

@@ -98,7 +98,7 @@ func Policies(lease time.Duration) map[string]ops.Policy {
 	}
 	out := make(map[string]ops.Policy, len(tools))
 	for _, t := range tools {
-		out[t.name] = ops.Policy{Effect: t.effect, Lease: lease, Retention: t.retention, AfterExpiry: t.afterExpiry}
+		out[t.name] = ops.Policy{Effect: t.effect, Lease: lease, Retention: t.retention, RetryWindow: t.retryWindow, AfterExpiry: t.afterExpiry}
 	}
 	return out
 }

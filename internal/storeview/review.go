@@ -11,7 +11,8 @@ import (
 	"github.com/opsdesk/opsdesk/ops"
 )
 
-// ToolPolicy is what the catalog says of a tool's retention.
+// ToolPolicy is a tool's retention: as its service recorded it (ops.New),
+// else as the catalog gives it.
 type ToolPolicy struct {
 	// Retention is how long a completed record is kept (0: the library's
 	// default, ops.DefaultRetention).
@@ -56,7 +57,8 @@ type ToolReview struct {
 	Tool      string `json:"tool"`
 	InCatalog bool   `json:"in_catalog"`
 	InStore   bool   `json:"in_store"`
-	// The policy in force: the catalog's, with the defaults filled in.
+	// The policy in force: the recorded one, else the catalog's, with the
+	// defaults filled in. InCatalog: one of the two gives it.
 	Retention   time.Duration `json:"retention"`
 	RetryWindow time.Duration `json:"retry_window"`
 	AfterExpiry string        `json:"after_expiry"`
