@@ -187,19 +187,32 @@ type envelope struct {
 
 const envelopeAlg = "A256GCM"
 
+// envelopePrefix is how every envelope the library writes begins
+// (encoding/json writes the members in envelope's order, and the columns
+// keep the text as written). A value is an envelope only if it begins so:
+// one spelt otherwise is a plain value, stored and read back as it is.
+const envelopePrefix = `{"opsdesk":"` + envelopeTag + `","alg":"` + envelopeAlg + `","kid":`
+
 // EncryptedKeyID tells whether a stored value (an intent, result or
 // conflicting request, as a reveal shows it) is sealed, and under which key
-// id: the console says so instead of showing an opaque value.
+// id, so that the console can say so instead of showing an opaque value.
+// stored may be only the start of the value (a reveal cut after its first
+// bytes): the key id comes before the ciphertext.
 func EncryptedKeyID(stored []byte) (keyID string, ok bool) {
-	env, ok := readEnvelope(stored)
-	return env.KeyID, ok
+	if !bytes.HasPrefix(stored, []byte(envelopePrefix)) {
+		return "", false
+	}
+	dec := json.NewDecoder(bytes.NewReader(stored[len(envelopePrefix):]))
+	if dec.Decode(&keyID) != nil {
+		return "", false
+	}
+	return keyID, true
 }
 
-// readEnvelope decodes a sealed value. Only a value that contains the tag
-// is decoded: the library writes it without escapes.
+// readEnvelope decodes a sealed value.
 func readEnvelope(stored []byte) (envelope, bool) {
 	var env envelope
-	if !bytes.Contains(stored, []byte(`"`+envelopeTag+`"`)) {
+	if !bytes.HasPrefix(stored, []byte(envelopePrefix)) {
 		return env, false
 	}
 	if json.Unmarshal(stored, &env) != nil || env.Opsdesk != envelopeTag || env.Alg != envelopeAlg {
@@ -287,12 +300,8 @@ func open(kr Keyring, field string, id Identity, stored []byte) (plain []byte, k
 }
 
 // envelopeShaped tells whether a value stored as it is would read back as
-// sealed. Its bytes may spell the tag with escapes, which the library's
-// envelope never has; those are not envelopes and read back as they are.
-func envelopeShaped(js []byte) bool {
-	_, ok := readEnvelope(js)
-	return ok
-}
+// sealed: a result that begins as the library's envelopes do.
+func envelopeShaped(js []byte) bool { return bytes.HasPrefix(js, []byte(envelopePrefix)) }
 
 // fingerprintKey derives the HMAC key of fingerprints from a keyring key,
 // so that no key serves both AES-GCM and HMAC.
