@@ -86,7 +86,9 @@ func nilInside(m any) bool {
 
 // New returns a Store over pool, which must reach a database migrated by
 // opsdesk migrate (or ops/opsmigrate), as a role granted opsdesk_service.
-// New does no I/O and does not compare the schema's version with this
+// New does no I/O of its own (it asks Config.Keyring, if set, for its
+// current and fingerprint keys, and refuses a keyring that lacks them) and
+// does not compare the schema's version with this
 // library's: opsmigrate.Check does, for a service that wants to refuse to
 // start on a mismatch.
 func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
