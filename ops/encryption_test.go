@@ -334,3 +334,20 @@ func TestKeyFile(t *testing.T) {
 		require.ErrorContains(t, err, c.want, name)
 	}
 }
+
+// shortKeyring is a service's own Keyring whose current key is too short.
+type shortKeyring struct{}
+
+func (shortKeyring) CurrentKeyID() string        { return "short" }
+func (shortKeyring) Key(string) ([]byte, error)  { return []byte("16 bytes of key!"), nil }
+func (shortKeyring) FingerprintKeyIDs() []string { return []string{"short"} }
+
+func TestNewRefusesUnusableKeyring(t *testing.T) {
+	t.Parallel()
+	d := setup(t)
+	_, err := ops.New(d.db.Service, ops.Config{Tools: testTools, Keyring: shortKeyring{}})
+	require.ErrorContains(t, err, `Config.Keyring: key "short" is 16 bytes; keys are 32`)
+	var nilRing *ops.LocalKeyring
+	_, err = ops.New(d.db.Service, ops.Config{Tools: testTools, Keyring: nilRing})
+	require.ErrorContains(t, err, "a nil *ops.LocalKeyring")
+}
