@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -41,6 +42,13 @@ var benchPolicies = map[string]Policy{
 // on a fresh database with a business table, and a store over it.
 func benchSetup(b *testing.B) (*pgxpool.Pool, *Store) {
 	b.Helper()
+	return benchSetupWith(b, Config{})
+}
+
+// benchSetupWith is benchSetup with a store configured by cfg (its tools
+// and owner set here).
+func benchSetupWith(b *testing.B, cfg Config) (*pgxpool.Pool, *Store) {
+	b.Helper()
 	d := dbtest.New(b)
 	_, err := d.Admin.Exec(context.Background(), `
 CREATE SCHEMA biz;
@@ -58,17 +66,18 @@ GRANT SELECT, INSERT ON biz.tickets, biz.idempotency_keys TO opsdesk_service;`)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig(d.ServiceDSN)
+	pcfg, err := pgxpool.ParseConfig(d.ServiceDSN)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg.MaxConns, cfg.MinConns = benchClients, benchClients
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pcfg.MaxConns, pcfg.MinConns = benchClients, benchClients
+	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	store, err := New(pool, Config{Tools: benchPolicies, Owner: "bench"})
+	cfg.Tools, cfg.Owner = benchPolicies, "bench"
+	store, err := New(pool, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -113,6 +122,22 @@ func benchRequest(tool string, i int64) Request {
 // insert in the same transaction.
 func BenchmarkDoTxCreate(b *testing.B) {
 	_, store := benchSetup(b)
+	runClients(b, func(ctx context.Context, i int64) error {
+		_, err := DoTx(ctx, store, benchRequest("create-ticket", i), insertTicket)
+		return err
+	})
+}
+
+// BenchmarkDoTxCreateEncrypted is BenchmarkDoTxCreate with Config.Keyring
+// set: the intent and result sealed with AES-256-GCM, the fingerprint an
+// HMAC.
+func BenchmarkDoTxCreateEncrypted(b *testing.B) {
+	key, fp := bytes.Repeat([]byte{1}, KeyBytes), bytes.Repeat([]byte{2}, KeyBytes)
+	kr, err := NewLocalKeyring("k1", []string{"fp"}, map[string][]byte{"k1": key, "fp": fp})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, store := benchSetupWith(b, Config{Keyring: kr})
 	runClients(b, func(ctx context.Context, i int64) error {
 		_, err := DoTx(ctx, store, benchRequest("create-ticket", i), insertTicket)
 		return err

@@ -606,10 +606,15 @@ func (callerTx) Rollback(context.Context) error { return errTxLent }
 // replay answers with an earlier attempt's stored outcome.
 func replay[R any](c *call, prior *priorResult) (Outcome[R], error) {
 	out := Outcome[R]{Disposition: Replayed, OperationID: prior.rec.ID, Attempt: prior.rec.Attempt, ResultRef: prior.rec.ResultRef}
-	notStored, _ := storedMarker(prior.result)
+	result, err := c.openResult(&prior.rec, prior.result)
+	if err != nil {
+		out.Disposition = ""
+		return out, err
+	}
+	notStored, _ := storedMarker(result)
 	if prior.rec.Outcome == OutcomeRejected {
 		out.Disposition = ""
-		return out, &RejectedError{Identity: c.Identity, OperationID: prior.rec.ID, Payload: prior.result, Replayed: true, NotStored: notStored}
+		return out, &RejectedError{Identity: c.Identity, OperationID: prior.rec.ID, Payload: result, Replayed: true, NotStored: notStored}
 	}
 	if notStored != nil {
 		// Decoding the marker into R would pass a zero result off as the
@@ -617,7 +622,7 @@ func replay[R any](c *call, prior *priorResult) (Outcome[R], error) {
 		out.NotStored = notStored
 		return out, &ResultNotStoredError{Identity: c.Identity, OperationID: prior.rec.ID, ResultRef: prior.rec.ResultRef, ResultNotStored: *notStored}
 	}
-	if err := json.Unmarshal(prior.result, &out.Result); err != nil {
+	if err := json.Unmarshal(result, &out.Result); err != nil {
 		return Outcome[R]{}, fmt.Errorf("%s: stored result does not decode into %T: %w", c.Identity, out.Result, err)
 	}
 	return out, nil

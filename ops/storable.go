@@ -237,6 +237,9 @@ func encode(v any, maxBytes int) *encoded {
 	case markerShaped(js):
 		e.notStored = newNotStored(js, `has the shape opsdesk keeps for a result not stored (an "opsdesk" member of `+
 			strconv.Quote(markerTag)+")")
+	case envelopeShaped(js):
+		e.notStored = newNotStored(js, `has the shape opsdesk keeps for an encrypted value (an "opsdesk" member of `+
+			strconv.Quote(envelopeTag)+")")
 	case !utf8.Valid(js): // only a json.RawMessage can carry such bytes
 		e.notStored = newNotStored(js, "is not valid UTF-8")
 	}

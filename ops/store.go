@@ -42,6 +42,15 @@ type Config struct {
 	// (takeovers, lost leases…), never a key, intent or result; see
 	// package ops/opsprom for Prometheus. Nil: no metrics.
 	Metrics Metrics
+	// Keyring turns on envelope encryption at rest: every intent, result,
+	// rejection payload and conflicting request is stored sealed with
+	// AES-256-GCM under the keyring's current key, bound to its record's
+	// identity, and fingerprints become HMAC-SHA-256 under its fingerprint
+	// key instead of plain SHA-256. Replays are unchanged, byte for byte.
+	// Records written before it was set still replay; once set, keep it:
+	// a store without the keyring cannot open what was sealed (see README,
+	// security). Nil: values are stored as plain JSON.
+	Keyring Keyring
 }
 
 // Store runs operations against the operation store.
@@ -54,6 +63,8 @@ type Store struct {
 	metrics Metrics
 	// maxIntent and maxResult are Config's size limits, defaults applied.
 	maxIntent, maxResult int
+	// keyring is Config.Keyring, nil when unset.
+	keyring Keyring
 	// heartbeat overrides the lease renewal interval (a third of the
 	// tool's lease) in tests that play a paused process.
 	heartbeat time.Duration
@@ -61,7 +72,7 @@ type Store struct {
 
 // nilInside tells whether m is an interface holding a nil pointer (or
 // map, func…): set, but with nothing to call.
-func nilInside(m Metrics) bool {
+func nilInside(m any) bool {
 	if m == nil {
 		return false
 	}
@@ -76,16 +87,17 @@ func nilInside(m Metrics) bool {
 // New returns a Store over pool, which must reach a database migrated by
 // opsdesk migrate (or ops/opsmigrate), as a role granted opsdesk_service.
 //
-// With tools configured, New records their policies in the store (see
-// RecordPolicies), waiting at most five seconds: the console and doctor
-// read them there. A refusal (a role not granted opsdesk_service, a schema
-// older than this library's, a value out of the store's bounds) is New's
-// error, wrapping ErrRefused. An unreachable store is not: the Store is
-// returned, its calls answer ErrUnavailable until the store is back, the
-// Logger gets a warning, and the service may call RecordPolicies again.
-// New does not compare the schema's version with this library's:
-// opsmigrate.Check does, for a service that wants to refuse to start on a
-// mismatch.
+// New asks Config.Keyring, if set, for its current and fingerprint keys,
+// and refuses a keyring that lacks them. With tools configured, New
+// records their policies in the store (see RecordPolicies), waiting at
+// most five seconds: the console and doctor read them there. A refusal (a
+// role not granted opsdesk_service, a schema older than this library's, a
+// value out of the store's bounds) is New's error, wrapping ErrRefused. An
+// unreachable store is not: the Store is returned, its calls answer
+// ErrUnavailable until the store is back, the Logger gets a warning, and
+// the service may call RecordPolicies again. New does not compare the
+// schema's version with this library's: opsmigrate.Check does, for a
+// service that wants to refuse to start on a mismatch.
 func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("ops: nil pool")
@@ -126,7 +138,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		// would panic inside the hook, after its operation had run.
 		return nil, fmt.Errorf("ops: Config.Metrics is a nil %T: build it (opsprom.New), or leave Metrics unset for none", cfg.Metrics)
 	}
-	s := &Store{pool: pool, tools: tools, owner: owner, logger: logger, metrics: cfg.Metrics, maxIntent: maxIntent, maxResult: maxResult}
+	if err := checkKeyring(cfg.Keyring); err != nil {
+		return nil, fmt.Errorf("ops: Config.Keyring: %w", err)
+	}
+	s := &Store{pool: pool, tools: tools, owner: owner, logger: logger, metrics: cfg.Metrics, maxIntent: maxIntent,
+		maxResult: maxResult, keyring: cfg.Keyring}
 	ctx, cancel := context.WithTimeout(context.Background(), recordPoliciesTimeout)
 	defer cancel()
 	if err := s.RecordPolicies(ctx); err != nil {
@@ -156,13 +172,17 @@ type call struct {
 	policy      Policy
 	fingerprint Fingerprint
 	canonical   []byte // the canonical request, stored with the record
-	start       time.Time
-	obs         callObservation // with a metrics hook only
+	// keyring is the store's (nil: no encryption); sealedIntent is
+	// canonical sealed, once a write needed it.
+	keyring      Keyring
+	sealedIntent []byte
+	start        time.Time
+	obs          callObservation // with a metrics hook only
 }
 
 // newCall validates req for a call of the given kind (local or external).
 func (s *Store) newCall(req Request, external bool) (*call, error) {
-	c := &call{Request: req, start: time.Now()}
+	c := &call{Request: req, start: time.Now(), keyring: s.keyring}
 	if err := req.validate(); err != nil {
 		return c, err
 	}
@@ -188,6 +208,17 @@ func (s *Store) newCall(req Request, external bool) (*call, error) {
 		return c, err
 	}
 	c.canonical, c.fingerprint = canon, fp
+	if s.keyring != nil {
+		// Keyed, so that the stored fingerprint of a low-entropy intent
+		// cannot be matched against a dictionary of guesses.
+		ids := s.keyring.FingerprintKeyIDs()
+		if len(ids) == 0 {
+			return c, &UnavailableError{Err: errors.New("ops: the keyring names no fingerprint key")}
+		}
+		if c.fingerprint, err = keyedFingerprint(s.keyring, ids[0], canon); err != nil {
+			return c, &UnavailableError{Err: fmt.Errorf("%s: %w", c.Identity, err)}
+		}
+	}
 	return c, nil
 }
 
@@ -244,8 +275,12 @@ func (s *Store) reserve(ctx context.Context, q dbtx, c *call) (l lease, ok, answ
 	if c.policy.AfterExpiry == RejectAfterExpiry {
 		sql = reserveUnlessPurgedSQL
 	}
+	intent, err := c.storedIntent()
+	if err != nil {
+		return l, false, false, err
+	}
 	return queryLease(ctx, q, sql, c.Tenant, c.Tool, c.Key, c.Version, c.fingerprint[:],
-		string(c.policy.Effect), s.owner, c.policy.Lease.Microseconds(), c.canonical)
+		string(c.policy.Effect), s.owner, c.policy.Lease.Microseconds(), intent)
 }
 
 // queryLease runs a statement that returns at most one lease row. ok tells
@@ -320,7 +355,14 @@ func (s *Store) insertCompleted(ctx context.Context, tx pgx.Tx, c *call, outcome
 	if c.policy.AfterExpiry == RejectAfterExpiry {
 		sql = insertCompletedUnlessPurgedStmt
 	}
-	err = tx.QueryRow(ctx, sql, c.Tenant, c.Tool, c.Key, c.Version, c.fingerprint[:], s.owner, c.canonical,
+	intent, err := c.storedIntent()
+	if err != nil {
+		return 0, false, err
+	}
+	if result, err = c.storedResult(result); err != nil {
+		return 0, false, err
+	}
+	err = tx.QueryRow(ctx, sql, c.Tenant, c.Tool, c.Key, c.Version, c.fingerprint[:], s.owner, intent,
 		string(outcome), result, ref, c.policy.Retention.Microseconds()).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
@@ -339,6 +381,10 @@ WHERE tenant = $1 AND tool = $2 AND key = $3 AND owner = $4 AND attempt = $5 AND
 // attempt) so that a zombie can never overwrite a newer owner's or an
 // operator's decision.
 func (s *Store) complete(ctx context.Context, q dbtx, c *call, l lease, outcome RecordOutcome, result []byte, ref *string) error {
+	result, err := c.storedResult(result)
+	if err != nil {
+		return err
+	}
 	tag, err := q.Exec(ctx, completeSQL, c.Tenant, c.Tool, c.Key, s.owner, l.Attempt,
 		string(outcome), result, ref, c.policy.Retention.Microseconds())
 	if err != nil {
@@ -379,8 +425,14 @@ func (s *Store) recordConflict(ctx context.Context, q dbtx, c *call, rec *Record
 		return fmt.Errorf("record intent conflict on %s: %w", c.Identity, notWritten(err))
 	}
 	defer cancel()
+	attempted := c.canonical
+	if c.keyring != nil {
+		if attempted, err = seal(c.keyring, "conflict", c.Identity, c.canonical); err != nil {
+			return &UnavailableError{Err: fmt.Errorf("record intent conflict on %s: %w", c.Identity, err)}
+		}
+	}
 	rows, _ := q.Query(wctx, conflictSQL, c.Tenant, c.Tool, c.Key, rec.ID, c.Version,
-		c.fingerprint[:], rec.Fingerprint[:], s.owner, c.canonical)
+		c.fingerprint[:], rec.Fingerprint[:], s.owner, attempted)
 	answered := false
 	if rows.Next() {
 		answered = true
@@ -415,7 +467,7 @@ const (
 
 // decide applies the state machine to an existing record.
 func decide(c *call, rec *Record) decision {
-	if rec.Fingerprint != c.fingerprint {
+	if !c.sameIntent(rec.Fingerprint) {
 		return decideConflict
 	}
 	switch rec.State {

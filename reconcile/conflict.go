@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/opsdesk/opsdesk/ops"
 )
 
 // ConflictSide is one of a conflict's two requests, as revealed.
@@ -69,10 +72,20 @@ func RevealConflict(ctx context.Context, pool *pgxpool.Pool, conflictID int64, r
 
 // Compare sets Diffs to the fields that differ between the two sides
 // (DiffRequests), or DiffError to why they cannot be computed: a side not
-// recorded, or not JSON.
+// recorded, encrypted at rest by the service (ops.Config.Keyring), or not
+// JSON.
 func (r *ConflictReveal) Compare() {
 	r.Diffs, r.DiffError = nil, ""
+	origKey, origSealed := ops.EncryptedKeyID(r.Original.Request)
+	attKey, attSealed := ops.EncryptedKeyID(r.Attempted.Request)
 	switch {
+	case origSealed || attSealed:
+		kid := origKey
+		if !origSealed {
+			kid = attKey
+		}
+		r.DiffError = "no differences to compute: the requests are encrypted at rest (key id " + strconv.Quote(kid) +
+			"), and opsdesk holds no key to decrypt them"
 	case r.Original.Request == nil:
 		r.DiffError = "no differences to compute: the original request is " + r.Original.NotRecorded
 	case r.Attempted.Request == nil:

@@ -2,8 +2,10 @@ package ui
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
+	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -137,6 +139,13 @@ func sideCells(side reconcile.ConflictSide, diffs []reconcile.Diff, st Styles, m
 		return []sideCell{note(st.Bold.Render("not recorded") + ": " + Clean(strings.TrimPrefix(side.NotRecorded, "not recorded: ")))}
 	}
 	var out []sideCell
+	if kid, ok := ops.EncryptedKeyID(side.Request); ok {
+		// Sealed by the service: the database cannot check its
+		// fingerprint, and the console holds no key to show it.
+		return append(out, note(st.Bold.Render("encrypted under key id "+strconv.Quote(Clean(kid)))+
+			": the service sealed this request at rest (Config.Keyring), and the console holds no key to decrypt or compare it"),
+			note(Clean(Cut(string(side.Request), revealBytes, more))))
+	}
 	if !side.Fingerprinted {
 		out = append(out, note(st.Error.Render("⚠ this request does not hash to the fingerprint recorded for it: "+
 			"it is not the request that was compared (written by hand or by another program)")))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rivo/uniseg"
 
+	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -44,6 +45,14 @@ func (r *revealedValue) layOut(w int, st Styles, more string) {
 	if len(text) == 0 || string(text) == "null" {
 		r.lines = append(r.lines, " "+st.Muted.Render("null: nothing was stored with the outcome"))
 		return
+	}
+	if kid, ok := ops.EncryptedKeyID(text); ok {
+		// The console holds no keys: the service's keyring does.
+		for _, l := range wrap(fmt.Sprintf("encrypted under key id %s: the service sealed this value at rest (Config.Keyring), "+
+			"and the console holds no key to decrypt it. The envelope is shown as stored.", strconv.Quote(Clean(kid))), max(1, w-2)) {
+			r.lines = append(r.lines, " "+st.Muted.Render(l))
+		}
+		r.lines = append(r.lines, "")
 	}
 	for l := range strings.SplitSeq(indentJSON(text), "\n") {
 		indent := len(l) - len(strings.TrimLeft(l, " "))

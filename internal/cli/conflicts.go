@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/ui"
 )
@@ -253,6 +255,11 @@ func writeSide(b *bufio.Writer, title string, side reconcile.ConflictSide, diffs
 		return
 	}
 	b.WriteString(":\n")
+	if kid, ok := ops.EncryptedKeyID(side.Request); ok {
+		fmt.Fprintf(b, "  encrypted under key id %s: the service sealed this request at rest (Config.Keyring), "+
+			"and opsdesk holds no key to decrypt or compare it\n  %s\n", shown(strconv.Quote(kid), fieldBytes, ""), shown(string(side.Request), fieldBytes, more))
+		return
+	}
 	if !side.Fingerprinted {
 		b.WriteString("  warning: this request does not hash to the fingerprint recorded for it: " +
 			"it is not the request that was compared (written by hand or by another program)\n")
