@@ -84,6 +84,8 @@ func Handler(store *ops.Store, pool *pgxpool.Pool) (http.Handler, error) {
 	idem, err := idemhttp.New(store, idemhttp.Options{
 		Tool:   "post-ticket",
 		Tenant: accountOf,
+		// Problem documents name this service's own specification.
+		ProblemBase: "https://tickets.example/problems/",
 	})
 	if err != nil {
 		return nil, err
@@ -117,7 +119,7 @@ func Handler(store *ops.Store, pool *pgxpool.Pool) (http.Handler, error) {
 func accountOf(r *http.Request) (string, error) {
 	account, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer key-")
 	if !ok || account == "" {
-		return "", errors.New("unauthenticated")
+		return "", &idemhttp.TenantError{Status: http.StatusUnauthorized, Detail: "send Authorization: Bearer key-<account>"}
 	}
 	return account, nil
 }

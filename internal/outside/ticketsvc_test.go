@@ -1,6 +1,8 @@
 package ticketsvc_test
 
 import (
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -24,7 +26,15 @@ func TestMain(m *testing.M) { opstest.Main(m) }
 // login, and retries.
 func TestCreateTicketOnce(t *testing.T) {
 	t.Parallel()
-	db := opstest.New(t, &opstest.Options{Config: ops.Config{Tools: ticketsvc.Tools}})
+	// Intents and results encrypted at rest, under a key of the test's
+	// own; a service loads its keys with ops.LoadKeyFile.
+	key := make([]byte, ops.KeyBytes)
+	_, _ = rand.Read(key)
+	keyring, err := ops.NewLocalKeyring("test-1", []string{"test-1"}, map[string][]byte{"test-1": key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := opstest.New(t, &opstest.Options{Config: ops.Config{Tools: ticketsvc.Tools, Keyring: keyring}})
 	if _, err := ticketsvc.Migrate(t.Context(), db.Admin); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +50,7 @@ func TestCreateTicketOnce(t *testing.T) {
 			t.Fatalf("replay answered %+v, the first call %+v", out.Result, first)
 		}
 	}
-	_, err := ticketsvc.CreateTicket(t.Context(), db.Store, "acme", "run-42", "Printer still on fire")
+	_, err = ticketsvc.CreateTicket(t.Context(), db.Store, "acme", "run-42", "Printer still on fire")
 	if !errors.Is(err, ops.ErrIntentConflict) {
 		t.Fatalf("the key reused for another ticket: %v, want ErrIntentConflict", err)
 	}
@@ -138,6 +148,30 @@ func TestPostTicketByIdempotencyKey(t *testing.T) {
 	}
 	if missing, _ := post("", `{"title": "Printer on fire"}`); missing.StatusCode != http.StatusBadRequest {
 		t.Fatalf("no key: %d, want 400", missing.StatusCode)
+	}
+	// Problem documents name the service's own specification.
+	_, body := post(`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, `{"title": "Another printer"}`)
+	var problem struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal([]byte(body), &problem); err != nil || !strings.HasPrefix(problem.Type, "https://tickets.example/problems/") {
+		t.Fatalf("problem type %q (%v), want one under https://tickets.example/problems/", problem.Type, err)
+	}
+	// A caller without credentials is told so, with the status the
+	// service chose.
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/tickets", strings.NewReader(`{"title": "x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Idempotency-Key", `"a1"`)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "Bearer key-") {
+		t.Fatalf("unauthenticated: %d %s, want 401 saying what to send", resp.StatusCode, b)
 	}
 	requireTickets(t, db, 1)
 }
