@@ -58,6 +58,13 @@ type Context struct {
 	// DisplayName is the name the operator gives in audit records, kept
 	// apart from the database role the server authenticated.
 	DisplayName string `mapstructure:"display_name"`
+	// RevealKeys is an optional key file (ops.LoadKeyFile: mode 600, the
+	// service's keys or the ones it still reads) with which the console's
+	// and the CLI's reveals decrypt values sealed at rest. Without it, a
+	// sealed value is shown as stored, with the key id it is under.
+	RevealKeys string `mapstructure:"reveal_keys"`
+	// Keyring is RevealKeys loaded; nil when it is not set.
+	Keyring ops.Keyring `mapstructure:"-"`
 }
 
 // Tool is a tool's entry in the catalog.
@@ -289,6 +296,7 @@ var contextKeys = map[string]string{
 	"refresh":      "refresh",
 	"stuck_after":  "stuck-after",
 	"display_name": "display-name", // no flag: the file or OPSDESK_DISPLAY_NAME
+	"reveal_keys":  "reveal-keys",  // no flag: the file or OPSDESK_REVEAL_KEYS
 }
 
 // resolveContext layers flags over environment over the file's entry over
@@ -302,10 +310,12 @@ func resolveContext(name string, fromFile Context, flags *pflag.FlagSet, path st
 	v.SetDefault("dsn", "")
 	v.SetDefault("read_dsn", "")
 	v.SetDefault("display_name", "")
+	v.SetDefault("reveal_keys", "")
 	if err := v.MergeConfigMap(map[string]any{
 		"dsn": fromFile.DSN, "read_dsn": fromFile.ReadDSN, "libpq_env": fromFile.UseLibpqEnv,
 		"read_only": fromFile.ReadOnly, "refresh": nonZero(fromFile.Refresh, DefaultRefresh).String(),
 		"stuck_after": fromFile.StuckAfter.String(), "display_name": fromFile.DisplayName,
+		"reveal_keys": fromFile.RevealKeys,
 	}); err != nil {
 		return Context{}, &Error{File: path, Err: err}
 	}
@@ -331,7 +341,17 @@ func resolveContext(name string, fromFile Context, flags *pflag.FlagSet, path st
 		return Context{}, &Error{File: path, Key: "contexts." + name, Err: describeDecodeError(err)}
 	}
 	ctx.Name = name
-	return ctx, ctx.validate(path)
+	if err := ctx.validate(path); err != nil {
+		return Context{}, err
+	}
+	if ctx.RevealKeys != "" {
+		kr, err := ops.LoadKeyFile(ctx.RevealKeys) // its errors name the file
+		if err != nil {
+			return Context{}, &Error{File: path, Key: "contexts." + name + ".reveal_keys", Err: err}
+		}
+		ctx.Keyring = kr
+	}
+	return ctx, nil
 }
 
 // checkEnv checks the context settings given in the environment, so that a

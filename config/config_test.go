@@ -41,7 +41,7 @@ func isolate(t *testing.T, content string) string {
 	t.Helper()
 	dir := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", dir)
-	for _, k := range []string{"CONFIG", "CONTEXT", "DSN", "READ_DSN", "LIBPQ_ENV", "READ_ONLY", "REFRESH", "STUCK_AFTER"} {
+	for _, k := range []string{"CONFIG", "CONTEXT", "DSN", "READ_DSN", "LIBPQ_ENV", "READ_ONLY", "REFRESH", "STUCK_AFTER", "REVEAL_KEYS"} {
 		t.Setenv(EnvPrefix+"_"+k, "")
 		os.Unsetenv(EnvPrefix + "_" + k)
 	}

@@ -299,6 +299,18 @@ func open(kr Keyring, field string, id Identity, stored []byte) (plain []byte, k
 	return plain, env.KeyID, nil
 }
 
+// OpenStored opens a stored value as a reveal shows it (the console's and
+// the CLI's, whose operator's context holds a keyring): field is "intent"
+// or "result" (a rejection is stored as a result), id the record's
+// identity, which the value is bound to. A value that is not sealed comes
+// back as it is, with keyID "". A sealed one comes back decrypted, with
+// the key id it names; or with that key id and an error when kr is nil,
+// does not hold the key id, or the value does not authenticate (altered,
+// or moved from another record or field). stored must be the whole value.
+func OpenStored(kr Keyring, field string, id Identity, stored []byte) (plain []byte, keyID string, err error) {
+	return open(kr, field, id, stored)
+}
+
 // envelopeShaped tells whether a value stored as it is would read back as
 // sealed: a result that begins as the library's envelopes do.
 func envelopeShaped(js []byte) bool { return bytes.HasPrefix(js, []byte(envelopePrefix)) }

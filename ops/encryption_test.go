@@ -351,3 +351,51 @@ func TestNewRefusesUnusableKeyring(t *testing.T) {
 	_, err = ops.New(d.db.Service, ops.Config{Tools: testTools, Keyring: nilRing})
 	require.ErrorContains(t, err, "a nil *ops.LocalKeyring")
 }
+
+// OpenStored opens what a reveal returns: with the key, the plaintext;
+// without it, or bound to another record or field, or altered, an error
+// naming the key id and no plaintext; a plain value as it is.
+func TestOpenStored(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	k1 := newKey(t)
+	store := newStore(t, b.db.Service, ops.Config{Owner: "w", Keyring: keyring(t, "k1", []string{"fp"}, map[string][]byte{"k1": k1, "fp": newKey(t)})})
+	fn := func(context.Context, pgx.Tx) (json.RawMessage, error) {
+		return json.RawMessage(`{"note":"Secret Street"}`), nil
+	}
+	_, err := ops.DoTx(b.ctx, store, ticketReq("acme", "k-open", ticketIntent{Title: "Secret title", Priority: 1}), fn)
+	require.NoError(t, err)
+	intent, result, _ := b.storedValues(t, "acme", "k-open")
+	id := ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "k-open"}
+	reader := keyring(t, "k1", []string{"k1"}, map[string][]byte{"k1": k1})
+
+	plain, kid, err := ops.OpenStored(reader, "result", id, result)
+	require.NoError(t, err)
+	require.Equal(t, "k1", kid)
+	require.JSONEq(t, `{"note":"Secret Street"}`, string(plain))
+	plain, _, err = ops.OpenStored(reader, "intent", id, intent)
+	require.NoError(t, err)
+	require.Contains(t, string(plain), "Secret title")
+
+	other := keyring(t, "k1", []string{"k1"}, map[string][]byte{"k1": newKey(t)})
+	for name, try := range map[string]func() ([]byte, string, error){
+		"no keyring":  func() ([]byte, string, error) { return ops.OpenStored(nil, "result", id, result) },
+		"wrong key":   func() ([]byte, string, error) { return ops.OpenStored(other, "result", id, result) },
+		"other field": func() ([]byte, string, error) { return ops.OpenStored(reader, "intent", id, result) },
+		"other record": func() ([]byte, string, error) {
+			return ops.OpenStored(reader, "result", ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "x"}, result)
+		},
+	} {
+		plain, kid, err := try()
+		require.Error(t, err, name)
+		require.Equal(t, "k1", kid, name)
+		require.Nil(t, plain, name)
+	}
+	_, _, err = ops.OpenStored(other, "result", id, result)
+	require.ErrorContains(t, err, "does not authenticate")
+
+	plain, kid, err = ops.OpenStored(nil, "result", id, []byte(`{"plain":true}`))
+	require.NoError(t, err)
+	require.Empty(t, kid)
+	require.Equal(t, `{"plain":true}`, string(plain))
+}

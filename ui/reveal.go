@@ -24,11 +24,59 @@ type revealedValue struct {
 	v     reconcile.Revealed
 	ok    bool // a value arrived
 	width int  // the width the lines were laid out for
+	// sealed is what became of a value sealed at rest (kid is its key
+	// id), and plain its plaintext when it was opened.
+	sealed sealedAs
+	kid    string
+	plain  []byte
 	scrollText
 }
 
-// set keeps a value that arrived; lay it out before showing it.
-func (r *revealedValue) set(v reconcile.Revealed) { *r = revealedValue{v: v, ok: true} }
+// sealedAs is what the console could do with a value sealed at rest.
+type sealedAs int
+
+const (
+	notSealed          sealedAs = iota
+	sealedNoKeys                // the context has no reveal_keys
+	sealedNoKey                 // its reveal_keys hold no key of that id
+	sealedTooLong               // cut by revealBytes: not the whole envelope
+	sealedNotAuthentic          // the key is held, and opening it failed
+	sealedOpened                // decrypted here, with the context's key
+)
+
+// set keeps a value that arrived, decrypting it when it is sealed under a
+// key id keys hold (keys may be nil: the console then holds no key); lay
+// it out before showing it. id is the record's identity, which the value
+// is bound to.
+func (r *revealedValue) set(v reconcile.Revealed, keys ops.Keyring, field reconcile.Field, id ops.Identity) {
+	*r = revealedValue{v: v, ok: true}
+	kid, ok := ops.EncryptedKeyID(v.Text)
+	if !ok {
+		return
+	}
+	r.kid = kid
+	switch {
+	case keys == nil:
+		r.sealed = sealedNoKeys
+	case keyMissing(keys, kid):
+		r.sealed = sealedNoKey
+	case v.Truncated():
+		r.sealed = sealedTooLong
+	default:
+		plain, _, err := ops.OpenStored(keys, string(field), id, v.Text)
+		if err != nil {
+			r.sealed = sealedNotAuthentic
+			return
+		}
+		r.sealed, r.plain = sealedOpened, plain
+	}
+}
+
+// keyMissing tells whether keys hold no key named kid.
+func keyMissing(keys ops.Keyring, kid string) bool {
+	_, err := keys.Key(kid)
+	return err != nil
+}
 
 // forget drops the value: it is hidden again when the operator leaves.
 func (r *revealedValue) forget() { *r = revealedValue{} }
@@ -46,13 +94,14 @@ func (r *revealedValue) layOut(w int, st Styles, more string) {
 		r.lines = append(r.lines, " "+st.Muted.Render("null: nothing was stored with the outcome"))
 		return
 	}
-	if kid, ok := ops.EncryptedKeyID(text); ok {
-		// The console holds no keys: the service's keyring does.
-		for _, l := range wrap(fmt.Sprintf("encrypted under key id %s: the service sealed this value at rest (Config.Keyring), "+
-			"and the console holds no key to decrypt it. The envelope is shown as stored.", strconv.Quote(Clean(kid))), max(1, w-2)) {
+	if note := r.sealedNote(); note != "" {
+		for _, l := range wrap(note, max(1, w-2)) {
 			r.lines = append(r.lines, " "+st.Muted.Render(l))
 		}
 		r.lines = append(r.lines, "")
+	}
+	if r.sealed == sealedOpened {
+		text = r.plain
 	}
 	for l := range strings.SplitSeq(indentJSON(text), "\n") {
 		indent := len(l) - len(strings.TrimLeft(l, " "))
@@ -68,6 +117,31 @@ func (r *revealedValue) layOut(w int, st Styles, more string) {
 			r.lines = append(r.lines, " "+st.Muted.Render(l))
 		}
 	}
+}
+
+// sealedNote says what became of a value sealed at rest; "" for a plain
+// one.
+func (r *revealedValue) sealedNote() string {
+	kid := strconv.Quote(Clean(r.kid))
+	const asStored = " The envelope is shown as stored."
+	switch r.sealed {
+	case sealedNoKeys:
+		// The service's keyring has the keys; this context has none.
+		return "encrypted under key id " + kid + ": the service sealed this value at rest (Config.Keyring), " +
+			"and the console holds no key to decrypt it." + asStored
+	case sealedNoKey:
+		return "encrypted under key id " + kid + ": the service sealed this value at rest (Config.Keyring), " +
+			"and this context's reveal_keys hold no key " + kid + "." + asStored
+	case sealedTooLong:
+		return "encrypted under key id " + kid + ": the value is longer than the console fetches, so it is not decrypted here; " +
+			"opsdesk ops reveal decrypts it whole." + asStored
+	case sealedNotAuthentic:
+		return "encrypted under key id " + kid + ", and it does not authenticate with this context's key " + kid +
+			": it was altered or moved from another record, or the key is not the one it was sealed under. Nothing was decrypted." + asStored
+	case sealedOpened:
+		return "decrypted locally under key id " + kid + " with this context's reveal_keys: the store keeps it encrypted."
+	}
+	return ""
 }
 
 // indentJSON lays JSON text out one member or element per line, indented

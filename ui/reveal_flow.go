@@ -8,6 +8,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -15,7 +16,7 @@ import (
 const screenReveal screenID = "reveal"
 
 // revealKind is the reveal; a record's detail opens it.
-var revealKind = screenKind{id: screenReveal, build: func(d deps, o Options) screen { return newReveal(d, o.Decider) }}
+var revealKind = screenKind{id: screenReveal, build: func(d deps, o Options) screen { return newReveal(d, o.Decider, o.RevealKeys) }}
 
 // revealFlow shows a record's stored result or intent (the canonical
 // request) once its audit record committed: a reason, then the value,
@@ -24,10 +25,11 @@ type revealFlow struct {
 	flow
 	stored   reconcile.Field
 	revealed revealedValue
+	keys     ops.Keyring // the context's reveal_keys; nil when none
 }
 
-func newReveal(d deps, dec Decider) *revealFlow {
-	s := &revealFlow{flow: newFlow(d, screenReveal, dec), stored: reconcile.FieldResult}
+func newReveal(d deps, dec Decider, keys ops.Keyring) *revealFlow {
+	s := &revealFlow{flow: newFlow(d, screenReveal, dec), stored: reconcile.FieldResult, keys: keys}
 	s.first = stepReason
 	s.what = func() string { return "Reveal the " + string(s.stored) + " of operation " }
 	s.crumbs = []crumb{{"reason", []step{stepReason, stepApplying}}, {"result", []step{stepResult}}}
@@ -58,7 +60,7 @@ func newReveal(d deps, dec Decider) *revealFlow {
 	}
 	s.onApplied = func(v any) {
 		if r, ok := v.(reconcile.Revealed); ok { // as its write answered
-			s.revealed.set(r)
+			s.revealed.set(r, s.keys, s.stored, ops.Identity{Tenant: s.rec.Tenant, Tool: s.rec.Tool, Key: s.rec.Key})
 		}
 		s.layOutRevealed()
 	}

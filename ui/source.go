@@ -8,6 +8,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ops"
 )
 
 // Source is the read API the console needs. *storeview.Store satisfies it;
@@ -76,6 +77,10 @@ type Options struct {
 	// alert points (opsdesk --goto). Check it with CheckCommand first; an
 	// invalid one is only a note on the overview.
 	Goto string
+	// RevealKeys, when set (the context's reveal_keys), decrypts the
+	// revealed values sealed under one of its key ids, here in the
+	// console; the others are shown as stored, with their key id.
+	RevealKeys ops.Keyring
 }
 
 // writable tells whether the console may offer writes at all (the role's

@@ -89,6 +89,9 @@ func consoleOptions(cfg *config.Config, writes *pgxpool.Pool) (ui.Options, error
 		Timeout:  statementTimeout,
 		Catalog:  ReviewCatalog(cfg),
 	}
+	if cfg.Context.Keyring != nil {
+		opts.RevealKeys = cfg.Context.Keyring
+	}
 	if writes != nil {
 		desk := newDesk(writes, cfg)
 		// A connection to each provider per lookup in flight, for R.

@@ -427,9 +427,21 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 				// The value streams from the database: one of 32 MiB is
 				// never held whole, nor copied.
 				out := cmd.OutOrStdout()
-				res, err := w.desk.RevealTo(ctx, id, f, reason, escapingWriter{out})
+				// A value sealed at rest is kept whole instead, to be
+				// decrypted where the context holds its key.
+				sniff := &sealSniffer{dst: escapingWriter{out}}
+				res, err := w.desk.RevealTo(ctx, id, f, reason, sniff)
 				if err != nil {
+					if ferr := sniff.flush(); ferr != nil {
+						return ferr
+					}
 					return writeDecision(out, "table", fmt.Sprintf("reveal of %d", id), res, err)
+				}
+				if err := sniff.flush(); err != nil {
+					return err
+				}
+				if sniff.sealed {
+					return revealSealed(ctx, cmd, w, id, f, sniff.buf)
 				}
 				_, err = io.WriteString(out, "\n")
 				return err
@@ -439,4 +451,100 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&reason, "reason", "", "why you need to see it: kept in the audit trail (required)")
 	cmd.Flags().StringVar(&field, "field", string(reconcile.FieldResult), "result, or intent: the canonical request")
 	return cmd
+}
+
+// sealSniffer passes a revealed value through to dst unless it begins as
+// a value sealed at rest (ops.EncryptedKeyID), which it keeps whole in
+// buf instead (a sealed value is at most the library's MaxResultBytes,
+// and a third more). It writes only whole writes it was given, so each
+// still ends on a character boundary.
+type sealSniffer struct {
+	dst     io.Writer
+	buf     []byte
+	decided bool
+	sealed  bool
+}
+
+// sniffBytes is how much of a value the sniffer reads before it decides:
+// more than an envelope's start up to the end of its key id.
+const sniffBytes = 512
+
+func (s *sealSniffer) Write(p []byte) (int, error) {
+	if s.decided && !s.sealed {
+		return s.dst.Write(p)
+	}
+	s.buf = append(s.buf, p...)
+	if !s.decided && len(s.buf) >= sniffBytes {
+		if err := s.decide(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+func (s *sealSniffer) decide() error {
+	s.decided = true
+	if _, s.sealed = ops.EncryptedKeyID(s.buf); s.sealed {
+		return nil
+	}
+	_, err := s.dst.Write(s.buf)
+	s.buf = nil
+	return err
+}
+
+// flush decides on what it has, once the value ended.
+func (s *sealSniffer) flush() error {
+	if s.decided || len(s.buf) == 0 {
+		return nil
+	}
+	return s.decide()
+}
+
+// revealSealed prints a revealed value sealed at rest: decrypted, where
+// the context's reveal_keys hold its key id; otherwise the envelope as
+// stored, saying which key id it is encrypted under (on stderr, so that
+// stdout is only the value). The reveal was audited before it was fetched.
+func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, f reconcile.Field, stored []byte) error {
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	kid, _ := ops.EncryptedKeyID(stored)
+	asStored := func() error {
+		if _, err := (escapingWriter{out}).Write(stored); err != nil {
+			return err
+		}
+		_, err := io.WriteString(out, "\n")
+		return err
+	}
+	kr := w.cfg.Context.Keyring
+	var missing error
+	if kr == nil {
+		missing = errors.New("this context has no reveal_keys")
+	} else if _, err := kr.Key(kid); err != nil {
+		missing = fmt.Errorf("this context's reveal_keys (%s) hold no key %s", w.cfg.Context.RevealKeys, strconv.Quote(kid))
+	}
+	if missing != nil {
+		fmt.Fprintf(errOut, "encrypted under key id %s: the service sealed this %s at rest (Config.Keyring), and %v; "+
+			"the envelope is shown as stored.\n", strconv.Quote(ui.Clean(kid)), f, missing)
+		return asStored()
+	}
+	d, err := w.view.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	plain, _, err := ops.OpenStored(kr, string(f), ops.Identity{Tenant: d.Tenant, Tool: d.Tool, Key: d.Key}, stored)
+	if err != nil {
+		if err := asStored(); err != nil {
+			return err
+		}
+		return fmt.Errorf("the stored %s is encrypted under key id %s and was not decrypted with this context's reveal_keys: %w; "+
+			"the envelope is shown as stored", f, strconv.Quote(ui.Clean(kid)), err)
+	}
+	if _, err := (escapingWriter{out}).Write(plain); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(out, "\n"); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(errOut, "decrypted locally under key id %s with this context's reveal_keys: the store keeps it encrypted.\n",
+		strconv.Quote(ui.Clean(kid)))
+	return err
 }

@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/ops"
+)
+
+// keyFile writes a key file holding key under id, with mode perm.
+func keyFile(t *testing.T, id string, key []byte, perm os.FileMode) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "keys.json")
+	js, err := json.Marshal(map[string]any{"current": id, "fingerprint": []string{id},
+		"keys": map[string]string{id: base64.StdEncoding.EncodeToString(key)}})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, js, 0o600))
+	require.NoError(t, os.Chmod(path, perm))
+	return path
+}
+
+// TestRevealDecryptsWithTheContextsKeys: opsdesk ops reveal prints a
+// value sealed at rest decrypted where the context's reveal_keys hold its
+// key id, and says so; without them, or with another key id or another key
+// under it, the envelope as stored and the key id it is encrypted under;
+// an altered envelope is an error saying it does not authenticate. Every
+// reveal is audited; a key file others can read is refused, by name.
+func TestRevealDecryptsWithTheContextsKeys(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	sealKey := bytes.Repeat([]byte{7}, ops.KeyBytes)
+	kr, err := ops.NewLocalKeyring("2026-12", []string{"fp-1"},
+		map[string][]byte{"2026-12": sealKey, "fp-1": bytes.Repeat([]byte{8}, ops.KeyBytes)})
+	require.NoError(t, err)
+	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: ops.EffectIdempotentProvider}},
+		Owner: "worker-1", Keyring: kr})
+	require.NoError(t, err)
+	for _, key := range []string{"sealed-1", "tampered-1"} {
+		_, err = ops.DoExternal(t.Context(), store, ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: "create-note", Key: key},
+			Version: "1", Intent: json.RawMessage(`{"to":"secret@example.com"}`)},
+			func(context.Context, ops.Attempt) (string, error) { return "noted", nil })
+		require.NoError(t, err)
+	}
+	var stored []byte
+	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT result::text FROM opsdesk.operations WHERE key = 'tampered-1'`).Scan(&stored))
+	var env struct{ CT string }
+	require.NoError(t, json.Unmarshal(stored, &env))
+	ct, err := base64.StdEncoding.DecodeString(env.CT)
+	require.NoError(t, err)
+	ct[len(ct)/2] ^= 1
+	tampered := strings.Replace(string(stored), env.CT, base64.StdEncoding.EncodeToString(ct), 1)
+	tx, err := d.Admin.Begin(t.Context())
+	require.NoError(t, err)
+	defer tx.Rollback(t.Context()) //nolint:errcheck // a no-op after Commit
+	for _, q := range []string{`ALTER TABLE opsdesk.operations DISABLE TRIGGER USER`,
+		`UPDATE opsdesk.operations SET result = '` + tampered + `'::json WHERE key = 'tampered-1'`,
+		`ALTER TABLE opsdesk.operations ENABLE TRIGGER USER`} {
+		_, err = tx.Exec(t.Context(), q)
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(t.Context()))
+
+	operator := dbtest.NewPerson(t, d, "operator", "*")
+	sealed, tamperedID := idOf(t, d, "sealed-1"), idOf(t, d, "tampered-1")
+	audits := func() int {
+		var n int
+		require.NoError(t, d.Admin.QueryRow(t.Context(),
+			`SELECT count(*) FROM opsdesk.audit WHERE action LIKE 'reveal:%' AND outcome = 'succeeded'`).Scan(&n))
+		return n
+	}
+	before := audits()
+
+	withKey := personConfig(t, operator, "    reveal_keys: "+keyFile(t, "2026-12", sealKey, 0o600)+"\n")
+	code, out, errOut := run("ops", "reveal", sealed, "--reason", "customer asks", "--config", withKey)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, "\"noted\"\n", out)
+	require.Contains(t, errOut, `decrypted locally under key id "2026-12"`)
+	code, out, errOut = run("ops", "reveal", sealed, "--field", "intent", "--reason", "which address", "--config", withKey)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "secret@example.com")
+	require.Contains(t, errOut, `decrypted locally under key id "2026-12"`)
+
+	for name, cfg := range map[string]string{
+		"no reveal_keys":             personConfig(t, operator, ""),
+		"another key id":             personConfig(t, operator, "    reveal_keys: "+keyFile(t, "2027-01", sealKey, 0o600)+"\n"),
+		"another key under the same": personConfig(t, operator, "    reveal_keys: "+keyFile(t, "2026-12", bytes.Repeat([]byte{9}, ops.KeyBytes), 0o600)+"\n"),
+	} {
+		code, out, errOut := run("ops", "reveal", sealed, "--reason", "customer asks", "--config", cfg)
+		require.Contains(t, out+errOut, `encrypted under key id "2026-12"`, name)
+		require.Contains(t, out, `{"opsdesk":"encrypted"`, "%s: the envelope as stored", name)
+		require.NotContains(t, out+errOut, "noted", "%s: plaintext shown", name)
+		require.NotContains(t, errOut, "decrypted locally", name)
+		if name != "another key under the same" {
+			require.Equal(t, ExitOK, code, "%s: %s", name, errOut)
+		}
+	}
+
+	code, out, errOut = run("ops", "reveal", tamperedID, "--reason", "customer asks", "--config", withKey)
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, errOut, `encrypted under key id "2026-12"`)
+	require.Contains(t, errOut, "does not authenticate")
+	require.NotContains(t, out+errOut, "noted")
+	require.Equal(t, before+6, audits(), "each reveal is audited")
+
+	open := keyFile(t, "2026-12", sealKey, 0o644)
+	code, _, errOut = run("ops", "reveal", sealed, "--reason", "x", "--config", personConfig(t, operator, "    reveal_keys: "+open+"\n"))
+	require.NotEqual(t, ExitOK, code)
+	require.Contains(t, errOut, open)
+	require.Contains(t, errOut, "reveal_keys")
+	require.Equal(t, before+6, audits(), "nothing revealed with a refused key file")
+}
