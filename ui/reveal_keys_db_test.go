@@ -2,9 +2,6 @@ package ui
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,25 +33,7 @@ func TestRevealDecryptsWithTheContextsKeysRealDatabase(t *testing.T) {
 		_, err = ops.DoExternal(t.Context(), store, noteRequest(key, `{"to":"secret@example.com"}`), writeNote)
 		require.NoError(t, err)
 	}
-	// Alter tampered-1's result: a bit of its ciphertext flipped.
-	var stored []byte
-	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT result::text FROM opsdesk.operations WHERE key = 'tampered-1'`).Scan(&stored))
-	var env struct{ CT string }
-	require.NoError(t, json.Unmarshal(stored, &env))
-	ct, err := base64.StdEncoding.DecodeString(env.CT)
-	require.NoError(t, err)
-	ct[len(ct)/2] ^= 1
-	tampered := strings.Replace(string(stored), env.CT, base64.StdEncoding.EncodeToString(ct), 1)
-	tx, err := d.Admin.Begin(t.Context())
-	require.NoError(t, err)
-	defer tx.Rollback(t.Context()) //nolint:errcheck // a no-op after Commit
-	for _, q := range []string{`ALTER TABLE opsdesk.operations DISABLE TRIGGER USER`,
-		`UPDATE opsdesk.operations SET result = '` + tampered + `'::json WHERE key = 'tampered-1'`,
-		`ALTER TABLE opsdesk.operations ENABLE TRIGGER USER`} {
-		_, err = tx.Exec(t.Context(), q)
-		require.NoError(t, err)
-	}
-	require.NoError(t, tx.Commit(t.Context()))
+	dbtest.TamperSealedResult(t, d, "tampered-1") // a bit of its ciphertext flipped
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	console := func(keys ops.Keyring) *harness {
