@@ -311,8 +311,10 @@ SELECT s, substring(v.b FROM s FOR $3) FROM v CROSS JOIN LATERAL generate_series
 	}
 	defer rows.Close()
 	var (
-		at    int64 = 1
-		slice []byte
+		at int64 = 1
+		// The slice as the driver read it, valid until the next row: a
+		// value is never copied whole, slice by slice.
+		slice pgtype.DriverBytes
 		carry []byte // the start of a character the slice cut
 	)
 	for rows.Next() {
@@ -324,7 +326,7 @@ SELECT s, substring(v.b FROM s FOR $3) FROM v CROSS JOIN LATERAL generate_series
 			return res, fetchError(field, res, fmt.Errorf("slice at byte %d came where byte %d was due", start, at))
 		}
 		at += int64(len(slice))
-		buf := slice
+		buf := []byte(slice)
 		if len(carry) > 0 {
 			buf = append(carry, slice...)
 		}
