@@ -24,6 +24,39 @@ type ConflictSide struct {
 	// fingerprint recorded for this side: it is the request that was
 	// compared, not another one written beside the fingerprint.
 	Fingerprinted bool `json:"fingerprinted"`
+	// KeyID is the key id a request sealed at rest by the service
+	// (ops.Config.Keyring) names; "" for one stored plain.
+	KeyID string `json:"key_id,omitempty"`
+	// Decrypted tells whether Request is a sealed request's plaintext,
+	// opened here with the context's keys (OpenSealed): its seal
+	// authenticates it as written for this record by a holder of the key.
+	// Sealed says why a sealed request was not opened.
+	Decrypted bool   `json:"decrypted,omitempty"`
+	Sealed    string `json:"sealed,omitempty"`
+}
+
+// open decrypts the side where kr holds its key; field is what the
+// library sealed it as ("intent", or "conflict" for a refused attempt).
+func (s *ConflictSide) open(kr ops.Keyring, field string, id ops.Identity) {
+	kid, sealed := ops.EncryptedKeyID(s.Request)
+	if !sealed {
+		return
+	}
+	s.KeyID = kid
+	if kr == nil {
+		s.Sealed = "this context has no reveal_keys"
+		return
+	}
+	if _, err := kr.Key(kid); err != nil {
+		s.Sealed = "this context's reveal_keys hold no key " + strconv.Quote(kid)
+		return
+	}
+	plain, _, err := ops.OpenStored(kr, field, id, s.Request)
+	if err != nil {
+		s.Sealed = "it does not open with this context's key " + strconv.Quote(kid) + " (altered, or moved from another record)"
+		return
+	}
+	s.Request, s.Decrypted, s.Sealed = plain, true, ""
 }
 
 // ConflictReveal is what a reveal of a conflict gives: the record's
@@ -70,6 +103,16 @@ func RevealConflict(ctx context.Context, pool *pgxpool.Pool, conflictID int64, r
 	return out, res, nil
 }
 
+// OpenSealed decrypts the requests the service sealed at rest where kr
+// (the context's reveal_keys; nil: none) holds their key, id being the
+// record's identity they are bound to, and compares them again. A request
+// that stays sealed says why (ConflictSide.Sealed).
+func (r *ConflictReveal) OpenSealed(kr ops.Keyring, id ops.Identity) {
+	r.Original.open(kr, "intent", id)
+	r.Attempted.open(kr, "conflict", id)
+	r.Compare()
+}
+
 // Compare sets Diffs to the fields that differ between the two sides
 // (DiffRequests), or DiffError to why they cannot be computed: a side not
 // recorded, encrypted at rest by the service (ops.Config.Keyring), or not
@@ -84,8 +127,14 @@ func (r *ConflictReveal) Compare() {
 		if !origSealed {
 			kid = attKey
 		}
-		r.DiffError = "no differences to compute: the requests are encrypted at rest (key id " + strconv.Quote(kid) +
-			"), and opsdesk holds no key to decrypt them"
+		why := r.Original.Sealed
+		if !origSealed {
+			why = r.Attempted.Sealed
+		}
+		if why == "" {
+			why = "opsdesk holds no key to decrypt them"
+		}
+		r.DiffError = "no differences to compute: the requests are encrypted at rest (key id " + strconv.Quote(kid) + "), and " + why
 	case r.Original.Request == nil:
 		r.DiffError = "no differences to compute: the original request is " + r.Original.NotRecorded
 	case r.Attempted.Request == nil:

@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -18,7 +19,7 @@ import (
 const screenConflict screenID = "conflict"
 
 // conflictKind is the conflict reveal; a record's detail opens it.
-var conflictKind = screenKind{id: screenConflict, build: func(d deps, o Options) screen { return newConflictFlow(d, o.Decider) }}
+var conflictKind = screenKind{id: screenConflict, build: func(d deps, o Options) screen { return newConflictFlow(d, o.Decider, o.RevealKeys) }}
 
 // stepChoose picks the conflicting attempt, when a record has several.
 const stepChoose step = "choose"
@@ -30,8 +31,9 @@ const stepChoose step = "choose"
 // operator leaves. The reveal is audited before anything is read.
 type conflictFlow struct {
 	flow
-	chosen int // the attempt to reveal: its index in rec.Conflicts
-	shown  conflictShown
+	chosen   int         // the attempt to reveal: its index in rec.Conflicts
+	sealKeys ops.Keyring // the context's reveal_keys; nil when none
+	shown    conflictShown
 }
 
 // conflictAnswer is what a reveal read, and both requests laid out one
@@ -42,8 +44,8 @@ type conflictAnswer struct {
 	original, attempted []sideCell
 }
 
-func newConflictFlow(d deps, dec Decider) *conflictFlow {
-	s := &conflictFlow{flow: newFlow(d, screenConflict, dec)}
+func newConflictFlow(d deps, dec Decider, keys ops.Keyring) *conflictFlow {
+	s := &conflictFlow{flow: newFlow(d, screenConflict, dec), sealKeys: keys}
 	s.first = stepChoose
 	s.what = func() string { return "Reveal a conflict on operation " }
 	s.steps[stepChoose] = &flowStep{
@@ -86,13 +88,15 @@ func newConflictFlow(d deps, dec Decider) *conflictFlow {
 	}
 	s.reveals = true
 	s.write = func() func(ctx context.Context) (applied, error) {
-		dec, cid, reason, st := s.dec, s.conflict().ID, s.typedReason(), s.st
+		dec, cid, reason, st, keys := s.dec, s.conflict().ID, s.typedReason(), s.st, s.sealKeys
+		id := ops.Identity{Tenant: s.rec.Tenant, Tool: s.rec.Tool, Key: s.rec.Key}
 		more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … -o json prints it whole.", s.rec.ID, cid)
 		return func(ctx context.Context) (applied, error) {
 			rev, r, err := dec.RevealConflict(ctx, cid, reason)
 			if err != nil {
 				return applied{res: r}, err
 			}
+			rev.OpenSealed(keys, id)
 			return applied{res: r, value: conflictAnswer{rev: rev,
 				original: sideCells(rev.Original, rev.Diffs, st, more), attempted: sideCells(rev.Attempted, rev.Diffs, st, more)}}, nil
 		}

@@ -140,13 +140,20 @@ func sideCells(side reconcile.ConflictSide, diffs []reconcile.Diff, st Styles, m
 	}
 	var out []sideCell
 	if kid, ok := ops.EncryptedKeyID(side.Request); ok {
-		// Sealed by the service: the database cannot check its
-		// fingerprint, and the console holds no key to show it.
+		// Sealed by the service, and not opened here: the database
+		// cannot check its fingerprint, nor the console compare it.
+		why := side.Sealed
+		if why == "" {
+			why = "the console holds no key to decrypt it"
+		}
 		return append(out, note(st.Bold.Render("encrypted under key id "+strconv.Quote(Clean(kid)))+
-			": the service sealed this request at rest (Config.Keyring), and the console holds no key to decrypt or compare it"),
+			": the service sealed this request at rest (Config.Keyring), and "+Clean(why)+"; it is not compared"),
 			note(Clean(Cut(string(side.Request), revealBytes, more))))
 	}
-	if !side.Fingerprinted {
+	if side.Decrypted {
+		out = append(out, note(st.Muted.Render("decrypted here under key id "+strconv.Quote(Clean(side.KeyID))+
+			" with this context's reveal_keys: the store keeps it encrypted")))
+	} else if !side.Fingerprinted {
 		out = append(out, note(st.Error.Render("⚠ this request does not hash to the fingerprint recorded for it: "+
 			"it is not the request that was compared (written by hand or by another program)")))
 	}

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +89,24 @@ func TestRevealDecryptsWithTheContextsKeysRealDatabase(t *testing.T) {
 	require.Contains(t, v, `encrypted under key id "2026-12", and it does not authenticate`, "the tampered reveal:\n%s", h.view())
 	require.NotContains(t, v, "noted", "plaintext shown:\n%s", h.view())
 	require.Equal(t, before+5, audits(), "each reveal is audited")
+
+	// A conflicting attempt is sealed too ("conflict", bound to the
+	// record): with the key both requests open, and what differs is shown.
+	_, err = ops.DoExternal(t.Context(), store, noteRequest("sealed-1", `{"to":"other@example.com"}`), writeNote)
+	require.ErrorIs(t, err, ops.ErrIntentConflict)
+	compare := func(h *harness) string { return reveal(h, "sealed-1", "ccaller sent a second note<enter>y") }
+	h = console(reader("2026-12", sealKey))
+	v = compare(h)
+	require.Equal(t, 2, strings.Count(v, `decrypted here under key id "2026-12"`), "each side says it was decrypted:\n%s", h.view())
+	require.Contains(t, v, "secret@example.com", "the original's plaintext:\n%s", h.view())
+	require.Contains(t, v, "other@example.com", "the attempt's plaintext:\n%s", h.view())
+	require.Contains(t, v, "~ changed", "the differing field is not marked:\n%s", h.view())
+	require.NotContains(t, v, "no differences to compute", "the comparison:\n%s", h.view())
+	require.NotContains(t, v, "does not hash to the fingerprint", "a false alarm:\n%s", h.view())
+
+	h = console(reader("2027-01", sealKey))
+	v = compare(h)
+	require.Contains(t, v, `this context's reveal_keys hold no key "2026-12"`, "why it stays sealed:\n%s", h.view())
+	require.NotContains(t, v, "secret@example.com", "plaintext shown:\n%s", h.view())
+	require.Equal(t, before+7, audits(), "each reveal is audited")
 }

@@ -79,6 +79,7 @@ func newConflictsShowCmd(g *globalFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				rev.OpenSealed(w.cfg.Context.Keyring, ops.Identity{Tenant: d.Tenant, Tool: d.Tool, Key: d.Key})
 				return writeConflictReveal(out, d, c, rev, res, opts.Output)
 			})
 		},
@@ -256,11 +257,19 @@ func writeSide(b *bufio.Writer, title string, side reconcile.ConflictSide, diffs
 	}
 	b.WriteString(":\n")
 	if kid, ok := ops.EncryptedKeyID(side.Request); ok {
+		why := side.Sealed
+		if why == "" {
+			why = "opsdesk holds no key to decrypt it"
+		}
 		fmt.Fprintf(b, "  encrypted under key id %s: the service sealed this request at rest (Config.Keyring), "+
-			"and opsdesk holds no key to decrypt or compare it\n  %s\n", shown(strconv.Quote(kid), fieldBytes, ""), shown(string(side.Request), fieldBytes, more))
+			"and %s; it is not compared\n  %s\n", shown(strconv.Quote(kid), fieldBytes, ""), shown(why, fieldBytes, ""), shown(string(side.Request), fieldBytes, more))
 		return
 	}
-	if !side.Fingerprinted {
+	switch {
+	case side.Decrypted:
+		fmt.Fprintf(b, "  decrypted here under key id %s with this context's reveal_keys: the store keeps it encrypted\n",
+			shown(strconv.Quote(side.KeyID), fieldBytes, ""))
+	case !side.Fingerprinted:
 		b.WriteString("  warning: this request does not hash to the fingerprint recorded for it: " +
 			"it is not the request that was compared (written by hand or by another program)\n")
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -99,4 +100,40 @@ func TestRevealDecryptsWithTheContextsKeys(t *testing.T) {
 	require.Contains(t, errOut, open)
 	require.Contains(t, errOut, "reveal_keys")
 	require.Equal(t, before+6, audits(), "nothing revealed with a refused key file")
+
+	// A conflicting attempt's request is sealed too: with the key both
+	// sides open and are compared, in text and in JSON; without it each
+	// side says why it stays sealed.
+	_, err = ops.DoExternal(t.Context(), store, ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: "create-note", Key: "sealed-1"},
+		Version: "1", Intent: json.RawMessage(`{"to":"other@example.com"}`)},
+		func(context.Context, ops.Attempt) (string, error) { return "noted", nil })
+	require.ErrorIs(t, err, ops.ErrIntentConflict)
+	code, out, errOut = run("conflicts", "show", sealed, "--reveal", "--reason", "second note", "--config", withKey)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, 2, strings.Count(out, `decrypted here under key id "2026-12"`), out)
+	require.Contains(t, out, "secret@example.com")
+	require.Contains(t, out, "other@example.com")
+	require.NotContains(t, out, "no differences to compute", out)
+	require.NotContains(t, out, "does not hash to the fingerprint", out)
+	code, out, errOut = run("conflicts", "show", sealed, "--reveal", "--reason", "second note", "-o", "json", "--config", withKey)
+	require.Equal(t, ExitOK, code, errOut)
+	var rev struct {
+		Original, Attempted struct {
+			Decrypted bool   `json:"decrypted"`
+			KeyID     string `json:"key_id"`
+		}
+		Differences []struct {
+			Path string `json:"path"`
+		} `json:"differences"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rev), out)
+	require.True(t, rev.Original.Decrypted && rev.Attempted.Decrypted, out)
+	require.Equal(t, "2026-12", rev.Attempted.KeyID, out)
+	require.Len(t, rev.Differences, 1, out)
+	require.Equal(t, "/intent/to", rev.Differences[0].Path, out)
+	code, out, errOut = run("conflicts", "show", sealed, "--reveal", "--reason", "second note", "--config", personConfig(t, operator, ""))
+	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, 2, strings.Count(out, "this context has no reveal_keys; it is not compared"), out)
+	require.NotContains(t, out, "other@example.com")
+	require.Equal(t, before+9, audits(), "each reveal is audited")
 }
