@@ -154,6 +154,9 @@ type InProgressError struct {
 	// RetryAfter is the time left on the owner's lease, by the database
 	// clock.
 	RetryAfter time.Duration
+	// Running is how long the owner's attempt has run: since its lease
+	// was taken, by the database clock.
+	Running time.Duration
 }
 
 func (e *InProgressError) Error() string {

@@ -497,7 +497,7 @@ func refusal(c *call, rec *Record, d decision) error {
 	switch d {
 	case decideInProgress:
 		return &InProgressError{Identity: c.Identity, OperationID: rec.ID, Owner: rec.Owner,
-			Attempt: rec.Attempt, RetryAfter: rec.LeaseRemaining()}
+			Attempt: rec.Attempt, RetryAfter: rec.LeaseRemaining(), Running: max(0, rec.DBTime.Sub(rec.LeasedAt))}
 	case decideNeedsReconciliation:
 		if rec.leaseOutOfBounds() {
 			return &NeedsReconciliationError{Identity: c.Identity, OperationID: rec.ID, Owner: rec.Owner,

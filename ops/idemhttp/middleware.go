@@ -142,9 +142,10 @@ type Options struct {
 	// DefaultUnavailableRetryAfter).
 	UnavailableRetryAfter time.Duration
 	// TypicalDuration is how long the handler usually takes. A 409
-	// in-progress answer's Retry-After is the running attempt's lease
-	// remainder capped by it, in whole seconds rounded up, at least 1: an
-	// estimate of when the answer is ready, not a promise. Zero (the
+	// in-progress answer's Retry-After is what remains of it after the
+	// running attempt's time so far, capped by the attempt's lease
+	// remainder, in whole seconds rounded up, at least 1: an estimate of
+	// when the answer is ready, not a promise. Zero (the
 	// default): a moving average of the handler runs this middleware has
 	// seen, and the lease's remainder until it has seen one.
 	TypicalDuration time.Duration
@@ -570,7 +571,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &busy):
 		m.writeProblem(w, r, Problem{Type: TypeInProgress, Title: "A request is outstanding for this Idempotency-Key", Status: http.StatusConflict,
 			Detail: "a request with this key is being handled now; retry with the same key after Retry-After to get its answer", RetryWithSameKey: true},
-			m.typical.retryAfter(busy.RetryAfter))
+			m.typical.retryAfter(busy.RetryAfter, busy.Running))
 	case errors.Is(err, ops.ErrIntentConflict):
 		m.writeProblem(w, r, Problem{Type: TypeKeyReused, Title: "Idempotency-Key is already used", Status: http.StatusUnprocessableEntity,
 			Detail: "this key was first used for a different request (method, path, query or body); a key names one request: send a new request with a new key; nothing ran"}, 0)

@@ -434,6 +434,26 @@ func TestRetryAfterEstimate(t *testing.T) {
 		require.Equal(t, "3", busyAnswer(t, b, h).header.Get("Retry-After"))
 	})
 
+	// The attempt's time so far counts: after more than a second of a
+	// 2.5 s handler, what remains is under 1.5 s, rounded up.
+	t.Run("ElapsedCounts", func(t *testing.T) {
+		t.Parallel()
+		h := &held{entered: make(chan struct{}), release: make(chan struct{})}
+		b := setup(t, setupOpts{policy: ops.Policy{Effect: ops.EffectUnknownOutcome},
+			opts: idemhttp.Options{TypicalDuration: 2500 * time.Millisecond}, handler: slowOn(h)})
+		first := make(chan answer, 1)
+		go func() { first <- b.do(t, call{key: key(`"held"`)}) }()
+		<-h.entered
+		time.Sleep(1100 * time.Millisecond) // the attempt runs on
+		a := b.do(t, call{key: key(`"held"`)})
+		close(h.release)
+		require.Equal(t, http.StatusCreated, (<-first).status)
+		problem(t, a, http.StatusConflict, idemhttp.TypeInProgress, true)
+		after, err := strconv.Atoi(a.header.Get("Retry-After"))
+		require.NoError(t, err)
+		require.True(t, after >= 1 && after <= 2, "Retry-After %d: 2.5 s less the 1.1 s and more it has run", after)
+	})
+
 	// Nothing seen yet: the lease's remainder, the only bound known.
 	t.Run("LeaseUntilSeen", func(t *testing.T) {
 		t.Parallel()

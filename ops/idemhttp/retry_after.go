@@ -35,17 +35,20 @@ func (t *typical) observe(d time.Duration) {
 }
 
 // retryAfter is the Retry-After of an in-progress answer whose record's
-// lease has leaseLeft to run: the handler's typical duration when it is
-// shorter (the running attempt most likely answers by then), at least a
-// second. Until a typical duration is known it is the lease's remainder:
-// by then the attempt has answered, or its lease has ended.
-func (t *typical) retryAfter(leaseLeft time.Duration) time.Duration {
+// attempt has run for running and whose lease has leaseLeft to run: what
+// remains of the handler's typical duration (the running attempt most
+// likely answers by then) when that is shorter, at least a second. Until a
+// typical duration is known it is the lease's remainder: by then the
+// attempt has answered, or its lease has ended.
+func (t *typical) retryAfter(leaseLeft, running time.Duration) time.Duration {
 	estimate := t.configured
 	if estimate == 0 {
 		estimate = time.Duration(t.average.Load())
 	}
-	if estimate > 0 && estimate < leaseLeft {
-		leaseLeft = estimate
+	if estimate > 0 {
+		// An attempt already past its typical duration is retried
+		// soon: it may answer at any moment.
+		leaseLeft = min(leaseLeft, max(estimate-running, 0))
 	}
 	return max(leaseLeft, time.Second)
 }
