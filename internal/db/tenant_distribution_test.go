@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -456,7 +457,7 @@ FROM tenantcheck.writes WHERE n > $1 GROUP BY xact ORDER BY min(n)`, before, ref
 	}
 }
 
-// tenantsOf flattens per-transaction tenants to the largest set.
+// widest returns the largest of the transactions' sets of tenants.
 func widest(xacts [][]string) []string {
 	var out []string
 	for _, x := range xacts {
@@ -532,19 +533,18 @@ VALUES ('acme', 'create-ticket', 'gone', 1000001, sha256('a'::bytea), now() - in
 	var entry, run int64
 	succeeded := func(pool *pgxpool.Pool, sql string, args ...any) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
-			var outcome, message *string
-			var chain *string
-			var e, r *int64
+			var outcome, message, chain pgtype.Text
+			var e, r pgtype.Int8
 			err := pool.QueryRow(ctx, sql, args...).Scan(&outcome, &message, &chain, &e, &r)
 			if err != nil {
 				return err
 			}
-			if outcome == nil || *outcome != "succeeded" {
-				return fmt.Errorf("%s: %v %v", sql, deref(outcome), deref(message))
+			if outcome.String != "succeeded" {
+				return fmt.Errorf("%s: %q %q", sql, outcome.String, message.String)
 			}
-			tenant, entry = deref(chain), derefInt(e)
-			if r != nil {
-				run = *r
+			tenant, entry = chain.String, e.Int64
+			if r.Valid {
+				run = r.Int64
 			}
 			return nil
 		}
@@ -648,18 +648,15 @@ VALUES ('acme', 'create-ticket', 'gone', 1000001, sha256('a'::bytea), now() - in
 	}
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+// requireProblems requires problems to be as many as want, the i-th
+// containing want[i].
+func requireProblems(t *testing.T, problems []string, err error, want ...string) {
+	t.Helper()
+	require.NoError(t, err)
+	require.Len(t, problems, len(want), "%q", problems)
+	for i, w := range want {
+		require.Contains(t, problems[i], w)
 	}
-	return *s
-}
-
-func derefInt(n *int64) int64 {
-	if n == nil {
-		return 0
-	}
-	return *n
 }
 
 // TestTenantCheckerCatchesABrokenSchema breaks a database of its own the
@@ -693,30 +690,17 @@ $$`)
 	require.NoError(t, err)
 
 	problems, err := tableProblems(ctx, d.Admin)
-	require.NoError(t, err)
-	require.Len(t, problems, 2, "%q", problems)
-	require.Contains(t, problems[0], "opsdesk.global_children has no tenant column")
-	require.Contains(t, problems[1], "opsdesk.no_tenant has no tenant column")
-
+	requireProblems(t, problems, err, "opsdesk.global_children has no tenant column", "opsdesk.no_tenant has no tenant column")
 	problems, err = keyProblems(ctx, d.Admin)
-	require.NoError(t, err)
-	require.Len(t, problems, 4, "%q", problems)
-	require.Contains(t, problems[0], "primary key bad_keys_pkey of opsdesk.bad_keys")
-	require.Contains(t, problems[1], "unique constraint bad_keys_code of opsdesk.bad_keys")
-	require.Contains(t, problems[2], "unique index bad_keys_included of opsdesk.bad_keys")
-	require.Contains(t, problems[3], "unique index bad_keys_lower of opsdesk.bad_keys")
-
+	requireProblems(t, problems, err, "primary key bad_keys_pkey of opsdesk.bad_keys",
+		"unique constraint bad_keys_code of opsdesk.bad_keys", "unique index bad_keys_included of opsdesk.bad_keys",
+		"unique index bad_keys_lower of opsdesk.bad_keys")
 	problems, err = foreignKeyProblems(ctx, d.Admin)
-	require.NoError(t, err)
-	require.Len(t, problems, 3, "%q", problems)
-	require.Contains(t, problems[0], "foreign key bad_children_parent of opsdesk.bad_children")
-	require.Contains(t, problems[1], "foreign key bad_children_swapped of opsdesk.bad_children")
-	require.Contains(t, problems[2], "foreign key global_children_operation of opsdesk.global_children")
-
+	requireProblems(t, problems, err, "foreign key bad_children_parent of opsdesk.bad_children",
+		"foreign key bad_children_swapped of opsdesk.bad_children", "foreign key global_children_operation of opsdesk.global_children")
 	problems, _, err = triggerProblems(ctx, d.Admin)
-	require.NoError(t, err)
-	require.Len(t, problems, 1, "%q", problems)
-	require.Contains(t, problems[0], "trigger bad_touch on opsdesk.operations runs bad_touch, whose statement names opsdesk.tombstones without a tenant predicate")
+	requireProblems(t, problems, err,
+		"trigger bad_touch on opsdesk.operations runs bad_touch, whose statement names opsdesk.tombstones without a tenant predicate")
 
 	writers, err := writingFunctions(ctx, d.Admin)
 	require.NoError(t, err)
