@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -169,10 +170,19 @@ type Options struct {
 	// WriteProblem, when set, writes every answer of the middleware's own
 	// instead of the default problem document: status, Content-Type and
 	// body are its to choose. Cache-Control: no-store, Retry-After (from
-	// p.RetryAfter) and, after a panic, Connection: close are already set
-	// when it is called. json.Marshal(p) gives the default document's
+	// p.RetryAfter) and, after a panic the middleware passes on over
+	// HTTP/1.1, Connection: close are already set when it is called. json.Marshal(p) gives the default document's
 	// members, extensions included.
 	WriteProblem func(w http.ResponseWriter, r *http.Request, p Problem)
+	// Recovered, when set, is told of a handler's panic (its value and
+	// the stack where it panicked) once the record is settled and the
+	// 500 handler-failed answer sent, and the middleware does not panic
+	// again: the answer ends cleanly (no Connection: close; over HTTP/2
+	// no stream reset after it), and logging the panic is Recovered's.
+	// Nil (the default): the middleware panics again with the handler's
+	// value, as net/http users expect (see Wrap). A panic with
+	// http.ErrAbortHandler always goes on.
+	Recovered func(r *http.Request, value any, stack []byte)
 	// MinKeyLength refuses keys shorter than this many bytes (default 0:
 	// ParseKey's one byte is enough) with 400 key-invalid. New refuses a
 	// negative one, or one over ops.MaxKeyBytes.
@@ -350,9 +360,13 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 // client gets a whole 500 handler-failed answer saying so (over HTTP/1.1
 // with "Connection: close"), and then the middleware panics again with
 // the handler's own value. So net/http logs the value and closes the
-// connection after the answer, and a recoverer outside the middleware
-// sees the handler's value with the answer already sent: it must not
-// answer again (its WriteHeader would be superfluous). A handler that
+// connection after the answer (over HTTP/2 it resets the stream after the
+// answer's last byte: a client that reads the body to its end gets the
+// whole problem document, then a stream error), and a recoverer outside
+// the middleware sees the handler's value with the answer already sent:
+// it must not answer again (its WriteHeader would be superfluous). With
+// Options.Recovered set, the middleware hands it the panic instead and
+// the answer ends cleanly. A handler that
 // panics with http.ErrAbortHandler asks for no answer: its record is
 // settled the same way, and the panic goes on at once, so net/http drops
 // the connection without an answer and without a log line.
@@ -427,6 +441,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var (
 		rec      *recorder
 		panicked any
+		stack    []byte
 		verdict  Verdict
 		limited  time.Duration
 	)
@@ -440,7 +455,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		rec = newRecorder(m.opts.MaxAnswer)
 		start := time.Now()
-		panicked = serveCaptured(next, rec, r.WithContext(context.WithValue(ctx, attemptKey{}, a)))
+		panicked, stack = serveCaptured(next, rec, r.WithContext(context.WithValue(ctx, attemptKey{}, a)))
 		m.typical.observe(time.Since(start))
 		if panicked != nil {
 			return nil, errPanicked
@@ -470,12 +485,16 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	switch {
 	case panicked != nil:
 		// Recorded as an unknown outcome, its lease ended: the client is
-		// told so, then net/http does with the panic what the handler
-		// meant (see Wrap).
-		if panicked != http.ErrAbortHandler { // the value, as net/http compares it
-			m.answerPanic(w, r)
+		// told so, then net/http (or Recovered) does with the panic what
+		// the handler meant (see Wrap).
+		if panicked == http.ErrAbortHandler { // the value, as net/http compares it
+			panic(panicked)
 		}
-		panic(panicked)
+		m.answerPanic(w, r)
+		if m.opts.Recovered == nil {
+			panic(panicked)
+		}
+		m.opts.Recovered(r, panicked, stack)
 	case limited > 0:
 		m.writeProblem(w, r, Problem{Type: TypeTooManyKeys, Title: "Too many new Idempotency-Keys", Status: http.StatusTooManyRequests,
 			Detail:           "this account has started as many new requests as this endpoint allows for now; the key was not used: retry with the same key after Retry-After; nothing ran",
@@ -518,19 +537,23 @@ func (m *Middleware) answerPanic(w http.ResponseWriter, r *http.Request) {
 			"has found out, and retries with this key get a needs-reconciliation answer until then. " +
 			"Do not send it with a new key unless you know it did not take effect"
 	}
-	if r.ProtoMajor == 1 {
-		w.Header().Set("Connection", "close")
+	if r.ProtoMajor == 1 && m.opts.Recovered == nil {
+		w.Header().Set("Connection", "close") // net/http closes it anyway
 	}
 	m.writeProblem(w, r, p, 0)
 	_ = http.NewResponseController(w).Flush() // the client may be gone
 }
 
 // serveCaptured runs the handler into rec and returns what it panicked
-// with, if it did.
-func serveCaptured(next http.Handler, rec *recorder, r *http.Request) (panicked any) {
-	defer func() { panicked = recover() }()
+// with, if it did, and the stack where it did.
+func serveCaptured(next http.Handler, rec *recorder, r *http.Request) (panicked any, stack []byte) {
+	defer func() {
+		if panicked = recover(); panicked != nil {
+			stack = debug.Stack()
+		}
+	}()
 	next.ServeHTTP(rec, r)
-	return nil
+	return nil, nil
 }
 
 // replay sends a stored answer. A record completed without one (an

@@ -45,6 +45,8 @@ type setupOpts struct {
 	pool *pgxpool.Pool
 	// maxResult is the store's Config.MaxResultBytes.
 	maxResult int
+	// http2: the server speaks HTTP/2 (over TLS), and so does its client.
+	http2 bool
 }
 
 // accountHeader stands for the service's authentication: the tenant is
@@ -106,7 +108,12 @@ func setup(t *testing.T, so setupOpts) *bundle {
 	b.srv = httptest.NewUnstartedServer(mux)
 	// The handlers that panic on purpose are not worth a log line.
 	b.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	b.srv.Start()
+	if so.http2 {
+		b.srv.EnableHTTP2 = true
+		b.srv.StartTLS()
+	} else {
+		b.srv.Start()
+	}
 	t.Cleanup(b.srv.Close)
 	return b
 }
@@ -739,6 +746,54 @@ func TestHandlerOutcomes(t *testing.T) {
 			} else {
 				p := b.panicked(t, `"k"`, false)
 				require.Contains(t, p.Detail, "operator")
+			}
+			require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE state = 'pending' AND lease_expires_at <= now()`))
+			problem(t, b.do(t, call{key: key(`"k"`)}), http.StatusConflict, idemhttp.TypeNeedsReconciliation, false)
+			require.EqualValues(t, 1, b.calls.Load())
+		}
+	})
+
+	// Over HTTP/2 the answer is sent whole before the panic goes on:
+	// net/http then resets the stream, so a client reading to the end
+	// gets every byte of the problem and a stream error. With Recovered
+	// set, the middleware passes the panic there instead, and the answer
+	// ends cleanly, over either protocol, its connection kept.
+	t.Run("PanicOverHTTP2", func(t *testing.T) {
+		t.Parallel()
+		type bug struct{ n int }
+		var recovered atomic.Value
+		for _, tc := range []struct {
+			http2, recover bool
+		}{{true, false}, {true, true}, {false, true}} {
+			so := setupOpts{policy: ops.Policy{Effect: ops.EffectUnknownOutcome, Lease: time.Hour}, http2: tc.http2,
+				handler: func(b *bundle, _ http.ResponseWriter, _ *http.Request) { b.calls.Add(1); panic(bug{7}) }}
+			if tc.recover {
+				so.opts.Recovered = func(_ *http.Request, v any, stack []byte) { recovered.Store([]any{v, string(stack)}) }
+			}
+			b := setup(t, so)
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.srv.URL+"/payments", nil)
+			require.NoError(t, err)
+			req.Header.Set(accountHeader, "Bearer key-acme")
+			req.Header.Set(idemhttp.KeyHeader, `"k"`)
+			resp, err := b.srv.Client().Do(req)
+			require.NoError(t, err, "%+v", tc)
+			body, readErr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			wantProto := 1
+			if tc.http2 {
+				wantProto = 2
+			}
+			require.Equal(t, wantProto, resp.ProtoMajor)
+			problem(t, answer{status: resp.StatusCode, header: resp.Header, body: body}, http.StatusInternalServerError, idemhttp.TypeHandlerFailed, false)
+			if tc.recover {
+				require.NoError(t, readErr, "the answer ends cleanly: %+v", tc)
+				require.False(t, resp.Close, "no Connection: close: %+v", tc)
+				got := recovered.Load().([]any)
+				require.Equal(t, bug{7}, got[0])
+				require.Contains(t, got[1], "runtime/debug.Stack", "the stack where it panicked")
+				require.Contains(t, got[1], "middleware_test.go", "the stack where it panicked")
+			} else {
+				require.ErrorContains(t, readErr, "INTERNAL_ERROR", "the stream is reset after the whole answer")
 			}
 			require.Equal(t, 1, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE state = 'pending' AND lease_expires_at <= now()`))
 			problem(t, b.do(t, call{key: key(`"k"`)}), http.StatusConflict, idemhttp.TypeNeedsReconciliation, false)
