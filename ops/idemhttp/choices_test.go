@@ -210,6 +210,7 @@ func TestKeyOptional(t *testing.T) {
 	}
 	require.EqualValues(t, 2, b.calls.Load(), "unprotected: each runs")
 	require.Zero(t, b.records(t))
+	require.EqualValues(t, 2, b.m.Keyless(), "each counted")
 
 	first := b.do(t, call{key: key(`"k1"`), body: `{"a":1}`})
 	require.Equal(t, "true", first.header.Get("X-Protected"))
@@ -219,6 +220,7 @@ func TestKeyOptional(t *testing.T) {
 	}
 	require.EqualValues(t, 3, b.calls.Load())
 	require.Equal(t, 1, b.records(t))
+	require.EqualValues(t, 2, b.m.Keyless(), "a request with a key, or a bad one, is not keyless")
 }
 
 // TestIgnoreFields: volatile fields are left out of the fingerprint and

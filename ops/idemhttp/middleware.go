@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/opsdesk/opsdesk/ops"
@@ -244,7 +245,14 @@ type Middleware struct {
 	ignore [][]string
 	// newKeys is Options.NewKeys' limiter, nil without a limit.
 	newKeys *keyLimiter
+	// keyless counts the requests KeyOptional let through without a key.
+	keyless atomic.Uint64
 }
+
+// Keyless is how many requests Options.KeyOptional has let through to the
+// handler without an Idempotency-Key since the middleware was made: how
+// far a rollout still has to go (export it as a counter).
+func (m *Middleware) Keyless() uint64 { return m.keyless.Load() }
 
 // New returns a Middleware recording requests in store. It refuses
 // options a request could only be refused for: Options.Tool must have an
@@ -399,6 +407,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		err = m.checkKey(key)
 	}
 	if errors.Is(err, ErrKeyMissing) && m.opts.KeyOptional {
+		m.keyless.Add(1)
 		next.ServeHTTP(w, r)
 		return
 	}

@@ -33,6 +33,7 @@ const tool = "create-payment"
 type bundle struct {
 	db    *dbtest.DB
 	srv   *httptest.Server
+	m     *idemhttp.Middleware
 	calls atomic.Int64
 }
 
@@ -101,6 +102,7 @@ func setup(t *testing.T, so setupOpts) *bundle {
 	require.NoError(t, err)
 	m, err := idemhttp.New(store, so.opts)
 	require.NoError(t, err)
+	b.m = m
 	mux := http.NewServeMux()
 	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { so.handler(b, w, r) }))
 	mux.Handle("/payments", h)
