@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgerrcode"
 	"time"
 )
 
@@ -332,9 +333,9 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string {
 	switch e.SQLState {
-	case "42501": // insufficient_privilege
+	case pgerrcode.InsufficientPrivilege:
 		return "refused by the database: the connected role lacks a privilege (is it granted opsdesk_service?): " + e.Err.Error()
-	case "3F000", "42P01", "42703", "42883": // invalid_schema_name, undefined_table, _column, _function
+	case pgerrcode.InvalidSchemaName, pgerrcode.UndefinedTable, pgerrcode.UndefinedColumn, pgerrcode.UndefinedFunction:
 		return "refused by the database: its operation store is missing or older than this library (run opsdesk migrate): " + e.Err.Error()
 	}
 	return "refused by the database, nothing was written: " + e.Err.Error()

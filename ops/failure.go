@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"github.com/jackc/pgerrcode"
 	"io"
 	"net"
 	"time"
@@ -34,23 +35,23 @@ func notWritten(err error) error {
 // meet: the connection or server went away, a conflict with a concurrent
 // transaction, exhausted resources, a timeout.
 func transient(code string) bool {
-	switch code[:min(2, len(code))] {
-	case "08", // connection_exception
-		"40", // transaction_rollback: serialization_failure, deadlock_detected…
-		"53": // insufficient_resources: too_many_connections, disk_full…
+	switch {
+	case pgerrcode.IsConnectionException(code),
+		pgerrcode.IsTransactionRollback(code),   // serialization_failure, deadlock_detected…
+		pgerrcode.IsInsufficientResources(code): // too_many_connections, disk_full…
 		return true
 	}
 	switch code {
-	case "57P01", // admin_shutdown: the server stopped or the backend was terminated
-		"57P02", // crash_shutdown
-		"57P03", // cannot_connect_now: starting up or shutting down
-		"57P05", // idle_session_timeout
-		"57014", // query_canceled: statement_timeout or a cancel request
-		"55P03", // lock_not_available: lock_timeout
-		"25006", // read_only_sql_transaction: a standby, as during a failover
-		"25P03", // idle_in_transaction_session_timeout
-		"58000", // system_error
-		"58030": // io_error
+	case pgerrcode.AdminShutdown, // the server stopped or the backend was terminated
+		pgerrcode.CrashShutdown,
+		pgerrcode.CannotConnectNow, // starting up or shutting down
+		pgerrcode.IdleSessionTimeout,
+		pgerrcode.QueryCanceled,          // statement_timeout or a cancel request
+		pgerrcode.LockNotAvailable,       // lock_timeout
+		pgerrcode.ReadOnlySQLTransaction, // a standby, as during a failover
+		pgerrcode.IdleInTransactionSessionTimeout,
+		pgerrcode.SystemError,
+		pgerrcode.IOError:
 		return true
 	}
 	return false
@@ -82,7 +83,7 @@ func mayHaveCommitted(err error, answered bool) bool {
 		// committed, without effect: once a commit is durable, the server
 		// reports no error about it.
 		return false
-	case pgErr.Code == "57P02":
+	case pgErr.Code == pgerrcode.CrashShutdown:
 		// A crash: the backend may have died with its answer unsent.
 		return true
 	default:

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgerrcode"
 	"strconv"
 	"unicode/utf8"
 
@@ -71,11 +72,11 @@ func storeRefused(err error) (code string, ok bool) {
 		return "", false
 	}
 	switch pgErr.Code {
-	case "22P05", // untranslatable_character
-		"22021", // character_not_in_repertoire
-		"22P02", // invalid_text_representation
-		"22003", // numeric_value_out_of_range
-		"54001": // statement_too_complex (stack depth)
+	case pgerrcode.UntranslatableCharacter,
+		pgerrcode.CharacterNotInRepertoire,
+		pgerrcode.InvalidTextRepresentation,
+		pgerrcode.NumericValueOutOfRange,
+		pgerrcode.StatementTooComplex: // stack depth
 		return pgErr.Code, true
 	}
 	return "", false

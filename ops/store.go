@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgerrcode"
 	"log/slog"
 	"os"
 	"reflect"
@@ -440,7 +441,7 @@ func (s *Store) recordConflict(ctx context.Context, q dbtx, c *call, rec *Record
 	}
 	rows.Close()
 	err = rows.Err()
-	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23503" || // foreign_key_violation
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ForeignKeyViolation ||
 		err == nil && !answered {
 		// The record read was purged (and the identity maybe created
 		// again) before the conflict was recorded: start over.

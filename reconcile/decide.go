@@ -11,11 +11,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/audited"
 	"github.com/opsdesk/opsdesk/ops"
 )
 
@@ -98,80 +98,38 @@ type DecideParams struct {
 	SealLater bool
 }
 
-// Outcome is how an attempt ended, as the audit trail records it.
-type Outcome string
+// The answers of the audited functions are internal/audited's: these
+// names are theirs.
+type (
+	// Outcome is how an attempt ended, as the audit trail records it.
+	Outcome = audited.Outcome
+	// Result is the answer to an attempt: the audit record it appended
+	// and the record's state and version after it.
+	Result = audited.Result
+	// RefusedError is an attempt the database refused and audited.
+	RefusedError = audited.RefusedError
+)
 
 // Outcomes.
 const (
-	Succeeded Outcome = "succeeded"
-	Denied    Outcome = "denied" // the role or the record's state forbids it
-	FailedOut Outcome = "failed" // the request was wrong, or the record changed
+	Succeeded = audited.Succeeded
+	Denied    = audited.Denied    // the role or the record's state forbids it
+	FailedOut = audited.FailedOut // the request was wrong, or the record changed
 )
-
-// Result is the answer to an attempt: the audit record it appended and the
-// record's state and version after it.
-type Result struct {
-	Outcome Outcome `json:"outcome"`
-	Code    string  `json:"code,omitempty"`
-	Message string  `json:"message,omitempty"`
-	// Tenant and Entry name the audit record ("" is the chain of events
-	// outside any tenant) from the moment it is queued, in the attempt's
-	// transaction; Seq is its place in the chain once sealed, which the
-	// call asks for right after it commits (0 while it is still queued).
-	// Entry is 0 for a refusal beyond the role's rate of refusals
-	// recorded one by one: it is counted, and the count is audited on the
-	// "" chain.
-	Tenant  string `json:"audit_tenant"`
-	Entry   int64  `json:"audit_entry,omitempty"`
-	Seq     int64  `json:"audit_seq"`
-	State   string `json:"state,omitempty"`
-	Version int64  `json:"version,omitempty"`
-}
 
 // Refusals, matched with errors.Is on a *RefusedError.
 var (
-	ErrNotFound          = errors.New("no such operation, or not visible to this role")
-	ErrNotPermitted      = errors.New("not permitted for this role")
-	ErrInvalid           = errors.New("invalid request")
-	ErrChanged           = errors.New("changed since you looked")
-	ErrNotPending        = errors.New("nothing to decide: the record is not pending")
-	ErrLeaseLive         = errors.New("the lease is live: deciding needs force")
-	ErrContradictsLookup = errors.New("the lookup contradicts the decision: deciding needs override")
-	ErrNoConflicts       = errors.New("no unreviewed conflicts")
-	ErrNoValue           = errors.New("no stored value")
-	ErrBusy              = errors.New("the record is held by another transaction")
+	ErrNotFound          = audited.ErrNotFound
+	ErrNotPermitted      = audited.ErrNotPermitted
+	ErrInvalid           = audited.ErrInvalid
+	ErrChanged           = audited.ErrChanged
+	ErrNotPending        = audited.ErrNotPending
+	ErrLeaseLive         = audited.ErrLeaseLive
+	ErrContradictsLookup = audited.ErrContradictsLookup
+	ErrNoConflicts       = audited.ErrNoConflicts
+	ErrNoValue           = audited.ErrNoValue
+	ErrBusy              = audited.ErrBusy
 )
-
-var codes = map[string]error{
-	"not_found": ErrNotFound, "not_permitted": ErrNotPermitted, "invalid": ErrInvalid,
-	"changed": ErrChanged, "not_pending": ErrNotPending, "lease_live": ErrLeaseLive,
-	"contradicts_lookup": ErrContradictsLookup, "no_conflicts": ErrNoConflicts, "no_value": ErrNoValue,
-	"busy": ErrBusy,
-}
-
-// RefusedError is an attempt the database refused and audited.
-type RefusedError struct {
-	Result
-}
-
-func (e *RefusedError) Error() string {
-	return fmt.Sprintf("%s: %s (audit record %s)", e.Outcome, e.Message, e.Result.AuditRef())
-}
-
-// Unwrap lets errors.Is match the refusal's kind.
-func (e *RefusedError) Unwrap() error { return codes[e.Code] }
-
-// AuditRef names the audit record, "acme#42" (or "#42" on the "" chain),
-// says it is queued for sealing, or says that a refusal was only counted.
-func (r Result) AuditRef() string {
-	switch {
-	case r.Seq != 0:
-		return r.Tenant + "#" + fmt.Sprint(r.Seq)
-	case r.Entry != 0:
-		return fmt.Sprintf("%s entry %d (queued: opsdesk audit seal puts it in the chain)", audit.TenantName(r.Tenant), r.Entry)
-	}
-	return "none of its own (counted on the '' chain)"
-}
 
 // Decide applies one decision through opsdesk.decide, connected as the
 // deciding person. A refusal is a *RefusedError; its audit record is
@@ -384,17 +342,6 @@ func GrantAccess(ctx context.Context, pool *pgxpool.Pool, role, level, tenant, r
 		role, nullable(level), nullable(tenant), reason, nullable(displayName))
 }
 
-// answer is opsdesk.decision_result as scanned.
-type answer struct {
-	Outcome string
-	Code    *string
-	Message *string
-	Tenant  string
-	Entry   *int64
-	State   *string
-	Version *int64
-}
-
 // call runs one of the functions, one statement in a transaction of its
 // own, which commits refusal or not: a refusal's audit record must stay.
 // Then it seals the trail and reads the record's place in its chain.
@@ -414,35 +361,16 @@ func call(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Res
 
 // callUnsealed is call without the seal: the result names its entry.
 func callUnsealed(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Result, error) {
-	var a answer
-	if err := pool.QueryRow(ctx, sql, args...).Scan(&a.Outcome, &a.Code, &a.Message, &a.Tenant, &a.Entry, &a.State, &a.Version); err != nil {
-		return Result{}, mapError(err)
-	}
-	r := Result{Outcome: Outcome(a.Outcome), Tenant: a.Tenant}
-	r.Code, r.Message, r.State = deref(a.Code), deref(a.Message), deref(a.State)
-	if a.Entry != nil {
-		r.Entry = *a.Entry
-	}
-	if a.Version != nil {
-		r.Version = *a.Version
-	}
-	if r.Outcome != Succeeded {
-		return r, &RefusedError{Result: r}
-	}
-	return r, nil
+	return audited.Call(ctx, pool, grant, sql, args...)
 }
 
-// SealedSeq seals the trail as its own transaction and returns the
-// sequence number of the caller's audit entry (tenant, entry), 0 when it
-// is still queued: its chain is being sealed by another session, or the
-// seal failed. What it answers for has committed either way, so neither
-// is an error: the entry is in the queue and the next seal takes it.
+// grant is the group role people's functions are for.
+const grant = "opsdesk_operator"
+
+// SealedSeq is audit.SealedSeq: the sequence number of the caller's
+// audit entry once sealed, 0 while it is still queued.
 func SealedSeq(ctx context.Context, pool *pgxpool.Pool, tenant string, entry int64) int64 {
-	s, err := audit.Seal(ctx, pool, tenant, entry)
-	if err != nil {
-		return 0
-	}
-	return s.Seq
+	return audit.SealedSeq(ctx, pool, tenant, entry)
 }
 
 // SealResults seals the trail as its own transaction and gives each of
@@ -487,15 +415,8 @@ WHERE a.role = session_user`, tenants, entries)
 	return nil
 }
 
-// mapError turns a missing privilege (a role without opsdesk_viewer
-// cannot even call the functions) into ErrNotPermitted.
-func mapError(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-		return fmt.Errorf("%w: %s (is the role granted opsdesk_operator? see opsdesk access grant)", ErrNotPermitted, pgErr.Message)
-	}
-	return err
-}
+// mapError is audited.MapError for people's functions.
+func mapError(err error) error { return audited.MapError(err, grant) }
 
 func nullable(s string) *string {
 	if strings.TrimSpace(s) == "" {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/opsdesk/opsdesk/internal/audited"
 	"io"
 	"maps"
 	"slices"
@@ -223,11 +224,11 @@ func checkResume(chains []Head, opts ExportOpts, role string) error {
 		case after <= 0 || after <= seq:
 		case !ok:
 			return fmt.Errorf("the export resumes chain %s after seq %d, but %s: it is gone, or hidden from %s",
-				TenantName(tenant), after, noChain(&tenant, role), role)
+				audited.TenantName(tenant), after, noChain(&tenant, role), role)
 		default:
 			return fmt.Errorf("the export resumes chain %s after seq %d, but the chain ends at seq %d: "+
 				"the records after it are gone from the database (verify it), or the seq is past the chain's end",
-				TenantName(tenant), after, seq)
+				audited.TenantName(tenant), after, seq)
 		}
 	}
 	return nil

@@ -93,3 +93,16 @@ func ReadQueued(ctx context.Context, q RowQuerier) (Queued, error) {
 	}
 	return out, nil
 }
+
+// SealedSeq seals the trail as its own transaction and returns the
+// sequence number of the caller's audit entry (tenant, entry), 0 when it
+// is still queued: its chain is being sealed by another session, or the
+// seal failed. What it answers for has committed either way, so neither
+// is an error: the entry is in the queue and the next seal takes it.
+func SealedSeq(ctx context.Context, q RowQuerier, tenant string, entry int64) int64 {
+	s, err := Seal(ctx, q, tenant, entry)
+	if err != nil {
+		return 0
+	}
+	return s.Seq
+}

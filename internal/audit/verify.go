@@ -6,12 +6,11 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgerrcode"
+	"github.com/opsdesk/opsdesk/internal/audited"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -171,24 +170,7 @@ type Break struct {
 }
 
 // Error reads "tenant acme seq 7: hash does not match its contents".
-func (b *Break) Error() string { return "tenant " + TenantName(b.Tenant) + " " + b.Reason }
-
-// TenantName is how reports name a chain. The chain of events outside
-// any tenant, "", is printed as two single quotes; a tenant with a space,
-// a control character or invalid UTF-8 in it is quoted (Go syntax), so
-// that "acme " or a tab reads as what it is and nothing reaches a
-// terminal raw.
-func TenantName(tenant string) string {
-	if tenant == "" {
-		return "''"
-	}
-	for _, r := range tenant {
-		if r == utf8.RuneError || unicode.IsSpace(r) || !unicode.IsGraphic(r) {
-			return strconv.Quote(tenant)
-		}
-	}
-	return tenant
-}
+func (b *Break) Error() string { return "tenant " + audited.TenantName(b.Tenant) + " " + b.Reason }
 
 // ErrNoAccess is a role that may not read the audit trail.
 var ErrNoAccess = errors.New("may not read the audit trail: grant it opsdesk_viewer (or a role that has it)")
@@ -307,7 +289,7 @@ func progressing(ctx context.Context, tx pgx.Tx, opts VerifyOpts, v *verifier) (
 // role that sees none, must not read as a trail that verified.
 func noChain(tenant *string, role string) string {
 	if tenant != nil {
-		return fmt.Sprintf("no audit chain %s visible to %s", TenantName(*tenant), role)
+		return fmt.Sprintf("no audit chain %s visible to %s", audited.TenantName(*tenant), role)
 	}
 	return "no audit chain visible to " + role
 }
@@ -316,7 +298,7 @@ func noChain(tenant *string, role string) string {
 func tenantNames(tenants []string) string {
 	names := make([]string, len(tenants))
 	for i, t := range tenants {
-		names[i] = TenantName(t)
+		names[i] = audited.TenantName(t)
 	}
 	return strings.Join(names, ", ")
 }
@@ -354,7 +336,7 @@ func (rep *Report) fail(problems ...string) {
 
 // readError maps a refused read to ErrNoAccess.
 func readError(role string, err error) error {
-	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42501" { // insufficient_privilege
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == pgerrcode.InsufficientPrivilege {
 		if role == "" {
 			role = "the connected role"
 		}

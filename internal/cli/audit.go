@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"github.com/opsdesk/opsdesk/internal/audited"
 	"io"
 	"io/fs"
 	"os"
@@ -219,7 +220,7 @@ const auditMore = "audit verify -o json prints it whole."
 // breakText is a chain's first broken record for people, its tenant cut
 // so that the reason stays in view (Break.Error, cut and cleaned).
 func breakText(b *audit.Break) string {
-	return "tenant " + shown(audit.TenantName(b.Tenant), cellBytes, auditMore) + " " + shown(b.Reason, fieldBytes, auditMore)
+	return "tenant " + shown(audited.TenantName(b.Tenant), cellBytes, auditMore) + " " + shown(b.Reason, fieldBytes, auditMore)
 }
 
 func writeAuditReport(w io.Writer, rep *audit.Report) error {
@@ -249,7 +250,7 @@ func writeAuditReport(w io.Writer, rep *audit.Report) error {
 		if len(hash) > 16 {
 			hash = hash[:16] + "…"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", shown(audit.TenantName(c.Tenant), cellBytes, auditMore), c.Records, c.HeadSeq, dash(hash), checkpoint, status)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", shown(audited.TenantName(c.Tenant), cellBytes, auditMore), c.Records, c.HeadSeq, dash(hash), checkpoint, status)
 	}
 	if len(rep.Chains) == 0 {
 		fmt.Fprintf(tw, "(no audit records visible to %s)\n", shown(rep.Role, cellBytes, auditMore))
@@ -326,7 +327,7 @@ func auditScope(rep *audit.Report) string {
 func tenantList(tenants []string) string {
 	names := make([]string, len(tenants))
 	for i, t := range tenants {
-		names[i] = shown(audit.TenantName(t), cellBytes, auditMore)
+		names[i] = shown(audited.TenantName(t), cellBytes, auditMore)
 	}
 	return strings.Join(names, ", ")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/opsdesk/opsdesk/internal/audited"
 	"io"
 	"io/fs"
 	"os"
@@ -129,7 +130,7 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 			op = fmt.Sprint(r.OperationID)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.At.UTC().Format("2006-01-02 15:04:05.000"), cell(audit.TenantName(r.Tenant)), r.Seq, cell(r.Role),
+			r.At.UTC().Format("2006-01-02 15:04:05.000"), cell(audited.TenantName(r.Tenant)), r.Seq, cell(r.Role),
 			cell(r.Action), ui.OutcomeText(r.Outcome), dash(cell(r.Tool)), dash(cell(r.Key)), op,
 			dash(shown(strings.Join(change, ", "), fieldBytes, more)), dash(strings.Join(flags, ",")))
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgerrcode"
 	"io/fs"
 	"log/slog"
 
@@ -159,7 +160,7 @@ func refuseAhead(version int64) error {
 // privilegeHint says who may migrate when the server refused a privilege.
 func privilegeHint(user string, err error) error {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "42501" { // insufficient_privilege
+	if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.InsufficientPrivilege {
 		return err
 	}
 	return fmt.Errorf("migrate as %q: %w; connect as a superuser or the database's owner with CREATEROLE, "+
@@ -179,7 +180,7 @@ func SchemaVersion(ctx context.Context, q Querier) (int64, error) {
 	}
 	var version int64
 	err = q.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM opsdesk.schema_migrations WHERE is_applied`).Scan(&version)
-	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InsufficientPrivilege {
 		return 0, fmt.Errorf("read schema version: this role may not read opsdesk.schema_migrations "+
 			"(opsdesk_viewer and the migrating role may; opsdesk_service may not): %w", err)
 	}

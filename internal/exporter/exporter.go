@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/opsdesk/opsdesk/internal/audited"
 	"maps"
 	"net/http"
 	"strconv"
@@ -240,13 +241,13 @@ func (e *Exporter) verify(ctx context.Context) {
 	for _, c := range rep.Chains {
 		e.verified[c.Tenant] = verification{ok: c.Break == nil, at: rep.At}
 		if c.Break != nil {
-			e.cfg.Logf("audit chain %s does not verify: %s", audit.TenantName(c.Tenant), c.Break.Reason)
+			e.cfg.Logf("audit chain %s does not verify: %s", audited.TenantName(c.Tenant), c.Break.Reason)
 		}
 	}
 	for tenant := range last {
 		if _, ok := e.verified[tenant]; !ok {
 			e.verified[tenant] = verification{ok: false, at: rep.At}
-			e.cfg.Logf("audit chain %s, verified before, is gone", audit.TenantName(tenant))
+			e.cfg.Logf("audit chain %s, verified before, is gone", audited.TenantName(tenant))
 		}
 	}
 }

@@ -2,14 +2,12 @@ package retention
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/audited"
 )
 
 // purgeColumns are opsdesk.purge_result's fields, in its order.
@@ -33,24 +31,24 @@ func scanAnswer(row pgx.Row) (answer, error) {
 	return a, nil
 }
 
-// refused is a refusal's *reconcile.RefusedError (nil when the call
-// succeeded): errors.Is matches its kind (reconcile.ErrNotPermitted,
-// reconcile.ErrInvalid, reconcile.ErrNotFound), and it names the refusal's
+// refused is a refusal's *audited.RefusedError (nil when the call
+// succeeded): errors.Is matches its kind (audited.ErrNotPermitted,
+// audited.ErrInvalid, audited.ErrNotFound), and it names the refusal's
 // audit record, sealed on pool once its transaction has committed.
 func (a answer) refused(ctx context.Context, pool *pgxpool.Pool) error {
-	if a.outcome == string(reconcile.Succeeded) {
+	if a.outcome == string(audited.Succeeded) {
 		return nil
 	}
 	return refusal(ctx, pool, a.outcome, a.code, a.message, a.tenant, a.entry)
 }
 
 func refusal(ctx context.Context, pool *pgxpool.Pool, outcome string, code, message, tenant *string, entry *int64) error {
-	r := reconcile.Result{Outcome: reconcile.Outcome(outcome), Code: deref(code), Message: deref(message), Tenant: deref(tenant)}
+	r := audited.Result{Outcome: audited.Outcome(outcome), Code: deref(code), Message: deref(message), Tenant: deref(tenant)}
 	if entry != nil {
 		r.Entry = *entry
-		r.Seq = reconcile.SealedSeq(ctx, pool, r.Tenant, r.Entry)
+		r.Seq = audit.SealedSeq(ctx, pool, r.Tenant, r.Entry)
 	}
-	return &reconcile.RefusedError{Result: r}
+	return &audited.RefusedError{Result: r}
 }
 
 // value is *p, 0 for NULL.
@@ -68,13 +66,8 @@ func deref(s *string) string {
 	return *s
 }
 
-// mapError turns a missing privilege (a role without opsdesk_viewer
-// cannot even call the functions, and its attempt leaves no trace) into
-// reconcile.ErrNotPermitted.
-func mapError(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-		return fmt.Errorf("%w: %s (is the role granted opsdesk_admin? see opsdesk access grant)", reconcile.ErrNotPermitted, pgErr.Message)
-	}
-	return err
-}
+// grant is the group role retention's functions are for.
+const grant = "opsdesk_admin"
+
+// mapError is audited.MapError for retention's functions.
+func mapError(err error) error { return audited.MapError(err, grant) }

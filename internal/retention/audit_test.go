@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/opsdesk/opsdesk/internal/audited"
 	"math"
 	"strings"
 	"testing"
@@ -377,9 +378,9 @@ func TestPurgeRefusalsAreAudited(t *testing.T) {
 		}
 		// Through Go: a typed error naming the audit record.
 		_, err := retention.Purge(t.Context(), p.Pool, retention.PurgeParams{Reason: "x"}, nil)
-		var refused *reconcile.RefusedError
+		var refused *audited.RefusedError
 		require.ErrorAs(t, err, &refused)
-		require.ErrorIs(t, err, reconcile.ErrNotPermitted)
+		require.ErrorIs(t, err, audited.ErrNotPermitted)
 	}
 	require.Equal(t, 14, records(t, d))
 	require.Equal(t, []string{"false"}, keys(t, d, `SELECT (finished_at IS NOT NULL)::text FROM opsdesk.purge_runs`))
@@ -397,7 +398,7 @@ func TestHoldIsAllOrNothing(t *testing.T) {
     (SELECT id FROM opsdesk.operations WHERE tenant = 'globex' AND key = 'gone-1')`).Scan(&acme, &globex))
 
 	r, err := retention.SetHold(ctx, admin.Pool, []int64{acme, 999999, 999998}, true, "litigation", "", nil)
-	require.ErrorIs(t, err, reconcile.ErrNotFound)
+	require.ErrorIs(t, err, audited.ErrNotFound)
 	require.Contains(t, err.Error(), "no operations 999998, 999999 (or not visible to "+admin.Role+"): nothing held")
 	require.Equal(t, []int64{999998, 999999}, r.Missing)
 	require.Empty(t, keys(t, d, `SELECT key FROM opsdesk.operations WHERE held AND key <> 'held-1'`), "nothing held")
@@ -407,7 +408,7 @@ FROM opsdesk.audit WHERE action = 'hold:set'`), "the refusal is audited")
 	// A one-tenant admin does not see globex's record.
 	acmeAdmin := dbtest.NewPerson(t, d, "admin", "acme")
 	r, err = retention.SetHold(ctx, acmeAdmin.Pool, []int64{acme, globex}, true, "litigation", "", nil)
-	require.ErrorIs(t, err, reconcile.ErrNotFound)
+	require.ErrorIs(t, err, audited.ErrNotFound)
 	require.Equal(t, []int64{globex}, r.Missing)
 	require.Empty(t, keys(t, d, `SELECT key FROM opsdesk.operations WHERE held AND key <> 'held-1'`))
 
@@ -415,7 +416,7 @@ FROM opsdesk.audit WHERE action = 'hold:set'`), "the refusal is audited")
 	require.NoError(t, err)
 	require.Equal(t, retention.HoldResult{Changed: 2}, r)
 	r, err = retention.SetHold(ctx, admin.Pool, []int64{acme, globex, 999999}, false, "case closed", "", nil)
-	require.ErrorIs(t, err, reconcile.ErrNotFound)
+	require.ErrorIs(t, err, audited.ErrNotFound)
 	require.Contains(t, err.Error(), "nothing released")
 	require.Equal(t, []int64{999999}, r.Missing)
 	require.Len(t, keys(t, d, `SELECT key FROM opsdesk.operations WHERE held AND key = 'gone-1'`), 2, "still held")

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/opsdesk/opsdesk/internal/audited"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 // HoldResult says what a hold or a release changed, or which records it
@@ -110,8 +109,8 @@ func span(ids []int64) string {
 // SetHold holds records (a purge never deletes a held one) or releases
 // them, as an admin, with a reason; each change is audited on its tenant's
 // chain. All or nothing when some records are missing (or not visible to
-// the role): nothing changes and the *reconcile.RefusedError
-// (reconcile.ErrNotFound) names them, as does the result's Missing. Every
+// the role): nothing changes and the *audited.RefusedError
+// (audited.ErrNotFound) names them, as does the result's Missing. Every
 // refusal is audited. At most MaxHold ids at a time.
 //
 // More than HoldBatch records are checked first (all must be visible),
@@ -195,8 +194,8 @@ WHERE NOT EXISTS (SELECT FROM opsdesk.operations o WHERE o.id = i)`, todo).Scan(
 // rolled the statement back), or the call was never sent.
 func answered(err error) bool {
 	var pgErr *pgconn.PgError
-	var refused *reconcile.RefusedError
-	return errors.As(err, &refused) || errors.As(err, &pgErr) || errors.Is(err, reconcile.ErrNotPermitted) ||
+	var refused *audited.RefusedError
+	return errors.As(err, &refused) || errors.As(err, &pgErr) || errors.Is(err, audited.ErrNotPermitted) ||
 		pgconn.SafeToRetry(err)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/opsdesk/opsdesk/internal/audited"
 	"testing"
 	"time"
 
@@ -131,7 +132,7 @@ func TestLargeHoldOfAMissingRecordHoldsNothing(t *testing.T) {
 	acmeAdmin := dbtest.NewPerson(t, d, "admin", "acme")
 
 	r, err := retention.SetHold(t.Context(), acmeAdmin.Pool, append(ids, globex, 999999999), true, "litigation", "", nil)
-	require.ErrorIs(t, err, reconcile.ErrNotFound)
+	require.ErrorIs(t, err, audited.ErrNotFound)
 	require.Contains(t, err.Error(), fmt.Sprintf("no operations %d, 999999999 (or not visible to %s): nothing held", globex, acmeAdmin.Role))
 	require.Equal(t, []int64{globex, 999999999}, r.Missing)
 	require.Zero(t, heldCount(t, d, ids))
@@ -154,7 +155,7 @@ func TestHoldStoppedPartWaySaysWhatItHeld(t *testing.T) {
 			}
 		}
 	})
-	require.ErrorIs(t, err, reconcile.ErrNotFound)
+	require.ErrorIs(t, err, audited.ErrNotFound)
 	var partial *retention.PartialHoldError
 	require.True(t, errors.As(err, &partial))
 	require.Equal(t, ids[:b], partial.Done)

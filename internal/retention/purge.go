@@ -5,7 +5,7 @@
 // is deleted, and its result record when it finishes. Pending records,
 // held records and records with unreviewed conflicts never go. The
 // database's refusals are audited and come back as
-// *reconcile.RefusedError.
+// *audited.RefusedError.
 package retention
 
 import (
@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/opsdesk/opsdesk/internal/audit"
 	"sync"
 	"time"
 
@@ -22,7 +23,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/opsdesk/opsdesk/ops"
-	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 // PurgeParams says what a purge deletes and what it leaves.
@@ -152,7 +152,7 @@ ORDER BY id LIMIT 1`, tool(p), cut).Scan(&d.Resumes, &cut)
 // commits first, before any batch. Interrupted (its context cancelled,
 // the connection lost), it can be called again with the same parameters:
 // it resumes the run, with a resume record. A refusal is a
-// *reconcile.RefusedError whose audit record is committed.
+// *audited.RefusedError whose audit record is committed.
 func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func(Progress)) (Result, error) {
 	if err := p.Pace.check(); err != nil {
 		return Result{}, fmt.Errorf("purge: %w", err)
@@ -193,7 +193,7 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 		return res, fmt.Errorf("start the purge: %w", err)
 	}
 	res.Run, res.AuditTenant = value(start.run), deref(start.tenant)
-	res.StartSeq = reconcile.SealedSeq(ctx, pool, res.AuditTenant, value(start.entry))
+	res.StartSeq = audit.SealedSeq(ctx, pool, res.AuditTenant, value(start.entry))
 	// What the run purged before (a resume), and its batches.
 	prog := Progress{Run: res.Run, Purged: value(start.purged)}
 	err = pool.QueryRow(ctx, `SELECT r.batches + (SELECT count(*) FROM opsdesk.purge_batches b WHERE b.run = r.id)
@@ -255,7 +255,7 @@ FROM opsdesk.purge_runs r WHERE r.id = $1`, res.Run).Scan(&prog.Batches)
 	}
 	res.Purged, res.TombstonesExpired = value(fin.purged), value(fin.stones)
 	res.AuditTenant = deref(fin.tenant)
-	res.AuditSeq = reconcile.SealedSeq(ctx, pool, res.AuditTenant, value(fin.entry))
+	res.AuditSeq = audit.SealedSeq(ctx, pool, res.AuditTenant, value(fin.entry))
 	return res, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/opsdesk/opsdesk/internal/audited"
 	"math"
 	"sync/atomic"
 	"testing"
@@ -180,7 +181,7 @@ func TestOnlyAdminsOfEveryTenantPurge(t *testing.T) {
 	d, _ := setup(t)
 	for _, p := range []*dbtest.Person{dbtest.NewPerson(t, d, "operator", "*"), dbtest.NewPerson(t, d, "admin", "acme")} {
 		_, err := retention.Purge(t.Context(), p.Pool, retention.PurgeParams{Reason: "x"}, nil)
-		require.ErrorIs(t, err, reconcile.ErrNotPermitted)
+		require.ErrorIs(t, err, audited.ErrNotPermitted)
 		require.Contains(t, err.Error(), "may not purge")
 	}
 	var n int
@@ -236,7 +237,7 @@ func TestLegalHold(t *testing.T) {
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	_, err := retention.SetHold(t.Context(), operator.Pool, []int64{gone1}, true, "litigation", "", nil)
-	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
+	require.ErrorIs(t, err, audited.ErrNotPermitted)
 	_, err = retention.SetHold(t.Context(), admin.Pool, []int64{gone1}, true, " ", "", nil)
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 	require.Contains(t, err.Error(), "a reason is required")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/opsdesk/opsdesk/internal/audited"
 	"slices"
 	"strconv"
 	"strings"
@@ -585,7 +586,7 @@ func (s *Store) auditRecordIn(ctx context.Context, q querier, tenant string, seq
 		return nil
 	})
 	if err != nil {
-		return AuditDetail{}, fmt.Errorf("read audit record %s/%d: %w", audit.TenantName(tenant), seq, err)
+		return AuditDetail{}, fmt.Errorf("read audit record %s/%d: %w", audited.TenantName(tenant), seq, err)
 	}
 	if len(recs) == 0 || recs[len(recs)-1].Seq != seq {
 		return AuditDetail{}, ErrNoAuditRecord

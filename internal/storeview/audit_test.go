@@ -3,6 +3,7 @@ package storeview
 import (
 	"cmp"
 	"fmt"
+	"github.com/opsdesk/opsdesk/internal/audited"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,7 +100,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 
 // name is how the tests name a record: tenant/seq, ” for no tenant.
 func name(tenant string, seq int64) string {
-	return audit.TenantName(tenant) + "/" + strconv.FormatInt(seq, 10)
+	return audited.TenantName(tenant) + "/" + strconv.FormatInt(seq, 10)
 }
 
 // newestFirst is the browser's order computed from the fixtures.

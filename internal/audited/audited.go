@@ -1,0 +1,182 @@
+// Package audited is the one boundary for the answers of the database's
+// audited functions (decide, ack_conflicts, reveal_request, grant_access,
+// set_hold, purge_*): the Result they answer and the RefusedError a
+// refusal is, the refusal codes, the call-and-scan helper, and the mapping
+// of the database's errors by named SQLSTATE (pgerrcode). reconcile and
+// internal/retention answer in its types; every package that tells a
+// PostgreSQL error apart asks SQLState.
+package audited
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Outcome is how an attempt ended, as the audit trail records it.
+type Outcome string
+
+// Outcomes.
+const (
+	Succeeded Outcome = "succeeded"
+	Denied    Outcome = "denied" // the role or the record's state forbids it
+	FailedOut Outcome = "failed" // the request was wrong, or the record changed
+)
+
+// Result is the answer to an attempt: the audit record it appended and the
+// record's state and version after it.
+type Result struct {
+	Outcome Outcome `json:"outcome"`
+	Code    string  `json:"code,omitempty"`
+	Message string  `json:"message,omitempty"`
+	// Tenant and Entry name the audit record ("" is the chain of events
+	// outside any tenant) from the moment it is queued, in the attempt's
+	// transaction; Seq is its place in the chain once sealed, which the
+	// call asks for right after it commits (0 while it is still queued).
+	// Entry is 0 for a refusal beyond the role's rate of refusals
+	// recorded one by one: it is counted, and the count is audited on the
+	// "" chain.
+	Tenant  string `json:"audit_tenant"`
+	Entry   int64  `json:"audit_entry,omitempty"`
+	Seq     int64  `json:"audit_seq"`
+	State   string `json:"state,omitempty"`
+	Version int64  `json:"version,omitempty"`
+}
+
+// Refusals, matched with errors.Is on a *RefusedError; each is one of the
+// codes the functions answer.
+var (
+	ErrNotFound          = errors.New("no such operation, or not visible to this role")
+	ErrNotPermitted      = errors.New("not permitted for this role")
+	ErrInvalid           = errors.New("invalid request")
+	ErrChanged           = errors.New("changed since you looked")
+	ErrNotPending        = errors.New("nothing to decide: the record is not pending")
+	ErrLeaseLive         = errors.New("the lease is live: deciding needs force")
+	ErrContradictsLookup = errors.New("the lookup contradicts the decision: deciding needs override")
+	ErrNoConflicts       = errors.New("no unreviewed conflicts")
+	ErrNoValue           = errors.New("no stored value")
+	ErrBusy              = errors.New("the record is held by another transaction")
+)
+
+var codes = map[string]error{
+	"not_found": ErrNotFound, "not_permitted": ErrNotPermitted, "invalid": ErrInvalid,
+	"changed": ErrChanged, "not_pending": ErrNotPending, "lease_live": ErrLeaseLive,
+	"contradicts_lookup": ErrContradictsLookup, "no_conflicts": ErrNoConflicts, "no_value": ErrNoValue,
+	"busy": ErrBusy,
+}
+
+// RefusedError is an attempt the database refused and audited.
+type RefusedError struct {
+	Result
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s: %s (audit record %s)", e.Outcome, e.Message, e.Result.AuditRef())
+}
+
+// Unwrap lets errors.Is match the refusal's kind.
+func (e *RefusedError) Unwrap() error { return codes[e.Code] }
+
+// AuditRef names the audit record, "acme#42" (or "#42" on the "" chain),
+// says it is queued for sealing, or says that a refusal was only counted.
+func (r Result) AuditRef() string {
+	switch {
+	case r.Seq != 0:
+		return r.Tenant + "#" + strconv.FormatInt(r.Seq, 10)
+	case r.Entry != 0:
+		return fmt.Sprintf("%s entry %d (queued: opsdesk audit seal puts it in the chain)", TenantName(r.Tenant), r.Entry)
+	}
+	return "none of its own (counted on the '' chain)"
+}
+
+// Err is the result as an error: nil when it succeeded, else its
+// *RefusedError.
+func (r Result) Err() error {
+	if r.Outcome == Succeeded {
+		return nil
+	}
+	return &RefusedError{Result: r}
+}
+
+// TenantName is how reports name a chain. The chain of events outside
+// any tenant is "”"; a name with spaces, invisible or invalid
+// characters is quoted, so that no two chains read alike.
+func TenantName(tenant string) string {
+	if tenant == "" {
+		return "''"
+	}
+	for _, r := range tenant {
+		if r == utf8.RuneError || unicode.IsSpace(r) || !unicode.IsGraphic(r) {
+			return strconv.Quote(tenant)
+		}
+	}
+	return tenant
+}
+
+// RowQuerier runs a query that returns one row (a pool, a connection, a
+// transaction).
+type RowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Call runs sql, a call of one of the functions answering
+// opsdesk.decision_result, and scans its answer; a refusal is a
+// *RefusedError beside its Result. An error of the database's is
+// MapError's, grant naming the group role the caller needs. The audit
+// record is left queued: the caller seals once the call has committed.
+func Call(ctx context.Context, q RowQuerier, grant, sql string, args ...any) (Result, error) {
+	var (
+		outcome, tenant      string
+		code, message, state *string
+		entry, version       *int64
+	)
+	if err := q.QueryRow(ctx, sql, args...).Scan(&outcome, &code, &message, &tenant, &entry, &state, &version); err != nil {
+		return Result{}, MapError(err, grant)
+	}
+	r := Result{Outcome: Outcome(outcome), Tenant: tenant, Code: deref(code), Message: deref(message), State: deref(state),
+		Entry: value(entry), Version: value(version)}
+	return r, r.Err()
+}
+
+// SQLState is the PostgreSQL error code of err ("" when it is not the
+// server's error): compare it with pgerrcode's names.
+func SQLState(err error) string {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// MapError turns a missing privilege (a role without the group role the
+// function is granted to cannot even call it, and its attempt leaves no
+// trace) into ErrNotPermitted, naming grant; other errors stay as they
+// are.
+func MapError(err error, grant string) error {
+	if SQLState(err) == pgerrcode.InsufficientPrivilege {
+		var pgErr *pgconn.PgError
+		errors.As(err, &pgErr)
+		return fmt.Errorf("%w: %s (is the role granted %s? see opsdesk access grant)", ErrNotPermitted, pgErr.Message, grant)
+	}
+	return err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func value(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
