@@ -1,0 +1,162 @@
+package layers
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/opsdesk/opsdesk/"
+
+// packages is every package of the module and what each depends on,
+// directly or not, without its tests (go list -deps): the module's
+// packages by their paths in it, other modules' by their import paths.
+func packages(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "./...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list: %s", stderrOf(err))
+	pkgs := map[string][]string{}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		var deps []string
+		for _, d := range fields[1:] {
+			switch {
+			case strings.HasPrefix(d, module):
+				deps = append(deps, strings.TrimPrefix(d, module))
+			case strings.Contains(strings.SplitN(d, "/", 2)[0], "."):
+				deps = append(deps, d) // another module's
+			}
+			// (the standard library's are nobody's concern here)
+		}
+		pkgs[strings.TrimPrefix(fields[0], module)] = deps
+	}
+	require.NoError(t, sc.Err())
+	require.NotEmpty(t, pkgs)
+	return pkgs
+}
+
+func stderrOf(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(ee.Stderr)
+	}
+	return ""
+}
+
+// TestREADMEPackagesAreTheModules: the README's Packages table names each
+// package once, and nothing that is not one (internal/outside, a module
+// of its own, aside).
+func TestREADMEPackagesAreTheModules(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	section := string(readme)
+	start := strings.Index(section, "\n## Packages\n")
+	require.GreaterOrEqual(t, start, 0, "README has no Packages section")
+	section = section[start+1:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	var listed []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9/]+)` \\|").FindAllStringSubmatch(section, -1) {
+		listed = append(listed, m[1])
+	}
+	var want []string
+	for p := range packages(t) {
+		want = append(want, p)
+	}
+	want = append(want, "internal/outside")
+	slices.Sort(listed)
+	slices.Sort(want)
+	require.Equal(t, want, listed, "the README's Packages table (left: go list ./..., right: the table)")
+}
+
+// rule: no package matching from depends on any matching not.
+type rule struct {
+	from, not []string // path prefixes ("ops" is ops and ops/...); "=x" is x alone
+	why       string
+}
+
+var rules = []rule{
+	{[]string{"ops"}, []string{"ui", "internal/cli", "config", "reconcile", "internal/storeview", "internal/retention",
+		"internal/audit", "internal/exporter", "internal/demo", "github.com/spf13/"},
+		"the library knows nothing of the console, people's decisions or configuration"},
+	{[]string{"reconcile"}, []string{"ui", "internal/cli", "config", "internal/demo", "internal/exporter", "github.com/spf13/"},
+		"people's decisions know nothing of the console or its configuration"},
+	{[]string{"ui"}, []string{"internal/cli", "config", "internal/demo", "internal/exporter", "github.com/spf13/"},
+		"the console reads through a Source and decides through a Decider: it is handed its configuration"},
+	{[]string{"internal/storeview", "internal/retention", "internal/audit", "internal/audited", "internal/exporter"},
+		[]string{"ui", "internal/cli", "github.com/charmbracelet/"}, "the store's readers and writers know nothing of the console"},
+	{[]string{"internal/audited", "internal/pgtime", "internal/lookupurl", "internal/pgcluster"},
+		[]string{"ops", "reconcile", "internal/", "ui", "config"}, "leaves: they depend on no package of the module"},
+	{[]string{""}, []string{"internal/dbtest", "internal/lookuptest"}, "test helpers are for tests only"},
+}
+
+func matches(p string, prefixes []string) bool {
+	for _, pre := range prefixes {
+		if exact, ok := strings.CutPrefix(pre, "="); ok {
+			if p == exact {
+				return true
+			}
+			continue
+		}
+		if pre == "" || p == strings.TrimSuffix(pre, "/") || strings.HasPrefix(p, strings.TrimSuffix(pre, "/")+"/") ||
+			(strings.HasSuffix(pre, "/") && strings.HasPrefix(p, pre)) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestImportDirections: the directions the README's Packages section
+// states hold for every dependency, direct or not; only internal/cli uses
+// cobra, only config and internal/cli viper, and only cmd/opsdesk the
+// commands.
+func TestImportDirections(t *testing.T) {
+	t.Parallel()
+	pkgs := packages(t)
+	for p, deps := range pkgs {
+		for _, r := range rules {
+			if !matches(p, r.from) {
+				continue
+			}
+			for _, d := range deps {
+				require.False(t, matches(d, r.not), "%s depends on %s: %s", p, d, r.why)
+			}
+		}
+		direct, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, module+p).Output()
+		require.NoError(t, err)
+		for _, d := range strings.Fields(string(direct)) {
+			switch {
+			case d == "github.com/spf13/cobra" || strings.HasPrefix(d, "github.com/spf13/cobra/"):
+				require.Equal(t, "internal/cli", p, "%s imports cobra: commands live in internal/cli", p)
+			case d == "github.com/spf13/viper":
+				require.Contains(t, []string{"config", "internal/cli"}, p, "%s imports viper: configuration is config's", p)
+			case d == module+"internal/cli":
+				require.Equal(t, "cmd/opsdesk", p, "%s imports the commands", p)
+			}
+		}
+	}
+}
+
+// TestRulesCanFail: a rule catches a dependency it names, and passes one
+// it does not.
+func TestRulesCanFail(t *testing.T) {
+	t.Parallel()
+	require.True(t, matches("ui", rules[0].not))
+	require.True(t, matches("internal/storeview", rules[0].not))
+	require.True(t, matches("github.com/spf13/viper", rules[0].not))
+	require.False(t, matches("internal/pgtime", rules[0].not))
+	require.False(t, matches("opsx", []string{"ops"}))
+	require.True(t, matches("ops/idemhttp", []string{"ops"}))
+	require.True(t, matches("internal/dbtest", rules[len(rules)-1].not))
+}
