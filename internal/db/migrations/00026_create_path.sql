@@ -223,29 +223,30 @@ BEGIN
             END IF;
             -- The table's rules, which were its CHECK constraints until
             -- migration 00026, for every writer: refused as those were, with
-            -- their names. Each refuses only a false condition, as a CHECK does.
-            IF NOT (octet_length(NEW.key) BETWEEN 1 AND 255) THEN
-                bad := 'operations_key_length';
-            ELSIF NOT (octet_length(NEW.fingerprint) = 32) THEN
-                bad := 'operations_fingerprint_length';
+            -- their names, in the order the server checked them (by name).
+            -- Each refuses only a false condition, as a CHECK does.
+            IF NOT (NEW.attempt >= 1) THEN
+                bad := 'operations_attempt';
+            ELSIF NOT (NEW.state <> 'completed' OR NEW.expires_at IS NOT NULL) THEN
+                bad := 'operations_completed_expiry';
+            ELSIF NOT (NEW.conflict_count >= 0) THEN
+                bad := 'operations_conflict_count';
             ELSIF NOT (NEW.effect IN ('local', 'external_idempotent', 'external_unknown')) THEN
                 bad := 'operations_effect';
-            ELSIF NOT (NEW.state IN ('pending', 'completed', 'released')) THEN
-                bad := 'operations_state';
+            ELSIF NOT (octet_length(NEW.fingerprint) = 32) THEN
+                bad := 'operations_fingerprint_length';
+            ELSIF NOT (octet_length(NEW.key) BETWEEN 1 AND 255) THEN
+                bad := 'operations_key_length';
             ELSIF NOT ((NEW.state = 'completed' AND NEW.outcome IN ('succeeded', 'rejected') AND NEW.completed_at IS NOT NULL)
                        OR (NEW.state <> 'completed' AND NEW.outcome IS NULL)) THEN
                 bad := 'operations_outcome';
             ELSIF NOT (NEW.state <> 'pending'
                        OR (NEW.owner IS NOT NULL AND NEW.leased_at IS NOT NULL AND NEW.lease_expires_at IS NOT NULL)) THEN
                 bad := 'operations_pending_lease';
-            ELSIF NOT (NEW.attempt >= 1) THEN
-                bad := 'operations_attempt';
+            ELSIF NOT (NEW.state IN ('pending', 'completed', 'released')) THEN
+                bad := 'operations_state';
             ELSIF NOT (NEW.version >= 1) THEN
                 bad := 'operations_version';
-            ELSIF NOT (NEW.conflict_count >= 0) THEN
-                bad := 'operations_conflict_count';
-            ELSIF NOT (NEW.state <> 'completed' OR NEW.expires_at IS NOT NULL) THEN
-                bad := 'operations_completed_expiry';
             ELSE
                 RETURN NEW;
             END IF;
