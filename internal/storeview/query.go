@@ -109,8 +109,6 @@ func ConfigurePool(cfg *pgxpool.Config, statementTimeout time.Duration) {
 type builder struct {
 	conds []string
 	args  []any
-	// deferral: a condition reads DeferralJoin's d.
-	deferral bool
 }
 
 // arg binds v and returns its placeholder.
@@ -142,9 +140,9 @@ func stateCondition(s State, stuck string) string {
 	case StatePending:
 		return LiveSQL("o.", stuck)
 	case StateStuck:
-		return QueueSQL(stuck)
+		return queueWhere(stuck)
 	case StateDeferred:
-		return DeferredSQL(stuck)
+		return deferredWhere(stuck)
 	case StateCompleted:
 		return "(o.state = 'completed' AND o.outcome = 'succeeded')"
 	case StateRejected:
@@ -213,7 +211,6 @@ func (b *builder) apply(f Filter, stuck string) {
 	var alts []string
 	for _, s := range f.States {
 		alts = append(alts, stateCondition(s, stuck))
-		b.deferral = b.deferral || s == StateStuck || s == StateDeferred
 	}
 	if f.Conflicted {
 		alts = append(alts, conflictedSQL)
@@ -262,6 +259,10 @@ var rowColumns = `o.id, o.tenant, o.tool, o.key,
     o.conflict_count, coalesce(o.owner, '') AS owner, o.attempt, o.version, o.held,
     o.leased_at, o.lease_expires_at, o.created_at, o.updated_at, o.completed_at, o.expires_at,
     d.until AS deferred_until, coalesce(d.role, '') AS deferred_by, now() AS db_now`
+
+// pageColumns are the operations columns rowColumns reads.
+const pageColumns = `o.id, o.tenant, o.tool, o.key, o.state, o.outcome, o.conflict_count, o.owner, o.attempt,
+    o.version, o.held, o.leased_at, o.lease_expires_at, o.created_at, o.updated_at, o.completed_at, o.expires_at`
 
 type rowScan struct {
 	ID            int64      `db:"id"`
@@ -435,11 +436,7 @@ func (s *Store) total(ctx context.Context, conn querier, f Filter) (Count, error
 	} else {
 		b.apply(f, "") // no condition reads the stuck-after interval
 	}
-	from := "FROM opsdesk.operations o"
-	if b.deferral {
-		from += DeferralJoin
-	}
-	from += " WHERE " + b.sql()
+	from := "FROM opsdesk.operations o WHERE " + b.sql()
 	var c Count
 	var every bool
 	err := conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM (SELECT "+from+" LIMIT "+strconv.Itoa(CountCap+1)+") s), "+visibleSQL,
@@ -469,8 +466,11 @@ func (s *Store) query(ctx context.Context, conn querier, f Filter,
 	stuck := b.arg(s.opts.StuckAfter.Microseconds()) + " * interval '1 microsecond'"
 	b.apply(f, stuck)
 	order := part(b, after)
-	sql := "SELECT " + rowColumns + " FROM opsdesk.operations o" + DeferralJoin + " WHERE " + b.sql() +
-		" ORDER BY " + order + " LIMIT " + strconv.Itoa(limit)
+	// The page first, then the deferrals and conflicts of its rows only:
+	// joined before the LIMIT, the audit was probed for every row the
+	// filter matched before the sort kept a page of them.
+	sql := "SELECT " + rowColumns + " FROM (SELECT " + pageColumns + " FROM opsdesk.operations o WHERE " + b.sql() +
+		" ORDER BY " + order + " LIMIT " + strconv.Itoa(limit) + ") o" + DeferralJoin + " ORDER BY " + order
 	rows, err := conn.Query(ctx, sql, b.args...)
 	if err != nil {
 		return nil, err
