@@ -61,10 +61,6 @@ type Page struct {
 	DBTime time.Time
 	// Next is nil on the last page.
 	Next *Cursor
-	// Total is how many records the filter matches on every page: exact
-	// up to CountCap, then the planner's estimate, or for a role that
-	// sees some tenants a lower bound.
-	Total Count
 }
 
 // Options tune the store.
@@ -362,16 +358,19 @@ func (s *Store) snapshot(ctx context.Context, fn func(q querier) error) error {
 	return fn(tx)
 }
 
-// List returns one page of operations and how many there are.
+// List returns one page of operations. How many match is Total's, a
+// query of its own: a count costs more than a page, and the console
+// shows the page without waiting for it.
 func (s *Store) List(ctx context.Context, q Query) (Page, error) {
-	page, err := s.list(ctx, s.pool, q)
-	if err != nil {
-		return page, err
-	}
-	if page.Total, err = s.total(ctx, s.pool, q.Filter); err != nil {
-		return Page{}, err
-	}
-	return page, nil
+	return s.list(ctx, s.pool, q)
+}
+
+// Total counts the records that match f, as List's pages show them:
+// exact up to CountCap, then the planner's estimate for a role that sees
+// every tenant (whose statistics span every tenant), else a lower bound
+// (AtLeast).
+func (s *Store) Total(ctx context.Context, f Filter) (Count, error) {
+	return s.total(ctx, s.pool, f)
 }
 
 func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
