@@ -214,15 +214,12 @@ func (b *builder) apply(f Filter, stuck string) {
 	if len(alts) > 0 {
 		b.conds = append(b.conds, "("+strings.Join(alts, " OR ")+")")
 	}
-	if len(f.Tenants) > 0 {
-		b.where("o.tenant = ANY(%s)", f.Tenants)
-	}
-	if len(f.Tools) > 0 {
-		b.where("o.tool = ANY(%s)", f.Tools)
-	}
-	if len(f.Owners) > 0 {
-		b.where("o.owner = ANY(%s)", f.Owners)
-	}
+	// One tenant and one tool are each compared with =, so that the
+	// planner reads operations_tool_expiry_idx (tenant, tool, expires_at)
+	// in order for a retention sort, not every completed record's expiry.
+	b.oneOf("o.tenant", f.Tenants)
+	b.oneOf("o.tool", f.Tools)
+	b.oneOf("o.owner", f.Owners)
 	if len(f.IDs) > 0 {
 		b.where("o.id = ANY(%s)", f.IDs)
 	}
