@@ -240,6 +240,11 @@ ANALYZE opsdesk.operations;`)
 	m := scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{Logf: t.Logf}))
 	require.InDelta(t, 101100, m.value(t, "opsdesk_operations", "state=completed,tool=bulk"), 10000)
 	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=completed,tool=bulk"))
+	// By tenant, each tenant's share of the tool's estimate.
+	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{TenantLabels: true, Logf: t.Logf}))
+	require.InDelta(t, 100000, m.value(t, "opsdesk_operations", "state=completed,tenant=globex,tool=bulk"), 10000)
+	require.InDelta(t, 1100, m.value(t, "opsdesk_operations", "state=completed,tenant=acme,tool=bulk"), 300)
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=completed,tenant=acme,tool=bulk"))
 
 	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Config{Logf: t.Logf}))
 	require.Equal(t, 1000.0, m.value(t, "opsdesk_operations", "state=completed,tool=bulk"), "acme's 1,100, counted up to the cap")
