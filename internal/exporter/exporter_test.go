@@ -221,6 +221,37 @@ ANALYZE opsdesk.operations;`)
 	requireAge(t, tenMin/2, m.value(t, "opsdesk_oldest_stuck_seconds", "tool=bulk"), "globex's")
 }
 
+// TestLiveAboveTheCap: the live records are read one walk a tool, up to
+// 1001 a tenant; a tenant the walk stopped short of is counted alone, and
+// exactly: globex's one record, leased after all of acme's 2,100.
+func TestLiveAboveTheCap(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
+SELECT tenant, 'bulk', tenant || i, '1', sha256((tenant || i)::bytea), 'local', 'pending', 'w', now(), now() + ahead
+FROM (SELECT 'acme', i, interval '1h' + i * interval '1s' FROM generate_series(1, 2100) i
+      UNION ALL SELECT 'globex', 1, interval '3h') AS f (tenant, i, ahead);
+ANALYZE opsdesk.operations;`)
+	require.NoError(t, err)
+	viewer := dbtest.NewPerson(t, d, "viewer", "*")
+
+	m := scrape(t, newExporter(viewer.Pool, Config{TenantLabels: true, Logf: t.Logf}))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations", "state=pending,tenant=globex,tool=bulk"))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=pending,tenant=globex,tool=bulk"))
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=pending,tenant=acme,tool=bulk"))
+	require.InDelta(t, 2100, m.value(t, "opsdesk_operations", "state=pending,tenant=acme,tool=bulk"), 210)
+
+	m = scrape(t, newExporter(viewer.Pool, Config{}))
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=pending,tool=bulk"))
+	require.InDelta(t, 2101, m.value(t, "opsdesk_operations", "state=pending,tool=bulk"), 210)
+
+	// A viewer of globex walks globex's one record, exactly.
+	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Config{Logf: t.Logf}))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations", "state=pending,tool=bulk"))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=pending,tool=bulk"))
+}
+
 // TestCompletedOnALargeTable: past 100,000 records the completed count
 // is the planner's estimate for a viewer of every tenant, and for a viewer
 // of one tenant a count up to the cap, never an estimate from statistics

@@ -154,13 +154,28 @@ const (
 // overview's capped counts, the review's expired count and the succeeded
 // count as how says. $1 is the row count each stops at, $2 the stuck-after
 // interval in microseconds, $3 and $4 the groups' tenants and tools in
-// step; by tool, $5 holds the tenants the role sees.
+// step, $5 and $6 the tools and how many live records of each to read (as
+// signalsStuckSQL's); by tool, $7 holds the tenants the role sees.
+//
+// The live records are read as the stuck ones are, one walk a tool over
+// the live end of operations_pending_lease_idx, counted by tenant: a count
+// a group walked that range once for each group, every live record of
+// every tool each time, a hundred walks at 20 tenants and 5 tools and
+// each as long as the live records are many. A group whose tool's walk
+// stopped short (it read the limit) and that it saw fewer than the cap of
+// is counted alone, as before.
 func signalsCountsSQL(byTenant bool, how completedHow) string {
 	group := groupWhere("", byTenant)
-	tenants := "$5::text[]"
+	tenants := "$7::text[]"
+	walked := "(SELECT sum(l.n) FROM live l WHERE l.tool = g.tool)"
 	if byTenant {
 		tenants = "ARRAY[g.tenant]"
+		walked = "(SELECT sum(l.n) FROM live l WHERE l.tool = g.tool AND l.tenant = g.tenant)"
 	}
+	liveWhere := LiveSQL("", "$2 * interval '1 microsecond'")
+	live := "CASE WHEN NOT EXISTS (SELECT FROM live l WHERE l.tool = g.tool AND l.cut) OR coalesce(" + walked + ", 0) > $1 - 1\n" +
+		"        THEN coalesce(" + walked + ", 0)::bigint\n" +
+		"        ELSE " + fmt.Sprintf(capped, liveWhere+" AND "+group) + " END"
 	completed := "NULL::bigint"
 	switch how {
 	case completedExact:
@@ -171,8 +186,16 @@ func signalsCountsSQL(byTenant bool, how completedHow) string {
 	case completedCapped:
 		completed = completedCount(tenants, "g.tool", "$1", "o.outcome = 'succeeded'")
 	}
-	return "SELECT " + strings.Join([]string{
-		fmt.Sprintf(capped, LiveSQL("", "$2 * interval '1 microsecond'")+" AND "+group),
+	return `WITH live AS (
+    SELECT w.tool, s.tenant, s.n, s.sampled >= w.lim AS cut
+    FROM unnest($5::text[], $6::bigint[]) AS w (tool, lim)
+    CROSS JOIN LATERAL (
+        SELECT o.tenant, count(*) AS n, sum(count(*)) OVER () AS sampled
+        FROM (SELECT o.tenant FROM opsdesk.operations o
+              WHERE ` + LiveSQL("o.", "$2 * interval '1 microsecond'") + ` AND o.tool = w.tool LIMIT w.lim) o
+        GROUP BY 1) s)
+SELECT ` + strings.Join([]string{
+		live,
 		fmt.Sprintf(capped, rejectedWhere+" AND "+group),
 		fmt.Sprintf(capped, releasedWhere+" AND "+group),
 		"(SELECT count(*) FROM " + conflictedFrom + " AND " + group + " LIMIT $1) s)",
@@ -265,7 +288,7 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 			})
 			return err
 		})
-	args := []any{CountCap + 1, stuckAfter, tenants, tools}
+	args := []any{CountCap + 1, stuckAfter, tenants, tools, names, lims}
 	if !opts.ByTenant {
 		args = append(args, visible)
 	}
