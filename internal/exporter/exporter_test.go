@@ -184,22 +184,30 @@ ANALYZE opsdesk.operations;`)
 	})
 }
 
+// bulkPending is a store of acme's 2,100 pending records of the tool bulk
+// and globex's one, their leases ending at acme's (SQL over now() and i,
+// the record's number) and globex's; and a viewer of every tenant.
+func bulkPending(t *testing.T, acme, globex string) (*dbtest.DB, *dbtest.Person) {
+	t.Helper()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
+SELECT tenant, 'bulk', tenant || i, '1', sha256((tenant || i)::bytea), 'local', 'pending', 'w',
+    least(now(), ends - interval '1m'), ends
+FROM (SELECT 'acme', i, `+acme+` FROM generate_series(1, 2100) i
+      UNION ALL SELECT 'globex', 1, `+globex+`) AS f (tenant, i, ends);
+ANALYZE opsdesk.operations;`)
+	require.NoError(t, err)
+	return d, dbtest.NewPerson(t, d, "viewer", "*")
+}
+
 // TestStuckAboveTheCap: a tool with more stuck records than the exporter
 // reads (1001 a tenant) reports estimates, says so, and still finds each
 // group's oldest stuck record: globex's one record, younger than all of
 // acme's 2,100, was not among those read.
 func TestStuckAboveTheCap(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
-	_, err := d.Admin.Exec(t.Context(), `
-INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
-SELECT tenant, 'bulk', tenant || i, '1', sha256((tenant || i)::bytea), 'local', 'pending', 'w',
-    now() - expired - interval '1m', now() - expired
-FROM (SELECT 'acme', i, interval '2h' + i * interval '1s' FROM generate_series(1, 2100) i
-      UNION ALL SELECT 'globex', 1, interval '5m') AS f (tenant, i, expired);
-ANALYZE opsdesk.operations;`)
-	require.NoError(t, err)
-	viewer := dbtest.NewPerson(t, d, "viewer", "*")
+	d, viewer := bulkPending(t, "now() - interval '2h' - i * interval '1s'", "now() - interval '5m'")
 
 	m := scrape(t, newExporter(viewer.Pool, Config{TenantLabels: true, Logf: t.Logf}))
 	requireAge(t, tenMin/2, m.value(t, "opsdesk_oldest_stuck_seconds", "tenant=globex,tool=bulk"), "globex's")
@@ -226,15 +234,7 @@ ANALYZE opsdesk.operations;`)
 // exactly: globex's one record, leased after all of acme's 2,100.
 func TestLiveAboveTheCap(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
-	_, err := d.Admin.Exec(t.Context(), `
-INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
-SELECT tenant, 'bulk', tenant || i, '1', sha256((tenant || i)::bytea), 'local', 'pending', 'w', now(), now() + ahead
-FROM (SELECT 'acme', i, interval '1h' + i * interval '1s' FROM generate_series(1, 2100) i
-      UNION ALL SELECT 'globex', 1, interval '3h') AS f (tenant, i, ahead);
-ANALYZE opsdesk.operations;`)
-	require.NoError(t, err)
-	viewer := dbtest.NewPerson(t, d, "viewer", "*")
+	d, viewer := bulkPending(t, "now() + interval '1h' + i * interval '1s'", "now() + interval '3h'")
 
 	m := scrape(t, newExporter(viewer.Pool, Config{TenantLabels: true, Logf: t.Logf}))
 	require.Equal(t, 1.0, m.value(t, "opsdesk_operations", "state=pending,tenant=globex,tool=bulk"))
