@@ -184,7 +184,14 @@ func signalsCountsSQL(byTenant bool, how completedHow) string {
 		completed = completedCount(tenants, "g.tool", "NULL", "true") +
 			" - (SELECT count(*) FROM opsdesk.operations WHERE " + rejectedWhere + " AND " + group + ")"
 	case completedCapped:
-		completed = completedCount(tenants, "g.tool", "$1", "o.outcome = 'succeeded'")
+		// Up to the cap: the completed records less the rejected ones,
+		// both index-only, when the rejected ones were counted exactly
+		// (the completed ones counted up to the cap plus them); else the
+		// succeeded ones themselves, whose outcome only the heap holds
+		// (a bitmap of every completed record of the tool, then a heap
+		// page for each, per group: most of a one-tenant viewer's scrape).
+		completed = "CASE WHEN rej.n < $1 THEN " + completedCount(tenants, "g.tool", "$1 + rej.n", "true") + " - rej.n\n" +
+			"        ELSE " + completedCount(tenants, "g.tool", "$1", "o.outcome = 'succeeded'") + " END"
 	}
 	return `WITH live AS (
     SELECT w.tool, s.tenant, s.n, s.sampled >= w.lim AS cut
@@ -196,13 +203,14 @@ func signalsCountsSQL(byTenant bool, how completedHow) string {
         GROUP BY 1) s)
 SELECT ` + strings.Join([]string{
 		live,
-		fmt.Sprintf(capped, rejectedWhere+" AND "+group),
+		"rej.n",
 		fmt.Sprintf(capped, releasedWhere+" AND "+group),
 		"(SELECT count(*) FROM " + conflictedFrom + " AND " + group + " LIMIT $1) s)",
 		completedCount(tenants, "g.tool", "$1", "o."+expiredWhere),
 		completed,
 	}, ",\n    ") + `
 FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS g (tenant, tool, n)
+CROSS JOIN LATERAL (SELECT ` + fmt.Sprintf(capped, rejectedWhere+" AND "+group) + ` AS n) rej
 ORDER BY g.n`
 }
 
