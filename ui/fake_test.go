@@ -37,6 +37,8 @@ type fakeSource struct {
 	// refs are result references people confirmed, by record.
 	refs map[int64]string
 	down bool
+	// totalsDown fails the counts alone.
+	totalsDown bool
 	// estimate, when set, is reported as the planner's completed count.
 	estimate int64
 	// scoped answers as for a role that sees some tenants: counts above
@@ -240,10 +242,7 @@ func (s *fakeSource) List(_ context.Context, q storeview.Query) (storeview.Page,
 		}
 	}
 	limit := cmp.Or(q.Limit, 50)
-	page := storeview.Page{DBTime: dbNow, Total: storeview.Count{N: int64(len(rows))}}
-	if q.After != nil {
-		page.Total.N = int64(s.matching(q.Filter))
-	}
+	page := storeview.Page{DBTime: dbNow}
 	if len(rows) > limit {
 		last := rows[limit-1]
 		c := &storeview.Cursor{ID: last.ID, At: last.LeaseExpiresAt}
@@ -257,7 +256,20 @@ func (s *fakeSource) List(_ context.Context, q storeview.Query) (storeview.Page,
 	return page, nil
 }
 
-// matching counts the rows that match f, on every page; the lock is held.
+// Total counts the rows that match f.
+func (s *fakeSource) Total(_ context.Context, f storeview.Filter) (storeview.Count, error) {
+	if err := s.enter("total"); err != nil {
+		return storeview.Count{}, fmt.Errorf("count operations: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.totalsDown {
+		return storeview.Count{}, fmt.Errorf("count operations: %w", context.DeadlineExceeded)
+	}
+	return storeview.Count{N: int64(s.matching(f))}, nil
+}
+
+// matching counts the rows that match f; the lock is held.
 func (s *fakeSource) matching(f storeview.Filter) int {
 	n := 0
 	for _, r := range s.rows {

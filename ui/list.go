@@ -89,12 +89,23 @@ type listScreen struct {
 	sort       storeview.Sort
 	pageStack[storeview.Cursor]
 
-	seq     int
-	loading bool
-	loaded  bool
-	page    storeview.Page
-	err     error
-	sel     int
+	// seq numbers the requests; pageSeq is the page's latest and
+	// countSeq the count's, whose answers alone are taken.
+	seq, pageSeq, countSeq int
+	loading                bool
+	loaded                 bool
+	page                   storeview.Page
+	err                    error
+	sel                    int
+
+	// The count of the filter's records comes after its page, as an
+	// answer of its own (a count costs more than a page): total is
+	// the last one, for the filter text totalFor; counting names the
+	// filter a count is on its way for ("" and counting false: none).
+	total              storeview.Count
+	totalFor, countFor string
+	counted, counting  bool
+	totalErr           error
 
 	// cells caches the formatted rows of the page; widths their layout.
 	cells   [][colCount]string
@@ -105,10 +116,12 @@ type listScreen struct {
 	// asked for, to keep it selected; left is that record when it left
 	// the page, to say so (0: none).
 	keep, left int64
-	// lastGood keeps the last first page each filter and sort showed, so
-	// that a list opened again during an outage shows its last rows,
-	// marked stale, rather than nothing.
-	lastGood map[string]storeview.Page
+	// lastGood keeps the last first page each filter and sort showed, and
+	// lastTotal the last count of each filter, so that a list opened
+	// again during an outage shows its last rows, marked stale, rather
+	// than nothing.
+	lastGood  map[string]storeview.Page
+	lastTotal map[string]storeview.Count
 	// writes tells whether the console offers decisions to this role;
 	// bulk whether it has bulk reconciliations to offer with them.
 	writes, bulk bool
@@ -125,17 +138,22 @@ const lastGoodMax = 16
 
 func newList(d deps) *listScreen {
 	s := &listScreen{deps: d, sort: storeview.SortNewest, filterBar: newFilterBar(d.st, "state:stuck tool:create-ticket age>10m"),
-		lastGood: map[string]storeview.Page{}}
+		lastGood: map[string]storeview.Page{}, lastTotal: map[string]storeview.Count{}}
 	s.firstPage()
 	s.updateKeys()
 	return s
 }
 
-func (s *listScreen) id() screenID         { return screenList }
-func (s *listScreen) Init() tea.Cmd        { return nil }
-func (s *listScreen) current(seq int) bool { return seq == s.seq }
-func (s *listScreen) capturing() bool      { return s.editing }
-func (s *listScreen) asOf() time.Time      { return s.page.DBTime }
+func (s *listScreen) id() screenID    { return screenList }
+func (s *listScreen) Init() tea.Cmd   { return nil }
+func (s *listScreen) capturing() bool { return s.editing }
+func (s *listScreen) asOf() time.Time { return s.page.DBTime }
+
+// current tells whether seq is the latest page request, or the count on
+// its way: the answers of any other are stale.
+func (s *listScreen) current(seq int) bool {
+	return seq == s.pageSeq || (s.counting && seq == s.countSeq)
+}
 
 // SetSize lays the table out again; a page of another size comes with the
 // next refresh.
@@ -186,6 +204,9 @@ func (s *listScreen) restart() tea.Cmd {
 	s.sel = 0
 	s.keep, s.left = 0, 0
 	s.err = nil
+	if c, ok := s.lastTotal[s.filterText]; ok && s.totalFor != s.filterText {
+		s.total, s.totalFor, s.counted, s.totalErr = c, s.filterText, true, nil
+	}
 	if p, ok := s.lastGood[s.lastGoodKey()]; ok {
 		s.setPage(p)
 	} else {
@@ -209,8 +230,51 @@ func (s *listScreen) query() storeview.Query {
 // dropped.
 func (s *listScreen) fetch() tea.Cmd {
 	s.seq++
+	s.pageSeq = s.seq
 	s.loading = true
-	return s.f.list(s.seq, s.query())
+	return s.f.list(s.pageSeq, s.query())
+}
+
+// count asks for the count of the filter's records, after a page came:
+// unless the first page holds them all (it then says how many), or a
+// count of the same filter is on its way (its answer will do). An older
+// count of another filter is dropped when it answers.
+func (s *listScreen) count() tea.Cmd {
+	if s.pageHoldsAll() {
+		s.counting = false
+		return nil
+	}
+	if s.counting && s.countFor == s.filterText {
+		return nil
+	}
+	s.seq++
+	s.countSeq = s.seq
+	s.counting, s.countFor = true, s.filterText
+	return s.f.total(s.countSeq, s.filter)
+}
+
+// pageHoldsAll tells whether the page shown is the first and the last:
+// its rows are every record the filter matches, as of its read.
+func (s *listScreen) pageHoldsAll() bool { return s.loaded && len(s.pages) == 1 && s.page.Next == nil }
+
+// receiveTotal takes a count, if it is the latest asked for.
+func (s *listScreen) receiveTotal(msg totalMsg) {
+	if !s.counting || msg.seq != s.countSeq {
+		return // stale: another count is on its way, or none is wanted
+	}
+	s.counting = false
+	if msg.err != nil {
+		if s.totalFor != s.countFor {
+			s.counted = false // the count shown, if any, was another filter's
+		}
+		s.totalErr = msg.err
+		return
+	}
+	s.total, s.totalFor, s.counted, s.totalErr = msg.total, s.countFor, true, nil
+	if len(s.lastTotal) >= lastGoodMax {
+		clear(s.lastTotal)
+	}
+	s.lastTotal[s.totalFor] = msg.total
 }
 
 // refresh reads the page again, keeping the selected record selected.
@@ -289,7 +353,9 @@ func (s *listScreen) FullHelp() [][]key.Binding {
 func (s *listScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case pageMsg:
-		s.receive(msg)
+		return s, s.receive(msg)
+	case totalMsg:
+		s.receiveTotal(msg)
 		return s, nil
 	case tea.KeyMsg:
 		if s.editing {
@@ -307,13 +373,13 @@ func (s *listScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return s, nil
 }
 
-// receive takes a page. A refresh keeps the selected record selected,
-// and when it left the page the cursor stays where it was and the list
-// says so until the operator moves. An error keeps the rows shown, which
-// are then stale.
-func (s *listScreen) receive(msg pageMsg) {
-	if msg.seq != s.seq {
-		return // a stale answer: a newer request is on its way
+// receive takes a page, and asks for the count of its filter's records.
+// A refresh keeps the selected record selected, and when it left the page
+// the cursor stays where it was and the list says so until the operator
+// moves. An error keeps the rows shown, which are then stale.
+func (s *listScreen) receive(msg pageMsg) tea.Cmd {
+	if msg.seq != s.pageSeq {
+		return nil // a stale answer: a newer request is on its way
 	}
 	s.loading = false
 	s.err = msg.err
@@ -322,7 +388,7 @@ func (s *listScreen) receive(msg pageMsg) {
 	s.keep = 0
 	if msg.err != nil {
 		s.updateKeys()
-		return
+		return nil
 	}
 	s.setPage(msg.page)
 	if len(s.pages) == 1 {
@@ -340,6 +406,7 @@ func (s *listScreen) receive(msg pageMsg) {
 	}
 	s.clampSel()
 	s.updateKeys()
+	return s.count()
 }
 
 // setPage shows a page's rows.
@@ -497,18 +564,34 @@ func (s *listScreen) position() string {
 	case !s.loaded && s.loading:
 		right += " · loading…"
 	case s.loaded:
-		total := ReviewFigure(s.page.Total)
 		if n := s.visibleRows(); n > 0 {
 			first := s.firstRow()
-			right = strconv.Itoa(first+1) + "–" + strconv.Itoa(first+n) + " of " + total + " · " + right
+			right = strconv.Itoa(first+1) + "–" + strconv.Itoa(first+n) + s.totalText() + " · " + right
 		} else {
-			right = "none of " + total + " · " + right
+			right = "none" + s.totalText() + " · " + right
 		}
 	}
 	if s.loaded && s.err != nil {
 		right = s.st.Stuck.Render("⚠ stale, as of "+clock(s.page.DBTime)) + " · " + right
 	}
 	return right
+}
+
+// totalText is " of" and how many records the filter matches, as far as
+// the list knows: the page's own rows when it holds them all, else the
+// last count of the filter; while none has come, that one is on its way.
+func (s *listScreen) totalText() string {
+	switch {
+	case s.pageHoldsAll():
+		return " of " + ReviewFigure(storeview.Count{N: int64(len(s.page.Rows))})
+	case s.counted && s.totalFor == s.filterText:
+		return " of " + ReviewFigure(s.total)
+	case s.counting:
+		return " of … (counting)"
+	case s.totalErr != nil:
+		return " of ? (not counted)"
+	}
+	return ""
 }
 
 func (s *listScreen) keptFilter() string {

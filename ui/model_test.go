@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,67 @@ func TestStaleResultDropped(t *testing.T) {
 	require.NotEqualValues(t, 7, d.d.ID, "a stale detail was shown")
 	h.send(overviewMsg{seq: h.m.overview().seq - 1, ov: storeview.Overview{Stuck: 999}})
 	require.NotEqualValues(t, 999, h.m.overview().ov.Stuck, "a stale overview was shown")
+}
+
+// TestTotalFollowsThePage: a list shows its page as soon as it comes and
+// says its count is on the way; the count follows as an answer of its
+// own. A count asked for another filter is dropped when it answers late,
+// a page that holds every record is its own count, and a new sort of the
+// same filter keeps the count.
+func TestTotalFollowsThePage(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	for i := range 10 {
+		src.rows = append(src.rows, demoRows(int64(50000+100*i))...)
+	}
+	h := newHarness(t, src, 80, 24).keys(":ops<enter>")
+	l := h.m.list()
+	all := src.matching(storeview.Filter{})
+	require.Greater(t, all, l.limit(), "the fixture needs more than a page")
+	require.Contains(t, h.view(), "1–"+strconv.Itoa(l.limit())+" of "+strconv.Itoa(all)+" · page 1")
+
+	// Held answers: the page, then the count it asks for.
+	completed := storeview.Filter{States: []storeview.State{storeview.StateCompleted}}
+	page := l.show(completed, "state:completed", storeview.SortNewest)().(pageMsg)
+	_, countCmd := h.m.Update(page)
+	require.NotNil(t, countCmd, "the page asked for no count")
+	require.Contains(t, h.view(), "1–"+strconv.Itoa(l.limit())+" of … (counting) · page 1", "the page waits for its count")
+	require.NotContains(t, h.view(), " of "+strconv.Itoa(all), "another filter's count shown")
+	oldCount := countCmd().(totalMsg)
+
+	// Another filter before the count answered: its late answer is not
+	// the new filter's.
+	stuck := storeview.Filter{States: []storeview.State{storeview.StateStuck}}
+	_, countCmd = h.m.Update(l.show(stuck, "state:stuck", storeview.SortNewest)().(pageMsg))
+	require.NotNil(t, countCmd)
+	h.send(oldCount)
+	require.Contains(t, h.view(), "of … (counting)", "a late count of another filter was shown")
+	h.send(countCmd())
+	require.Contains(t, h.view(), " of "+strconv.Itoa(src.matching(stuck))+" · page 1")
+	require.Equal(t, 3, src.called("total"), "one count a page: all, completed, stuck")
+
+	// Another sort of the same filter keeps the count while its page
+	// loads; the page counts again (as a refresh does), and the count
+	// shown stays until the new one comes.
+	l.sort = storeview.SortLease
+	_, countCmd = h.m.Update(l.restart()().(pageMsg))
+	require.Contains(t, h.view(), "sort: lease expiry")
+	require.Contains(t, h.view(), " of "+strconv.Itoa(src.matching(stuck))+" · page 1")
+	h.send(countCmd())
+	require.Equal(t, 4, src.called("total"))
+
+	// A first page that holds every record counts them itself.
+	rejected := storeview.Filter{States: []storeview.State{storeview.StateRejected}}
+	h.run(l.show(rejected, "state:rejected", storeview.SortNewest))
+	require.Contains(t, h.view(), "1–"+strconv.Itoa(src.matching(rejected))+" of "+strconv.Itoa(src.matching(rejected))+" · page 1")
+	require.Equal(t, 4, src.called("total"), "a page that holds every record needs no count")
+
+	// A count that fails says the list was not counted; the page stays.
+	src.mu.Lock()
+	src.totalsDown = true
+	src.mu.Unlock()
+	h.run(l.show(completed, "state:completed", storeview.SortNewest))
+	require.Contains(t, h.view(), "1–"+strconv.Itoa(l.limit())+" of ? (not counted) · page 1")
 }
 
 // TestFilterErrorKeepsFilter: a bad filter is an inline error; the list

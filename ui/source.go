@@ -16,6 +16,9 @@ import (
 type Source interface {
 	Overview(ctx context.Context) (storeview.Overview, error)
 	List(ctx context.Context, q storeview.Query) (storeview.Page, error)
+	// Total counts a list's records; the list asks for it once its page
+	// is shown, so that a count never delays a page.
+	Total(ctx context.Context, f storeview.Filter) (storeview.Count, error)
 	Get(ctx context.Context, id int64) (storeview.Detail, error)
 	GetByIdentity(ctx context.Context, tenant, tool, key string) (storeview.Detail, error)
 	Info(ctx context.Context) (storeview.Info, error)
@@ -116,6 +119,10 @@ func (m overviewMsg) owner() screenID { return screenOverview }
 func (m overviewMsg) sequence() int   { return m.seq }
 func (m overviewMsg) asOf() time.Time { return m.ov.DBTime }
 func (m overviewMsg) failure() error  { return m.err }
+func (m totalMsg) owner() screenID    { return screenList }
+func (m totalMsg) sequence() int      { return m.seq }
+func (m totalMsg) asOf() time.Time    { return time.Time{} } // a count carries no clock; its page's does
+func (m totalMsg) failure() error     { return m.err }
 func (m pageMsg) owner() screenID     { return screenList }
 func (m pageMsg) sequence() int       { return m.seq }
 func (m pageMsg) asOf() time.Time     { return m.page.DBTime }
@@ -173,6 +180,13 @@ type pageMsg struct {
 	seq  int
 	page storeview.Page
 	err  error
+}
+
+// totalMsg answers a list's count of its filter's records.
+type totalMsg struct {
+	seq   int
+	total storeview.Count
+	err   error
 }
 
 type detailMsg struct {
@@ -242,6 +256,11 @@ func (f fetcher) review(seq int, catalog map[string]storeview.ToolPolicy) tea.Cm
 func (f fetcher) list(seq int, q storeview.Query) tea.Cmd {
 	return run(f, func(ctx context.Context) (storeview.Page, error) { return f.src.List(ctx, q) },
 		func(p storeview.Page, err error) tea.Msg { return pageMsg{seq: seq, page: p, err: err} })
+}
+
+func (f fetcher) total(seq int, filter storeview.Filter) tea.Cmd {
+	return run(f, func(ctx context.Context) (storeview.Count, error) { return f.src.Total(ctx, filter) },
+		func(c storeview.Count, err error) tea.Msg { return totalMsg{seq: seq, total: c, err: err} })
 }
 
 func (f fetcher) auditList(seq int, q storeview.AuditQuery) tea.Cmd {

@@ -184,22 +184,30 @@ ANALYZE opsdesk.operations;`)
 	})
 }
 
+// bulkPending is a store of acme's 2,100 pending records of the tool bulk
+// and globex's one, their leases ending at acme's (SQL over now() and i,
+// the record's number) and globex's; and a viewer of every tenant.
+func bulkPending(t *testing.T, acme, globex string) (*dbtest.DB, *dbtest.Person) {
+	t.Helper()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
+SELECT tenant, 'bulk', tenant || i, '1', sha256((tenant || i)::bytea), 'local', 'pending', 'w',
+    least(now(), ends - interval '1m'), ends
+FROM (SELECT 'acme', i, `+acme+` FROM generate_series(1, 2100) i
+      UNION ALL SELECT 'globex', 1, `+globex+`) AS f (tenant, i, ends);
+ANALYZE opsdesk.operations;`)
+	require.NoError(t, err)
+	return d, dbtest.NewPerson(t, d, "viewer", "*")
+}
+
 // TestStuckAboveTheCap: a tool with more stuck records than the exporter
 // reads (1001 a tenant) reports estimates, says so, and still finds each
 // group's oldest stuck record: globex's one record, younger than all of
 // acme's 2,100, was not among those read.
 func TestStuckAboveTheCap(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
-	_, err := d.Admin.Exec(t.Context(), `
-INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
-SELECT tenant, 'bulk', tenant || i, '1', sha256((tenant || i)::bytea), 'local', 'pending', 'w',
-    now() - expired - interval '1m', now() - expired
-FROM (SELECT 'acme', i, interval '2h' + i * interval '1s' FROM generate_series(1, 2100) i
-      UNION ALL SELECT 'globex', 1, interval '5m') AS f (tenant, i, expired);
-ANALYZE opsdesk.operations;`)
-	require.NoError(t, err)
-	viewer := dbtest.NewPerson(t, d, "viewer", "*")
+	d, viewer := bulkPending(t, "now() - interval '2h' - i * interval '1s'", "now() - interval '5m'")
 
 	m := scrape(t, newExporter(viewer.Pool, Config{TenantLabels: true, Logf: t.Logf}))
 	requireAge(t, tenMin/2, m.value(t, "opsdesk_oldest_stuck_seconds", "tenant=globex,tool=bulk"), "globex's")
@@ -221,6 +229,29 @@ ANALYZE opsdesk.operations;`)
 	requireAge(t, tenMin/2, m.value(t, "opsdesk_oldest_stuck_seconds", "tool=bulk"), "globex's")
 }
 
+// TestLiveAboveTheCap: the live records are read one walk a tool, up to
+// 1001 a tenant; a tenant the walk stopped short of is counted alone, and
+// exactly: globex's one record, leased after all of acme's 2,100.
+func TestLiveAboveTheCap(t *testing.T) {
+	t.Parallel()
+	d, viewer := bulkPending(t, "now() + interval '1h' + i * interval '1s'", "now() + interval '3h'")
+
+	m := scrape(t, newExporter(viewer.Pool, Config{TenantLabels: true, Logf: t.Logf}))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations", "state=pending,tenant=globex,tool=bulk"))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=pending,tenant=globex,tool=bulk"))
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=pending,tenant=acme,tool=bulk"))
+	require.InDelta(t, 2100, m.value(t, "opsdesk_operations", "state=pending,tenant=acme,tool=bulk"), 210)
+
+	m = scrape(t, newExporter(viewer.Pool, Config{}))
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=pending,tool=bulk"))
+	require.InDelta(t, 2101, m.value(t, "opsdesk_operations", "state=pending,tool=bulk"), 210)
+
+	// A viewer of globex walks globex's one record, exactly.
+	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Config{Logf: t.Logf}))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations", "state=pending,tool=bulk"))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=pending,tool=bulk"))
+}
+
 // TestCompletedOnALargeTable: past 100,000 records the completed count
 // is the planner's estimate for a viewer of every tenant, and for a viewer
 // of one tenant a count up to the cap, never an estimate from statistics
@@ -234,16 +265,35 @@ INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, ef
 SELECT tenant, 'bulk', tenant || '-' || i, '1', sha256((tenant || i)::bytea), 'local', 'completed', 'succeeded', 'w',
     now() - interval '1d', now() - interval '1d', now() - interval '1d', now() - interval '1d', now() + interval '6d'
 FROM (VALUES ('acme', 1100), ('globex', 100000)) AS f (tenant, n), generate_series(1, f.n) i;
+-- acme's tools of few succeeded records: one with a few rejected, one
+-- with more rejected than the cap.
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, created_at, completed_at, expires_at)
+SELECT 'acme', tool, outcome || '-' || i, '1', sha256((tool || outcome || i)::bytea), 'local', 'completed', outcome, 'w',
+    now() - interval '1d', now() - interval '1d', now() - interval '1d', now() - interval '1d', now() + interval '6d'
+FROM (VALUES ('few', 'succeeded', 30), ('few', 'rejected', 20), ('refused', 'succeeded', 5), ('refused', 'rejected', 1100))
+    AS f (tool, outcome, n), generate_series(1, f.n) i;
 ANALYZE opsdesk.operations;`)
 	require.NoError(t, err)
 
 	m := scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{Logf: t.Logf}))
 	require.InDelta(t, 101100, m.value(t, "opsdesk_operations", "state=completed,tool=bulk"), 10000)
 	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=completed,tool=bulk"))
+	// By tenant, each tenant's share of the tool's estimate. (The
+	// planner takes tenant and tool to be independent: acme's share of
+	// bulk is taken to be its share of the table, 2%, not its 1%.)
+	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{TenantLabels: true, Logf: t.Logf}))
+	require.InDelta(t, 100000, m.value(t, "opsdesk_operations", "state=completed,tenant=globex,tool=bulk"), 10000)
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=completed,tenant=acme,tool=bulk"))
 
 	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Config{Logf: t.Logf}))
 	require.Equal(t, 1000.0, m.value(t, "opsdesk_operations", "state=completed,tool=bulk"), "acme's 1,100, counted up to the cap")
 	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=completed,tool=bulk"))
+	for tool, want := range map[string]float64{"few": 30, "refused": 5} {
+		require.Equal(t, want, m.value(t, "opsdesk_operations", "state=completed,tool="+tool), tool)
+		require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=completed,tool="+tool), tool)
+	}
+	require.Equal(t, 20.0, m.value(t, "opsdesk_operations", "state=rejected,tool=few"))
 }
 
 // TestHostileNames: tool and tenant names are stored text; whatever they

@@ -69,6 +69,10 @@ func BenchmarkConsoleQueries(b *testing.B) {
 		{"AllByRetention", list(Query{Sort: SortExpires})},
 		{"ExpiringByRetention", list(Query{Filter: expiring, Sort: SortExpires})},
 		{"FilteredByRetention", list(Query{Filter: filtered, Sort: SortExpires})},
+		// The counts a list shows beside its page, which the console asks
+		// for once the page is shown (not lists: no page waits for them).
+		{"FilteredTotal", func(ctx context.Context, s *Store) error { _, err := s.Total(ctx, filtered); return err }},
+		{"AllTotal", func(ctx context.Context, s *Store) error { _, err := s.Total(ctx, Filter{}); return err }},
 		// The retention review, with a catalog of the seeded tools.
 		{"RetentionReview", func(ctx context.Context, s *Store) error { _, err := s.Review(ctx, benchCatalog); return err }},
 	}

@@ -61,10 +61,6 @@ type Page struct {
 	DBTime time.Time
 	// Next is nil on the last page.
 	Next *Cursor
-	// Total is how many records the filter matches on every page: exact
-	// up to CountCap, then the planner's estimate, or for a role that
-	// sees some tenants a lower bound.
-	Total Count
 }
 
 // Options tune the store.
@@ -109,8 +105,6 @@ func ConfigurePool(cfg *pgxpool.Config, statementTimeout time.Duration) {
 type builder struct {
 	conds []string
 	args  []any
-	// deferral: a condition reads DeferralJoin's d.
-	deferral bool
 }
 
 // arg binds v and returns its placeholder.
@@ -142,9 +136,9 @@ func stateCondition(s State, stuck string) string {
 	case StatePending:
 		return LiveSQL("o.", stuck)
 	case StateStuck:
-		return QueueSQL(stuck)
+		return queueWhere(stuck)
 	case StateDeferred:
-		return DeferredSQL(stuck)
+		return deferredWhere(stuck)
 	case StateCompleted:
 		return "(o.state = 'completed' AND o.outcome = 'succeeded')"
 	case StateRejected:
@@ -213,7 +207,6 @@ func (b *builder) apply(f Filter, stuck string) {
 	var alts []string
 	for _, s := range f.States {
 		alts = append(alts, stateCondition(s, stuck))
-		b.deferral = b.deferral || s == StateStuck || s == StateDeferred
 	}
 	if f.Conflicted {
 		alts = append(alts, conflictedSQL)
@@ -221,15 +214,12 @@ func (b *builder) apply(f Filter, stuck string) {
 	if len(alts) > 0 {
 		b.conds = append(b.conds, "("+strings.Join(alts, " OR ")+")")
 	}
-	if len(f.Tenants) > 0 {
-		b.where("o.tenant = ANY(%s)", f.Tenants)
-	}
-	if len(f.Tools) > 0 {
-		b.where("o.tool = ANY(%s)", f.Tools)
-	}
-	if len(f.Owners) > 0 {
-		b.where("o.owner = ANY(%s)", f.Owners)
-	}
+	// One tenant and one tool are each compared with =, so that the
+	// planner reads operations_tool_expiry_idx (tenant, tool, expires_at)
+	// in order for a retention sort, not every completed record's expiry.
+	b.oneOf("o.tenant", f.Tenants)
+	b.oneOf("o.tool", f.Tools)
+	b.oneOf("o.owner", f.Owners)
 	if len(f.IDs) > 0 {
 		b.where("o.id = ANY(%s)", f.IDs)
 	}
@@ -262,6 +252,10 @@ var rowColumns = `o.id, o.tenant, o.tool, o.key,
     o.conflict_count, coalesce(o.owner, '') AS owner, o.attempt, o.version, o.held,
     o.leased_at, o.lease_expires_at, o.created_at, o.updated_at, o.completed_at, o.expires_at,
     d.until AS deferred_until, coalesce(d.role, '') AS deferred_by, now() AS db_now`
+
+// pageColumns are the operations columns rowColumns reads.
+const pageColumns = `o.id, o.tenant, o.tool, o.key, o.state, o.outcome, o.conflict_count, o.owner, o.attempt,
+    o.version, o.held, o.leased_at, o.lease_expires_at, o.created_at, o.updated_at, o.completed_at, o.expires_at`
 
 type rowScan struct {
 	ID            int64      `db:"id"`
@@ -361,16 +355,19 @@ func (s *Store) snapshot(ctx context.Context, fn func(q querier) error) error {
 	return fn(tx)
 }
 
-// List returns one page of operations and how many there are.
+// List returns one page of operations. How many match is Total's, a
+// query of its own: a count costs more than a page, and the console
+// shows the page without waiting for it.
 func (s *Store) List(ctx context.Context, q Query) (Page, error) {
-	page, err := s.list(ctx, s.pool, q)
-	if err != nil {
-		return page, err
-	}
-	if page.Total, err = s.total(ctx, s.pool, q.Filter); err != nil {
-		return Page{}, err
-	}
-	return page, nil
+	return s.list(ctx, s.pool, q)
+}
+
+// Total counts the records that match f, as List's pages show them:
+// exact up to CountCap, then the planner's estimate for a role that sees
+// every tenant (whose statistics span every tenant), else a lower bound
+// (AtLeast).
+func (s *Store) Total(ctx context.Context, f Filter) (Count, error) {
+	return s.total(ctx, s.pool, f)
 }
 
 func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
@@ -435,11 +432,7 @@ func (s *Store) total(ctx context.Context, conn querier, f Filter) (Count, error
 	} else {
 		b.apply(f, "") // no condition reads the stuck-after interval
 	}
-	from := "FROM opsdesk.operations o"
-	if b.deferral {
-		from += DeferralJoin
-	}
-	from += " WHERE " + b.sql()
+	from := "FROM opsdesk.operations o WHERE " + b.sql()
 	var c Count
 	var every bool
 	err := conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM (SELECT "+from+" LIMIT "+strconv.Itoa(CountCap+1)+") s), "+visibleSQL,
@@ -469,8 +462,11 @@ func (s *Store) query(ctx context.Context, conn querier, f Filter,
 	stuck := b.arg(s.opts.StuckAfter.Microseconds()) + " * interval '1 microsecond'"
 	b.apply(f, stuck)
 	order := part(b, after)
-	sql := "SELECT " + rowColumns + " FROM opsdesk.operations o" + DeferralJoin + " WHERE " + b.sql() +
-		" ORDER BY " + order + " LIMIT " + strconv.Itoa(limit)
+	// The page first, then the deferrals and conflicts of its rows only:
+	// joined before the LIMIT, the audit was probed for every row the
+	// filter matched before the sort kept a page of them.
+	sql := "SELECT " + rowColumns + " FROM (SELECT " + pageColumns + " FROM opsdesk.operations o WHERE " + b.sql() +
+		" ORDER BY " + order + " LIMIT " + strconv.Itoa(limit) + ") o" + DeferralJoin + " ORDER BY " + order
 	rows, err := conn.Query(ctx, sql, b.args...)
 	if err != nil {
 		return nil, err

@@ -93,6 +93,20 @@ func DeferredSQL(after string) string {
 	return "(" + StuckSQL("o.", after) + " AND " + deferredSQL + ")"
 }
 
+// queueWhere and deferredWhere are QueueSQL and DeferredSQL for a WHERE
+// over the operations row o alone, without DeferralJoin: the deferral is
+// a scalar subquery, which PostgreSQL runs only for the rows that pass the
+// cheaper stuck condition before it (quals are evaluated cheapest first,
+// and AND stops at the first false). A list filters with them, takes its
+// page, and joins the deferrals of the page's rows only.
+func queueWhere(after string) string {
+	return "(" + StuckSQL("o.", after) + " AND NOT coalesce(" + DeferralUntilSQL + " > now(), false))"
+}
+
+func deferredWhere(after string) string {
+	return "(" + StuckSQL("o.", after) + " AND " + DeferralUntilSQL + " > now())"
+}
+
 // Deferred tells whether the row is deferred: stuck, with a reminder not
 // yet due.
 func (r Row) Deferred() bool { return r.State == StateDeferred }
