@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgerrcode"
 	"slices"
 	"strings"
 	"time"
@@ -555,7 +556,7 @@ func (s *Store) Trail(ctx context.Context) (Trail, error) {
 // (read-only): it seals nothing there, and the primary's pollers do.
 func (s *Store) Seal(ctx context.Context) (int, error) {
 	seal, err := audit.Seal(ctx, s.pool, "", 0)
-	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "25006" { // read_only_sql_transaction
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == pgerrcode.ReadOnlySQLTransaction {
 		return 0, nil
 	}
 	return seal.Sealed, err
