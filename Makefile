@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: build demo test bench bench-console bench-audit bench-purge bench-bulk bench-exporter fuzz vet
+.PHONY: build demo test preflight bench bench-console bench-audit bench-purge bench-bulk bench-exporter fuzz vet
 
 build:
 	$(GO) build -o bin/opsdesk ./cmd/opsdesk
@@ -17,8 +17,15 @@ vet:
 
 # Every test, against a real PostgreSQL each test binary starts itself
 # (or OPSDESK_TEST_DSN), with the race detector. Fuzz seeds run as tests.
-test: vet
+# The preflight names whatever program is missing before anything runs.
+test: preflight
+	@$(MAKE) --no-print-directory vet
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Every program make test needs, or one message naming the missing ones and
+# how to install them.
+preflight:
+	@scripts/preflight.sh
 
 # The benchmarks and the DoTxCreate/RawCreate ratio (docs/benchmarks.md).
 bench:
