@@ -15,12 +15,15 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
-# Every test, against a real PostgreSQL each test binary starts itself
-# (or OPSDESK_TEST_DSN), with the race detector. Fuzz seeds run as tests.
+# Every test, with the race detector, against one throw-away PostgreSQL
+# cluster that internal/pgcluster/testserver starts for the run, hands every
+# package's test binary (OPSDESK_TEST_DSN; each test clones its own
+# database) and removes when go test exits, passed, failed or interrupted.
+# With OPSDESK_TEST_DSN set, that server instead. Fuzz seeds run as tests.
 # The preflight names whatever program is missing before anything runs.
 test: preflight
 	@$(MAKE) --no-print-directory vet
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) run ./internal/pgcluster/testserver $(GO) test -race -count=1 -timeout 20m ./...
 
 # Every program make test needs, or one message naming the missing ones and
 # how to install them.
