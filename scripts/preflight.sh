@@ -11,7 +11,11 @@
 # With OPSDESK_TEST_DSN set the tests still start clusters of their own
 # (pgcluster's tests, the fault tests, the demo's), so the server binaries
 # are needed either way.
-set -uo pipefail
+#
+#   scripts/preflight.sh                    the message, exit 1 if anything is missing
+#   scripts/preflight.sh --debian-packages  only the Debian packages to install, one a
+#                                           line (.ci/run installs them), exit 0
+set -o pipefail # no -u: macOS bash 3.2 calls an empty array unbound
 export PATH="$PATH:/usr/local/go/bin"
 
 missing=()  # "program (what needs it)"
@@ -63,6 +67,10 @@ elif ! echo 'int main(void) { return 0; }' | gcc -x c - -o /dev/null >/dev/null 
 	debian+=(libc6-dev)
 fi
 
+if [[ ${1:-} == --debian-packages ]]; then
+	((${#debian[@]})) && printf '%s\n' "${debian[@]}"
+	exit 0
+fi
 if ((${#missing[@]} == 0)); then
 	exit 0
 fi
