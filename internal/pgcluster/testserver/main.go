@@ -77,6 +77,12 @@ func run(name string, args []string) int {
 		_, err := dbclone.For(dsn).Template()
 		template <- err
 	}()
+	select {
+	case sig := <-signals: // while the cluster started: run nothing
+		fmt.Fprintf(os.Stderr, "testserver: %v before %s started\n", sig, name)
+		return 128 + int(sig.(syscall.Signal))
+	default:
+	}
 	return runCommand(name, args, signals, template)
 }
 
@@ -115,6 +121,12 @@ func runCommand(name string, args []string, signals <-chan os.Signal, template <
 				return 0
 			case errors.As(err, &exit) && exit.ExitCode() > 0:
 				return exit.ExitCode()
+			case errors.As(err, &exit):
+				if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					fmt.Fprintf(os.Stderr, "testserver: %s: %v\n", name, err)
+					return 128 + int(ws.Signal())
+				}
+				fallthrough
 			default:
 				fmt.Fprintf(os.Stderr, "testserver: %s: %v\n", name, err)
 				return 1
