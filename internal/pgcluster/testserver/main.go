@@ -48,6 +48,7 @@ func run(name string, args []string) int {
 	// starts still stops it.
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(signals)
 
 	if strings.TrimSpace(os.Getenv(dbtest.EnvDSN)) != "" {
 		return runCommand(name, args, signals, nil)
