@@ -1,6 +1,7 @@
 // Package dbtest gives every test its own freshly migrated database on a real
 // PostgreSQL: a throw-away cluster started for the test binary, or the server
-// OPSDESK_TEST_DSN points at.
+// OPSDESK_TEST_DSN points at (make test points it at one throw-away cluster
+// for every package: internal/pgcluster/testserver).
 //
 // A package's TestMain calls Main; each test calls New, which clones a
 // migrated template database, so tests can run with t.Parallel(). The
