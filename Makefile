@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: build demo test bench bench-console bench-audit bench-purge bench-bulk bench-exporter fuzz vet
+.PHONY: build demo test preflight bench bench-console bench-audit bench-purge bench-bulk bench-exporter fuzz vet
 
 build:
 	$(GO) build -o bin/opsdesk ./cmd/opsdesk
@@ -15,10 +15,25 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
-# Every test, against a real PostgreSQL each test binary starts itself
-# (or OPSDESK_TEST_DSN), with the race detector. Fuzz seeds run as tests.
-test: vet
-	$(GO) test -race -count=1 -timeout 20m ./...
+# Every test, with the race detector, against one throw-away PostgreSQL
+# cluster that internal/pgcluster/testserver starts for the run, hands every
+# package's test binary (OPSDESK_TEST_DSN; each test clones its own
+# database) and removes when go test exits, passed, failed or interrupted.
+# With OPSDESK_TEST_DSN set, that server instead. Fuzz seeds run as tests.
+# The preflight names whatever program is missing before anything runs.
+test: preflight
+	@$(MAKE) --no-print-directory vet
+	$(GO) run ./internal/pgcluster/testserver $(GO) test -race -count=1 -timeout 20m $(SLOW_FIRST) ./...
+
+# go test starts packages in the order named (at most GOMAXPROCS at once):
+# the slowest first (go test -json, docs/benchmarks.md, issue 20 §4), so that
+# the run does not end on one long package while the other slots are idle.
+SLOW_FIRST = ./internal/cli ./reconcile ./ui ./ops ./internal/audit ./internal/exporter
+
+# Every program make test needs, or one message naming the missing ones and
+# how to install them.
+preflight:
+	@scripts/preflight.sh
 
 # The benchmarks and the DoTxCreate/RawCreate ratio (docs/benchmarks.md).
 bench:

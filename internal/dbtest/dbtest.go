@@ -1,6 +1,7 @@
 // Package dbtest gives every test its own freshly migrated database on a real
 // PostgreSQL: a throw-away cluster started for the test binary, or the server
-// OPSDESK_TEST_DSN points at.
+// OPSDESK_TEST_DSN points at (make test points it at one throw-away cluster
+// for every package: internal/pgcluster/testserver).
 //
 // A package's TestMain calls Main; each test calls New, which clones a
 // migrated template database, so tests can run with t.Parallel(). The
@@ -37,6 +38,14 @@ var server struct {
 
 	mu    sync.Mutex
 	drops []func() error // databases Create made, dropped when the tests end
+
+	// own is the cluster of NewOnOwnCluster, started by its first call.
+	own struct {
+		once    sync.Once
+		cluster *pgcluster.Cluster
+		clones  *dbclone.Server
+		err     error
+	}
 }
 
 // Main runs the package's tests against a throw-away cluster (or
@@ -89,6 +98,14 @@ func run(m *testing.M) int {
 		}
 	}
 	server.mu.Unlock()
+	if c := server.own.cluster; c != nil {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "dbtest: stop the own cluster: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
 	return code
 }
 
@@ -105,6 +122,9 @@ type DB struct {
 	// search_path, so a query that forgets the opsdesk schema fails.
 	Admin   *pgxpool.Pool
 	Service *pgxpool.Pool
+
+	// clones is the server d is on, where its people's logins are made.
+	clones *dbclone.Server
 }
 
 // New creates a fresh migrated database for t, dropped when t ends.
@@ -116,6 +136,45 @@ func New(t testing.TB) *DB {
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
+	return opened(t, d, drop)
+}
+
+// NewOnOwnCluster is New on a throw-away cluster of this test binary's own,
+// which no other test binary shares (make test hands one server to every
+// package's tests): for a test that counts what is cluster-wide, such as the
+// login roles that can bypass the database, which another package's tests
+// make and drop meanwhile. Cluster-wide things are still shared with the
+// package's other tests that call it. The cluster is started by the first
+// call and stopped when the tests end.
+func NewOnOwnCluster(t testing.TB) *DB {
+	t.Helper()
+	if server.clones == nil {
+		t.Fatal("dbtest: the package's TestMain must call dbtest.Main")
+	}
+	own := &server.own
+	own.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if own.cluster, own.err = pgcluster.Start(ctx, pgcluster.Options{}); own.err != nil {
+			return
+		}
+		own.clones = dbclone.For(own.cluster.DSN("postgres"))
+	})
+	if own.err != nil {
+		t.Fatalf("dbtest: start a cluster of the test's own: %v", own.err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := own.clones.Create(ctx)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	return opened(t, &DB{Name: c.Name, AdminDSN: c.AdminDSN, ServiceDSN: c.ServiceDSN, clones: own.clones}, c.Drop)
+}
+
+// opened opens d's pools and drops d when t ends.
+func opened(t testing.TB, d *DB, drop func() error) *DB {
+	t.Helper()
 	t.Cleanup(func() {
 		if err := drop(); err != nil {
 			t.Errorf("dbtest: %v", err)
@@ -138,7 +197,7 @@ func Create(ctx context.Context) (d *DB, drop func() error, err error) {
 		return nil, nil, err
 	}
 	dropAtExit(c.Drop)
-	return &DB{Name: c.Name, AdminDSN: c.AdminDSN, ServiceDSN: c.ServiceDSN}, c.Drop, nil
+	return &DB{Name: c.Name, AdminDSN: c.AdminDSN, ServiceDSN: c.ServiceDSN, clones: server.clones}, c.Drop, nil
 }
 
 // CreateEmpty creates a database with no opsdesk schema, for tests and
@@ -266,7 +325,11 @@ func newLogin(t testing.TB, d *DB, kind, group string) *Person {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := server.clones.NewLogin(ctx, d.Name, kind, group)
+	clones := d.clones
+	if clones == nil { // a DB made by hand: the binary's server
+		clones = server.clones
+	}
+	l, err := clones.NewLogin(ctx, d.Name, kind, group)
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}

@@ -11,7 +11,8 @@ import (
 // one of each way (the README's known limits), made by the superuser in
 // d's cluster for tests of what warns about them. All are dropped when t
 // ends. Roles are cluster-wide: a test that counts them must be the only
-// one in its package that makes such logins.
+// one in its package that makes such logins, on a database of
+// NewOnOwnCluster (make test's packages share one server).
 type Bypassers struct {
 	CreateRole *Person // CREATEROLE
 	// Nested is a member of Group, a NOLOGIN member of opsdesk_owner.

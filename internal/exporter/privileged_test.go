@@ -14,11 +14,12 @@ import (
 // exporter sees them: one more of each class once an attacker of each
 // is made, none for plain people, and one more member of opsdesk_owner
 // when the CREATEROLE login grants itself opsdesk_owner (PostgreSQL
-// before 16). The only test of the package that makes such logins: the
-// counts are the cluster's.
+// before 16). The counts are the cluster's, so it runs on a cluster of its
+// own: make test's other packages, sharing one server, make such logins
+// meanwhile (internal/cli's bypassers, opsmigrate's database owner).
 func TestPrivilegedLoginsGauge(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
+	d := dbtest.NewOnOwnCluster(t)
 	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
 	e := newExporter(viewer.Pool, Config{})
 	before := scrape(t, e).series("opsdesk_privileged_logins")

@@ -488,7 +488,7 @@ VALUES ('globex', 'send-email', 'gone-1', 1, sha256('x'), now() - interval '9 da
 	require.Eventually(t, func() bool {
 		var waiting bool
 		_ = d.Admin.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE '%purge_batch%'`).Scan(&waiting)
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%purge_batch%'`).Scan(&waiting)
 		return waiting
 	}, 10*time.Second, 20*time.Millisecond)
 	require.NoError(t, tx.Commit(ctx))
