@@ -96,7 +96,7 @@ var rules = []rule{
 		"the console reads through a Source and decides through a Decider: it is handed its configuration"},
 	{[]string{"internal/storeview", "internal/retention", "internal/audit", "internal/audited", "internal/exporter"},
 		[]string{"ui", "internal/cli", "github.com/charmbracelet/"}, "the store's readers and writers know nothing of the console"},
-	{[]string{"internal/audited", "internal/pgtime", "internal/lookupurl", "internal/pgcluster"},
+	{[]string{"internal/audited", "internal/pgtime", "internal/lookupurl", "=internal/pgcluster"},
 		[]string{"ops", "reconcile", "internal/", "ui", "config"}, "leaves: they depend on no package of the module"},
 	{[]string{""}, []string{"internal/dbtest", "internal/lookuptest"}, "test helpers are for tests only"},
 }
