@@ -45,7 +45,7 @@ func TestMapErrorNamesTheGrant(t *testing.T) {
 	require.Empty(t, SQLState(errors.New("not the server's")))
 }
 
-// TestTenantNameQuotesWhatWouldReadAlike: the '' chain, and names with
+// TestTenantNameQuotesWhatWouldReadAlike: the ” chain, and names with
 // spaces or invisible characters, cannot be mistaken for another chain.
 func TestTenantNameQuotesWhatWouldReadAlike(t *testing.T) {
 	t.Parallel()
