@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgerrcode"
 	"io/fs"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -125,10 +126,21 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (res 
 	if err := refuseAhead(res.From); err != nil {
 		return res, fmt.Errorf("%w (nothing was changed)", err)
 	}
-	results, err := p.Up(ctx)
-	var partial *goose.PartialError
-	if errors.As(err, &partial) {
-		results = partial.Applied
+	var results []*goose.MigrationResult
+	for attempt := 1; ; attempt++ {
+		done, err2 := p.Up(ctx)
+		var partial *goose.PartialError
+		if errors.As(err2, &partial) {
+			done = partial.Applied
+		}
+		results, err = append(results, done...), err2
+		// The migration lock is the database's, but roles are the
+		// cluster's: a migration of another database on the same cluster
+		// may have created the same role or membership meanwhile. The
+		// failed migration changed nothing, and run again it finds them.
+		if !concurrentRoleChange(err) || attempt == 3 {
+			break
+		}
 	}
 	for _, r := range results {
 		res.Applied = append(res.Applied, r.Source.Path)
@@ -147,6 +159,13 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (res 
 	// A newer opsdesk may have migrated between the first read and Up:
 	// Up then found nothing of this build's to apply.
 	return res, refuseAhead(res.To)
+}
+
+// concurrentRoleChange tells whether err is another session's creation of
+// the same role or role membership, on the cluster's catalogs.
+func concurrentRoleChange(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == pgerrcode.UniqueViolation && strings.HasPrefix(pgErr.ConstraintName, "pg_auth")
 }
 
 // refuseAhead returns ErrSchemaAhead for a version this build does not know.

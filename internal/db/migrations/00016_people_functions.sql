@@ -67,11 +67,9 @@
 --    first one's rows. The library takes no gate: a decision waits for
 --    the library's row locks as before, and the library's own waits on a
 --    person's row lock are not bounded here.
---    Ending sessions needs pg_signal_backend, which this migration grants
---    to opsdesk_owner when the migrating role may. When it may not (a
---    database owner without the right to grant it), it says so and the
---    waiter fails after 2 s instead, with lock_not_available naming the
---    holding role and pid; a superuser can grant it later.
+--    Ending sessions needs pg_signal_backend, which this migration no
+--    longer grants (see below): the waiter fails after 2 s instead, with
+--    lock_not_available naming the holding role and pid.
 --
 --    Refusals without rights. A refusal of a role with no rights to the
 --    record (not_found: the record is not visible; not_permitted: the role
@@ -174,23 +172,14 @@ AS $$ SELECT CASE WHEN p IS NULL THEN 'NULL'
                   ELSE quote_literal(left(p, p_chars)) || '…' END $$;
 -- +goose StatementEnd
 
--- Ending a person's session that holds what others wait for needs
--- pg_signal_backend. Without it the waiters fail after 2 s instead (the
--- header).
--- +goose StatementBegin
-DO $$
-BEGIN
-    IF NOT pg_has_role('opsdesk_owner', 'pg_signal_backend', 'MEMBER') THEN
-        BEGIN
-            GRANT pg_signal_backend TO opsdesk_owner;
-        EXCEPTION WHEN insufficient_privilege THEN
-            RAISE WARNING '% may not grant pg_signal_backend to opsdesk_owner: a person''s session that holds an audit chain or a record for more than 2 s will make others'' decisions fail instead of being ended', current_user
-                USING HINT = 'As a superuser: GRANT pg_signal_backend TO opsdesk_owner';
-        END;
-    END IF;
-END
-$$;
--- +goose StatementEnd
+-- This migration granted pg_signal_backend to opsdesk_owner here, for the
+-- gates of 00016-00022 to end a session that held what others waited for.
+-- 00023 replaced the gates and revoked it; the grant is gone from here too
+-- (no store was released between them), because a role membership is the
+-- cluster's: installing a fresh database gave every database's
+-- opsdesk_owner pg_signal_backend until its 00023 ran, and two databases
+-- installed at once raced on it. Until 00023 the gates' waiters fail after
+-- 2 s instead of ending the holder, as they did without the grant.
 
 -- is_person tells whether role p_role is a person's: not a superuser,
 -- not opsdesk_service's, not opsdesk_owner's (the migrating role's).
