@@ -348,7 +348,7 @@ func GrantAccess(ctx context.Context, pool *pgxpool.Pool, role, level, tenant, r
 func call(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Result, error) {
 	r, err := callUnsealed(ctx, pool, sql, args...)
 	if r.Entry != 0 {
-		r.Seq = SealedSeq(ctx, pool, r.Tenant, r.Entry)
+		r.Seq = audit.SealedSeq(ctx, pool, r.Tenant, r.Entry)
 	}
 	if err != nil {
 		var refused *RefusedError
@@ -366,12 +366,6 @@ func callUnsealed(ctx context.Context, pool *pgxpool.Pool, sql string, args ...a
 
 // grant is the group role people's functions are for.
 const grant = "opsdesk_operator"
-
-// SealedSeq is audit.SealedSeq: the sequence number of the caller's
-// audit entry once sealed, 0 while it is still queued.
-func SealedSeq(ctx context.Context, pool *pgxpool.Pool, tenant string, entry int64) int64 {
-	return audit.SealedSeq(ctx, pool, tenant, entry)
-}
 
 // SealResults seals the trail as its own transaction and gives each of
 // results (the connected role's, as a bulk run keeps them) the sequence

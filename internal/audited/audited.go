@@ -159,9 +159,7 @@ func SQLState(err error) string {
 // trace) into ErrNotPermitted, naming grant; other errors stay as they
 // are.
 func MapError(err error, grant string) error {
-	if SQLState(err) == pgerrcode.InsufficientPrivilege {
-		var pgErr *pgconn.PgError
-		errors.As(err, &pgErr)
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == pgerrcode.InsufficientPrivilege {
 		return fmt.Errorf("%w: %s (is the role granted %s? see opsdesk access grant)", ErrNotPermitted, pgErr.Message, grant)
 	}
 	return err

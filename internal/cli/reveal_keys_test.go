@@ -136,4 +136,22 @@ func TestRevealDecryptsWithTheContextsKeys(t *testing.T) {
 	require.Equal(t, 2, strings.Count(out, "this context has no reveal_keys; it is not compared"), out)
 	require.NotContains(t, out, "other@example.com")
 	require.Equal(t, before+9, audits(), "each reveal is audited")
+
+	// A superuser moves sealed-1's attempted request onto another record's
+	// conflict: bound to sealed-1, it does not open there, and nothing of
+	// it is shown or compared.
+	_, err = ops.DoExternal(t.Context(), store, ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: "create-note", Key: "tampered-1"},
+		Version: "1", Intent: json.RawMessage(`{"to":"third@example.com"}`)},
+		func(context.Context, ops.Attempt) (string, error) { return "noted", nil })
+	require.ErrorIs(t, err, ops.ErrIntentConflict)
+	_, err = d.Admin.Exec(t.Context(), `UPDATE opsdesk.conflicts SET intent = (SELECT intent FROM opsdesk.conflicts WHERE key = 'sealed-1')
+WHERE key = 'tampered-1'`)
+	require.NoError(t, err)
+	code, out, errOut = run("conflicts", "show", tamperedID, "--reveal", "--reason", "moved", "--config", withKey)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, `does not open with this context's key "2026-12" (altered, or moved from another record); it is not compared`, out)
+	require.Equal(t, 1, strings.Count(out, `decrypted here under key id "2026-12"`), "only the original opens: %s", out)
+	require.NotContains(t, out, "other@example.com")
+	require.NotContains(t, out, "third@example.com", "the moved request replaced the attempt's")
+	require.Equal(t, before+10, audits(), "each reveal is audited")
 }

@@ -14,35 +14,45 @@ import (
 
 const module = "github.com/opsdesk/opsdesk/"
 
-// packages is every package of the module and what each depends on,
-// directly or not, without its tests (go list -deps): the module's
-// packages by their paths in it, other modules' by their import paths.
-func packages(t *testing.T) map[string][]string {
+// pkg is a package of the module: what it depends on, directly or not,
+// without its tests (go list -deps), and what it imports itself; the
+// module's packages by their paths in it, other modules' by their import
+// paths, the standard library's left out.
+type pkg struct{ deps, imports []string }
+
+// packages is every package of the module, from one go list.
+func packages(t *testing.T) map[string]pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "./...")
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{join .Deps " "}}|{{join .Imports " "}}`, "./...")
 	cmd.Dir = "../.."
 	out, err := cmd.Output()
 	require.NoError(t, err, "go list: %s", stderrOf(err))
-	pkgs := map[string][]string{}
+	pkgs := map[string]pkg{}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		var deps []string
-		for _, d := range fields[1:] {
-			switch {
-			case strings.HasPrefix(d, module):
-				deps = append(deps, strings.TrimPrefix(d, module))
-			case strings.Contains(strings.SplitN(d, "/", 2)[0], "."):
-				deps = append(deps, d) // another module's
-			}
-			// (the standard library's are nobody's concern here)
-		}
-		pkgs[strings.TrimPrefix(fields[0], module)] = deps
+		parts := strings.Split(sc.Text(), "|")
+		require.Len(t, parts, 3, sc.Text())
+		pkgs[strings.TrimPrefix(parts[0], module)] = pkg{deps: notStd(parts[1]), imports: notStd(parts[2])}
 	}
 	require.NoError(t, sc.Err())
 	require.NotEmpty(t, pkgs)
 	return pkgs
+}
+
+// notStd is the space-separated import paths that are not the standard
+// library's, the module's trimmed to their paths in it.
+func notStd(paths string) []string {
+	var out []string
+	for _, d := range strings.Fields(paths) {
+		switch {
+		case strings.HasPrefix(d, module):
+			out = append(out, strings.TrimPrefix(d, module))
+		case strings.Contains(strings.SplitN(d, "/", 2)[0], "."):
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func stderrOf(err error) string {
@@ -125,25 +135,22 @@ func matches(p string, prefixes []string) bool {
 // commands.
 func TestImportDirections(t *testing.T) {
 	t.Parallel()
-	pkgs := packages(t)
-	for p, deps := range pkgs {
+	for p, pk := range packages(t) {
 		for _, r := range rules {
 			if !matches(p, r.from) || matches(p, r.except) {
 				continue
 			}
-			for _, d := range deps {
+			for _, d := range pk.deps {
 				require.False(t, matches(d, r.not), "%s depends on %s: %s", p, d, r.why)
 			}
 		}
-		direct, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, module+p).Output()
-		require.NoError(t, err)
-		for _, d := range strings.Fields(string(direct)) {
+		for _, d := range pk.imports {
 			switch {
 			case d == "github.com/spf13/cobra" || strings.HasPrefix(d, "github.com/spf13/cobra/"):
 				require.Equal(t, "internal/cli", p, "%s imports cobra: commands live in internal/cli", p)
 			case d == "github.com/spf13/viper":
 				require.Contains(t, []string{"config", "internal/cli"}, p, "%s imports viper: configuration is config's", p)
-			case d == module+"internal/cli":
+			case d == "internal/cli":
 				require.Equal(t, "cmd/opsdesk", p, "%s imports the commands", p)
 			}
 		}

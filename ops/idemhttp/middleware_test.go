@@ -763,12 +763,12 @@ func TestHandlerOutcomes(t *testing.T) {
 	t.Run("PanicOverHTTP2", func(t *testing.T) {
 		t.Parallel()
 		type bug struct{ n int }
-		var recovered atomic.Value
 		for _, tc := range []struct {
 			http2, recover bool
 		}{{true, false}, {true, true}, {false, true}} {
 			so := setupOpts{policy: ops.Policy{Effect: ops.EffectUnknownOutcome, Lease: time.Hour}, http2: tc.http2,
 				handler: func(b *bundle, _ http.ResponseWriter, _ *http.Request) { b.calls.Add(1); panic(bug{7}) }}
+			var recovered atomic.Value // this server's Recovered only
 			if tc.recover {
 				so.opts.Recovered = func(_ *http.Request, v any, stack []byte) { recovered.Store([]any{v, string(stack)}) }
 			}
@@ -790,7 +790,8 @@ func TestHandlerOutcomes(t *testing.T) {
 			if tc.recover {
 				require.NoError(t, readErr, "the answer ends cleanly: %+v", tc)
 				require.False(t, resp.Close, "no Connection: close: %+v", tc)
-				got := recovered.Load().([]any)
+				got, ok := recovered.Load().([]any)
+				require.True(t, ok, "Recovered was not called: %+v", tc)
 				require.Equal(t, bug{7}, got[0])
 				require.Contains(t, got[1], "runtime/debug.Stack", "the stack where it panicked")
 				require.Contains(t, got[1], "middleware_test.go", "the stack where it panicked")
