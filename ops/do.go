@@ -116,19 +116,42 @@ func doTxFast[R any](ctx context.Context, s *Store, c *call, fn func(context.Con
 	if err != nil {
 		return out, true, fmt.Errorf("begin transaction: %w", notWritten(err))
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	committed := false
+	defer func() {
+		if !committed {
+			tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+		}
+	}()
 	ran, err := runTxFn(ctx, s, tx, fn)
 	if err != nil {
 		return out, true, err
 	}
-	id, inserted, err := s.insertCompleted(ctx, tx, c, ran.outcome, ran.enc.js, ran.enc.ref)
-	if err != nil {
-		return out, true, ran.storeFailed(c, err)
+	if c.policy.AfterExpiry == RejectAfterExpiry {
+		id, inserted, err := s.insertCompleted(ctx, tx, c, ran.outcome, ran.enc.js, ran.enc.ref)
+		if err != nil {
+			return out, true, ran.storeFailed(c, err)
+		}
+		if !inserted {
+			return out, false, nil // rolled back on return
+		}
+		committed = true
+		out, err = ran.commit(ctx, tx, c, lease{ID: id, Attempt: 1})
+		return out, true, err
 	}
-	if !inserted {
+	id, inserted, err := s.insertCompletedCommit(ctx, tx, c, ran.outcome, ran.enc.js, ran.enc.ref, func(err error) error {
+		return &OutcomeUnknownError{Identity: c.Identity, Attempt: 1, Step: StepCommit, Err: err}
+	})
+	var unknown *OutcomeUnknownError
+	switch {
+	case errors.As(err, &unknown):
+		return out, true, fmt.Errorf("commit %s: %w", c.Identity, err)
+	case err != nil:
+		return out, true, ran.storeFailed(c, err)
+	case !inserted:
 		return out, false, nil // rolled back on return
 	}
-	out, err = ran.commit(ctx, tx, c, lease{ID: id, Attempt: 1})
+	committed = true
+	out, err = ran.answer(c, lease{ID: id, Attempt: 1})
 	return out, true, err
 }
 
@@ -226,6 +249,12 @@ func (run *txRun[R]) commit(ctx context.Context, tx pgx.Tx, c *call, l lease) (O
 	}); err != nil {
 		return Outcome[R]{}, fmt.Errorf("commit %s: %w", c.Identity, err)
 	}
+	return run.answer(c, l)
+}
+
+// answer is the call's answer once the record of attempt l committed with
+// the business writes.
+func (run *txRun[R]) answer(c *call, l lease) (Outcome[R], error) {
 	if run.rej != nil {
 		return Outcome[R]{}, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: run.enc.js}
 	}

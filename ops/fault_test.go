@@ -474,7 +474,14 @@ WHERE tenant = 'acme' AND tool = $1 AND key = $2`, toolTicket, key)
 		{name: "Acquire", call: ticket, want: same(ops.ErrUnavailable)},
 		{name: "ReadToReplay", pattern: "%now() AS db_now%", fixture: completed, call: ticket, want: same(ops.ErrUnavailable)},
 		{name: "BusinessWrite", pattern: "%INSERT INTO biz.tickets%", call: ticket, want: same(ops.ErrUnavailable)},
-		{name: "InsertCompleted", pattern: "%INSERT INTO opsdesk.operations%'completed'%", call: ticket, want: same(ops.ErrUnavailable)},
+		// The record's insert goes with the COMMIT, in one round trip:
+		// once sent, the pair is not cut short; a session ended during the
+		// insert ran no COMMIT, and the server's error says so.
+		{name: "InsertCompleted", pattern: "%INSERT INTO opsdesk.operations%'completed'%", call: ticket, want: map[fault]want{
+			terminate: {class: ops.ErrUnavailable, state: unchanged},
+			stop:      {class: ops.ErrUnavailable, state: unchanged},
+			cancelCtx: {state: committedOnce},
+		}},
 		{name: "Commit", pattern: "commit:commit", call: ticket, want: commitFaults},
 		// The other path.
 		{name: "RecordConflict", pattern: "%INSERT INTO opsdesk.conflicts%", fixture: completed, call: conflicting, want: same(ops.ErrUnavailable)},

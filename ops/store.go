@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgerrcode"
 	"log/slog"
 	"os"
 	"reflect"
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -326,11 +326,17 @@ func (s *Store) takeOver(ctx context.Context, q dbtx, c *call, seen int64) (l le
 
 // insertCompletedSQL is DoTx's record in its common case, an identity with
 // no record: inserted completed, in the transaction of the business writes,
-// once fn has run. Like the reservation it waits for a concurrent twin's
-// transaction and returns no row if the twin committed (the caller rolls
-// back and replays); unlike it, nobody ever sees a pending record, which
-// the reservation's own transaction hid anyway. %s is the extra condition
-// of tools that reject retries after expiry (no live tombstone).
+// once fn has run. Nobody ever sees it pending, as the reservation's own
+// transaction hid a pending record anyway. Like the reservation it waits
+// for a concurrent twin's transaction; if the twin committed, the primary
+// key refuses the insert (unique_violation: the caller rolls back and
+// replays). It has no ON CONFLICT clause: that clause probes the key before
+// every insert, a sixteenth of the create's server time (issue 20), to
+// spare an error that only a race meets; and an insert that fails rather
+// than inserting nothing can be sent with the COMMIT in one round trip,
+// since the COMMIT then never runs. %s is the extra condition of tools that
+// reject retries after expiry (no live tombstone): there the insert may
+// return no row, so it is sent alone.
 const insertCompletedSQL = `
 INSERT INTO opsdesk.operations
     (tenant, tool, key, tool_version, fingerprint, effect, state, owner, attempt, leased_at, lease_expires_at, intent,
@@ -339,7 +345,6 @@ SELECT $1, $2, $3, $4, $5, 'local', 'completed', $6, 1, clock.t, clock.t, $7,
        $8, $9, $10, clock.t, clock.t + $11 * interval '1 microsecond'
 FROM (SELECT clock_timestamp() AS t) clock
 %s
-ON CONFLICT (tenant, tool, key) DO NOTHING
 RETURNING id`
 
 var (
@@ -348,27 +353,82 @@ var (
                   WHERE t.tenant = $1 AND t.tool = $2 AND t.key = $3 AND t.expires_at > now())`)
 )
 
-// insertCompleted stores a local call's record completed, attempt 1; ok is
-// false when the identity has a record (or a live tombstone, for a tool
-// that rejects retries after expiry) and nothing was inserted.
-func (s *Store) insertCompleted(ctx context.Context, tx pgx.Tx, c *call, outcome RecordOutcome, result []byte, ref *string) (id int64, ok bool, err error) {
-	sql := insertCompletedStmt
-	if c.policy.AfterExpiry == RejectAfterExpiry {
-		sql = insertCompletedUnlessPurgedStmt
-	}
+// completedArgs are insertCompletedSQL's arguments for c's record.
+func (s *Store) completedArgs(c *call, outcome RecordOutcome, result []byte, ref *string) ([]any, error) {
 	intent, err := c.storedIntent()
+	if err != nil {
+		return nil, err
+	}
+	if result, err = c.storedResult(result); err != nil {
+		return nil, err
+	}
+	return []any{c.Tenant, c.Tool, c.Key, c.Version, c.fingerprint[:], s.owner, intent,
+		string(outcome), result, ref, c.policy.Retention.Microseconds()}, nil
+}
+
+// insertCompleted stores a local call's record completed, attempt 1, in
+// tx, for a tool that rejects retries after expiry; ok is false when the
+// identity has a record or a live tombstone, and nothing was inserted
+// (tx must then be rolled back).
+func (s *Store) insertCompleted(ctx context.Context, tx pgx.Tx, c *call, outcome RecordOutcome, result []byte, ref *string) (id int64, ok bool, err error) {
+	args, err := s.completedArgs(c, outcome, result, ref)
 	if err != nil {
 		return 0, false, err
 	}
-	if result, err = c.storedResult(result); err != nil {
-		return 0, false, err
-	}
-	err = tx.QueryRow(ctx, sql, c.Tenant, c.Tool, c.Key, c.Version, c.fingerprint[:], s.owner, intent,
-		string(outcome), result, ref, c.policy.Retention.Microseconds()).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	err = tx.QueryRow(ctx, insertCompletedUnlessPurgedStmt, args...).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) || isTwin(err) {
 		return 0, false, nil
 	}
 	return id, err == nil, err
+}
+
+// insertCompletedCommit sends the record's insert and the COMMIT of tx in
+// one round trip. ok is false when a twin's record committed first: the
+// insert failed, the COMMIT did not run, and tx must be rolled back. Any
+// other failure of the insert is returned as it is: the server runs
+// nothing after it, so nothing committed. Once sent, the pair is not cut
+// short by ctx, and the COMMIT's failure is what commit makes of it: lost
+// on the way, it is an outcome nobody knows (unknown's error).
+func (s *Store) insertCompletedCommit(ctx context.Context, tx pgx.Tx, c *call, outcome RecordOutcome, result []byte, ref *string,
+	unknown func(error) error) (id int64, ok bool, err error) {
+	args, err := s.completedArgs(c, outcome, result, ref)
+	if err != nil {
+		return 0, false, err
+	}
+	wctx, cancel, err := shielded(ctx)
+	if err != nil {
+		return 0, false, notWritten(err)
+	}
+	defer cancel()
+	var b pgx.Batch
+	b.Queue(insertCompletedStmt, args...)
+	b.Queue("commit")
+	br := tx.SendBatch(wctx, &b)
+	defer br.Close()
+	if err := br.QueryRow().Scan(&id); err != nil {
+		var pgErr *pgconn.PgError
+		switch {
+		case isTwin(err):
+			return 0, false, nil
+		case errors.As(err, &pgErr) || !mayHaveCommitted(err, false):
+			return 0, false, err
+		}
+		return 0, false, unknown(err) // the answer to the pair was lost
+	}
+	if _, err := br.Exec(); err != nil {
+		if mayHaveCommitted(err, true) {
+			return 0, false, unknown(err)
+		}
+		return 0, false, notWritten(err)
+	}
+	return id, true, nil
+}
+
+// isTwin tells whether err is the primary key refusing a record because a
+// concurrent twin's committed first.
+func isTwin(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "operations_pkey"
 }
 
 const completeSQL = `
