@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgerrcode"
 	"time"
+
+	"github.com/jackc/pgerrcode"
 )
 
 // Sentinel errors. Every error DoTx, DoExternal and Lookup return matches

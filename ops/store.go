@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgerrcode"
 	"log/slog"
 	"os"
 	"reflect"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgerrcode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"

@@ -15,12 +15,13 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 // noteRequest is a create-note request of tenant acme.
 func noteRequest(key, intent string) ops.Request {
-	return ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: "create-note", Key: key}, Version: "1", Intent: json.RawMessage(intent)}
+	return ops.Request{Identity: opsmodel.Identity{Tenant: "acme", Tool: "create-note", Key: key}, Version: "1", Intent: json.RawMessage(intent)}
 }
 
 func writeNote(context.Context, ops.Attempt) (string, error) { return "noted", nil }
@@ -32,7 +33,7 @@ func writeNote(context.Context, ops.Attempt) (string, error) { return "noted", n
 // provider is idempotent.
 func noteConflict(t *testing.T, d *dbtest.DB, key, original, attempted string) (*ops.Store, *ops.IntentConflictError) {
 	t.Helper()
-	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: ops.EffectIdempotentProvider}},
+	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: opsmodel.EffectIdempotentProvider}},
 		Owner: "worker-1", MaxIntentBytes: 2 << 20})
 	require.NoError(t, err)
 	_, err = ops.DoExternal(t.Context(), store, noteRequest(key, original), writeNote)

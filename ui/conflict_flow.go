@@ -10,7 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -31,8 +31,8 @@ const stepChoose step = "choose"
 // operator leaves. The reveal is audited before anything is read.
 type conflictFlow struct {
 	flow
-	chosen   int         // the attempt to reveal: its index in rec.Conflicts
-	sealKeys ops.Keyring // the context's reveal_keys; nil when none
+	chosen   int              // the attempt to reveal: its index in rec.Conflicts
+	sealKeys opsmodel.Keyring // the context's reveal_keys; nil when none
 	shown    conflictShown
 }
 
@@ -44,7 +44,7 @@ type conflictAnswer struct {
 	original, attempted []sideCell
 }
 
-func newConflictFlow(d deps, dec Decider, keys ops.Keyring) *conflictFlow {
+func newConflictFlow(d deps, dec Decider, keys opsmodel.Keyring) *conflictFlow {
 	s := &conflictFlow{flow: newFlow(d, screenConflict, dec), sealKeys: keys}
 	s.first = stepChoose
 	s.what = func() string { return "Reveal a conflict on operation " }
@@ -89,7 +89,7 @@ func newConflictFlow(d deps, dec Decider, keys ops.Keyring) *conflictFlow {
 	s.reveals = true
 	s.write = func() func(ctx context.Context) (applied, error) {
 		dec, cid, reason, st, keys := s.dec, s.conflict().ID, s.typedReason(), s.st, s.sealKeys
-		id := ops.Identity{Tenant: s.rec.Tenant, Tool: s.rec.Tool, Key: s.rec.Key}
+		id := opsmodel.Identity{Tenant: s.rec.Tenant, Tool: s.rec.Tool, Key: s.rec.Key}
 		more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … -o json prints it whole.", s.rec.ID, cid)
 		return func(ctx context.Context) (applied, error) {
 			rev, r, err := dec.RevealConflict(ctx, cid, reason)

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -139,7 +139,7 @@ func sideCells(side reconcile.ConflictSide, diffs []reconcile.Diff, st Styles, m
 		return []sideCell{note(st.Bold.Render("not recorded") + ": " + Clean(strings.TrimPrefix(side.NotRecorded, "not recorded: ")))}
 	}
 	var out []sideCell
-	if kid, ok := ops.EncryptedKeyID(side.Request); ok {
+	if kid, ok := opsmodel.EncryptedKeyID(side.Request); ok {
 		// Sealed by the service, and not opened here: the database
 		// cannot check its fingerprint, nor the console compare it.
 		why := side.Sealed

@@ -13,7 +13,7 @@ import (
 	"github.com/rivo/uniseg"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -234,9 +234,9 @@ func stamp(t, ref time.Time) string {
 // time.
 func Infinite(t time.Time) (text string, ok bool) {
 	switch {
-	case !t.Before(ops.Infinity):
+	case !t.Before(opsmodel.Infinity):
 		return "infinity", true
-	case !t.After(ops.NegativeInfinity):
+	case !t.After(opsmodel.NegativeInfinity):
 		return "-infinity", true
 	}
 	return "", false

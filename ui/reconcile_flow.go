@@ -13,7 +13,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -370,11 +370,11 @@ func (s *reconcileFlow) releasesUnbacked() bool {
 		(s.verdict() != reconcile.LookupNotFound || s.contradicts())
 }
 
-func effectUnknown(e string) bool { return normalEffect(e) == ops.EffectUnknownOutcome }
+func effectUnknown(e string) bool { return normalEffect(e) == opsmodel.EffectUnknownOutcome }
 
 // normalEffect reads a stored effect kind as the library names it
 // (external-unknown, as some catalogs write it, is external_unknown).
-func normalEffect(e string) ops.Effect { return ops.Effect(strings.ReplaceAll(e, "-", "_")) }
+func normalEffect(e string) opsmodel.Effect { return opsmodel.Effect(strings.ReplaceAll(e, "-", "_")) }
 
 // parseSnooze reads a snooze duration: Go's (90m, 2h30m) or whole days
 // (1d).
@@ -437,13 +437,13 @@ func (s *reconcileFlow) refSource() string {
 // effectWords says what a tool's effect kind means for a decision.
 func effectWords(e string) (kind, risk string) {
 	switch normalEffect(e) {
-	case ops.EffectLocal:
+	case opsmodel.EffectLocal:
 		return "local: written in the same transaction as the record",
 			"Low: a record still pending did not commit its effect."
-	case ops.EffectIdempotentProvider:
+	case opsmodel.EffectIdempotentProvider:
 		return "external, idempotent: the provider deduplicates by the operation's key",
 			"Low: a retry with the same key cannot make the provider act twice."
-	case ops.EffectUnknownOutcome:
+	case opsmodel.EffectUnknownOutcome:
 		return "external, outcome unknown: the provider may have acted though nobody saw its answer",
 			"High: releasing a record whose effect happened makes the next retry act again; confirming one that never happened loses it. Check the provider before deciding."
 	}
@@ -599,9 +599,9 @@ func (s *reconcileFlow) next() (change, retries string) {
 	case reconcile.NotExecuted:
 		again := "the effect runs again"
 		switch normalEffect(s.rec.Effect) {
-		case ops.EffectUnknownOutcome:
+		case opsmodel.EffectUnknownOutcome:
 			again = "the provider is called again, so if it did act the first time it acts twice"
-		case ops.EffectIdempotentProvider:
+		case opsmodel.EffectIdempotentProvider:
 			again = "the provider is called again with the same key, which it deduplicates"
 		}
 		return from + " → " + stateText(storeview.StateReleased),
@@ -615,7 +615,7 @@ func (s *reconcileFlow) next() (change, retries string) {
 		switch {
 		case s.live():
 			meanwhile = "Meanwhile " + orDash(Clean(s.rec.Owner)) + " keeps its live lease and may still complete it."
-		case normalEffect(s.rec.Effect) == ops.EffectIdempotentProvider:
+		case normalEffect(s.rec.Effect) == opsmodel.EffectIdempotentProvider:
 			meanwhile = "Meanwhile the next retry with the same key may take it over: the provider deduplicates by key."
 		}
 		return "nothing changes: the record stays " + from,

@@ -8,7 +8,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 )
 
 // Source is the read API the console needs. *storeview.Store satisfies it;
@@ -83,7 +83,7 @@ type Options struct {
 	// RevealKeys, when set (the context's reveal_keys), decrypts the
 	// revealed values sealed under one of its key ids, here in the
 	// console; the others are shown as stored, with their key id.
-	RevealKeys ops.Keyring
+	RevealKeys opsmodel.Keyring
 }
 
 // writable tells whether the console may offer writes at all (the role's
