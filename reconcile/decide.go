@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/auditcall"
 	"github.com/opsdesk/opsdesk/internal/audited"
 	"github.com/opsdesk/opsdesk/ops"
 )
@@ -361,7 +362,7 @@ func call(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Res
 
 // callUnsealed is call without the seal: the result names its entry.
 func callUnsealed(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (Result, error) {
-	return audited.Call(ctx, pool, grant, sql, args...)
+	return auditcall.Call(ctx, pool, grant, sql, args...)
 }
 
 // grant is the group role people's functions are for.
@@ -409,8 +410,8 @@ WHERE a.role = session_user`, tenants, entries)
 	return nil
 }
 
-// mapError is audited.MapError for people's functions.
-func mapError(err error) error { return audited.MapError(err, grant) }
+// mapError is auditcall.MapError for people's functions.
+func mapError(err error) error { return auditcall.MapError(err, grant) }
 
 func nullable(s string) *string {
 	if strings.TrimSpace(s) == "" {
