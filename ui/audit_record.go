@@ -11,8 +11,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
-
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 // screenAuditRecord is one audit record.
@@ -37,7 +36,7 @@ type auditRecordScreen struct {
 	ref      auditRef
 	seq      int
 	loading  bool
-	d        *storeview.AuditDetail
+	d        *readmodel.AuditDetail
 	notFound bool
 	err      error
 

@@ -14,7 +14,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
 )
@@ -27,12 +27,12 @@ import (
 type BulkReconciler interface {
 	// CheckFilter tells whether a list's filter can start a run, and if
 	// not, why in words for the operator.
-	CheckFilter(f storeview.Filter) error
+	CheckFilter(f readmodel.Filter) error
 	// List returns the stuck records f matches, each at the version seen.
-	List(ctx context.Context, f storeview.Filter) ([]storeview.Row, error)
+	List(ctx context.Context, f readmodel.Filter) ([]readmodel.Row, error)
 	// Lookup asks the provider about every row, a bounded number at once,
 	// and groups the answers; cancelled, it keeps what was answered.
-	Lookup(ctx context.Context, rows []storeview.Row, progress func(bulk.Progress)) (*bulk.Plan, error)
+	Lookup(ctx context.Context, rows []readmodel.Row, progress func(bulk.Progress)) (*bulk.Plan, error)
 	// Accept decides each record of a group by itself; cancelled, it
 	// starts no more decisions and lets those under way finish.
 	Accept(ctx context.Context, plan *bulk.Plan, v bulk.Verdict, p bulk.AcceptParams, progress func(bulk.Progress)) (bulk.GroupResult, error)
@@ -44,7 +44,7 @@ var _ BulkReconciler = (*bulk.Reconciler)(nil)
 const screenBulk screenID = "bulk"
 
 // bulkNav opens the bulk reconciliation on the list's filter.
-type bulkNav struct{ filter storeview.Filter }
+type bulkNav struct{ filter readmodel.Filter }
 
 func (bulkNav) target() screenID { return screenBulk }
 
@@ -98,7 +98,7 @@ type (
 type bulkFlow struct {
 	flow
 	bulk   BulkReconciler
-	filter storeview.Filter
+	filter readmodel.Filter
 
 	// refusal says why the filter cannot start a run.
 	refusal error
@@ -274,7 +274,7 @@ func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	if !ok || s.bulk == nil || !at.perms.decide || at.active().id() != screenList {
 		return nil, nil, false
 	}
-	s.reset(storeview.Detail{})
+	s.reset(readmodel.Detail{})
 	s.filter, s.refusal, s.accepted, s.tried = bn.filter, nil, map[bulk.Verdict]bulk.GroupResult{}, map[bulk.Verdict]bulk.GroupResult{}
 	if err := s.bulk.CheckFilter(bn.filter); err != nil {
 		s.refusal = err
@@ -923,7 +923,7 @@ func (s *bulkFlow) resultLines() []string {
 	if decided := r.Only(bulk.Decided); len(decided) > 0 {
 		out = append(out, "", " "+s.st.Title.Render(fmt.Sprintf("Decided (%s)", count(int64(len(decided))))))
 		out = append(out, s.sampled(decided, func(it bulk.ItemResult) string {
-			return stateText(storeview.State(it.State)) + " · audit " + it.Audit
+			return stateText(readmodel.State(it.State)) + " · audit " + it.Audit
 		}, "each with its own audit record")...)
 	}
 	out = append(out, "")

@@ -9,7 +9,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
@@ -146,9 +146,9 @@ func newConflictFlow(d deps, dec Decider, keys opsmodel.Keyring) *conflictFlow {
 }
 
 // conflict is the attempt chosen.
-func (s *conflictFlow) conflict() storeview.Conflict {
+func (s *conflictFlow) conflict() readmodel.Conflict {
 	if s.chosen < 0 || s.chosen >= len(s.rec.Conflicts) {
-		return storeview.Conflict{}
+		return readmodel.Conflict{}
 	}
 	return s.rec.Conflicts[s.chosen]
 }

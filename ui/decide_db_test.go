@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
@@ -127,6 +128,6 @@ WHERE key = 'run-43'`)
 	require.Equal(t, "failed", a.outcome, "the refusal's audit record: %+v", a)
 	require.Equal(t, "completed", a.stateAfter, "the refusal's audit record: %+v", a)
 	h.keys("<enter>")
-	require.Equal(t, storeview.StateCompleted, h.m.detail().d.State, "back on the detail, the record is not the completed one:\n%s", h.view())
+	require.Equal(t, readmodel.StateCompleted, h.m.detail().d.State, "back on the detail, the record is not the completed one:\n%s", h.view())
 	require.NotContains(t, h.view(), "r reconcile", "back on the detail, the record is not the completed one:\n%s", h.view())
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -60,9 +60,9 @@ type detailScreen struct {
 
 	seq      int
 	loading  bool
-	d        *storeview.Detail
+	d        *readmodel.Detail
 	notFound bool
-	purged   *storeview.PurgedError // a looked-up identity whose record was purged
+	purged   *readmodel.PurgedError // a looked-up identity whose record was purged
 	err      error
 
 	scrollText
@@ -170,9 +170,9 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		s.loading = false
 		switch {
-		case errors.Is(msg.err, storeview.ErrNotFound):
+		case errors.Is(msg.err, readmodel.ErrNotFound):
 			s.d, s.notFound, s.err = nil, true, nil
-			s.purged, _ = errors.AsType[*storeview.PurgedError](msg.err)
+			s.purged, _ = errors.AsType[*readmodel.PurgedError](msg.err)
 		case msg.err != nil:
 			s.err = msg.err
 		default:
@@ -198,7 +198,7 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			s.startFlow(screenConflict, "")
 		case key.Matches(msg, s.keys.History):
 			// History is enabled only with a record shown.
-			s.goTo(auditNav{filter: storeview.OperationAuditFilter(s.d.Tenant, s.d.ID), history: true})
+			s.goTo(auditNav{filter: readmodel.OperationAuditFilter(s.d.Tenant, s.d.ID), history: true})
 		}
 	}
 	return s, nil
@@ -311,7 +311,7 @@ func (s *detailScreen) buildLines() []string {
 		lease = "taken " + stamp(d.LeasedAt, now) + " (" + since(d.LeasedAt, now) + ")"
 		if !d.LeaseExpiresAt.IsZero() {
 			verb := "expires "
-			if storeview.LeaseEnded(d.LeaseExpiresAt, now, 0) {
+			if readmodel.LeaseEnded(d.LeaseExpiresAt, now, 0) {
 				verb = "expired "
 			}
 			lease += " · " + verb + stamp(d.LeaseExpiresAt, now) + " (" + since(d.LeaseExpiresAt, now) + ")"
@@ -381,7 +381,7 @@ func (s *detailScreen) buildLines() []string {
 
 // conflictTable puts the original attempt and its conflicting attempts
 // side by side, as many as fit.
-func (s *detailScreen) conflictTable(d *storeview.Detail) []string {
+func (s *detailScreen) conflictTable(d *readmodel.Detail) []string {
 	const labelW, colW = 14, 22
 	now := d.DBTime
 	fit := max(1, (s.w-3-labelW)/(colW+1))
@@ -434,7 +434,7 @@ type event struct {
 
 // timeline lists what happened to a record, in database-time order; only
 // what has happened by the time of the read.
-func timeline(d *storeview.Detail) []event {
+func timeline(d *readmodel.Detail) []event {
 	now := d.DBTime
 	ev := []event{{d.CreatedAt, "created"}}
 	if !d.LeasedAt.IsZero() {
@@ -452,7 +452,7 @@ func timeline(d *storeview.Detail) []event {
 		if d.Outcome != "" {
 			what += ": " + Clean(d.Outcome)
 		}
-		if d.State == storeview.StateReleased {
+		if d.State == readmodel.StateReleased {
 			what = "released"
 		}
 		ev = append(ev, event{d.CompletedAt, what})
@@ -475,7 +475,7 @@ func timeline(d *storeview.Detail) []event {
 // decisionText tells a person's decision in the timeline: what, who (the
 // authenticated role, and apart from it the name they claimed), the
 // flags, the audit record and why.
-func decisionText(d *storeview.Detail, dec storeview.Decision) string {
+func decisionText(d *readmodel.Detail, dec readmodel.Decision) string {
 	var what string
 	switch dec.Action {
 	case "decide:completed":
@@ -487,7 +487,7 @@ func decisionText(d *storeview.Detail, dec storeview.Decision) string {
 		what = "○ confirmed not executed: released"
 	case "decide:failed":
 		what = "✗ marked failed"
-	case storeview.ActionDefer:
+	case readmodel.ActionDefer:
 		what = "deferred"
 		if !dec.SnoozeUntil.IsZero() {
 			what += " until " + stamp(dec.SnoozeUntil, d.DBTime)
@@ -518,19 +518,19 @@ func decisionText(d *storeview.Detail, dec storeview.Decision) string {
 }
 
 // stateNote explains a state in the detail's words.
-func stateNote(r storeview.Row) string {
+func stateNote(r readmodel.Row) string {
 	deferral := ""
 	if l := deferralLine(r); l != "" {
 		deferral = " · " + l
 	}
 	switch r.State {
-	case storeview.StateStuck, storeview.StateDeferred:
+	case readmodel.StateStuck, readmodel.StateDeferred:
 		return ": pending, its lease expired " + since(r.LeaseExpiresAt, r.DBTime) + " and nobody completed it" + deferral
-	case storeview.StatePending:
+	case readmodel.StatePending:
 		return ": " + orDash(Clean(r.Owner)) + " holds a live lease" + deferral
-	case storeview.StateRejected:
+	case readmodel.StateRejected:
 		return ": completed with a business rejection"
-	case storeview.StateReleased:
+	case readmodel.StateReleased:
 		return ": released; the next attempt runs again"
 	}
 	return ""
@@ -538,7 +538,7 @@ func stateNote(r storeview.Row) string {
 
 // brokenDecisions counts the record's decisions whose audit record does
 // not match its hash.
-func brokenDecisions(d *storeview.Detail) int {
+func brokenDecisions(d *readmodel.Detail) int {
 	n := 0
 	for _, dec := range d.Decisions {
 		if dec.HashBroken {
@@ -548,7 +548,7 @@ func brokenDecisions(d *storeview.Detail) int {
 	return n
 }
 
-func unreviewed(cs []storeview.Conflict) int {
+func unreviewed(cs []readmodel.Conflict) int {
 	n := 0
 	for _, c := range cs {
 		if !c.Reviewed {

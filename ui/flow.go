@@ -14,7 +14,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -22,7 +22,7 @@ import (
 // version a decision expects, or by id from a list, read first.
 type flowNav struct {
 	to  screenID
-	rec *storeview.Detail
+	rec *readmodel.Detail
 	id  int64
 	// field is the stored value a reveal shows.
 	field reconcile.Field
@@ -87,12 +87,12 @@ type (
 	}
 	refetchMsg struct {
 		seq int
-		d   storeview.Detail
+		d   readmodel.Detail
 		err error
 	}
 	loadMsg struct {
 		seq int
-		d   storeview.Detail
+		d   readmodel.Detail
 		err error
 	}
 	spinMsg struct{}
@@ -167,7 +167,7 @@ type flow struct {
 	// bulk reconciliation); nil for the record's.
 	titled func() string
 
-	rec      storeview.Detail
+	rec      readmodel.Detail
 	step     step
 	trail    []step // the steps behind, for esc
 	seq      int    // numbers every request of the flow
@@ -191,7 +191,7 @@ type flow struct {
 	cancel     context.CancelFunc
 	refetchSeq int
 	refetching bool
-	nowRec     *storeview.Detail // the record read again after a refusal
+	nowRec     *readmodel.Detail // the record read again after a refusal
 	refetchErr error
 }
 
@@ -369,13 +369,13 @@ func (f *flow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 		return at.pushed(f.self), f.start(fn, *fn.rec), true
 	case fn.rec == nil && fn.id > 0 && at.active().id() == screenList:
 		f.backTo = "the list"
-		f.reset(storeview.Detail{Row: storeview.Row{ID: fn.id}})
+		f.reset(readmodel.Detail{Row: readmodel.Row{ID: fn.id}})
 		f.enter(stepLoading)
 		f.seq++
 		f.loadSeq, f.loadErr = f.seq, nil
 		seq, id, src := f.seq, fn.id, f.f.src
-		load := run(f.f, func(ctx context.Context) (storeview.Detail, error) { return src.Get(ctx, id) },
-			func(d storeview.Detail, err error) tea.Msg { return loadMsg{seq: seq, d: d, err: err} })
+		load := run(f.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
+			func(d readmodel.Detail, err error) tea.Msg { return loadMsg{seq: seq, d: d, err: err} })
 		f.pending = fn
 		return at.pushed(f.self), tea.Batch(load, f.spinner()), true
 	}
@@ -383,7 +383,7 @@ func (f *flow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 }
 
 // start begins the flow on rec at its first step.
-func (f *flow) start(fn flowNav, rec storeview.Detail) tea.Cmd {
+func (f *flow) start(fn flowNav, rec readmodel.Detail) tea.Cmd {
 	f.reset(rec)
 	cmd := f.enter(f.first)
 	if f.begin != nil {
@@ -426,7 +426,7 @@ func (f *flow) loadingView() []string {
 }
 
 // reset starts the machine over on rec, at the flow's first step.
-func (f *flow) reset(rec storeview.Detail) {
+func (f *flow) reset(rec readmodel.Detail) {
 	f.leave()
 	f.rec = rec
 	f.trail = nil
@@ -734,8 +734,8 @@ func (f *flow) onApply(msg applyMsg) tea.Cmd {
 		f.seq++
 		f.refetchSeq, f.refetching, f.nowRec = f.seq, true, nil
 		seq, id, src := f.seq, f.rec.ID, f.f.src
-		return tea.Batch(run(f.f, func(ctx context.Context) (storeview.Detail, error) { return src.Get(ctx, id) },
-			func(d storeview.Detail, err error) tea.Msg { return refetchMsg{seq: seq, d: d, err: err} }), f.spinner())
+		return tea.Batch(run(f.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
+			func(d readmodel.Detail, err error) tea.Msg { return refetchMsg{seq: seq, d: d, err: err} }), f.spinner())
 	}
 	return nil
 }
@@ -891,7 +891,7 @@ func (f *flow) resultView() []string {
 	case f.err == nil:
 		out = append(out, " "+f.st.Completed.Render("✓ Done: "+f.done()), "")
 		if f.stateLine && r.State != "" {
-			now := stateText(storeview.State(r.State))
+			now := stateText(readmodel.State(r.State))
 			if f.resultState != nil {
 				now = f.resultState()
 			}

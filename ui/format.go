@@ -12,26 +12,26 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/rivo/uniseg"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 // stateGlyph pairs every state with a glyph, so that state is never told by
 // colour alone.
-func stateGlyph(s storeview.State) string {
+func stateGlyph(s readmodel.State) string {
 	switch s {
-	case storeview.StatePending:
+	case readmodel.StatePending:
 		return "◷"
-	case storeview.StateStuck:
+	case readmodel.StateStuck:
 		return "⚠"
-	case storeview.StateDeferred:
+	case readmodel.StateDeferred:
 		return "⏲"
-	case storeview.StateCompleted:
+	case readmodel.StateCompleted:
 		return "✓"
-	case storeview.StateRejected:
+	case readmodel.StateRejected:
 		return "✗"
-	case storeview.StateReleased:
+	case readmodel.StateReleased:
 		return "○"
 	}
 	return "?"
@@ -41,7 +41,7 @@ func stateGlyph(s storeview.State) string {
 const glyphConflicted = "≠"
 
 // stateText is the glyph and the word of a state.
-func stateText(s storeview.State) string {
+func stateText(s readmodel.State) string {
 	return stateGlyph(s) + " " + string(s)
 }
 
@@ -49,11 +49,11 @@ func stateText(s storeview.State) string {
 // "stuck" (the most urgent fact), or "due" when a deferral of it ran out,
 // and a deferred one "deferred"; otherwise a record with unreviewed
 // conflicts reads "conflicted". The detail screen shows both.
-func RowStateText(r storeview.Row) string {
+func RowStateText(r readmodel.Row) string {
 	switch {
 	case r.Due():
-		return stateGlyph(storeview.StateStuck) + " due"
-	case r.Conflicted && r.State != storeview.StateStuck && r.State != storeview.StateDeferred:
+		return stateGlyph(readmodel.StateStuck) + " due"
+	case r.Conflicted && r.State != readmodel.StateStuck && r.State != readmodel.StateDeferred:
 		return glyphConflicted + " conflicted"
 	}
 	return stateText(r.State)
@@ -61,7 +61,7 @@ func RowStateText(r storeview.Row) string {
 
 // deferralText says a row's deferral in a few words: how long it has to
 // run and who deferred it, or that it is due; "-" for none.
-func deferralText(r storeview.Row) string {
+func deferralText(r readmodel.Row) string {
 	switch {
 	case r.DeferredUntil.IsZero():
 		return "-"
@@ -72,7 +72,7 @@ func deferralText(r storeview.Row) string {
 }
 
 // deferralLine says a row's deferral in a sentence, "" for none.
-func deferralLine(r storeview.Row) string {
+func deferralLine(r readmodel.Row) string {
 	switch {
 	case r.DeferredUntil.IsZero():
 		return ""
@@ -176,16 +176,16 @@ func figure(n int64, estimated bool) string {
 
 // OverviewFigure is one of the overview's counts: exact, estimated (~),
 // or for a role scoped to some tenants a lower bound (1,000+).
-func OverviewFigure(ov *storeview.Overview, n int64, estimated bool) string {
+func OverviewFigure(ov *readmodel.Overview, n int64, estimated bool) string {
 	if estimated && ov.Scoped {
-		return count(storeview.CountCap) + "+"
+		return count(readmodel.CountCap) + "+"
 	}
 	return figure(n, estimated)
 }
 
 // ReviewFigure is one of the retention review's counts: exact, estimated
 // (~) or a lower bound (1,000+).
-func ReviewFigure(c storeview.Count) string {
+func ReviewFigure(c readmodel.Count) string {
 	if c.AtLeast {
 		return count(c.N) + "+"
 	}

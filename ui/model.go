@@ -14,7 +14,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -58,7 +58,7 @@ type Model struct {
 	w, h int
 
 	connected   bool
-	info        storeview.Info
+	info        readmodel.Info
 	dbTime      time.Time
 	lastErr     error
 	unreachable bool

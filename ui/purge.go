@@ -10,8 +10,9 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/opsdesk/opsdesk/internal/purgereport"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/retention"
-	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
 // Purger runs retention purges, one tool at a time. *retention.Purger
@@ -20,13 +21,13 @@ import (
 type Purger interface {
 	// Count is the dry run: how many of tool's records a purge takes now,
 	// and its cut-off.
-	Count(ctx context.Context, tool string) (retention.DryRun, error)
+	Count(ctx context.Context, tool string) (purgereport.DryRun, error)
 	// Purge deletes what the dry run counted (records of tool whose
 	// retention ended before its cut-off, no more than its count), in
 	// batches, calling progress after each, and writes the run's audit
 	// record. Cancelled, it stops after a batch; a purge started again
 	// resumes the run.
-	Purge(ctx context.Context, tool string, dry retention.DryRun, reason string, progress func(retention.Progress)) (retention.Result, error)
+	Purge(ctx context.Context, tool string, dry purgereport.DryRun, reason string, progress func(purgereport.Progress)) (purgereport.Result, error)
 }
 
 var _ Purger = (*retention.Purger)(nil)
@@ -35,7 +36,7 @@ var _ Purger = (*retention.Purger)(nil)
 const screenPurge screenID = "purge"
 
 // purgeNav opens a purge of a tool, as the review showed it.
-type purgeNav struct{ tool storeview.ToolReview }
+type purgeNav struct{ tool readmodel.ToolReview }
 
 func (purgeNav) target() screenID { return screenPurge }
 
@@ -55,19 +56,19 @@ const (
 
 type purgeCountMsg struct {
 	seq int
-	dry retention.DryRun
+	dry purgereport.DryRun
 	err error
 }
 
 type purgeProgressMsg struct {
 	seq int
-	p   retention.Progress
+	p   purgereport.Progress
 	ch  <-chan tea.Msg
 }
 
 type purgeDoneMsg struct {
 	seq int
-	res retention.Result
+	res purgereport.Result
 	err error
 }
 
@@ -81,16 +82,16 @@ type purgeScreen struct {
 	purger Purger
 	w, h   int
 	seq    int
-	tool   storeview.ToolReview
+	tool   readmodel.ToolReview
 	step   purgeStep
-	dry    retention.DryRun
+	dry    purgereport.DryRun
 	reason textinput.Model
 	// inputErr says why the reason was not taken.
 	inputErr string
 	cancel   context.CancelFunc
 	stopping bool
-	progress retention.Progress
-	res      retention.Result
+	progress purgereport.Progress
+	res      purgereport.Result
 	err      error
 	started  time.Time
 }
@@ -136,7 +137,7 @@ func (s *purgeScreen) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 }
 
 // start opens the flow on a tool of the review and runs the dry run.
-func (s *purgeScreen) start(t storeview.ToolReview) tea.Cmd {
+func (s *purgeScreen) start(t readmodel.ToolReview) tea.Cmd {
 	s.leave()
 	s.seq++
 	*s = purgeScreen{deps: s.deps, purger: s.purger, w: s.w, h: s.h, seq: s.seq, tool: t, reason: s.reason}
@@ -277,7 +278,7 @@ func (s *purgeScreen) run() tea.Cmd {
 	ch := make(chan tea.Msg, 1)
 	go func() {
 		defer cancel()
-		res, err := purger.Purge(ctx, tool, dry, reason, func(p retention.Progress) {
+		res, err := purger.Purge(ctx, tool, dry, reason, func(p purgereport.Progress) {
 			select {
 			case ch <- purgeProgressMsg{seq: seq, p: p, ch: ch}:
 			case <-ctx.Done():
@@ -361,7 +362,7 @@ func (s *purgeScreen) View() string {
 }
 
 // lateRetry says what a retry of a purged identity gets, by the policy.
-func lateRetry(t storeview.ToolReview) string {
+func lateRetry(t readmodel.ToolReview) string {
 	if !t.InCatalog {
 		return "the catalog does not know this tool's window or after_expiry: a late retry runs again as new work."
 	}

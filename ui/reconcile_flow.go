@@ -12,7 +12,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
@@ -231,9 +231,9 @@ func newReconcile(d deps, dec Decider) *reconcileFlow {
 	s.resultState = func() string {
 		if s.decision() == reconcile.Defer {
 			// The database's state is stuck; the queue's is deferred.
-			return stateText(storeview.StateDeferred) + " until " + stamp(s.snoozeUntil(), s.rec.DBTime) + " UTC"
+			return stateText(readmodel.StateDeferred) + " until " + stamp(s.snoozeUntil(), s.rec.DBTime) + " UTC"
 		}
-		return stateText(storeview.State(s.res.State))
+		return stateText(readmodel.State(s.res.State))
 	}
 	s.doneMore = func() []string {
 		var out []string
@@ -594,7 +594,7 @@ func (s *reconcileFlow) next() (change, retries string) {
 	switch s.decision() {
 	case reconcile.Completed:
 		ref := Clean(s.typedRef())
-		return from + " → " + stateText(storeview.StateCompleted) + " with result reference " + ref,
+		return from + " → " + stateText(readmodel.StateCompleted) + " with result reference " + ref,
 			"Retries of this key will replay result reference " + ref + ": the effect does not run again."
 	case reconcile.NotExecuted:
 		again := "the effect runs again"
@@ -604,10 +604,10 @@ func (s *reconcileFlow) next() (change, retries string) {
 		case opsmodel.EffectIdempotentProvider:
 			again = "the provider is called again with the same key, which it deduplicates"
 		}
-		return from + " → " + stateText(storeview.StateReleased),
+		return from + " → " + stateText(readmodel.StateReleased),
 			"The next retry with the same intent executes again (" + again + "); a retry with a different intent is still refused as a conflict."
 	case reconcile.Failed:
-		return from + " → " + stateText(storeview.StateRejected),
+		return from + " → " + stateText(readmodel.StateRejected),
 			"Retries get the rejection: the effect does not run again."
 	case reconcile.Defer:
 		until := s.snoozeUntil()

@@ -3,7 +3,7 @@ package ui
 import (
 	"strconv"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 // col names the list's columns.
@@ -96,7 +96,7 @@ const (
 
 // rowCells formats one row's cells (untruncated); ages come from the
 // row's database time.
-func rowCells(r storeview.Row) [colCount]string {
+func rowCells(r readmodel.Row) [colCount]string {
 	var c [colCount]string
 	c[colID] = strconv.FormatInt(r.ID, 10)
 	c[colTenant] = Clean(r.Tenant)

@@ -9,8 +9,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
-
-	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 )
 
 // Verifier checks every audit chain the connected role may see, as
@@ -18,7 +17,7 @@ import (
 // no gaps. It reports its progress as it reads. The command's verifier
 // over the console's read pool satisfies it.
 type Verifier interface {
-	Verify(ctx context.Context, progress func(audit.Progress)) (*audit.Report, error)
+	Verify(ctx context.Context, progress func(auditreport.Progress)) (*auditreport.Report, error)
 }
 
 // screenVerify is the audit chains' verification.
@@ -44,12 +43,12 @@ var verifyKind = screenKind{
 type (
 	verifyProgressMsg struct {
 		run int
-		p   audit.Progress
+		p   auditreport.Progress
 		ch  <-chan tea.Msg
 	}
 	verifyDoneMsg struct {
 		run int
-		rep *audit.Report
+		rep *auditreport.Report
 		err error
 	}
 	// verifyTickMsg redraws a run under way (its time), even while the
@@ -70,8 +69,8 @@ type verifyScreen struct {
 	cancel   context.CancelFunc
 	started  time.Time
 	took     time.Duration
-	progress audit.Progress
-	rep      *audit.Report
+	progress auditreport.Progress
+	rep      *auditreport.Report
 	err      error
 	sel      int
 }
@@ -125,7 +124,7 @@ func (s *verifyScreen) stop() bool {
 func (s *verifyScreen) start() tea.Cmd {
 	s.stop()
 	s.run++
-	s.rep, s.err, s.progress, s.sel = nil, nil, audit.Progress{}, 0
+	s.rep, s.err, s.progress, s.sel = nil, nil, auditreport.Progress{}, 0
 	if s.verifier == nil {
 		s.err = fmt.Errorf("this console has no verifier: run opsdesk audit verify")
 		s.updateKeys()
@@ -136,7 +135,7 @@ func (s *verifyScreen) start() tea.Cmd {
 	run, v := s.run, s.verifier
 	ch := make(chan tea.Msg, 1)
 	go func() {
-		rep, err := v.Verify(ctx, func(p audit.Progress) {
+		rep, err := v.Verify(ctx, func(p auditreport.Progress) {
 			select {
 			case ch <- verifyProgressMsg{run: run, p: p, ch: ch}:
 			case <-ctx.Done():
@@ -163,8 +162,8 @@ func (s *verifyScreen) tick() tea.Cmd {
 }
 
 // broken are the chains that break, in the report's order.
-func (s *verifyScreen) broken() []audit.Chain {
-	var out []audit.Chain
+func (s *verifyScreen) broken() []auditreport.Chain {
+	var out []auditreport.Chain
 	if s.rep != nil {
 		for _, c := range s.rep.Chains {
 			if c.Break != nil {

@@ -13,9 +13,8 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/stretchr/testify/require"
-
-	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
 var sizes = []struct{ w, h int }{{80, 24}, {120, 40}}
@@ -190,7 +189,7 @@ func TestViewNeverPanics(t *testing.T) {
 func TestColumnsDropByPriority(t *testing.T) {
 	t.Parallel()
 	rows := demoRows(4830)
-	layout := func(rows []storeview.Row) func(w int) string {
+	layout := func(rows []readmodel.Row) func(w int) string {
 		cells := make([][colCount]string, len(rows))
 		for i, r := range rows {
 			cells[i] = rowCells(r)
@@ -229,16 +228,16 @@ func TestColumnsDropByPriority(t *testing.T) {
 	} {
 		require.Equal(t, cols, every(w), "width %d", w)
 	}
-	var stuck []storeview.Row
+	var stuck []readmodel.Row
 	for _, r := range rows {
-		if r.State == storeview.StateStuck {
+		if r.State == readmodel.StateStuck {
 			stuck = append(stuck, r)
 		}
 	}
 	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE", layout(stuck)(60), "a stuck list at 60")
 	// A deferral's details show where there is room; where there is
 	// not, the state still says deferred.
-	rows[2].State, rows[2].DeferredUntil, rows[2].DeferredBy = storeview.StateDeferred, dbNow.Add(2*time.Hour), "opsdesk_demo_operator"
+	rows[2].State, rows[2].DeferredUntil, rows[2].DeferredBy = readmodel.StateDeferred, dbNow.Add(2*time.Hour), "opsdesk_demo_operator"
 	deferred := layout(rows)
 	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE,DEFERRED,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION", deferred(140))
 	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE,EXPIRES", deferred(80))
@@ -246,18 +245,18 @@ func TestColumnsDropByPriority(t *testing.T) {
 }
 
 // demoRows are records like the demo's, numbered from base.
-func demoRows(base int64) []storeview.Row {
-	rows := []storeview.Row{
-		{Tenant: "acme", Tool: "charge-card", Key: "order-00017:charge", State: storeview.StatePending, Owner: "worker-1"},
-		{Tenant: "acme", Tool: "charge-card", Key: "order-00018:charge", State: storeview.StateCompleted, Owner: "worker-2"},
-		{Tenant: "globex", Tool: "charge-card", Key: "order-00027:charge", State: storeview.StateStuck, Owner: "worker-3"},
-		{Tenant: "initech", Tool: "deploy-service", Key: "release-00020:deploy", State: storeview.StateStuck, Owner: "worker-7"},
-		{Tenant: "initech", Tool: "deploy-service", Key: "release-00021:deploy", State: storeview.StateCompleted, Owner: "worker-4"},
-		{Tenant: "acme", Tool: "deploy-service", Key: "release-00030:deploy", State: storeview.StateRejected, Owner: "worker-5"},
-		{Tenant: "acme", Tool: "create-ticket", Key: "run-42:create-ticket", State: storeview.StateStuck, Owner: "worker-3"},
-		{Tenant: "acme", Tool: "create-ticket", Key: "run-43:create-ticket", State: storeview.StateCompleted, Owner: "worker-6"},
-		{Tenant: "globex", Tool: "create-ticket", Key: "run-142:create-ticket", State: storeview.StateCompleted, Conflicted: true, Owner: "worker-8"},
-		{Tenant: "globex", Tool: "send-email", Key: "welcome/user-8812", State: storeview.StateReleased},
+func demoRows(base int64) []readmodel.Row {
+	rows := []readmodel.Row{
+		{Tenant: "acme", Tool: "charge-card", Key: "order-00017:charge", State: readmodel.StatePending, Owner: "worker-1"},
+		{Tenant: "acme", Tool: "charge-card", Key: "order-00018:charge", State: readmodel.StateCompleted, Owner: "worker-2"},
+		{Tenant: "globex", Tool: "charge-card", Key: "order-00027:charge", State: readmodel.StateStuck, Owner: "worker-3"},
+		{Tenant: "initech", Tool: "deploy-service", Key: "release-00020:deploy", State: readmodel.StateStuck, Owner: "worker-7"},
+		{Tenant: "initech", Tool: "deploy-service", Key: "release-00021:deploy", State: readmodel.StateCompleted, Owner: "worker-4"},
+		{Tenant: "acme", Tool: "deploy-service", Key: "release-00030:deploy", State: readmodel.StateRejected, Owner: "worker-5"},
+		{Tenant: "acme", Tool: "create-ticket", Key: "run-42:create-ticket", State: readmodel.StateStuck, Owner: "worker-3"},
+		{Tenant: "acme", Tool: "create-ticket", Key: "run-43:create-ticket", State: readmodel.StateCompleted, Owner: "worker-6"},
+		{Tenant: "globex", Tool: "create-ticket", Key: "run-142:create-ticket", State: readmodel.StateCompleted, Conflicted: true, Owner: "worker-8"},
+		{Tenant: "globex", Tool: "send-email", Key: "welcome/user-8812", State: readmodel.StateReleased},
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -265,10 +264,10 @@ func demoRows(base int64) []storeview.Row {
 		r.DBTime, r.Attempt, r.Version = dbNow, 1, 2
 		r.CreatedAt, r.LeasedAt = dbNow.Add(-time.Hour), dbNow.Add(-time.Hour)
 		r.LeaseExpiresAt = dbNow.Add(-time.Hour + 30*time.Second)
-		if r.State == storeview.StatePending {
+		if r.State == readmodel.StatePending {
 			r.LeasedAt, r.LeaseExpiresAt = dbNow.Add(-3*time.Second), dbNow.Add(27*time.Second)
 		}
-		if r.State == storeview.StateCompleted || r.State == storeview.StateRejected {
+		if r.State == readmodel.StateCompleted || r.State == readmodel.StateRejected {
 			r.CompletedAt, r.ExpiresAt = dbNow.Add(-59*time.Minute), dbNow.Add(7*24*time.Hour)
 		}
 	}

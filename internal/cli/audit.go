@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"github.com/opsdesk/opsdesk/internal/audited"
 	"io"
 	"io/fs"
 	"os"
@@ -13,6 +12,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/opsdesk/opsdesk/internal/audited"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -187,7 +189,7 @@ func runAuditVerify(ctx context.Context, pool audit.TxBeginner, opts auditVerify
 
 // auditFailure is the error of a report that does not verify, naming the
 // first broken record; nil when it verifies.
-func auditFailure(rep *audit.Report) error {
+func auditFailure(rep *auditreport.Report) error {
 	switch {
 	case rep.Break != nil:
 		return fmt.Errorf("the audit trail does not verify: %s", breakText(rep.Break))
@@ -201,7 +203,7 @@ func auditFailure(rep *audit.Report) error {
 
 // problemHint says how to act on a report's Problem: unchecked chains
 // are fixed by another role or asked for as a partial check.
-func problemHint(rep *audit.Report) string {
+func problemHint(rep *auditreport.Report) string {
 	cp := rep.Checkpoint
 	switch {
 	case cp == nil || rep.Partial || len(cp.NotChecked) == 0 || len(rep.Chains) == 0:
@@ -219,11 +221,11 @@ const auditMore = "audit verify -o json prints it whole."
 
 // breakText is a chain's first broken record for people, its tenant cut
 // so that the reason stays in view (Break.Error, cut and cleaned).
-func breakText(b *audit.Break) string {
+func breakText(b *auditreport.Break) string {
 	return "tenant " + shown(audited.TenantName(b.Tenant), cellBytes, auditMore) + " " + shown(b.Reason, fieldBytes, auditMore)
 }
 
-func writeAuditReport(w io.Writer, rep *audit.Report) error {
+func writeAuditReport(w io.Writer, rep *auditreport.Report) error {
 	fmt.Fprintf(w, "audit trail as %s (%s), database time %s\n", shown(rep.Role, cellBytes, auditMore), auditScope(rep),
 		rep.At.UTC().Format("2006-01-02 15:04:05 MST"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -314,7 +316,7 @@ func writeAuditReport(w io.Writer, rep *audit.Report) error {
 	return nil
 }
 
-func auditScope(rep *audit.Report) string {
+func auditScope(rep *auditreport.Report) string {
 	switch {
 	case rep.SeesEveryTenant:
 		return "every tenant"

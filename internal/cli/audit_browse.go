@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/opsdesk/opsdesk/internal/audited"
 	"io"
 	"io/fs"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/opsdesk/opsdesk/internal/audited"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -34,7 +36,7 @@ func newAuditListCmd(g *globalFlags) *cobra.Command {
 		Short: "List audit records newest first, the console's audit browser for scripts",
 		Long: "List the audit records the connected role may see, newest first across every chain. The\n" +
 			"arguments are a filter in the console's language:\n  " +
-			strings.ReplaceAll(storeview.AuditFilterHelp, "\n", "\n  ") + "\n" +
+			strings.ReplaceAll(readmodel.AuditFilterHelp, "\n", "\n  ") + "\n" +
 			"When more records match, the next page's cursor goes to standard error (table) or into the\n" +
 			"JSON's \"next\"; pass it to --after.",
 		Example: "  opsdesk audit list tenant:acme action:decide:* age<24h\n" +
@@ -56,7 +58,7 @@ func newAuditListCmd(g *globalFlags) *cobra.Command {
 
 // auditListJSON is `audit list -o json`.
 type auditListJSON struct {
-	Records []storeview.AuditRow `json:"records"`
+	Records []readmodel.AuditRow `json:"records"`
 	DBTime  time.Time            `json:"db_time"`
 	// Next continues the list (--after); empty on the last page.
 	Next string `json:"next"`
@@ -69,7 +71,7 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 	if opts.Limit < 1 || opts.Limit > 1000 {
 		return usagef("--limit %d: give a number from 1 to 1000", opts.Limit)
 	}
-	f, err := storeview.ParseAuditFilter(opts.Filter)
+	f, err := readmodel.ParseAuditFilter(opts.Filter)
 	if err != nil {
 		return usagef("filter: %w", err)
 	}
@@ -82,9 +84,9 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 			return fmt.Errorf("no audit chain %s visible to %s", tenantList(missing), ui.Clean(role))
 		}
 	}
-	q := storeview.AuditQuery{Filter: f, Limit: opts.Limit}
+	q := readmodel.AuditQuery{Filter: f, Limit: opts.Limit}
 	if opts.After != "" {
-		c, err := storeview.ParseAuditCursor(opts.After)
+		c, err := readmodel.ParseAuditCursor(opts.After)
 		if err != nil {
 			return usagef("--after: %w", err)
 		}
@@ -101,7 +103,7 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 	if opts.Output == "json" {
 		rows := page.Rows
 		if rows == nil {
-			rows = []storeview.AuditRow{}
+			rows = []readmodel.AuditRow{}
 		}
 		return writeJSON(w, auditListJSON{Records: rows, DBTime: page.DBTime, Next: next})
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/internal/storeview"
@@ -62,7 +63,7 @@ type consoleVerifier struct{ pool *pgxpool.Pool }
 // Verify checks the chains, reporting its progress. The check reads every
 // chain in one snapshot, as long as that takes: the connection it borrows
 // drops the console's statement timeout while it runs.
-func (v consoleVerifier) Verify(ctx context.Context, progress func(audit.Progress)) (*audit.Report, error) {
+func (v consoleVerifier) Verify(ctx context.Context, progress func(auditreport.Progress)) (*auditreport.Report, error) {
 	conn, err := v.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("verify audit: %w", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/ops/idemhttp"
@@ -262,7 +263,7 @@ func TestDemoConsoleRole(t *testing.T) {
 	require.Equal(t, reconcile.Capabilities{Role: demoOperator, Decide: true, Grant: true, Purge: true}, caps)
 	require.NotEmpty(t, desk.Runbook(demo.ToolChargeCard), "the catalog's runbooks reach the console")
 	require.NotNil(t, opts.Bulk, "the demo's console offers R on its lists")
-	stuckCharges, err := storeview.ParseFilter("state:stuck tool:charge-card")
+	stuckCharges, err := readmodel.ParseFilter("state:stuck tool:charge-card")
 	require.NoError(t, err)
 	require.NoError(t, opts.Bulk.CheckFilter(stuckCharges), "R's desk has the catalog's lookups")
 

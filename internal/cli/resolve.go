@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/config"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
@@ -229,7 +230,7 @@ func validDecision(d reconcile.Decision) bool {
 
 func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, out, errOut io.Writer) error {
 	d, err := w.view.Get(ctx, id)
-	if errors.Is(err, storeview.ErrNotFound) {
+	if errors.Is(err, readmodel.ErrNotFound) {
 		return fmt.Errorf("no operation %d (or not visible to this role)", id)
 	}
 	if err != nil {
@@ -272,7 +273,7 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 // audit trail either way. Deciding on an external effect of unknown
 // outcome without a lookup takes an explicit --no-lookup (deferring,
 // which changes nothing, does not). asked tells whether the lookup ran.
-func gatherEvidence(ctx context.Context, w *writer, d storeview.Detail, opts resolveOptions, errOut io.Writer) (ans reconcile.Answer, asked bool, err error) {
+func gatherEvidence(ctx context.Context, w *writer, d readmodel.Detail, opts resolveOptions, errOut io.Writer) (ans reconcile.Answer, asked bool, err error) {
 	hasLookup := w.desk.Tools[d.Tool].Lookup != nil
 	switch {
 	case hasLookup && !opts.NoLookup:
@@ -385,7 +386,7 @@ func newConflictsCmd(g *globalFlags) *cobra.Command {
 				// The conflicts unreviewed now are the ones acknowledged;
 				// any arriving meanwhile stay unreviewed.
 				d, err := w.view.Get(ctx, id)
-				if err != nil && !errors.Is(err, storeview.ErrNotFound) {
+				if err != nil && !errors.Is(err, readmodel.ErrNotFound) {
 					return err
 				}
 				var seen []int64

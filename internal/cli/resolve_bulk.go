@@ -17,7 +17,7 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
 	"github.com/opsdesk/opsdesk/ui"
@@ -67,23 +67,23 @@ var (
 
 // checkBulk refuses bad input before anything is read, looked up or
 // decided: a usage error that says what to fix.
-func checkBulk(cmd *cobra.Command, args []string, opts *bulkOptions) (storeview.Filter, []bulk.Verdict, error) {
+func checkBulk(cmd *cobra.Command, args []string, opts *bulkOptions) (readmodel.Filter, []bulk.Verdict, error) {
 	flags := cmd.Flags()
 	if len(args) > 0 {
-		return storeview.Filter{}, nil, usagef("--filter selects the records: give no ID with it")
+		return readmodel.Filter{}, nil, usagef("--filter selects the records: give no ID with it")
 	}
 	for _, name := range singleOnlyFlags {
 		if flags.Changed(name) {
-			return storeview.Filter{}, nil, usagef("--%s decides one record (resolve ID); --filter --by-lookup decides what each record's lookup supports", name)
+			return readmodel.Filter{}, nil, usagef("--%s decides one record (resolve ID); --filter --by-lookup decides what each record's lookup supports", name)
 		}
 	}
 	if !opts.ByLookup {
-		return storeview.Filter{}, nil, usagef("--filter decides records only --by-lookup: add --by-lookup")
+		return readmodel.Filter{}, nil, usagef("--filter decides records only --by-lookup: add --by-lookup")
 	}
 	if strings.TrimFunc(opts.Filter, unicode.IsSpace) == "" {
-		return storeview.Filter{}, nil, usagef("--filter is empty: select the stuck records to reconcile, such as 'state:stuck tool:charge-card'")
+		return readmodel.Filter{}, nil, usagef("--filter is empty: select the stuck records to reconcile, such as 'state:stuck tool:charge-card'")
 	}
-	f, err := storeview.ParseFilter(opts.Filter)
+	f, err := readmodel.ParseFilter(opts.Filter)
 	if err != nil {
 		return f, nil, usagef("--filter: %v", err)
 	}
@@ -124,7 +124,7 @@ func isTerminalIn(r io.Reader) bool {
 // bulkRun is what runBulkResolve needs beside the writer.
 type bulkRun struct {
 	opts   bulkOptions
-	filter storeview.Filter
+	filter readmodel.Filter
 	groups []bulk.Verdict
 	// in is where typed confirmations come from when prompt is set.
 	in     *bufio.Reader
@@ -296,7 +296,7 @@ func itemLine(item bulk.Item) string {
 // itemIdentity is an item's tenant/tool/key, each cut to cellBytes (not
 // yet cleaned).
 func itemIdentity(item bulk.Item) string {
-	return identityText(storeview.Row{ID: item.ID, Tenant: item.Tenant, Tool: item.Tool, Key: item.Key})
+	return identityText(readmodel.Row{ID: item.ID, Tenant: item.Tenant, Tool: item.Tool, Key: item.Key})
 }
 
 // listed is how many records of each outcome are named one by one.

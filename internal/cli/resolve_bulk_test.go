@@ -16,6 +16,7 @@ import (
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/demo"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
@@ -233,7 +234,7 @@ func TestResolveByLookupAsksForTheCount(t *testing.T) {
 	desk := &reconcile.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
 		Lookup: &reconcile.LookupSpec{URL: s.provider.URL() + demo.LookupPath, ResultRef: "/ref"}}}}
 	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Options{}), desk: desk}
-	f, err := storeview.ParseFilter("state:stuck tool:charge-card")
+	f, err := readmodel.ParseFilter("state:stuck tool:charge-card")
 	require.NoError(t, err)
 	acted := 0
 	for _, a := range s.truth {
@@ -314,8 +315,8 @@ SELECT string_agg(o::text, E'\n' ORDER BY id) || (SELECT count(*) FROM opsdesk.a
 	before := states()
 
 	for _, filter := range []string{"state:stuck tool:charge-card tenant:acme&globex", "state:stuck tool:charge-card tenant:globex&",
-		"state:stuck tool:charge-card tenant:" + strings.Repeat("a", storeview.MaxFilterBytes-len("state:stuck tool:charge-card tenant:"))} {
-		f, err := storeview.ParseFilter(filter)
+		"state:stuck tool:charge-card tenant:" + strings.Repeat("a", readmodel.MaxFilterBytes-len("state:stuck tool:charge-card tenant:"))} {
+		f, err := readmodel.ParseFilter(filter)
 		require.NoError(t, err)
 		var out, errOut bytes.Buffer
 		err = runBulkResolve(t.Context(), w, bulkRun{opts: bulkOptions{Concurrency: 1, Reason: "outage", Yes: true, Output: "table"},
@@ -325,7 +326,7 @@ SELECT string_agg(o::text, E'\n' ORDER BY id) || (SELECT count(*) FROM opsdesk.a
 	}
 	require.Empty(t, asked)
 
-	f, err := storeview.ParseFilter("state:stuck tool:charge-card")
+	f, err := readmodel.ParseFilter("state:stuck tool:charge-card")
 	require.NoError(t, err)
 	for _, output := range []string{"table", "json"} {
 		asked = nil

@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/config"
+	"github.com/opsdesk/opsdesk/internal/purgereport"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ui"
@@ -47,7 +49,7 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 			"More than " + strconv.Itoa(retention.HoldBatch) + " records go in batches, each its own transaction, so that decisions\n" +
 			"need not wait for the whole set; progress goes to stderr. Should a batch fail (a record\n" +
 			"purged meanwhile, say), the command stops and says which records it held and which not.\n  " +
-			storeview.FilterHelp,
+			readmodel.FilterHelp,
 		Example: "  opsdesk retention " + use + " 48213 48214 --reason 'litigation hold #12'\n" +
 			"  opsdesk retention " + use + " --filter 'tenant:acme tool:charge-card' --reason 'litigation hold #12'",
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,10 +69,10 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 			case len(ids) > 0 && filter != "":
 				return usagef("operation numbers or --filter, not both")
 			}
-			var f storeview.Filter
+			var f readmodel.Filter
 			if filter != "" {
 				var err error
-				if f, err = storeview.ParseFilter(filter); err != nil {
+				if f, err = readmodel.ParseFilter(filter); err != nil {
 					return usagef("--filter: %w", err)
 				}
 			}
@@ -108,9 +110,9 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 
 // matchingIDs pages through the records f selects, refusing more than
 // retention.MaxHold.
-func matchingIDs(ctx context.Context, v *storeview.Store, f storeview.Filter) ([]int64, error) {
+func matchingIDs(ctx context.Context, v *storeview.Store, f readmodel.Filter) ([]int64, error) {
 	var ids []int64
-	q := storeview.Query{Filter: f, Limit: 1000}
+	q := readmodel.Query{Filter: f, Limit: 1000}
 	for {
 		page, err := v.List(ctx, q)
 		if err != nil {
@@ -163,10 +165,10 @@ func newReviewCmd(g *globalFlags) *cobra.Command {
 
 // ReviewCatalog is each tool's retention in cfg's catalog, where
 // withRecordedPolicies put the policies the services recorded.
-func ReviewCatalog(cfg *config.Config) map[string]storeview.ToolPolicy {
-	out := make(map[string]storeview.ToolPolicy, len(cfg.Tools))
+func ReviewCatalog(cfg *config.Config) map[string]readmodel.ToolPolicy {
+	out := make(map[string]readmodel.ToolPolicy, len(cfg.Tools))
 	for name, t := range cfg.Tools {
-		out[name] = storeview.ToolPolicy{Retention: t.Retention, RetryWindow: t.RetryWindow, AfterExpiry: t.AfterExpiry}
+		out[name] = readmodel.ToolPolicy{Retention: t.Retention, RetryWindow: t.RetryWindow, AfterExpiry: t.AfterExpiry}
 	}
 	return out
 }
@@ -174,7 +176,7 @@ func ReviewCatalog(cfg *config.Config) map[string]storeview.ToolPolicy {
 // reviewMore says how to see a value of the review whole.
 const reviewMore = "opsdesk retention review -o json prints it whole."
 
-func writeReview(w io.Writer, r storeview.Review) error {
+func writeReview(w io.Writer, r readmodel.Review) error {
 	scope := "every tenant"
 	if r.Scoped {
 		scope = "the tenants you see"
@@ -385,7 +387,7 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 	// (none when it counted none).
 	p.DryRun = &dry
 	fmt.Fprintf(errOut, "pace: %s\n", p.Pace)
-	res, err := retention.Purge(ctx, w.pool, p, func(pr retention.Progress) {
+	res, err := retention.Purge(ctx, w.pool, p, func(pr purgereport.Progress) {
 		fmt.Fprintf(errOut, "purged %d of about %d (run %d, batch %d: %s)\n", pr.Purged, n, pr.Run, pr.Batches, batchPace(pr))
 	})
 	if err != nil {
@@ -402,7 +404,7 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 
 // batchPace says what a purge's batch took and how long the purge pauses
 // after it: "1000 records in 130.2ms, 2.6x its fastest; pausing 208.3ms".
-func batchPace(pr retention.Progress) string {
+func batchPace(pr purgereport.Progress) string {
 	text := fmt.Sprintf("%d records in %s", pr.Records, pr.Took.Round(100*time.Microsecond))
 	if pr.Slowdown > 0 {
 		text += fmt.Sprintf(", %.1fx its fastest", pr.Slowdown)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
@@ -343,7 +344,7 @@ INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, ef
     leased_at, lease_expires_at, completed_at, expires_at, conflict_count)
 SELECT 'tenant-' || (i % 3), 'create-ticket', 'k' || i, '1', sha256(i::text::bytea), 'local', 'completed', 'succeeded', 'w',
     now() - interval '9d', now() - interval '9d', now() - interval '9d', now() - interval '2d', 1
-FROM generate_series(1, $1) i`, CountCap+500)
+FROM generate_series(1, $1) i`, readmodel.CountCap+500)
 	adminExec(t, d, `
 INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner)
 SELECT tenant, tool, key, id, '1', sha256('other'), fingerprint, 'w' FROM opsdesk.operations`)
@@ -358,7 +359,7 @@ SELECT tenant, tool, key, id, '1', sha256('other'), fingerprint, 'w' FROM opsdes
 	t.Cleanup(pool.Close)
 	r, err := New(pool, Options{}).Review(t.Context(), nil)
 	require.NoError(t, err)
-	require.EqualValues(t, CountCap+500, byTool(r)["create-ticket"].Conflicted)
+	require.EqualValues(t, readmodel.CountCap+500, byTool(r)["create-ticket"].Conflicted)
 
 	i := slices.IndexFunc(rec.log, func(st pgx.TraceQueryStartData) bool { return st.SQL == reviewSQL })
 	require.GreaterOrEqual(t, i, 0, "the review ran reviewSQL")
@@ -376,5 +377,5 @@ WHERE relid = 'opsdesk.operations'::regclass`).Scan(&read))
 	require.NoError(t, err)
 	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.LessOrEqual(t, read, int64(CountCap+1), "records read for %d records with conflicts\n%s", CountCap+500, strings.Join(plan, "\n"))
+	require.LessOrEqual(t, read, int64(readmodel.CountCap+1), "records read for %d records with conflicts\n%s", readmodel.CountCap+500, strings.Join(plan, "\n"))
 }

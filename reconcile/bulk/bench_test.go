@@ -12,6 +12,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/demo"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
@@ -71,7 +72,7 @@ func BenchmarkBulkReconcile(b *testing.B) {
 			URL: provider.URL() + demo.LookupPath, ResultRef: "/ref", Timeout: 2 * time.Second}}}, Client: bulk.HTTPClient(concurrency)}
 		r, err := bulk.New(bulk.Config{Desk: desk, Lister: storeview.New(pool, storeview.Options{}), Concurrency: concurrency})
 		require.NoError(b, err)
-		f, err := storeview.ParseFilter("state:stuck tool:charge-card")
+		f, err := readmodel.ParseFilter("state:stuck tool:charge-card")
 		require.NoError(b, err)
 		loadBefore := loadAverage()
 
