@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgerrcode"
+
 	"github.com/opsdesk/opsdesk/ops/opsmodel"
 
 	"github.com/jackc/pgx/v5/pgconn"

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 // fakeTrail is a small hand-written audit trail over three tenants and

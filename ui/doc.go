@@ -8,7 +8,7 @@
 // keyset pages) and the detail of one record; each is a tea.Model with its
 // own key help and size, and drops answers to all but its latest request.
 //
-// People's decisions go through the Decider interface (*reconcile.Desk).
+// People's decisions go through the Decider interface (*desk.Desk).
 // r on a pending record, in a list or on its detail, opens the
 // reconciliation: one screen with the record, the provider's lookup (run
 // at once), the decision it points at and what that does, the risk and

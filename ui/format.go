@@ -119,7 +119,7 @@ func ShortDuration(d time.Duration) string {
 }
 
 // Relative writes a signed duration from now: "in 27s" or "41m ago"; a
-// time too far ahead for time.Sub (ops.Infinity, 'infinity' in the store)
+// time too far ahead for time.Sub (opsmodel.Infinity, 'infinity' in the store)
 // is "never", and one too far behind "-infinity".
 func Relative(d time.Duration) string {
 	switch {
@@ -229,7 +229,7 @@ func stamp(t, ref time.Time) string {
 }
 
 // Infinite writes a time the store holds as infinite, or beyond the
-// years a time is written in (ops.Infinity, ops.NegativeInfinity), as
+// years a time is written in (opsmodel.Infinity, ops.NegativeInfinity), as
 // PostgreSQL does: "infinity" or "-infinity". ok is false for any other
 // time.
 func Infinite(t time.Time) (text string, ok bool) {

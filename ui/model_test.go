@@ -15,8 +15,9 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
-	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 func mustDur(t *testing.T, s string) time.Duration {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/opsdesk/opsdesk/internal/purgereport"
 	"github.com/opsdesk/opsdesk/internal/readmodel"
-	"github.com/opsdesk/opsdesk/internal/retention"
 )
 
 // Purger runs retention purges, one tool at a time. *retention.Purger
@@ -29,8 +28,6 @@ type Purger interface {
 	// resumes the run.
 	Purge(ctx context.Context, tool string, dry purgereport.DryRun, reason string, progress func(purgereport.Progress)) (purgereport.Result, error)
 }
-
-var _ Purger = (*retention.Purger)(nil)
 
 // screenPurge purges one tool's expired records.
 const screenPurge screenID = "purge"

@@ -12,7 +12,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/ops/opsmodel"
-	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // TestRevealEncryptedRealDatabase: a result the service stored sealed
@@ -34,7 +34,7 @@ func TestRevealEncryptedRealDatabase(t *testing.T) {
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	h := newSourceHarness(t, storeview.New(operator.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
-		Options{Context: "db", Decider: &reconcile.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}, 120, 40)
+		Options{Context: "db", Decider: &desk.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}, 120, 40)
 	h.keys(":key acme/create-note/" + key + "<enter>")
 	h.keys("vcustomer asks<enter>")
 	v := flat(h.view())

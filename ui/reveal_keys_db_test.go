@@ -12,7 +12,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/ops/opsmodel"
-	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // TestRevealDecryptsWithTheContextsKeysRealDatabase: a console whose
@@ -39,7 +39,7 @@ func TestRevealDecryptsWithTheContextsKeysRealDatabase(t *testing.T) {
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	console := func(keys opsmodel.Keyring) *harness {
-		opts := Options{Context: "db", Decider: &reconcile.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}
+		opts := Options{Context: "db", Decider: &desk.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}
 		if keys != nil {
 			opts.RevealKeys = keys
 		}

@@ -8,7 +8,6 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
-	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops/opsmodel"
 )
 
@@ -33,8 +32,6 @@ type Source interface {
 	// link to the record before.
 	AuditRecord(ctx context.Context, tenant string, seq int64) (readmodel.AuditDetail, error)
 }
-
-var _ Source = (*storeview.Store)(nil)
 
 // Refresh bounds and defaults.
 const (

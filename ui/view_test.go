@@ -13,8 +13,9 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
-	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 var sizes = []struct{ w, h int }{{80, 24}, {120, 40}}

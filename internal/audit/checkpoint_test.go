@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsdesk/opsdesk/internal/auditreport"
 	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 )
 
 func TestCheckpointPayload(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgerrcode"
+
 	"github.com/opsdesk/opsdesk/internal/audited"
 	"github.com/opsdesk/opsdesk/internal/auditreport"
 

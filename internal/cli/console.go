@@ -15,7 +15,17 @@ import (
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 	"github.com/opsdesk/opsdesk/ui"
+)
+
+// The console is handed the database's readers and writers behind its
+// interfaces; the assertions are here, where they meet, so that ui names
+// none of them and does not depend on pgx.
+var (
+	_ ui.Source  = (*storeview.Store)(nil)
+	_ ui.Decider = (*desk.Desk)(nil)
+	_ ui.Purger  = (*retention.Purger)(nil)
 )
 
 // runConsole opens the console on the configured context, on the screen

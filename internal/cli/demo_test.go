@@ -29,6 +29,7 @@ import (
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/ops/idemhttp"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 func TestDemo(t *testing.T) {
@@ -257,7 +258,7 @@ func TestDemoConsoleRole(t *testing.T) {
 	t.Cleanup(pool.Close)
 	require.NotNil(t, opts.Purger, "the demo's operator may purge from the review")
 	require.Contains(t, opts.Catalog, demo.ToolChargeCard)
-	desk := opts.Decider.(*reconcile.Desk)
+	desk := opts.Decider.(*desk.Desk)
 	caps, err := desk.Capabilities(ctx)
 	require.NoError(t, err)
 	require.Equal(t, reconcile.Capabilities{Role: demoOperator, Decide: true, Grant: true, Purge: true}, caps)

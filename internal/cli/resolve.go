@@ -22,6 +22,7 @@ import (
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -35,11 +36,11 @@ type writer struct {
 	cfg  *config.Config
 	pool *pgxpool.Pool
 	view *storeview.Store
-	desk *reconcile.Desk
+	desk *desk.Desk
 }
 
 // newDesk is a person's desk over pool with the configuration's catalog.
-func newDesk(pool *pgxpool.Pool, cfg *config.Config) *reconcile.Desk {
+func newDesk(pool *pgxpool.Pool, cfg *config.Config) *desk.Desk {
 	tools := make(map[string]reconcile.Tool, len(cfg.Tools))
 	for name, t := range cfg.Tools {
 		tool := reconcile.Tool{Runbook: t.Runbook, Retention: t.Retention}
@@ -49,7 +50,7 @@ func newDesk(pool *pgxpool.Pool, cfg *config.Config) *reconcile.Desk {
 		}
 		tools[name] = tool
 	}
-	return &reconcile.Desk{Pool: pool, Tools: tools, DisplayName: cfg.Context.DisplayName}
+	return &desk.Desk{Pool: pool, Tools: tools, DisplayName: cfg.Context.DisplayName}
 }
 
 // withWriter opens a writer on the context, unless it is read-only.

@@ -20,6 +20,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // outageStore is a store with n charges left stuck by the demo's workers
@@ -231,7 +232,7 @@ func TestResolveByLookupAsksForTheCount(t *testing.T) {
 	// provider closes (it waits for them).
 	client := bulk.HTTPClient(4)
 	t.Cleanup(client.CloseIdleConnections)
-	desk := &reconcile.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
+	desk := &desk.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
 		Lookup: &reconcile.LookupSpec{URL: s.provider.URL() + demo.LookupPath, ResultRef: "/ref"}}}}
 	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Options{}), desk: desk}
 	f, err := readmodel.ParseFilter("state:stuck tool:charge-card")
@@ -303,7 +304,7 @@ FROM (VALUES ('acme', 'giant'), ('acme', 'nul'), ('acme', 'esc'), ('acme', 'osc'
 	operator := dbtest.NewPerson(t, d, "operator", "acme")
 	client := bulk.HTTPClient(1)
 	t.Cleanup(client.CloseIdleConnections)
-	desk := &reconcile.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
+	desk := &desk.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
 		Lookup: &reconcile.LookupSpec{URL: srv.URL + "/lookup/{tenant}/{tool}/{key}", ResultRef: "/ref", Timeout: 5 * time.Second}}}}
 	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Options{}), desk: desk}
 	states := func() string {

@@ -9,6 +9,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // A deferred record leaves the queue: not stuck, not counted as stuck,
@@ -32,7 +33,7 @@ func TestDeferredLeavesTheQueueUntilDue(t *testing.T) {
 	oldest, err := s.GetByIdentity(ctx, "acme", "create-ticket", "run-42:create-ticket")
 	require.NoError(t, err)
 	until := oldest.DBTime.Add(time.Hour)
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: oldest.ID, Decision: reconcile.Defer,
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: oldest.ID, Decision: reconcile.Defer,
 		ExpectVersion: oldest.Version, Reason: "the provider answers tomorrow", SnoozeUntil: until})
 	require.NoError(t, err)
 
@@ -62,7 +63,7 @@ func TestDeferredLeavesTheQueueUntilDue(t *testing.T) {
 	require.Equal(t, operator.Role, det.DeferredBy)
 
 	// A second, shorter deferral replaces the first: a second from now.
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: oldest.ID, Decision: reconcile.Defer,
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: oldest.ID, Decision: reconcile.Defer,
 		ExpectVersion: oldest.Version, Reason: "sooner", SnoozeUntil: time.Now().Add(time.Second)})
 	require.NoError(t, err)
 	time.Sleep(1500 * time.Millisecond)
@@ -86,7 +87,7 @@ func deferred(t *testing.T, n int) (*dbtest.DB, *Store, readmodel.Detail) {
 	rec, err := s.GetByIdentity(t.Context(), "acme", "charge-card", "ord-2")
 	require.NoError(t, err)
 	for range n {
-		_, err = reconcile.Decide(t.Context(), operator.Pool, reconcile.DecideParams{OperationID: rec.ID, Decision: reconcile.Defer,
+		_, err = desk.Decide(t.Context(), operator.Pool, reconcile.DecideParams{OperationID: rec.ID, Decision: reconcile.Defer,
 			ExpectVersion: rec.Version, Reason: "later", SnoozeUntil: rec.DBTime.Add(time.Hour)})
 		require.NoError(t, err)
 	}

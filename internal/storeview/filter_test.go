@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 func FuzzParseFilter(f *testing.F) {

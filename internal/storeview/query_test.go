@@ -14,6 +14,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -419,13 +420,13 @@ func TestDetailShowsDecisions(t *testing.T) {
 	require.Empty(t, det.Decisions)
 
 	snooze := det.DBTime.Add(time.Hour)
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.Defer,
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.Defer,
 		ExpectVersion: det.Version, Reason: "provider answers tomorrow", SnoozeUntil: snooze})
 	require.NoError(t, err)
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.Failed,
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.Failed,
 		ExpectVersion: det.Version + 1, Reason: "refused"})
 	require.ErrorIs(t, err, reconcile.ErrChanged, "a refusal is not a decision")
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.NotExecuted,
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.NotExecuted,
 		ExpectVersion: det.Version, Reason: "provider has no such charge", DisplayName: "Alice"})
 	require.NoError(t, err)
 

@@ -19,6 +19,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // The review's "conflicted" figure comes from opsdesk.record_conflicts
@@ -150,7 +151,7 @@ func TestConflictedFigureForEveryWriter(t *testing.T) {
 	_, err = retention.SetHold(ctx, admin.Pool, []int64{idOf(t, d, "t1")}, false, "litigation over", "", nil)
 	require.NoError(t, err)
 	requireConflicted(t, d, viewer, "released", map[string]int64{"create-ticket": 1})
-	_, err = reconcile.AckConflicts(ctx, operator.Pool, idOf(t, d, "t1"), unreviewed(t, d, "t1"), "caller bug, fixed", "")
+	_, err = desk.AckConflicts(ctx, operator.Pool, idOf(t, d, "t1"), unreviewed(t, d, "t1"), "caller bug, fixed", "")
 	require.NoError(t, err)
 	requireConflicted(t, d, viewer, "acknowledged", map[string]int64{"create-ticket": 0})
 
@@ -181,7 +182,7 @@ SELECT tenant, tool, key, id, '1', sha256('other'), fingerprint, 'w' FROM opsdes
 	requireConflicted(t, d, viewer, "stuck with a conflict", map[string]int64{"charge-card": 1})
 	var version int64
 	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT version FROM opsdesk.operations WHERE key = 'c2'`).Scan(&version))
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: idOf(t, d, "c2"), Decision: reconcile.Completed,
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: idOf(t, d, "c2"), Decision: reconcile.Completed,
 		ExpectVersion: version, Reason: "provider shows it", ResultRef: "ch_2", Retention: time.Minute})
 	require.NoError(t, err)
 	requireConflicted(t, d, viewer, "decided completed", map[string]int64{"charge-card": 1})

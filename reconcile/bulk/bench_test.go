@@ -16,6 +16,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // envInt reads a positive integer from the environment, or def.
@@ -68,7 +69,7 @@ func BenchmarkBulkReconcile(b *testing.B) {
 		pool, err := db.Open(b.Context(), cfg)
 		require.NoError(b, err)
 		b.Cleanup(pool.Close)
-		desk := &reconcile.Desk{Pool: pool, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {Lookup: &reconcile.LookupSpec{
+		desk := &desk.Desk{Pool: pool, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {Lookup: &reconcile.LookupSpec{
 			URL: provider.URL() + demo.LookupPath, ResultRef: "/ref", Timeout: 2 * time.Second}}}, Client: bulk.HTTPClient(concurrency)}
 		r, err := bulk.New(bulk.Config{Desk: desk, Lister: storeview.New(pool, storeview.Options{}), Concurrency: concurrency})
 		require.NoError(b, err)

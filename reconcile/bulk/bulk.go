@@ -50,7 +50,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
-	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -104,7 +103,7 @@ func (v Verdict) ProposalText() string {
 // Label is the verdict in words.
 func (v Verdict) Label() string { return strings.ReplaceAll(string(v), "_", " ") }
 
-// Desk is what a run needs of one person's desk. *reconcile.Desk
+// Desk is what a run needs of one person's desk. *desk.Desk
 // satisfies it.
 type Desk interface {
 	// HasLookup tells whether the catalog gives tool an outcome lookup.
@@ -124,11 +123,6 @@ type Desk interface {
 type Lister interface {
 	List(ctx context.Context, q readmodel.Query) (readmodel.Page, error)
 }
-
-var (
-	_ Desk   = (*reconcile.Desk)(nil)
-	_ Lister = (*storeview.Store)(nil)
-)
 
 // Limits and defaults.
 const (
@@ -169,7 +163,7 @@ var (
 	ErrConfig       = errors.New("bad bulk configuration")
 )
 
-// HTTPClient is a client for a run's lookups (reconcile.Desk.Client): it
+// HTTPClient is a client for a run's lookups (desk.Desk.Client): it
 // keeps a connection per lookup in flight to each provider, where
 // http.DefaultClient keeps two and opens and closes the others for every
 // lookup. Proxies and timeouts are the default transport's.

@@ -23,6 +23,14 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
+)
+
+// The run is handed the desk and the store behind its interfaces, so
+// that bulk does not depend on pgx.
+var (
+	_ bulk.Desk   = (*desk.Desk)(nil)
+	_ bulk.Lister = (*storeview.Store)(nil)
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -81,9 +89,9 @@ func (b *bundle) waitStuck(t *testing.T) {
 }
 
 // desk is person p's desk, with charge-card's lookup asking b.spec.
-func (b *bundle) desk(p *dbtest.Person) *reconcile.Desk {
+func (b *bundle) desk(p *dbtest.Person) *desk.Desk {
 	spec := b.spec
-	return &reconcile.Desk{Pool: p.Pool, DisplayName: "Bulk Tester", Client: b.client,
+	return &desk.Desk{Pool: p.Pool, DisplayName: "Bulk Tester", Client: b.client,
 		Tools: map[string]reconcile.Tool{charge: {Lookup: &spec}, "create-ticket": {}}}
 }
 
@@ -536,7 +544,7 @@ func TestBulkSkipsRecordsThatChanged(t *testing.T) {
 			require.Len(t, items, 6)
 			// Another operator decides one of them meanwhile.
 			changed := items[0]
-			_, err := reconcile.Decide(b.ctx, other.Pool, reconcile.DecideParams{OperationID: changed.ID, Decision: reconcile.Failed,
+			_, err := desk.Decide(b.ctx, other.Pool, reconcile.DecideParams{OperationID: changed.ID, Decision: reconcile.Failed,
 				ExpectVersion: changed.Version, Reason: "card reported stolen"})
 			require.NoError(t, err)
 			// And a new stuck record appears that the run never listed.
