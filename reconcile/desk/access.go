@@ -10,7 +10,7 @@ import (
 )
 
 // RoleAccess reads role's access as the connected role sees it: its
-// level from the catalog, its tenants from opsaccess when the
+// level from the catalog, its tenants from opsdesk.access when the
 // connected role may read it, else from the audit chain of events
 // outside any tenant, which an admin of every tenant (the only one who
 // may grant) reads.
@@ -22,16 +22,16 @@ SELECT coalesce((SELECT CASE WHEN pg_has_role(r.oid, 'opsdesk_admin', 'MEMBER') 
                              WHEN pg_has_role(r.oid, 'opsdesk_operator', 'MEMBER') THEN 'operator'
                              WHEN pg_has_role(r.oid, 'opsdesk_viewer', 'MEMBER') THEN 'viewer' END
                  FROM pg_catalog.pg_roles r WHERE r.rolname = $1), ''),
-       pg_catalog.has_table_privilege('opsaccess', 'SELECT')`, role).Scan(&a.Level, &readable)
+       pg_catalog.has_table_privilege('opsdesk.access', 'SELECT')`, role).Scan(&a.Level, &readable)
 	if err != nil {
 		return a, fmt.Errorf("read the access of %s: %w", role, err)
 	}
-	query := `SELECT coalesce(array_agg(tenant ORDER BY tenant), '{}') FROM opsaccess WHERE role = $1`
+	query := `SELECT coalesce(array_agg(tenant ORDER BY tenant), '{}') FROM opsdesk.access WHERE role = $1`
 	if !readable {
 		a.FromAudit = true
 		query = `
 WITH grants AS (
-    SELECT action, details->>'tenant' AS tenant, at FROM opsaudit
+    SELECT action, details->>'tenant' AS tenant, at FROM opsdesk.audit
     WHERE tenant = '' AND action IN ('access:grant', 'access:revoke') AND outcome = 'succeeded'
       AND details->>'role' = $1
 )

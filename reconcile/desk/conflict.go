@@ -21,7 +21,7 @@ import (
 // no attempted request: ConflictSide.NotRecorded says so.
 func RevealConflict(ctx context.Context, pool *pgxpool.Pool, conflictID int64, reason, displayName string) (reconcile.ConflictReveal, reconcile.Result, error) {
 	out := reconcile.ConflictReveal{ConflictID: conflictID}
-	res, err := call(ctx, pool, `SELECT * FROM opsreveal_conflict_request($1, $2, $3)`, conflictID, reason, nullable(displayName))
+	res, err := call(ctx, pool, `SELECT * FROM opsdesk.reveal_conflict_request($1, $2, $3)`, conflictID, reason, nullable(displayName))
 	if err != nil {
 		return out, res, err
 	}
@@ -29,7 +29,7 @@ func RevealConflict(ctx context.Context, pool *pgxpool.Pool, conflictID int64, r
 	// Scanned as bytes: a json.RawMessage would be scanned through
 	// json.Unmarshal, which checks and copies each request once more (the
 	// column's type checked it when it was stored).
-	err = pool.QueryRow(ctx, `SELECT * FROM opsreveal_conflict_fetch($1, $2)`, res.Tenant, res.Entry).Scan(
+	err = pool.QueryRow(ctx, `SELECT * FROM opsdesk.reveal_conflict_fetch($1, $2)`, res.Tenant, res.Entry).Scan(
 		(*[]byte)(&out.Original.Request), (*[]byte)(&out.Attempted.Request), &out.Original.Fingerprinted, &out.Attempted.Fingerprinted,
 		&origMissing, &attMissing)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
-// Decide applies one decision through opsdecide, connected as the
+// Decide applies one decision through opsdesk.decide, connected as the
 // deciding person. A refusal is a *RefusedError; its audit record is
 // committed.
 func Decide(ctx context.Context, pool *pgxpool.Pool, p reconcile.DecideParams) (reconcile.Result, error) {
@@ -46,7 +46,7 @@ func Decide(ctx context.Context, pool *pgxpool.Pool, p reconcile.DecideParams) (
 		do = callUnsealed
 	}
 	return do(ctx, pool, `
-SELECT (r).* FROM opsdecide(
+SELECT (r).* FROM opsdesk.decide(
     p_id => $1, p_decision => $2, p_expect_version => $3, p_reason => $4,
     p_result_ref => $5, p_result => $6, p_evidence_digest => $7, p_evidence_summary => $8,
     p_lookup => $9, p_force => $10, p_override => $11,
@@ -62,7 +62,7 @@ SELECT (r).* FROM opsdecide(
 // seen (the ones the person looked at) as reviewed by the connected
 // person; conflicts that arrived since stay unreviewed.
 func AckConflicts(ctx context.Context, pool *pgxpool.Pool, id int64, seen []int64, reason, displayName string) (reconcile.Result, error) {
-	return call(ctx, pool, `SELECT (r).* FROM opsack_conflicts($1, $2, $3, $4) r`, id, seen, reason, nullable(displayName))
+	return call(ctx, pool, `SELECT (r).* FROM opsdesk.ack_conflicts($1, $2, $3, $4) r`, id, seen, reason, nullable(displayName))
 }
 
 // Reveal returns record id's stored intent or result. It takes two
@@ -75,7 +75,7 @@ func Reveal(ctx context.Context, pool *pgxpool.Pool, id int64, field reconcile.F
 		return nil, res, err
 	}
 	var value []byte
-	if err := pool.QueryRow(ctx, `SELECT opsreveal_fetch($1, $2)`, res.Tenant, res.Entry).Scan(&value); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, res.Tenant, res.Entry).Scan(&value); err != nil {
 		return nil, res, fetchError(field, res, err)
 	}
 	return value, res, nil
@@ -96,7 +96,7 @@ func RevealStart(ctx context.Context, pool *pgxpool.Pool, id int64, field reconc
 	)
 	// One call of reveal_fetch (a request gives one fetch), cut as text:
 	// left counts characters, so at most four bytes each.
-	err = pool.QueryRow(ctx, `WITH v AS MATERIALIZED (SELECT opsreveal_fetch($1, $2)::text AS t)
+	err = pool.QueryRow(ctx, `WITH v AS MATERIALIZED (SELECT opsdesk.reveal_fetch($1, $2)::text AS t)
 SELECT left(t, $3), octet_length(t) FROM v`, res.Tenant, res.Entry, max(0, maxBytes)).Scan(&text, &size)
 	if err != nil {
 		return reconcile.Revealed{}, res, fetchError(field, res, err)
@@ -125,7 +125,7 @@ func RevealTo(ctx context.Context, pool *pgxpool.Pool, id int64, field reconcile
 	// bytes so that each slice is found by its offset, not by counting
 	// characters from the start. Each row says where its slice starts, so
 	// that slices out of order are an error, never a value misprinted.
-	rows, err := pool.Query(ctx, `WITH v AS MATERIALIZED (SELECT convert_to(opsreveal_fetch($1, $2)::text, 'UTF8') AS b)
+	rows, err := pool.Query(ctx, `WITH v AS MATERIALIZED (SELECT convert_to(opsdesk.reveal_fetch($1, $2)::text, 'UTF8') AS b)
 SELECT s, substring(v.b FROM s FOR $3) FROM v CROSS JOIN LATERAL generate_series(1, octet_length(v.b), $3) AS s`,
 		res.Tenant, res.Entry, revealSlice)
 	if err != nil {
@@ -190,7 +190,7 @@ func cutUTF8(s string, n int) string {
 }
 
 func requestReveal(ctx context.Context, pool *pgxpool.Pool, id int64, field reconcile.Field, reason, displayName string) (reconcile.Result, error) {
-	return call(ctx, pool, `SELECT * FROM opsreveal_request($1, $2, $3, $4)`,
+	return call(ctx, pool, `SELECT * FROM opsdesk.reveal_request($1, $2, $3, $4)`,
 		id, string(field), reason, nullable(displayName))
 }
 
@@ -202,7 +202,7 @@ func fetchError(field reconcile.Field, res reconcile.Result, err error) error {
 // ("*": every tenant), replacing the level it had. An empty level revokes
 // all of its access.
 func GrantAccess(ctx context.Context, pool *pgxpool.Pool, role, level, tenant, reason, displayName string) (reconcile.Result, error) {
-	return call(ctx, pool, `SELECT (r).* FROM opsgrant_access($1, $2, $3, $4, $5) r`,
+	return call(ctx, pool, `SELECT (r).* FROM opsdesk.grant_access($1, $2, $3, $4, $5) r`,
 		role, nullable(level), nullable(tenant), reason, nullable(displayName))
 }
 
@@ -249,7 +249,7 @@ func SealResults(ctx context.Context, pool *pgxpool.Pool, results []*reconcile.R
 	if len(entries) == 0 {
 		return nil
 	}
-	rows, err := pool.Query(ctx, `SELECT a.tenant, a.entry, a.seq FROM opsaudit a
+	rows, err := pool.Query(ctx, `SELECT a.tenant, a.entry, a.seq FROM opsdesk.audit a
 JOIN unnest($1::text[], $2::bigint[]) e (tenant, entry) ON a.tenant = e.tenant AND a.entry = e.entry
 WHERE a.role = session_user`, tenants, entries)
 	if err != nil {

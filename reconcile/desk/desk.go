@@ -30,7 +30,7 @@ func (d *Desk) Capabilities(ctx context.Context) (reconcile.Capabilities, error)
 	err := d.Pool.QueryRow(ctx, `
 SELECT session_user, pg_has_role(session_user, 'opsdesk_operator', 'MEMBER'),
     pg_has_role(session_user, 'opsdesk_admin', 'MEMBER'),
-    pg_has_role(session_user, 'opsdesk_admin', 'MEMBER') AND opssees_every_tenant()`).
+    pg_has_role(session_user, 'opsdesk_admin', 'MEMBER') AND opsdesk.sees_every_tenant()`).
 		Scan(&c.Role, &c.Decide, &c.Grant, &c.Purge)
 	if err != nil {
 		return c, fmt.Errorf("read the role's capabilities: %w", err)
