@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // screenAudit is the audit trail.
@@ -288,7 +289,7 @@ func chainName(tenant string) string {
 	if tenant == "" {
 		return "global"
 	}
-	return Clean(tenant)
+	return termtext.Clean(tenant)
 }
 
 func (r auditRef) String() string { return chainName(r.Tenant) + "#" + strconv.FormatInt(r.Seq, 10) }
@@ -311,7 +312,7 @@ func OutcomeText(o string) string {
 	case "failed":
 		return "! failed"
 	}
-	return "? " + Clean(o)
+	return "? " + termtext.Clean(o)
 }
 
 func (st Styles) outcome(o string) lipgloss.Style {
@@ -331,7 +332,7 @@ func (st Styles) outcome(o string) lipgloss.Style {
 func operationText(r readmodel.AuditRow) string {
 	var parts []string
 	if r.Key != "" {
-		parts = append(parts, Clean(r.Key))
+		parts = append(parts, termtext.Clean(r.Key))
 	}
 	if r.OperationID != 0 {
 		parts = append(parts, "#"+strconv.FormatInt(r.OperationID, 10))
@@ -349,7 +350,7 @@ func fitOperation(r readmodel.AuditRow, w int) string {
 	if w < len(id)+6 {
 		return truncate(id, w)
 	}
-	return truncateMiddle(Clean(r.Key), w-len(id)-1) + " " + id
+	return truncateMiddle(termtext.Clean(r.Key), w-len(id)-1) + " " + id
 }
 
 // auditTime is a record's time for the table: the clock on the database's
@@ -397,16 +398,16 @@ var auditColumns = []auditColumn{
 	}},
 	auditColRole: {title: "ROLE", drop: 4, max: 32, cell: func(r readmodel.AuditRow) string {
 		if r.DisplayName != "" {
-			return Clean(r.Role) + " (" + Clean(r.DisplayName) + ")"
+			return termtext.Clean(r.Role) + " (" + termtext.Clean(r.DisplayName) + ")"
 		}
-		return Clean(r.Role)
-	}, short: func(r readmodel.AuditRow) string { return Clean(r.Role) }},
-	auditColAction:  {title: "ACTION", max: 22, cell: func(r readmodel.AuditRow) string { return Clean(r.Action) }},
+		return termtext.Clean(r.Role)
+	}, short: func(r readmodel.AuditRow) string { return termtext.Clean(r.Role) }},
+	auditColAction:  {title: "ACTION", max: 22, cell: func(r readmodel.AuditRow) string { return termtext.Clean(r.Action) }},
 	auditColOutcome: {title: "OUTCOME", cell: func(r readmodel.AuditRow) string { return OutcomeText(r.Outcome) }},
-	auditColTool:    {title: "TOOL", drop: 1, max: 18, cell: func(r readmodel.AuditRow) string { return orDash(Clean(r.Tool)) }},
+	auditColTool:    {title: "TOOL", drop: 1, max: 18, cell: func(r readmodel.AuditRow) string { return orDash(termtext.Clean(r.Tool)) }},
 	auditColOp: {title: "KEY #OP", drop: 3, flex: 1, min: 10, comfort: 24, max: 40,
 		cell: operationText},
-	auditColReason: {title: "REASON", drop: 2, flex: 2, min: 12, comfort: 16, cell: func(r readmodel.AuditRow) string { return orDash(Clean(r.Reason)) }},
+	auditColReason: {title: "REASON", drop: 2, flex: 2, min: 12, comfort: 16, cell: func(r readmodel.AuditRow) string { return orDash(termtext.Clean(r.Reason)) }},
 }
 
 // auditLayout is the table's shape for a page at a width: which columns
@@ -552,7 +553,7 @@ func (s *auditScreen) View() string {
 		case s.history:
 			hint = " this record's history · / changes the filter · esc goes back"
 		case s.filterText != "":
-			hint = " filter " + Clean(s.filterText) + " · esc clears it · / edits it"
+			hint = " filter " + termtext.Clean(s.filterText) + " · esc clears it · / edits it"
 		}
 		lines = append(lines, s.st.Muted.Render(truncate(hint, w)))
 	}
@@ -569,7 +570,7 @@ func (s *auditScreen) title() string {
 	}
 	t := " " + s.st.Title.Render("Audit trail")
 	if s.filterText != "" {
-		return t + "  filter: " + Clean(s.filterText)
+		return t + "  filter: " + termtext.Clean(s.filterText)
 	}
 	return t + "  every chain you may see, newest first"
 }
@@ -622,7 +623,7 @@ func (s *auditScreen) line(mark string, lay auditLayout, cell func(c int) string
 func (s *auditScreen) bodyLines(lay auditLayout, rowsH int) []string {
 	if !s.loaded {
 		if s.err != nil {
-			return []string{"  " + s.st.Error.Render(truncate("✗ could not read the audit trail: "+Clean(s.err.Error()), s.w-2))}
+			return []string{"  " + s.st.Error.Render(truncate("✗ could not read the audit trail: "+termtext.Clean(s.err.Error()), s.w-2))}
 		}
 		return []string{s.st.Muted.Render("  loading…")}
 	}
@@ -635,7 +636,7 @@ func (s *auditScreen) bodyLines(lay auditLayout, rowsH int) []string {
 		case s.history:
 			msg = "  nobody has acted on this operation: no audit records"
 		case s.filterText != "":
-			msg = "  no audit records match " + Clean(s.filterText) + " · esc clears the filter"
+			msg = "  no audit records match " + termtext.Clean(s.filterText) + " · esc clears the filter"
 		}
 		return []string{s.st.Muted.Render(truncate(msg, s.w))}
 	}
@@ -675,7 +676,7 @@ func (s *auditScreen) bodyLines(lay auditLayout, rowsH int) []string {
 		out = append(out, l)
 	}
 	if s.err != nil && len(out) < rowsH {
-		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+Clean(s.err.Error()), s.w-2)))
+		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+termtext.Clean(s.err.Error()), s.w-2)))
 	}
 	return out
 }
@@ -686,18 +687,18 @@ func (s *auditScreen) pane(w int) []string {
 	if !ok {
 		return nil
 	}
-	head := auditRef{r.Tenant, r.Seq}.String() + " · " + Clean(r.Action) + " " + OutcomeText(r.Outcome) +
+	head := auditRef{r.Tenant, r.Seq}.String() + " · " + termtext.Clean(r.Action) + " " + OutcomeText(r.Outcome) +
 		" · " + stamp(r.At, r.DBTime) + " (" + since(r.At, r.DBTime) + ")"
-	who := "by role " + Clean(r.Role)
+	who := "by role " + termtext.Clean(r.Role)
 	if r.DisplayName != "" {
-		who += " (claims to be " + strconv.Quote(Clean(r.DisplayName)) + ")"
+		who += " (claims to be " + strconv.Quote(termtext.Clean(r.DisplayName)) + ")"
 	}
 	if about := aboutText(r); about != "" {
 		who += " · " + about
 	}
 	var facts []string
 	for _, c := range r.Changes() {
-		facts = append(facts, c.Field+" "+Clean(c.Before)+" → "+Clean(c.After))
+		facts = append(facts, c.Field+" "+termtext.Clean(c.Before)+" → "+termtext.Clean(c.After))
 	}
 	if len(facts) == 0 {
 		facts = append(facts, "no change to the operation")
@@ -706,7 +707,7 @@ func (s *auditScreen) pane(w int) []string {
 		facts = append(facts, "evidence recorded")
 	}
 	facts = append(facts, flagTexts(r)...)
-	reason := "reason: " + orDash(Clean(r.Reason))
+	reason := "reason: " + orDash(termtext.Clean(r.Reason))
 	title := s.st.Title.Render(truncate(head, w-1))
 	if r.HashBroken {
 		title = s.st.Error.Render(truncate(glyphBroken+" "+brokenText+" · "+head, w-1))
@@ -729,7 +730,7 @@ func aboutText(r readmodel.AuditRow) string {
 	var ident []string
 	for _, p := range []string{r.Tool, r.Key} {
 		if p != "" {
-			ident = append(ident, Clean(p))
+			ident = append(ident, termtext.Clean(p))
 		}
 	}
 	if len(ident) > 0 {
@@ -757,9 +758,9 @@ func (s *auditScreen) filterHelp(w int) []string {
 	if s.inputErr != nil {
 		kept := "no filter"
 		if s.filterText != "" {
-			kept = "filter " + Clean(s.filterText)
+			kept = "filter " + termtext.Clean(s.filterText)
 		}
-		for _, l := range wrap("✗ "+Clean(s.inputErr.Error())+" (the trail keeps "+kept+")", w-2) {
+		for _, l := range wrap("✗ "+termtext.Clean(s.inputErr.Error())+" (the trail keeps "+kept+")", w-2) {
 			out = append(out, " "+s.st.Error.Render(l))
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
-	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // compareLatest opens the e-mail record's latest conflicting attempt
@@ -174,7 +174,7 @@ func TestConflictHostile(t *testing.T) {
 func requireNoRaw(t *testing.T, v string) {
 	t.Helper()
 	for _, r := range v {
-		bad := r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || reconcile.IsBidiControl(r)
+		bad := r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || termtext.IsBidiControl(r)
 		require.False(t, bad, "the view holds U+%04X raw:\n%q", r, v)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -330,9 +331,9 @@ func (f *flow) scrollsResult(t *scrollText, room func() int) {
 // below the title, the steps, what the write did and the title of what
 // it read.
 func (f *flow) resultRoom() int {
-	head := 3 + 2                                                                      // the title, the steps, a blank line; done, a blank line
-	head += len(wrap("record "+Clean(f.res.AuditRef())+", committed", max(1, f.w-15))) // the audit field
-	head += 2                                                                          // a blank line, the value's title
+	head := 3 + 2                                                                               // the title, the steps, a blank line; done, a blank line
+	head += len(wrap("record "+termtext.Clean(f.res.AuditRef())+", committed", max(1, f.w-15))) // the audit field
+	head += 2                                                                                   // a blank line, the value's title
 	return max(1, f.h-head)
 }
 
@@ -416,7 +417,7 @@ func (f *flow) loadingView() []string {
 	var out []string
 	switch {
 	case f.loadErr != nil:
-		f.para(&out, "✗ "+Clean(f.loadErr.Error()), f.st.Error.Render)
+		f.para(&out, "✗ "+termtext.Clean(f.loadErr.Error()), f.st.Error.Render)
 		out = append(out, "")
 		f.para(&out, "esc goes back to the list.", f.st.Muted.Render)
 	default:
@@ -811,7 +812,7 @@ func (f *flow) title() string {
 		return f.titled()
 	}
 	head := f.what() + strconv.FormatInt(f.rec.ID, 10)
-	ident := Clean(f.rec.Tenant) + " / " + Clean(f.rec.Tool) + " / " + Clean(f.rec.Key)
+	ident := termtext.Clean(f.rec.Tenant) + " / " + termtext.Clean(f.rec.Tool) + " / " + termtext.Clean(f.rec.Key)
 	return " " + f.st.Title.Render(head) + "  " + truncate(ident, max(1, f.w-width(head)-4))
 }
 
@@ -897,14 +898,14 @@ func (f *flow) resultView() []string {
 			}
 			f.field(&out, "the record", "now "+now+" · version "+strconv.FormatInt(r.Version, 10))
 		}
-		f.field(&out, "audit", "record "+Clean(r.AuditRef())+", committed")
+		f.field(&out, "audit", "record "+termtext.Clean(r.AuditRef())+", committed")
 		if f.doneMore != nil {
 			out = append(out, f.doneMore()...)
 		}
 	case errors.As(f.err, &refused):
-		f.para(&out, "✗ Refused: "+Clean(refused.Message), f.st.Error.Render)
+		f.para(&out, "✗ Refused: "+termtext.Clean(refused.Message), f.st.Error.Render)
 		out = append(out, "")
-		f.field(&out, "audit", "record "+Clean(r.AuditRef())+": the refusal is audited; this attempt changed nothing")
+		f.field(&out, "audit", "record "+termtext.Clean(r.AuditRef())+": the refusal is audited; this attempt changed nothing")
 		if errors.Is(f.err, reconcile.ErrChanged) {
 			out = append(out, "", " "+f.st.Title.Render("Changed since you looked"))
 			out = append(out, f.changedLines()...)
@@ -916,7 +917,7 @@ func (f *flow) resultView() []string {
 				"(h on the record lists its audit history); reveal again to see it."
 		}
 		out = append(out, " "+f.st.Error.Render("✗ The database did not answer the "+what), "")
-		f.para(&out, Clean(f.err.Error()), f.st.Error.Render)
+		f.para(&out, termtext.Clean(f.err.Error()), f.st.Error.Render)
 		out = append(out, "")
 		f.para(&out, more, nil)
 	}
@@ -931,7 +932,7 @@ func (f *flow) changedLines() []string {
 	case f.refetching:
 		return []string{" " + spinFrames[f.frame] + " reading the record again…"}
 	case f.refetchErr != nil:
-		return []string{" " + f.st.Error.Render(truncate("✗ could not read it again: "+Clean(f.refetchErr.Error()), f.w-2))}
+		return []string{" " + f.st.Error.Render(truncate("✗ could not read it again: "+termtext.Clean(f.refetchErr.Error()), f.w-2))}
 	case f.nowRec == nil:
 		return nil
 	}
@@ -939,11 +940,11 @@ func (f *flow) changedLines() []string {
 	f.field(&out, "state", stateText(was.State)+" → "+stateText(now.State))
 	f.field(&out, "version", strconv.FormatInt(was.Version, 10)+" → "+strconv.FormatInt(now.Version, 10))
 	if was.Owner != now.Owner || was.Attempt != now.Attempt {
-		f.field(&out, "owner", orDash(Clean(was.Owner))+" (attempt "+strconv.Itoa(was.Attempt)+") → "+
-			orDash(Clean(now.Owner))+" (attempt "+strconv.Itoa(now.Attempt)+")")
+		f.field(&out, "owner", orDash(termtext.Clean(was.Owner))+" (attempt "+strconv.Itoa(was.Attempt)+") → "+
+			orDash(termtext.Clean(now.Owner))+" (attempt "+strconv.Itoa(now.Attempt)+")")
 	}
 	if was.ResultRef != now.ResultRef {
-		f.field(&out, "result ref", orDash(Clean(was.ResultRef))+" → "+orDash(Clean(now.ResultRef)))
+		f.field(&out, "result ref", orDash(termtext.Clean(was.ResultRef))+" → "+orDash(termtext.Clean(now.ResultRef)))
 	}
 	if n := len(now.Decisions); n > len(was.Decisions) {
 		f.field(&out, "decided", decisionText(&now, now.Decisions[n-1]))

@@ -6,15 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/rivo/uniseg"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ops/opsmodel"
-	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 // stateGlyph pairs every state with a glyph, so that state is never told by
@@ -66,9 +65,9 @@ func deferralText(r readmodel.Row) string {
 	case r.DeferredUntil.IsZero():
 		return "-"
 	case r.DeferredUntil.After(r.DBTime):
-		return "for " + ShortDuration(r.DeferredUntil.Sub(r.DBTime)) + " · " + Clean(r.DeferredBy)
+		return "for " + ShortDuration(r.DeferredUntil.Sub(r.DBTime)) + " · " + termtext.Clean(r.DeferredBy)
 	}
-	return "due " + since(r.DeferredUntil, r.DBTime) + " · " + Clean(r.DeferredBy)
+	return "due " + since(r.DeferredUntil, r.DBTime) + " · " + termtext.Clean(r.DeferredBy)
 }
 
 // deferralLine says a row's deferral in a sentence, "" for none.
@@ -77,10 +76,10 @@ func deferralLine(r readmodel.Row) string {
 	case r.DeferredUntil.IsZero():
 		return ""
 	case r.DeferredUntil.After(r.DBTime):
-		return "deferred by role " + Clean(r.DeferredBy) + " until " + stamp(r.DeferredUntil, r.DBTime) + " UTC (" +
+		return "deferred by role " + termtext.Clean(r.DeferredBy) + " until " + stamp(r.DeferredUntil, r.DBTime) + " UTC (" +
 			since(r.DeferredUntil, r.DBTime) + "): out of the queue until then"
 	}
-	return "due: the reminder of role " + Clean(r.DeferredBy) + " passed " + since(r.DeferredUntil, r.DBTime) +
+	return "due: the reminder of role " + termtext.Clean(r.DeferredBy) + " passed " + since(r.DeferredUntil, r.DBTime) +
 		" (at " + stamp(r.DeferredUntil, r.DBTime) + " UTC); back in the queue"
 }
 
@@ -242,51 +241,11 @@ func Infinite(t time.Time) (text string, ok bool) {
 	return "", false
 }
 
-// Clean makes stored text safe to print: control characters (escape
-// sequences included) would otherwise reach the terminal. A run of
-// whitespace controls (a line break, a tab) reads as one space, as in
-// pgconn's multi-line connection errors; any other control character, a
-// bidirectional formatting character (U+202E would show what follows it
-// reversed) and invalid UTF-8 show as U+FFFD.
-func Clean(s string) string {
-	ok := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
-			ok = false
-			break
-		}
-	}
-	if ok {
-		return s
-	}
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	space := false // the last rune written was a whitespace control's space
-	for _, r := range s {
-		switch {
-		case isSpaceControl(r):
-			if !space {
-				b.WriteByte(' ')
-			}
-			space = true
-			continue
-		case unicode.IsControl(r), reconcile.IsBidiControl(r):
-			r = '\uFFFD'
-		}
-		b.WriteRune(r)
-		space = false
-	}
-	return b.String()
-}
-
 // Cut keeps the first n bytes of text, ending on a character boundary,
 // and says after them how many bytes it left out and, in more, how to see
 // the whole value: "abc … 1,048,573 more bytes not shown. more". Text of
 // at most n bytes comes back as it is. Screens and commands cut what
-// services and people wrote with it before cleaning it (Clean), so that a
+// services and people wrote with it before cleaning it (termtext.Clean), so that a
 // value of any size costs n bytes to clean, lay out and print.
 func Cut(text string, n int, more string) string {
 	if len(text) <= n {
@@ -301,16 +260,6 @@ func Cut(text string, n int, more string) string {
 		return marker
 	}
 	return marker + " " + more
-}
-
-// isSpaceControl tells whether r is a control character that only moves
-// the cursor across or down: a tab, a line break, a form feed.
-func isSpaceControl(r rune) bool {
-	switch r {
-	case '\t', '\n', '\v', '\f', '\r':
-		return true
-	}
-	return false
 }
 
 // isASCII tells whether s is printable ASCII, for the fast width path.

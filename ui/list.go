@@ -11,6 +11,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // screenList is the operations list.
@@ -512,7 +513,7 @@ func (s *listScreen) View() string {
 
 	left := " " + s.st.Title.Render("Operations")
 	if s.filterText != "" {
-		left += "  filter: " + Clean(s.filterText)
+		left += "  filter: " + termtext.Clean(s.filterText)
 	} else {
 		left += "  all records"
 	}
@@ -536,7 +537,7 @@ func (s *listScreen) View() string {
 	// wrong.
 	if s.editing {
 		if s.inputErr != nil {
-			errs := wrap("✗ "+Clean(s.inputErr.Error())+" (the list keeps "+s.keptFilter()+")", w-2)
+			errs := wrap("✗ "+termtext.Clean(s.inputErr.Error())+" (the list keeps "+s.keptFilter()+")", w-2)
 			if len(errs) > 3 {
 				errs = errs[:3]
 			}
@@ -598,7 +599,7 @@ func (s *listScreen) keptFilter() string {
 	if s.filterText == "" {
 		return "no filter"
 	}
-	return "filter " + Clean(s.filterText)
+	return "filter " + termtext.Clean(s.filterText)
 }
 
 // hint is the line under the table: that the selected record left the
@@ -611,9 +612,9 @@ func (s *listScreen) hint(w int) string {
 	case ok && deferralLine(r) != "":
 		return s.st.Muted.Render(truncate(" ▸ "+strconv.FormatInt(r.ID, 10)+" "+deferralLine(r), w))
 	case s.drilled:
-		return s.st.Muted.Render(truncate(" filter "+Clean(s.filterText)+" · esc goes back · / edits it", w))
+		return s.st.Muted.Render(truncate(" filter "+termtext.Clean(s.filterText)+" · esc goes back · / edits it", w))
 	case s.filterText != "":
-		return s.st.Muted.Render(truncate(" filter "+Clean(s.filterText)+" · esc clears it · / edits it", w))
+		return s.st.Muted.Render(truncate(" filter "+termtext.Clean(s.filterText)+" · esc clears it · / edits it", w))
 	}
 	return s.st.Muted.Render(truncate(" / filter, for example state:stuck tool:create-ticket age>10m", w))
 }
@@ -623,7 +624,7 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 	if !s.loaded {
 		switch {
 		case s.err != nil && !errors.Is(s.err, readmodel.ErrNotFound):
-			return []string{"  " + s.st.Error.Render(truncate("✗ could not list operations: "+Clean(s.err.Error()), s.w-2))}
+			return []string{"  " + s.st.Error.Render(truncate("✗ could not list operations: "+termtext.Clean(s.err.Error()), s.w-2))}
 		default:
 			return []string{s.st.Muted.Render("  loading…")}
 		}
@@ -635,7 +636,7 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 		case len(s.pages) > 1:
 			msg = "  no more records on this page · p goes back"
 		case s.filterText != "":
-			msg = "  no operations match " + Clean(s.filterText) + " · esc clears the filter"
+			msg = "  no operations match " + termtext.Clean(s.filterText) + " · esc clears the filter"
 		}
 		return []string{s.st.Muted.Render(truncate(msg, s.w))}
 	}
@@ -663,7 +664,7 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 		out = append(out, line)
 	}
 	if s.err != nil && len(out) < rowsH {
-		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+Clean(s.err.Error()), s.w-2)))
+		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+termtext.Clean(s.err.Error()), s.w-2)))
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // tile is one selectable item of the overview: the three "needs
@@ -197,7 +198,7 @@ func (s *overviewScreen) View() string {
 	if s.ov == nil {
 		switch {
 		case s.err != nil && !errors.Is(s.err, readmodel.ErrNotFound):
-			return " " + s.st.Error.Render("✗ could not read the overview: "+Clean(s.err.Error()))
+			return " " + s.st.Error.Render("✗ could not read the overview: "+termtext.Clean(s.err.Error()))
 		default:
 			return " loading the overview…"
 		}
@@ -212,15 +213,15 @@ func (s *overviewScreen) View() string {
 	if ov.OldestStuck != nil {
 		r := ov.OldestStuck
 		oldest = "oldest lease expired " + since(r.LeaseExpiresAt, r.DBTime) +
-			" (" + Clean(r.Tool) + ", " + Clean(r.Tenant) + ")"
+			" (" + termtext.Clean(r.Tool) + ", " + termtext.Clean(r.Tenant) + ")"
 		if r.Due() {
 			oldest += " · due again"
 		}
 	}
 	next := "nothing deferred"
 	if r := ov.NextDue; r != nil {
-		next = "next due " + since(r.DeferredUntil, r.DBTime) + " (" + Clean(r.Tool) + ", " + Clean(r.Tenant) +
-			") · deferred by " + Clean(r.DeferredBy)
+		next = "next due " + since(r.DeferredUntil, r.DBTime) + " (" + termtext.Clean(r.Tool) + ", " + termtext.Clean(r.Tenant) +
+			") · deferred by " + termtext.Clean(r.DeferredBy)
 	}
 	deferred := count(ov.Deferred)
 	if ov.DeferredAtLeast {
@@ -295,7 +296,7 @@ func (s *overviewScreen) View() string {
 		lines = append(lines, s.st.Muted.Render(" "+l))
 	}
 	if s.err != nil {
-		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good counts: "+Clean(s.err.Error()), w-1)))
+		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good counts: "+termtext.Clean(s.err.Error()), w-1)))
 	}
 	return strings.Join(lines, "\n")
 }

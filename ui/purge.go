@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsdesk/opsdesk/internal/purgereport"
 	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // Purger runs retention purges, one tool at a time. *retention.Purger
@@ -294,7 +295,7 @@ func wait(ch <-chan tea.Msg) tea.Cmd {
 func (s *purgeScreen) View() string {
 	w := max(1, s.w)
 	t := s.tool
-	lines := []string{s.st.Title.Render(truncate(" Purge expired records of "+Clean(t.Tool), w)), ""}
+	lines := []string{s.st.Title.Render(truncate(" Purge expired records of "+termtext.Clean(t.Tool), w)), ""}
 	add := func(text string) {
 		for _, l := range wrap(text, w-3) {
 			lines = append(lines, "   "+l)
@@ -323,9 +324,9 @@ func (s *purgeScreen) View() string {
 			}
 			break
 		}
-		add("Reason: " + Clean(strings.TrimSpace(s.reason.Value())))
+		add("Reason: " + termtext.Clean(strings.TrimSpace(s.reason.Value())))
 		lines = append(lines, "")
-		lines = append(lines, "   "+s.st.Bold.Render(truncate(fmt.Sprintf("Purge %s records of %s? [y/N]", count(s.dry.Count), Clean(t.Tool)), w-3)))
+		lines = append(lines, "   "+s.st.Bold.Render(truncate(fmt.Sprintf("Purge %s records of %s? [y/N]", count(s.dry.Count), termtext.Clean(t.Tool)), w-3)))
 	case purgeRunning:
 		lines = append(lines, "   "+s.bar(w-3))
 		add(fmt.Sprintf("purged %s of %s, %d batches, %s", count(s.progress.Purged), count(s.dry.Count),
@@ -339,14 +340,14 @@ func (s *purgeScreen) View() string {
 		switch {
 		case s.err != nil && !s.started.IsZero():
 			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ the purge stopped", w-3)))
-			add(fmt.Sprintf("%s records were purged before it stopped: %s", count(s.progress.Purged), Clean(s.err.Error())))
+			add(fmt.Sprintf("%s records were purged before it stopped: %s", count(s.progress.Purged), termtext.Clean(s.err.Error())))
 			add("Purge the tool again to resume the run: its start record is in the audit trail, its result record is " +
 				"written when it finishes.")
 		case s.err != nil:
-			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ could not count what a purge would take: "+Clean(s.err.Error()), w-3)))
+			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ could not count what a purge would take: "+termtext.Clean(s.err.Error()), w-3)))
 			add("Nothing was purged.")
 		case s.started.IsZero():
-			add("Nothing to purge: no completed record of " + Clean(t.Tool) + " has an ended retention that a purge may take.")
+			add("Nothing to purge: no completed record of " + termtext.Clean(t.Tool) + " has an ended retention that a purge may take.")
 		default:
 			lines = append(lines, "   "+s.st.Completed.Render(truncate(fmt.Sprintf("✓ purged %s records", count(s.res.Purged)), w-3)))
 			add(fmt.Sprintf("run %d, with %s expired tombstones; audit record %s#%d", s.res.Run,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rivo/uniseg"
 
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
@@ -105,7 +106,7 @@ func (r *revealedValue) layOut(w int, st Styles, more string) {
 	}
 	for l := range strings.SplitSeq(indentJSON(text), "\n") {
 		indent := len(l) - len(strings.TrimLeft(l, " "))
-		for _, wl := range hardWrap(Clean(l[indent:]), max(1, w-4-indent)) {
+		for _, wl := range hardWrap(termtext.Clean(l[indent:]), max(1, w-4-indent)) {
 			r.lines = append(r.lines, "   "+strings.Repeat(" ", indent)+wl)
 		}
 	}
@@ -122,7 +123,7 @@ func (r *revealedValue) layOut(w int, st Styles, more string) {
 // sealedNote says what became of a value sealed at rest; "" for a plain
 // one.
 func (r *revealedValue) sealedNote() string {
-	kid := strconv.Quote(Clean(r.kid))
+	kid := strconv.Quote(termtext.Clean(r.kid))
 	const asStored = " The envelope is shown as stored."
 	switch r.sealed {
 	case sealedNoKeys:

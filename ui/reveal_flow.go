@@ -8,6 +8,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
@@ -40,7 +41,7 @@ func newReveal(d deps, dec Decider, keys opsmodel.Keyring) *revealFlow {
 	}, "reveal (audited)")
 	s.confirmHead = func() []string {
 		out := append(s.heading("Reveal the stored "+string(s.stored)+" of operation "+strconv.FormatInt(s.rec.ID, 10)), "")
-		s.field(&out, "reason", Clean(s.typedReason()))
+		s.field(&out, "reason", termtext.Clean(s.typedReason()))
 		return out
 	}
 	s.reveals = true

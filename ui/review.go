@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // screenReview is the retention review.
@@ -180,9 +181,9 @@ type reviewColumn struct {
 var reviewColumns = []reviewColumn{
 	{title: "TOOL", cell: func(t readmodel.ToolReview) string {
 		if !t.InCatalog {
-			return Clean(t.Tool) + " ?"
+			return termtext.Clean(t.Tool) + " ?"
 		}
-		return Clean(t.Tool)
+		return termtext.Clean(t.Tool)
 	}},
 	{title: "RETENTION", drop: 3, cell: func(t readmodel.ToolReview) string {
 		if !t.InCatalog {
@@ -217,7 +218,7 @@ var reviewColumns = []reviewColumn{
 func (s *reviewScreen) View() string {
 	if s.r == nil {
 		if s.err != nil && !errors.Is(s.err, readmodel.ErrNotFound) {
-			return " " + s.st.Error.Render("✗ could not read the retention review: "+Clean(s.err.Error()))
+			return " " + s.st.Error.Render("✗ could not read the retention review: "+termtext.Clean(s.err.Error()))
 		}
 		return " loading the retention review…"
 	}
@@ -253,7 +254,7 @@ func (s *reviewScreen) View() string {
 	lines = append(lines, "")
 	lines = append(lines, foot...)
 	if s.err != nil {
-		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good figures: "+Clean(s.err.Error()), w-1)))
+		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good figures: "+termtext.Clean(s.err.Error()), w-1)))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -358,7 +359,7 @@ func (s *reviewScreen) pane(w int) []string {
 	}
 	var lines []string
 	add := func(text string) { lines = append(lines, indented(text, w-3, "   ", nil)...) }
-	lines = append(lines, s.st.Title.Render(truncate(" "+Clean(t.Tool), w)))
+	lines = append(lines, s.st.Title.Render(truncate(" "+termtext.Clean(t.Tool), w)))
 	add(policy)
 	add("expiring: " + ReviewFigure(t.Expiring24h) + " within 24h, " + ReviewFigure(t.Expiring7d) + " within 7d")
 	add(expired)
@@ -402,7 +403,7 @@ func (s *reviewScreen) purgeWarnings(w int) []string {
 		if u.Tool != "" {
 			what = u.Tool
 		}
-		add(Clean(fmt.Sprintf("⚠ unfinished purge run %d of %s, started %s by %s: %s purged, no result record yet; "+
+		add(termtext.Clean(fmt.Sprintf("⚠ unfinished purge run %d of %s, started %s by %s: %s purged, no result record yet; "+
 			"%s finishes it by purging again", u.Run, what, since(u.StartedAt, s.r.DBTime), u.Role, count(u.Purged), u.Role)))
 	}
 	return lines

@@ -8,6 +8,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ops/opsmodel"
 )
 
@@ -301,5 +302,5 @@ type identity struct {
 }
 
 func (i identity) String() string {
-	return Clean(i.Tenant) + "/" + Clean(i.Tool) + "/" + Clean(i.Key)
+	return termtext.Clean(i.Tenant) + "/" + termtext.Clean(i.Tool) + "/" + termtext.Clean(i.Key)
 }

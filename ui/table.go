@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // col names the list's columns.
@@ -99,12 +100,12 @@ const (
 func rowCells(r readmodel.Row) [colCount]string {
 	var c [colCount]string
 	c[colID] = strconv.FormatInt(r.ID, 10)
-	c[colTenant] = Clean(r.Tenant)
-	c[colTool] = Clean(r.Tool)
-	c[colKey] = Clean(r.Key)
+	c[colTenant] = termtext.Clean(r.Tenant)
+	c[colTool] = termtext.Clean(r.Tool)
+	c[colKey] = termtext.Clean(r.Key)
 	c[colState] = RowStateText(r)
 	c[colDeferred] = deferralText(r)
-	c[colOwner] = Clean(r.Owner)
+	c[colOwner] = termtext.Clean(r.Owner)
 	if c[colOwner] == "" {
 		c[colOwner] = "-"
 	}

@@ -11,6 +11,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/auditreport"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // Verifier checks every audit chain the connected role may see, as
@@ -269,7 +270,7 @@ func (s *verifyScreen) View() string {
 			ShortDuration(time.Since(s.started))), nil)
 		add("Each record's hash is recomputed and each link checked, as opsdesk audit verify does. esc stops.", s.st.Muted.Render)
 	case s.rep == nil && s.err != nil:
-		what := "✗ the verification did not finish: " + Clean(s.err.Error())
+		what := "✗ the verification did not finish: " + termtext.Clean(s.err.Error())
 		if s.err == context.Canceled {
 			what = fmt.Sprintf("stopped after %s of %s records: nothing was concluded", count(p.Records), count(p.Total))
 		}
@@ -296,14 +297,14 @@ func (s *verifyScreen) reportLines(w int) []string {
 		records += c.Records
 	}
 	summary := fmt.Sprintf("%d chain%s, %s records, as of db time %s UTC, as %s, in %s", len(rep.Chains), plural(len(rep.Chains)),
-		count(records), clock(rep.At), Clean(rep.Role), ShortDuration(s.took))
+		count(records), clock(rep.At), termtext.Clean(rep.Role), ShortDuration(s.took))
 	switch {
 	case rep.OK:
 		add("✓ every chain verifies: "+summary, s.st.Completed.Render)
 	case rep.Break != nil:
-		add("✗ "+Clean(rep.Break.Error())+" · "+summary, s.st.Error.Render)
+		add("✗ "+termtext.Clean(rep.Break.Error())+" · "+summary, s.st.Error.Render)
 	default:
-		add("✗ "+Clean(rep.Problem)+" · "+summary, s.st.Error.Render)
+		add("✗ "+termtext.Clean(rep.Problem)+" · "+summary, s.st.Error.Render)
 	}
 	out = append(out, "")
 	out = append(out, s.st.Header.Render("   "+pad("CHAIN", 16)+"  "+padLeft("RECORDS", 9)+"  "+padLeft("HEAD", 8)+"  STATUS"))
@@ -317,7 +318,7 @@ func (s *verifyScreen) reportLines(w int) []string {
 		status := s.st.Completed.Render("✓ verifies")
 		mark := "   "
 		if c.Break != nil {
-			status = s.st.Error.Render(glyphBroken + " " + truncate(Clean(c.Break.Reason), max(10, w-46)))
+			status = s.st.Error.Render(glyphBroken + " " + truncate(termtext.Clean(c.Break.Reason), max(10, w-46)))
 			if s.sel < len(broken) && broken[s.sel].Tenant == c.Tenant {
 				mark = " ▸ "
 			}

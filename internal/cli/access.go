@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/desk"
-	"github.com/opsdesk/opsdesk/ui"
 )
 
 func newAccessCmd(g *globalFlags) *cobra.Command {
@@ -117,13 +117,13 @@ func runGrant(ctx context.Context, w *writer, role string, opts grantOptions, ou
 	after, err := desk.RoleAccess(ctx, w.pool, role)
 	if err != nil {
 		// The grant committed: say so, and that the rest is unknown.
-		fmt.Fprintln(errOut, "warning: granted, but what else the role sees could not be read:", cleanLines(err.Error()))
+		fmt.Fprintln(errOut, "warning: granted, but what else the role sees could not be read:", termtext.CleanLines(err.Error()))
 		return writeDecision(out, "table", fmt.Sprintf("%s is %s of %s, and of any tenant it saw before", role, opts.Level, tenantWords(tenant)), res, nil)
 	}
 	werr := writeDecision(out, "table", describeAccess(after), res, nil)
 	if beforeErr == nil {
 		if note := grantNote(before, after, tenant); note != "" {
-			fmt.Fprintln(errOut, "warning:", ui.Clean(note))
+			fmt.Fprintln(errOut, "warning:", termtext.Clean(note))
 		}
 	}
 	return werr

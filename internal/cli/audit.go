@@ -15,13 +15,13 @@ import (
 
 	"github.com/opsdesk/opsdesk/internal/audited"
 	"github.com/opsdesk/opsdesk/internal/auditreport"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/audit"
-	"github.com/opsdesk/opsdesk/ui"
 )
 
 func newAuditCmd(g *globalFlags) *cobra.Command {
@@ -367,10 +367,10 @@ func newAuditSealCmd(g *globalFlags) *cobra.Command {
 				w := cmd.OutOrStdout()
 				fmt.Fprintf(w, "sealed %s\n", entries(int64(s.Sealed)))
 				if s.HeldBy != "" {
-					fmt.Fprintf(w, "%s still queued: their chains are being sealed by %s\n", entries(s.Waiting), ui.Clean(s.HeldBy))
+					fmt.Fprintf(w, "%s still queued: their chains are being sealed by %s\n", entries(s.Waiting), termtext.Clean(s.HeldBy))
 				}
 				if s.Problem != "" {
-					return errors.New(ui.Clean(s.Problem))
+					return errors.New(termtext.Clean(s.Problem))
 				}
 				return nil
 			})
@@ -470,7 +470,7 @@ func runAuditCheckpoint(ctx context.Context, pool audit.TxBeginner, opts auditCh
 	if err := audit.WriteCheckpoint(opts.Out, cp); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "%s to %s\n", summary, ui.Clean(opts.Out))
+	_, err = fmt.Fprintf(w, "%s to %s\n", summary, termtext.Clean(opts.Out))
 	return err
 }
 

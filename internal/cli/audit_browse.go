@@ -13,6 +13,7 @@ import (
 
 	"github.com/opsdesk/opsdesk/internal/audited"
 	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -81,7 +82,7 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 			return err
 		}
 		if len(missing) > 0 {
-			return fmt.Errorf("no audit chain %s visible to %s", tenantList(missing), ui.Clean(role))
+			return fmt.Errorf("no audit chain %s visible to %s", tenantList(missing), termtext.Clean(role))
 		}
 	}
 	q := readmodel.AuditQuery{Filter: f, Limit: opts.Limit}
@@ -215,10 +216,10 @@ func newAuditExportCmd(g *globalFlags) *cobra.Command {
 				sum, err := audit.Export(ctx, pool, exportOpts, w)
 				if err != nil {
 					// It names chains and roles as the database holds them.
-					return errors.New(ui.Clean(err.Error()))
+					return errors.New(termtext.Clean(err.Error()))
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "opsdesk: exported %d records of %d chains and %d checkpoints as %s at %s\n",
-					sum.Records, len(sum.Chains), len(cps), ui.Clean(sum.Role), sum.At.UTC().Format(time.RFC3339))
+					sum.Records, len(sum.Chains), len(cps), termtext.Clean(sum.Role), sum.At.UTC().Format(time.RFC3339))
 				return nil
 			})
 			return errors.Join(err, finish(err))
@@ -317,10 +318,10 @@ func runAuditVerifyExport(opts auditVerifyOptions, w io.Writer) error {
 	} else {
 		outside := ""
 		if len(vopts.Checkpoints) > 0 {
-			outside = fmt.Sprintf(" and %d kept outside it (%s)", len(vopts.Checkpoints), ui.Clean(opts.Checkpoint))
+			outside = fmt.Sprintf(" and %d kept outside it (%s)", len(vopts.Checkpoints), termtext.Clean(opts.Checkpoint))
 		}
 		fmt.Fprintf(w, "export %s: %d segments, %d checkpoints%s, verified without a database\n",
-			ui.Clean(opts.FromExport), rep.Segments, checkpointCount(rep)-len(vopts.Checkpoints), outside)
+			termtext.Clean(opts.FromExport), rep.Segments, checkpointCount(rep)-len(vopts.Checkpoints), outside)
 		for i, r := range rep.Reports {
 			if i > 0 {
 				fmt.Fprintln(w)
@@ -333,7 +334,7 @@ func runAuditVerifyExport(opts auditVerifyOptions, w io.Writer) error {
 			}
 		}
 		if rep.Problem != "" {
-			fmt.Fprintf(w, "✗ %s\n", ui.Clean(rep.Problem))
+			fmt.Fprintf(w, "✗ %s\n", termtext.Clean(rep.Problem))
 		}
 		if rep.Warning != "" {
 			fmt.Fprintf(w, "! %s (verify with --checkpoint and --public-key to vouch for it)\n", rep.Warning)
@@ -345,7 +346,7 @@ func runAuditVerifyExport(opts auditVerifyOptions, w io.Writer) error {
 		}
 	}
 	if rep.Problem != "" {
-		return fmt.Errorf("the export does not verify: %s", ui.Clean(rep.Problem))
+		return fmt.Errorf("the export does not verify: %s", termtext.Clean(rep.Problem))
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/ui"
@@ -167,9 +168,9 @@ func writeConflicts(w io.Writer, d readmodel.Detail, c *readmodel.Conflict, outp
 			FingerprintTag: d.FingerprintTag, ToolVersion: d.ToolVersion, Conflicts: append([]readmodel.Conflict{}, list...)})
 	}
 	more := fmt.Sprintf("opsdesk conflicts show %d -o json prints it whole.", d.ID)
-	fmt.Fprintf(w, "operation %d %s: %d conflicting attempts\n", d.ID, ui.Clean(identityText(d.Row)), len(d.Conflicts))
+	fmt.Fprintf(w, "operation %d %s: %d conflicting attempts\n", d.ID, termtext.Clean(identityText(d.Row)), len(d.Conflicts))
 	for _, c := range list {
-		fmt.Fprintf(w, "  %s\n", ui.Clean(conflictText(d, c, more)))
+		fmt.Fprintf(w, "  %s\n", termtext.Clean(conflictText(d, c, more)))
 	}
 	if len(d.Conflicts) == 0 {
 		return nil
@@ -217,8 +218,8 @@ func writeConflictReveal(w io.Writer, d readmodel.Detail, c *readmodel.Conflict,
 	}
 	more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … -o json prints it whole.", d.ID, c.ID)
 	b := bufio.NewWriter(w)
-	fmt.Fprintf(b, "operation %d %s, conflicting attempt %s\n", d.ID, ui.Clean(identityText(d.Row)), ui.Clean(conflictText(d, *c, more)))
-	fmt.Fprintf(b, "revealed: audit record %s\n\n", ui.Clean(res.AuditRef()))
+	fmt.Fprintf(b, "operation %d %s, conflicting attempt %s\n", d.ID, termtext.Clean(identityText(d.Row)), termtext.Clean(conflictText(d, *c, more)))
+	fmt.Fprintf(b, "revealed: audit record %s\n\n", termtext.Clean(res.AuditRef()))
 	switch {
 	case rev.DiffError != "":
 		fmt.Fprintf(b, "differences: %s\n", shown(rev.DiffError, fieldBytes, more))
@@ -277,7 +278,7 @@ func writeSide(b *bufio.Writer, title string, side reconcile.ConflictSide, diffs
 	lines, err := reconcile.RequestLines(side.Request, diffs)
 	if err != nil {
 		fmt.Fprintf(b, "  (cannot lay it out: %s)\n  %s\n", shown(err.Error(), fieldBytes, ""),
-			shown(string(escapeControls(side.Request)), fieldBytes, more))
+			shown(string(termtext.EscapeControls(side.Request)), fieldBytes, more))
 		return
 	}
 	for i, l := range lines {
@@ -287,7 +288,7 @@ func writeSide(b *bufio.Writer, title string, side reconcile.ConflictSide, diffs
 		}
 		// Cut before escaping: a line of any size costs fieldBytes.
 		l.Text = ui.Cut(l.Text, fieldBytes, more)
-		fmt.Fprintf(b, "  %s %s%s\n", reconcile.DiffMark(l.Mark), l.Indent(), ui.Clean(l.Shown()))
+		fmt.Fprintf(b, "  %s %s%s\n", reconcile.DiffMark(l.Mark), l.Indent(), termtext.Clean(l.Shown()))
 	}
 }
 
@@ -297,4 +298,6 @@ const maxValueBytes = 60
 
 // valueText is a differing field's value in the list, cleaned
 // (reconcile.ValueText).
-func valueText(v json.RawMessage) string { return ui.Clean(reconcile.ValueText(v, maxValueBytes)) }
+func valueText(v json.RawMessage) string {
+	return termtext.Clean(reconcile.ValueText(v, maxValueBytes))
+}

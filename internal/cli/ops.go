@@ -18,6 +18,7 @@ import (
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -203,7 +204,7 @@ func writeJSON(w io.Writer, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	_, err := w.Write(escapeControls(buf.Bytes()))
+	_, err := w.Write(termtext.EscapeControls(buf.Bytes()))
 	return err
 }
 
@@ -321,7 +322,7 @@ func runOpsGet(ctx context.Context, v *storeview.Store, opts opsGetOptions, w io
 			})
 		}
 		_, err := fmt.Fprintf(w, "%s/%s/%s: purged\nrecord %d was purged %s (%s); its tombstone lasts until %s.\n%s\n",
-			ui.Clean(opts.Tenant), ui.Clean(opts.Tool), ui.Clean(opts.Key), purged.OperationID,
+			termtext.Clean(opts.Tenant), termtext.Clean(opts.Tool), termtext.Clean(opts.Key), purged.OperationID,
 			purged.PurgedAt.UTC().Format("2006-01-02 15:04:05 MST"), ui.Relative(purged.PurgedAt.Sub(purged.DBTime)),
 			purged.TombstoneUntil.UTC().Format("2006-01-02 15:04:05 MST"), ui.AfterPurge)
 		return err
@@ -332,7 +333,7 @@ func runOpsGet(ctx context.Context, v *storeview.Store, opts opsGetOptions, w io
 				"tenant": opts.Tenant, "tool": opts.Tool, "key": opts.Key, "state": "absent", "explanation": absentExplanation,
 			})
 		}
-		_, err := fmt.Fprintf(w, "%s/%s/%s: absent\n%s\n", ui.Clean(opts.Tenant), ui.Clean(opts.Tool), ui.Clean(opts.Key), absentExplanation)
+		_, err := fmt.Fprintf(w, "%s/%s/%s: absent\n%s\n", termtext.Clean(opts.Tenant), termtext.Clean(opts.Tool), termtext.Clean(opts.Key), absentExplanation)
 		return err
 	}
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
@@ -352,7 +353,7 @@ func writeDecision(out io.Writer, format, what string, res reconcile.Result, err
 	if res.State != "" {
 		line += fmt.Sprintf("; now %s, version %d", res.State, res.Version)
 	}
-	_, werr := fmt.Fprintf(out, "%s; audit record %s\n", ui.Clean(line), shown(res.AuditRef(), cellBytes, ""))
+	_, werr := fmt.Fprintf(out, "%s; audit record %s\n", termtext.Clean(line), shown(res.AuditRef(), cellBytes, ""))
 	return werr
 }
 
@@ -525,7 +526,7 @@ func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, 
 	}
 	if missing != nil {
 		fmt.Fprintf(errOut, "encrypted under key id %s: the service sealed this %s at rest (Config.Keyring), and %v; "+
-			"the envelope is shown as stored.\n", strconv.Quote(ui.Clean(kid)), f, missing)
+			"the envelope is shown as stored.\n", strconv.Quote(termtext.Clean(kid)), f, missing)
 		return asStored()
 	}
 	d, err := w.view.Get(ctx, id)
@@ -538,7 +539,7 @@ func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, 
 			return err
 		}
 		return fmt.Errorf("the stored %s is encrypted under key id %s and was not decrypted with this context's reveal_keys: %w; "+
-			"the envelope is shown as stored", f, strconv.Quote(ui.Clean(kid)), err)
+			"the envelope is shown as stored", f, strconv.Quote(termtext.Clean(kid)), err)
 	}
 	if _, err := (escapingWriter{out}).Write(plain); err != nil {
 		return err
@@ -547,6 +548,6 @@ func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, 
 		return err
 	}
 	_, err = fmt.Fprintf(errOut, "decrypted locally under key id %s with this context's reveal_keys: the store keeps it encrypted.\n",
-		strconv.Quote(ui.Clean(kid)))
+		strconv.Quote(termtext.Clean(kid)))
 	return err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
 	"github.com/opsdesk/opsdesk/ui"
@@ -174,7 +175,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 	}
 	rows, err := r.List(ctx, run.filter)
 	if errors.Is(err, bulk.ErrFilter) || errors.Is(err, bulk.ErrTooMany) {
-		return usagef("--filter %s: %v", ui.Clean(run.filter.String()), err)
+		return usagef("--filter %s: %v", termtext.Clean(run.filter.String()), err)
 	}
 	if err != nil {
 		return err
@@ -189,7 +190,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 		if !text {
 			return writeJSON(run.out, bulkReport{Filter: run.filter.String(), Concurrency: run.opts.Concurrency, Groups: []bulkGroupReport{}})
 		}
-		say("no stuck records you see match %s: nothing to do", ui.Clean(run.filter.String()))
+		say("no stuck records you see match %s: nothing to do", termtext.Clean(run.filter.String()))
 		return nil
 	}
 	fmt.Fprintf(run.errOut, "looking up %d records (%d at once)...\n", len(rows), run.opts.Concurrency)
@@ -200,7 +201,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 		report.NotAsked = []bulk.Item{}
 	}
 	say("batch %s: %d stuck records match %s; their lookups took %s", plan.BatchID, plan.Listed,
-		ui.Clean(run.filter.String()), plan.Took.Round(time.Millisecond))
+		termtext.Clean(run.filter.String()), plan.Took.Round(time.Millisecond))
 	for _, g := range plan.Groups {
 		report.Groups = append(report.Groups, groupReport(g))
 		if text {
@@ -290,7 +291,7 @@ func writeGroup(w io.Writer, g bulk.Group) {
 }
 
 func itemLine(item bulk.Item) string {
-	return ui.Clean(fmt.Sprintf("%d %s (version %d): %s", item.ID, itemIdentity(item), item.Version, ui.Cut(item.Note, fieldBytes, "")))
+	return termtext.Clean(fmt.Sprintf("%d %s (version %d): %s", item.ID, itemIdentity(item), item.Version, ui.Cut(item.Note, fieldBytes, "")))
 }
 
 // itemIdentity is an item's tenant/tool/key, each cut to cellBytes (not
@@ -321,7 +322,7 @@ func writeAccepted(w io.Writer, res bulk.GroupResult) {
 			if item.Audit != "" {
 				line += " (audit record " + ui.Cut(item.Audit, cellBytes, "") + ")"
 			}
-			fmt.Fprintf(w, "      %s\n", ui.Clean(line))
+			fmt.Fprintf(w, "      %s\n", termtext.Clean(line))
 		}
 	}
 }

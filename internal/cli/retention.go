@@ -17,6 +17,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -197,7 +198,7 @@ func writeReview(w io.Writer, r readmodel.Review) error {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", shown(name, cellBytes, reviewMore),
-			retention, window, ui.Clean(after),
+			retention, window, termtext.Clean(after),
 			ui.ReviewFigure(t.Expiring24h), ui.ReviewFigure(t.Expiring7d), ui.ReviewFigure(t.Expired),
 			ui.ReviewFigure(t.Purgeable), t.Held, t.Conflicted, oldest)
 	}
@@ -342,7 +343,7 @@ func checkTool(ctx context.Context, w *writer, tool string) error {
 		}
 	}
 	if len(known) == 0 {
-		return fmt.Errorf("no tool %s: the store has no records you see and the catalog names no tools", ui.Clean(tool))
+		return fmt.Errorf("no tool %s: the store has no records you see and the catalog names no tools", termtext.Clean(tool))
 	}
 	slices.Sort(known)
 	more := ""
@@ -350,9 +351,9 @@ func checkTool(ctx context.Context, w *writer, tool string) error {
 		known, more = known[:20], fmt.Sprintf(" and %d more", len(known)-20)
 	}
 	for i, name := range known {
-		known[i] = ui.Clean(name)
+		known[i] = termtext.Clean(name)
 	}
-	return fmt.Errorf("no tool %s: known tools %s%s", ui.Clean(tool), strings.Join(known, ", "), more)
+	return fmt.Errorf("no tool %s: known tools %s%s", termtext.Clean(tool), strings.Join(known, ", "), more)
 }
 
 func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purgeOptions, out, errOut io.Writer) error {
@@ -369,7 +370,7 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 	}
 	what := "every tool"
 	if p.Tool != "" {
-		what = "tool " + ui.Clean(p.Tool)
+		what = "tool " + termtext.Clean(p.Tool)
 	}
 	n := dry.Count
 	fmt.Fprintf(out, "%d records of %s would be purged: completed, retention ended before %s, not held, no unreviewed conflicts\n",
@@ -398,7 +399,7 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 		started = "resume"
 	}
 	_, err = fmt.Fprintf(out, "purged %d records in run %d, and %d expired tombstones; audit records %s#%d (%s) and %s#%d (result)\n",
-		res.Purged, res.Run, res.TombstonesExpired, ui.Clean(res.AuditTenant), res.StartSeq, started, ui.Clean(res.AuditTenant), res.AuditSeq)
+		res.Purged, res.Run, res.TombstonesExpired, termtext.Clean(res.AuditTenant), res.StartSeq, started, termtext.Clean(res.AuditTenant), res.AuditSeq)
 	return err
 }
 

@@ -422,7 +422,7 @@ func TestRevealConflictHostileIDsAsOneTenantRoles(t *testing.T) {
 		require.Equal(t, before, after, "%s: a reason with a NUL wrote an audit record", level)
 
 		// Control characters in the reason are kept as typed, trimmed:
-		// whatever shows the audit trail cleans them (ui.Clean).
+		// whatever shows the audit trail cleans them (termtext.Clean).
 		rev, res, err := desk.RevealConflict(b.ctx, p.Pool, acme.ConflictID, "why \x1b[2J\u009b31m\r\n", "\x07Bob")
 		require.NoError(t, err, level)
 		require.NotNil(t, rev.Attempted.Request, level)
