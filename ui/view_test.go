@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -368,8 +369,10 @@ func TestFormats(t *testing.T) {
 	}
 }
 
-// TestNoPgxImport: the console reads through Source and never imports pgx
-// itself.
+// TestNoPgxImport: the console reads through Source and decides through
+// Decider, and depends on pgx neither itself nor through any package it
+// imports (go list -deps, without its tests); its test files do not import
+// pgx either. A failure names the way pgx is reached.
 func TestNoPgxImport(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("*.go")
@@ -382,4 +385,61 @@ func TestNoPgxImport(t *testing.T) {
 			require.NotContains(t, imp.Path.Value, "jackc/pgx", "%s imports %s", f, imp.Path.Value)
 		}
 	}
+	cmd := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}|{{join .Imports " "}}`, ".")
+	out, err := cmd.Output()
+	var stderr []byte
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = ee.Stderr
+	}
+	require.NoError(t, err, "go list: %s", stderr)
+	imports := map[string][]string{}
+	var self string
+	for line := range strings.Lines(string(out)) {
+		path, imps, ok := strings.Cut(strings.TrimSpace(line), "|")
+		require.True(t, ok, line)
+		imports[path] = strings.Fields(imps)
+		self = path // go list -deps lists the package itself last
+	}
+	if way := pgxWay(imports, self); way != nil {
+		t.Fatalf("ui depends on pgx: %s", strings.Join(way, " → "))
+	}
+}
+
+// pgxWay is a shortest chain of imports from from to a package of pgx
+// (github.com/jackc/pgx/...), or nil when there is none.
+func pgxWay(imports map[string][]string, from string) []string {
+	parent := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if strings.HasPrefix(p, "github.com/jackc/pgx") {
+			var way []string
+			for ; p != ""; p = parent[p] {
+				way = append([]string{p}, way...)
+			}
+			return way
+		}
+		for _, imp := range imports[p] {
+			if _, seen := parent[imp]; !seen {
+				parent[imp] = p
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return nil
+}
+
+// TestPgxWayNamesTheChain: the check names the packages between the
+// console and pgx, and passes a graph without it.
+func TestPgxWayNamesTheChain(t *testing.T) {
+	t.Parallel()
+	graph := map[string][]string{
+		"ui":        {"fmt", "reconcile"},
+		"reconcile": {"ops", "strings"},
+		"ops":       {"github.com/jackc/pgx/v5/pgxpool"},
+	}
+	require.Equal(t, []string{"ui", "reconcile", "ops", "github.com/jackc/pgx/v5/pgxpool"}, pgxWay(graph, "ui"))
+	graph["reconcile"] = []string{"strings"}
+	require.Nil(t, pgxWay(graph, "ui"))
 }
