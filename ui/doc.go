@@ -1,5 +1,8 @@
 // Package ui is the opsdesk console: a Bubble Tea program over the
-// operation store's read API (internal/storeview).
+// operation store's read API (Source, which *storeview.Store implements,
+// answering in internal/readmodel's types). It depends on no pgx package,
+// directly or not (TestNoPgxImport): internal/cli hands it the database's
+// readers and writers behind its interfaces.
 //
 // The root Model owns the global keys (help, the ":" command line, back,
 // quit, refresh control), the window size, polling and navigation; it
