@@ -328,7 +328,7 @@ func (f *fakeDecider) RevealConflict(_ context.Context, conflictID int64, reason
 		return out, res, err
 	}
 	res, err := f.answer(r, "", "")
-	// As reconcile.RevealConflict computes them.
+	// As desk.RevealConflict computes them.
 	out.Original = reconcile.ConflictSide{Request: req[0], Fingerprinted: true}
 	out.Attempted = reconcile.ConflictSide{Request: req[1], Fingerprinted: true}
 	if req[1] == nil {

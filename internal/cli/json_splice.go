@@ -99,7 +99,7 @@ func writeEscaped(w io.Writer, text []byte) error {
 }
 
 // escapingWriter writes JSON text to w through termtext.EscapeControls; each write
-// must end on a character boundary (reconcile.RevealTo's slices do).
+// must end on a character boundary (desk.RevealTo's slices do).
 type escapingWriter struct{ w io.Writer }
 
 func (e escapingWriter) Write(p []byte) (int, error) {

@@ -19,7 +19,7 @@ const decideClients = 8
 // BenchmarkDecide measures people's decisions per second on one server
 // (docs/scaling.md): decideClients operators of every tenant confirm stuck
 // charges not executed, each on a record of its own, spread over 8
-// tenants, through reconcile.Decide as opsdesk resolve does. "sealed" seals
+// tenants, through desk.Decide as opsdesk resolve does. "sealed" seals
 // each decision's audit entry right after its commit, as opsdesk's commands
 // do; "seal-later" leaves the entries queued and seals them all once at the
 // end, inside the timing, as the console's and the exporter's sequencer
