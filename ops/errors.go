@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
-
 	"github.com/jackc/pgerrcode"
+	"time"
 )
 
 // Sentinel errors. Every error DoTx, DoExternal and Lookup return matches

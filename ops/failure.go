@@ -3,11 +3,10 @@ package ops
 import (
 	"context"
 	"errors"
+	"github.com/jackc/pgerrcode"
 	"io"
 	"net"
 	"time"
-
-	"github.com/jackc/pgerrcode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
