@@ -21,4 +21,10 @@
 // again where that settles it without a person.
 //
 // All lease and age arithmetic uses the database clock.
+//
+// The vocabulary that needs no database ([Identity], [Effect] and its
+// values, [Keyring], [KeyBytes], [EncryptedKeyID], [OpenStored],
+// [ProviderKeyPrefix]) is declared in ops/opsmodel, so that the opsdesk
+// console can use it without depending on pgx; the names here are aliases
+// and forwarders to it, and services keep writing ops.Identity.
 package ops

@@ -5,34 +5,6 @@ import (
 	"time"
 )
 
-// Effect says where an operation's effect happens, and so what is safe to do
-// with an attempt whose outcome nobody observed.
-type Effect string
-
-const (
-	// EffectLocal is a write to the same PostgreSQL database, committed in
-	// one transaction with the record. An abandoned attempt left nothing
-	// behind, so takeover is always safe.
-	EffectLocal Effect = "local"
-	// EffectIdempotentProvider is an external call to a provider that
-	// honours the operation's key as its idempotency key: calling it again
-	// with the same key cannot apply the effect twice, so an expired lease
-	// is taken over automatically.
-	EffectIdempotentProvider Effect = "external_idempotent"
-	// EffectUnknownOutcome is an external call whose outcome cannot be
-	// deduplicated by the provider. An expired lease means nobody knows
-	// whether the effect happened: a person must reconcile it.
-	EffectUnknownOutcome Effect = "external_unknown"
-)
-
-func (e Effect) valid() bool {
-	switch e {
-	case EffectLocal, EffectIdempotentProvider, EffectUnknownOutcome:
-		return true
-	}
-	return false
-}
-
 // Defaults for a Policy's zero fields.
 const (
 	DefaultLease     = 30 * time.Second
@@ -89,7 +61,7 @@ const (
 )
 
 func (p Policy) withDefaults(tool string) (Policy, error) {
-	if !p.Effect.valid() {
+	if !p.Effect.Valid() {
 		return p, fmt.Errorf("tool %q: effect %q is not one of %q, %q, %q",
 			tool, p.Effect, EffectLocal, EffectIdempotentProvider, EffectUnknownOutcome)
 	}

@@ -16,17 +16,6 @@ const MaxKeyBytes = 255
 // maxNameBytes bounds tenant, tool and version names.
 const maxNameBytes = 128
 
-// Identity names one operation: the same identity is the same operation.
-type Identity struct {
-	Tenant string
-	Tool   string
-	// Key is the caller's idempotency key. It identifies the intent; it is
-	// not part of it.
-	Key string
-}
-
-func (id Identity) String() string { return id.Tenant + "/" + id.Tool + "/" + id.Key }
-
 // Request is one mutating call.
 type Request struct {
 	Identity

@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgerrcode"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/jackc/pgerrcode"
+
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -238,9 +241,9 @@ func encode(v any, maxBytes int) *encoded {
 	case markerShaped(js):
 		e.notStored = newNotStored(js, `has the shape opsdesk keeps for a result not stored (an "opsdesk" member of `+
 			strconv.Quote(markerTag)+")")
-	case envelopeShaped(js):
+	case opsmodel.EnvelopeShaped(js):
 		e.notStored = newNotStored(js, `has the shape opsdesk keeps for an encrypted value (an "opsdesk" member of `+
-			strconv.Quote(envelopeTag)+")")
+			strconv.Quote(opsmodel.EnvelopeTag)+")")
 	case !utf8.Valid(js): // only a json.RawMessage can carry such bytes
 		e.notStored = newNotStored(js, "is not valid UTF-8")
 	}

@@ -15,9 +15,9 @@ func NewBatchID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// isUUID tells whether s is a UUID in its canonical text form, the form
+// IsUUID tells whether s is a UUID in its canonical text form, the form
 // NewBatchID writes and the database reads back.
-func isUUID(s string) bool {
+func IsUUID(s string) bool {
 	if len(s) != 36 {
 		return false
 	}

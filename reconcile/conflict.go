@@ -1,14 +1,10 @@
 package reconcile
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"strconv"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 )
 
 // ConflictSide is one of a conflict's two requests, as revealed.
@@ -37,8 +33,8 @@ type ConflictSide struct {
 
 // open decrypts the side where kr holds its key; field is what the
 // library sealed it as ("intent", or "conflict" for a refused attempt).
-func (s *ConflictSide) open(kr ops.Keyring, field string, id ops.Identity) {
-	kid, sealed := ops.EncryptedKeyID(s.Request)
+func (s *ConflictSide) open(kr opsmodel.Keyring, field string, id opsmodel.Identity) {
+	kid, sealed := opsmodel.EncryptedKeyID(s.Request)
 	if !sealed {
 		return
 	}
@@ -51,7 +47,7 @@ func (s *ConflictSide) open(kr ops.Keyring, field string, id ops.Identity) {
 		s.Sealed = "this context's reveal_keys hold no key " + strconv.Quote(kid)
 		return
 	}
-	plain, _, err := ops.OpenStored(kr, field, id, s.Request)
+	plain, _, err := opsmodel.OpenStored(kr, field, id, s.Request)
 	if err != nil {
 		s.Sealed = "it does not open with this context's key " + strconv.Quote(kid) + " (altered, or moved from another record)"
 		return
@@ -72,42 +68,11 @@ type ConflictReveal struct {
 	DiffError string `json:"differences_error,omitempty"`
 }
 
-// RevealConflict returns conflict conflictID's two requests side by side
-// and the fields that differ. Like Reveal it takes two transactions: the
-// first checks that the connected role is an operator who sees the
-// conflict and a reason, and commits the audit record (action
-// reveal:conflict, about the conflict's record); only then does the
-// second read the requests, once. A refusal is a *RefusedError
-// (ErrNotFound for a conflict the role does not see, ErrNotPermitted for
-// a viewer, ErrNoValue when neither request was recorded); its audit
-// record is committed. A conflict recorded before schema version 19 has
-// no attempted request: ConflictSide.NotRecorded says so.
-func RevealConflict(ctx context.Context, pool *pgxpool.Pool, conflictID int64, reason, displayName string) (ConflictReveal, Result, error) {
-	out := ConflictReveal{ConflictID: conflictID}
-	res, err := call(ctx, pool, `SELECT * FROM opsdesk.reveal_conflict_request($1, $2, $3)`, conflictID, reason, nullable(displayName))
-	if err != nil {
-		return out, res, err
-	}
-	var origMissing, attMissing *string
-	// Scanned as bytes: a json.RawMessage would be scanned through
-	// json.Unmarshal, which checks and copies each request once more (the
-	// column's type checked it when it was stored).
-	err = pool.QueryRow(ctx, `SELECT * FROM opsdesk.reveal_conflict_fetch($1, $2)`, res.Tenant, res.Entry).Scan(
-		(*[]byte)(&out.Original.Request), (*[]byte)(&out.Attempted.Request), &out.Original.Fingerprinted, &out.Attempted.Fingerprinted,
-		&origMissing, &attMissing)
-	if err != nil {
-		return out, res, fmt.Errorf("read the requests of revealed conflict %d (audit record %s): %w", conflictID, res.AuditRef(), mapError(err))
-	}
-	out.Original.NotRecorded, out.Attempted.NotRecorded = deref(origMissing), deref(attMissing)
-	out.Compare()
-	return out, res, nil
-}
-
 // OpenSealed decrypts the requests the service sealed at rest where kr
 // (the context's reveal_keys; nil: none) holds their key, id being the
 // record's identity they are bound to, and compares them again. A request
 // that stays sealed says why (ConflictSide.Sealed).
-func (r *ConflictReveal) OpenSealed(kr ops.Keyring, id ops.Identity) {
+func (r *ConflictReveal) OpenSealed(kr opsmodel.Keyring, id opsmodel.Identity) {
 	r.Original.open(kr, "intent", id)
 	r.Attempted.open(kr, "conflict", id)
 	r.Compare()
@@ -119,8 +84,8 @@ func (r *ConflictReveal) OpenSealed(kr ops.Keyring, id ops.Identity) {
 // JSON.
 func (r *ConflictReveal) Compare() {
 	r.Diffs, r.DiffError = nil, ""
-	origKey, origSealed := ops.EncryptedKeyID(r.Original.Request)
-	attKey, attSealed := ops.EncryptedKeyID(r.Attempted.Request)
+	origKey, origSealed := opsmodel.EncryptedKeyID(r.Original.Request)
+	attKey, attSealed := opsmodel.EncryptedKeyID(r.Attempted.Request)
 	switch {
 	case origSealed || attSealed:
 		kid := origKey
@@ -145,10 +110,4 @@ func (r *ConflictReveal) Compare() {
 			r.DiffError = "no differences to compute: " + err.Error()
 		}
 	}
-}
-
-// RevealConflict returns conflict conflictID's two requests and their
-// differences, audited first (see RevealConflict).
-func (d *Desk) RevealConflict(ctx context.Context, conflictID int64, reason string) (ConflictReveal, Result, error) {
-	return RevealConflict(ctx, d.Pool, conflictID, reason, d.DisplayName)
 }

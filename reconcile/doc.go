@@ -1,13 +1,11 @@
-// Package reconcile carries people's decisions on operations whose outcome
-// nobody observed: confirm completed, confirm not executed (release), mark
-// failed, defer; the acknowledgement of conflicting attempts; the reveal of
-// a stored result, or of a conflict's two requests with the fields that
-// differ (RevealConflict, DiffRequests).
+// Package reconcile is what people's decisions on operations whose outcome
+// nobody observed are made of: the decisions (confirm completed, confirm
+// not executed (release), mark failed, defer) and their parameters, the
+// lookup evidence and the provider lookups that gather it (Ask), the
+// answers (Result, *RefusedError), reveals, and a conflict's two requests
+// with the fields that differ (DiffRequests, RequestLines).
 //
-// The database decides. Each call runs one SECURITY DEFINER function of the
-// opsdesk schema in its own short transaction, connected as the person's
-// own login role: the function checks that role's membership, the record's
-// state and the version the person saw, applies the decision and appends
-// the audit record together. A refusal changes nothing, is audited too, and
-// comes back as a *RefusedError naming the audit record.
+// It needs no database driver, so the console uses it without pgx; the
+// calls of the database's functions that apply the decisions are
+// reconcile/desk's.
 package reconcile

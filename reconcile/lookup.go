@@ -18,14 +18,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/opsdesk/opsdesk/internal/lookupurl"
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 )
 
 // LookupSpec says how to ask a provider whether an effect happened: a GET
 // whose status is the answer.
 type LookupSpec struct {
 	// URL is a template over {tenant}, {tool}, {key} and {provider_key}
-	// (ops.Identity.ProviderKey: the key a service that sends it gave the
+	// (opsmodel.Identity.ProviderKey: the key a service that sends it gave the
 	// provider), in its path or its query (see internal/lookupurl): each
 	// is replaced by its value, percent-encoded so that the URL names this
 	// identity and no other.
@@ -85,7 +85,7 @@ func Ask(ctx context.Context, client *http.Client, spec LookupSpec, tenant, tool
 	if err != nil {
 		return noAnswer(cannotAsk{fmt.Errorf("lookup URL template: %w", err)})
 	}
-	id := ops.Identity{Tenant: tenant, Tool: tool, Key: key}
+	id := opsmodel.Identity{Tenant: tenant, Tool: tool, Key: key}
 	target, err := tmpl.Build(lookupurl.Values{Tenant: tenant, Tool: tool, Key: key, ProviderKey: id.ProviderKey()})
 	if err != nil {
 		return noAnswer(cannotAsk{fmt.Errorf("no exact lookup URL for this operation: %w", err)})

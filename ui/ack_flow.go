@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // screenAck acknowledges a record's unreviewed conflicting attempts.
@@ -32,7 +34,7 @@ func newAck(d deps, dec Decider) *ackFlow {
 		n := unreviewed(s.rec.Conflicts)
 		out := append(s.heading("Confirm: acknowledge conflicts on "+s.subject()), "")
 		s.field(&out, "change", fmt.Sprintf("%d conflicting attempt%s marked reviewed by your role; the record itself does not change", n, plural(n)))
-		s.field(&out, "reason", Clean(s.typedReason()))
+		s.field(&out, "reason", termtext.Clean(s.typedReason()))
 		return out
 	}
 	s.write = func() func(ctx context.Context) (applied, error) {

@@ -12,7 +12,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // screenAudit is the audit trail.
@@ -22,7 +23,7 @@ const screenAudit screenID = "audit"
 // operation's history opened from its detail: it stays above the detail,
 // and esc goes back to it rather than clearing the filter.
 type auditNav struct {
-	filter  storeview.AuditFilter
+	filter  readmodel.AuditFilter
 	history bool
 }
 
@@ -31,7 +32,7 @@ func (auditNav) target() screenID { return screenAudit }
 func (n auditNav) describe() string { return "audit trail: " + n.filter.String() }
 
 // auditOf opens the audit trail with a filter.
-func auditOf(f storeview.AuditFilter) auditNav { return auditNav{filter: f} }
+func auditOf(f readmodel.AuditFilter) auditNav { return auditNav{filter: f} }
 
 // auditKind is the audit trail and :audit.
 var auditKind = screenKind{
@@ -40,7 +41,7 @@ var auditKind = screenKind{
 	commands: []command{{names: []string{"audit", "trail"}, usage: ":audit [filter]",
 		help: "the audit trail, newest first (:audit outcome:denied)", try: "audit", suggest: "audit",
 		parse: func(rest string) (tea.Msg, error) {
-			f, err := storeview.ParseAuditFilter(rest)
+			f, err := readmodel.ParseAuditFilter(rest)
 			if err != nil {
 				return nil, err
 			}
@@ -56,17 +57,17 @@ type auditScreen struct {
 	navigator
 	w, h int
 
-	filter     storeview.AuditFilter
+	filter     readmodel.AuditFilter
 	filterText string
 	// history: the filter is an operation's history, opened from its
 	// detail; esc goes back to the detail rather than clearing it.
 	history bool
-	pageStack[storeview.AuditCursor]
+	pageStack[readmodel.AuditCursor]
 
 	seq     int
 	loading bool
 	loaded  bool
-	page    storeview.AuditPage
+	page    readmodel.AuditPage
 	err     error
 	sel     int
 
@@ -115,13 +116,13 @@ func (s *auditScreen) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 }
 
 // show shows a filter from the first page.
-func (s *auditScreen) show(f storeview.AuditFilter, history bool) tea.Cmd {
+func (s *auditScreen) show(f readmodel.AuditFilter, history bool) tea.Cmd {
 	s.filter, s.filterText, s.history = f, f.String(), history
 	s.closeBar()
 	s.firstPage()
 	s.sel = 0
 	s.loaded = false
-	s.page = storeview.AuditPage{}
+	s.page = readmodel.AuditPage{}
 	s.err = nil
 	s.updateKeys()
 	return s.fetch()
@@ -130,7 +131,7 @@ func (s *auditScreen) show(f storeview.AuditFilter, history bool) tea.Cmd {
 func (s *auditScreen) fetch() tea.Cmd {
 	s.seq++
 	s.loading = true
-	return s.f.auditList(s.seq, storeview.AuditQuery{Filter: s.filter, Limit: s.limit(), After: s.pageAfter()})
+	return s.f.auditList(s.seq, readmodel.AuditQuery{Filter: s.filter, Limit: s.limit(), After: s.pageAfter()})
 }
 
 func (s *auditScreen) refresh() tea.Cmd {
@@ -147,7 +148,7 @@ func (s *auditScreen) back() (bool, tea.Cmd) {
 	if !s.clears() {
 		return false, nil
 	}
-	return true, s.show(storeview.AuditFilter{}, false)
+	return true, s.show(readmodel.AuditFilter{}, false)
 }
 
 // backLabels: esc clears the filter when it does.
@@ -159,13 +160,13 @@ func (s *auditScreen) backLabels() (esc, q string) {
 }
 
 // language is the trail's filter language, for help.
-func (s *auditScreen) language() string { return storeview.AuditFilterHelp }
+func (s *auditScreen) language() string { return readmodel.AuditFilterHelp }
 
 func (s *auditScreen) visibleRows() int { return min(len(s.page.Rows), s.limit()) }
 
-func (s *auditScreen) selected() (storeview.AuditRow, bool) {
+func (s *auditScreen) selected() (readmodel.AuditRow, bool) {
 	if s.sel < 0 || s.sel >= s.visibleRows() {
-		return storeview.AuditRow{}, false
+		return readmodel.AuditRow{}, false
 	}
 	return s.page.Rows[s.sel], true
 }
@@ -225,7 +226,7 @@ func (s *auditScreen) receive(msg auditPageMsg) {
 	s.page = msg.page
 	s.loaded = true
 	if had {
-		if i := slices.IndexFunc(s.page.Rows, func(r storeview.AuditRow) bool {
+		if i := slices.IndexFunc(s.page.Rows, func(r readmodel.AuditRow) bool {
 			return r.Tenant == keep.Tenant && r.Seq == keep.Seq
 		}); i >= 0 {
 			s.sel = i
@@ -268,7 +269,7 @@ func (s *auditScreen) edit(msg tea.KeyMsg) tea.Cmd {
 	if !accepted {
 		return cmd
 	}
-	f, err := storeview.ParseAuditFilter(text)
+	f, err := readmodel.ParseAuditFilter(text)
 	if err != nil {
 		s.inputErr = err
 		return nil
@@ -288,7 +289,7 @@ func chainName(tenant string) string {
 	if tenant == "" {
 		return "global"
 	}
-	return Clean(tenant)
+	return termtext.Clean(tenant)
 }
 
 func (r auditRef) String() string { return chainName(r.Tenant) + "#" + strconv.FormatInt(r.Seq, 10) }
@@ -311,7 +312,7 @@ func OutcomeText(o string) string {
 	case "failed":
 		return "! failed"
 	}
-	return "? " + Clean(o)
+	return "? " + termtext.Clean(o)
 }
 
 func (st Styles) outcome(o string) lipgloss.Style {
@@ -328,10 +329,10 @@ func (st Styles) outcome(o string) lipgloss.Style {
 
 // operationText is what the record is about: the key and the operation's
 // number, or the tool alone (a purge), or "-".
-func operationText(r storeview.AuditRow) string {
+func operationText(r readmodel.AuditRow) string {
 	var parts []string
 	if r.Key != "" {
-		parts = append(parts, Clean(r.Key))
+		parts = append(parts, termtext.Clean(r.Key))
 	}
 	if r.OperationID != 0 {
 		parts = append(parts, "#"+strconv.FormatInt(r.OperationID, 10))
@@ -341,7 +342,7 @@ func operationText(r storeview.AuditRow) string {
 
 // fitOperation cuts the key in the middle (keys differ at both ends) and
 // keeps the operation's number whole.
-func fitOperation(r storeview.AuditRow, w int) string {
+func fitOperation(r readmodel.AuditRow, w int) string {
 	if r.OperationID == 0 || r.Key == "" {
 		return truncateMiddle(operationText(r), w)
 	}
@@ -349,7 +350,7 @@ func fitOperation(r storeview.AuditRow, w int) string {
 	if w < len(id)+6 {
 		return truncate(id, w)
 	}
-	return truncateMiddle(Clean(r.Key), w-len(id)-1) + " " + id
+	return truncateMiddle(termtext.Clean(r.Key), w-len(id)-1) + " " + id
 }
 
 // auditTime is a record's time for the table: the clock on the database's
@@ -370,10 +371,10 @@ type auditColumn struct {
 	// flex columns take the room left, down to min, and are cut; other
 	// columns are given up before a flex column gets less than comfort.
 	flex, min, comfort, max int
-	cell                    func(r storeview.AuditRow) string
+	cell                    func(r readmodel.AuditRow) string
 	// short is the cell when room is short (the role without the claimed
 	// name); nil when there is none.
-	short func(r storeview.AuditRow) string
+	short func(r readmodel.AuditRow) string
 }
 
 const (
@@ -388,25 +389,25 @@ const (
 )
 
 var auditColumns = []auditColumn{
-	auditColTime: {title: "TIME", cell: func(r storeview.AuditRow) string { return auditTime(r.At, r.DBTime) }},
-	auditColChain: {title: "CHAIN#SEQ", max: 24, cell: func(r storeview.AuditRow) string {
+	auditColTime: {title: "TIME", cell: func(r readmodel.AuditRow) string { return auditTime(r.At, r.DBTime) }},
+	auditColChain: {title: "CHAIN#SEQ", max: 24, cell: func(r readmodel.AuditRow) string {
 		if r.HashBroken {
 			return auditRef{r.Tenant, r.Seq}.String() + " " + glyphBroken
 		}
 		return auditRef{r.Tenant, r.Seq}.String()
 	}},
-	auditColRole: {title: "ROLE", drop: 4, max: 32, cell: func(r storeview.AuditRow) string {
+	auditColRole: {title: "ROLE", drop: 4, max: 32, cell: func(r readmodel.AuditRow) string {
 		if r.DisplayName != "" {
-			return Clean(r.Role) + " (" + Clean(r.DisplayName) + ")"
+			return termtext.Clean(r.Role) + " (" + termtext.Clean(r.DisplayName) + ")"
 		}
-		return Clean(r.Role)
-	}, short: func(r storeview.AuditRow) string { return Clean(r.Role) }},
-	auditColAction:  {title: "ACTION", max: 22, cell: func(r storeview.AuditRow) string { return Clean(r.Action) }},
-	auditColOutcome: {title: "OUTCOME", cell: func(r storeview.AuditRow) string { return OutcomeText(r.Outcome) }},
-	auditColTool:    {title: "TOOL", drop: 1, max: 18, cell: func(r storeview.AuditRow) string { return orDash(Clean(r.Tool)) }},
+		return termtext.Clean(r.Role)
+	}, short: func(r readmodel.AuditRow) string { return termtext.Clean(r.Role) }},
+	auditColAction:  {title: "ACTION", max: 22, cell: func(r readmodel.AuditRow) string { return termtext.Clean(r.Action) }},
+	auditColOutcome: {title: "OUTCOME", cell: func(r readmodel.AuditRow) string { return OutcomeText(r.Outcome) }},
+	auditColTool:    {title: "TOOL", drop: 1, max: 18, cell: func(r readmodel.AuditRow) string { return orDash(termtext.Clean(r.Tool)) }},
 	auditColOp: {title: "KEY #OP", drop: 3, flex: 1, min: 10, comfort: 24, max: 40,
 		cell: operationText},
-	auditColReason: {title: "REASON", drop: 2, flex: 2, min: 12, comfort: 16, cell: func(r storeview.AuditRow) string { return orDash(Clean(r.Reason)) }},
+	auditColReason: {title: "REASON", drop: 2, flex: 2, min: 12, comfort: 16, cell: func(r readmodel.AuditRow) string { return orDash(termtext.Clean(r.Reason)) }},
 }
 
 // auditLayout is the table's shape for a page at a width: which columns
@@ -416,7 +417,7 @@ type auditLayout struct {
 	short  bool
 }
 
-func layoutAudit(rows []storeview.AuditRow, w int) auditLayout {
+func layoutAudit(rows []readmodel.AuditRow, w int) auditLayout {
 	n := len(auditColumns)
 	natural := func(short bool) []int {
 		ws := make([]int, n)
@@ -552,7 +553,7 @@ func (s *auditScreen) View() string {
 		case s.history:
 			hint = " this record's history · / changes the filter · esc goes back"
 		case s.filterText != "":
-			hint = " filter " + Clean(s.filterText) + " · esc clears it · / edits it"
+			hint = " filter " + termtext.Clean(s.filterText) + " · esc clears it · / edits it"
 		}
 		lines = append(lines, s.st.Muted.Render(truncate(hint, w)))
 	}
@@ -569,7 +570,7 @@ func (s *auditScreen) title() string {
 	}
 	t := " " + s.st.Title.Render("Audit trail")
 	if s.filterText != "" {
-		return t + "  filter: " + Clean(s.filterText)
+		return t + "  filter: " + termtext.Clean(s.filterText)
 	}
 	return t + "  every chain you may see, newest first"
 }
@@ -622,7 +623,7 @@ func (s *auditScreen) line(mark string, lay auditLayout, cell func(c int) string
 func (s *auditScreen) bodyLines(lay auditLayout, rowsH int) []string {
 	if !s.loaded {
 		if s.err != nil {
-			return []string{"  " + s.st.Error.Render(truncate("✗ could not read the audit trail: "+Clean(s.err.Error()), s.w-2))}
+			return []string{"  " + s.st.Error.Render(truncate("✗ could not read the audit trail: "+termtext.Clean(s.err.Error()), s.w-2))}
 		}
 		return []string{s.st.Muted.Render("  loading…")}
 	}
@@ -635,7 +636,7 @@ func (s *auditScreen) bodyLines(lay auditLayout, rowsH int) []string {
 		case s.history:
 			msg = "  nobody has acted on this operation: no audit records"
 		case s.filterText != "":
-			msg = "  no audit records match " + Clean(s.filterText) + " · esc clears the filter"
+			msg = "  no audit records match " + termtext.Clean(s.filterText) + " · esc clears the filter"
 		}
 		return []string{s.st.Muted.Render(truncate(msg, s.w))}
 	}
@@ -675,7 +676,7 @@ func (s *auditScreen) bodyLines(lay auditLayout, rowsH int) []string {
 		out = append(out, l)
 	}
 	if s.err != nil && len(out) < rowsH {
-		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+Clean(s.err.Error()), s.w-2)))
+		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+termtext.Clean(s.err.Error()), s.w-2)))
 	}
 	return out
 }
@@ -686,18 +687,18 @@ func (s *auditScreen) pane(w int) []string {
 	if !ok {
 		return nil
 	}
-	head := auditRef{r.Tenant, r.Seq}.String() + " · " + Clean(r.Action) + " " + OutcomeText(r.Outcome) +
+	head := auditRef{r.Tenant, r.Seq}.String() + " · " + termtext.Clean(r.Action) + " " + OutcomeText(r.Outcome) +
 		" · " + stamp(r.At, r.DBTime) + " (" + since(r.At, r.DBTime) + ")"
-	who := "by role " + Clean(r.Role)
+	who := "by role " + termtext.Clean(r.Role)
 	if r.DisplayName != "" {
-		who += " (claims to be " + strconv.Quote(Clean(r.DisplayName)) + ")"
+		who += " (claims to be " + strconv.Quote(termtext.Clean(r.DisplayName)) + ")"
 	}
 	if about := aboutText(r); about != "" {
 		who += " · " + about
 	}
 	var facts []string
 	for _, c := range r.Changes() {
-		facts = append(facts, c.Field+" "+Clean(c.Before)+" → "+Clean(c.After))
+		facts = append(facts, c.Field+" "+termtext.Clean(c.Before)+" → "+termtext.Clean(c.After))
 	}
 	if len(facts) == 0 {
 		facts = append(facts, "no change to the operation")
@@ -706,7 +707,7 @@ func (s *auditScreen) pane(w int) []string {
 		facts = append(facts, "evidence recorded")
 	}
 	facts = append(facts, flagTexts(r)...)
-	reason := "reason: " + orDash(Clean(r.Reason))
+	reason := "reason: " + orDash(termtext.Clean(r.Reason))
 	title := s.st.Title.Render(truncate(head, w-1))
 	if r.HashBroken {
 		title = s.st.Error.Render(truncate(glyphBroken+" "+brokenText+" · "+head, w-1))
@@ -721,7 +722,7 @@ func (s *auditScreen) pane(w int) []string {
 }
 
 // aboutText names the operation (or the tool) a record is about.
-func aboutText(r storeview.AuditRow) string {
+func aboutText(r readmodel.AuditRow) string {
 	var parts []string
 	if r.OperationID != 0 {
 		parts = append(parts, "operation #"+strconv.FormatInt(r.OperationID, 10))
@@ -729,7 +730,7 @@ func aboutText(r storeview.AuditRow) string {
 	var ident []string
 	for _, p := range []string{r.Tool, r.Key} {
 		if p != "" {
-			ident = append(ident, Clean(p))
+			ident = append(ident, termtext.Clean(p))
 		}
 	}
 	if len(ident) > 0 {
@@ -739,7 +740,7 @@ func aboutText(r storeview.AuditRow) string {
 }
 
 // flagTexts are the record's flags in words.
-func flagTexts(r storeview.AuditRow) []string {
+func flagTexts(r readmodel.AuditRow) []string {
 	var out []string
 	if r.Forced {
 		out = append(out, "⚑ forced over a live lease")
@@ -757,14 +758,14 @@ func (s *auditScreen) filterHelp(w int) []string {
 	if s.inputErr != nil {
 		kept := "no filter"
 		if s.filterText != "" {
-			kept = "filter " + Clean(s.filterText)
+			kept = "filter " + termtext.Clean(s.filterText)
 		}
-		for _, l := range wrap("✗ "+Clean(s.inputErr.Error())+" (the trail keeps "+kept+")", w-2) {
+		for _, l := range wrap("✗ "+termtext.Clean(s.inputErr.Error())+" (the trail keeps "+kept+")", w-2) {
 			out = append(out, " "+s.st.Error.Render(l))
 		}
 	}
 	out = append(out, "")
-	for _, para := range strings.Split(storeview.AuditFilterHelp, "\n") {
+	for _, para := range strings.Split(readmodel.AuditFilterHelp, "\n") {
 		ls := []string{para}
 		if width(para) > w-2 {
 			ls = wrap(para, w-2)
@@ -779,5 +780,5 @@ func (s *auditScreen) filterHelp(w int) []string {
 // errNoRecord tells whether err means the record is not there (or not
 // visible): the database answered.
 func errNoRecord(err error) bool {
-	return errors.Is(err, storeview.ErrNoAuditRecord) || errors.Is(err, storeview.ErrNotFound)
+	return errors.Is(err, readmodel.ErrNoAuditRecord) || errors.Is(err, readmodel.ErrNotFound)
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // screenAuditRecord is one audit record.
@@ -37,7 +38,7 @@ type auditRecordScreen struct {
 	ref      auditRef
 	seq      int
 	loading  bool
-	d        *storeview.AuditDetail
+	d        *readmodel.AuditDetail
 	notFound bool
 	err      error
 
@@ -183,7 +184,7 @@ func (s *auditRecordScreen) buildLines() []string {
 		case s.notFound:
 			para("There is no audit record "+s.ref.String()+" that your role may see.", plain)
 		case s.err != nil:
-			para("✗ could not read the audit record: "+Clean(s.err.Error()), s.st.Error.Render)
+			para("✗ could not read the audit record: "+termtext.Clean(s.err.Error()), s.st.Error.Render)
 		default:
 			add(" loading the record…")
 		}
@@ -194,7 +195,7 @@ func (s *auditRecordScreen) buildLines() []string {
 	now := d.DBTime
 	ref := auditRef{d.Tenant, d.Seq}
 	add(title("Audit record "+ref.String()) + "  " + s.st.outcome(d.Outcome).Render(OutcomeText(d.Outcome)) +
-		"  " + truncate(Clean(d.Action), max(1, w-width(ref.String())-30)))
+		"  " + truncate(termtext.Clean(d.Action), max(1, w-width(ref.String())-30)))
 	add("")
 
 	const labelW = 12
@@ -208,12 +209,12 @@ func (s *auditRecordScreen) buildLines() []string {
 			}
 		}
 	}
-	who := "role " + Clean(d.Role) + " (authenticated by the database)"
+	who := "role " + termtext.Clean(d.Role) + " (authenticated by the database)"
 	if d.DisplayName != "" {
-		who += " · claims to be " + strconv.Quote(Clean(d.DisplayName)) + " (claimed, not proven)"
+		who += " · claims to be " + strconv.Quote(termtext.Clean(d.DisplayName)) + " (claimed, not proven)"
 	}
 	field("who", who)
-	field("what", Clean(d.Action)+" · "+OutcomeText(d.Outcome))
+	field("what", termtext.Clean(d.Action)+" · "+OutcomeText(d.Outcome))
 	op := "none"
 	if d.OperationID != 0 || d.Tool != "" || d.Key != "" {
 		var parts []string
@@ -222,16 +223,16 @@ func (s *auditRecordScreen) buildLines() []string {
 		}
 		parts = append(parts, "tenant "+chainName(d.Tenant))
 		if d.Tool != "" {
-			parts = append(parts, "tool "+Clean(d.Tool))
+			parts = append(parts, "tool "+termtext.Clean(d.Tool))
 		}
 		if d.Key != "" {
-			parts = append(parts, "key "+Clean(d.Key))
+			parts = append(parts, "key "+termtext.Clean(d.Key))
 		}
 		op = strings.Join(parts, " · ")
 	}
 	field("operation", op)
 	field("when", stamp(d.At, now)+" UTC ("+since(d.At, now)+"), database time")
-	field("why", orDash(Clean(d.Reason)))
+	field("why", orDash(termtext.Clean(d.Reason)))
 	changes := d.Changes()
 	if len(changes) == 0 {
 		field("change", "none to the operation")
@@ -241,15 +242,15 @@ func (s *auditRecordScreen) buildLines() []string {
 		if i == 0 {
 			label = "change"
 		}
-		field(label, pad(c.Field, 8)+" "+Clean(c.Before)+" → "+Clean(c.After))
+		field(label, pad(c.Field, 8)+" "+termtext.Clean(c.Before)+" → "+termtext.Clean(c.After))
 	}
 	switch {
 	case d.EvidenceSummary == "" && d.EvidenceDigest == "":
 		field("evidence", "none recorded")
 	default:
-		field("evidence", orDash(Clean(d.EvidenceSummary)))
+		field("evidence", orDash(termtext.Clean(d.EvidenceSummary)))
 		if d.EvidenceDigest != "" {
-			field("  digest", Clean(d.EvidenceDigest))
+			field("  digest", termtext.Clean(d.EvidenceDigest))
 		}
 	}
 	flags := flagTexts(d.AuditRow)
@@ -257,7 +258,7 @@ func (s *auditRecordScreen) buildLines() []string {
 		flags = []string{"none (not forced, no override)"}
 	}
 	field("flags", strings.Join(flags, " · "))
-	field("event", orDash(Clean(d.EventID)))
+	field("event", orDash(termtext.Clean(d.EventID)))
 
 	add("", title("Chain")+"  "+chainName(d.Tenant))
 	c := d.Check
@@ -272,7 +273,7 @@ func (s *auditRecordScreen) buildLines() []string {
 		if problem == "" {
 			problem = "the record does not check"
 		}
-		para("✗ "+Clean(problem)+"; chain head #"+strconv.FormatInt(c.HeadSeq, 10), s.st.Error.Render)
+		para("✗ "+termtext.Clean(problem)+"; chain head #"+strconv.FormatInt(c.HeadSeq, 10), s.st.Error.Render)
 	}
 	field("  hash", short(d.Hash)+" · prev "+short(d.PrevHash)+" · hash version "+strconv.Itoa(int(d.HashVersion)))
 	para("This checks one record and its link to the one before; opsdesk audit verify checks the whole chain "+
@@ -290,7 +291,7 @@ func (s *auditRecordScreen) buildLines() []string {
 				add("   " + s.st.Muted.Render(fmt.Sprintf("… and %d more lines", len(lines)-i)))
 				break
 			}
-			add("   " + truncate(Clean(l), w-4))
+			add("   " + truncate(termtext.Clean(l), w-4))
 		}
 	}
 

@@ -14,19 +14,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 // fakeTrail is a small hand-written audit trail over three tenants and
 // the global chain: decisions with evidence, a refusal, a failure, a
 // forced override, reveals, an acknowledgement and retention purges. The
 // real queries are tested against PostgreSQL in internal/storeview.
-func fakeTrail() []storeview.AuditDetail {
+func fakeTrail() []readmodel.AuditDetail {
 	at := func(d time.Duration) time.Time { return dbNow.Add(d) }
 	v := func(n int64) *int64 { return &n }
-	type rec = storeview.AuditDetail
+	type rec = readmodel.AuditDetail
 	row := func(tenant string, seq int64, ago time.Duration, role, action, outcome string) rec {
-		return rec{AuditRow: storeview.AuditRow{Tenant: tenant, Seq: seq, At: at(-ago), Role: role, Action: action, Outcome: outcome}}
+		return rec{AuditRow: readmodel.AuditRow{Tenant: tenant, Seq: seq, At: at(-ago), Role: role, Action: action, Outcome: outcome}}
 	}
 	op := func(r rec, id int64, tool, key, before, after string, vb, va int64) rec {
 		r.OperationID, r.Tool, r.Key = id, tool, key
@@ -119,7 +119,7 @@ func fakeTrail() []storeview.AuditDetail {
 		sum := sha256.Sum256([]byte(r.EventID))
 		r.Hash, r.PrevHash, r.HashVersion = sum[:], prev[r.Tenant], 1
 		prev[r.Tenant] = r.Hash
-		r.Check = storeview.AuditCheck{HashMatches: true, Linked: true, HeadSeq: heads[r.Tenant]}
+		r.Check = readmodel.AuditCheck{HashMatches: true, Linked: true, HeadSeq: heads[r.Tenant]}
 		if r.Tenant == "initech" && r.Seq == 2 {
 			// A record whose link does not hold, for the check's ✗.
 			r.Check.Linked = false
@@ -131,9 +131,9 @@ func fakeTrail() []storeview.AuditDetail {
 	return trail
 }
 
-func (s *fakeSource) AuditList(_ context.Context, q storeview.AuditQuery) (storeview.AuditPage, error) {
+func (s *fakeSource) AuditList(_ context.Context, q readmodel.AuditQuery) (readmodel.AuditPage, error) {
 	if err := s.enter("audit"); err != nil {
-		return storeview.AuditPage{}, fmt.Errorf("list audit records: %w", err)
+		return readmodel.AuditPage{}, fmt.Errorf("list audit records: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -144,7 +144,7 @@ func (s *fakeSource) AuditList(_ context.Context, q storeview.AuditQuery) (store
 		})
 	}
 	in := func(values []string, v string) bool { return len(values) == 0 || slices.Contains(values, v) }
-	var rows []storeview.AuditRow
+	var rows []readmodel.AuditRow
 	for _, r := range s.trail {
 		if !in(f.Tenants, r.Tenant) || !in(f.Tools, r.Tool) || !in(f.Roles, r.Role) || !in(f.Outcomes, r.Outcome) ||
 			!like(f.Actions, r.Action) || !like(f.Keys, r.Key) ||
@@ -153,15 +153,15 @@ func (s *fakeSource) AuditList(_ context.Context, q storeview.AuditQuery) (store
 		}
 		rows = append(rows, r.AuditRow)
 	}
-	order := func(a, b storeview.AuditRow) int {
+	order := func(a, b readmodel.AuditRow) int {
 		return cmp.Or(b.At.Compare(a.At), cmp.Compare(b.Tenant, a.Tenant), cmp.Compare(b.Seq, a.Seq))
 	}
 	slices.SortFunc(rows, order)
 	if c := q.After; c != nil {
-		after := storeview.AuditRow{At: c.At, Tenant: c.Tenant, Seq: c.Seq}
-		rows = slices.DeleteFunc(rows, func(r storeview.AuditRow) bool { return order(after, r) >= 0 })
+		after := readmodel.AuditRow{At: c.At, Tenant: c.Tenant, Seq: c.Seq}
+		rows = slices.DeleteFunc(rows, func(r readmodel.AuditRow) bool { return order(after, r) >= 0 })
 	}
-	page := storeview.AuditPage{DBTime: dbNow}
+	page := readmodel.AuditPage{DBTime: dbNow}
 	limit := cmp.Or(q.Limit, 50)
 	if len(rows) > limit {
 		next := rows[limit-1].Cursor()
@@ -172,9 +172,9 @@ func (s *fakeSource) AuditList(_ context.Context, q storeview.AuditQuery) (store
 	return page, nil
 }
 
-func (s *fakeSource) AuditRecord(_ context.Context, tenant string, seq int64) (storeview.AuditDetail, error) {
+func (s *fakeSource) AuditRecord(_ context.Context, tenant string, seq int64) (readmodel.AuditDetail, error) {
 	if err := s.enter("audit-record"); err != nil {
-		return storeview.AuditDetail{}, fmt.Errorf("read audit record: %w", err)
+		return readmodel.AuditDetail{}, fmt.Errorf("read audit record: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -183,7 +183,7 @@ func (s *fakeSource) AuditRecord(_ context.Context, tenant string, seq int64) (s
 			return r, nil
 		}
 	}
-	return storeview.AuditDetail{}, storeview.ErrNoAuditRecord
+	return readmodel.AuditDetail{}, readmodel.ErrNoAuditRecord
 }
 
 func TestAuditViews(t *testing.T) {
@@ -290,7 +290,7 @@ func TestAuditHistoryKey(t *testing.T) {
 	h.keys("h")
 	a := h.m.audit()
 	require.Same(t, screen(a), h.m.active())
-	require.Equal(t, storeview.OperationAuditFilter("acme", 48213), a.filter)
+	require.Equal(t, readmodel.OperationAuditFilter("acme", 48213), a.filter)
 	require.Len(t, a.page.Rows, 3)
 	for _, r := range a.page.Rows {
 		require.Equal(t, int64(48213), r.OperationID)

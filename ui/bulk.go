@@ -14,7 +14,8 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
 )
@@ -27,12 +28,12 @@ import (
 type BulkReconciler interface {
 	// CheckFilter tells whether a list's filter can start a run, and if
 	// not, why in words for the operator.
-	CheckFilter(f storeview.Filter) error
+	CheckFilter(f readmodel.Filter) error
 	// List returns the stuck records f matches, each at the version seen.
-	List(ctx context.Context, f storeview.Filter) ([]storeview.Row, error)
+	List(ctx context.Context, f readmodel.Filter) ([]readmodel.Row, error)
 	// Lookup asks the provider about every row, a bounded number at once,
 	// and groups the answers; cancelled, it keeps what was answered.
-	Lookup(ctx context.Context, rows []storeview.Row, progress func(bulk.Progress)) (*bulk.Plan, error)
+	Lookup(ctx context.Context, rows []readmodel.Row, progress func(bulk.Progress)) (*bulk.Plan, error)
 	// Accept decides each record of a group by itself; cancelled, it
 	// starts no more decisions and lets those under way finish.
 	Accept(ctx context.Context, plan *bulk.Plan, v bulk.Verdict, p bulk.AcceptParams, progress func(bulk.Progress)) (bulk.GroupResult, error)
@@ -44,7 +45,7 @@ var _ BulkReconciler = (*bulk.Reconciler)(nil)
 const screenBulk screenID = "bulk"
 
 // bulkNav opens the bulk reconciliation on the list's filter.
-type bulkNav struct{ filter storeview.Filter }
+type bulkNav struct{ filter readmodel.Filter }
 
 func (bulkNav) target() screenID { return screenBulk }
 
@@ -98,7 +99,7 @@ type (
 type bulkFlow struct {
 	flow
 	bulk   BulkReconciler
-	filter storeview.Filter
+	filter readmodel.Filter
 
 	// refusal says why the filter cannot start a run.
 	refusal error
@@ -204,7 +205,7 @@ func newBulk(d deps, b BulkReconciler) *bulkFlow {
 		keys: func(k *KeyMap) { s.inputKeys(k, "next") },
 		submit: func() tea.Cmd {
 			if err := bulk.CheckReason(s.reason.Value()); err != nil {
-				s.inputErr = Clean(err.Error())
+				s.inputErr = termtext.Clean(err.Error())
 				return nil
 			}
 			return s.forward(stepConfirm)
@@ -274,7 +275,7 @@ func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	if !ok || s.bulk == nil || !at.perms.decide || at.active().id() != screenList {
 		return nil, nil, false
 	}
-	s.reset(storeview.Detail{})
+	s.reset(readmodel.Detail{})
 	s.filter, s.refusal, s.accepted, s.tried = bn.filter, nil, map[bulk.Verdict]bulk.GroupResult{}, map[bulk.Verdict]bulk.GroupResult{}
 	if err := s.bulk.CheckFilter(bn.filter); err != nil {
 		s.refusal = err
@@ -602,7 +603,7 @@ func (s *bulkFlow) firstAcceptable() int {
 
 func (s *bulkFlow) titleLine() string {
 	head := "Bulk reconciliation"
-	return " " + s.st.Title.Render(head) + "  " + truncate(Clean(s.filter.String()), max(1, s.w-width(head)-4))
+	return " " + s.st.Title.Render(head) + "  " + truncate(termtext.Clean(s.filter.String()), max(1, s.w-width(head)-4))
 }
 
 // verdictGlyph pairs each verdict with a glyph, so that it is never told
@@ -631,7 +632,7 @@ func countsText(counts map[string]int, keys []string) string {
 func (s *bulkFlow) refusedView() []string {
 	out := s.heading("R cannot reconcile this list by lookup")
 	out = append(out, "")
-	s.para(&out, "✗ "+Clean(s.refusal.Error()), s.st.Error.Render)
+	s.para(&out, "✗ "+termtext.Clean(s.refusal.Error()), s.st.Error.Render)
 	out = append(out, "")
 	s.para(&out, "Nothing was looked up or decided. esc goes back to the list; / edits its filter.", s.st.Muted.Render)
 	return out
@@ -642,7 +643,7 @@ func (s *bulkFlow) lookupsView() []string {
 	p := s.progress
 	switch {
 	case s.running() && p.Total == 0:
-		out = append(out, " "+spinFrames[s.frame]+" listing the stuck records of "+truncate(Clean(s.filter.String()), max(1, s.w-40))+"…")
+		out = append(out, " "+spinFrames[s.frame]+" listing the stuck records of "+truncate(termtext.Clean(s.filter.String()), max(1, s.w-40))+"…")
 	case s.running():
 		out = append(out, s.heading(fmt.Sprintf("Asking the provider about %s stuck records", count(int64(p.Total))))...)
 		out = append(out, "", " "+progressBar(int64(p.Done), int64(p.Total), s.w-2), "")
@@ -659,7 +660,7 @@ func (s *bulkFlow) lookupsView() []string {
 		out = append(out, "")
 		s.para(&out, "r starts again; esc goes back to the list.", s.st.Muted.Render)
 	case s.lookupErr != nil:
-		s.para(&out, "✗ could not list the records: "+Clean(s.lookupErr.Error()), s.st.Error.Render)
+		s.para(&out, "✗ could not list the records: "+termtext.Clean(s.lookupErr.Error()), s.st.Error.Render)
 		out = append(out, "")
 		s.para(&out, "Nothing was looked up or decided. r tries again; esc goes back to the list.", s.st.Muted.Render)
 	}
@@ -716,7 +717,7 @@ func (s *bulkFlow) planView() []string {
 	asked := p.Listed - len(p.NotAsked)
 	switch {
 	case p.Listed == 0:
-		out = append(out, s.heading("No stuck record you may see matches "+Clean(s.filter.String()))...)
+		out = append(out, s.heading("No stuck record you may see matches "+termtext.Clean(s.filter.String()))...)
 		out = append(out, "")
 		s.para(&out, "Nothing to look up or decide. esc goes back to the list.", s.st.Muted.Render)
 		return out
@@ -727,7 +728,7 @@ func (s *bulkFlow) planView() []string {
 	default:
 		out = append(out, s.heading(fmt.Sprintf("%s stuck records looked up in %s", count(int64(p.Listed)), tookText(p.Took)))...)
 	}
-	s.field(&out, "batch", Clean(p.BatchID)+" (each decision's audit record carries it)")
+	s.field(&out, "batch", termtext.Clean(p.BatchID)+" (each decision's audit record carries it)")
 	out = append(out, "")
 	for i, g := range p.Groups {
 		mark := "  "
@@ -774,10 +775,10 @@ func sampleNote(item bulk.Item) string {
 // itemLine is one record: id, tenant, key and a note, cut to the width.
 func (s *bulkFlow) itemLine(item bulk.Item, note string) string {
 	kw := min(24, max(12, s.w/5))
-	line := "    " + padLeft(strconv.FormatInt(item.ID, 10), 7) + "  " + pad(truncate(Clean(item.Tenant), 10), 10) + "  " +
-		truncateMiddle(Clean(item.Key), kw)
+	line := "    " + padLeft(strconv.FormatInt(item.ID, 10), 7) + "  " + pad(truncate(termtext.Clean(item.Tenant), 10), 10) + "  " +
+		truncateMiddle(termtext.Clean(item.Key), kw)
 	if note != "" {
-		line = pad(line, 4+7+2+10+2+kw) + "  " + Clean(note)
+		line = pad(line, 4+7+2+10+2+kw) + "  " + termtext.Clean(note)
 	}
 	return truncate(line, s.w)
 }
@@ -810,10 +811,10 @@ func consequence(g bulk.Group) string {
 func (s *bulkFlow) groupLines(g bulk.Group, reason bool) []string {
 	var out []string
 	s.field(&out, "group", fmt.Sprintf("%s %s: %s records (lookups of batch %s)", verdictGlyph(g.Verdict), g.Verdict.Label(),
-		count(int64(g.Count())), Clean(s.plan.BatchID)))
+		count(int64(g.Count())), termtext.Clean(s.plan.BatchID)))
 	s.field(&out, "decision", consequence(g))
 	if reason {
-		s.field(&out, "reason", Clean(strings.TrimSpace(s.reason.Value())))
+		s.field(&out, "reason", termtext.Clean(strings.TrimSpace(s.reason.Value())))
 	}
 	s.field(&out, "each", "decided alone at the version looked up, with its own audit record; "+
 		"one that changed since is skipped and listed; nothing else is touched")
@@ -862,26 +863,26 @@ func (s *bulkFlow) resultLines() []string {
 	head := fmt.Sprintf("%s → %s: %s", r.Verdict.Label(), decisionInfo[r.Decision].name, outcomesText(r))
 	switch {
 	case s.acceptErr != nil && r.Items == nil:
-		s.para(&out, "✗ nothing was decided: "+Clean(s.acceptErr.Error()), s.st.Error.Render)
+		s.para(&out, "✗ nothing was decided: "+termtext.Clean(s.acceptErr.Error()), s.st.Error.Render)
 		out = append(out, "")
 		s.para(&out, "enter goes back to the plan; esc to the list.", s.st.Muted.Render)
 		return out
 	case s.acceptErr != nil && r.Counts[bulk.NotAttempted] == len(r.Items):
 		s.para(&out, "✗ "+head+": stopped before the first decision, nothing was decided", s.st.Error.Render)
-		s.para(&out, Clean(s.acceptErr.Error()), s.st.Error.Render)
+		s.para(&out, termtext.Clean(s.acceptErr.Error()), s.st.Error.Render)
 	case errors.Is(s.acceptErr, context.Canceled):
 		s.para(&out, "✗ "+head, s.st.Error.Render)
 		s.para(&out, "stopped at esc: the decisions under way finished, no other started", s.st.Error.Render)
 	case s.acceptErr != nil:
 		s.para(&out, "✗ "+head, s.st.Error.Render)
-		s.para(&out, Clean(s.acceptErr.Error()), s.st.Error.Render)
+		s.para(&out, termtext.Clean(s.acceptErr.Error()), s.st.Error.Render)
 	case r.Counts[bulk.Decided] == len(r.Items):
 		s.para(&out, "✓ "+head, s.st.Completed.Render)
 	default:
 		s.para(&out, "⚠ "+head, s.st.Stuck.Render)
 	}
 	out = append(out, "")
-	s.field(&out, "batch", Clean(r.BatchID)+", in each decision's audit record")
+	s.field(&out, "batch", termtext.Clean(r.BatchID)+", in each decision's audit record")
 	if r.Took > 0 {
 		s.field(&out, "took", tookText(r.Took))
 	}
@@ -909,7 +910,7 @@ func (s *bulkFlow) resultLines() []string {
 			if note == "" {
 				continue
 			}
-			for _, l := range wrap(Clean(note), max(1, s.w-10)) {
+			for _, l := range wrap(termtext.Clean(note), max(1, s.w-10)) {
 				out = append(out, "          "+l)
 			}
 		}
@@ -923,7 +924,7 @@ func (s *bulkFlow) resultLines() []string {
 	if decided := r.Only(bulk.Decided); len(decided) > 0 {
 		out = append(out, "", " "+s.st.Title.Render(fmt.Sprintf("Decided (%s)", count(int64(len(decided))))))
 		out = append(out, s.sampled(decided, func(it bulk.ItemResult) string {
-			return stateText(storeview.State(it.State)) + " · audit " + it.Audit
+			return stateText(readmodel.State(it.State)) + " · audit " + it.Audit
 		}, "each with its own audit record")...)
 	}
 	out = append(out, "")

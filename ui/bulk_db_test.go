@@ -15,6 +15,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // bulkFixtures are acme's stuck charges after an outage (f…: the provider
@@ -88,7 +89,7 @@ func bulkConsole(t *testing.T, p *dbtest.Person, spec reconcile.LookupSpec) *har
 	store := storeview.New(p.Pool, storeview.Options{StatementTimeout: 5 * time.Second})
 	client := bulk.HTTPClient(4)
 	t.Cleanup(client.CloseIdleConnections)
-	desk := &reconcile.Desk{Pool: p.Pool, DisplayName: "Test Operator", Client: client,
+	desk := &desk.Desk{Pool: p.Pool, DisplayName: "Test Operator", Client: client,
 		Tools: map[string]reconcile.Tool{"charge-card": {Lookup: &spec}, "create-ticket": {}}}
 	r, err := bulk.New(bulk.Config{Desk: desk, Lister: store, Concurrency: 4})
 	require.NoError(t, err)

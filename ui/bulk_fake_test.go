@@ -12,7 +12,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/stretchr/testify/require"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
 )
@@ -31,8 +31,8 @@ func addOutage(src *fakeSource) {
 	tenants := []string{"acme", "globex", "initech"}
 	for i := range outageCount {
 		leased := dbNow.Add(-time.Duration(30-i) * time.Minute)
-		src.rows = append(src.rows, storeview.Row{ID: outageFirst + int64(i), Tenant: tenants[i%3], Tool: "charge-card",
-			Key: fmt.Sprintf("outage-%04d", 17+i*3), State: storeview.StateStuck, Owner: fmt.Sprintf("worker-%d", 1+i%4),
+		src.rows = append(src.rows, readmodel.Row{ID: outageFirst + int64(i), Tenant: tenants[i%3], Tool: "charge-card",
+			Key: fmt.Sprintf("outage-%04d", 17+i*3), State: readmodel.StateStuck, Owner: fmt.Sprintf("worker-%d", 1+i%4),
 			Attempt: 1, Version: 2, CreatedAt: leased, LeasedAt: leased, LeaseExpiresAt: leased.Add(30 * time.Second),
 			UpdatedAt: leased, DBTime: dbNow})
 	}
@@ -80,15 +80,15 @@ func newFakeBulk(t testing.TB, src *fakeSource) *fakeBulk {
 	return &fakeBulk{src: src, engine: r, seqs: map[string]int64{"acme": 16, "globex": 41, "initech": 7}}
 }
 
-func (b *fakeBulk) CheckFilter(f storeview.Filter) error { return b.engine.CheckFilter(f) }
+func (b *fakeBulk) CheckFilter(f readmodel.Filter) error { return b.engine.CheckFilter(f) }
 
-func (b *fakeBulk) List(ctx context.Context, f storeview.Filter) ([]storeview.Row, error) {
+func (b *fakeBulk) List(ctx context.Context, f readmodel.Filter) ([]readmodel.Row, error) {
 	return b.engine.List(ctx, f)
 }
 
 // verdictOf is the lookup's answer for the i-th outage record: 9 found,
 // 3 not found, 1 without an answer, 1 without a usable reference.
-func verdictOf(row storeview.Row) bulk.Item {
+func verdictOf(row readmodel.Row) bulk.Item {
 	i := int(row.ID - outageFirst)
 	item := bulk.Item{ID: row.ID, Tenant: row.Tenant, Tool: row.Tool, Key: row.Key, Version: row.Version}
 	switch {
@@ -106,7 +106,7 @@ func verdictOf(row storeview.Row) bulk.Item {
 	return item
 }
 
-func (b *fakeBulk) Lookup(ctx context.Context, rows []storeview.Row, progress func(bulk.Progress)) (*bulk.Plan, error) {
+func (b *fakeBulk) Lookup(ctx context.Context, rows []readmodel.Row, progress func(bulk.Progress)) (*bulk.Plan, error) {
 	b.mu.Lock()
 	gate, pause := b.gate, b.pause
 	b.mu.Unlock()
@@ -187,7 +187,7 @@ func (b *fakeBulk) decideOne(item bulk.Item, d reconcile.Decision) bulk.ItemResu
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := bulk.ItemResult{Item: item}
-	i := slices.IndexFunc(b.src.rows, func(r storeview.Row) bool { return r.ID == item.ID })
+	i := slices.IndexFunc(b.src.rows, func(r readmodel.Row) bool { return r.ID == item.ID })
 	r := &b.src.rows[i]
 	if r.Version != item.Version {
 		out.Outcome = bulk.Skipped
@@ -196,9 +196,9 @@ func (b *fakeBulk) decideOne(item bulk.Item, d reconcile.Decision) bulk.ItemResu
 	}
 	b.seqs[r.Tenant]++
 	r.Version++
-	r.State = storeview.StateReleased
+	r.State = readmodel.StateReleased
 	if d == reconcile.Completed {
-		r.State = storeview.StateCompleted
+		r.State = readmodel.StateCompleted
 		b.src.refs[r.ID] = item.Ref
 	}
 	out.Outcome, out.State, out.NewVersion = bulk.Decided, string(r.State), r.Version
@@ -213,7 +213,7 @@ func touch(src *fakeSource, id int64) {
 	defer src.mu.Unlock()
 	for i := range src.rows {
 		if r := &src.rows[i]; r.ID == id {
-			r.State, r.Version = storeview.StateCompleted, r.Version+1
+			r.State, r.Version = readmodel.StateCompleted, r.Version+1
 		}
 	}
 }

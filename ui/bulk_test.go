@@ -10,7 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/stretchr/testify/require"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
 )
@@ -207,13 +207,13 @@ func TestBulkFlow(t *testing.T) {
 	require.Contains(t, v, "found → completed: 8 decided, 1 skipped", "the result:\n%s", h.view())
 	require.Contains(t, v, "49004 acme outage-0026 changed since the lookup: now version 3 (completed), listed at version 2", "the result:\n%s", h.view())
 	require.Contains(t, v, "b-7f3e9c21a04d")
-	states := map[storeview.State]int{}
+	states := map[readmodel.State]int{}
 	for _, r := range h.src.rows {
 		if r.ID >= outageFirst {
 			states[r.State]++
 		}
 	}
-	require.Equal(t, map[storeview.State]int{storeview.StateCompleted: 9, storeview.StateStuck: 5}, states)
+	require.Equal(t, map[readmodel.State]int{readmodel.StateCompleted: 9, readmodel.StateStuck: 5}, states)
 
 	// Back on the plan the found group is accepted; the next one is
 	// selected.
@@ -315,7 +315,7 @@ func TestBulkEscape(t *testing.T) {
 	require.Contains(t, v, "stopped at esc: the decisions under way finished, no other started")
 	decided := 0
 	for _, r := range h.src.rows {
-		if r.ID >= outageFirst && r.State == storeview.StateCompleted {
+		if r.ID >= outageFirst && r.State == readmodel.StateCompleted {
 			decided++
 		}
 	}
@@ -365,7 +365,7 @@ func TestBulkStoppedGroupAgain(t *testing.T) {
 // are listed.
 type gatedList struct{ *fakeBulk }
 
-func (g gatedList) List(ctx context.Context, _ storeview.Filter) ([]storeview.Row, error) {
+func (g gatedList) List(ctx context.Context, _ readmodel.Filter) ([]readmodel.Row, error) {
 	<-ctx.Done()
 	return nil, fmt.Errorf("list the records: %w", ctx.Err())
 }
@@ -410,8 +410,8 @@ func TestBulkViewNeverPanics(t *testing.T) {
 // goneStore fails every listing: the store went away after the lookups.
 type goneStore struct{}
 
-func (goneStore) List(context.Context, storeview.Query) (storeview.Page, error) {
-	return storeview.Page{}, errors.New("connection refused")
+func (goneStore) List(context.Context, readmodel.Query) (readmodel.Page, error) {
+	return readmodel.Page{}, errors.New("connection refused")
 }
 
 // engineAccepts accepts groups with the real engine, over a store that

@@ -12,6 +12,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // command is one command of the : line. A screen declares the commands
@@ -114,7 +116,7 @@ func (c *cmdline) update(msg tea.KeyMsg) (tea.Msg, tea.Cmd) {
 func (c *cmdline) View(w int) string {
 	line := " " + c.input.View()
 	if c.err != nil {
-		line += "  " + c.st.Error.Render("✗ "+Clean(c.err.Error()))
+		line += "  " + c.st.Error.Render("✗ "+termtext.Clean(c.err.Error()))
 	}
 	return truncate(line, w)
 }

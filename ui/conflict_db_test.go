@@ -15,12 +15,14 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // noteRequest is a create-note request of tenant acme.
 func noteRequest(key, intent string) ops.Request {
-	return ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: "create-note", Key: key}, Version: "1", Intent: json.RawMessage(intent)}
+	return ops.Request{Identity: opsmodel.Identity{Tenant: "acme", Tool: "create-note", Key: key}, Version: "1", Intent: json.RawMessage(intent)}
 }
 
 func writeNote(context.Context, ops.Attempt) (string, error) { return "noted", nil }
@@ -32,7 +34,7 @@ func writeNote(context.Context, ops.Attempt) (string, error) { return "noted", n
 // provider is idempotent.
 func noteConflict(t *testing.T, d *dbtest.DB, key, original, attempted string) (*ops.Store, *ops.IntentConflictError) {
 	t.Helper()
-	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: ops.EffectIdempotentProvider}},
+	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: opsmodel.EffectIdempotentProvider}},
 		Owner: "worker-1", MaxIntentBytes: 2 << 20})
 	require.NoError(t, err)
 	_, err = ops.DoExternal(t.Context(), store, noteRequest(key, original), writeNote)
@@ -64,7 +66,7 @@ func TestConflictRevealRealDatabase(t *testing.T) {
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	h := newSourceHarness(t, storeview.New(operator.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
-		Options{Context: "db", Decider: &reconcile.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}, 120, 60)
+		Options{Context: "db", Decider: &desk.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}, 120, 60)
 	require.True(t, h.m.canDecide(), "the operator's capabilities: %+v", h.m.caps)
 	h.keys(":key acme/create-note/" + key + "<enter>")
 	require.Contains(t, h.view(), "c compare conflict", "the conflicted record does not offer the reveal:\n%s", h.view())
@@ -108,7 +110,7 @@ WHERE tenant = 'acme' AND action = 'reveal:conflict' ORDER BY seq DESC LIMIT 1`)
 	// A viewer is not offered it, and the database refuses it anyway,
 	// audited.
 	viewer := dbtest.NewPerson(t, d, "viewer", "*")
-	desk := &reconcile.Desk{Pool: viewer.Pool}
+	desk := &desk.Desk{Pool: viewer.Pool}
 	hv := newSourceHarness(t, storeview.New(viewer.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
 		Options{Context: "db", Decider: desk}, 120, 40)
 	hv.keys(":key acme/create-note/" + key + "<enter>")
@@ -138,7 +140,7 @@ func TestConflictRevealConnectionLost(t *testing.T) {
 	operator := dbtest.NewPerson(t, d, "operator", "acme")
 	losing := dbtest.LosingPool(t, d, operator, "reveal_conflict_fetch")
 	h := newSourceHarness(t, storeview.New(operator.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
-		Options{Context: "db", Decider: &reconcile.Desk{Pool: losing}}, 120, 40)
+		Options{Context: "db", Decider: &desk.Desk{Pool: losing}}, 120, 40)
 	h.keys(":key acme/create-note/" + key + "<enter>c")
 	require.Contains(t, h.view(), "conflict #"+strconv.FormatInt(conflict.ConflictID, 10), "c does not offer the conflict:\n%s", h.view())
 	h.keys("the line drops<enter>y")
@@ -171,7 +173,7 @@ func TestConflictRevealOtherTenant(t *testing.T) {
 	for _, level := range []string{"operator", "admin"} {
 		p := dbtest.NewPerson(t, d, level, "globex")
 		h := newSourceHarness(t, storeview.New(p.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
-			Options{Context: "db", Decider: &reconcile.Desk{Pool: p.Pool}}, 120, 40)
+			Options{Context: "db", Decider: &desk.Desk{Pool: p.Pool}}, 120, 40)
 		require.True(t, h.m.canDecide(), "%s: the capabilities: %+v", level, h.m.caps)
 		h.keys(":key acme/create-note/" + key + "<enter>")
 		v := h.view()

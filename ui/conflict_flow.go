@@ -9,8 +9,9 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -31,8 +32,8 @@ const stepChoose step = "choose"
 // operator leaves. The reveal is audited before anything is read.
 type conflictFlow struct {
 	flow
-	chosen   int         // the attempt to reveal: its index in rec.Conflicts
-	sealKeys ops.Keyring // the context's reveal_keys; nil when none
+	chosen   int              // the attempt to reveal: its index in rec.Conflicts
+	sealKeys opsmodel.Keyring // the context's reveal_keys; nil when none
 	shown    conflictShown
 }
 
@@ -44,7 +45,7 @@ type conflictAnswer struct {
 	original, attempted []sideCell
 }
 
-func newConflictFlow(d deps, dec Decider, keys ops.Keyring) *conflictFlow {
+func newConflictFlow(d deps, dec Decider, keys opsmodel.Keyring) *conflictFlow {
 	s := &conflictFlow{flow: newFlow(d, screenConflict, dec), sealKeys: keys}
 	s.first = stepChoose
 	s.what = func() string { return "Reveal a conflict on operation " }
@@ -80,16 +81,16 @@ func newConflictFlow(d deps, dec Decider, keys ops.Keyring) *conflictFlow {
 	s.confirmHead = func() []string {
 		c := s.conflict()
 		out := append(s.heading(fmt.Sprintf("Confirm: reveal %s beside the original request of operation %d", s.attemptName(), s.rec.ID)), "")
-		s.field(&out, "reveals", "the original request ("+Clean(s.rec.FingerprintTag)+") and the attempted one ("+
-			Clean(c.FingerprintTag)+"), in full, with the fields that differ")
+		s.field(&out, "reveals", "the original request ("+termtext.Clean(s.rec.FingerprintTag)+") and the attempted one ("+
+			termtext.Clean(c.FingerprintTag)+"), in full, with the fields that differ")
 		s.field(&out, "audit", "an audit record (reveal:conflict, with your role and this reason) commits before anything is read; nothing changes")
-		s.field(&out, "reason", Clean(s.typedReason()))
+		s.field(&out, "reason", termtext.Clean(s.typedReason()))
 		return out
 	}
 	s.reveals = true
 	s.write = func() func(ctx context.Context) (applied, error) {
 		dec, cid, reason, st, keys := s.dec, s.conflict().ID, s.typedReason(), s.st, s.sealKeys
-		id := ops.Identity{Tenant: s.rec.Tenant, Tool: s.rec.Tool, Key: s.rec.Key}
+		id := opsmodel.Identity{Tenant: s.rec.Tenant, Tool: s.rec.Tool, Key: s.rec.Key}
 		more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … -o json prints it whole.", s.rec.ID, cid)
 		return func(ctx context.Context) (applied, error) {
 			rev, r, err := dec.RevealConflict(ctx, cid, reason)
@@ -146,9 +147,9 @@ func newConflictFlow(d deps, dec Decider, keys ops.Keyring) *conflictFlow {
 }
 
 // conflict is the attempt chosen.
-func (s *conflictFlow) conflict() storeview.Conflict {
+func (s *conflictFlow) conflict() readmodel.Conflict {
 	if s.chosen < 0 || s.chosen >= len(s.rec.Conflicts) {
-		return storeview.Conflict{}
+		return readmodel.Conflict{}
 	}
 	return s.rec.Conflicts[s.chosen]
 }
@@ -168,7 +169,7 @@ func (s *conflictFlow) attemptText(i int) string {
 		reviewed = "reviewed"
 	}
 	return fmt.Sprintf("#%d  %s · attempt %d at %s by %s · tool version %s · %s", c.ID, reviewed, i+1, stamp(c.AttemptedAt, s.rec.DBTime),
-		orDash(Clean(c.Owner)), Clean(c.ToolVersion), Clean(c.FingerprintTag))
+		orDash(termtext.Clean(c.Owner)), termtext.Clean(c.ToolVersion), termtext.Clean(c.FingerprintTag))
 }
 
 // chooseView lists the record's conflicting attempts, a window of them
@@ -180,7 +181,7 @@ func (s *conflictFlow) chooseView() []string {
 		return append(out, "", " "+s.st.Muted.Render("esc goes back to the record."))
 	}
 	out := append(s.heading(fmt.Sprintf("Which of the %d conflicting attempts do you want to see beside the original request?", n)), "")
-	s.para(&out, "Original: "+Clean(s.rec.FingerprintTag)+" (tool version "+Clean(s.rec.ToolVersion)+"). "+
+	s.para(&out, "Original: "+termtext.Clean(s.rec.FingerprintTag)+" (tool version "+termtext.Clean(s.rec.ToolVersion)+"). "+
 		"The latest unreviewed attempt is chosen; ↑/↓ choose another, enter goes on.", s.st.Muted.Render)
 	out = append(out, "")
 	rows := max(3, s.h-14)
@@ -206,7 +207,7 @@ func (s *conflictFlow) reasonHead() []string {
 	out := append(s.heading(fmt.Sprintf("Why do you need to see %s beside the original request?", s.attemptName())), "")
 	s.para(&out, fmt.Sprintf("Both requests are shown in full: the record's original request (its stored intent, %s) and the request "+
 		"of the attempt that reused the key at %s (%s, by %s), with the fields that differ marked.",
-		Clean(s.rec.FingerprintTag), stamp(c.AttemptedAt, s.rec.DBTime), Clean(c.FingerprintTag), orDash(Clean(c.Owner))), nil)
+		termtext.Clean(s.rec.FingerprintTag), stamp(c.AttemptedAt, s.rec.DBTime), termtext.Clean(c.FingerprintTag), orDash(termtext.Clean(c.Owner))), nil)
 	out = append(out, "")
 	s.para(&out, "The reveal is audited before anything is read: the audit record keeps your role and this reason. "+
 		"Both requests are hidden again when you leave.", nil)
@@ -217,6 +218,6 @@ func (s *conflictFlow) reasonHead() []string {
 func (s *conflictFlow) layOutShown() {
 	c := s.conflict()
 	s.shown.layOut(s.w, s.st,
-		fmt.Sprintf("ORIGINAL request · operation %d · %s", s.rec.ID, Clean(s.rec.FingerprintTag)),
-		fmt.Sprintf("ATTEMPTED request · attempt %d, conflict #%d · %s", s.chosen+1, c.ID, Clean(c.FingerprintTag)))
+		fmt.Sprintf("ORIGINAL request · operation %d · %s", s.rec.ID, termtext.Clean(s.rec.FingerprintTag)),
+		fmt.Sprintf("ATTEMPTED request · attempt %d, conflict #%d · %s", s.chosen+1, c.ID, termtext.Clean(c.FingerprintTag)))
 }

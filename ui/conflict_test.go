@@ -10,8 +10,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/stretchr/testify/require"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // compareLatest opens the e-mail record's latest conflicting attempt
@@ -154,9 +154,9 @@ func TestConflictHostile(t *testing.T) {
 	// The operator's typed reason and the record's own fields are
 	// cleaned too.
 	src := newFakeSource()
-	src.rows = append(src.rows, storeview.Row{ID: 48999, Tenant: "acme\u202e", Tool: "send-email", Key: "k\x1b[2J", State: storeview.StateCompleted,
+	src.rows = append(src.rows, readmodel.Row{ID: 48999, Tenant: "acme\u202e", Tool: "send-email", Key: "k\x1b[2J", State: readmodel.StateCompleted,
 		Owner: "w\u009b1m", CreatedAt: dbNow.Add(-time.Hour), DBTime: dbNow, Version: 2})
-	src.conflicts[48999] = []storeview.Conflict{{ID: 999, AttemptedAt: dbNow.Add(-time.Minute), Owner: "evil\u202e\x1b[31m", FingerprintTag: "fp:\u2066x"}}
+	src.conflicts[48999] = []readmodel.Conflict{{ID: 999, AttemptedAt: dbNow.Add(-time.Minute), Owner: "evil\u202e\x1b[31m", FingerprintTag: "fp:\u2066x"}}
 	dec := newFakeDecider(src)
 	dec.requests[999] = hostileRequests
 	h := newDecideHarness(t, src, dec, Options{}, 120, 400)
@@ -174,7 +174,7 @@ func TestConflictHostile(t *testing.T) {
 func requireNoRaw(t *testing.T, v string) {
 	t.Helper()
 	for _, r := range v {
-		bad := r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || reconcile.IsBidiControl(r)
+		bad := r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || termtext.IsBidiControl(r)
 		require.False(t, bad, "the view holds U+%04X raw:\n%q", r, v)
 	}
 }

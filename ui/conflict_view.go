@@ -5,7 +5,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/internal/termtext"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -93,7 +94,7 @@ func diffList(rev reconcile.ConflictReveal, w int, st Styles) []string {
 	}
 	switch {
 	case rev.DiffError != "":
-		para("✗ "+Clean(rev.DiffError), st.Error.Render)
+		para("✗ "+termtext.Clean(rev.DiffError), st.Error.Render)
 		return out
 	case len(rev.Diffs) == 0:
 		para("No field differs: the requests differ only in how they are written.", st.Bold.Render)
@@ -102,12 +103,12 @@ func diffList(rev reconcile.ConflictReveal, w int, st Styles) []string {
 	para(fmt.Sprintf("%d differing field%s (JSON Pointer paths, RFC 6901: ~1 is a / in a key, ~0 a ~)", len(rev.Diffs), plural(len(rev.Diffs))), st.Title.Render)
 	pathW := 0
 	for _, d := range rev.Diffs {
-		pathW = max(pathW, min(40, width(Clean(reconcile.PointerText(d.Path)))))
+		pathW = max(pathW, min(40, width(termtext.Clean(reconcile.PointerText(d.Path)))))
 	}
 	const kindW = 9 // "~ changed"
 	for _, d := range rev.Diffs {
-		p := Clean(reconcile.PointerText(d.Path))
-		values := Clean(reconcile.ValueText(d.Original, conflictValueBytes)) + " → " + Clean(reconcile.ValueText(d.Attempted, conflictValueBytes))
+		p := termtext.Clean(reconcile.PointerText(d.Path))
+		values := termtext.Clean(reconcile.ValueText(d.Original, conflictValueBytes)) + " → " + termtext.Clean(reconcile.ValueText(d.Attempted, conflictValueBytes))
 		line := "   " + diffStyle(st, d.Kind)(pad(diffKindText(d.Kind), kindW)) + "  "
 		if 5+kindW+pathW+2+20 <= w {
 			line += pad(p, pathW) + "  " + truncate(values, w-5-kindW-pathW-2)
@@ -136,22 +137,22 @@ type sideCell struct {
 func sideCells(side reconcile.ConflictSide, diffs []reconcile.Diff, st Styles, more string) []sideCell {
 	note := func(text string) sideCell { return sideCell{text: text, note: true} }
 	if side.Request == nil {
-		return []sideCell{note(st.Bold.Render("not recorded") + ": " + Clean(strings.TrimPrefix(side.NotRecorded, "not recorded: ")))}
+		return []sideCell{note(st.Bold.Render("not recorded") + ": " + termtext.Clean(strings.TrimPrefix(side.NotRecorded, "not recorded: ")))}
 	}
 	var out []sideCell
-	if kid, ok := ops.EncryptedKeyID(side.Request); ok {
+	if kid, ok := opsmodel.EncryptedKeyID(side.Request); ok {
 		// Sealed by the service, and not opened here: the database
 		// cannot check its fingerprint, nor the console compare it.
 		why := side.Sealed
 		if why == "" {
 			why = "the console holds no key to decrypt it"
 		}
-		return append(out, note(st.Bold.Render("encrypted under key id "+strconv.Quote(Clean(kid)))+
-			": the service sealed this request at rest (Config.Keyring), and "+Clean(why)+"; it is not compared"),
-			note(Clean(Cut(string(side.Request), revealBytes, more))))
+		return append(out, note(st.Bold.Render("encrypted under key id "+strconv.Quote(termtext.Clean(kid)))+
+			": the service sealed this request at rest (Config.Keyring), and "+termtext.Clean(why)+"; it is not compared"),
+			note(termtext.Clean(Cut(string(side.Request), revealBytes, more))))
 	}
 	if side.Decrypted {
-		out = append(out, note(st.Muted.Render("decrypted here under key id "+strconv.Quote(Clean(side.KeyID))+
+		out = append(out, note(st.Muted.Render("decrypted here under key id "+strconv.Quote(termtext.Clean(side.KeyID))+
 			" with this context's reveal_keys: the store keeps it encrypted")))
 	} else if !side.Fingerprinted {
 		out = append(out, note(st.Error.Render("⚠ this request does not hash to the fingerprint recorded for it: "+
@@ -159,15 +160,15 @@ func sideCells(side reconcile.ConflictSide, diffs []reconcile.Diff, st Styles, m
 	}
 	lines, err := reconcile.RequestLines(side.Request, diffs)
 	if err != nil {
-		text := string(reconcile.EscapeControls(side.Request))
-		return append(out, note(st.Error.Render("✗ cannot lay it out: "+Clean(err.Error()))), note(Clean(Cut(text, revealBytes, more))))
+		text := string(termtext.EscapeControls(side.Request))
+		return append(out, note(st.Error.Render("✗ cannot lay it out: "+termtext.Clean(err.Error()))), note(termtext.Clean(Cut(text, revealBytes, more))))
 	}
 	for i, l := range lines {
 		if i == conflictSideLines {
 			out = append(out, note(st.Muted.Render(fmt.Sprintf("… %d more lines not shown. %s", len(lines)-i, more))))
 			break
 		}
-		out = append(out, sideCell{mark: l.Mark, indent: l.Indent(), text: Clean(Cut(l.Shown(), revealBytes, more))})
+		out = append(out, sideCell{mark: l.Mark, indent: l.Indent(), text: termtext.Clean(Cut(l.Shown(), revealBytes, more))})
 	}
 	return out
 }

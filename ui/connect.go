@@ -7,6 +7,8 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // screenConnect is the screen shown until the database first answers.
@@ -80,14 +82,14 @@ func (s *connectScreen) View() string {
 	if name == "" {
 		name = "the configured database"
 	} else {
-		name = "context " + Clean(name)
+		name = "context " + termtext.Clean(name)
 	}
 	if s.err == nil {
 		return "\n " + "Connecting to " + name + "…"
 	}
 	w := max(1, s.w-4)
 	lines := []string{"", " " + s.st.Error.Render("✗ Cannot reach the database of "+name), ""}
-	for _, l := range wrap(Clean(s.err.Error()), w) {
+	for _, l := range wrap(termtext.Clean(s.err.Error()), w) {
 		lines = append(lines, "   "+l)
 	}
 	lines = append(lines, "")

@@ -9,8 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // decideFixtures are two stuck records: run-42 of an external effect
@@ -45,7 +47,7 @@ FROM opsdesk.audit WHERE key = $1 ORDER BY seq DESC LIMIT 1`, key).Scan(&a.role,
 
 // TestDecideRealDatabase drives the flow end to end on a real PostgreSQL,
 // connected as an operator's own login role through storeview and
-// reconcile.Desk: releasing a stuck record changes it and appends the
+// desk.Desk: releasing a stuck record changes it and appends the
 // audit record the database function writes; a record changed after the
 // operator read it is refused, audited, and the flow shows what changed.
 func TestDecideRealDatabase(t *testing.T) {
@@ -56,7 +58,7 @@ func TestDecideRealDatabase(t *testing.T) {
 	require.NoError(t, err, "fixtures: %v", err)
 	person := dbtest.NewPerson(t, d, "operator", "*")
 	store := storeview.New(person.Pool, storeview.Options{StatementTimeout: 5 * time.Second})
-	desk := &reconcile.Desk{Pool: person.Pool, DisplayName: "Test Operator",
+	desk := &desk.Desk{Pool: person.Pool, DisplayName: "Test Operator",
 		Tools: map[string]reconcile.Tool{"create-ticket": {Runbook: "Check the ticket queue first."}}}
 	h := newSourceHarness(t, store, Options{Context: "db", Decider: desk}, 120, 40)
 	require.True(t, h.m.canDecide(), "the role's capabilities: %+v (known %v)", h.m.caps, h.m.capsKnown)
@@ -127,6 +129,6 @@ WHERE key = 'run-43'`)
 	require.Equal(t, "failed", a.outcome, "the refusal's audit record: %+v", a)
 	require.Equal(t, "completed", a.stateAfter, "the refusal's audit record: %+v", a)
 	h.keys("<enter>")
-	require.Equal(t, storeview.StateCompleted, h.m.detail().d.State, "back on the detail, the record is not the completed one:\n%s", h.view())
+	require.Equal(t, readmodel.StateCompleted, h.m.detail().d.State, "back on the detail, the record is not the completed one:\n%s", h.view())
 	require.NotContains(t, h.view(), "r reconcile", "back on the detail, the record is not the completed one:\n%s", h.view())
 }

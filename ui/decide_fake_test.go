@@ -13,7 +13,7 @@ import (
 	"github.com/muesli/termenv"
 	"github.com/stretchr/testify/require"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -127,7 +127,7 @@ func (f *fakeDecider) Ask(_ context.Context, _, tool, _ string) (reconcile.Answe
 }
 
 // record finds a record in the source; the caller holds both locks.
-func (f *fakeDecider) record(id int64) *storeview.Row {
+func (f *fakeDecider) record(id int64) *readmodel.Row {
 	for i := range f.src.rows {
 		if f.src.rows[i].ID == id {
 			return &f.src.rows[i]
@@ -138,7 +138,7 @@ func (f *fakeDecider) record(id int64) *storeview.Row {
 
 // answer appends an audit record to the tenant's chain; a refusal comes
 // back as the database's does.
-func (f *fakeDecider) answer(r *storeview.Row, code, msg string) (reconcile.Result, error) {
+func (f *fakeDecider) answer(r *readmodel.Row, code, msg string) (reconcile.Result, error) {
 	tenant := ""
 	if r != nil {
 		tenant = r.Tenant
@@ -185,17 +185,17 @@ func (f *fakeDecider) Decide(_ context.Context, _ string, p reconcile.DecidePara
 	}
 	switch p.Decision {
 	case reconcile.Completed:
-		r.State, r.CompletedAt, r.ExpiresAt = storeview.StateCompleted, dbNow, dbNow.Add(7*24*time.Hour)
+		r.State, r.CompletedAt, r.ExpiresAt = readmodel.StateCompleted, dbNow, dbNow.Add(7*24*time.Hour)
 		f.src.refs[r.ID] = p.ResultRef
 	case reconcile.Failed:
-		r.State, r.CompletedAt, r.ExpiresAt = storeview.StateRejected, dbNow, dbNow.Add(7*24*time.Hour)
+		r.State, r.CompletedAt, r.ExpiresAt = readmodel.StateRejected, dbNow, dbNow.Add(7*24*time.Hour)
 	case reconcile.NotExecuted:
-		r.State = storeview.StateReleased
+		r.State = readmodel.StateReleased
 	case reconcile.Defer:
 		// As the store reads it: out of the queue until the reminder.
 		r.DeferredUntil, r.DeferredBy = p.SnoozeUntil, "alice"
-		if r.State == storeview.StateStuck {
-			r.State = storeview.StateDeferred
+		if r.State == readmodel.StateStuck {
+			r.State = readmodel.StateDeferred
 		}
 	}
 	if p.Decision != reconcile.Defer {
@@ -203,7 +203,7 @@ func (f *fakeDecider) Decide(_ context.Context, _ string, p reconcile.DecidePara
 		r.UpdatedAt = dbNow
 	}
 	res, err := f.answer(r, "", "")
-	f.src.decisions[r.ID] = append(f.src.decisions[r.ID], storeview.Decision{
+	f.src.decisions[r.ID] = append(f.src.decisions[r.ID], readmodel.Decision{
 		AuditSeq: res.Seq, At: dbNow, Role: "alice", DisplayName: "Alice Example", Action: "decide:" + string(p.Decision),
 		Reason: p.Reason, Forced: p.Force, Override: p.Override, ResultRef: p.ResultRef, SnoozeUntil: p.SnoozeUntil,
 	})
@@ -223,7 +223,7 @@ func (f *fakeDecider) AckConflicts(_ context.Context, id int64, seen []int64, re
 		return f.answer(nil, "not_found", "no such operation")
 	}
 	cs := f.src.conflicts[id]
-	if !slices.ContainsFunc(cs, func(c storeview.Conflict) bool { return !c.Reviewed }) {
+	if !slices.ContainsFunc(cs, func(c readmodel.Conflict) bool { return !c.Reviewed }) {
 		return f.answer(r, "no_conflicts", "the record has no unreviewed conflicts")
 	}
 	for i := range cs {
@@ -231,7 +231,7 @@ func (f *fakeDecider) AckConflicts(_ context.Context, id int64, seen []int64, re
 	}
 	r.Conflicted = false
 	res, err := f.answer(r, "", "")
-	f.src.decisions[id] = append(f.src.decisions[id], storeview.Decision{
+	f.src.decisions[id] = append(f.src.decisions[id], readmodel.Decision{
 		AuditSeq: res.Seq, At: dbNow, Role: "alice", DisplayName: "Alice Example", Action: "conflicts:ack", Reason: reason,
 	})
 	return res, err
@@ -265,7 +265,7 @@ func (f *fakeDecider) RevealStart(ctx context.Context, id int64, field reconcile
 	case value != nil:
 	case field == reconcile.FieldIntent:
 		value = []byte(`{"intent":{"template":"tmpl-7731","to":"user-8812@example.com"},"tool":"send-email","version":"1"}`)
-	case r.State != storeview.StateCompleted && r.State != storeview.StateRejected:
+	case r.State != readmodel.StateCompleted && r.State != readmodel.StateRejected:
 		res, err := f.answer(r, "no_value", "the record has no stored result")
 		return reconcile.Revealed{}, res, err
 	default:
@@ -309,9 +309,9 @@ func (f *fakeDecider) RevealConflict(_ context.Context, conflictID int64, reason
 		return reconcile.ConflictReveal{}, reconcile.Result{}, err
 	}
 	out := reconcile.ConflictReveal{ConflictID: conflictID}
-	var r *storeview.Row
+	var r *readmodel.Row
 	for id, cs := range f.src.conflicts {
-		if slices.ContainsFunc(cs, func(c storeview.Conflict) bool { return c.ID == conflictID }) {
+		if slices.ContainsFunc(cs, func(c readmodel.Conflict) bool { return c.ID == conflictID }) {
 			r = f.record(id)
 		}
 	}
@@ -328,7 +328,7 @@ func (f *fakeDecider) RevealConflict(_ context.Context, conflictID int64, reason
 		return out, res, err
 	}
 	res, err := f.answer(r, "", "")
-	// As reconcile.RevealConflict computes them.
+	// As desk.RevealConflict computes them.
 	out.Original = reconcile.ConflictSide{Request: req[0], Fingerprinted: true}
 	out.Attempted = reconcile.ConflictSide{Request: req[1], Fingerprinted: true}
 	if req[1] == nil {

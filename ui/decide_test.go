@@ -15,7 +15,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/stretchr/testify/require"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -164,9 +164,9 @@ func changeBehindTheScenes(src *fakeSource, id int64) {
 	defer src.mu.Unlock()
 	for i := range src.rows {
 		if r := &src.rows[i]; r.ID == id {
-			r.State, r.Version, r.CompletedAt, r.UpdatedAt = storeview.StateCompleted, r.Version+1, dbNow, dbNow
+			r.State, r.Version, r.CompletedAt, r.UpdatedAt = readmodel.StateCompleted, r.Version+1, dbNow, dbNow
 			src.refs[id] = "DEP-4711"
-			src.decisions[id] = append(src.decisions[id], storeview.Decision{AuditSeq: 42, At: dbNow, Role: "bob",
+			src.decisions[id] = append(src.decisions[id], readmodel.Decision{AuditSeq: 42, At: dbNow, Role: "bob",
 				Action: "decide:completed", Reason: "saw it live in the dashboard", ResultRef: "DEP-4711"})
 		}
 	}
@@ -422,34 +422,34 @@ func TestDecideEachKind(t *testing.T) {
 	for _, c := range []struct {
 		name, open, keys string
 		want             reconcile.DecideParams
-		state            storeview.State
+		state            readmodel.State
 		timeline         string
 	}{
 		// The lookup's answer: r, enter, the reason, enter, y.
 		{"completed", openDeploy, "<enter>deployment DEP-4711 is live<enter>y",
 			reconcile.DecideParams{OperationID: 48207, Decision: reconcile.Completed, ExpectVersion: 3, ResultRef: "DEP-4711",
-				Reason: "deployment DEP-4711 is live"}, storeview.StateCompleted,
+				Reason: "deployment DEP-4711 is live"}, readmodel.StateCompleted,
 			"✓ confirmed completed (result ref DEP-4711) by role alice (claims to be \"Alice Example\") · audit globex#42 · reason: deployment DEP-4711 is live"},
 		// Another reference than the lookup's contradicts it: override.
 		{"completed-edited-ref", openDeploy, "e<backspace>2<enter><esc>o<enter>the provider shows DEP-4712<enter>y",
 			reconcile.DecideParams{OperationID: 48207, Decision: reconcile.Completed, ExpectVersion: 3, ResultRef: "DEP-4712",
-				Override: true, Reason: "the provider shows DEP-4712"}, storeview.StateCompleted, "(result ref DEP-4712)"},
+				Override: true, Reason: "the provider shows DEP-4712"}, readmodel.StateCompleted, "(result ref DEP-4712)"},
 		{"not-executed-local", openTicket, "2<enter>no ticket in the queue<enter>y",
 			reconcile.DecideParams{OperationID: 48213, Decision: reconcile.NotExecuted, ExpectVersion: 2,
-				Reason: "no ticket in the queue"}, storeview.StateReleased, "○ confirmed not executed: released by role alice"},
+				Reason: "no ticket in the queue"}, readmodel.StateReleased, "○ confirmed not executed: released by role alice"},
 		{"failed", openTicket, "3<enter>queue closed<enter>y",
 			reconcile.DecideParams{OperationID: 48213, Decision: reconcile.Failed, ExpectVersion: 2, Reason: "queue closed"},
-			storeview.StateRejected, "✗ marked failed by role alice"},
+			readmodel.StateRejected, "✗ marked failed by role alice"},
 		{"defer", openTicket, "4<enter><backspace><backspace>90m<enter>waiting for the queue owner<enter>y",
 			reconcile.DecideParams{OperationID: 48213, Decision: reconcile.Defer, ExpectVersion: 2, Reason: "waiting for the queue owner",
-				SnoozeUntil: dbNow.Add(90 * time.Minute)}, storeview.StateDeferred, "deferred until 04:42:09 by role alice"},
+				SnoozeUntil: dbNow.Add(90 * time.Minute)}, readmodel.StateDeferred, "deferred until 04:42:09 by role alice"},
 		// The lookup says not found: releasing agrees with it.
 		{"forced-live-lease", openCharge, "<enter>the provider has no such charge<enter>y",
 			reconcile.DecideParams{OperationID: 48231, Decision: reconcile.NotExecuted, ExpectVersion: 2, Force: true,
-				Reason: "the provider has no such charge"}, storeview.StateReleased, "· forced over a live lease"},
+				Reason: "the provider has no such charge"}, readmodel.StateReleased, "· forced over a live lease"},
 		{"override", openCharge, "1o<enter>CH-1<enter>charge visible in the dashboard<enter>y",
 			reconcile.DecideParams{OperationID: 48231, Decision: reconcile.Completed, ExpectVersion: 2, Force: true, Override: true,
-				ResultRef: "CH-1", Reason: "charge visible in the dashboard"}, storeview.StateCompleted, "· overriding the lookup"},
+				ResultRef: "CH-1", Reason: "charge visible in the dashboard"}, readmodel.StateCompleted, "· overriding the lookup"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

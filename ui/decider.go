@@ -8,7 +8,7 @@ import (
 
 // Decider is the write API the console needs: one person's decisions,
 // acknowledgements and reveals, each applied by a database function that
-// checks the person's role and audits the attempt. *reconcile.Desk
+// checks the person's role and audits the attempt. *desk.Desk
 // satisfies it; tests use a small fake. The console never decides what a
 // role may do: it only stops offering what Capabilities says the
 // database would refuse.
@@ -34,8 +34,6 @@ type Decider interface {
 	// committed.
 	RevealConflict(ctx context.Context, conflictID int64, reason string) (reconcile.ConflictReveal, reconcile.Result, error)
 }
-
-var _ Decider = (*reconcile.Desk)(nil)
 
 // capsMsg answers the capabilities request made once connected.
 type capsMsg struct {

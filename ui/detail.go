@@ -11,7 +11,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -60,9 +61,9 @@ type detailScreen struct {
 
 	seq      int
 	loading  bool
-	d        *storeview.Detail
+	d        *readmodel.Detail
 	notFound bool
-	purged   *storeview.PurgedError // a looked-up identity whose record was purged
+	purged   *readmodel.PurgedError // a looked-up identity whose record was purged
 	err      error
 
 	scrollText
@@ -170,9 +171,9 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		s.loading = false
 		switch {
-		case errors.Is(msg.err, storeview.ErrNotFound):
+		case errors.Is(msg.err, readmodel.ErrNotFound):
 			s.d, s.notFound, s.err = nil, true, nil
-			s.purged, _ = errors.AsType[*storeview.PurgedError](msg.err)
+			s.purged, _ = errors.AsType[*readmodel.PurgedError](msg.err)
 		case msg.err != nil:
 			s.err = msg.err
 		default:
@@ -198,7 +199,7 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			s.startFlow(screenConflict, "")
 		case key.Matches(msg, s.keys.History):
 			// History is enabled only with a record shown.
-			s.goTo(auditNav{filter: storeview.OperationAuditFilter(s.d.Tenant, s.d.ID), history: true})
+			s.goTo(auditNav{filter: readmodel.OperationAuditFilter(s.d.Tenant, s.d.ID), history: true})
 		}
 	}
 	return s, nil
@@ -251,7 +252,7 @@ func (s *detailScreen) buildLines() []string {
 				add(" " + s.st.Bold.Render(l))
 			}
 			add("")
-			for _, l := range wrap("tenant "+Clean(s.ident.Tenant)+" · tool "+Clean(s.ident.Tool)+" · key "+Clean(s.ident.Key), w-2) {
+			for _, l := range wrap("tenant "+termtext.Clean(s.ident.Tenant)+" · tool "+termtext.Clean(s.ident.Tool)+" · key "+termtext.Clean(s.ident.Key), w-2) {
 				add(" " + l)
 			}
 			add("")
@@ -265,7 +266,7 @@ func (s *detailScreen) buildLines() []string {
 			}
 		case s.err != nil:
 			add(title("Operation"), "")
-			for _, l := range wrap("✗ could not read the record: "+Clean(s.err.Error()), w-2) {
+			for _, l := range wrap("✗ could not read the record: "+termtext.Clean(s.err.Error()), w-2) {
 				add(" " + s.st.Error.Render(l))
 			}
 		default:
@@ -277,7 +278,7 @@ func (s *detailScreen) buildLines() []string {
 	d := s.d
 	now := d.DBTime
 	head := "Operation " + strconv.FormatInt(d.ID, 10)
-	add(title(head) + "  " + truncate(Clean(d.Tenant)+" / "+Clean(d.Tool)+" / "+Clean(d.Key), max(1, w-width(head)-4)))
+	add(title(head) + "  " + truncate(termtext.Clean(d.Tenant)+" / "+termtext.Clean(d.Tool)+" / "+termtext.Clean(d.Key), max(1, w-width(head)-4)))
 	summary := s.st.state(d.State).Render(stateText(d.State))
 	if n := brokenDecisions(d); n > 0 {
 		summary += "  " + s.st.Error.Render(fmt.Sprintf("%s %d audit record%s changed after written (timeline)", glyphBroken, n, plural(n)))
@@ -301,17 +302,17 @@ func (s *detailScreen) buildLines() []string {
 			}
 		}
 	}
-	field("tenant", Clean(d.Tenant))
-	field("tool", Clean(d.Tool)+" · version "+Clean(d.ToolVersion)+" · effect "+orDash(Clean(d.Effect)))
-	field("key", Clean(d.Key))
+	field("tenant", termtext.Clean(d.Tenant))
+	field("tool", termtext.Clean(d.Tool)+" · version "+termtext.Clean(d.ToolVersion)+" · effect "+orDash(termtext.Clean(d.Effect)))
+	field("key", termtext.Clean(d.Key))
 	field("state", stateText(d.State)+stateNote(d.Row))
-	field("owner", orDash(Clean(d.Owner))+" · attempt "+strconv.Itoa(d.Attempt)+" (its fencing token) · record version "+strconv.FormatInt(d.Version, 10))
+	field("owner", orDash(termtext.Clean(d.Owner))+" · attempt "+strconv.Itoa(d.Attempt)+" (its fencing token) · record version "+strconv.FormatInt(d.Version, 10))
 	lease := "-"
 	if !d.LeasedAt.IsZero() {
 		lease = "taken " + stamp(d.LeasedAt, now) + " (" + since(d.LeasedAt, now) + ")"
 		if !d.LeaseExpiresAt.IsZero() {
 			verb := "expires "
-			if storeview.LeaseEnded(d.LeaseExpiresAt, now, 0) {
+			if readmodel.LeaseEnded(d.LeaseExpiresAt, now, 0) {
 				verb = "expired "
 			}
 			lease += " · " + verb + stamp(d.LeaseExpiresAt, now) + " (" + since(d.LeaseExpiresAt, now) + ")"
@@ -324,10 +325,10 @@ func (s *detailScreen) buildLines() []string {
 		completed = stamp(d.CompletedAt, now) + " (" + since(d.CompletedAt, now) + ")"
 	}
 	if d.Outcome != "" {
-		completed += " · outcome " + Clean(d.Outcome)
+		completed += " · outcome " + termtext.Clean(d.Outcome)
 	}
 	if d.ResultRef != "" {
-		completed += " · result ref " + Clean(d.ResultRef)
+		completed += " · result ref " + termtext.Clean(d.ResultRef)
 	}
 	field("completed", completed)
 	retention := "-"
@@ -338,7 +339,7 @@ func (s *detailScreen) buildLines() []string {
 		retention += " · legal hold: never purged until released"
 	}
 	field("retention", retention)
-	field("fingerprint", orDash(Clean(d.FingerprintTag))+" (keyed tag: equal tags, equal requests)")
+	field("fingerprint", orDash(termtext.Clean(d.FingerprintTag))+" (keyed tag: equal tags, equal requests)")
 	stored := "intent stored"
 	if d.HasResult {
 		stored = "intent and result stored"
@@ -381,14 +382,14 @@ func (s *detailScreen) buildLines() []string {
 
 // conflictTable puts the original attempt and its conflicting attempts
 // side by side, as many as fit.
-func (s *detailScreen) conflictTable(d *storeview.Detail) []string {
+func (s *detailScreen) conflictTable(d *readmodel.Detail) []string {
 	const labelW, colW = 14, 22
 	now := d.DBTime
 	fit := max(1, (s.w-3-labelW)/(colW+1))
 	type attempt struct{ head, at, owner, version, fp, reviewed string }
 	cols := []attempt{{
-		head: "ORIGINAL", at: stamp(d.CreatedAt, now), owner: orDash(Clean(d.Owner)) + " (now)",
-		version: Clean(d.ToolVersion), fp: Clean(d.FingerprintTag), reviewed: "-",
+		head: "ORIGINAL", at: stamp(d.CreatedAt, now), owner: orDash(termtext.Clean(d.Owner)) + " (now)",
+		version: termtext.Clean(d.ToolVersion), fp: termtext.Clean(d.FingerprintTag), reviewed: "-",
 	}}
 	for i, c := range d.Conflicts {
 		rev := "no"
@@ -396,8 +397,8 @@ func (s *detailScreen) conflictTable(d *storeview.Detail) []string {
 			rev = "yes"
 		}
 		cols = append(cols, attempt{
-			head: "ATTEMPT " + strconv.Itoa(i+1), at: stamp(c.AttemptedAt, now), owner: orDash(Clean(c.Owner)),
-			version: Clean(c.ToolVersion), fp: Clean(c.FingerprintTag), reviewed: rev,
+			head: "ATTEMPT " + strconv.Itoa(i+1), at: stamp(c.AttemptedAt, now), owner: orDash(termtext.Clean(c.Owner)),
+			version: termtext.Clean(c.ToolVersion), fp: termtext.Clean(c.FingerprintTag), reviewed: rev,
 		})
 	}
 	hidden := 0
@@ -434,11 +435,11 @@ type event struct {
 
 // timeline lists what happened to a record, in database-time order; only
 // what has happened by the time of the read.
-func timeline(d *storeview.Detail) []event {
+func timeline(d *readmodel.Detail) []event {
 	now := d.DBTime
 	ev := []event{{d.CreatedAt, "created"}}
 	if !d.LeasedAt.IsZero() {
-		what := "leased by " + orDash(Clean(d.Owner)) + " · attempt " + strconv.Itoa(d.Attempt)
+		what := "leased by " + orDash(termtext.Clean(d.Owner)) + " · attempt " + strconv.Itoa(d.Attempt)
 		if !d.LeaseExpiresAt.IsZero() {
 			what += " · lease until " + stamp(d.LeaseExpiresAt, now)
 		}
@@ -450,16 +451,16 @@ func timeline(d *storeview.Detail) []event {
 	if !d.CompletedAt.IsZero() {
 		what := "completed"
 		if d.Outcome != "" {
-			what += ": " + Clean(d.Outcome)
+			what += ": " + termtext.Clean(d.Outcome)
 		}
-		if d.State == storeview.StateReleased {
+		if d.State == readmodel.StateReleased {
 			what = "released"
 		}
 		ev = append(ev, event{d.CompletedAt, what})
 	}
 	for i, c := range d.Conflicts {
 		what := fmt.Sprintf("%s conflicting attempt %d by %s (tool version %s, %s)",
-			glyphConflicted, i+1, orDash(Clean(c.Owner)), Clean(c.ToolVersion), Clean(c.FingerprintTag))
+			glyphConflicted, i+1, orDash(termtext.Clean(c.Owner)), termtext.Clean(c.ToolVersion), termtext.Clean(c.FingerprintTag))
 		if c.Reviewed {
 			what += ", reviewed"
 		}
@@ -475,19 +476,19 @@ func timeline(d *storeview.Detail) []event {
 // decisionText tells a person's decision in the timeline: what, who (the
 // authenticated role, and apart from it the name they claimed), the
 // flags, the audit record and why.
-func decisionText(d *storeview.Detail, dec storeview.Decision) string {
+func decisionText(d *readmodel.Detail, dec readmodel.Decision) string {
 	var what string
 	switch dec.Action {
 	case "decide:completed":
 		what = "✓ confirmed completed"
 		if dec.ResultRef != "" {
-			what += " (result ref " + Clean(dec.ResultRef) + ")"
+			what += " (result ref " + termtext.Clean(dec.ResultRef) + ")"
 		}
 	case "decide:not-executed":
 		what = "○ confirmed not executed: released"
 	case "decide:failed":
 		what = "✗ marked failed"
-	case storeview.ActionDefer:
+	case readmodel.ActionDefer:
 		what = "deferred"
 		if !dec.SnoozeUntil.IsZero() {
 			what += " until " + stamp(dec.SnoozeUntil, d.DBTime)
@@ -495,11 +496,11 @@ func decisionText(d *storeview.Detail, dec storeview.Decision) string {
 	case "conflicts:ack":
 		what = glyphConflicted + " conflicting attempts acknowledged"
 	default:
-		what = Clean(dec.Action)
+		what = termtext.Clean(dec.Action)
 	}
-	what += " by role " + Clean(dec.Role)
+	what += " by role " + termtext.Clean(dec.Role)
 	if dec.DisplayName != "" {
-		what += " (claims to be " + strconv.Quote(Clean(dec.DisplayName)) + ")"
+		what += " (claims to be " + strconv.Quote(termtext.Clean(dec.DisplayName)) + ")"
 	}
 	if dec.Forced {
 		what += " · forced over a live lease"
@@ -507,30 +508,30 @@ func decisionText(d *storeview.Detail, dec storeview.Decision) string {
 	if dec.Override {
 		what += " · overriding the lookup"
 	}
-	what += " · audit " + Clean(d.Tenant) + "#" + strconv.FormatInt(dec.AuditSeq, 10)
+	what += " · audit " + termtext.Clean(d.Tenant) + "#" + strconv.FormatInt(dec.AuditSeq, 10)
 	if dec.HashBroken {
 		what += " " + glyphBroken + " " + brokenText
 	}
 	if dec.Reason != "" {
-		what += " · reason: " + Clean(dec.Reason)
+		what += " · reason: " + termtext.Clean(dec.Reason)
 	}
 	return what
 }
 
 // stateNote explains a state in the detail's words.
-func stateNote(r storeview.Row) string {
+func stateNote(r readmodel.Row) string {
 	deferral := ""
 	if l := deferralLine(r); l != "" {
 		deferral = " · " + l
 	}
 	switch r.State {
-	case storeview.StateStuck, storeview.StateDeferred:
+	case readmodel.StateStuck, readmodel.StateDeferred:
 		return ": pending, its lease expired " + since(r.LeaseExpiresAt, r.DBTime) + " and nobody completed it" + deferral
-	case storeview.StatePending:
-		return ": " + orDash(Clean(r.Owner)) + " holds a live lease" + deferral
-	case storeview.StateRejected:
+	case readmodel.StatePending:
+		return ": " + orDash(termtext.Clean(r.Owner)) + " holds a live lease" + deferral
+	case readmodel.StateRejected:
 		return ": completed with a business rejection"
-	case storeview.StateReleased:
+	case readmodel.StateReleased:
 		return ": released; the next attempt runs again"
 	}
 	return ""
@@ -538,7 +539,7 @@ func stateNote(r storeview.Row) string {
 
 // brokenDecisions counts the record's decisions whose audit record does
 // not match its hash.
-func brokenDecisions(d *storeview.Detail) int {
+func brokenDecisions(d *readmodel.Detail) int {
 	n := 0
 	for _, dec := range d.Decisions {
 		if dec.HashBroken {
@@ -548,7 +549,7 @@ func brokenDecisions(d *storeview.Detail) int {
 	return n
 }
 
-func unreviewed(cs []storeview.Conflict) int {
+func unreviewed(cs []readmodel.Conflict) int {
 	n := 0
 	for _, c := range cs {
 		if !c.Reviewed {

@@ -1,5 +1,8 @@
 // Package ui is the opsdesk console: a Bubble Tea program over the
-// operation store's read API (internal/storeview).
+// operation store's read API (Source, which *storeview.Store implements,
+// answering in internal/readmodel's types). It depends on no pgx package,
+// directly or not (TestNoPgxImport): internal/cli hands it the database's
+// readers and writers behind its interfaces.
 //
 // The root Model owns the global keys (help, the ":" command line, back,
 // quit, refresh control), the window size, polling and navigation; it
@@ -8,7 +11,7 @@
 // keyset pages) and the detail of one record; each is a tea.Model with its
 // own key help and size, and drops answers to all but its latest request.
 //
-// People's decisions go through the Decider interface (*reconcile.Desk).
+// People's decisions go through the Decider interface (*desk.Desk).
 // r on a pending record, in a list or on its detail, opens the
 // reconciliation: one screen with the record, the provider's lookup (run
 // at once), the decision it points at and what that does, the risk and

@@ -19,7 +19,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 // dbNow is the fake database's clock: fixed, so goldens are stable.
@@ -31,9 +31,9 @@ var errDown = errors.New("dial tcp 10.0.4.17:5432: connect: connection refused")
 // fakeSource is a small in-memory operation store.
 type fakeSource struct {
 	mu        sync.Mutex
-	rows      []storeview.Row
-	conflicts map[int64][]storeview.Conflict
-	decisions map[int64][]storeview.Decision
+	rows      []readmodel.Row
+	conflicts map[int64][]readmodel.Conflict
+	decisions map[int64][]readmodel.Decision
 	// refs are result references people confirmed, by record.
 	refs map[int64]string
 	down bool
@@ -46,17 +46,17 @@ type fakeSource struct {
 	scoped bool
 	calls  map[string]int
 	// unfinished are the review's unfinished purge runs.
-	unfinished []storeview.UnfinishedPurge
+	unfinished []readmodel.UnfinishedPurge
 	// trail is the audit trail, newest last within each chain.
-	trail []storeview.AuditDetail
+	trail []readmodel.AuditDetail
 }
 
 func newFakeSource() *fakeSource {
-	s := &fakeSource{conflicts: map[int64][]storeview.Conflict{}, decisions: map[int64][]storeview.Decision{},
+	s := &fakeSource{conflicts: map[int64][]readmodel.Conflict{}, decisions: map[int64][]readmodel.Decision{},
 		refs: map[int64]string{}, calls: map[string]int{}, estimate: 4_180_112}
 	s.trail = fakeTrail()
 	at := func(d time.Duration) time.Time { return dbNow.Add(d) }
-	add := func(r storeview.Row) {
+	add := func(r readmodel.Row) {
 		r.DBTime = dbNow
 		r.Version = int64(r.Attempt) + 1
 		if r.UpdatedAt.IsZero() {
@@ -65,42 +65,42 @@ func newFakeSource() *fakeSource {
 		s.rows = append(s.rows, r)
 	}
 	// The records the goldens and flows look at.
-	add(storeview.Row{ID: 48213, Tenant: "acme", Tool: "create-ticket", Key: "run-42:create-ticket", State: storeview.StateStuck,
+	add(readmodel.Row{ID: 48213, Tenant: "acme", Tool: "create-ticket", Key: "run-42:create-ticket", State: readmodel.StateStuck,
 		Owner: "worker-3", Attempt: 1, CreatedAt: at(-42*time.Minute - 3*time.Second), LeasedAt: at(-42 * time.Minute),
 		LeaseExpiresAt: at(-41*time.Minute - 30*time.Second)})
-	add(storeview.Row{ID: 48207, Tenant: "globex", Tool: "deploy-service", Key: "deploy/payments-api/2026-11-25T02:58:00Z/canary-7", State: storeview.StateStuck,
+	add(readmodel.Row{ID: 48207, Tenant: "globex", Tool: "deploy-service", Key: "deploy/payments-api/2026-11-25T02:58:00Z/canary-7", State: readmodel.StateStuck,
 		Owner: "worker-7", Attempt: 2, CreatedAt: at(-2 * time.Hour), LeasedAt: at(-14 * time.Minute),
 		LeaseExpiresAt: at(-9 * time.Minute)})
-	add(storeview.Row{ID: 48231, Tenant: "acme", Tool: "charge-card", Key: "ord-7731-2026-11-25T03:11:42Z-retry-19", State: storeview.StatePending,
+	add(readmodel.Row{ID: 48231, Tenant: "acme", Tool: "charge-card", Key: "ord-7731-2026-11-25T03:11:42Z-retry-19", State: readmodel.StatePending,
 		Owner: "worker-1", Attempt: 1, CreatedAt: at(-3 * time.Second), LeasedAt: at(-3 * time.Second),
 		LeaseExpiresAt: at(27 * time.Second)})
-	add(storeview.Row{ID: 48190, Tenant: "globex", Tool: "send-email", Key: "welcome/user-8812", State: storeview.StateCompleted,
+	add(readmodel.Row{ID: 48190, Tenant: "globex", Tool: "send-email", Key: "welcome/user-8812", State: readmodel.StateCompleted,
 		Conflicted: true, ConflictCount: 2, Owner: "worker-2", Attempt: 1, CreatedAt: at(-3 * time.Hour), LeasedAt: at(-3 * time.Hour),
 		LeaseExpiresAt: at(-3*time.Hour + 30*time.Second), CompletedAt: at(-3*time.Hour + 2*time.Second), ExpiresAt: at(29*24*time.Hour - 3*time.Hour)})
-	s.conflicts[48190] = []storeview.Conflict{
+	s.conflicts[48190] = []readmodel.Conflict{
 		{ID: 901, AttemptedAt: at(-2 * time.Hour), Owner: "worker-9", ToolVersion: "4", FingerprintTag: fp("other-1"), Reviewed: true},
 		{ID: 907, AttemptedAt: at(-20 * time.Minute), Owner: "worker-4", ToolVersion: "4", FingerprintTag: fp("other-2")},
 	}
-	add(storeview.Row{ID: 48188, Tenant: "initech", Tool: "charge-card", Key: "inv-2026-0042", State: storeview.StateRejected,
+	add(readmodel.Row{ID: 48188, Tenant: "initech", Tool: "charge-card", Key: "inv-2026-0042", State: readmodel.StateRejected,
 		Owner: "worker-5", Attempt: 1, CreatedAt: at(-5 * time.Hour), LeasedAt: at(-5 * time.Hour),
 		LeaseExpiresAt: at(-5*time.Hour + 30*time.Second), CompletedAt: at(-5*time.Hour + 4*time.Second), ExpiresAt: at(6 * time.Hour)})
-	add(storeview.Row{ID: 48150, Tenant: "acme", Tool: "deploy-service", Key: "deploy/web/42", State: storeview.StateReleased,
+	add(readmodel.Row{ID: 48150, Tenant: "acme", Tool: "deploy-service", Key: "deploy/web/42", State: readmodel.StateReleased,
 		Owner: "", Attempt: 3, CreatedAt: at(-26 * time.Hour), CompletedAt: at(-25 * time.Hour)})
 	// A crowd of ordinary records, for paging.
 	tools := []string{"create-note", "create-ticket", "send-email", "charge-card", "deploy-service"}
 	tenants := []string{"acme", "globex", "initech"}
 	for i := range 60 {
 		id := int64(48100 + i)
-		if slices.ContainsFunc(s.rows, func(r storeview.Row) bool { return r.ID == id }) {
+		if slices.ContainsFunc(s.rows, func(r readmodel.Row) bool { return r.ID == id }) {
 			continue
 		}
 		created := at(-time.Duration(60-i) * 7 * time.Minute)
-		r := storeview.Row{ID: id, Tenant: tenants[i%3], Tool: tools[i%5], Key: fmt.Sprintf("req-%04d-%s", 7000+i*13, tools[i%5]),
-			State: storeview.StateCompleted, Owner: fmt.Sprintf("worker-%d", 1+i%8), Attempt: 1 + i%3/2,
+		r := readmodel.Row{ID: id, Tenant: tenants[i%3], Tool: tools[i%5], Key: fmt.Sprintf("req-%04d-%s", 7000+i*13, tools[i%5]),
+			State: readmodel.StateCompleted, Owner: fmt.Sprintf("worker-%d", 1+i%8), Attempt: 1 + i%3/2,
 			CreatedAt: created, LeasedAt: created, LeaseExpiresAt: created.Add(30 * time.Second),
 			CompletedAt: created.Add(2 * time.Second), ExpiresAt: created.Add(time.Duration(1+i%4*10) * 24 * time.Hour)}
 		if i%9 == 4 {
-			r.State = storeview.StateRejected
+			r.State = readmodel.StateRejected
 		}
 		add(r)
 	}
@@ -147,45 +147,45 @@ func (s *fakeSource) enter(name string) error {
 	return nil
 }
 
-func (s *fakeSource) Info(context.Context) (storeview.Info, error) {
+func (s *fakeSource) Info(context.Context) (readmodel.Info, error) {
 	if err := s.enter("info"); err != nil {
-		return storeview.Info{}, fmt.Errorf("read server info: %w", err)
+		return readmodel.Info{}, fmt.Errorf("read server info: %w", err)
 	}
-	return storeview.Info{Server: "ops-db-1:5432", Database: "opsdesk", Role: "alice", Version: "17.2", Schema: 1, DBTime: dbNow}, nil
+	return readmodel.Info{Server: "ops-db-1:5432", Database: "opsdesk", Role: "alice", Version: "17.2", Schema: 1, DBTime: dbNow}, nil
 }
 
-func (s *fakeSource) Overview(context.Context) (storeview.Overview, error) {
+func (s *fakeSource) Overview(context.Context) (readmodel.Overview, error) {
 	if err := s.enter("overview"); err != nil {
-		return storeview.Overview{}, fmt.Errorf("count pending: %w", err)
+		return readmodel.Overview{}, fmt.Errorf("count pending: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o := storeview.Overview{DBTime: dbNow}
+	o := readmodel.Overview{DBTime: dbNow}
 	for i, r := range s.rows {
 		switch r.State {
-		case storeview.StatePending:
+		case readmodel.StatePending:
 			o.Pending++
-		case storeview.StateStuck:
+		case readmodel.StateStuck:
 			o.Stuck++
 			if o.OldestStuck == nil || r.LeaseExpiresAt.Before(o.OldestStuck.LeaseExpiresAt) {
 				o.OldestStuck = &s.rows[i]
 			}
-		case storeview.StateDeferred:
+		case readmodel.StateDeferred:
 			o.Deferred++
 			if o.NextDue == nil || r.DeferredUntil.Before(o.NextDue.DeferredUntil) {
 				o.NextDue = &s.rows[i]
 			}
-		case storeview.StateCompleted:
+		case readmodel.StateCompleted:
 			o.Completed++
-		case storeview.StateRejected:
+		case readmodel.StateRejected:
 			o.Rejected++
-		case storeview.StateReleased:
+		case readmodel.StateReleased:
 			o.Released++
 		}
 		if r.Conflicted {
 			o.Conflicted++
 		}
-		if (r.State == storeview.StateCompleted || r.State == storeview.StateRejected) &&
+		if (r.State == readmodel.StateCompleted || r.State == readmodel.StateRejected) &&
 			r.ExpiresAt.After(dbNow) && !r.ExpiresAt.After(dbNow.Add(24*time.Hour)) {
 			o.ExpiringSoon++
 		}
@@ -194,26 +194,26 @@ func (s *fakeSource) Overview(context.Context) (storeview.Overview, error) {
 		o.Completed, o.CompletedEstimated = s.estimate, true
 	}
 	if s.scoped {
-		o.Scoped, o.Completed = true, storeview.CountCap+1
+		o.Scoped, o.Completed = true, readmodel.CountCap+1
 	}
 	return o, nil
 }
 
-func (s *fakeSource) List(_ context.Context, q storeview.Query) (storeview.Page, error) {
+func (s *fakeSource) List(_ context.Context, q readmodel.Query) (readmodel.Page, error) {
 	if err := s.enter("list"); err != nil {
-		return storeview.Page{}, fmt.Errorf("list operations: %w", err)
+		return readmodel.Page{}, fmt.Errorf("list operations: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var rows []storeview.Row
+	var rows []readmodel.Row
 	for _, r := range s.rows {
 		if matches(q.Filter, r) {
 			rows = append(rows, r)
 		}
 	}
-	sortKey := func(r storeview.Row) time.Time {
+	sortKey := func(r readmodel.Row) time.Time {
 		t := r.LeaseExpiresAt
-		if q.Sort == storeview.SortExpires {
+		if q.Sort == readmodel.SortExpires {
 			t = r.ExpiresAt
 		}
 		if t.IsZero() {
@@ -222,13 +222,13 @@ func (s *fakeSource) List(_ context.Context, q storeview.Query) (storeview.Page,
 		return t
 	}
 	switch q.Sort {
-	case storeview.SortNewest, "":
-		slices.SortFunc(rows, func(a, b storeview.Row) int { return cmp.Compare(b.ID, a.ID) })
+	case readmodel.SortNewest, "":
+		slices.SortFunc(rows, func(a, b readmodel.Row) int { return cmp.Compare(b.ID, a.ID) })
 		if q.After != nil {
-			rows = slices.DeleteFunc(rows, func(r storeview.Row) bool { return r.ID >= q.After.ID })
+			rows = slices.DeleteFunc(rows, func(r readmodel.Row) bool { return r.ID >= q.After.ID })
 		}
 	default:
-		slices.SortFunc(rows, func(a, b storeview.Row) int {
+		slices.SortFunc(rows, func(a, b readmodel.Row) int {
 			return cmp.Or(sortKey(a).Compare(sortKey(b)), cmp.Compare(a.ID, b.ID))
 		})
 		if q.After != nil {
@@ -236,17 +236,17 @@ func (s *fakeSource) List(_ context.Context, q storeview.Query) (storeview.Page,
 			if at.IsZero() {
 				at = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 			}
-			rows = slices.DeleteFunc(rows, func(r storeview.Row) bool {
+			rows = slices.DeleteFunc(rows, func(r readmodel.Row) bool {
 				return cmp.Or(sortKey(r).Compare(at), cmp.Compare(r.ID, q.After.ID)) <= 0
 			})
 		}
 	}
 	limit := cmp.Or(q.Limit, 50)
-	page := storeview.Page{DBTime: dbNow}
+	page := readmodel.Page{DBTime: dbNow}
 	if len(rows) > limit {
 		last := rows[limit-1]
-		c := &storeview.Cursor{ID: last.ID, At: last.LeaseExpiresAt}
-		if q.Sort == storeview.SortExpires {
+		c := &readmodel.Cursor{ID: last.ID, At: last.LeaseExpiresAt}
+		if q.Sort == readmodel.SortExpires {
 			c.At = last.ExpiresAt
 		}
 		page.Next = c
@@ -257,20 +257,20 @@ func (s *fakeSource) List(_ context.Context, q storeview.Query) (storeview.Page,
 }
 
 // Total counts the rows that match f.
-func (s *fakeSource) Total(_ context.Context, f storeview.Filter) (storeview.Count, error) {
+func (s *fakeSource) Total(_ context.Context, f readmodel.Filter) (readmodel.Count, error) {
 	if err := s.enter("total"); err != nil {
-		return storeview.Count{}, fmt.Errorf("count operations: %w", err)
+		return readmodel.Count{}, fmt.Errorf("count operations: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.totalsDown {
-		return storeview.Count{}, fmt.Errorf("count operations: %w", context.DeadlineExceeded)
+		return readmodel.Count{}, fmt.Errorf("count operations: %w", context.DeadlineExceeded)
 	}
-	return storeview.Count{N: int64(s.matching(f))}, nil
+	return readmodel.Count{N: int64(s.matching(f))}, nil
 }
 
 // matching counts the rows that match f; the lock is held.
-func (s *fakeSource) matching(f storeview.Filter) int {
+func (s *fakeSource) matching(f readmodel.Filter) int {
 	n := 0
 	for _, r := range s.rows {
 		if matches(f, r) {
@@ -288,14 +288,14 @@ func (s *fakeSource) deferRecord(id int64, until time.Time, by string) {
 	for i := range s.rows {
 		if r := &s.rows[i]; r.ID == id {
 			r.DeferredUntil, r.DeferredBy = until, by
-			if until.After(r.DBTime) && r.State == storeview.StateStuck {
-				r.State = storeview.StateDeferred
+			if until.After(r.DBTime) && r.State == readmodel.StateStuck {
+				r.State = readmodel.StateDeferred
 			}
 		}
 	}
 }
 
-func matches(f storeview.Filter, r storeview.Row) bool {
+func matches(f readmodel.Filter, r readmodel.Row) bool {
 	if len(f.States) > 0 && !slices.Contains(f.States, r.State) {
 		return false
 	}
@@ -329,8 +329,8 @@ func matches(f storeview.Filter, r storeview.Row) bool {
 	return true
 }
 
-func (s *fakeSource) detail(r storeview.Row) storeview.Detail {
-	d := storeview.Detail{Row: r, ToolVersion: "3", FingerprintTag: fp(r.Key), Effect: "local"}
+func (s *fakeSource) detail(r readmodel.Row) readmodel.Detail {
+	d := readmodel.Detail{Row: r, ToolVersion: "3", FingerprintTag: fp(r.Key), Effect: "local"}
 	switch r.Tool {
 	case "send-email":
 		d.Effect = "external_idempotent"
@@ -338,12 +338,12 @@ func (s *fakeSource) detail(r storeview.Row) storeview.Detail {
 		d.Effect = "external_unknown"
 	}
 	switch r.State {
-	case storeview.StateCompleted:
+	case readmodel.StateCompleted:
 		d.Outcome, d.HasResult = "succeeded", true
 		if r.Tool == "send-email" {
 			d.ResultRef = "msg_8f3a21"
 		}
-	case storeview.StateRejected:
+	case readmodel.StateRejected:
 		d.Outcome, d.HasResult = "rejected", true
 	}
 	if ref, ok := s.refs[r.ID]; ok {
@@ -357,9 +357,9 @@ func (s *fakeSource) detail(r storeview.Row) storeview.Detail {
 	return d
 }
 
-func (s *fakeSource) Get(_ context.Context, id int64) (storeview.Detail, error) {
+func (s *fakeSource) Get(_ context.Context, id int64) (readmodel.Detail, error) {
 	if err := s.enter("get"); err != nil {
-		return storeview.Detail{}, fmt.Errorf("read operation: %w", err)
+		return readmodel.Detail{}, fmt.Errorf("read operation: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -368,12 +368,12 @@ func (s *fakeSource) Get(_ context.Context, id int64) (storeview.Detail, error) 
 			return s.detail(r), nil
 		}
 	}
-	return storeview.Detail{}, storeview.ErrNotFound
+	return readmodel.Detail{}, readmodel.ErrNotFound
 }
 
-func (s *fakeSource) GetByIdentity(_ context.Context, tenant, tool, key string) (storeview.Detail, error) {
+func (s *fakeSource) GetByIdentity(_ context.Context, tenant, tool, key string) (readmodel.Detail, error) {
 	if err := s.enter("identity"); err != nil {
-		return storeview.Detail{}, fmt.Errorf("read operation: %w", err)
+		return readmodel.Detail{}, fmt.Errorf("read operation: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -383,10 +383,10 @@ func (s *fakeSource) GetByIdentity(_ context.Context, tenant, tool, key string) 
 		}
 	}
 	if tenant == "acme" && tool == "create-ticket" && key == "run-7" {
-		return storeview.Detail{}, &storeview.PurgedError{OperationID: 31007, PurgedAt: dbNow.Add(-50 * time.Hour),
+		return readmodel.Detail{}, &readmodel.PurgedError{OperationID: 31007, PurgedAt: dbNow.Add(-50 * time.Hour),
 			TombstoneUntil: dbNow.Add(5 * 24 * time.Hour), DBTime: dbNow}
 	}
-	return storeview.Detail{}, storeview.ErrNotFound
+	return readmodel.Detail{}, readmodel.ErrNotFound
 }
 
 // harness drives a Model through Update as the Bubble Tea runtime would,

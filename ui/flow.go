@@ -14,7 +14,8 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -22,7 +23,7 @@ import (
 // version a decision expects, or by id from a list, read first.
 type flowNav struct {
 	to  screenID
-	rec *storeview.Detail
+	rec *readmodel.Detail
 	id  int64
 	// field is the stored value a reveal shows.
 	field reconcile.Field
@@ -87,12 +88,12 @@ type (
 	}
 	refetchMsg struct {
 		seq int
-		d   storeview.Detail
+		d   readmodel.Detail
 		err error
 	}
 	loadMsg struct {
 		seq int
-		d   storeview.Detail
+		d   readmodel.Detail
 		err error
 	}
 	spinMsg struct{}
@@ -167,7 +168,7 @@ type flow struct {
 	// bulk reconciliation); nil for the record's.
 	titled func() string
 
-	rec      storeview.Detail
+	rec      readmodel.Detail
 	step     step
 	trail    []step // the steps behind, for esc
 	seq      int    // numbers every request of the flow
@@ -191,7 +192,7 @@ type flow struct {
 	cancel     context.CancelFunc
 	refetchSeq int
 	refetching bool
-	nowRec     *storeview.Detail // the record read again after a refusal
+	nowRec     *readmodel.Detail // the record read again after a refusal
 	refetchErr error
 }
 
@@ -330,9 +331,9 @@ func (f *flow) scrollsResult(t *scrollText, room func() int) {
 // below the title, the steps, what the write did and the title of what
 // it read.
 func (f *flow) resultRoom() int {
-	head := 3 + 2                                                                      // the title, the steps, a blank line; done, a blank line
-	head += len(wrap("record "+Clean(f.res.AuditRef())+", committed", max(1, f.w-15))) // the audit field
-	head += 2                                                                          // a blank line, the value's title
+	head := 3 + 2                                                                               // the title, the steps, a blank line; done, a blank line
+	head += len(wrap("record "+termtext.Clean(f.res.AuditRef())+", committed", max(1, f.w-15))) // the audit field
+	head += 2                                                                                   // a blank line, the value's title
 	return max(1, f.h-head)
 }
 
@@ -369,13 +370,13 @@ func (f *flow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 		return at.pushed(f.self), f.start(fn, *fn.rec), true
 	case fn.rec == nil && fn.id > 0 && at.active().id() == screenList:
 		f.backTo = "the list"
-		f.reset(storeview.Detail{Row: storeview.Row{ID: fn.id}})
+		f.reset(readmodel.Detail{Row: readmodel.Row{ID: fn.id}})
 		f.enter(stepLoading)
 		f.seq++
 		f.loadSeq, f.loadErr = f.seq, nil
 		seq, id, src := f.seq, fn.id, f.f.src
-		load := run(f.f, func(ctx context.Context) (storeview.Detail, error) { return src.Get(ctx, id) },
-			func(d storeview.Detail, err error) tea.Msg { return loadMsg{seq: seq, d: d, err: err} })
+		load := run(f.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
+			func(d readmodel.Detail, err error) tea.Msg { return loadMsg{seq: seq, d: d, err: err} })
 		f.pending = fn
 		return at.pushed(f.self), tea.Batch(load, f.spinner()), true
 	}
@@ -383,7 +384,7 @@ func (f *flow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 }
 
 // start begins the flow on rec at its first step.
-func (f *flow) start(fn flowNav, rec storeview.Detail) tea.Cmd {
+func (f *flow) start(fn flowNav, rec readmodel.Detail) tea.Cmd {
 	f.reset(rec)
 	cmd := f.enter(f.first)
 	if f.begin != nil {
@@ -416,7 +417,7 @@ func (f *flow) loadingView() []string {
 	var out []string
 	switch {
 	case f.loadErr != nil:
-		f.para(&out, "✗ "+Clean(f.loadErr.Error()), f.st.Error.Render)
+		f.para(&out, "✗ "+termtext.Clean(f.loadErr.Error()), f.st.Error.Render)
 		out = append(out, "")
 		f.para(&out, "esc goes back to the list.", f.st.Muted.Render)
 	default:
@@ -426,7 +427,7 @@ func (f *flow) loadingView() []string {
 }
 
 // reset starts the machine over on rec, at the flow's first step.
-func (f *flow) reset(rec storeview.Detail) {
+func (f *flow) reset(rec readmodel.Detail) {
 	f.leave()
 	f.rec = rec
 	f.trail = nil
@@ -734,8 +735,8 @@ func (f *flow) onApply(msg applyMsg) tea.Cmd {
 		f.seq++
 		f.refetchSeq, f.refetching, f.nowRec = f.seq, true, nil
 		seq, id, src := f.seq, f.rec.ID, f.f.src
-		return tea.Batch(run(f.f, func(ctx context.Context) (storeview.Detail, error) { return src.Get(ctx, id) },
-			func(d storeview.Detail, err error) tea.Msg { return refetchMsg{seq: seq, d: d, err: err} }), f.spinner())
+		return tea.Batch(run(f.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
+			func(d readmodel.Detail, err error) tea.Msg { return refetchMsg{seq: seq, d: d, err: err} }), f.spinner())
 	}
 	return nil
 }
@@ -811,7 +812,7 @@ func (f *flow) title() string {
 		return f.titled()
 	}
 	head := f.what() + strconv.FormatInt(f.rec.ID, 10)
-	ident := Clean(f.rec.Tenant) + " / " + Clean(f.rec.Tool) + " / " + Clean(f.rec.Key)
+	ident := termtext.Clean(f.rec.Tenant) + " / " + termtext.Clean(f.rec.Tool) + " / " + termtext.Clean(f.rec.Key)
 	return " " + f.st.Title.Render(head) + "  " + truncate(ident, max(1, f.w-width(head)-4))
 }
 
@@ -891,20 +892,20 @@ func (f *flow) resultView() []string {
 	case f.err == nil:
 		out = append(out, " "+f.st.Completed.Render("✓ Done: "+f.done()), "")
 		if f.stateLine && r.State != "" {
-			now := stateText(storeview.State(r.State))
+			now := stateText(readmodel.State(r.State))
 			if f.resultState != nil {
 				now = f.resultState()
 			}
 			f.field(&out, "the record", "now "+now+" · version "+strconv.FormatInt(r.Version, 10))
 		}
-		f.field(&out, "audit", "record "+Clean(r.AuditRef())+", committed")
+		f.field(&out, "audit", "record "+termtext.Clean(r.AuditRef())+", committed")
 		if f.doneMore != nil {
 			out = append(out, f.doneMore()...)
 		}
 	case errors.As(f.err, &refused):
-		f.para(&out, "✗ Refused: "+Clean(refused.Message), f.st.Error.Render)
+		f.para(&out, "✗ Refused: "+termtext.Clean(refused.Message), f.st.Error.Render)
 		out = append(out, "")
-		f.field(&out, "audit", "record "+Clean(r.AuditRef())+": the refusal is audited; this attempt changed nothing")
+		f.field(&out, "audit", "record "+termtext.Clean(r.AuditRef())+": the refusal is audited; this attempt changed nothing")
 		if errors.Is(f.err, reconcile.ErrChanged) {
 			out = append(out, "", " "+f.st.Title.Render("Changed since you looked"))
 			out = append(out, f.changedLines()...)
@@ -916,7 +917,7 @@ func (f *flow) resultView() []string {
 				"(h on the record lists its audit history); reveal again to see it."
 		}
 		out = append(out, " "+f.st.Error.Render("✗ The database did not answer the "+what), "")
-		f.para(&out, Clean(f.err.Error()), f.st.Error.Render)
+		f.para(&out, termtext.Clean(f.err.Error()), f.st.Error.Render)
 		out = append(out, "")
 		f.para(&out, more, nil)
 	}
@@ -931,7 +932,7 @@ func (f *flow) changedLines() []string {
 	case f.refetching:
 		return []string{" " + spinFrames[f.frame] + " reading the record again…"}
 	case f.refetchErr != nil:
-		return []string{" " + f.st.Error.Render(truncate("✗ could not read it again: "+Clean(f.refetchErr.Error()), f.w-2))}
+		return []string{" " + f.st.Error.Render(truncate("✗ could not read it again: "+termtext.Clean(f.refetchErr.Error()), f.w-2))}
 	case f.nowRec == nil:
 		return nil
 	}
@@ -939,11 +940,11 @@ func (f *flow) changedLines() []string {
 	f.field(&out, "state", stateText(was.State)+" → "+stateText(now.State))
 	f.field(&out, "version", strconv.FormatInt(was.Version, 10)+" → "+strconv.FormatInt(now.Version, 10))
 	if was.Owner != now.Owner || was.Attempt != now.Attempt {
-		f.field(&out, "owner", orDash(Clean(was.Owner))+" (attempt "+strconv.Itoa(was.Attempt)+") → "+
-			orDash(Clean(now.Owner))+" (attempt "+strconv.Itoa(now.Attempt)+")")
+		f.field(&out, "owner", orDash(termtext.Clean(was.Owner))+" (attempt "+strconv.Itoa(was.Attempt)+") → "+
+			orDash(termtext.Clean(now.Owner))+" (attempt "+strconv.Itoa(now.Attempt)+")")
 	}
 	if was.ResultRef != now.ResultRef {
-		f.field(&out, "result ref", orDash(Clean(was.ResultRef))+" → "+orDash(Clean(now.ResultRef)))
+		f.field(&out, "result ref", orDash(termtext.Clean(was.ResultRef))+" → "+orDash(termtext.Clean(now.ResultRef)))
 	}
 	if n := len(now.Decisions); n > len(was.Decisions) {
 		f.field(&out, "decided", decisionText(&now, now.Decisions[n-1]))

@@ -6,32 +6,31 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/rivo/uniseg"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/ops"
-	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 )
 
 // stateGlyph pairs every state with a glyph, so that state is never told by
 // colour alone.
-func stateGlyph(s storeview.State) string {
+func stateGlyph(s readmodel.State) string {
 	switch s {
-	case storeview.StatePending:
+	case readmodel.StatePending:
 		return "◷"
-	case storeview.StateStuck:
+	case readmodel.StateStuck:
 		return "⚠"
-	case storeview.StateDeferred:
+	case readmodel.StateDeferred:
 		return "⏲"
-	case storeview.StateCompleted:
+	case readmodel.StateCompleted:
 		return "✓"
-	case storeview.StateRejected:
+	case readmodel.StateRejected:
 		return "✗"
-	case storeview.StateReleased:
+	case readmodel.StateReleased:
 		return "○"
 	}
 	return "?"
@@ -41,7 +40,7 @@ func stateGlyph(s storeview.State) string {
 const glyphConflicted = "≠"
 
 // stateText is the glyph and the word of a state.
-func stateText(s storeview.State) string {
+func stateText(s readmodel.State) string {
 	return stateGlyph(s) + " " + string(s)
 }
 
@@ -49,11 +48,11 @@ func stateText(s storeview.State) string {
 // "stuck" (the most urgent fact), or "due" when a deferral of it ran out,
 // and a deferred one "deferred"; otherwise a record with unreviewed
 // conflicts reads "conflicted". The detail screen shows both.
-func RowStateText(r storeview.Row) string {
+func RowStateText(r readmodel.Row) string {
 	switch {
 	case r.Due():
-		return stateGlyph(storeview.StateStuck) + " due"
-	case r.Conflicted && r.State != storeview.StateStuck && r.State != storeview.StateDeferred:
+		return stateGlyph(readmodel.StateStuck) + " due"
+	case r.Conflicted && r.State != readmodel.StateStuck && r.State != readmodel.StateDeferred:
 		return glyphConflicted + " conflicted"
 	}
 	return stateText(r.State)
@@ -61,26 +60,26 @@ func RowStateText(r storeview.Row) string {
 
 // deferralText says a row's deferral in a few words: how long it has to
 // run and who deferred it, or that it is due; "-" for none.
-func deferralText(r storeview.Row) string {
+func deferralText(r readmodel.Row) string {
 	switch {
 	case r.DeferredUntil.IsZero():
 		return "-"
 	case r.DeferredUntil.After(r.DBTime):
-		return "for " + ShortDuration(r.DeferredUntil.Sub(r.DBTime)) + " · " + Clean(r.DeferredBy)
+		return "for " + ShortDuration(r.DeferredUntil.Sub(r.DBTime)) + " · " + termtext.Clean(r.DeferredBy)
 	}
-	return "due " + since(r.DeferredUntil, r.DBTime) + " · " + Clean(r.DeferredBy)
+	return "due " + since(r.DeferredUntil, r.DBTime) + " · " + termtext.Clean(r.DeferredBy)
 }
 
 // deferralLine says a row's deferral in a sentence, "" for none.
-func deferralLine(r storeview.Row) string {
+func deferralLine(r readmodel.Row) string {
 	switch {
 	case r.DeferredUntil.IsZero():
 		return ""
 	case r.DeferredUntil.After(r.DBTime):
-		return "deferred by role " + Clean(r.DeferredBy) + " until " + stamp(r.DeferredUntil, r.DBTime) + " UTC (" +
+		return "deferred by role " + termtext.Clean(r.DeferredBy) + " until " + stamp(r.DeferredUntil, r.DBTime) + " UTC (" +
 			since(r.DeferredUntil, r.DBTime) + "): out of the queue until then"
 	}
-	return "due: the reminder of role " + Clean(r.DeferredBy) + " passed " + since(r.DeferredUntil, r.DBTime) +
+	return "due: the reminder of role " + termtext.Clean(r.DeferredBy) + " passed " + since(r.DeferredUntil, r.DBTime) +
 		" (at " + stamp(r.DeferredUntil, r.DBTime) + " UTC); back in the queue"
 }
 
@@ -119,7 +118,7 @@ func ShortDuration(d time.Duration) string {
 }
 
 // Relative writes a signed duration from now: "in 27s" or "41m ago"; a
-// time too far ahead for time.Sub (ops.Infinity, 'infinity' in the store)
+// time too far ahead for time.Sub (opsmodel.Infinity, 'infinity' in the store)
 // is "never", and one too far behind "-infinity".
 func Relative(d time.Duration) string {
 	switch {
@@ -176,16 +175,16 @@ func figure(n int64, estimated bool) string {
 
 // OverviewFigure is one of the overview's counts: exact, estimated (~),
 // or for a role scoped to some tenants a lower bound (1,000+).
-func OverviewFigure(ov *storeview.Overview, n int64, estimated bool) string {
+func OverviewFigure(ov *readmodel.Overview, n int64, estimated bool) string {
 	if estimated && ov.Scoped {
-		return count(storeview.CountCap) + "+"
+		return count(readmodel.CountCap) + "+"
 	}
 	return figure(n, estimated)
 }
 
 // ReviewFigure is one of the retention review's counts: exact, estimated
 // (~) or a lower bound (1,000+).
-func ReviewFigure(c storeview.Count) string {
+func ReviewFigure(c readmodel.Count) string {
 	if c.AtLeast {
 		return count(c.N) + "+"
 	}
@@ -229,64 +228,24 @@ func stamp(t, ref time.Time) string {
 }
 
 // Infinite writes a time the store holds as infinite, or beyond the
-// years a time is written in (ops.Infinity, ops.NegativeInfinity), as
+// years a time is written in (opsmodel.Infinity, ops.NegativeInfinity), as
 // PostgreSQL does: "infinity" or "-infinity". ok is false for any other
 // time.
 func Infinite(t time.Time) (text string, ok bool) {
 	switch {
-	case !t.Before(ops.Infinity):
+	case !t.Before(opsmodel.Infinity):
 		return "infinity", true
-	case !t.After(ops.NegativeInfinity):
+	case !t.After(opsmodel.NegativeInfinity):
 		return "-infinity", true
 	}
 	return "", false
-}
-
-// Clean makes stored text safe to print: control characters (escape
-// sequences included) would otherwise reach the terminal. A run of
-// whitespace controls (a line break, a tab) reads as one space, as in
-// pgconn's multi-line connection errors; any other control character, a
-// bidirectional formatting character (U+202E would show what follows it
-// reversed) and invalid UTF-8 show as U+FFFD.
-func Clean(s string) string {
-	ok := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
-			ok = false
-			break
-		}
-	}
-	if ok {
-		return s
-	}
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	space := false // the last rune written was a whitespace control's space
-	for _, r := range s {
-		switch {
-		case isSpaceControl(r):
-			if !space {
-				b.WriteByte(' ')
-			}
-			space = true
-			continue
-		case unicode.IsControl(r), reconcile.IsBidiControl(r):
-			r = '\uFFFD'
-		}
-		b.WriteRune(r)
-		space = false
-	}
-	return b.String()
 }
 
 // Cut keeps the first n bytes of text, ending on a character boundary,
 // and says after them how many bytes it left out and, in more, how to see
 // the whole value: "abc … 1,048,573 more bytes not shown. more". Text of
 // at most n bytes comes back as it is. Screens and commands cut what
-// services and people wrote with it before cleaning it (Clean), so that a
+// services and people wrote with it before cleaning it (termtext.Clean), so that a
 // value of any size costs n bytes to clean, lay out and print.
 func Cut(text string, n int, more string) string {
 	if len(text) <= n {
@@ -301,16 +260,6 @@ func Cut(text string, n int, more string) string {
 		return marker
 	}
 	return marker + " " + more
-}
-
-// isSpaceControl tells whether r is a control character that only moves
-// the cursor across or down: a tab, a line break, a form feed.
-func isSpaceControl(r rune) bool {
-	switch r {
-	case '\t', '\n', '\v', '\f', '\r':
-		return true
-	}
-	return false
 }
 
 // isASCII tells whether s is printable ASCII, for the fast width path.

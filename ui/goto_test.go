@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
@@ -37,7 +38,7 @@ func TestGotoOpensTheFilteredList(t *testing.T) {
 	h := gotoHarness(t, newFakeSource(), "stuck tool:create-ticket")
 	require.Equal(t, screen(h.m.list()), h.m.active(), "the console did not start on the list:\n%s", h.view())
 	require.Equal(t, "state:stuck tool:create-ticket", h.m.list().filterText)
-	require.Equal(t, storeview.SortLease, h.m.list().sort)
+	require.Equal(t, readmodel.SortLease, h.m.list().sort)
 	require.Equal(t, []int64{48213}, rowIDs(h.m), "the other tool's stuck record (48207) is listed")
 	v := h.view()
 	require.Contains(t, v, "filter: state:stuck tool:create-ticket")

@@ -10,7 +10,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // screenList is the operations list.
@@ -18,9 +19,9 @@ const screenList screenID = "list"
 
 // listNav opens the operations list on a filter and a sort.
 type listNav struct {
-	filter     storeview.Filter
+	filter     readmodel.Filter
 	filterText string
-	sort       storeview.Sort
+	sort       readmodel.Sort
 	// edit opens the filter bar.
 	edit bool
 	// drill keeps the screen the list is opened from below it (the
@@ -33,7 +34,7 @@ func (listNav) target() screenID { return screenList }
 func (n listNav) describe() string { return "operations list: " + n.filterText }
 
 // listOf opens the operations list with a filter.
-func listOf(f storeview.Filter, sort storeview.Sort) listNav {
+func listOf(f readmodel.Filter, sort readmodel.Sort) listNav {
 	return listNav{filter: f, filterText: f.String(), sort: sort}
 }
 
@@ -46,34 +47,34 @@ var listKind = screenKind{
 		{names: []string{"ops", "op", "operations", "list", "ls"}, usage: ":ops [filter]",
 			help: "operations, optionally filtered (:ops state:stuck tool:x)", try: "ops", suggest: "ops ",
 			parse: func(rest string) (tea.Msg, error) {
-				f, err := storeview.ParseFilter(rest)
+				f, err := readmodel.ParseFilter(rest)
 				if err != nil {
 					return nil, err
 				}
-				sort := storeview.SortNewest
-				if len(f.States) == 1 && (f.States[0] == storeview.StateStuck || f.States[0] == storeview.StatePending) {
-					sort = storeview.SortLease
+				sort := readmodel.SortNewest
+				if len(f.States) == 1 && (f.States[0] == readmodel.StateStuck || f.States[0] == readmodel.StatePending) {
+					sort = readmodel.SortLease
 				}
 				return listOf(f, sort), nil
 			}},
 		{names: []string{"stuck"}, usage: ":stuck [filter]", help: "stuck records, the longest expired lease first",
 			try: "stuck", suggest: "stuck", parse: func(rest string) (tea.Msg, error) {
-				f, err := storeview.ParseFilter(rest)
+				f, err := readmodel.ParseFilter(rest)
 				if err != nil {
 					return nil, err
 				}
-				f.States = []storeview.State{storeview.StateStuck}
-				return listOf(f, storeview.SortLease), nil
+				f.States = []readmodel.State{readmodel.StateStuck}
+				return listOf(f, readmodel.SortLease), nil
 			}},
 		{names: []string{"conflicts", "conflicted", "conflict"}, usage: ":conflicts [filter]",
 			help: "records with unreviewed conflicting attempts", try: "conflicts", suggest: "conflicts",
 			parse: func(rest string) (tea.Msg, error) {
-				f, err := storeview.ParseFilter(rest)
+				f, err := readmodel.ParseFilter(rest)
 				if err != nil {
 					return nil, err
 				}
 				f.Conflicted = true
-				return listOf(f, storeview.SortNewest), nil
+				return listOf(f, readmodel.SortNewest), nil
 			}},
 	},
 }
@@ -84,17 +85,17 @@ type listScreen struct {
 	navigator
 	w, h int
 
-	filter     storeview.Filter
+	filter     readmodel.Filter
 	filterText string
-	sort       storeview.Sort
-	pageStack[storeview.Cursor]
+	sort       readmodel.Sort
+	pageStack[readmodel.Cursor]
 
 	// seq numbers the requests; pageSeq is the page's latest and
 	// countSeq the count's, whose answers alone are taken.
 	seq, pageSeq, countSeq int
 	loading                bool
 	loaded                 bool
-	page                   storeview.Page
+	page                   readmodel.Page
 	err                    error
 	sel                    int
 
@@ -102,7 +103,7 @@ type listScreen struct {
 	// answer of its own (a count costs more than a page): total is
 	// the last one, for the filter text totalFor; counting names the
 	// filter a count is on its way for ("" and counting false: none).
-	total              storeview.Count
+	total              readmodel.Count
 	totalFor, countFor string
 	counted, counting  bool
 	totalErr           error
@@ -120,8 +121,8 @@ type listScreen struct {
 	// lastTotal the last count of each filter, so that a list opened
 	// again during an outage shows its last rows, marked stale, rather
 	// than nothing.
-	lastGood  map[string]storeview.Page
-	lastTotal map[string]storeview.Count
+	lastGood  map[string]readmodel.Page
+	lastTotal map[string]readmodel.Count
 	// writes tells whether the console offers decisions to this role;
 	// bulk whether it has bulk reconciliations to offer with them.
 	writes, bulk bool
@@ -137,8 +138,8 @@ type listScreen struct {
 const lastGoodMax = 16
 
 func newList(d deps) *listScreen {
-	s := &listScreen{deps: d, sort: storeview.SortNewest, filterBar: newFilterBar(d.st, "state:stuck tool:create-ticket age>10m"),
-		lastGood: map[string]storeview.Page{}, lastTotal: map[string]storeview.Count{}}
+	s := &listScreen{deps: d, sort: readmodel.SortNewest, filterBar: newFilterBar(d.st, "state:stuck tool:create-ticket age>10m"),
+		lastGood: map[string]readmodel.Page{}, lastTotal: map[string]readmodel.Count{}}
 	s.firstPage()
 	s.updateKeys()
 	return s
@@ -187,9 +188,9 @@ func (s *listScreen) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 }
 
 // show shows a new filter and sort from the first page.
-func (s *listScreen) show(f storeview.Filter, text string, sort storeview.Sort) tea.Cmd {
+func (s *listScreen) show(f readmodel.Filter, text string, sort readmodel.Sort) tea.Cmd {
 	if sort == "" {
-		sort = storeview.SortNewest
+		sort = readmodel.SortNewest
 	}
 	s.filter, s.filterText, s.sort = f, text, sort
 	s.closeBar()
@@ -211,7 +212,7 @@ func (s *listScreen) restart() tea.Cmd {
 		s.setPage(p)
 	} else {
 		s.loaded = false
-		s.page = storeview.Page{}
+		s.page = readmodel.Page{}
 		s.cells = nil
 		s.relayout()
 	}
@@ -222,8 +223,8 @@ func (s *listScreen) restart() tea.Cmd {
 // lastGoodKey names the list shown: its filter and sort.
 func (s *listScreen) lastGoodKey() string { return string(s.sort) + " " + s.filterText }
 
-func (s *listScreen) query() storeview.Query {
-	return storeview.Query{Filter: s.filter, Sort: s.sort, Limit: s.limit(), After: s.pageAfter()}
+func (s *listScreen) query() readmodel.Query {
+	return readmodel.Query{Filter: s.filter, Sort: s.sort, Limit: s.limit(), After: s.pageAfter()}
 }
 
 // fetch asks for the current page; an older request's answer will be
@@ -293,12 +294,12 @@ func (s *listScreen) back() (bool, tea.Cmd) {
 	if s.filterText == "" || s.drilled {
 		return false, nil
 	}
-	return true, s.show(storeview.Filter{}, "", s.sort)
+	return true, s.show(readmodel.Filter{}, "", s.sort)
 }
 
-func (s *listScreen) selected() (storeview.Row, bool) {
+func (s *listScreen) selected() (readmodel.Row, bool) {
 	if s.sel < 0 || s.sel >= s.visibleRows() {
-		return storeview.Row{}, false
+		return readmodel.Row{}, false
 	}
 	return s.page.Rows[s.sel], true
 }
@@ -318,7 +319,7 @@ func (s *listScreen) backLabels() (esc, q string) {
 }
 
 // language is the list's filter language, for help.
-func (s *listScreen) language() string { return storeview.FilterHelp }
+func (s *listScreen) language() string { return readmodel.FilterHelp }
 
 // allow offers (or withdraws) decisions on the list's rows.
 func (s *listScreen) allow(p permits) {
@@ -398,7 +399,7 @@ func (s *listScreen) receive(msg pageMsg) tea.Cmd {
 		s.lastGood[s.lastGoodKey()] = msg.page
 	}
 	if keep != 0 {
-		if i := slices.IndexFunc(s.page.Rows, func(r storeview.Row) bool { return r.ID == keep }); i >= 0 && i < s.visibleRows() {
+		if i := slices.IndexFunc(s.page.Rows, func(r readmodel.Row) bool { return r.ID == keep }); i >= 0 && i < s.visibleRows() {
 			s.sel = i
 		} else {
 			s.left = keep
@@ -410,7 +411,7 @@ func (s *listScreen) receive(msg pageMsg) tea.Cmd {
 }
 
 // setPage shows a page's rows.
-func (s *listScreen) setPage(p storeview.Page) {
+func (s *listScreen) setPage(p readmodel.Page) {
 	s.page = p
 	s.loaded = true
 	s.cells = make([][colCount]string, len(p.Rows))
@@ -479,7 +480,7 @@ func (s *listScreen) edit(msg tea.KeyMsg) tea.Cmd {
 	if !accepted {
 		return cmd
 	}
-	f, err := storeview.ParseFilter(text)
+	f, err := readmodel.ParseFilter(text)
 	if err != nil {
 		s.inputErr = err
 		return nil
@@ -487,19 +488,19 @@ func (s *listScreen) edit(msg tea.KeyMsg) tea.Cmd {
 	return s.show(f, f.String(), s.sort)
 }
 
-func nextSort(cur storeview.Sort) storeview.Sort {
-	i := slices.Index(storeview.Sorts, cur)
-	return storeview.Sorts[(i+1)%len(storeview.Sorts)]
+func nextSort(cur readmodel.Sort) readmodel.Sort {
+	i := slices.Index(readmodel.Sorts, cur)
+	return readmodel.Sorts[(i+1)%len(readmodel.Sorts)]
 }
 
 // sortName describes a sort for people.
-type sortName storeview.Sort
+type sortName readmodel.Sort
 
 func (s sortName) short() string {
-	switch storeview.Sort(s) {
-	case storeview.SortLease:
+	switch readmodel.Sort(s) {
+	case readmodel.SortLease:
 		return "lease expiry"
-	case storeview.SortExpires:
+	case readmodel.SortExpires:
 		return "retention"
 	}
 	return "newest"
@@ -512,7 +513,7 @@ func (s *listScreen) View() string {
 
 	left := " " + s.st.Title.Render("Operations")
 	if s.filterText != "" {
-		left += "  filter: " + Clean(s.filterText)
+		left += "  filter: " + termtext.Clean(s.filterText)
 	} else {
 		left += "  all records"
 	}
@@ -536,7 +537,7 @@ func (s *listScreen) View() string {
 	// wrong.
 	if s.editing {
 		if s.inputErr != nil {
-			errs := wrap("✗ "+Clean(s.inputErr.Error())+" (the list keeps "+s.keptFilter()+")", w-2)
+			errs := wrap("✗ "+termtext.Clean(s.inputErr.Error())+" (the list keeps "+s.keptFilter()+")", w-2)
 			if len(errs) > 3 {
 				errs = errs[:3]
 			}
@@ -583,7 +584,7 @@ func (s *listScreen) position() string {
 func (s *listScreen) totalText() string {
 	switch {
 	case s.pageHoldsAll():
-		return " of " + ReviewFigure(storeview.Count{N: int64(len(s.page.Rows))})
+		return " of " + ReviewFigure(readmodel.Count{N: int64(len(s.page.Rows))})
 	case s.counted && s.totalFor == s.filterText:
 		return " of " + ReviewFigure(s.total)
 	case s.counting:
@@ -598,7 +599,7 @@ func (s *listScreen) keptFilter() string {
 	if s.filterText == "" {
 		return "no filter"
 	}
-	return "filter " + Clean(s.filterText)
+	return "filter " + termtext.Clean(s.filterText)
 }
 
 // hint is the line under the table: that the selected record left the
@@ -611,9 +612,9 @@ func (s *listScreen) hint(w int) string {
 	case ok && deferralLine(r) != "":
 		return s.st.Muted.Render(truncate(" ▸ "+strconv.FormatInt(r.ID, 10)+" "+deferralLine(r), w))
 	case s.drilled:
-		return s.st.Muted.Render(truncate(" filter "+Clean(s.filterText)+" · esc goes back · / edits it", w))
+		return s.st.Muted.Render(truncate(" filter "+termtext.Clean(s.filterText)+" · esc goes back · / edits it", w))
 	case s.filterText != "":
-		return s.st.Muted.Render(truncate(" filter "+Clean(s.filterText)+" · esc clears it · / edits it", w))
+		return s.st.Muted.Render(truncate(" filter "+termtext.Clean(s.filterText)+" · esc clears it · / edits it", w))
 	}
 	return s.st.Muted.Render(truncate(" / filter, for example state:stuck tool:create-ticket age>10m", w))
 }
@@ -622,8 +623,8 @@ func (s *listScreen) hint(w int) string {
 func (s *listScreen) bodyLines(rowsH int) []string {
 	if !s.loaded {
 		switch {
-		case s.err != nil && !errors.Is(s.err, storeview.ErrNotFound):
-			return []string{"  " + s.st.Error.Render(truncate("✗ could not list operations: "+Clean(s.err.Error()), s.w-2))}
+		case s.err != nil && !errors.Is(s.err, readmodel.ErrNotFound):
+			return []string{"  " + s.st.Error.Render(truncate("✗ could not list operations: "+termtext.Clean(s.err.Error()), s.w-2))}
 		default:
 			return []string{s.st.Muted.Render("  loading…")}
 		}
@@ -635,7 +636,7 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 		case len(s.pages) > 1:
 			msg = "  no more records on this page · p goes back"
 		case s.filterText != "":
-			msg = "  no operations match " + Clean(s.filterText) + " · esc clears the filter"
+			msg = "  no operations match " + termtext.Clean(s.filterText) + " · esc clears the filter"
 		}
 		return []string{s.st.Muted.Render(truncate(msg, s.w))}
 	}
@@ -663,7 +664,7 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 		out = append(out, line)
 	}
 	if s.err != nil && len(out) < rowsH {
-		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+Clean(s.err.Error()), s.w-2)))
+		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+termtext.Clean(s.err.Error()), s.w-2)))
 	}
 	return out
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -58,7 +59,7 @@ type Model struct {
 	w, h int
 
 	connected   bool
-	info        storeview.Info
+	info        readmodel.Info
 	dbTime      time.Time
 	lastErr     error
 	unreachable bool
@@ -393,7 +394,7 @@ func (m *Model) onCaps(msg capsMsg) {
 	}
 	m.capsAsking = false
 	if msg.err != nil {
-		m.note = "cannot tell what your role may do yet (" + Clean(msg.err.Error()) + "): decisions stay hidden"
+		m.note = "cannot tell what your role may do yet (" + termtext.Clean(msg.err.Error()) + "): decisions stay hidden"
 		return
 	}
 	m.caps, m.capsKnown = msg.caps, true
@@ -678,11 +679,11 @@ func (m *Model) tooSmallView() string {
 func (m *Model) statusBar() string {
 	left := " " + m.st.Brand.Render("opsdesk") + "  "
 	if m.opts.Context != "" {
-		left += Clean(m.opts.Context) + " · "
+		left += termtext.Clean(m.opts.Context) + " · "
 	}
 	role := ""
 	if m.connected {
-		left += Clean(m.info.Server) + "/" + Clean(m.info.Database) + " · you: " + Clean(m.info.Role)
+		left += termtext.Clean(m.info.Server) + "/" + termtext.Clean(m.info.Database) + " · you: " + termtext.Clean(m.info.Role)
 		if m.capsKnown {
 			role = " (" + roleLabel(m.caps) + ")"
 		}
@@ -739,11 +740,11 @@ func (m *Model) messageLine() string {
 			text += "retrying every " + interval(m.refresh.every)
 		}
 		if m.lastErr != nil {
-			text += " · " + Clean(m.lastErr.Error())
+			text += " · " + termtext.Clean(m.lastErr.Error())
 		}
 		return m.st.Banner.Render(pad(" "+text, m.w))
 	case m.lastErr != nil && m.connected:
-		return " " + m.st.Error.Render(truncate("✗ last error: "+Clean(m.lastErr.Error()), m.w-2))
+		return " " + m.st.Error.Render(truncate("✗ last error: "+termtext.Clean(m.lastErr.Error()), m.w-2))
 	case m.note != "":
 		return " " + m.st.Muted.Render(truncate(m.note, m.w-2))
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/muesli/termenv"
 	"github.com/stretchr/testify/require"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 func mustDur(t *testing.T, s string) time.Duration {
@@ -105,26 +105,26 @@ func TestStaleResultDropped(t *testing.T) {
 	require.EqualValues(t, 2, len(l.page.Rows), "%d stuck rows, want 2", len(l.page.Rows))
 	// Ask for another filter but hold its answer; then the stuck list's
 	// answer (the older request) arrives.
-	cmd := l.show(storeview.Filter{States: []storeview.State{storeview.StateRejected}}, "state:rejected", storeview.SortNewest)
+	cmd := l.show(readmodel.Filter{States: []readmodel.State{readmodel.StateRejected}}, "state:rejected", readmodel.SortNewest)
 	newer := cmd().(pageMsg)
-	old := pageMsg{seq: stuck, page: storeview.Page{DBTime: dbNow.Add(time.Hour), Rows: []storeview.Row{{ID: 1, DBTime: dbNow}}}}
+	old := pageMsg{seq: stuck, page: readmodel.Page{DBTime: dbNow.Add(time.Hour), Rows: []readmodel.Row{{ID: 1, DBTime: dbNow}}}}
 	h.send(old)
 	require.False(t, l.loaded, "a stale page was shown: %+v", l.page.Rows)
 	require.EqualValues(t, 0, len(l.page.Rows), "a stale page was shown: %+v", l.page.Rows)
 	require.False(t, h.m.dbTime.Equal(old.page.DBTime), "a stale page moved the database time")
 	h.send(newer)
 	for _, r := range l.page.Rows {
-		require.Equal(t, storeview.StateRejected, r.State, "row %d is %s, want rejected", r.ID, r.State)
+		require.Equal(t, readmodel.StateRejected, r.State, "row %d is %s, want rejected", r.ID, r.State)
 	}
 	h.send(old)
 	require.False(t, len(l.page.Rows) == 1 && l.page.Rows[0].ID == 1, "a stale page replaced the current one")
 	// The same holds for the detail and the overview.
 	h.keys("<enter>")
 	d := h.m.detail()
-	h.send(detailMsg{seq: d.seq - 1, d: storeview.Detail{Row: storeview.Row{ID: 7}}})
+	h.send(detailMsg{seq: d.seq - 1, d: readmodel.Detail{Row: readmodel.Row{ID: 7}}})
 	require.NotNil(t, d.d, "a stale detail was shown")
 	require.NotEqualValues(t, 7, d.d.ID, "a stale detail was shown")
-	h.send(overviewMsg{seq: h.m.overview().seq - 1, ov: storeview.Overview{Stuck: 999}})
+	h.send(overviewMsg{seq: h.m.overview().seq - 1, ov: readmodel.Overview{Stuck: 999}})
 	require.NotEqualValues(t, 999, h.m.overview().ov.Stuck, "a stale overview was shown")
 }
 
@@ -141,13 +141,13 @@ func TestTotalFollowsThePage(t *testing.T) {
 	}
 	h := newHarness(t, src, 80, 24).keys(":ops<enter>")
 	l := h.m.list()
-	all := src.matching(storeview.Filter{})
+	all := src.matching(readmodel.Filter{})
 	require.Greater(t, all, l.limit(), "the fixture needs more than a page")
 	require.Contains(t, h.view(), "1–"+strconv.Itoa(l.limit())+" of "+strconv.Itoa(all)+" · page 1")
 
 	// Held answers: the page, then the count it asks for.
-	completed := storeview.Filter{States: []storeview.State{storeview.StateCompleted}}
-	page := l.show(completed, "state:completed", storeview.SortNewest)().(pageMsg)
+	completed := readmodel.Filter{States: []readmodel.State{readmodel.StateCompleted}}
+	page := l.show(completed, "state:completed", readmodel.SortNewest)().(pageMsg)
 	_, countCmd := h.m.Update(page)
 	require.NotNil(t, countCmd, "the page asked for no count")
 	require.Contains(t, h.view(), "1–"+strconv.Itoa(l.limit())+" of … (counting) · page 1", "the page waits for its count")
@@ -156,8 +156,8 @@ func TestTotalFollowsThePage(t *testing.T) {
 
 	// Another filter before the count answered: its late answer is not
 	// the new filter's.
-	stuck := storeview.Filter{States: []storeview.State{storeview.StateStuck}}
-	_, countCmd = h.m.Update(l.show(stuck, "state:stuck", storeview.SortNewest)().(pageMsg))
+	stuck := readmodel.Filter{States: []readmodel.State{readmodel.StateStuck}}
+	_, countCmd = h.m.Update(l.show(stuck, "state:stuck", readmodel.SortNewest)().(pageMsg))
 	require.NotNil(t, countCmd)
 	h.send(oldCount)
 	require.Contains(t, h.view(), "of … (counting)", "a late count of another filter was shown")
@@ -168,7 +168,7 @@ func TestTotalFollowsThePage(t *testing.T) {
 	// Another sort of the same filter keeps the count while its page
 	// loads; the page counts again (as a refresh does), and the count
 	// shown stays until the new one comes.
-	l.sort = storeview.SortLease
+	l.sort = readmodel.SortLease
 	_, countCmd = h.m.Update(l.restart()().(pageMsg))
 	require.Contains(t, h.view(), "sort: lease expiry")
 	require.Contains(t, h.view(), " of "+strconv.Itoa(src.matching(stuck))+" · page 1")
@@ -176,8 +176,8 @@ func TestTotalFollowsThePage(t *testing.T) {
 	require.Equal(t, 4, src.called("total"))
 
 	// A first page that holds every record counts them itself.
-	rejected := storeview.Filter{States: []storeview.State{storeview.StateRejected}}
-	h.run(l.show(rejected, "state:rejected", storeview.SortNewest))
+	rejected := readmodel.Filter{States: []readmodel.State{readmodel.StateRejected}}
+	h.run(l.show(rejected, "state:rejected", readmodel.SortNewest))
 	require.Contains(t, h.view(), "1–"+strconv.Itoa(src.matching(rejected))+" of "+strconv.Itoa(src.matching(rejected))+" · page 1")
 	require.Equal(t, 4, src.called("total"), "a page that holds every record needs no count")
 
@@ -185,7 +185,7 @@ func TestTotalFollowsThePage(t *testing.T) {
 	src.mu.Lock()
 	src.totalsDown = true
 	src.mu.Unlock()
-	h.run(l.show(completed, "state:completed", storeview.SortNewest))
+	h.run(l.show(completed, "state:completed", readmodel.SortNewest))
 	require.Contains(t, h.view(), "1–"+strconv.Itoa(l.limit())+" of ? (not counted) · page 1")
 }
 
@@ -248,11 +248,11 @@ func TestPaging(t *testing.T) {
 	require.Equal(t, first, l.page.Rows[0].ID, "paging back did not return to the first page")
 	// Sort cycles through the store's sorts and restarts paging.
 	h.keys("s")
-	require.Equal(t, storeview.SortLease, l.sort, "sort %s on page %d, want lease on the first page", l.sort, len(l.pages))
+	require.Equal(t, readmodel.SortLease, l.sort, "sort %s on page %d, want lease on the first page", l.sort, len(l.pages))
 	require.EqualValues(t, 1, len(l.pages), "sort %s on page %d, want lease on the first page", l.sort, len(l.pages))
-	require.True(t, slices.IsSortedFunc(l.page.Rows, func(a, b storeview.Row) int { return a.LeaseExpiresAt.Compare(b.LeaseExpiresAt) }), "rows are not in lease expiry order")
+	require.True(t, slices.IsSortedFunc(l.page.Rows, func(a, b readmodel.Row) int { return a.LeaseExpiresAt.Compare(b.LeaseExpiresAt) }), "rows are not in lease expiry order")
 	h.keys("ss")
-	require.Equal(t, storeview.SortNewest, l.sort, "sort did not cycle back")
+	require.Equal(t, readmodel.SortNewest, l.sort, "sort did not cycle back")
 }
 
 // TestPageTurnInFlight: n typed again before the next page has arrived
@@ -264,7 +264,7 @@ func TestPageTurnInFlight(t *testing.T) {
 	src := newFakeSource()
 	h := newHarness(t, src, 80, 24).keys(":ops<enter>")
 	l := h.m.list()
-	all, err := src.List(t.Context(), storeview.Query{Limit: len(src.rows) + 1})
+	all, err := src.List(t.Context(), readmodel.Query{Limit: len(src.rows) + 1})
 	require.NoError(t, err)
 	limit := l.limit()
 	require.False(t, len(all.Rows) <= 3*limit, "%d rows make fewer than four pages of %d", len(all.Rows), limit)
@@ -402,7 +402,7 @@ type failingInfo struct {
 	err error
 }
 
-func (f *failingInfo) Info(context.Context) (storeview.Info, error) { return storeview.Info{}, f.err }
+func (f *failingInfo) Info(context.Context) (readmodel.Info, error) { return readmodel.Info{}, f.err }
 
 // TestKeyLookup: :key shows the record, or explains an absent one.
 func TestKeyLookup(t *testing.T) {
@@ -443,7 +443,7 @@ func TestParseCommand(t *testing.T) {
 	nav := msg.(listNav)
 	require.Equal(t, screenList, nav.target(), "got %+v", nav)
 	require.Equal(t, "state:stuck tool:x", nav.filterText, "got %+v", nav)
-	require.Equal(t, storeview.SortLease, nav.sort, "got %+v", nav)
+	require.Equal(t, readmodel.SortLease, nav.sort, "got %+v", nav)
 	msg, _ = parseCommand("conflicts tenant:acme")
 	nav = msg.(listNav)
 	require.True(t, nav.filter.Conflicted, "got %+v", nav)

@@ -9,7 +9,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // tile is one selectable item of the overview: the three "needs
@@ -32,25 +33,25 @@ const (
 
 // target is the list a tile opens.
 func (t tile) target() listNav {
-	st := func(s ...storeview.State) storeview.Filter { return storeview.Filter{States: s} }
+	st := func(s ...readmodel.State) readmodel.Filter { return readmodel.Filter{States: s} }
 	switch t {
 	case tileStuck, tileStuckState:
-		return listOf(st(storeview.StateStuck), storeview.SortLease)
+		return listOf(st(readmodel.StateStuck), readmodel.SortLease)
 	case tileDeferred, tileDeferredState:
-		return listOf(st(storeview.StateDeferred), storeview.SortLease)
+		return listOf(st(readmodel.StateDeferred), readmodel.SortLease)
 	case tileConflicted:
-		return listOf(storeview.Filter{Conflicted: true}, storeview.SortNewest)
+		return listOf(readmodel.Filter{Conflicted: true}, readmodel.SortNewest)
 	case tileExpiring:
 		// Exactly the records the tile counts, the soonest first.
-		return listOf(storeview.Filter{ExpiresWithin: 24 * time.Hour}, storeview.SortExpires)
+		return listOf(readmodel.Filter{ExpiresWithin: 24 * time.Hour}, readmodel.SortExpires)
 	case tilePending:
-		return listOf(st(storeview.StatePending), storeview.SortLease)
+		return listOf(st(readmodel.StatePending), readmodel.SortLease)
 	case tileCompleted:
-		return listOf(st(storeview.StateCompleted), storeview.SortNewest)
+		return listOf(st(readmodel.StateCompleted), readmodel.SortNewest)
 	case tileRejected:
-		return listOf(st(storeview.StateRejected), storeview.SortNewest)
+		return listOf(st(readmodel.StateRejected), readmodel.SortNewest)
 	}
-	return listOf(st(storeview.StateReleased), storeview.SortNewest)
+	return listOf(st(readmodel.StateReleased), readmodel.SortNewest)
 }
 
 // screenOverview is the first screen, always at the bottom of the stack.
@@ -78,7 +79,7 @@ type overviewScreen struct {
 	w, h    int
 	seq     int
 	loading bool
-	ov      *storeview.Overview
+	ov      *readmodel.Overview
 	err     error
 	sel     tile
 }
@@ -168,7 +169,7 @@ func (s *overviewScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case key.Matches(msg, s.keys.Open):
 			s.goTo(s.sel.target())
 		case key.Matches(msg, s.keys.Filter):
-			s.goTo(listNav{sort: storeview.SortNewest, edit: true})
+			s.goTo(listNav{sort: readmodel.SortNewest, edit: true})
 		}
 	}
 	return s, nil
@@ -196,8 +197,8 @@ func (s *overviewScreen) step(dir int) tile {
 func (s *overviewScreen) View() string {
 	if s.ov == nil {
 		switch {
-		case s.err != nil && !errors.Is(s.err, storeview.ErrNotFound):
-			return " " + s.st.Error.Render("✗ could not read the overview: "+Clean(s.err.Error()))
+		case s.err != nil && !errors.Is(s.err, readmodel.ErrNotFound):
+			return " " + s.st.Error.Render("✗ could not read the overview: "+termtext.Clean(s.err.Error()))
 		default:
 			return " loading the overview…"
 		}
@@ -212,19 +213,19 @@ func (s *overviewScreen) View() string {
 	if ov.OldestStuck != nil {
 		r := ov.OldestStuck
 		oldest = "oldest lease expired " + since(r.LeaseExpiresAt, r.DBTime) +
-			" (" + Clean(r.Tool) + ", " + Clean(r.Tenant) + ")"
+			" (" + termtext.Clean(r.Tool) + ", " + termtext.Clean(r.Tenant) + ")"
 		if r.Due() {
 			oldest += " · due again"
 		}
 	}
 	next := "nothing deferred"
 	if r := ov.NextDue; r != nil {
-		next = "next due " + since(r.DeferredUntil, r.DBTime) + " (" + Clean(r.Tool) + ", " + Clean(r.Tenant) +
-			") · deferred by " + Clean(r.DeferredBy)
+		next = "next due " + since(r.DeferredUntil, r.DBTime) + " (" + termtext.Clean(r.Tool) + ", " + termtext.Clean(r.Tenant) +
+			") · deferred by " + termtext.Clean(r.DeferredBy)
 	}
 	deferred := count(ov.Deferred)
 	if ov.DeferredAtLeast {
-		deferred = count(storeview.CountCap) + "+"
+		deferred = count(readmodel.CountCap) + "+"
 	}
 	counts := []string{OverviewFigure(ov, ov.Stuck, ov.StuckEstimated), deferred, OverviewFigure(ov, ov.Conflicted, ov.ConflictedEstimated),
 		OverviewFigure(ov, ov.ExpiringSoon, ov.ExpiringEstimated)}
@@ -234,7 +235,7 @@ func (s *overviewScreen) View() string {
 	}
 	lines = append(lines,
 		s.boxLine(s.tileLine(tileStuck, "⚠ stuck", counts[0], nw, oldest, cw), cw),
-		s.boxLine(s.tileLine(tileDeferred, stateText(storeview.StateDeferred), counts[1], nw, next, cw), cw),
+		s.boxLine(s.tileLine(tileDeferred, stateText(readmodel.StateDeferred), counts[1], nw, next, cw), cw),
 		s.boxLine(s.tileLine(tileConflicted, glyphConflicted+" conflicted", counts[2], nw, "unreviewed", cw), cw),
 		s.boxLine(s.tileLine(tileExpiring, "⌛ expiring", counts[3], nw, "retention ends in the next 24h", cw), cw),
 	)
@@ -242,12 +243,12 @@ func (s *overviewScreen) View() string {
 
 	completed := OverviewFigure(ov, ov.Completed, ov.CompletedEstimated)
 	items := []stateItem{
-		{tilePending, storeview.StatePending, OverviewFigure(ov, ov.Pending, ov.PendingEstimated) + " pending"},
-		{tileStuckState, storeview.StateStuck, OverviewFigure(ov, ov.Stuck, ov.StuckEstimated) + " stuck"},
-		{tileDeferredState, storeview.StateDeferred, deferred + " deferred"},
-		{tileCompleted, storeview.StateCompleted, completed + " completed"},
-		{tileRejected, storeview.StateRejected, OverviewFigure(ov, ov.Rejected, ov.RejectedEstimated) + " rejected"},
-		{tileReleased, storeview.StateReleased, OverviewFigure(ov, ov.Released, ov.ReleasedEstimated) + " released"},
+		{tilePending, readmodel.StatePending, OverviewFigure(ov, ov.Pending, ov.PendingEstimated) + " pending"},
+		{tileStuckState, readmodel.StateStuck, OverviewFigure(ov, ov.Stuck, ov.StuckEstimated) + " stuck"},
+		{tileDeferredState, readmodel.StateDeferred, deferred + " deferred"},
+		{tileCompleted, readmodel.StateCompleted, completed + " completed"},
+		{tileRejected, readmodel.StateRejected, OverviewFigure(ov, ov.Rejected, ov.RejectedEstimated) + " rejected"},
+		{tileReleased, readmodel.StateReleased, OverviewFigure(ov, ov.Released, ov.ReleasedEstimated) + " released"},
 	}
 	// The states line wraps on narrow terminals; the selected state is
 	// marked with ▸ (and reversed where there is colour).
@@ -285,17 +286,17 @@ func (s *overviewScreen) View() string {
 	lines = append(lines, s.st.Muted.Render(truncate(note, w)))
 	asOf := " counts as of db time " + clock(ov.DBTime) + " UTC"
 	if ov.Estimated() {
-		asOf += "; ~ marks an estimate (counts above " + count(storeview.CountCap) + " are estimated), the others are exact"
+		asOf += "; ~ marks an estimate (counts above " + count(readmodel.CountCap) + " are estimated), the others are exact"
 		if ov.Scoped {
-			asOf = " counts as of db time " + clock(ov.DBTime) + " UTC; counts above " + count(storeview.CountCap) +
-				" show as " + count(storeview.CountCap) + "+ (statistics span every tenant, not just yours)"
+			asOf = " counts as of db time " + clock(ov.DBTime) + " UTC; counts above " + count(readmodel.CountCap) +
+				" show as " + count(readmodel.CountCap) + "+ (statistics span every tenant, not just yours)"
 		}
 	}
 	for _, l := range wrap(asOf, w-1) {
 		lines = append(lines, s.st.Muted.Render(" "+l))
 	}
 	if s.err != nil {
-		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good counts: "+Clean(s.err.Error()), w-1)))
+		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good counts: "+termtext.Clean(s.err.Error()), w-1)))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -303,7 +304,7 @@ func (s *overviewScreen) View() string {
 // stateItem is one state on the states line: its tile and its words.
 type stateItem struct {
 	t    tile
-	st   storeview.State
+	st   readmodel.State
 	text string
 }
 

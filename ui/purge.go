@@ -10,8 +10,9 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/retention"
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/purgereport"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // Purger runs retention purges, one tool at a time. *retention.Purger
@@ -20,22 +21,20 @@ import (
 type Purger interface {
 	// Count is the dry run: how many of tool's records a purge takes now,
 	// and its cut-off.
-	Count(ctx context.Context, tool string) (retention.DryRun, error)
+	Count(ctx context.Context, tool string) (purgereport.DryRun, error)
 	// Purge deletes what the dry run counted (records of tool whose
 	// retention ended before its cut-off, no more than its count), in
 	// batches, calling progress after each, and writes the run's audit
 	// record. Cancelled, it stops after a batch; a purge started again
 	// resumes the run.
-	Purge(ctx context.Context, tool string, dry retention.DryRun, reason string, progress func(retention.Progress)) (retention.Result, error)
+	Purge(ctx context.Context, tool string, dry purgereport.DryRun, reason string, progress func(purgereport.Progress)) (purgereport.Result, error)
 }
-
-var _ Purger = (*retention.Purger)(nil)
 
 // screenPurge purges one tool's expired records.
 const screenPurge screenID = "purge"
 
 // purgeNav opens a purge of a tool, as the review showed it.
-type purgeNav struct{ tool storeview.ToolReview }
+type purgeNav struct{ tool readmodel.ToolReview }
 
 func (purgeNav) target() screenID { return screenPurge }
 
@@ -55,19 +54,19 @@ const (
 
 type purgeCountMsg struct {
 	seq int
-	dry retention.DryRun
+	dry purgereport.DryRun
 	err error
 }
 
 type purgeProgressMsg struct {
 	seq int
-	p   retention.Progress
+	p   purgereport.Progress
 	ch  <-chan tea.Msg
 }
 
 type purgeDoneMsg struct {
 	seq int
-	res retention.Result
+	res purgereport.Result
 	err error
 }
 
@@ -81,16 +80,16 @@ type purgeScreen struct {
 	purger Purger
 	w, h   int
 	seq    int
-	tool   storeview.ToolReview
+	tool   readmodel.ToolReview
 	step   purgeStep
-	dry    retention.DryRun
+	dry    purgereport.DryRun
 	reason textinput.Model
 	// inputErr says why the reason was not taken.
 	inputErr string
 	cancel   context.CancelFunc
 	stopping bool
-	progress retention.Progress
-	res      retention.Result
+	progress purgereport.Progress
+	res      purgereport.Result
 	err      error
 	started  time.Time
 }
@@ -136,7 +135,7 @@ func (s *purgeScreen) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 }
 
 // start opens the flow on a tool of the review and runs the dry run.
-func (s *purgeScreen) start(t storeview.ToolReview) tea.Cmd {
+func (s *purgeScreen) start(t readmodel.ToolReview) tea.Cmd {
 	s.leave()
 	s.seq++
 	*s = purgeScreen{deps: s.deps, purger: s.purger, w: s.w, h: s.h, seq: s.seq, tool: t, reason: s.reason}
@@ -277,7 +276,7 @@ func (s *purgeScreen) run() tea.Cmd {
 	ch := make(chan tea.Msg, 1)
 	go func() {
 		defer cancel()
-		res, err := purger.Purge(ctx, tool, dry, reason, func(p retention.Progress) {
+		res, err := purger.Purge(ctx, tool, dry, reason, func(p purgereport.Progress) {
 			select {
 			case ch <- purgeProgressMsg{seq: seq, p: p, ch: ch}:
 			case <-ctx.Done():
@@ -296,7 +295,7 @@ func wait(ch <-chan tea.Msg) tea.Cmd {
 func (s *purgeScreen) View() string {
 	w := max(1, s.w)
 	t := s.tool
-	lines := []string{s.st.Title.Render(truncate(" Purge expired records of "+Clean(t.Tool), w)), ""}
+	lines := []string{s.st.Title.Render(truncate(" Purge expired records of "+termtext.Clean(t.Tool), w)), ""}
 	add := func(text string) {
 		for _, l := range wrap(text, w-3) {
 			lines = append(lines, "   "+l)
@@ -325,9 +324,9 @@ func (s *purgeScreen) View() string {
 			}
 			break
 		}
-		add("Reason: " + Clean(strings.TrimSpace(s.reason.Value())))
+		add("Reason: " + termtext.Clean(strings.TrimSpace(s.reason.Value())))
 		lines = append(lines, "")
-		lines = append(lines, "   "+s.st.Bold.Render(truncate(fmt.Sprintf("Purge %s records of %s? [y/N]", count(s.dry.Count), Clean(t.Tool)), w-3)))
+		lines = append(lines, "   "+s.st.Bold.Render(truncate(fmt.Sprintf("Purge %s records of %s? [y/N]", count(s.dry.Count), termtext.Clean(t.Tool)), w-3)))
 	case purgeRunning:
 		lines = append(lines, "   "+s.bar(w-3))
 		add(fmt.Sprintf("purged %s of %s, %d batches, %s", count(s.progress.Purged), count(s.dry.Count),
@@ -341,14 +340,14 @@ func (s *purgeScreen) View() string {
 		switch {
 		case s.err != nil && !s.started.IsZero():
 			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ the purge stopped", w-3)))
-			add(fmt.Sprintf("%s records were purged before it stopped: %s", count(s.progress.Purged), Clean(s.err.Error())))
+			add(fmt.Sprintf("%s records were purged before it stopped: %s", count(s.progress.Purged), termtext.Clean(s.err.Error())))
 			add("Purge the tool again to resume the run: its start record is in the audit trail, its result record is " +
 				"written when it finishes.")
 		case s.err != nil:
-			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ could not count what a purge would take: "+Clean(s.err.Error()), w-3)))
+			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ could not count what a purge would take: "+termtext.Clean(s.err.Error()), w-3)))
 			add("Nothing was purged.")
 		case s.started.IsZero():
-			add("Nothing to purge: no completed record of " + Clean(t.Tool) + " has an ended retention that a purge may take.")
+			add("Nothing to purge: no completed record of " + termtext.Clean(t.Tool) + " has an ended retention that a purge may take.")
 		default:
 			lines = append(lines, "   "+s.st.Completed.Render(truncate(fmt.Sprintf("✓ purged %s records", count(s.res.Purged)), w-3)))
 			add(fmt.Sprintf("run %d, with %s expired tombstones; audit record %s#%d", s.res.Run,
@@ -361,7 +360,7 @@ func (s *purgeScreen) View() string {
 }
 
 // lateRetry says what a retry of a purged identity gets, by the policy.
-func lateRetry(t storeview.ToolReview) string {
+func lateRetry(t readmodel.ToolReview) string {
 	if !t.InCatalog {
 		return "the catalog does not know this tool's window or after_expiry: a late retry runs again as new work."
 	}

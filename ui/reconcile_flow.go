@@ -12,8 +12,9 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -180,7 +181,7 @@ func newReconcile(d deps, dec Decider) *reconcileFlow {
 				s.inputErr = "confirming completed needs the provider's result reference: retries will replay it"
 				return nil
 			case s.contradicts() && !s.override:
-				s.inputErr = "the lookup found reference " + Clean(s.answer.Evidence.Ref) + ", not " + Clean(s.typedRef()) +
+				s.inputErr = "the lookup found reference " + termtext.Clean(s.answer.Evidence.Ref) + ", not " + termtext.Clean(s.typedRef()) +
 					": go back (esc) and set the override (o) to record another"
 				return nil
 			}
@@ -231,9 +232,9 @@ func newReconcile(d deps, dec Decider) *reconcileFlow {
 	s.resultState = func() string {
 		if s.decision() == reconcile.Defer {
 			// The database's state is stuck; the queue's is deferred.
-			return stateText(storeview.StateDeferred) + " until " + stamp(s.snoozeUntil(), s.rec.DBTime) + " UTC"
+			return stateText(readmodel.StateDeferred) + " until " + stamp(s.snoozeUntil(), s.rec.DBTime) + " UTC"
 		}
-		return stateText(storeview.State(s.res.State))
+		return stateText(readmodel.State(s.res.State))
 	}
 	s.doneMore = func() []string {
 		var out []string
@@ -370,11 +371,11 @@ func (s *reconcileFlow) releasesUnbacked() bool {
 		(s.verdict() != reconcile.LookupNotFound || s.contradicts())
 }
 
-func effectUnknown(e string) bool { return normalEffect(e) == ops.EffectUnknownOutcome }
+func effectUnknown(e string) bool { return normalEffect(e) == opsmodel.EffectUnknownOutcome }
 
 // normalEffect reads a stored effect kind as the library names it
 // (external-unknown, as some catalogs write it, is external_unknown).
-func normalEffect(e string) ops.Effect { return ops.Effect(strings.ReplaceAll(e, "-", "_")) }
+func normalEffect(e string) opsmodel.Effect { return opsmodel.Effect(strings.ReplaceAll(e, "-", "_")) }
 
 // parseSnooze reads a snooze duration: Go's (90m, 2h30m) or whole days
 // (1d).
@@ -437,17 +438,17 @@ func (s *reconcileFlow) refSource() string {
 // effectWords says what a tool's effect kind means for a decision.
 func effectWords(e string) (kind, risk string) {
 	switch normalEffect(e) {
-	case ops.EffectLocal:
+	case opsmodel.EffectLocal:
 		return "local: written in the same transaction as the record",
 			"Low: a record still pending did not commit its effect."
-	case ops.EffectIdempotentProvider:
+	case opsmodel.EffectIdempotentProvider:
 		return "external, idempotent: the provider deduplicates by the operation's key",
 			"Low: a retry with the same key cannot make the provider act twice."
-	case ops.EffectUnknownOutcome:
+	case opsmodel.EffectUnknownOutcome:
 		return "external, outcome unknown: the provider may have acted though nobody saw its answer",
 			"High: releasing a record whose effect happened makes the next retry act again; confirming one that never happened loses it. Check the provider before deciding."
 	}
-	return orDash(Clean(e)), "Unknown effect kind: check the catalog and the provider before deciding."
+	return orDash(termtext.Clean(e)), "Unknown effect kind: check the catalog and the provider before deciding."
 }
 
 // decideView is the one screen a decision is made on: the record, the
@@ -464,11 +465,11 @@ func (s *reconcileFlow) decideView() []string {
 	lease := "-"
 	switch {
 	case s.live():
-		lease = "lease live: " + orDash(Clean(r.Owner)) + " holds it until " + stamp(r.LeaseExpiresAt, now) + " (" + since(r.LeaseExpiresAt, now) + ")"
+		lease = "lease live: " + orDash(termtext.Clean(r.Owner)) + " holds it until " + stamp(r.LeaseExpiresAt, now) + " (" + since(r.LeaseExpiresAt, now) + ")"
 	case !r.LeaseExpiresAt.IsZero():
 		lease = "lease expired " + ShortDuration(now.Sub(r.LeaseExpiresAt)) + " ago"
 	}
-	s.field(&out, "record", stateText(r.State)+" · "+lease+" · "+orDash(Clean(r.Owner))+", attempt "+strconv.Itoa(r.Attempt)+
+	s.field(&out, "record", stateText(r.State)+" · "+lease+" · "+orDash(termtext.Clean(r.Owner))+", attempt "+strconv.Itoa(r.Attempt)+
 		" · version "+strconv.FormatInt(r.Version, 10))
 	if l := deferralLine(r.Row); l != "" {
 		s.field(&out, "deferral", l)
@@ -483,9 +484,9 @@ func (s *reconcileFlow) decideView() []string {
 	s.field(&out, "risk", risk)
 	if s.live() {
 		s.para(&out, "⚠ The lease is live: deciding needs force, and the decision is recorded as forced. If "+
-			orDash(Clean(r.Owner))+" is still working, its late completion will be refused.", s.st.Stuck.Render)
+			orDash(termtext.Clean(r.Owner))+" is still working, its late completion will be refused.", s.st.Stuck.Render)
 	}
-	s.field(&out, "tool", Clean(r.Tool)+" · version "+Clean(r.ToolVersion)+" · created "+stamp(r.CreatedAt, now)+" ("+since(r.CreatedAt, now)+")")
+	s.field(&out, "tool", termtext.Clean(r.Tool)+" · version "+termtext.Clean(r.ToolVersion)+" · created "+stamp(r.CreatedAt, now)+" ("+since(r.CreatedAt, now)+")")
 	conflicts := "none"
 	if n := len(r.Conflicts); n > 0 {
 		conflicts = fmt.Sprintf("%d conflicting attempt%s (the key reused with another intent), %d unreviewed",
@@ -496,18 +497,18 @@ func (s *reconcileFlow) decideView() []string {
 		last := r.Decisions[n-1]
 		s.field(&out, "decided", decisionText(&r, last)+" ("+since(last.At, now)+")")
 	}
-	s.field(&out, "intent", "hidden · "+orDash(Clean(r.FingerprintTag))+" · i on the record reveals it")
+	s.field(&out, "intent", "hidden · "+orDash(termtext.Clean(r.FingerprintTag))+" · i on the record reveals it")
 	if s.answer != nil && s.answer.Evidence.Digest != "" {
 		// The audit trail keeps it whole; its start identifies it.
-		s.field(&out, "digest", truncate(Clean(s.answer.Evidence.Digest), len("sha256:")+16)+" (of the lookup's answer, kept in the audit)")
+		s.field(&out, "digest", truncate(termtext.Clean(s.answer.Evidence.Digest), len("sha256:")+16)+" (of the lookup's answer, kept in the audit)")
 	}
 	out = append(out, "")
-	title("Runbook", " ("+Clean(r.Tool)+")")
+	title("Runbook", " ("+termtext.Clean(r.Tool)+")")
 	if strings.TrimSpace(s.runbook) == "" {
 		return append(out, " "+s.st.Muted.Render("no runbook for this tool in the catalog"))
 	}
 	for _, l := range strings.Split(strings.TrimRight(s.runbook, "\n"), "\n") {
-		for _, wl := range wrap(Clean(l), max(1, s.w-4)) {
+		for _, wl := range wrap(termtext.Clean(l), max(1, s.w-4)) {
 			out = append(out, "   "+wl)
 		}
 	}
@@ -522,10 +523,10 @@ func (s *reconcileFlow) lookupLines() []string {
 	case s.asking:
 		s.field(&out, "evidence", spinFrames[s.frame]+" asking the provider…")
 	case s.askErr != nil:
-		s.field(&out, "evidence", s.st.Error.Render("✗ the lookup failed: "+Clean(s.askErr.Error())))
+		s.field(&out, "evidence", s.st.Error.Render("✗ the lookup failed: "+termtext.Clean(s.askErr.Error())))
 	case s.noLookup:
 		// The same words as the audit record's evidence, and the command's.
-		s.field(&out, "evidence", s.st.Stuck.Render("⚠ "+Clean(s.evidence().Summary)+"."))
+		s.field(&out, "evidence", s.st.Stuck.Render("⚠ "+termtext.Clean(s.evidence().Summary)+"."))
 		advice := "Check by hand, as the runbook says; the audit trail records that no evidence was gathered."
 		if effectUnknown(s.rec.Effect) {
 			advice = "The effect is external and its outcome unknown: check the provider by hand, as the runbook says, " +
@@ -539,7 +540,7 @@ func (s *reconcileFlow) lookupLines() []string {
 		case reconcile.LookupFound:
 			verdict = "✓ found"
 			if a.ResultRef != "" {
-				verdict += " (reference " + Clean(a.ResultRef) + ")"
+				verdict += " (reference " + termtext.Clean(a.ResultRef) + ")"
 			}
 		case reconcile.LookupNotFound:
 			verdict = "○ not found: the provider has no such effect"
@@ -549,9 +550,9 @@ func (s *reconcileFlow) lookupLines() []string {
 			verdict += " · r asks again"
 		}
 		s.field(&out, "evidence", verdict)
-		s.field(&out, "", Clean(a.Evidence.Summary))
+		s.field(&out, "", termtext.Clean(a.Evidence.Summary))
 		if a.Err != nil && !strings.Contains(a.Evidence.Summary, a.Err.Error()) {
-			s.field(&out, "why", Clean(a.Err.Error()))
+			s.field(&out, "why", termtext.Clean(a.Err.Error()))
 		}
 	}
 	return out
@@ -593,29 +594,29 @@ func (s *reconcileFlow) next() (change, retries string) {
 	from := stateText(s.rec.State)
 	switch s.decision() {
 	case reconcile.Completed:
-		ref := Clean(s.typedRef())
-		return from + " → " + stateText(storeview.StateCompleted) + " with result reference " + ref,
+		ref := termtext.Clean(s.typedRef())
+		return from + " → " + stateText(readmodel.StateCompleted) + " with result reference " + ref,
 			"Retries of this key will replay result reference " + ref + ": the effect does not run again."
 	case reconcile.NotExecuted:
 		again := "the effect runs again"
 		switch normalEffect(s.rec.Effect) {
-		case ops.EffectUnknownOutcome:
+		case opsmodel.EffectUnknownOutcome:
 			again = "the provider is called again, so if it did act the first time it acts twice"
-		case ops.EffectIdempotentProvider:
+		case opsmodel.EffectIdempotentProvider:
 			again = "the provider is called again with the same key, which it deduplicates"
 		}
-		return from + " → " + stateText(storeview.StateReleased),
+		return from + " → " + stateText(readmodel.StateReleased),
 			"The next retry with the same intent executes again (" + again + "); a retry with a different intent is still refused as a conflict."
 	case reconcile.Failed:
-		return from + " → " + stateText(storeview.StateRejected),
+		return from + " → " + stateText(readmodel.StateRejected),
 			"Retries get the rejection: the effect does not run again."
 	case reconcile.Defer:
 		until := s.snoozeUntil()
 		meanwhile := "Meanwhile retries are refused: they wait for a person's decision."
 		switch {
 		case s.live():
-			meanwhile = "Meanwhile " + orDash(Clean(s.rec.Owner)) + " keeps its live lease and may still complete it."
-		case normalEffect(s.rec.Effect) == ops.EffectIdempotentProvider:
+			meanwhile = "Meanwhile " + orDash(termtext.Clean(s.rec.Owner)) + " keeps its live lease and may still complete it."
+		case normalEffect(s.rec.Effect) == opsmodel.EffectIdempotentProvider:
 			meanwhile = "Meanwhile the next retry with the same key may take it over: the provider deduplicates by key."
 		}
 		return "nothing changes: the record stays " + from,
@@ -647,12 +648,12 @@ func (s *reconcileFlow) consequenceLines() []string {
 		what := "says found, which contradicts \"" + info.name + "\""
 		switch {
 		case s.answer.Evidence.RefContradicts(s.decision(), s.typedRef()):
-			what = "found reference " + Clean(s.answer.Evidence.Ref) + ", which contradicts the reference you confirm, " +
-				Clean(s.typedRef()) + ": retries would replay a reference the provider does not know"
+			what = "found reference " + termtext.Clean(s.answer.Evidence.Ref) + ", which contradicts the reference you confirm, " +
+				termtext.Clean(s.typedRef()) + ": retries would replay a reference the provider does not know"
 		case s.verdict() == reconcile.LookupNotFound:
 			what = "says not found, which contradicts \"" + info.name + "\""
 		case s.answer.ResultRef != "":
-			what = "says found (reference " + Clean(s.answer.ResultRef) + "), which contradicts \"" + info.name + "\""
+			what = "says found (reference " + termtext.Clean(s.answer.ResultRef) + "), which contradicts \"" + info.name + "\""
 		}
 		s.para(&out, "⚠ The provider's lookup "+what+". Deciding against it needs an explicit override, recorded in the audit trail.",
 			s.st.Stuck.Render)
@@ -673,8 +674,8 @@ func (s *reconcileFlow) confirmLines() []string {
 	out = append(s.heading("Confirm: "+info.name+" on "+s.subject()), "")
 	change, _ := s.next()
 	s.field(&out, "the record", change)
-	s.field(&out, "reason", Clean(s.typedReason()))
-	evidence := Clean(s.evidence().Summary)
+	s.field(&out, "reason", termtext.Clean(s.typedReason()))
+	evidence := termtext.Clean(s.evidence().Summary)
 	if evidence == "" {
 		evidence = "none"
 	}

@@ -7,7 +7,8 @@ import (
 
 	"github.com/rivo/uniseg"
 
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/internal/termtext"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -48,9 +49,9 @@ const (
 // key id keys hold (keys may be nil: the console then holds no key); lay
 // it out before showing it. id is the record's identity, which the value
 // is bound to.
-func (r *revealedValue) set(v reconcile.Revealed, keys ops.Keyring, field reconcile.Field, id ops.Identity) {
+func (r *revealedValue) set(v reconcile.Revealed, keys opsmodel.Keyring, field reconcile.Field, id opsmodel.Identity) {
 	*r = revealedValue{v: v, ok: true}
-	kid, ok := ops.EncryptedKeyID(v.Text)
+	kid, ok := opsmodel.EncryptedKeyID(v.Text)
 	if !ok {
 		return
 	}
@@ -63,7 +64,7 @@ func (r *revealedValue) set(v reconcile.Revealed, keys ops.Keyring, field reconc
 	case v.Truncated():
 		r.sealed = sealedTooLong
 	default:
-		plain, _, err := ops.OpenStored(keys, string(field), id, v.Text)
+		plain, _, err := opsmodel.OpenStored(keys, string(field), id, v.Text)
 		if err != nil {
 			r.sealed = sealedNotAuthentic
 			return
@@ -73,7 +74,7 @@ func (r *revealedValue) set(v reconcile.Revealed, keys ops.Keyring, field reconc
 }
 
 // keyMissing tells whether keys hold no key named kid.
-func keyMissing(keys ops.Keyring, kid string) bool {
+func keyMissing(keys opsmodel.Keyring, kid string) bool {
 	_, err := keys.Key(kid)
 	return err != nil
 }
@@ -105,7 +106,7 @@ func (r *revealedValue) layOut(w int, st Styles, more string) {
 	}
 	for l := range strings.SplitSeq(indentJSON(text), "\n") {
 		indent := len(l) - len(strings.TrimLeft(l, " "))
-		for _, wl := range hardWrap(Clean(l[indent:]), max(1, w-4-indent)) {
+		for _, wl := range hardWrap(termtext.Clean(l[indent:]), max(1, w-4-indent)) {
 			r.lines = append(r.lines, "   "+strings.Repeat(" ", indent)+wl)
 		}
 	}
@@ -122,7 +123,7 @@ func (r *revealedValue) layOut(w int, st Styles, more string) {
 // sealedNote says what became of a value sealed at rest; "" for a plain
 // one.
 func (r *revealedValue) sealedNote() string {
-	kid := strconv.Quote(Clean(r.kid))
+	kid := strconv.Quote(termtext.Clean(r.kid))
 	const asStored = " The envelope is shown as stored."
 	switch r.sealed {
 	case sealedNoKeys:

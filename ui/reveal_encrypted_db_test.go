@@ -11,7 +11,8 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops"
-	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // TestRevealEncryptedRealDatabase: a result the service stored sealed
@@ -24,7 +25,7 @@ func TestRevealEncryptedRealDatabase(t *testing.T) {
 	kr, err := ops.NewLocalKeyring("2026-12", []string{"fp-1"},
 		map[string][]byte{"2026-12": bytes.Repeat([]byte{7}, ops.KeyBytes), "fp-1": bytes.Repeat([]byte{8}, ops.KeyBytes)})
 	require.NoError(t, err)
-	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: ops.EffectIdempotentProvider}},
+	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: opsmodel.EffectIdempotentProvider}},
 		Owner: "worker-1", Keyring: kr})
 	require.NoError(t, err)
 	const key = "sealed-1"
@@ -33,7 +34,7 @@ func TestRevealEncryptedRealDatabase(t *testing.T) {
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	h := newSourceHarness(t, storeview.New(operator.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
-		Options{Context: "db", Decider: &reconcile.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}, 120, 40)
+		Options{Context: "db", Decider: &desk.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}, 120, 40)
 	h.keys(":key acme/create-note/" + key + "<enter>")
 	h.keys("vcustomer asks<enter>")
 	v := flat(h.view())

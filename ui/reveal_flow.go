@@ -8,7 +8,8 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/internal/termtext"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -25,10 +26,10 @@ type revealFlow struct {
 	flow
 	stored   reconcile.Field
 	revealed revealedValue
-	keys     ops.Keyring // the context's reveal_keys; nil when none
+	keys     opsmodel.Keyring // the context's reveal_keys; nil when none
 }
 
-func newReveal(d deps, dec Decider, keys ops.Keyring) *revealFlow {
+func newReveal(d deps, dec Decider, keys opsmodel.Keyring) *revealFlow {
 	s := &revealFlow{flow: newFlow(d, screenReveal, dec), stored: reconcile.FieldResult, keys: keys}
 	s.first = stepReason
 	s.what = func() string { return "Reveal the " + string(s.stored) + " of operation " }
@@ -40,7 +41,7 @@ func newReveal(d deps, dec Decider, keys ops.Keyring) *revealFlow {
 	}, "reveal (audited)")
 	s.confirmHead = func() []string {
 		out := append(s.heading("Reveal the stored "+string(s.stored)+" of operation "+strconv.FormatInt(s.rec.ID, 10)), "")
-		s.field(&out, "reason", Clean(s.typedReason()))
+		s.field(&out, "reason", termtext.Clean(s.typedReason()))
 		return out
 	}
 	s.reveals = true
@@ -60,7 +61,7 @@ func newReveal(d deps, dec Decider, keys ops.Keyring) *revealFlow {
 	}
 	s.onApplied = func(v any) {
 		if r, ok := v.(reconcile.Revealed); ok { // as its write answered
-			s.revealed.set(r, s.keys, s.stored, ops.Identity{Tenant: s.rec.Tenant, Tool: s.rec.Tool, Key: s.rec.Key})
+			s.revealed.set(r, s.keys, s.stored, opsmodel.Identity{Tenant: s.rec.Tenant, Tool: s.rec.Tool, Key: s.rec.Key})
 		}
 		s.layOutRevealed()
 	}

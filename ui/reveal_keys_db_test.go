@@ -11,7 +11,8 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops"
-	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // TestRevealDecryptsWithTheContextsKeysRealDatabase: a console whose
@@ -27,7 +28,7 @@ func TestRevealDecryptsWithTheContextsKeysRealDatabase(t *testing.T) {
 	kr, err := ops.NewLocalKeyring("2026-12", []string{"fp-1"},
 		map[string][]byte{"2026-12": sealKey, "fp-1": bytes.Repeat([]byte{8}, ops.KeyBytes)})
 	require.NoError(t, err)
-	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: ops.EffectIdempotentProvider}},
+	store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{"create-note": {Effect: opsmodel.EffectIdempotentProvider}},
 		Owner: "worker-1", Keyring: kr})
 	require.NoError(t, err)
 	for _, key := range []string{"sealed-1", "tampered-1"} {
@@ -37,14 +38,14 @@ func TestRevealDecryptsWithTheContextsKeysRealDatabase(t *testing.T) {
 	dbtest.TamperSealedResult(t, d, "tampered-1") // a bit of its ciphertext flipped
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
-	console := func(keys ops.Keyring) *harness {
-		opts := Options{Context: "db", Decider: &reconcile.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}
+	console := func(keys opsmodel.Keyring) *harness {
+		opts := Options{Context: "db", Decider: &desk.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}
 		if keys != nil {
 			opts.RevealKeys = keys
 		}
 		return newSourceHarness(t, storeview.New(operator.Pool, storeview.Options{StatementTimeout: 5 * time.Second}), opts, 120, 40)
 	}
-	reader := func(id string, key []byte) ops.Keyring {
+	reader := func(id string, key []byte) opsmodel.Keyring {
 		k, err := ops.NewLocalKeyring(id, []string{id}, map[string][]byte{id: key})
 		require.NoError(t, err)
 		return k
@@ -72,7 +73,7 @@ func TestRevealDecryptsWithTheContextsKeysRealDatabase(t *testing.T) {
 	require.Contains(t, v, "secret@example.com", "the intent's plaintext is not shown:\n%s", h.view())
 	require.Equal(t, before+2, audits(), "each reveal is audited")
 
-	for name, keys := range map[string]ops.Keyring{
+	for name, keys := range map[string]opsmodel.Keyring{
 		"another key id":             reader("2027-01", sealKey),
 		"another key under the same": reader("2026-12", bytes.Repeat([]byte{9}, ops.KeyBytes)),
 	} {

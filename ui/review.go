@@ -9,7 +9,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // screenReview is the retention review.
@@ -36,18 +37,18 @@ var reviewKind = screenKind{
 type reviewScreen struct {
 	deps
 	navigator
-	catalog  map[string]storeview.ToolPolicy
+	catalog  map[string]readmodel.ToolPolicy
 	w, h     int
 	seq      int
 	loading  bool
-	r        *storeview.Review
+	r        *readmodel.Review
 	err      error
 	sel      int
 	top      int
 	canPurge bool
 }
 
-func newReview(d deps, catalog map[string]storeview.ToolPolicy) *reviewScreen {
+func newReview(d deps, catalog map[string]readmodel.ToolPolicy) *reviewScreen {
 	s := &reviewScreen{deps: d, catalog: catalog}
 	s.updateKeys()
 	return s
@@ -92,9 +93,9 @@ func (s *reviewScreen) allow(p permits) {
 }
 
 // selected is the selected tool, if any.
-func (s *reviewScreen) selected() (storeview.ToolReview, bool) {
+func (s *reviewScreen) selected() (readmodel.ToolReview, bool) {
 	if s.r == nil || s.sel >= len(s.r.Tools) {
-		return storeview.ToolReview{}, false
+		return readmodel.ToolReview{}, false
 	}
 	return s.r.Tools[s.sel], true
 }
@@ -155,7 +156,7 @@ func (s *reviewScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			s.sel = n - 1
 		case key.Matches(msg, s.keys.Open):
 			t, _ := s.selected()
-			l := listOf(storeview.Filter{Tools: []string{t.Tool}}, storeview.SortExpires)
+			l := listOf(readmodel.Filter{Tools: []string{t.Tool}}, readmodel.SortExpires)
 			l.drill = true
 			s.goTo(l)
 		case key.Matches(msg, s.keys.Purge):
@@ -174,39 +175,39 @@ type reviewColumn struct {
 	// drop orders the columns given up on narrow terminals: 1 goes
 	// first, 0 never goes.
 	drop int
-	cell func(t storeview.ToolReview) string
+	cell func(t readmodel.ToolReview) string
 }
 
 var reviewColumns = []reviewColumn{
-	{title: "TOOL", cell: func(t storeview.ToolReview) string {
+	{title: "TOOL", cell: func(t readmodel.ToolReview) string {
 		if !t.InCatalog {
-			return Clean(t.Tool) + " ?"
+			return termtext.Clean(t.Tool) + " ?"
 		}
-		return Clean(t.Tool)
+		return termtext.Clean(t.Tool)
 	}},
-	{title: "RETENTION", drop: 3, cell: func(t storeview.ToolReview) string {
+	{title: "RETENTION", drop: 3, cell: func(t readmodel.ToolReview) string {
 		if !t.InCatalog {
 			return ShortDuration(t.Retention) + "?"
 		}
 		return ShortDuration(t.Retention)
 	}},
-	{title: "WINDOW", drop: 2, cell: func(t storeview.ToolReview) string {
+	{title: "WINDOW", drop: 2, cell: func(t readmodel.ToolReview) string {
 		if !t.InCatalog {
 			return "?"
 		}
 		return ShortDuration(t.RetryWindow)
 	}},
-	{title: "AFTER", drop: 1, cell: func(t storeview.ToolReview) string {
+	{title: "AFTER", drop: 1, cell: func(t readmodel.ToolReview) string {
 		if !t.InCatalog {
 			return "?"
 		}
 		return t.AfterExpiry
 	}},
-	{title: "24H", right: true, cell: func(t storeview.ToolReview) string { return ReviewFigure(t.Expiring24h) }},
-	{title: "7D", right: true, drop: 4, cell: func(t storeview.ToolReview) string { return ReviewFigure(t.Expiring7d) }},
-	{title: "EXPIRED", right: true, cell: func(t storeview.ToolReview) string { return ReviewFigure(t.Expired) }},
-	{title: "PURGEABLE", right: true, cell: func(t storeview.ToolReview) string { return ReviewFigure(t.Purgeable) }},
-	{title: "WARN", right: true, cell: func(t storeview.ToolReview) string {
+	{title: "24H", right: true, cell: func(t readmodel.ToolReview) string { return ReviewFigure(t.Expiring24h) }},
+	{title: "7D", right: true, drop: 4, cell: func(t readmodel.ToolReview) string { return ReviewFigure(t.Expiring7d) }},
+	{title: "EXPIRED", right: true, cell: func(t readmodel.ToolReview) string { return ReviewFigure(t.Expired) }},
+	{title: "PURGEABLE", right: true, cell: func(t readmodel.ToolReview) string { return ReviewFigure(t.Purgeable) }},
+	{title: "WARN", right: true, cell: func(t readmodel.ToolReview) string {
 		if len(t.Warnings) == 0 {
 			return ""
 		}
@@ -216,8 +217,8 @@ var reviewColumns = []reviewColumn{
 
 func (s *reviewScreen) View() string {
 	if s.r == nil {
-		if s.err != nil && !errors.Is(s.err, storeview.ErrNotFound) {
-			return " " + s.st.Error.Render("✗ could not read the retention review: "+Clean(s.err.Error()))
+		if s.err != nil && !errors.Is(s.err, readmodel.ErrNotFound) {
+			return " " + s.st.Error.Render("✗ could not read the retention review: "+termtext.Clean(s.err.Error()))
 		}
 		return " loading the retention review…"
 	}
@@ -253,7 +254,7 @@ func (s *reviewScreen) View() string {
 	lines = append(lines, "")
 	lines = append(lines, foot...)
 	if s.err != nil {
-		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good figures: "+Clean(s.err.Error()), w-1)))
+		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good figures: "+termtext.Clean(s.err.Error()), w-1)))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -349,7 +350,7 @@ func (s *reviewScreen) pane(w int) []string {
 	oldest := "oldest pending: none"
 	if p := t.OldestPending; p != nil {
 		oldest = fmt.Sprintf("oldest pending: #%d, lease expires %s", p.ID, since(p.LeaseExpiresAt, s.r.DBTime))
-		if storeview.LeaseEnded(p.LeaseExpiresAt, s.r.DBTime, 0) {
+		if readmodel.LeaseEnded(p.LeaseExpiresAt, s.r.DBTime, 0) {
 			oldest = fmt.Sprintf("oldest pending: #%d, lease expired %s", p.ID, since(p.LeaseExpiresAt, s.r.DBTime))
 		}
 		if p.Stuck {
@@ -358,7 +359,7 @@ func (s *reviewScreen) pane(w int) []string {
 	}
 	var lines []string
 	add := func(text string) { lines = append(lines, indented(text, w-3, "   ", nil)...) }
-	lines = append(lines, s.st.Title.Render(truncate(" "+Clean(t.Tool), w)))
+	lines = append(lines, s.st.Title.Render(truncate(" "+termtext.Clean(t.Tool), w)))
 	add(policy)
 	add("expiring: " + ReviewFigure(t.Expiring24h) + " within 24h, " + ReviewFigure(t.Expiring7d) + " within 7d")
 	add(expired)
@@ -402,7 +403,7 @@ func (s *reviewScreen) purgeWarnings(w int) []string {
 		if u.Tool != "" {
 			what = u.Tool
 		}
-		add(Clean(fmt.Sprintf("⚠ unfinished purge run %d of %s, started %s by %s: %s purged, no result record yet; "+
+		add(termtext.Clean(fmt.Sprintf("⚠ unfinished purge run %d of %s, started %s by %s: %s purged, no result record yet; "+
 			"%s finishes it by purging again", u.Run, what, since(u.StartedAt, s.r.DBTime), u.Role, count(u.Purged), u.Role)))
 	}
 	return lines
@@ -417,11 +418,11 @@ func afterExpiryNote(after string) string {
 }
 
 func (s *reviewScreen) footnote(w int) []string {
-	text := "figures as of db time " + clock(s.r.DBTime) + " UTC; counts above " + count(storeview.CountCap) +
+	text := "figures as of db time " + clock(s.r.DBTime) + " UTC; counts above " + count(readmodel.CountCap) +
 		" are estimates (~)"
 	if s.r.Scoped {
-		text = "figures as of db time " + clock(s.r.DBTime) + " UTC; counts above " + count(storeview.CountCap) +
-			" show as " + count(storeview.CountCap) + "+"
+		text = "figures as of db time " + clock(s.r.DBTime) + " UTC; counts above " + count(readmodel.CountCap) +
+			" show as " + count(readmodel.CountCap) + "+"
 	}
 	text += "; a purge counts exactly first"
 	var out []string

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/opsdesk/opsdesk/internal/retention"
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/purgereport"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -19,48 +19,48 @@ import (
 // exercise every part of the screen (estimates, kept records, a stuck
 // record, each kind of warning). The real figures are tested against
 // PostgreSQL in internal/storeview.
-func (s *fakeSource) Review(_ context.Context, catalog map[string]storeview.ToolPolicy) (storeview.Review, error) {
+func (s *fakeSource) Review(_ context.Context, catalog map[string]readmodel.ToolPolicy) (readmodel.Review, error) {
 	if err := s.enter("review"); err != nil {
-		return storeview.Review{}, fmt.Errorf("list the store's tools: %w", err)
+		return readmodel.Review{}, fmt.Errorf("list the store's tools: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	day := 24 * time.Hour
-	r := storeview.Review{DBTime: dbNow, Scoped: s.scoped, Tools: []storeview.ToolReview{
+	r := readmodel.Review{DBTime: dbNow, Scoped: s.scoped, Tools: []readmodel.ToolReview{
 		{Tool: "charge-card", InCatalog: true, InStore: true, Retention: day, RetryWindow: 3 * day, AfterExpiry: "reject",
-			Expiring24h: storeview.Count{N: 12}, Expiring7d: storeview.Count{N: 12}, Expired: storeview.Count{N: 3},
-			Purgeable: storeview.Count{N: 3},
+			Expiring24h: readmodel.Count{N: 12}, Expiring7d: readmodel.Count{N: 12}, Expired: readmodel.Count{N: 3},
+			Purgeable: readmodel.Count{N: 3},
 			Warnings:  []string{"retention 1d is shorter than the retry window 3d: a retry in between gets ErrExpired instead of its result"}},
 		{Tool: "create-ticket", InCatalog: true, InStore: true, Retention: 7 * day, RetryWindow: 3 * day, AfterExpiry: "reexecute",
-			Expiring24h: storeview.Count{N: 4210, Estimated: true}, Expiring7d: storeview.Count{N: 30120, Estimated: true},
-			Expired: storeview.Count{N: 52312, Estimated: true}, Purgeable: storeview.Count{N: 52301, Estimated: true},
+			Expiring24h: readmodel.Count{N: 4210, Estimated: true}, Expiring7d: readmodel.Count{N: 30120, Estimated: true},
+			Expired: readmodel.Count{N: 52312, Estimated: true}, Purgeable: readmodel.Count{N: 52301, Estimated: true},
 			Held: 9, Conflicted: 2,
-			OldestPending:      &storeview.PendingRef{ID: 48213, LeasedAt: dbNow.Add(-8*day - time.Minute), LeaseExpiresAt: dbNow.Add(-8 * day), Stuck: true},
-			StuckPastRetention: storeview.Count{N: 1},
+			OldestPending:      &readmodel.PendingRef{ID: 48213, LeasedAt: dbNow.Add(-8*day - time.Minute), LeaseExpiresAt: dbNow.Add(-8 * day), Stuck: true},
+			StuckPastRetention: readmodel.Count{N: 1},
 			Warnings:           []string{"1 record stuck for longer than the retention 7d: their callers have likely given up; reconcile them"}},
 		{Tool: "legacy-sync", InStore: true, Retention: 7 * day, RetryWindow: 7 * day, AfterExpiry: "reexecute",
-			Expiring7d: storeview.Count{N: 1},
+			Expiring7d: readmodel.Count{N: 1},
 			Warnings:   []string{"not in the catalog: its retry window and after_expiry are unknown here; figures assume the library's default retention (7d)"}},
 		{Tool: "send-email", InCatalog: true, InStore: true, Retention: 30 * day, RetryWindow: 7 * day, AfterExpiry: "reexecute",
-			Expiring24h: storeview.Count{N: 88}, Expiring7d: storeview.Count{N: 612},
-			OldestPending: &storeview.PendingRef{ID: 48901, LeasedAt: dbNow.Add(-3 * time.Second), LeaseExpiresAt: dbNow.Add(27 * time.Second)}},
+			Expiring24h: readmodel.Count{N: 88}, Expiring7d: readmodel.Count{N: 612},
+			OldestPending: &readmodel.PendingRef{ID: 48901, LeasedAt: dbNow.Add(-3 * time.Second), LeaseExpiresAt: dbNow.Add(27 * time.Second)}},
 	}}
 	r.UnfinishedPurges = s.unfinished
 	if s.scoped {
-		r.Tools[1].Expired = storeview.Count{N: storeview.CountCap, AtLeast: true}
-		r.Tools[1].Purgeable = storeview.Count{N: storeview.CountCap - 2, AtLeast: true}
+		r.Tools[1].Expired = readmodel.Count{N: readmodel.CountCap, AtLeast: true}
+		r.Tools[1].Purgeable = readmodel.Count{N: readmodel.CountCap - 2, AtLeast: true}
 	}
 	return r, nil
 }
 
 // fakeUnfinished is n unfinished purge runs, the first of create-ticket
 // by an admin who claims a name, the others of every tool.
-func fakeUnfinished(n int) []storeview.UnfinishedPurge {
+func fakeUnfinished(n int) []readmodel.UnfinishedPurge {
 	seq := int64(408)
-	runs := []storeview.UnfinishedPurge{{Run: 7, Role: "alice", DisplayName: "Alice \x1b[31mA.", StartedAt: dbNow.Add(-3 * time.Hour),
+	runs := []readmodel.UnfinishedPurge{{Run: 7, Role: "alice", DisplayName: "Alice \x1b[31mA.", StartedAt: dbNow.Add(-3 * time.Hour),
 		Reason: "end of quarter", Tool: "create-ticket", Before: dbNow.Add(-3 * time.Hour), Purged: 12_000, StartSeq: &seq}}
 	for i := 1; i < n; i++ {
-		runs = append(runs, storeview.UnfinishedPurge{Run: int64(7 + i), Role: "bob", StartedAt: dbNow.Add(-time.Duration(i) * 24 * time.Hour),
+		runs = append(runs, readmodel.UnfinishedPurge{Run: int64(7 + i), Role: "bob", StartedAt: dbNow.Add(-time.Duration(i) * 24 * time.Hour),
 			Reason: "weekly", Before: dbNow.Add(-time.Duration(i) * 24 * time.Hour), Purged: int64(i)})
 	}
 	return runs
@@ -81,31 +81,31 @@ type fakePurger struct {
 	block bool
 }
 
-func (p *fakePurger) Count(_ context.Context, tool string) (retention.DryRun, error) {
+func (p *fakePurger) Count(_ context.Context, tool string) (purgereport.DryRun, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return retention.DryRun{Count: p.count, Before: dbNow}, p.countErr
+	return purgereport.DryRun{Count: p.count, Before: dbNow}, p.countErr
 }
 
-func (p *fakePurger) Purge(ctx context.Context, tool string, dry retention.DryRun, reason string, progress func(retention.Progress)) (retention.Result, error) {
+func (p *fakePurger) Purge(ctx context.Context, tool string, dry purgereport.DryRun, reason string, progress func(purgereport.Progress)) (purgereport.Result, error) {
 	before := dry.Before
 	p.mu.Lock()
 	p.tools, p.reasons, p.befores = append(p.tools, tool), append(p.reasons, reason), append(p.befores, before)
 	n, block, err := p.count, p.block, p.err
 	p.mu.Unlock()
 	if err != nil {
-		return retention.Result{}, err
+		return purgereport.Result{}, err
 	}
 	var done int64
 	for b := 1; done < n; b++ {
 		done = min(n, done+1000)
-		progress(retention.Progress{Run: 7, Purged: done, Batches: b})
+		progress(purgereport.Progress{Run: 7, Purged: done, Batches: b})
 		if block {
 			<-ctx.Done()
-			return retention.Result{}, fmt.Errorf("purge run 7, after %d records: %w (run the purge again to resume)", done, ctx.Err())
+			return purgereport.Result{}, fmt.Errorf("purge run 7, after %d records: %w (run the purge again to resume)", done, ctx.Err())
 		}
 	}
-	return retention.Result{Run: 7, Purged: n, AuditTenant: "", AuditSeq: 412}, nil
+	return purgereport.Result{Run: 7, Purged: n, AuditTenant: "", AuditSeq: 412}, nil
 }
 
 func (p *fakePurger) asked() ([]string, []string) {

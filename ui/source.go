@@ -7,33 +7,32 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 )
 
 // Source is the read API the console needs. *storeview.Store satisfies it;
 // tests use a small in-memory one.
 type Source interface {
-	Overview(ctx context.Context) (storeview.Overview, error)
-	List(ctx context.Context, q storeview.Query) (storeview.Page, error)
+	Overview(ctx context.Context) (readmodel.Overview, error)
+	List(ctx context.Context, q readmodel.Query) (readmodel.Page, error)
 	// Total counts a list's records; the list asks for it once its page
 	// is shown, so that a count never delays a page.
-	Total(ctx context.Context, f storeview.Filter) (storeview.Count, error)
-	Get(ctx context.Context, id int64) (storeview.Detail, error)
-	GetByIdentity(ctx context.Context, tenant, tool, key string) (storeview.Detail, error)
-	Info(ctx context.Context) (storeview.Info, error)
+	Total(ctx context.Context, f readmodel.Filter) (readmodel.Count, error)
+	Get(ctx context.Context, id int64) (readmodel.Detail, error)
+	GetByIdentity(ctx context.Context, tenant, tool, key string) (readmodel.Detail, error)
+	Info(ctx context.Context) (readmodel.Info, error)
 	// Review is the retention review of the catalog's and the store's
 	// tools.
-	Review(ctx context.Context, catalog map[string]storeview.ToolPolicy) (storeview.Review, error)
+	Review(ctx context.Context, catalog map[string]readmodel.ToolPolicy) (readmodel.Review, error)
 	// AuditList is one page of the audit trail, newest first, as far as
 	// the role may see it.
-	AuditList(ctx context.Context, q storeview.AuditQuery) (storeview.AuditPage, error)
+	AuditList(ctx context.Context, q readmodel.AuditQuery) (readmodel.AuditPage, error)
 	// AuditRecord is one audit record with the check of its hash and its
 	// link to the record before.
-	AuditRecord(ctx context.Context, tenant string, seq int64) (storeview.AuditDetail, error)
+	AuditRecord(ctx context.Context, tenant string, seq int64) (readmodel.AuditDetail, error)
 }
-
-var _ Source = (*storeview.Store)(nil)
 
 // Refresh bounds and defaults.
 const (
@@ -64,7 +63,7 @@ type Options struct {
 	// not list them.
 	Decider Decider
 	// Catalog is each tool's retention policy, for the retention review.
-	Catalog map[string]storeview.ToolPolicy
+	Catalog map[string]readmodel.ToolPolicy
 	// Purger runs retention purges from the review, for a role the
 	// database lets purge; nil (or ReadOnly) offers none.
 	Purger Purger
@@ -83,7 +82,7 @@ type Options struct {
 	// RevealKeys, when set (the context's reveal_keys), decrypts the
 	// revealed values sealed under one of its key ids, here in the
 	// console; the others are shown as stored, with their key id.
-	RevealKeys ops.Keyring
+	RevealKeys opsmodel.Keyring
 }
 
 // writable tells whether the console may offer writes at all (the role's
@@ -111,7 +110,7 @@ type result interface {
 
 type overviewMsg struct {
 	seq int
-	ov  storeview.Overview
+	ov  readmodel.Overview
 	err error
 }
 
@@ -137,7 +136,7 @@ func (m connectMsg) asOf() time.Time  { return m.info.DBTime }
 func (m connectMsg) failure() error   { return m.err }
 func (m connectMsg) reachable() bool  { return reachable(m.info, m.err) }
 func (m probeMsg) reachable() bool    { return reachable(m.info, m.err) }
-func reachable(i storeview.Info, err error) bool {
+func reachable(i readmodel.Info, err error) bool {
 	// Info reads the database time first: a failure after that (an old
 	// schema, say) still proves the database answers.
 	return err == nil || !i.DBTime.IsZero()
@@ -145,7 +144,7 @@ func reachable(i storeview.Info, err error) bool {
 
 type reviewMsg struct {
 	seq int
-	r   storeview.Review
+	r   readmodel.Review
 	err error
 }
 
@@ -156,7 +155,7 @@ func (m reviewMsg) failure() error  { return m.err }
 
 type auditPageMsg struct {
 	seq  int
-	page storeview.AuditPage
+	page readmodel.AuditPage
 	err  error
 }
 
@@ -167,7 +166,7 @@ func (m auditPageMsg) failure() error  { return m.err }
 
 type auditRecordMsg struct {
 	seq int
-	d   storeview.AuditDetail
+	d   readmodel.AuditDetail
 	err error
 }
 
@@ -178,27 +177,27 @@ func (m auditRecordMsg) failure() error  { return m.err }
 
 type pageMsg struct {
 	seq  int
-	page storeview.Page
+	page readmodel.Page
 	err  error
 }
 
 // totalMsg answers a list's count of its filter's records.
 type totalMsg struct {
 	seq   int
-	total storeview.Count
+	total readmodel.Count
 	err   error
 }
 
 type detailMsg struct {
 	seq int
-	d   storeview.Detail
+	d   readmodel.Detail
 	err error
 }
 
 // connectMsg answers the Info request made at start and on retries.
 type connectMsg struct {
 	seq  int
-	info storeview.Info
+	info readmodel.Info
 	err  error
 }
 
@@ -206,7 +205,7 @@ type connectMsg struct {
 // unreachable database from a failing query.
 type probeMsg struct {
 	seq  int
-	info storeview.Info
+	info readmodel.Info
 	err  error
 }
 
@@ -243,56 +242,56 @@ func run[T any](f fetcher, fn func(context.Context) (T, error), wrap func(T, err
 }
 
 func (f fetcher) overview(seq int) tea.Cmd {
-	return run(f, f.src.Overview, func(ov storeview.Overview, err error) tea.Msg {
+	return run(f, f.src.Overview, func(ov readmodel.Overview, err error) tea.Msg {
 		return overviewMsg{seq: seq, ov: ov, err: err}
 	})
 }
 
-func (f fetcher) review(seq int, catalog map[string]storeview.ToolPolicy) tea.Cmd {
-	return run(f, func(ctx context.Context) (storeview.Review, error) { return f.src.Review(ctx, catalog) },
-		func(r storeview.Review, err error) tea.Msg { return reviewMsg{seq: seq, r: r, err: err} })
+func (f fetcher) review(seq int, catalog map[string]readmodel.ToolPolicy) tea.Cmd {
+	return run(f, func(ctx context.Context) (readmodel.Review, error) { return f.src.Review(ctx, catalog) },
+		func(r readmodel.Review, err error) tea.Msg { return reviewMsg{seq: seq, r: r, err: err} })
 }
 
-func (f fetcher) list(seq int, q storeview.Query) tea.Cmd {
-	return run(f, func(ctx context.Context) (storeview.Page, error) { return f.src.List(ctx, q) },
-		func(p storeview.Page, err error) tea.Msg { return pageMsg{seq: seq, page: p, err: err} })
+func (f fetcher) list(seq int, q readmodel.Query) tea.Cmd {
+	return run(f, func(ctx context.Context) (readmodel.Page, error) { return f.src.List(ctx, q) },
+		func(p readmodel.Page, err error) tea.Msg { return pageMsg{seq: seq, page: p, err: err} })
 }
 
-func (f fetcher) total(seq int, filter storeview.Filter) tea.Cmd {
-	return run(f, func(ctx context.Context) (storeview.Count, error) { return f.src.Total(ctx, filter) },
-		func(c storeview.Count, err error) tea.Msg { return totalMsg{seq: seq, total: c, err: err} })
+func (f fetcher) total(seq int, filter readmodel.Filter) tea.Cmd {
+	return run(f, func(ctx context.Context) (readmodel.Count, error) { return f.src.Total(ctx, filter) },
+		func(c readmodel.Count, err error) tea.Msg { return totalMsg{seq: seq, total: c, err: err} })
 }
 
-func (f fetcher) auditList(seq int, q storeview.AuditQuery) tea.Cmd {
-	return run(f, func(ctx context.Context) (storeview.AuditPage, error) { return f.src.AuditList(ctx, q) },
-		func(p storeview.AuditPage, err error) tea.Msg { return auditPageMsg{seq: seq, page: p, err: err} })
+func (f fetcher) auditList(seq int, q readmodel.AuditQuery) tea.Cmd {
+	return run(f, func(ctx context.Context) (readmodel.AuditPage, error) { return f.src.AuditList(ctx, q) },
+		func(p readmodel.AuditPage, err error) tea.Msg { return auditPageMsg{seq: seq, page: p, err: err} })
 }
 
 func (f fetcher) auditRecord(seq int, ref auditRef) tea.Cmd {
-	return run(f, func(ctx context.Context) (storeview.AuditDetail, error) {
+	return run(f, func(ctx context.Context) (readmodel.AuditDetail, error) {
 		return f.src.AuditRecord(ctx, ref.Tenant, ref.Seq)
-	}, func(d storeview.AuditDetail, err error) tea.Msg { return auditRecordMsg{seq: seq, d: d, err: err} })
+	}, func(d readmodel.AuditDetail, err error) tea.Msg { return auditRecordMsg{seq: seq, d: d, err: err} })
 }
 
 func (f fetcher) get(seq int, id int64) tea.Cmd {
-	return run(f, func(ctx context.Context) (storeview.Detail, error) { return f.src.Get(ctx, id) },
-		func(d storeview.Detail, err error) tea.Msg { return detailMsg{seq: seq, d: d, err: err} })
+	return run(f, func(ctx context.Context) (readmodel.Detail, error) { return f.src.Get(ctx, id) },
+		func(d readmodel.Detail, err error) tea.Msg { return detailMsg{seq: seq, d: d, err: err} })
 }
 
 func (f fetcher) identity(seq int, id identity) tea.Cmd {
-	return run(f, func(ctx context.Context) (storeview.Detail, error) {
+	return run(f, func(ctx context.Context) (readmodel.Detail, error) {
 		return f.src.GetByIdentity(ctx, id.Tenant, id.Tool, id.Key)
-	}, func(d storeview.Detail, err error) tea.Msg { return detailMsg{seq: seq, d: d, err: err} })
+	}, func(d readmodel.Detail, err error) tea.Msg { return detailMsg{seq: seq, d: d, err: err} })
 }
 
 func (f fetcher) connect(seq int) tea.Cmd {
-	return run(f, f.src.Info, func(i storeview.Info, err error) tea.Msg {
+	return run(f, f.src.Info, func(i readmodel.Info, err error) tea.Msg {
 		return connectMsg{seq: seq, info: i, err: err}
 	})
 }
 
 func (f fetcher) probe(seq int) tea.Cmd {
-	return run(f, f.src.Info, func(i storeview.Info, err error) tea.Msg {
+	return run(f, f.src.Info, func(i readmodel.Info, err error) tea.Msg {
 		return probeMsg{seq: seq, info: i, err: err}
 	})
 }
@@ -303,5 +302,5 @@ type identity struct {
 }
 
 func (i identity) String() string {
-	return Clean(i.Tenant) + "/" + Clean(i.Tool) + "/" + Clean(i.Key)
+	return termtext.Clean(i.Tenant) + "/" + termtext.Clean(i.Tool) + "/" + termtext.Clean(i.Key)
 }

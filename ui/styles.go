@@ -3,7 +3,7 @@ package ui
 import (
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 // Styles are the console's looks, built from one renderer so that the
@@ -67,25 +67,25 @@ func NewStyles(r *lipgloss.Renderer) Styles {
 }
 
 // state returns the style of a state.
-func (s Styles) state(st storeview.State) lipgloss.Style {
+func (s Styles) state(st readmodel.State) lipgloss.Style {
 	switch st {
-	case storeview.StatePending:
+	case readmodel.StatePending:
 		return s.Pending
-	case storeview.StateStuck:
+	case readmodel.StateStuck:
 		return s.Stuck
-	case storeview.StateDeferred:
+	case readmodel.StateDeferred:
 		return s.Pending
-	case storeview.StateCompleted:
+	case readmodel.StateCompleted:
 		return s.Completed
-	case storeview.StateRejected:
+	case readmodel.StateRejected:
 		return s.Rejected
 	}
 	return s.Released
 }
 
 // row returns the style of a row's state cell in the list.
-func (s Styles) row(r storeview.Row) lipgloss.Style {
-	if r.Conflicted && r.State != storeview.StateStuck && r.State != storeview.StateDeferred {
+func (s Styles) row(r readmodel.Row) lipgloss.Style {
+	if r.Conflicted && r.State != readmodel.StateStuck && r.State != readmodel.StateDeferred {
 		return s.Conflict
 	}
 	return s.state(r.State)

@@ -3,7 +3,8 @@ package ui
 import (
 	"strconv"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // col names the list's columns.
@@ -96,15 +97,15 @@ const (
 
 // rowCells formats one row's cells (untruncated); ages come from the
 // row's database time.
-func rowCells(r storeview.Row) [colCount]string {
+func rowCells(r readmodel.Row) [colCount]string {
 	var c [colCount]string
 	c[colID] = strconv.FormatInt(r.ID, 10)
-	c[colTenant] = Clean(r.Tenant)
-	c[colTool] = Clean(r.Tool)
-	c[colKey] = Clean(r.Key)
+	c[colTenant] = termtext.Clean(r.Tenant)
+	c[colTool] = termtext.Clean(r.Tool)
+	c[colKey] = termtext.Clean(r.Key)
 	c[colState] = RowStateText(r)
 	c[colDeferred] = deferralText(r)
-	c[colOwner] = Clean(r.Owner)
+	c[colOwner] = termtext.Clean(r.Owner)
 	if c[colOwner] == "" {
 		c[colOwner] = "-"
 	}

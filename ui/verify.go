@@ -10,7 +10,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // Verifier checks every audit chain the connected role may see, as
@@ -18,7 +19,7 @@ import (
 // no gaps. It reports its progress as it reads. The command's verifier
 // over the console's read pool satisfies it.
 type Verifier interface {
-	Verify(ctx context.Context, progress func(audit.Progress)) (*audit.Report, error)
+	Verify(ctx context.Context, progress func(auditreport.Progress)) (*auditreport.Report, error)
 }
 
 // screenVerify is the audit chains' verification.
@@ -44,12 +45,12 @@ var verifyKind = screenKind{
 type (
 	verifyProgressMsg struct {
 		run int
-		p   audit.Progress
+		p   auditreport.Progress
 		ch  <-chan tea.Msg
 	}
 	verifyDoneMsg struct {
 		run int
-		rep *audit.Report
+		rep *auditreport.Report
 		err error
 	}
 	// verifyTickMsg redraws a run under way (its time), even while the
@@ -70,8 +71,8 @@ type verifyScreen struct {
 	cancel   context.CancelFunc
 	started  time.Time
 	took     time.Duration
-	progress audit.Progress
-	rep      *audit.Report
+	progress auditreport.Progress
+	rep      *auditreport.Report
 	err      error
 	sel      int
 }
@@ -125,7 +126,7 @@ func (s *verifyScreen) stop() bool {
 func (s *verifyScreen) start() tea.Cmd {
 	s.stop()
 	s.run++
-	s.rep, s.err, s.progress, s.sel = nil, nil, audit.Progress{}, 0
+	s.rep, s.err, s.progress, s.sel = nil, nil, auditreport.Progress{}, 0
 	if s.verifier == nil {
 		s.err = fmt.Errorf("this console has no verifier: run opsdesk audit verify")
 		s.updateKeys()
@@ -136,7 +137,7 @@ func (s *verifyScreen) start() tea.Cmd {
 	run, v := s.run, s.verifier
 	ch := make(chan tea.Msg, 1)
 	go func() {
-		rep, err := v.Verify(ctx, func(p audit.Progress) {
+		rep, err := v.Verify(ctx, func(p auditreport.Progress) {
 			select {
 			case ch <- verifyProgressMsg{run: run, p: p, ch: ch}:
 			case <-ctx.Done():
@@ -163,8 +164,8 @@ func (s *verifyScreen) tick() tea.Cmd {
 }
 
 // broken are the chains that break, in the report's order.
-func (s *verifyScreen) broken() []audit.Chain {
-	var out []audit.Chain
+func (s *verifyScreen) broken() []auditreport.Chain {
+	var out []auditreport.Chain
 	if s.rep != nil {
 		for _, c := range s.rep.Chains {
 			if c.Break != nil {
@@ -269,7 +270,7 @@ func (s *verifyScreen) View() string {
 			ShortDuration(time.Since(s.started))), nil)
 		add("Each record's hash is recomputed and each link checked, as opsdesk audit verify does. esc stops.", s.st.Muted.Render)
 	case s.rep == nil && s.err != nil:
-		what := "✗ the verification did not finish: " + Clean(s.err.Error())
+		what := "✗ the verification did not finish: " + termtext.Clean(s.err.Error())
 		if s.err == context.Canceled {
 			what = fmt.Sprintf("stopped after %s of %s records: nothing was concluded", count(p.Records), count(p.Total))
 		}
@@ -296,14 +297,14 @@ func (s *verifyScreen) reportLines(w int) []string {
 		records += c.Records
 	}
 	summary := fmt.Sprintf("%d chain%s, %s records, as of db time %s UTC, as %s, in %s", len(rep.Chains), plural(len(rep.Chains)),
-		count(records), clock(rep.At), Clean(rep.Role), ShortDuration(s.took))
+		count(records), clock(rep.At), termtext.Clean(rep.Role), ShortDuration(s.took))
 	switch {
 	case rep.OK:
 		add("✓ every chain verifies: "+summary, s.st.Completed.Render)
 	case rep.Break != nil:
-		add("✗ "+Clean(rep.Break.Error())+" · "+summary, s.st.Error.Render)
+		add("✗ "+termtext.Clean(rep.Break.Error())+" · "+summary, s.st.Error.Render)
 	default:
-		add("✗ "+Clean(rep.Problem)+" · "+summary, s.st.Error.Render)
+		add("✗ "+termtext.Clean(rep.Problem)+" · "+summary, s.st.Error.Render)
 	}
 	out = append(out, "")
 	out = append(out, s.st.Header.Render("   "+pad("CHAIN", 16)+"  "+padLeft("RECORDS", 9)+"  "+padLeft("HEAD", 8)+"  STATUS"))
@@ -317,7 +318,7 @@ func (s *verifyScreen) reportLines(w int) []string {
 		status := s.st.Completed.Render("✓ verifies")
 		mark := "   "
 		if c.Break != nil {
-			status = s.st.Error.Render(glyphBroken + " " + truncate(Clean(c.Break.Reason), max(10, w-46)))
+			status = s.st.Error.Render(glyphBroken + " " + truncate(termtext.Clean(c.Break.Reason), max(10, w-46)))
 			if s.sel < len(broken) && broken[s.sel].Tenant == c.Tenant {
 				mark = " ▸ "
 			}

@@ -10,20 +10,20 @@ import (
 	"github.com/muesli/termenv"
 	"github.com/stretchr/testify/require"
 
-	"github.com/opsdesk/opsdesk/internal/audit"
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 // fakeVerifier answers :verify with a report, after telling its steps;
 // with a gate it then waits for the gate, or for the screen to stop it.
 type fakeVerifier struct {
-	steps []audit.Progress
-	rep   *audit.Report
+	steps []auditreport.Progress
+	rep   *auditreport.Report
 	err   error
 	gate  chan struct{}
 }
 
-func (v *fakeVerifier) Verify(ctx context.Context, progress func(audit.Progress)) (*audit.Report, error) {
+func (v *fakeVerifier) Verify(ctx context.Context, progress func(auditreport.Progress)) (*auditreport.Report, error) {
 	for _, p := range v.steps {
 		progress(p)
 	}
@@ -39,13 +39,13 @@ func (v *fakeVerifier) Verify(ctx context.Context, progress func(audit.Progress)
 
 // verifyReport is the fake trail's chains, acme's broken at seq 4 when
 // broken is set.
-func verifyReport(broken bool) *audit.Report {
-	rep := &audit.Report{At: dbNow, Role: "alice", SeesEveryTenant: true, OK: true, Chains: []audit.Chain{
+func verifyReport(broken bool) *auditreport.Report {
+	rep := &auditreport.Report{At: dbNow, Role: "alice", SeesEveryTenant: true, OK: true, Chains: []auditreport.Chain{
 		{Tenant: "", Records: 3, HeadSeq: 3}, {Tenant: "acme", Records: 7, HeadSeq: 7},
 		{Tenant: "globex", Records: 4, HeadSeq: 4}, {Tenant: "initech", Records: 2, HeadSeq: 2},
 	}}
 	if broken {
-		b := &audit.Break{Tenant: "acme", Seq: 4, Reason: "seq 4: hash does not match its contents"}
+		b := &auditreport.Break{Tenant: "acme", Seq: 4, Reason: "seq 4: hash does not match its contents"}
 		rep.Chains[1].Break, rep.Break, rep.OK = b, b, false
 	}
 	return rep
@@ -69,8 +69,8 @@ func breakAuditRecord(src *fakeSource) {
 			r.Check.Problem = "its hash does not match its contents"
 		}
 	}
-	src.decisions[48213] = append(src.decisions[48213], storeview.Decision{AuditSeq: 4, At: dbNow.Add(-41 * time.Minute),
-		Role: "alice", Action: storeview.ActionDefer, Reason: "nothing to see", SnoozeUntil: dbNow.Add(-5 * time.Minute),
+	src.decisions[48213] = append(src.decisions[48213], readmodel.Decision{AuditSeq: 4, At: dbNow.Add(-41 * time.Minute),
+		Role: "alice", Action: readmodel.ActionDefer, Reason: "nothing to see", SnoozeUntil: dbNow.Add(-5 * time.Minute),
 		HashBroken: true})
 }
 
@@ -84,7 +84,7 @@ func TestVerifyViews(t *testing.T) {
 		setup func(t *testing.T, w, h int) *harness
 	}{
 		{"verify-running", func(t *testing.T, w, hh int) *harness {
-			v := &fakeVerifier{steps: []audit.Progress{{Records: 7200, Total: 16000, Chains: 2, Tenant: "acme"}}, gate: make(chan struct{})}
+			v := &fakeVerifier{steps: []auditreport.Progress{{Records: 7200, Total: 16000, Chains: 2, Tenant: "acme"}}, gate: make(chan struct{})}
 			t.Cleanup(func() { close(v.gate) })
 			h := newVerifyHarness(t, v, w, hh).keys(":verify")
 			_, cmd := h.m.Update(tea.KeyMsg{Type: tea.KeyEnter})
@@ -98,7 +98,7 @@ func TestVerifyViews(t *testing.T) {
 			return newVerifyHarness(t, &fakeVerifier{rep: verifyReport(true)}, w, hh).keys(":verify<enter>")
 		}},
 		{"verify-stopped", func(t *testing.T, w, hh int) *harness {
-			v := &fakeVerifier{steps: []audit.Progress{{Records: 3000, Total: 16000, Chains: 1, Tenant: ""}}, gate: make(chan struct{})}
+			v := &fakeVerifier{steps: []auditreport.Progress{{Records: 3000, Total: 16000, Chains: 1, Tenant: ""}}, gate: make(chan struct{})}
 			t.Cleanup(func() { close(v.gate) })
 			h := newVerifyHarness(t, v, w, hh).keys(":verify")
 			_, cmd := h.m.Update(tea.KeyMsg{Type: tea.KeyEnter})
@@ -162,7 +162,7 @@ func TestVerifyOpensTheBreak(t *testing.T) {
 	h.keys("q")
 	require.Equal(t, screenOverview, h.m.active().id())
 
-	gated := &fakeVerifier{steps: []audit.Progress{{Total: 16000}}, gate: make(chan struct{})}
+	gated := &fakeVerifier{steps: []auditreport.Progress{{Total: 16000}}, gate: make(chan struct{})}
 	defer close(gated.gate)
 	h = newVerifyHarness(t, gated, 120, 40).keys(":verify")
 	_, cmd := h.m.Update(tea.KeyMsg{Type: tea.KeyEnter})

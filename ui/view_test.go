@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,7 +16,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/stretchr/testify/require"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 var sizes = []struct{ w, h int }{{80, 24}, {120, 40}}
@@ -190,7 +191,7 @@ func TestViewNeverPanics(t *testing.T) {
 func TestColumnsDropByPriority(t *testing.T) {
 	t.Parallel()
 	rows := demoRows(4830)
-	layout := func(rows []storeview.Row) func(w int) string {
+	layout := func(rows []readmodel.Row) func(w int) string {
 		cells := make([][colCount]string, len(rows))
 		for i, r := range rows {
 			cells[i] = rowCells(r)
@@ -229,16 +230,16 @@ func TestColumnsDropByPriority(t *testing.T) {
 	} {
 		require.Equal(t, cols, every(w), "width %d", w)
 	}
-	var stuck []storeview.Row
+	var stuck []readmodel.Row
 	for _, r := range rows {
-		if r.State == storeview.StateStuck {
+		if r.State == readmodel.StateStuck {
 			stuck = append(stuck, r)
 		}
 	}
 	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE", layout(stuck)(60), "a stuck list at 60")
 	// A deferral's details show where there is room; where there is
 	// not, the state still says deferred.
-	rows[2].State, rows[2].DeferredUntil, rows[2].DeferredBy = storeview.StateDeferred, dbNow.Add(2*time.Hour), "opsdesk_demo_operator"
+	rows[2].State, rows[2].DeferredUntil, rows[2].DeferredBy = readmodel.StateDeferred, dbNow.Add(2*time.Hour), "opsdesk_demo_operator"
 	deferred := layout(rows)
 	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE,DEFERRED,OWNER,LEASE AGE,EXPIRES,TRY,RETENTION", deferred(140))
 	require.Equal(t, "ID,TENANT,TOOL,KEY,STATE,EXPIRES", deferred(80))
@@ -246,18 +247,18 @@ func TestColumnsDropByPriority(t *testing.T) {
 }
 
 // demoRows are records like the demo's, numbered from base.
-func demoRows(base int64) []storeview.Row {
-	rows := []storeview.Row{
-		{Tenant: "acme", Tool: "charge-card", Key: "order-00017:charge", State: storeview.StatePending, Owner: "worker-1"},
-		{Tenant: "acme", Tool: "charge-card", Key: "order-00018:charge", State: storeview.StateCompleted, Owner: "worker-2"},
-		{Tenant: "globex", Tool: "charge-card", Key: "order-00027:charge", State: storeview.StateStuck, Owner: "worker-3"},
-		{Tenant: "initech", Tool: "deploy-service", Key: "release-00020:deploy", State: storeview.StateStuck, Owner: "worker-7"},
-		{Tenant: "initech", Tool: "deploy-service", Key: "release-00021:deploy", State: storeview.StateCompleted, Owner: "worker-4"},
-		{Tenant: "acme", Tool: "deploy-service", Key: "release-00030:deploy", State: storeview.StateRejected, Owner: "worker-5"},
-		{Tenant: "acme", Tool: "create-ticket", Key: "run-42:create-ticket", State: storeview.StateStuck, Owner: "worker-3"},
-		{Tenant: "acme", Tool: "create-ticket", Key: "run-43:create-ticket", State: storeview.StateCompleted, Owner: "worker-6"},
-		{Tenant: "globex", Tool: "create-ticket", Key: "run-142:create-ticket", State: storeview.StateCompleted, Conflicted: true, Owner: "worker-8"},
-		{Tenant: "globex", Tool: "send-email", Key: "welcome/user-8812", State: storeview.StateReleased},
+func demoRows(base int64) []readmodel.Row {
+	rows := []readmodel.Row{
+		{Tenant: "acme", Tool: "charge-card", Key: "order-00017:charge", State: readmodel.StatePending, Owner: "worker-1"},
+		{Tenant: "acme", Tool: "charge-card", Key: "order-00018:charge", State: readmodel.StateCompleted, Owner: "worker-2"},
+		{Tenant: "globex", Tool: "charge-card", Key: "order-00027:charge", State: readmodel.StateStuck, Owner: "worker-3"},
+		{Tenant: "initech", Tool: "deploy-service", Key: "release-00020:deploy", State: readmodel.StateStuck, Owner: "worker-7"},
+		{Tenant: "initech", Tool: "deploy-service", Key: "release-00021:deploy", State: readmodel.StateCompleted, Owner: "worker-4"},
+		{Tenant: "acme", Tool: "deploy-service", Key: "release-00030:deploy", State: readmodel.StateRejected, Owner: "worker-5"},
+		{Tenant: "acme", Tool: "create-ticket", Key: "run-42:create-ticket", State: readmodel.StateStuck, Owner: "worker-3"},
+		{Tenant: "acme", Tool: "create-ticket", Key: "run-43:create-ticket", State: readmodel.StateCompleted, Owner: "worker-6"},
+		{Tenant: "globex", Tool: "create-ticket", Key: "run-142:create-ticket", State: readmodel.StateCompleted, Conflicted: true, Owner: "worker-8"},
+		{Tenant: "globex", Tool: "send-email", Key: "welcome/user-8812", State: readmodel.StateReleased},
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -265,10 +266,10 @@ func demoRows(base int64) []storeview.Row {
 		r.DBTime, r.Attempt, r.Version = dbNow, 1, 2
 		r.CreatedAt, r.LeasedAt = dbNow.Add(-time.Hour), dbNow.Add(-time.Hour)
 		r.LeaseExpiresAt = dbNow.Add(-time.Hour + 30*time.Second)
-		if r.State == storeview.StatePending {
+		if r.State == readmodel.StatePending {
 			r.LeasedAt, r.LeaseExpiresAt = dbNow.Add(-3*time.Second), dbNow.Add(27*time.Second)
 		}
-		if r.State == storeview.StateCompleted || r.State == storeview.StateRejected {
+		if r.State == readmodel.StateCompleted || r.State == readmodel.StateRejected {
 			r.CompletedAt, r.ExpiresAt = dbNow.Add(-59*time.Minute), dbNow.Add(7*24*time.Hour)
 		}
 	}
@@ -350,25 +351,6 @@ func TestTruncateMiddle(t *testing.T) {
 	}
 }
 
-// TestClean keeps escape sequences in stored text from reaching the
-// terminal; line breaks and tabs read as one space.
-func TestClean(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		"plain-key":                       "plain-key",
-		"key\x1b[2J\x07-42":               "key\uFFFD[2J\uFFFD-42",
-		"key\x1b]0;title\x07\u009b2J\x7f": "key\uFFFD]0;title\uFFFD\uFFFD2J\uFFFD",
-		"bad \xff utf-8":                  "bad \uFFFD utf-8",
-		"a\nb\r\nc\td":                    "a b c d",
-		"line\n\t\tindented\r\n":          "line indented ",
-		// pgconn's error when every address of the host fails.
-		"failed to connect to `user=alice database=opsdesk`:\n\t127.0.0.1:5432 (localhost): dial error: connection refused\n\t[::1]:5432 (localhost): dial error: connection refused": "failed to connect to `user=alice database=opsdesk`: 127.0.0.1:5432 (localhost): dial error: connection refused [::1]:5432 (localhost): dial error: connection refused",
-	} {
-		got := Clean(in)
-		require.Equal(t, want, got, "clean(%q) = %q, want %q", in, got, want)
-	}
-}
-
 func TestFormats(t *testing.T) {
 	t.Parallel()
 	for d, want := range map[string]string{
@@ -387,8 +369,10 @@ func TestFormats(t *testing.T) {
 	}
 }
 
-// TestNoPgxImport: the console reads through Source and never imports pgx
-// itself.
+// TestNoPgxImport: the console reads through Source and decides through
+// Decider, and depends on pgx neither itself nor through any package it
+// imports (go list -deps, without its tests); its test files do not import
+// pgx either. A failure names the way pgx is reached.
 func TestNoPgxImport(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("*.go")
@@ -401,4 +385,61 @@ func TestNoPgxImport(t *testing.T) {
 			require.NotContains(t, imp.Path.Value, "jackc/pgx", "%s imports %s", f, imp.Path.Value)
 		}
 	}
+	cmd := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}|{{join .Imports " "}}`, ".")
+	out, err := cmd.Output()
+	var stderr []byte
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = ee.Stderr
+	}
+	require.NoError(t, err, "go list: %s", stderr)
+	imports := map[string][]string{}
+	var self string
+	for line := range strings.Lines(string(out)) {
+		path, imps, ok := strings.Cut(strings.TrimSpace(line), "|")
+		require.True(t, ok, line)
+		imports[path] = strings.Fields(imps)
+		self = path // go list -deps lists the package itself last
+	}
+	if way := pgxWay(imports, self); way != nil {
+		t.Fatalf("ui depends on pgx: %s", strings.Join(way, " → "))
+	}
+}
+
+// pgxWay is a shortest chain of imports from from to a package of pgx
+// (github.com/jackc/pgx/...), or nil when there is none.
+func pgxWay(imports map[string][]string, from string) []string {
+	parent := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if strings.HasPrefix(p, "github.com/jackc/pgx") {
+			var way []string
+			for ; p != ""; p = parent[p] {
+				way = append([]string{p}, way...)
+			}
+			return way
+		}
+		for _, imp := range imports[p] {
+			if _, seen := parent[imp]; !seen {
+				parent[imp] = p
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return nil
+}
+
+// TestPgxWayNamesTheChain: the check names the packages between the
+// console and pgx, and passes a graph without it.
+func TestPgxWayNamesTheChain(t *testing.T) {
+	t.Parallel()
+	graph := map[string][]string{
+		"ui":        {"fmt", "reconcile"},
+		"reconcile": {"ops", "strings"},
+		"ops":       {"github.com/jackc/pgx/v5/pgxpool"},
+	}
+	require.Equal(t, []string{"ui", "reconcile", "ops", "github.com/jackc/pgx/v5/pgxpool"}, pgxWay(graph, "ui"))
+	graph["reconcile"] = []string{"strings"}
+	require.Nil(t, pgxWay(graph, "ui"))
 }

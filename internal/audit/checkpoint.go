@@ -12,55 +12,31 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 )
 
 // CheckpointFormat names version 1 of the checkpoint file and starts its
 // signed payload.
 const CheckpointFormat = "opsdesk-audit-checkpoint-v1"
 
-// HexBytes is a digest written as lowercase hex in JSON.
-type HexBytes []byte
-
-// MarshalText writes lowercase hex.
-func (h HexBytes) MarshalText() ([]byte, error) { return []byte(hex.EncodeToString(h)), nil }
-
-// UnmarshalText reads hex.
-func (h *HexBytes) UnmarshalText(b []byte) error {
-	v, err := hex.DecodeString(string(b))
-	if err != nil {
-		return fmt.Errorf("not hex: %w", err)
-	}
-	*h = v
-	return nil
-}
-
-// String is the lowercase hex.
-func (h HexBytes) String() string { return hex.EncodeToString(h) }
-
-// Head is a chain's last record: what a checkpoint signs.
-type Head struct {
-	Tenant string   `json:"tenant"`
-	Seq    int64    `json:"seq"`
-	Hash   HexBytes `json:"hash"`
-}
-
 // Checkpoint is a signed statement, kept outside the database, that at At
 // (the database clock) each chain in Chains ended at Seq with Hash. A chain
 // that later lacks that record, or holds another at that seq, was cut or
 // rewritten, even if it was re-chained afterwards.
 type Checkpoint struct {
-	Format         string    `json:"format"`
-	At             time.Time `json:"at"`
-	Chains         []Head    `json:"chains"`
-	PublicKey      []byte    `json:"public_key"` // the 32-byte ed25519 key, base64
-	KeyFingerprint string    `json:"key_fingerprint"`
-	Signature      []byte    `json:"signature"` // ed25519 over Payload(), base64
+	Format         string             `json:"format"`
+	At             time.Time          `json:"at"`
+	Chains         []auditreport.Head `json:"chains"`
+	PublicKey      []byte             `json:"public_key"` // the 32-byte ed25519 key, base64
+	KeyFingerprint string             `json:"key_fingerprint"`
+	Signature      []byte             `json:"signature"` // ed25519 over Payload(), base64
 }
 
 // Sign returns a checkpoint of heads at at, signed with key.
-func Sign(at time.Time, heads []Head, key ed25519.PrivateKey) (*Checkpoint, error) {
+func Sign(at time.Time, heads []auditreport.Head, key ed25519.PrivateKey) (*Checkpoint, error) {
 	chains := slices.Clone(heads)
-	slices.SortFunc(chains, func(a, b Head) int { return strings.Compare(a.Tenant, b.Tenant) })
+	slices.SortFunc(chains, func(a, b auditreport.Head) int { return strings.Compare(a.Tenant, b.Tenant) })
 	pub := key.Public().(ed25519.PublicKey)
 	c := &Checkpoint{
 		Format:         CheckpointFormat,

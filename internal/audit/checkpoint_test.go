@@ -11,16 +11,18 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 )
 
 func TestCheckpointPayload(t *testing.T) {
 	t.Parallel()
 	c := &Checkpoint{
 		At: time.UnixMicro(1700000000123456),
-		Chains: []Head{
-			{Tenant: "", Seq: 2, Hash: HexBytes{0x00, 0xff}},
-			{Tenant: "acme corp\n", Seq: 10, Hash: HexBytes{0xab}},
-			{Tenant: "zoë", Seq: 1, Hash: HexBytes{0x01}},
+		Chains: []auditreport.Head{
+			{Tenant: "", Seq: 2, Hash: auditreport.HexBytes{0x00, 0xff}},
+			{Tenant: "acme corp\n", Seq: 10, Hash: auditreport.HexBytes{0xab}},
+			{Tenant: "zoë", Seq: 1, Hash: auditreport.HexBytes{0x01}},
 		},
 	}
 	payload, err := c.Payload()
@@ -34,7 +36,7 @@ func TestCheckpointPayload(t *testing.T) {
 	c.Chains[0], c.Chains[1] = c.Chains[1], c.Chains[0]
 	_, err = c.Payload()
 	require.ErrorContains(t, err, "ascending tenant order")
-	c.Chains = []Head{{Tenant: "a"}, {Tenant: "a"}}
+	c.Chains = []auditreport.Head{{Tenant: "a"}, {Tenant: "a"}}
 	_, err = c.Payload()
 	require.ErrorContains(t, err, "each once")
 }
@@ -44,7 +46,7 @@ func TestCheckpointSignature(t *testing.T) {
 	key := newKey(t)
 	pub := key.Public().(ed25519.PublicKey)
 	at := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.FixedZone("x", 3600))
-	heads := []Head{{Tenant: "globex", Seq: 3, Hash: HexBytes{3}}, {Tenant: "acme", Seq: 9, Hash: HexBytes{9}}}
+	heads := []auditreport.Head{{Tenant: "globex", Seq: 3, Hash: auditreport.HexBytes{3}}, {Tenant: "acme", Seq: 9, Hash: auditreport.HexBytes{9}}}
 	c, err := Sign(at, heads, key)
 	require.NoError(t, err)
 	require.Equal(t, "acme", c.Chains[0].Tenant, "Sign sorts the chains")
@@ -70,13 +72,13 @@ func TestCheckpointSignature(t *testing.T) {
 
 	alter := func(f func(c *Checkpoint)) *Checkpoint {
 		cp := *c
-		cp.Chains = append([]Head(nil), c.Chains...)
+		cp.Chains = append([]auditreport.Head(nil), c.Chains...)
 		f(&cp)
 		return &cp
 	}
 	for name, bad := range map[string]*Checkpoint{
 		"Seq":  alter(func(c *Checkpoint) { c.Chains[0].Seq = 8 }),
-		"Hash": alter(func(c *Checkpoint) { c.Chains[1].Hash = HexBytes{4} }),
+		"Hash": alter(func(c *Checkpoint) { c.Chains[1].Hash = auditreport.HexBytes{4} }),
 		"At":   alter(func(c *Checkpoint) { c.At = c.At.Add(time.Microsecond) }),
 		"Drop": alter(func(c *Checkpoint) { c.Chains = c.Chains[1:] }),
 	} {
@@ -86,7 +88,7 @@ func TestCheckpointSignature(t *testing.T) {
 
 	// Someone else's key, with a valid signature of its own: intact, but
 	// only a pinned key tells it is not ours.
-	forged, err := Sign(at, []Head{{Tenant: "acme", Seq: 5, Hash: HexBytes{5}}}, newKey(t))
+	forged, err := Sign(at, []auditreport.Head{{Tenant: "acme", Seq: 5, Hash: auditreport.HexBytes{5}}}, newKey(t))
 	require.NoError(t, err)
 	_, err = forged.CheckSignature(nil)
 	require.NoError(t, err)

@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/opsdesk/opsdesk/internal/audited"
 	"io"
 	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/opsdesk/opsdesk/internal/audited"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -66,7 +68,7 @@ type ExportEnd struct {
 	Kind    string `json:"kind"`
 	Records int64  `json:"records"`
 	// Chains are the last record written of each chain, by tenant.
-	Chains []Head `json:"chains"`
+	Chains []auditreport.Head `json:"chains"`
 }
 
 type exportRecord struct {
@@ -95,7 +97,7 @@ type ExportSummary struct {
 	At      time.Time
 	Role    string
 	Records int64
-	Chains  []Head
+	Chains  []auditreport.Head
 }
 
 // Export writes one segment of an export of the chains the connected role
@@ -132,7 +134,7 @@ SELECT now(), session_user,
 		return sum, readError(h.Role, err)
 	}
 	// Byte order, as reports list chains, whatever the database's collation.
-	slices.SortFunc(chains, func(a, b Head) int { return strings.Compare(a.Tenant, b.Tenant) })
+	slices.SortFunc(chains, func(a, b auditreport.Head) int { return strings.Compare(a.Tenant, b.Tenant) })
 	if err := checkResume(chains, opts, h.Role); err != nil {
 		return sum, err
 	}
@@ -146,10 +148,10 @@ SELECT now(), session_user,
 		if c.Seq <= after {
 			continue
 		}
-		var last *Head
+		var last *auditreport.Head
 		err := Read(ctx, tx, ReadOpts{Tenant: &c.Tenant, AfterSeq: after}, func(r Record) error {
 			sum.Records++
-			last = &Head{Tenant: r.Tenant, Seq: r.Seq, Hash: r.Hash}
+			last = &auditreport.Head{Tenant: r.Tenant, Seq: r.Seq, Hash: r.Hash}
 			return enc.Encode(exportRecord{Kind: KindRecord, Record: r})
 		})
 		if err != nil {
@@ -166,7 +168,7 @@ SELECT now(), session_user,
 	}
 	end := ExportEnd{Kind: KindEnd, Records: sum.Records, Chains: sum.Chains}
 	if end.Chains == nil {
-		end.Chains = []Head{}
+		end.Chains = []auditreport.Head{}
 	}
 	if err := enc.Encode(end); err != nil {
 		return sum, fmt.Errorf("write export: %w", err)
@@ -182,7 +184,7 @@ SELECT now(), session_user,
 // records, not the head rows: a chain whose head row was deleted is still
 // exported, for verification to find it. One index probe per chain finds
 // the next tenant (a loose index scan) and another its last seq.
-func exportChains(ctx context.Context, tx pgx.Tx, tenant *string) ([]Head, error) {
+func exportChains(ctx context.Context, tx pgx.Tx, tenant *string) ([]auditreport.Head, error) {
 	var rows pgx.Rows
 	if tenant != nil {
 		rows, _ = tx.Query(ctx, `SELECT $1::text, max(seq) FROM opsdesk.audit WHERE tenant = $1 HAVING count(*) > 0`, *tenant)
@@ -196,8 +198,8 @@ WITH RECURSIVE chains(tenant) AS (
 )
 SELECT tenant, (SELECT max(a.seq) FROM opsdesk.audit a WHERE a.tenant = c.tenant) FROM chains c WHERE tenant IS NOT NULL`)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Head, error) {
-		var h Head
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (auditreport.Head, error) {
+		var h auditreport.Head
 		err := r.Scan(&h.Tenant, &h.Seq)
 		return h, err
 	})
@@ -208,7 +210,7 @@ SELECT tenant, (SELECT max(a.seq) FROM opsdesk.audit a WHERE a.tenant = c.tenant
 // sees none), or a chain that ends before where the export resumes (the
 // file already holds records the database no longer has, or --since-seq
 // is past the chain's end). Each would otherwise read as success.
-func checkResume(chains []Head, opts ExportOpts, role string) error {
+func checkResume(chains []auditreport.Head, opts ExportOpts, role string) error {
 	if len(chains) == 0 {
 		return errors.New(noChain(opts.Tenant, role))
 	}
@@ -258,7 +260,7 @@ type ExportReport struct {
 	// in file order, then those kept outside it, or one without a
 	// checkpoint when there is none. Each report's At and Role are the last
 	// segment's.
-	Reports []*Report `json:"reports"`
+	Reports []*auditreport.Report `json:"reports"`
 	// Problem is what is wrong with the file beyond its chains: a segment
 	// cut short, an end line that does not match what precedes it, no
 	// checkpoint although a key was pinned.
@@ -267,8 +269,8 @@ type ExportReport struct {
 	// passed: no checkpoint vouches for the chains' tails.
 	Warning string `json:"warning,omitempty"`
 	// Break is the first broken record of any report.
-	Break *Break `json:"first_break"`
-	OK    bool   `json:"ok"`
+	Break *auditreport.Break `json:"first_break"`
+	OK    bool               `json:"ok"`
 }
 
 // NoCheckpoint says what an export verified without any checkpoint lacks.
@@ -362,12 +364,12 @@ func VerifyExport(f io.ReadSeeker, opts ExportVerifyOpts) (*ExportReport, error)
 // verifyExportOnce reads the file's records through a verifier anchored
 // by cp (or none), and checks each segment's end line. outside is whether
 // cp was kept outside the file.
-func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, opts ExportVerifyOpts, outside bool) (*Report, string, error) {
-	rep := &Report{Tenants: []string{}, Chains: []Chain{}, Partial: opts.Partial}
-	signed := map[string]Head{}
+func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, opts ExportVerifyOpts, outside bool) (*auditreport.Report, string, error) {
+	rep := &auditreport.Report{Tenants: []string{}, Chains: []auditreport.Chain{}, Partial: opts.Partial}
+	signed := map[string]auditreport.Head{}
 	var header ExportHeader
 	if cp != nil {
-		rep.Checkpoint = &CheckpointResult{At: cp.At, KeyFingerprint: cp.KeyFingerprint, KeyPinned: opts.PublicKey != nil}
+		rep.Checkpoint = &auditreport.CheckpointResult{At: cp.At, KeyFingerprint: cp.KeyFingerprint, KeyPinned: opts.PublicKey != nil}
 		if _, err := cp.CheckSignature(opts.PublicKey); err != nil {
 			rep.Checkpoint.Problem = err.Error()
 		} else {
@@ -463,7 +465,7 @@ func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, opts ExportVerifyOpts, ou
 	}
 	v.finish()
 	v.gone()
-	rep.conclude()
+	conclude(rep)
 	var failed []string
 	if c := rep.Checkpoint; c != nil && !opts.Partial {
 		// The file's header says what the exporter left out, and a
@@ -480,7 +482,7 @@ func verifyExportOnce(f io.ReadSeeker, cp *Checkpoint, opts ExportVerifyOpts, ou
 	if len(rep.Chains) == 0 {
 		failed = append(failed, "the export holds no audit chain")
 	}
-	rep.fail(failed...)
+	fail(rep, failed...)
 	return rep, strings.Join(problems, "; "), nil
 }
 
@@ -515,11 +517,11 @@ func firstLines(f io.ReadSeeker, repeats []*repeat) error {
 
 // compareEnd checks the chains against a segment's end line: the last
 // record of each chain it names must be the one read last.
-func (v *verifier) compareEnd(heads []Head) {
+func (v *verifier) compareEnd(heads []auditreport.Head) {
 	for _, h := range heads {
 		c := v.chains[h.Tenant]
 		if c == nil {
-			c = &Chain{Tenant: h.Tenant, HeadHash: HexBytes{}}
+			c = &auditreport.Chain{Tenant: h.Tenant, HeadHash: auditreport.HexBytes{}}
 			v.chains[h.Tenant] = c
 			v.order = append(v.order, h.Tenant)
 		}
@@ -528,13 +530,13 @@ func (v *verifier) compareEnd(heads []Head) {
 		}
 		switch {
 		case c.HeadSeq < h.Seq:
-			c.Break = &Break{Tenant: c.Tenant, Seq: c.HeadSeq + 1, Reason: missing(c.HeadSeq+1, h.Seq) +
+			c.Break = &auditreport.Break{Tenant: c.Tenant, Seq: c.HeadSeq + 1, Reason: missing(c.HeadSeq+1, h.Seq) +
 				fmt.Sprintf(": the export's end line says the chain ends at seq %d: lines were removed", h.Seq)}
 		case c.HeadSeq > h.Seq:
-			c.Break = &Break{Tenant: c.Tenant, Seq: h.Seq + 1, Reason: fmt.Sprintf(
+			c.Break = &auditreport.Break{Tenant: c.Tenant, Seq: h.Seq + 1, Reason: fmt.Sprintf(
 				"seq %d: the chain goes on past seq %d, where the export's end line says it ends", h.Seq+1, h.Seq)}
 		case !bytes.Equal(c.HeadHash, h.Hash):
-			c.Break = &Break{Tenant: c.Tenant, Seq: h.Seq, Reason: fmt.Sprintf(
+			c.Break = &auditreport.Break{Tenant: c.Tenant, Seq: h.Seq, Reason: fmt.Sprintf(
 				"seq %d: hash %s is not the %s the export's end line holds", h.Seq, short(c.HeadHash), short(h.Hash))}
 		}
 	}

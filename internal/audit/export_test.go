@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 )
 
@@ -107,8 +108,8 @@ func (l exportFile) reader() *bytes.Reader {
 func (l exportFile) drop(t *testing.T, tenant string, after int64) exportFile {
 	t.Helper()
 	var out exportFile
-	end := ExportEnd{Kind: KindEnd, Chains: []Head{}}
-	last := map[string]Head{}
+	end := ExportEnd{Kind: KindEnd, Chains: []auditreport.Head{}}
+	last := map[string]auditreport.Head{}
 	for _, line := range l {
 		var k struct {
 			Kind string `json:"kind"`
@@ -126,7 +127,7 @@ func (l exportFile) drop(t *testing.T, tenant string, after int64) exportFile {
 				continue
 			}
 			end.Records++
-			last[r.Tenant] = Head{Tenant: r.Tenant, Seq: r.Seq, Hash: r.Hash}
+			last[r.Tenant] = auditreport.Head{Tenant: r.Tenant, Seq: r.Seq, Hash: r.Hash}
 		}
 		out = append(out, line)
 	}

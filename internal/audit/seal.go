@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 )
 
 // RowQuerier runs a query that returns one row (a pool, a connection).
@@ -69,25 +71,17 @@ func Seal(ctx context.Context, q RowQuerier, tenant string, entry int64) (Sealin
 	return s, nil
 }
 
-// Queued is what of the trail is not sealed yet, in the chains the role
-// sees: how many entries, and how long the oldest has waited (by the
-// database's clock).
-type Queued struct {
-	Entries int64         `json:"entries"`
-	Oldest  time.Duration `json:"oldest"`
-}
-
 // ReadQueued counts the entries not sealed yet that the role sees.
-func ReadQueued(ctx context.Context, q RowQuerier) (Queued, error) {
+func ReadQueued(ctx context.Context, q RowQuerier) (auditreport.Queued, error) {
 	var (
 		n   int64
 		age *float64
 	)
 	if err := q.QueryRow(ctx, `SELECT count(*), extract(epoch FROM clock_timestamp() - min(at))::float8 FROM opsdesk.audit_queue`).
 		Scan(&n, &age); err != nil {
-		return Queued{}, fmt.Errorf("count the audit entries not sealed yet: %w", err)
+		return auditreport.Queued{}, fmt.Errorf("count the audit entries not sealed yet: %w", err)
 	}
-	out := Queued{Entries: n}
+	out := auditreport.Queued{Entries: n}
 	if age != nil {
 		out.Oldest = time.Duration(*age * float64(time.Second))
 	}

@@ -6,11 +6,13 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgerrcode"
-	"github.com/opsdesk/opsdesk/internal/audited"
 	"slices"
 	"strings"
-	"time"
+
+	"github.com/jackc/pgerrcode"
+
+	"github.com/opsdesk/opsdesk/internal/audited"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -44,133 +46,12 @@ type VerifyOpts struct {
 	Partial bool
 	// Progress, when set, hears how far the check got: every
 	// ProgressEvery records, at each new chain, and once at the end.
-	Progress func(Progress)
-}
-
-// Progress is how far Verify got.
-type Progress struct {
-	// Records were read and checked, of Total: the sum of the visible
-	// chains' heads as audit_heads holds them (a broken chain may hold
-	// more or fewer records).
-	Records, Total int64
-	// Chains were begun; Tenant is the chain being read.
-	Chains int
-	Tenant string
+	Progress func(auditreport.Progress)
 }
 
 // ProgressEvery is how many records Verify reads between two Progress
 // calls.
 const ProgressEvery = 1000
-
-// Report is the outcome of Verify.
-type Report struct {
-	// At is the database time of the snapshot verified.
-	At time.Time `json:"at"`
-	// Role is the connected role (session_user). SeesEveryTenant and
-	// Tenants (as opsdesk.access maps it, '*' for every tenant) are the
-	// chains row-level security lets it see; "" is for those who see every
-	// tenant.
-	Role            string   `json:"role"`
-	SeesEveryTenant bool     `json:"sees_every_tenant"`
-	Tenants         []string `json:"tenants"`
-	// Chains are the chains verified, in ascending byte order of tenant.
-	Chains     []Chain           `json:"chains"`
-	Checkpoint *CheckpointResult `json:"checkpoint,omitempty"`
-	// Partial is whether a partial check was asked for (VerifyOpts.Partial,
-	// ExportVerifyOpts.Partial): the checkpoint's chains listed in
-	// CheckpointResult.NotChecked were not checked, and that is not a
-	// failure.
-	Partial bool `json:"partial"`
-	// Problem is why the report fails beyond a broken record: chains a
-	// checkpoint signed that were not checked (without Partial), or no
-	// chain checked at all. Empty when there is none.
-	Problem string `json:"problem,omitempty"`
-	// Break is the first broken record (the first chain's, in Chains
-	// order), or nil. Each chain reports its own first break too.
-	Break *Break `json:"first_break"`
-	// OK is whether everything verified: at least one chain, no break, no
-	// Problem and, with a checkpoint, a signature that verifies.
-	OK bool `json:"ok"`
-	// Queued is what of the chains the role sees is not sealed yet:
-	// entries committed with their changes that the sealer has not given
-	// a place in their chain (migration 00023). They are not verified,
-	// and not a failure; nil for an export, which holds sealed records
-	// only.
-	Queued *Queued `json:"queued,omitempty"`
-}
-
-// Heads are the verified chains' heads, for a checkpoint.
-func (r *Report) Heads() []Head {
-	heads := make([]Head, 0, len(r.Chains))
-	for _, c := range r.Chains {
-		if c.Records > 0 {
-			heads = append(heads, Head{Tenant: c.Tenant, Seq: c.HeadSeq, Hash: c.HeadHash})
-		}
-	}
-	return heads
-}
-
-// Chain is one tenant's chain as verified.
-type Chain struct {
-	Tenant  string `json:"tenant"`
-	Records int64  `json:"records"`
-	// From is set on a chain read from an export that starts after seq 1
-	// (a resumed export, or --since-seq): its first record, whose
-	// prev_hash anchors the chain, unverified, to the records before it.
-	From int64 `json:"from_seq,omitempty"`
-	// HeadSeq and HeadHash are the last record's, as stored.
-	HeadSeq  int64    `json:"head_seq"`
-	HeadHash HexBytes `json:"head_hash"`
-	// Checkpoint is the head a checkpoint signed for this chain, and
-	// whether the chain still holds it.
-	Checkpoint *CheckedHead `json:"checkpoint,omitempty"`
-	Break      *Break       `json:"break"`
-}
-
-// CheckedHead is a checkpoint's head of one chain.
-type CheckedHead struct {
-	Seq       int64    `json:"seq"`
-	Hash      HexBytes `json:"hash"`
-	Confirmed bool     `json:"confirmed"`
-}
-
-// CheckpointResult is what Verify made of a checkpoint.
-type CheckpointResult struct {
-	At             time.Time `json:"at"`
-	KeyFingerprint string    `json:"key_fingerprint"`
-	// KeyPinned is false when the checkpoint's own key verified it.
-	KeyPinned bool `json:"key_pinned"`
-	// Problem is why the checkpoint itself does not verify; its heads are
-	// then not compared.
-	Problem string `json:"problem,omitempty"`
-	// NotVisible are chains it holds that the connected role may not see,
-	// so they were not compared; NotSelected are those --tenant left out.
-	NotVisible  []string `json:"not_visible,omitempty"`
-	NotSelected []string `json:"not_selected,omitempty"`
-	// BeforeExport are chains of an export that starts after the head the
-	// checkpoint signed: not compared.
-	BeforeExport []string `json:"before_export,omitempty"`
-	// NotChecked are the three lists above in one: the chains the
-	// checkpoint signed whose heads were not compared, in ascending order.
-	NotChecked []string `json:"not_checked"`
-	// Line is the export line that holds the checkpoint (VerifyExport);
-	// Outside is set for a checkpoint kept outside the export
-	// (ExportVerifyOpts.Checkpoints).
-	Line    int  `json:"line,omitempty"`
-	Outside bool `json:"outside,omitempty"`
-}
-
-// Break is a chain's first broken record.
-type Break struct {
-	Tenant string `json:"tenant"`
-	// Seq is the first record that fails, or the first missing one.
-	Seq int64 `json:"seq"`
-	// Reason says what is wrong, starting with the seq concerned.
-	Reason string `json:"reason"`
-}
-
-// Error reads "tenant acme seq 7: hash does not match its contents".
-func (b *Break) Error() string { return "tenant " + audited.TenantName(b.Tenant) + " " + b.Reason }
 
 // ErrNoAccess is a role that may not read the audit trail.
 var ErrNoAccess = errors.New("may not read the audit trail: grant it opsdesk_viewer (or a role that has it)")
@@ -182,11 +63,11 @@ var ErrNoAccess = errors.New("may not read the audit trail: grant it opsdesk_vie
 // checks the checkpoint's signature and that each chain still holds the
 // head it signed. Records stream: memory grows with the number of chains,
 // not records. A broken chain is a Report with OK false, not an error.
-func Verify(ctx context.Context, db TxBeginner, opts VerifyOpts) (*Report, error) {
-	rep := &Report{Tenants: []string{}, Chains: []Chain{}, Partial: opts.Partial}
-	signed := map[string]Head{}
+func Verify(ctx context.Context, db TxBeginner, opts VerifyOpts) (*auditreport.Report, error) {
+	rep := &auditreport.Report{Tenants: []string{}, Chains: []auditreport.Chain{}, Partial: opts.Partial}
+	signed := map[string]auditreport.Head{}
 	if cp := opts.Checkpoint; cp != nil {
-		rep.Checkpoint = &CheckpointResult{At: cp.At, KeyFingerprint: cp.KeyFingerprint, KeyPinned: opts.PublicKey != nil}
+		rep.Checkpoint = &auditreport.CheckpointResult{At: cp.At, KeyFingerprint: cp.KeyFingerprint, KeyPinned: opts.PublicKey != nil}
 		if _, err := cp.CheckSignature(opts.PublicKey); err != nil {
 			rep.Checkpoint.Problem = err.Error()
 		} else {
@@ -247,7 +128,7 @@ SELECT now(), session_user,
 		return nil, readError(rep.Role, err)
 	}
 	rep.Queued = &q
-	rep.conclude()
+	conclude(rep)
 	var problems []string
 	if cp := rep.Checkpoint; cp != nil && len(cp.NotVisible) > 0 && !opts.Partial {
 		problems = append(problems, fmt.Sprintf("the checkpoint signed chains %s cannot see (hidden from it, or gone), so they were not checked: %s",
@@ -256,7 +137,7 @@ SELECT now(), session_user,
 	if len(rep.Chains) == 0 {
 		problems = append(problems, noChain(opts.Tenant, rep.Role))
 	}
-	rep.fail(problems...)
+	fail(rep, problems...)
 	return rep, nil
 }
 
@@ -305,8 +186,8 @@ func tenantNames(tenants []string) string {
 
 // conclude orders the chains and the checkpoint's lists, and settles
 // Break and OK.
-func (rep *Report) conclude() {
-	slices.SortFunc(rep.Chains, func(a, b Chain) int { return strings.Compare(a.Tenant, b.Tenant) })
+func conclude(rep *auditreport.Report) {
+	slices.SortFunc(rep.Chains, func(a, b auditreport.Chain) int { return strings.Compare(a.Tenant, b.Tenant) })
 	rep.Break = nil
 	for _, c := range rep.Chains {
 		if c.Break != nil {
@@ -326,7 +207,7 @@ func (rep *Report) conclude() {
 }
 
 // fail adds problems to the report's and settles OK.
-func (rep *Report) fail(problems ...string) {
+func fail(rep *auditreport.Report, problems ...string) {
 	if rep.Problem != "" {
 		problems = append([]string{rep.Problem}, problems...)
 	}
@@ -348,12 +229,12 @@ func readError(role string, err error) error {
 // verifier checks records as they stream. Each chain's records come in
 // seq order; chains may interleave (concatenated exports do).
 type verifier struct {
-	rep    *Report
-	signed map[string]Head // the checkpoint's heads still to compare
-	chains map[string]*Chain
+	rep    *auditreport.Report
+	signed map[string]auditreport.Head // the checkpoint's heads still to compare
+	chains map[string]*auditreport.Chain
 	order  []string // chains in the order first seen
 	// progress is how far the check got, for VerifyOpts.Progress.
-	progress Progress
+	progress auditreport.Progress
 	// anchors lets a chain start after seq 1, anchored by its first
 	// record's prev_hash, where an export says it starts: after the seq
 	// anchors holds for its tenant (--since-seq, or a segment appended to
@@ -393,22 +274,22 @@ type gap struct {
 // afterLine): its break, once VerifyExport found the line it first
 // appeared on, says both.
 type repeat struct {
-	brk             *Break
+	brk             *auditreport.Break
 	seq             int64
 	line, afterLine int
 	after           int64
 }
 
-func newVerifier(rep *Report, signed map[string]Head) *verifier {
-	return &verifier{rep: rep, signed: signed, chains: map[string]*Chain{}, read: map[string]*chainRead{}}
+func newVerifier(rep *auditreport.Report, signed map[string]auditreport.Head) *verifier {
+	return &verifier{rep: rep, signed: signed, chains: map[string]*auditreport.Chain{}, read: map[string]*chainRead{}}
 }
 
 func (v *verifier) add(r Record) error {
 	c := v.chains[r.Tenant]
 	if c == nil {
-		c = &Chain{Tenant: r.Tenant}
+		c = &auditreport.Chain{Tenant: r.Tenant}
 		if h, ok := v.signed[r.Tenant]; ok {
-			c.Checkpoint = &CheckedHead{Seq: h.Seq, Hash: h.Hash}
+			c.Checkpoint = &auditreport.CheckedHead{Seq: h.Seq, Hash: h.Hash}
 		}
 		if after, ok := v.anchors[r.Tenant]; ok && r.Seq > 1 && r.Seq == after+1 {
 			c.From, c.HeadSeq, c.HeadHash = r.Seq, r.Seq-1, r.PrevHash
@@ -429,7 +310,7 @@ func (v *verifier) add(r Record) error {
 		c.Break = v.check(c, read, r)
 	case g != nil && r.Seq >= g.from && r.Seq <= g.to:
 		// A record found missing comes after all: it was moved.
-		c.Break = &Break{Tenant: r.Tenant, Seq: r.Seq, Reason: fmt.Sprintf("seq %d%s is out of order: seq %d%s comes before it",
+		c.Break = &auditreport.Break{Tenant: r.Tenant, Seq: r.Seq, Reason: fmt.Sprintf("seq %d%s is out of order: seq %d%s comes before it",
 			r.Seq, onLine(v.line), g.after, onLine(g.afterLine))}
 		read.gap = nil
 	}
@@ -440,8 +321,10 @@ func (v *verifier) add(r Record) error {
 
 // check returns why r does not continue chain c (whose head is r's
 // predecessor, read as read says), or nil.
-func (v *verifier) check(c *Chain, read *chainRead, r Record) *Break {
-	broken := func(seq int64, reason string) *Break { return &Break{Tenant: r.Tenant, Seq: seq, Reason: reason} }
+func (v *verifier) check(c *auditreport.Chain, read *chainRead, r Record) *auditreport.Break {
+	broken := func(seq int64, reason string) *auditreport.Break {
+		return &auditreport.Break{Tenant: r.Tenant, Seq: seq, Reason: reason}
+	}
 	switch want := c.HeadSeq + 1; {
 	case r.Seq == want:
 	case r.Seq < 1:
@@ -521,7 +404,7 @@ func missing(from, to int64) string {
 }
 
 func short(h []byte) string {
-	s := HexBytes(h).String()
+	s := auditreport.HexBytes(h).String()
 	if len(s) > 16 {
 		return s[:16] + "…"
 	}
@@ -537,7 +420,7 @@ func (v *verifier) finish() {
 		switch {
 		case s == nil || c.Break != nil:
 		case c.HeadSeq < s.Seq:
-			c.Break = &Break{Tenant: c.Tenant, Seq: c.HeadSeq + 1, Reason: missing(c.HeadSeq+1, s.Seq) +
+			c.Break = &auditreport.Break{Tenant: c.Tenant, Seq: c.HeadSeq + 1, Reason: missing(c.HeadSeq+1, s.Seq) +
 				fmt.Sprintf(": the chain ends at seq %d, but the checkpoint signed seq %d: its tail was removed", c.HeadSeq, s.Seq)}
 		case c.From > s.Seq:
 			v.rep.Checkpoint.BeforeExport = append(v.rep.Checkpoint.BeforeExport, c.Tenant)
@@ -557,11 +440,11 @@ func (v *verifier) gone() {
 			v.rep.Checkpoint.NotVisible = append(v.rep.Checkpoint.NotVisible, tenant)
 			continue
 		}
-		v.rep.Chains = append(v.rep.Chains, Chain{
+		v.rep.Chains = append(v.rep.Chains, auditreport.Chain{
 			Tenant:     tenant,
-			HeadHash:   HexBytes{},
-			Checkpoint: &CheckedHead{Seq: h.Seq, Hash: h.Hash},
-			Break: &Break{Tenant: tenant, Seq: 1, Reason: missing(1, h.Seq) +
+			HeadHash:   auditreport.HexBytes{},
+			Checkpoint: &auditreport.CheckedHead{Seq: h.Seq, Hash: h.Hash},
+			Break: &auditreport.Break{Tenant: tenant, Seq: 1, Reason: missing(1, h.Seq) +
 				fmt.Sprintf(": the chain is gone, but the checkpoint signed seq %d", h.Seq)},
 		})
 	}
@@ -580,10 +463,10 @@ func (v *verifier) visible(tenant string) bool {
 
 // readHeads reads the chain heads the role may see: the database moves a
 // chain's head row with every append, under the lock that orders it.
-func readHeads(ctx context.Context, tx pgx.Tx, tenant *string) ([]Head, error) {
+func readHeads(ctx context.Context, tx pgx.Tx, tenant *string) ([]auditreport.Head, error) {
 	rows, _ := tx.Query(ctx, `SELECT tenant, seq, hash FROM opsdesk.audit_heads WHERE $1::text IS NULL OR tenant = $1`, tenant)
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Head, error) {
-		var h Head
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (auditreport.Head, error) {
+		var h auditreport.Head
 		var hash []byte
 		err := r.Scan(&h.Tenant, &h.Seq, &hash)
 		h.Hash = hash
@@ -596,7 +479,7 @@ func readHeads(ctx context.Context, tx pgx.Tx, tenant *string) ([]Head, error) {
 // short of it; a head row rewritten alone no longer matches the chain; a
 // chain with records and no head row, or a head row at seq 0, lost its
 // head row. (Rewriting both takes a checkpoint to catch.)
-func (v *verifier) compareHeads(heads []Head) {
+func (v *verifier) compareHeads(heads []auditreport.Head) {
 	index := make(map[string]int, len(v.rep.Chains))
 	for i, c := range v.rep.Chains {
 		index[c.Tenant] = i
@@ -609,7 +492,7 @@ func (v *verifier) compareHeads(heads []Head) {
 			// A head row at seq 0 with no records is a chain whose first
 			// append is under way (or rolled back): nothing to compare.
 			if h.Seq != 0 {
-				v.rep.Chains = append(v.rep.Chains, Chain{Tenant: h.Tenant, HeadHash: HexBytes{}, Break: &Break{
+				v.rep.Chains = append(v.rep.Chains, auditreport.Chain{Tenant: h.Tenant, HeadHash: auditreport.HexBytes{}, Break: &auditreport.Break{
 					Tenant: h.Tenant, Seq: 1, Reason: missing(1, h.Seq) + fmt.Sprintf(": the chain is gone, but its head row says seq %d", h.Seq)}})
 			}
 			continue
@@ -618,13 +501,13 @@ func (v *verifier) compareHeads(heads []Head) {
 		switch {
 		case c.Break != nil || c.Records == 0:
 		case c.HeadSeq < h.Seq:
-			c.Break = &Break{Tenant: c.Tenant, Seq: c.HeadSeq + 1, Reason: missing(c.HeadSeq+1, h.Seq) +
+			c.Break = &auditreport.Break{Tenant: c.Tenant, Seq: c.HeadSeq + 1, Reason: missing(c.HeadSeq+1, h.Seq) +
 				fmt.Sprintf(": the chain ends at seq %d, but its head row says seq %d: its tail was removed", c.HeadSeq, h.Seq)}
 		case c.HeadSeq > h.Seq:
-			c.Break = &Break{Tenant: c.Tenant, Seq: h.Seq + 1, Reason: fmt.Sprintf(
+			c.Break = &auditreport.Break{Tenant: c.Tenant, Seq: h.Seq + 1, Reason: fmt.Sprintf(
 				"seq %d: the chain goes on to seq %d past its head row at seq %d: the head row was rewritten", h.Seq+1, c.HeadSeq, h.Seq)}
 		case !bytes.Equal(c.HeadHash, h.Hash):
-			c.Break = &Break{Tenant: c.Tenant, Seq: h.Seq, Reason: fmt.Sprintf(
+			c.Break = &auditreport.Break{Tenant: c.Tenant, Seq: h.Seq, Reason: fmt.Sprintf(
 				"seq %d: hash %s is not the %s its head row holds", h.Seq, short(c.HeadHash), short(h.Hash))}
 		}
 	}
@@ -633,7 +516,7 @@ func (v *verifier) compareHeads(heads []Head) {
 	for i := range v.rep.Chains {
 		c := &v.rep.Chains[i]
 		if c.Break == nil && c.Records > 0 && !headed[c.Tenant] {
-			c.Break = &Break{Tenant: c.Tenant, Seq: c.HeadSeq, Reason: fmt.Sprintf(
+			c.Break = &auditreport.Break{Tenant: c.Tenant, Seq: c.HeadSeq, Reason: fmt.Sprintf(
 				"seq %d: the chain ends at seq %d, but has no head row: the head row was deleted", c.HeadSeq, c.HeadSeq)}
 		}
 	}

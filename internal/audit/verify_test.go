@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 )
 
@@ -85,7 +86,7 @@ func (b *bundle) tamper(t *testing.T, sql string, args ...any) {
 	require.NoError(t, tx.Commit(ctx))
 }
 
-func (b *bundle) verify(t *testing.T, opts VerifyOpts) *Report {
+func (b *bundle) verify(t *testing.T, opts VerifyOpts) *auditreport.Report {
 	t.Helper()
 	rep, err := Verify(t.Context(), b.operator.Pool, opts)
 	require.NoError(t, err)
@@ -109,7 +110,7 @@ func newKey(t *testing.T) ed25519.PrivateKey {
 	return key
 }
 
-func chainOf(t *testing.T, rep *Report, tenant string) Chain {
+func chainOf(t *testing.T, rep *auditreport.Report, tenant string) auditreport.Chain {
 	t.Helper()
 	for _, c := range rep.Chains {
 		if c.Tenant == tenant {
@@ -117,10 +118,10 @@ func chainOf(t *testing.T, rep *Report, tenant string) Chain {
 		}
 	}
 	t.Fatalf("no chain %q in %+v", tenant, rep.Chains)
-	return Chain{}
+	return auditreport.Chain{}
 }
 
-func requireBreak(t *testing.T, rep *Report, want string) {
+func requireBreak(t *testing.T, rep *auditreport.Report, want string) {
 	t.Helper()
 	require.False(t, rep.OK)
 	require.NotNil(t, rep.Break, "the report names no broken record")
@@ -159,7 +160,7 @@ func TestVerifyCleanChains(t *testing.T) {
 		c := chainOf(t, rep, tenant)
 		require.Equal(t, seq, c.HeadSeq, tenant)
 		require.Equal(t, seq, c.Records, tenant)
-		require.Equal(t, HexBytes(hash), c.HeadHash, tenant)
+		require.Equal(t, auditreport.HexBytes(hash), c.HeadHash, tenant)
 		require.Nil(t, c.Break)
 		heads++
 	}
@@ -227,7 +228,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		require.True(t, b.verify(t, VerifyOpts{}).OK)
 		return b
 	}
-	othersIntact := func(t *testing.T, rep *Report) {
+	othersIntact := func(t *testing.T, rep *auditreport.Report) {
 		t.Helper()
 		require.Nil(t, chainOf(t, rep, "globex").Break)
 		require.Nil(t, chainOf(t, rep, "").Break)
@@ -240,7 +241,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		b.tamper(t, `UPDATE opsdesk.audit SET reason = 'nothing to see' WHERE tenant = 'acme' AND seq = 5`)
 		rep := b.verify(t, VerifyOpts{})
 		requireBreak(t, rep, "tenant acme seq 5: hash does not match its contents")
-		require.Equal(t, &Break{Tenant: "acme", Seq: 5, Reason: "seq 5: hash does not match its contents"}, chainOf(t, rep, "acme").Break)
+		require.Equal(t, &auditreport.Break{Tenant: "acme", Seq: 5, Reason: "seq 5: hash does not match its contents"}, chainOf(t, rep, "acme").Break)
 		require.Equal(t, int64(8), chainOf(t, rep, "acme").Records)
 		othersIntact(t, rep)
 	})
@@ -440,7 +441,7 @@ func TestVerifyWithCheckpoint(t *testing.T) {
 	b.chain(t, "globex", 2)
 	key := newKey(t)
 	cp := b.checkpoint(t, key)
-	require.Equal(t, []Head{
+	require.Equal(t, []auditreport.Head{
 		{Tenant: "acme", Seq: 3, Hash: chainOf(t, b.verify(t, VerifyOpts{}), "acme").HeadHash},
 		{Tenant: "globex", Seq: 2, Hash: chainOf(t, b.verify(t, VerifyOpts{}), "globex").HeadHash},
 	}, cp.Chains)
@@ -454,7 +455,7 @@ func TestVerifyWithCheckpoint(t *testing.T) {
 		require.True(t, rep.OK, "%+v %+v", rep.Break, rep.Checkpoint)
 		require.Equal(t, pinned != nil, rep.Checkpoint.KeyPinned)
 		require.Equal(t, Fingerprint(pub), rep.Checkpoint.KeyFingerprint)
-		require.Equal(t, &CheckedHead{Seq: 3, Hash: cp.Chains[0].Hash, Confirmed: true}, chainOf(t, rep, "acme").Checkpoint)
+		require.Equal(t, &auditreport.CheckedHead{Seq: 3, Hash: cp.Chains[0].Hash, Confirmed: true}, chainOf(t, rep, "acme").Checkpoint)
 		require.True(t, chainOf(t, rep, "globex").Checkpoint.Confirmed)
 		require.Nil(t, chainOf(t, rep, "initech").Checkpoint, "a chain newer than the checkpoint")
 	}
@@ -475,7 +476,7 @@ func TestVerifyWithCheckpoint(t *testing.T) {
 
 	t.Run("AlteredCheckpointIsRefused", func(t *testing.T) {
 		altered := *cp
-		altered.Chains = []Head{{Tenant: "acme", Seq: 2, Hash: cp.Chains[0].Hash}, cp.Chains[1]}
+		altered.Chains = []auditreport.Head{{Tenant: "acme", Seq: 2, Hash: cp.Chains[0].Hash}, cp.Chains[1]}
 		rep := b.verify(t, VerifyOpts{Checkpoint: &altered})
 		require.False(t, rep.OK)
 		require.Contains(t, rep.Checkpoint.Problem, "signature does not verify")
@@ -534,7 +535,7 @@ func TestVerifyCheckpointChainsNotVisible(t *testing.T) {
 	cp := b.checkpoint(t, newKey(t)) // signed by a role that sees every tenant
 	pub := ed25519.PublicKey(cp.PublicKey)
 	viewer := dbtest.NewPerson(t, b.d, "viewer", "acme")
-	verify := func(t *testing.T, p *dbtest.Person, opts VerifyOpts) *Report {
+	verify := func(t *testing.T, p *dbtest.Person, opts VerifyOpts) *auditreport.Report {
 		t.Helper()
 		opts.Checkpoint, opts.PublicKey = cp, pub
 		rep, err := Verify(t.Context(), p.Pool, opts)
@@ -656,7 +657,7 @@ func TestVerifyNeedsReadAccess(t *testing.T) {
 }
 
 func ExampleBreak_Error() {
-	fmt.Println((&Break{Tenant: "acme", Seq: 7, Reason: "seq 7: hash does not match its contents"}).Error())
+	fmt.Println((&auditreport.Break{Tenant: "acme", Seq: 7, Reason: "seq 7: hash does not match its contents"}).Error())
 	// Output: tenant acme seq 7: hash does not match its contents
 }
 
@@ -669,10 +670,10 @@ func TestVerifyReportsProgress(t *testing.T) {
 	b.chain(t, "acme", 4)
 	b.chain(t, "globex", 3)
 	b.chain(t, "", 2)
-	var seen []Progress
-	rep := b.verify(t, VerifyOpts{Progress: func(p Progress) { seen = append(seen, p) }})
+	var seen []auditreport.Progress
+	rep := b.verify(t, VerifyOpts{Progress: func(p auditreport.Progress) { seen = append(seen, p) }})
 	require.True(t, rep.OK)
-	require.Equal(t, []Progress{
+	require.Equal(t, []auditreport.Progress{
 		{Total: 9},
 		{Records: 1, Total: 9, Chains: 1, Tenant: ""},
 		{Records: 3, Total: 9, Chains: 2, Tenant: "acme"},

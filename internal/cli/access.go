@@ -8,8 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/reconcile"
-	"github.com/opsdesk/opsdesk/ui"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 func newAccessCmd(g *globalFlags) *cobra.Command {
@@ -57,7 +58,7 @@ func newAccessCmd(g *globalFlags) *cobra.Command {
 				return usagef("--reason is required: it goes into the audit trail")
 			}
 			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
-				res, err := reconcile.GrantAccess(ctx, w.pool, args[0], "", "", revokeReason, w.cfg.Context.DisplayName)
+				res, err := desk.GrantAccess(ctx, w.pool, args[0], "", "", revokeReason, w.cfg.Context.DisplayName)
 				return writeDecision(cmd.OutOrStdout(), "table", fmt.Sprintf("%s has no access", args[0]), res, err)
 			})
 		},
@@ -108,21 +109,21 @@ func (o grantOptions) tenant() string {
 // the role sees as they were says so, and how to narrow them.
 func runGrant(ctx context.Context, w *writer, role string, opts grantOptions, out, errOut io.Writer) error {
 	tenant := opts.tenant()
-	before, beforeErr := reconcile.RoleAccess(ctx, w.pool, role)
-	res, err := reconcile.GrantAccess(ctx, w.pool, role, opts.Level, tenant, opts.Reason, w.cfg.Context.DisplayName)
+	before, beforeErr := desk.RoleAccess(ctx, w.pool, role)
+	res, err := desk.GrantAccess(ctx, w.pool, role, opts.Level, tenant, opts.Reason, w.cfg.Context.DisplayName)
 	if err != nil {
 		return writeDecision(out, "table", fmt.Sprintf("grant of %s to %s as %s", tenantWords(tenant), role, opts.Level), res, err)
 	}
-	after, err := reconcile.RoleAccess(ctx, w.pool, role)
+	after, err := desk.RoleAccess(ctx, w.pool, role)
 	if err != nil {
 		// The grant committed: say so, and that the rest is unknown.
-		fmt.Fprintln(errOut, "warning: granted, but what else the role sees could not be read:", cleanLines(err.Error()))
+		fmt.Fprintln(errOut, "warning: granted, but what else the role sees could not be read:", termtext.CleanLines(err.Error()))
 		return writeDecision(out, "table", fmt.Sprintf("%s is %s of %s, and of any tenant it saw before", role, opts.Level, tenantWords(tenant)), res, nil)
 	}
 	werr := writeDecision(out, "table", describeAccess(after), res, nil)
 	if beforeErr == nil {
 		if note := grantNote(before, after, tenant); note != "" {
-			fmt.Fprintln(errOut, "warning:", ui.Clean(note))
+			fmt.Fprintln(errOut, "warning:", termtext.Clean(note))
 		}
 	}
 	return werr

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"github.com/opsdesk/opsdesk/internal/audited"
 	"io"
 	"io/fs"
 	"os"
@@ -14,12 +13,15 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/opsdesk/opsdesk/internal/audited"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
+	"github.com/opsdesk/opsdesk/internal/termtext"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/audit"
-	"github.com/opsdesk/opsdesk/ui"
 )
 
 func newAuditCmd(g *globalFlags) *cobra.Command {
@@ -187,7 +189,7 @@ func runAuditVerify(ctx context.Context, pool audit.TxBeginner, opts auditVerify
 
 // auditFailure is the error of a report that does not verify, naming the
 // first broken record; nil when it verifies.
-func auditFailure(rep *audit.Report) error {
+func auditFailure(rep *auditreport.Report) error {
 	switch {
 	case rep.Break != nil:
 		return fmt.Errorf("the audit trail does not verify: %s", breakText(rep.Break))
@@ -201,7 +203,7 @@ func auditFailure(rep *audit.Report) error {
 
 // problemHint says how to act on a report's Problem: unchecked chains
 // are fixed by another role or asked for as a partial check.
-func problemHint(rep *audit.Report) string {
+func problemHint(rep *auditreport.Report) string {
 	cp := rep.Checkpoint
 	switch {
 	case cp == nil || rep.Partial || len(cp.NotChecked) == 0 || len(rep.Chains) == 0:
@@ -219,11 +221,11 @@ const auditMore = "audit verify -o json prints it whole."
 
 // breakText is a chain's first broken record for people, its tenant cut
 // so that the reason stays in view (Break.Error, cut and cleaned).
-func breakText(b *audit.Break) string {
+func breakText(b *auditreport.Break) string {
 	return "tenant " + shown(audited.TenantName(b.Tenant), cellBytes, auditMore) + " " + shown(b.Reason, fieldBytes, auditMore)
 }
 
-func writeAuditReport(w io.Writer, rep *audit.Report) error {
+func writeAuditReport(w io.Writer, rep *auditreport.Report) error {
 	fmt.Fprintf(w, "audit trail as %s (%s), database time %s\n", shown(rep.Role, cellBytes, auditMore), auditScope(rep),
 		rep.At.UTC().Format("2006-01-02 15:04:05 MST"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -314,7 +316,7 @@ func writeAuditReport(w io.Writer, rep *audit.Report) error {
 	return nil
 }
 
-func auditScope(rep *audit.Report) string {
+func auditScope(rep *auditreport.Report) string {
 	switch {
 	case rep.SeesEveryTenant:
 		return "every tenant"
@@ -365,10 +367,10 @@ func newAuditSealCmd(g *globalFlags) *cobra.Command {
 				w := cmd.OutOrStdout()
 				fmt.Fprintf(w, "sealed %s\n", entries(int64(s.Sealed)))
 				if s.HeldBy != "" {
-					fmt.Fprintf(w, "%s still queued: their chains are being sealed by %s\n", entries(s.Waiting), ui.Clean(s.HeldBy))
+					fmt.Fprintf(w, "%s still queued: their chains are being sealed by %s\n", entries(s.Waiting), termtext.Clean(s.HeldBy))
 				}
 				if s.Problem != "" {
-					return errors.New(ui.Clean(s.Problem))
+					return errors.New(termtext.Clean(s.Problem))
 				}
 				return nil
 			})
@@ -468,7 +470,7 @@ func runAuditCheckpoint(ctx context.Context, pool audit.TxBeginner, opts auditCh
 	if err := audit.WriteCheckpoint(opts.Out, cp); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "%s to %s\n", summary, ui.Clean(opts.Out))
+	_, err = fmt.Fprintf(w, "%s to %s\n", summary, termtext.Clean(opts.Out))
 	return err
 }
 

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/opsdesk/opsdesk/internal/audited"
 	"io"
 	"io/fs"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/opsdesk/opsdesk/internal/audited"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -34,7 +37,7 @@ func newAuditListCmd(g *globalFlags) *cobra.Command {
 		Short: "List audit records newest first, the console's audit browser for scripts",
 		Long: "List the audit records the connected role may see, newest first across every chain. The\n" +
 			"arguments are a filter in the console's language:\n  " +
-			strings.ReplaceAll(storeview.AuditFilterHelp, "\n", "\n  ") + "\n" +
+			strings.ReplaceAll(readmodel.AuditFilterHelp, "\n", "\n  ") + "\n" +
 			"When more records match, the next page's cursor goes to standard error (table) or into the\n" +
 			"JSON's \"next\"; pass it to --after.",
 		Example: "  opsdesk audit list tenant:acme action:decide:* age<24h\n" +
@@ -56,7 +59,7 @@ func newAuditListCmd(g *globalFlags) *cobra.Command {
 
 // auditListJSON is `audit list -o json`.
 type auditListJSON struct {
-	Records []storeview.AuditRow `json:"records"`
+	Records []readmodel.AuditRow `json:"records"`
 	DBTime  time.Time            `json:"db_time"`
 	// Next continues the list (--after); empty on the last page.
 	Next string `json:"next"`
@@ -69,7 +72,7 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 	if opts.Limit < 1 || opts.Limit > 1000 {
 		return usagef("--limit %d: give a number from 1 to 1000", opts.Limit)
 	}
-	f, err := storeview.ParseAuditFilter(opts.Filter)
+	f, err := readmodel.ParseAuditFilter(opts.Filter)
 	if err != nil {
 		return usagef("filter: %w", err)
 	}
@@ -79,12 +82,12 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 			return err
 		}
 		if len(missing) > 0 {
-			return fmt.Errorf("no audit chain %s visible to %s", tenantList(missing), ui.Clean(role))
+			return fmt.Errorf("no audit chain %s visible to %s", tenantList(missing), termtext.Clean(role))
 		}
 	}
-	q := storeview.AuditQuery{Filter: f, Limit: opts.Limit}
+	q := readmodel.AuditQuery{Filter: f, Limit: opts.Limit}
 	if opts.After != "" {
-		c, err := storeview.ParseAuditCursor(opts.After)
+		c, err := readmodel.ParseAuditCursor(opts.After)
 		if err != nil {
 			return usagef("--after: %w", err)
 		}
@@ -101,7 +104,7 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 	if opts.Output == "json" {
 		rows := page.Rows
 		if rows == nil {
-			rows = []storeview.AuditRow{}
+			rows = []readmodel.AuditRow{}
 		}
 		return writeJSON(w, auditListJSON{Records: rows, DBTime: page.DBTime, Next: next})
 	}
@@ -213,10 +216,10 @@ func newAuditExportCmd(g *globalFlags) *cobra.Command {
 				sum, err := audit.Export(ctx, pool, exportOpts, w)
 				if err != nil {
 					// It names chains and roles as the database holds them.
-					return errors.New(ui.Clean(err.Error()))
+					return errors.New(termtext.Clean(err.Error()))
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "opsdesk: exported %d records of %d chains and %d checkpoints as %s at %s\n",
-					sum.Records, len(sum.Chains), len(cps), ui.Clean(sum.Role), sum.At.UTC().Format(time.RFC3339))
+					sum.Records, len(sum.Chains), len(cps), termtext.Clean(sum.Role), sum.At.UTC().Format(time.RFC3339))
 				return nil
 			})
 			return errors.Join(err, finish(err))
@@ -315,10 +318,10 @@ func runAuditVerifyExport(opts auditVerifyOptions, w io.Writer) error {
 	} else {
 		outside := ""
 		if len(vopts.Checkpoints) > 0 {
-			outside = fmt.Sprintf(" and %d kept outside it (%s)", len(vopts.Checkpoints), ui.Clean(opts.Checkpoint))
+			outside = fmt.Sprintf(" and %d kept outside it (%s)", len(vopts.Checkpoints), termtext.Clean(opts.Checkpoint))
 		}
 		fmt.Fprintf(w, "export %s: %d segments, %d checkpoints%s, verified without a database\n",
-			ui.Clean(opts.FromExport), rep.Segments, checkpointCount(rep)-len(vopts.Checkpoints), outside)
+			termtext.Clean(opts.FromExport), rep.Segments, checkpointCount(rep)-len(vopts.Checkpoints), outside)
 		for i, r := range rep.Reports {
 			if i > 0 {
 				fmt.Fprintln(w)
@@ -331,7 +334,7 @@ func runAuditVerifyExport(opts auditVerifyOptions, w io.Writer) error {
 			}
 		}
 		if rep.Problem != "" {
-			fmt.Fprintf(w, "✗ %s\n", ui.Clean(rep.Problem))
+			fmt.Fprintf(w, "✗ %s\n", termtext.Clean(rep.Problem))
 		}
 		if rep.Warning != "" {
 			fmt.Fprintf(w, "! %s (verify with --checkpoint and --public-key to vouch for it)\n", rep.Warning)
@@ -343,7 +346,7 @@ func runAuditVerifyExport(opts auditVerifyOptions, w io.Writer) error {
 		}
 	}
 	if rep.Problem != "" {
-		return fmt.Errorf("the export does not verify: %s", ui.Clean(rep.Problem))
+		return fmt.Errorf("the export does not verify: %s", termtext.Clean(rep.Problem))
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 )
 
@@ -381,7 +382,7 @@ func TestAuditExportResumes(t *testing.T) {
 			Hash []byte `json:"hash"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(headLines[cut-1]), &four))
-		end.Records, end.Chains = 4, []audit.Head{{Tenant: "acme", Seq: 4, Hash: four.Hash}}
+		end.Records, end.Chains = 4, []auditreport.Head{{Tenant: "acme", Seq: 4, Hash: four.Hash}}
 		data, err := json.Marshal(end)
 		require.NoError(t, err)
 		joined := append(append(slicesClone(headLines[:cut]), string(data)), readExport(t, tail)...)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 )
 
@@ -81,7 +82,7 @@ func TestAuditVerify(t *testing.T) {
 
 	code, out, _ = run("audit", "verify", "--config", s.cfg, "--tenant", "globex", "-o", "json")
 	require.Equal(t, ExitOK, code)
-	var rep audit.Report
+	var rep auditreport.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.True(t, rep.OK)
 	require.Len(t, rep.Chains, 1)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 )
 
@@ -57,7 +58,7 @@ func TestAuditVerifySignedChainNotVisible(t *testing.T) {
 	require.Equal(t, "opsdesk: "+problem+" (verify as a role that sees every chain the checkpoint signed, "+
 		"or add --partial to check only the chains this role sees)\n", errOut)
 
-	var rep audit.Report
+	var rep auditreport.Report
 	code, out, _ = s.verify(cfg, "-o", "json")
 	require.Equal(t, ExitFailure, code)
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
@@ -73,7 +74,7 @@ func TestAuditVerifySignedChainNotVisible(t *testing.T) {
 	require.Contains(t, out, "✓ 6 records in 1 chains verified; partial check; the checkpoint's chains not checked: globex\n")
 	code, out, _ = s.verify(cfg, "--partial", "-o", "json")
 	require.Equal(t, ExitOK, code)
-	rep = audit.Report{}
+	rep = auditreport.Report{}
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.True(t, rep.OK)
 	require.True(t, rep.Partial)
@@ -146,7 +147,7 @@ func TestAuditNothingIsNoSuccess(t *testing.T) {
 	require.Equal(t, "opsdesk: no audit chain nosuch visible to "+role+"\n", errOut)
 	code, out, _ = run("audit", "verify", "--config", s.cfg, "--tenant", "nosuch", "-o", "json")
 	require.Equal(t, ExitFailure, code)
-	var rep audit.Report
+	var rep auditreport.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.False(t, rep.OK)
 	require.Equal(t, "no audit chain nosuch visible to "+role, rep.Problem)
@@ -218,9 +219,9 @@ type exportRecordLine struct {
 // records before it.
 func (l exportLines) endLine(t *testing.T) exportLines {
 	t.Helper()
-	end := audit.ExportEnd{Kind: audit.KindEnd, Chains: []audit.Head{}}
+	end := audit.ExportEnd{Kind: audit.KindEnd, Chains: []auditreport.Head{}}
 	var order []string
-	last := map[string]audit.Head{}
+	last := map[string]auditreport.Head{}
 	for _, line := range l[:len(l)-1] {
 		var r exportRecordLine
 		require.NoError(t, json.Unmarshal([]byte(line), &r))
@@ -231,7 +232,7 @@ func (l exportLines) endLine(t *testing.T) exportLines {
 		if _, ok := last[r.Tenant]; !ok {
 			order = append(order, r.Tenant)
 		}
-		last[r.Tenant] = audit.Head{Tenant: r.Tenant, Seq: r.Seq, Hash: r.Hash}
+		last[r.Tenant] = auditreport.Head{Tenant: r.Tenant, Seq: r.Seq, Hash: r.Hash}
 	}
 	for _, tenant := range order {
 		end.Chains = append(end.Chains, last[tenant])

@@ -77,19 +77,6 @@ func TestCommandsPrintStoredTextClean(t *testing.T) {
 	require.Equal(t, owner, items[0]["owner"])
 }
 
-func TestEscapeControls(t *testing.T) {
-	t.Parallel()
-	in := []byte(`{"k":"a` + "\u009b\x7f\u0080\u009f\u00a0é" + `"}`)
-	out := escapeControls(in)
-	require.Equal(t, `{"k":"a\u009b\u007f\u0080\u009f`+"\u00a0é"+`"}`, string(out))
-	var a, b map[string]string
-	require.NoError(t, json.Unmarshal(in, &a))
-	require.NoError(t, json.Unmarshal(out, &b))
-	require.Equal(t, a, b, "the same value")
-	require.Equal(t, "plain", string(escapeControls([]byte("plain"))))
-	require.Equal(t, "a\nb\uFFFD c \uFFFD", cleanLines("a\nb\x1b c\r\u009b"))
-}
-
 // TestShownCutsOnACharacter: stored text is cut before it is cleaned, on
 // a character boundary, saying how much it left out and how to see it.
 func TestShownCutsOnACharacter(t *testing.T) {

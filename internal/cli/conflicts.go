@@ -14,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/ui"
@@ -109,9 +111,9 @@ func (o conflictsShowOptions) check() error {
 
 // conflictOf reads record id and its conflict number n, or its latest
 // when n is 0 (nil: it has none).
-func conflictOf(ctx context.Context, v *storeview.Store, id, n int64) (storeview.Detail, *storeview.Conflict, error) {
+func conflictOf(ctx context.Context, v *storeview.Store, id, n int64) (readmodel.Detail, *readmodel.Conflict, error) {
 	d, err := v.Get(ctx, id)
-	if errors.Is(err, storeview.ErrNotFound) {
+	if errors.Is(err, readmodel.ErrNotFound) {
 		return d, nil, fmt.Errorf("no operation %d (or not visible to this role)", id)
 	}
 	if err != nil {
@@ -123,14 +125,14 @@ func conflictOf(ctx context.Context, v *storeview.Store, id, n int64) (storeview
 		}
 		return d, &d.Conflicts[len(d.Conflicts)-1], nil // ordered by id
 	}
-	i := slices.IndexFunc(d.Conflicts, func(c storeview.Conflict) bool { return c.ID == n })
+	i := slices.IndexFunc(d.Conflicts, func(c readmodel.Conflict) bool { return c.ID == n })
 	if i < 0 {
 		return d, nil, usagef("conflict #%d is not one of operation %d's (%s)", n, id, conflictNumbers(d.Conflicts))
 	}
 	return d, &d.Conflicts[i], nil
 }
 
-func conflictNumbers(cs []storeview.Conflict) string {
+func conflictNumbers(cs []readmodel.Conflict) string {
 	if len(cs) == 0 {
 		return "it has none"
 	}
@@ -152,23 +154,23 @@ type conflictsJSON struct {
 	Key            string               `json:"key"`
 	FingerprintTag string               `json:"fingerprint_tag"`
 	ToolVersion    string               `json:"tool_version"`
-	Conflicts      []storeview.Conflict `json:"conflicts"`
+	Conflicts      []readmodel.Conflict `json:"conflicts"`
 }
 
 // writeConflicts lists record d's conflicts, or conflict c alone.
-func writeConflicts(w io.Writer, d storeview.Detail, c *storeview.Conflict, output string) error {
+func writeConflicts(w io.Writer, d readmodel.Detail, c *readmodel.Conflict, output string) error {
 	list := d.Conflicts
 	if c != nil {
-		list = []storeview.Conflict{*c}
+		list = []readmodel.Conflict{*c}
 	}
 	if output == "json" {
 		return writeJSON(w, conflictsJSON{OperationID: d.ID, Tenant: d.Tenant, Tool: d.Tool, Key: d.Key,
-			FingerprintTag: d.FingerprintTag, ToolVersion: d.ToolVersion, Conflicts: append([]storeview.Conflict{}, list...)})
+			FingerprintTag: d.FingerprintTag, ToolVersion: d.ToolVersion, Conflicts: append([]readmodel.Conflict{}, list...)})
 	}
 	more := fmt.Sprintf("opsdesk conflicts show %d -o json prints it whole.", d.ID)
-	fmt.Fprintf(w, "operation %d %s: %d conflicting attempts\n", d.ID, ui.Clean(identityText(d.Row)), len(d.Conflicts))
+	fmt.Fprintf(w, "operation %d %s: %d conflicting attempts\n", d.ID, termtext.Clean(identityText(d.Row)), len(d.Conflicts))
 	for _, c := range list {
-		fmt.Fprintf(w, "  %s\n", ui.Clean(conflictText(d, c, more)))
+		fmt.Fprintf(w, "  %s\n", termtext.Clean(conflictText(d, c, more)))
 	}
 	if len(d.Conflicts) == 0 {
 		return nil
@@ -184,7 +186,7 @@ type conflictRevealJSON struct {
 	Tenant      string             `json:"tenant"`
 	Tool        string             `json:"tool"`
 	Key         string             `json:"key"`
-	Conflict    storeview.Conflict `json:"conflict"`
+	Conflict    readmodel.Conflict `json:"conflict"`
 	reconcile.ConflictReveal
 	Audit reconcile.Result `json:"audit"`
 }
@@ -199,7 +201,7 @@ const revealLines = 1000
 // differing fields, then each request laid out with them marked. The
 // text goes out line by line, each cut, so that it costs no copy of the
 // requests; JSON holds them out of the encoding (splicer).
-func writeConflictReveal(w io.Writer, d storeview.Detail, c *storeview.Conflict, rev reconcile.ConflictReveal, res reconcile.Result, output string) error {
+func writeConflictReveal(w io.Writer, d readmodel.Detail, c *readmodel.Conflict, rev reconcile.ConflictReveal, res reconcile.Result, output string) error {
 	if output == "json" {
 		// Every stored JSON value goes out as the database stored it, a
 		// slice at a time, never encoded (or copied) whole.
@@ -216,8 +218,8 @@ func writeConflictReveal(w io.Writer, d storeview.Detail, c *storeview.Conflict,
 	}
 	more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … -o json prints it whole.", d.ID, c.ID)
 	b := bufio.NewWriter(w)
-	fmt.Fprintf(b, "operation %d %s, conflicting attempt %s\n", d.ID, ui.Clean(identityText(d.Row)), ui.Clean(conflictText(d, *c, more)))
-	fmt.Fprintf(b, "revealed: audit record %s\n\n", ui.Clean(res.AuditRef()))
+	fmt.Fprintf(b, "operation %d %s, conflicting attempt %s\n", d.ID, termtext.Clean(identityText(d.Row)), termtext.Clean(conflictText(d, *c, more)))
+	fmt.Fprintf(b, "revealed: audit record %s\n\n", termtext.Clean(res.AuditRef()))
 	switch {
 	case rev.DiffError != "":
 		fmt.Fprintf(b, "differences: %s\n", shown(rev.DiffError, fieldBytes, more))
@@ -276,7 +278,7 @@ func writeSide(b *bufio.Writer, title string, side reconcile.ConflictSide, diffs
 	lines, err := reconcile.RequestLines(side.Request, diffs)
 	if err != nil {
 		fmt.Fprintf(b, "  (cannot lay it out: %s)\n  %s\n", shown(err.Error(), fieldBytes, ""),
-			shown(string(escapeControls(side.Request)), fieldBytes, more))
+			shown(string(termtext.EscapeControls(side.Request)), fieldBytes, more))
 		return
 	}
 	for i, l := range lines {
@@ -286,7 +288,7 @@ func writeSide(b *bufio.Writer, title string, side reconcile.ConflictSide, diffs
 		}
 		// Cut before escaping: a line of any size costs fieldBytes.
 		l.Text = ui.Cut(l.Text, fieldBytes, more)
-		fmt.Fprintf(b, "  %s %s%s\n", reconcile.DiffMark(l.Mark), l.Indent(), ui.Clean(l.Shown()))
+		fmt.Fprintf(b, "  %s %s%s\n", reconcile.DiffMark(l.Mark), l.Indent(), termtext.Clean(l.Shown()))
 	}
 }
 
@@ -296,4 +298,6 @@ const maxValueBytes = 60
 
 // valueText is a differing field's value in the list, cleaned
 // (reconcile.ValueText).
-func valueText(v json.RawMessage) string { return ui.Clean(reconcile.ValueText(v, maxValueBytes)) }
+func valueText(v json.RawMessage) string {
+	return termtext.Clean(reconcile.ValueText(v, maxValueBytes))
+}

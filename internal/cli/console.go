@@ -10,11 +10,22 @@ import (
 
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 	"github.com/opsdesk/opsdesk/ui"
+)
+
+// The console is handed the database's readers and writers behind its
+// interfaces; the assertions are here, where they meet, so that ui names
+// none of them and does not depend on pgx.
+var (
+	_ ui.Source  = (*storeview.Store)(nil)
+	_ ui.Decider = (*desk.Desk)(nil)
+	_ ui.Purger  = (*retention.Purger)(nil)
 )
 
 // runConsole opens the console on the configured context, on the screen
@@ -62,7 +73,7 @@ type consoleVerifier struct{ pool *pgxpool.Pool }
 // Verify checks the chains, reporting its progress. The check reads every
 // chain in one snapshot, as long as that takes: the connection it borrows
 // drops the console's statement timeout while it runs.
-func (v consoleVerifier) Verify(ctx context.Context, progress func(audit.Progress)) (*audit.Report, error) {
+func (v consoleVerifier) Verify(ctx context.Context, progress func(auditreport.Progress)) (*auditreport.Report, error) {
 	conn, err := v.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("verify audit: %w", err)

@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 )
 
@@ -32,8 +32,8 @@ FROM generate_series(1, 20000) i`)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 
-	var last audit.Progress
-	rep, err := consoleVerifier{pool: pool}.Verify(ctx, func(p audit.Progress) { last = p })
+	var last auditreport.Progress
+	rep, err := consoleVerifier{pool: pool}.Verify(ctx, func(p auditreport.Progress) { last = p })
 	require.NoError(t, err)
 	require.Len(t, rep.Chains, 1)
 	require.EqualValues(t, 20000, rep.Chains[0].Records, "every record read")

@@ -27,6 +27,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/exporter"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ops/opsmigrate"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
 	"github.com/opsdesk/opsdesk/ui"
@@ -276,14 +277,14 @@ func watchDemo(ctx context.Context, opts demoOptions, admin db.Querier, fleet *d
 			case ctx.Err() != nil:
 				return
 			case err != nil:
-				fmt.Fprintf(stderr, "opsdesk demo: %s\n", cleanLines(err.Error()))
+				fmt.Fprintf(stderr, "opsdesk demo: %s\n", termtext.CleanLines(err.Error()))
 			default:
 				fmt.Fprintf(stdout, "%s  %s\n", time.Now().Format(time.TimeOnly), counts)
 			}
 		}
 		if err := fleet.Err(); err != nil && !reported {
 			reported = true
-			fmt.Fprintf(stderr, "opsdesk demo: the fleet misbehaved (a bug in the demo or the library):\n%s\n", cleanLines(err.Error()))
+			fmt.Fprintf(stderr, "opsdesk demo: the fleet misbehaved (a bug in the demo or the library):\n%s\n", termtext.CleanLines(err.Error()))
 		}
 	}
 }

@@ -24,10 +24,12 @@ import (
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/internal/pgcluster"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/ops/idemhttp"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 func TestDemo(t *testing.T) {
@@ -256,13 +258,13 @@ func TestDemoConsoleRole(t *testing.T) {
 	t.Cleanup(pool.Close)
 	require.NotNil(t, opts.Purger, "the demo's operator may purge from the review")
 	require.Contains(t, opts.Catalog, demo.ToolChargeCard)
-	desk := opts.Decider.(*reconcile.Desk)
+	desk := opts.Decider.(*desk.Desk)
 	caps, err := desk.Capabilities(ctx)
 	require.NoError(t, err)
 	require.Equal(t, reconcile.Capabilities{Role: demoOperator, Decide: true, Grant: true, Purge: true}, caps)
 	require.NotEmpty(t, desk.Runbook(demo.ToolChargeCard), "the catalog's runbooks reach the console")
 	require.NotNil(t, opts.Bulk, "the demo's console offers R on its lists")
-	stuckCharges, err := storeview.ParseFilter("state:stuck tool:charge-card")
+	stuckCharges, err := readmodel.ParseFilter("state:stuck tool:charge-card")
 	require.NoError(t, err)
 	require.NoError(t, opts.Bulk.CheckFilter(stuckCharges), "R's desk has the catalog's lookups")
 

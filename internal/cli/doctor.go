@@ -16,6 +16,7 @@ import (
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -47,13 +48,13 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 			mark, failed = "✗", true
 		}
 		// Details quote role and tenant names and the server's errors.
-		fmt.Fprintf(w, "%s %-12s %s\n", mark, what, ui.Clean(detail))
+		fmt.Fprintf(w, "%s %-12s %s\n", mark, what, termtext.Clean(detail))
 	}
 	source := "flags and environment"
 	if cfg.File != "" {
 		source = cfg.File
 	}
-	fmt.Fprintf(w, "context %s (from %s)\n", ui.Clean(cfg.Context.Name), ui.Clean(source))
+	fmt.Fprintf(w, "context %s (from %s)\n", termtext.Clean(cfg.Context.Name), termtext.Clean(source))
 
 	poolCfg, err := viewPoolConfig(cfg.Context)
 	if err != nil {
@@ -229,7 +230,7 @@ func doctorPurges(ctx context.Context, view *storeview.Store, check func(bool, s
 		check(true, "purges", "no unfinished purge run")
 	}
 	for _, u := range runs {
-		fmt.Fprintf(w, "⚠ %-12s %s\n", "purges", ui.Clean(u.Warning()))
+		fmt.Fprintf(w, "⚠ %-12s %s\n", "purges", termtext.Clean(u.Warning()))
 	}
 }
 
@@ -278,8 +279,8 @@ func doctorTimes(ctx context.Context, view *storeview.Store, check func(bool, st
 		"lease or retention): a lease that never ends is never stuck and never alerts. A pending one is decided with "+
 		"opsdesk resolve ID --force; other times only a superuser corrects")
 	for _, r := range records {
-		fmt.Fprintf(w, "  #%d %s/%s/%s: %s · opsdesk ops show %d\n", r.ID, ui.Clean(r.Tenant), ui.Clean(r.Tool), ui.Clean(r.Key),
-			ui.Clean(strings.Join(r.Times, ", ")), r.ID)
+		fmt.Fprintf(w, "  #%d %s/%s/%s: %s · opsdesk ops show %d\n", r.ID, termtext.Clean(r.Tenant), termtext.Clean(r.Tool), termtext.Clean(r.Key),
+			termtext.Clean(strings.Join(r.Times, ", ")), r.ID)
 	}
 	if more {
 		fmt.Fprintf(w, "  … and more: opsdesk ops list shows every record\n")

@@ -17,6 +17,7 @@ import (
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/exporter"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 type exporterOptions struct {
@@ -64,7 +65,7 @@ func newExporterCmd(g *globalFlags) *cobra.Command {
 			// The exporter serves on through a store that does not answer,
 			// so a DSN that names none must stop it here.
 			if strings.TrimSpace(cfg.Context.DSN) == "" && !cfg.Context.UseLibpqEnv {
-				return usagef("context %s: the dsn is blank: give the store's DSN", cleanLines(cfg.Context.Name))
+				return usagef("context %s: the dsn is blank: give the store's DSN", termtext.CleanLines(cfg.Context.Name))
 			}
 			return runExporter(cmd.Context(), cfg.Context, opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -118,7 +119,7 @@ func runExporter(ctx context.Context, c config.Context, opts exporterOptions, st
 	}
 	exp := newExporter(c, opts, pool, verifyPool, logf)
 	fmt.Fprintf(stdout, "opsdesk exporter: serving http://%s/metrics (context %s, budget %v)\n",
-		l.Addr(), cleanLines(c.Name), opts.Budget)
+		l.Addr(), termtext.CleanLines(c.Name), opts.Budget)
 	return serveExporter(ctx, l, exp)
 }
 
@@ -202,7 +203,7 @@ func serveExporter(ctx context.Context, l net.Listener, exp *exporter.Exporter) 
 func exporterLog(w io.Writer) func(string, ...any) {
 	var mu sync.Mutex
 	return func(format string, args ...any) {
-		line := cleanLines(fmt.Sprintf(format, args...))
+		line := termtext.CleanLines(fmt.Sprintf(format, args...))
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(w, "%s opsdesk exporter: %s\n", time.Now().UTC().Format(time.RFC3339), line)

@@ -9,15 +9,17 @@ import (
 	"io"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // splicer writes JSON output that holds stored JSON values of any size
 // (a revealed request, say) without encoding or copying them whole:
 // encoding/json would compact each into its buffer, indent all of it into
-// another and escapeControls a third copy, so that a 32 MiB request cost
+// another and termtext.EscapeControls a third copy, so that a 32 MiB request cost
 // hundreds of megabytes. The values are held out of the encoding (hold)
 // behind placeholders, and written in their place as the database stored
-// them, a slice at a time through escapeControls (write). The output is
+// them, a slice at a time through termtext.EscapeControls (write). The output is
 // the same JSON value; only the held values are not re-indented.
 type splicer struct {
 	nonce string
@@ -77,7 +79,7 @@ func (s *splicer) write(w io.Writer, v any) error {
 	return err
 }
 
-// writeEscaped writes JSON text through escapeControls a slice at a time,
+// writeEscaped writes JSON text through termtext.EscapeControls a slice at a time,
 // each slice ending on a character boundary.
 func writeEscaped(w io.Writer, text []byte) error {
 	for len(text) > 0 {
@@ -88,7 +90,7 @@ func writeEscaped(w io.Writer, text []byte) error {
 		if n == 0 { // not UTF-8: no boundary to find
 			n = min(len(text), spliceSlice)
 		}
-		if _, err := w.Write(escapeControls(text[:n])); err != nil {
+		if _, err := w.Write(termtext.EscapeControls(text[:n])); err != nil {
 			return err
 		}
 		text = text[n:]
@@ -96,12 +98,12 @@ func writeEscaped(w io.Writer, text []byte) error {
 	return nil
 }
 
-// escapingWriter writes JSON text to w through escapeControls; each write
-// must end on a character boundary (reconcile.RevealTo's slices do).
+// escapingWriter writes JSON text to w through termtext.EscapeControls; each write
+// must end on a character boundary (desk.RevealTo's slices do).
 type escapingWriter struct{ w io.Writer }
 
 func (e escapingWriter) Write(p []byte) (int, error) {
-	if _, err := e.w.Write(escapeControls(p)); err != nil {
+	if _, err := e.w.Write(termtext.EscapeControls(p)); err != nil {
 		return 0, err
 	}
 	return len(p), nil

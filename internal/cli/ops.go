@@ -16,7 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/config"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -46,7 +48,7 @@ func newOpsListCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List operations, newest first",
-		Long:  "List operations. Filter with flags or the console's filter language:\n  " + storeview.FilterHelp,
+		Long:  "List operations. Filter with flags or the console's filter language:\n  " + readmodel.FilterHelp,
 		Example: "  opsdesk ops list --state stuck --tool create-ticket\n" +
 			"  opsdesk ops list --filter 'state:stuck tenant:acme age>10m' -o json",
 		Args: exactArgs(0),
@@ -61,7 +63,7 @@ func newOpsListCmd(g *globalFlags) *cobra.Command {
 	f.StringVar(&opts.Tenant, "tenant", "", "only this tenant")
 	f.StringVar(&opts.Tool, "tool", "", "only this tool")
 	f.StringVar(&opts.Filter, "filter", "", "a filter in the console's language")
-	f.StringVar(&opts.Sort, "sort", string(storeview.SortNewest),
+	f.StringVar(&opts.Sort, "sort", string(readmodel.SortNewest),
 		"newest; lease: pending records by lease expiry, then the others newest first; expires: completed records by retention expiry, then the others")
 	f.IntVar(&opts.Limit, "limit", 50, "at most this many operations (1-1000)")
 	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
@@ -96,14 +98,14 @@ func withConfiguredView(cmd *cobra.Command, g *globalFlags, fn func(context.Cont
 
 // listFilter combines --filter with the shorthand flags through the filter
 // language, so the same rules (and errors) apply.
-func (o opsListOptions) listFilter() (storeview.Filter, error) {
+func (o opsListOptions) listFilter() (readmodel.Filter, error) {
 	terms := []string{o.Filter}
 	for field, v := range map[string]string{"state": o.State, "tenant": o.Tenant, "tool": o.Tool} {
 		if v != "" {
 			terms = append(terms, field+":"+strconv.Quote(v))
 		}
 	}
-	f, err := storeview.ParseFilter(strings.Join(terms, " "))
+	f, err := readmodel.ParseFilter(strings.Join(terms, " "))
 	if err != nil {
 		return f, usagef("filter: %w", err)
 	}
@@ -121,11 +123,11 @@ func runOpsList(ctx context.Context, v *storeview.Store, opts opsListOptions, w,
 	if err != nil {
 		return err
 	}
-	sort := storeview.Sort(opts.Sort)
+	sort := readmodel.Sort(opts.Sort)
 	if !validSort(sort) {
 		return usagef("--sort %q: one of newest, lease, expires", opts.Sort)
 	}
-	page, err := v.List(ctx, storeview.Query{Filter: f, Sort: sort, Limit: opts.Limit})
+	page, err := v.List(ctx, readmodel.Query{Filter: f, Sort: sort, Limit: opts.Limit})
 	if err != nil {
 		return err
 	}
@@ -143,8 +145,8 @@ func runOpsList(ctx context.Context, v *storeview.Store, opts opsListOptions, w,
 	return writeTable(w, page.Rows)
 }
 
-func validSort(s storeview.Sort) bool {
-	for _, known := range storeview.Sorts {
+func validSort(s readmodel.Sort) bool {
+	for _, known := range readmodel.Sorts {
 		if s == known {
 			return true
 		}
@@ -178,7 +180,7 @@ type listItem struct {
 	DBTime                time.Time  `json:"db_time"`
 }
 
-func newListItem(r storeview.Row) listItem {
+func newListItem(r readmodel.Row) listItem {
 	it := listItem{
 		ID: r.ID, Tenant: r.Tenant, Tool: r.Tool, Key: r.Key, State: string(r.State), Stuck: r.Stuck(),
 		Conflicted: r.Conflicted, Owner: r.Owner, Attempt: r.Attempt, Version: r.Version, Held: r.Held, DBTime: r.DBTime,
@@ -202,11 +204,11 @@ func writeJSON(w io.Writer, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	_, err := w.Write(escapeControls(buf.Bytes()))
+	_, err := w.Write(termtext.EscapeControls(buf.Bytes()))
 	return err
 }
 
-func writeTable(w io.Writer, rows []storeview.Row) error {
+func writeTable(w io.Writer, rows []readmodel.Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTENANT\tTOOL\tKEY\tSTATE\tOWNER\tLEASE AGE\tLEASE\tTRY\tRETENTION")
 	for _, r := range rows {
@@ -259,7 +261,7 @@ func newOpsShowCmd(g *globalFlags) *cobra.Command {
 			}
 			return withView(cmd, g, func(ctx context.Context, v *storeview.Store) error {
 				d, err := v.Get(ctx, id)
-				if errors.Is(err, storeview.ErrNotFound) {
+				if errors.Is(err, readmodel.ErrNotFound) {
 					return fmt.Errorf("no operation %d", id)
 				}
 				if err != nil {
@@ -311,7 +313,7 @@ const absentExplanation = "no attempt was ever recorded for this identity: the n
 
 func runOpsGet(ctx context.Context, v *storeview.Store, opts opsGetOptions, w io.Writer) error {
 	d, err := v.GetByIdentity(ctx, opts.Tenant, opts.Tool, opts.Key)
-	if purged, ok := errors.AsType[*storeview.PurgedError](err); ok {
+	if purged, ok := errors.AsType[*readmodel.PurgedError](err); ok {
 		if opts.Output == "json" {
 			return writeJSON(w, map[string]any{
 				"tenant": opts.Tenant, "tool": opts.Tool, "key": opts.Key, "state": "purged",
@@ -320,18 +322,18 @@ func runOpsGet(ctx context.Context, v *storeview.Store, opts opsGetOptions, w io
 			})
 		}
 		_, err := fmt.Fprintf(w, "%s/%s/%s: purged\nrecord %d was purged %s (%s); its tombstone lasts until %s.\n%s\n",
-			ui.Clean(opts.Tenant), ui.Clean(opts.Tool), ui.Clean(opts.Key), purged.OperationID,
+			termtext.Clean(opts.Tenant), termtext.Clean(opts.Tool), termtext.Clean(opts.Key), purged.OperationID,
 			purged.PurgedAt.UTC().Format("2006-01-02 15:04:05 MST"), ui.Relative(purged.PurgedAt.Sub(purged.DBTime)),
 			purged.TombstoneUntil.UTC().Format("2006-01-02 15:04:05 MST"), ui.AfterPurge)
 		return err
 	}
-	if errors.Is(err, storeview.ErrNotFound) {
+	if errors.Is(err, readmodel.ErrNotFound) {
 		if opts.Output == "json" {
 			return writeJSON(w, map[string]string{
 				"tenant": opts.Tenant, "tool": opts.Tool, "key": opts.Key, "state": "absent", "explanation": absentExplanation,
 			})
 		}
-		_, err := fmt.Fprintf(w, "%s/%s/%s: absent\n%s\n", ui.Clean(opts.Tenant), ui.Clean(opts.Tool), ui.Clean(opts.Key), absentExplanation)
+		_, err := fmt.Fprintf(w, "%s/%s/%s: absent\n%s\n", termtext.Clean(opts.Tenant), termtext.Clean(opts.Tool), termtext.Clean(opts.Key), absentExplanation)
 		return err
 	}
 	if err != nil {
@@ -340,7 +342,7 @@ func runOpsGet(ctx context.Context, v *storeview.Store, opts opsGetOptions, w io
 	return writeDetail(w, d, opts.Output)
 }
 
-func writeDetail(w io.Writer, d storeview.Detail, output string) error {
+func writeDetail(w io.Writer, d readmodel.Detail, output string) error {
 	if output == "json" {
 		return writeJSON(w, d)
 	}
@@ -412,7 +414,7 @@ func atTime(dbTime time.Time) func(time.Time) string {
 
 // identityText is a record's tenant/tool/key, each cut to cellBytes (not
 // yet cleaned).
-func identityText(r storeview.Row) string {
+func identityText(r readmodel.Row) string {
 	more := opsShowMore(r.ID)
 	return ui.Cut(r.Tenant, cellBytes, more) + "/" + ui.Cut(r.Tool, cellBytes, more) + "/" + ui.Cut(r.Key, cellBytes, more)
 }
@@ -420,7 +422,7 @@ func identityText(r storeview.Row) string {
 // conflictText is one of record d's conflicts for people, its stored
 // values cut to cellBytes, more saying how to see them whole (not yet
 // cleaned).
-func conflictText(d storeview.Detail, c storeview.Conflict, more string) string {
+func conflictText(d readmodel.Detail, c readmodel.Conflict, more string) string {
 	reviewed := "unreviewed"
 	if c.Reviewed {
 		reviewed = "reviewed"
@@ -433,7 +435,7 @@ func conflictText(d storeview.Detail, c storeview.Conflict, more string) string 
 
 // decisionText is one decision for people: what, who, when, why, its
 // stored values cut (not yet cleaned).
-func decisionText(d storeview.Decision, at func(time.Time) string, more string) string {
+func decisionText(d readmodel.Decision, at func(time.Time) string, more string) string {
 	cut := func(s string) string { return ui.Cut(s, cellBytes, more) }
 	who := cut(d.Role)
 	if d.DisplayName != "" {

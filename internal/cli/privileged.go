@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/ui"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // privilegedClassWords say who each class is, for doctor and migrate.
@@ -34,7 +34,7 @@ func privilegedReport(logins []storeview.PrivilegedLogin) (head string, lines []
 		if len(l.Via) > 0 {
 			name += " (through " + strings.Join(l.Via, " → ") + ")"
 		}
-		byClass[l.Class] = append(byClass[l.Class], ui.Clean(name))
+		byClass[l.Class] = append(byClass[l.Class], termtext.Clean(name))
 	}
 	for _, class := range storeview.PrivilegeClasses {
 		if names := byClass[class]; len(names) > 0 {
@@ -71,7 +71,7 @@ func doctorPrivileged(ctx context.Context, view *storeview.Store, check func(boo
 func warnPrivileged(ctx context.Context, view *storeview.Store, w io.Writer) {
 	logins, err := view.PrivilegedLogins(ctx)
 	if err != nil {
-		fmt.Fprintln(w, "warning: could not list the logins that can bypass the database:", cleanLines(err.Error()))
+		fmt.Fprintln(w, "warning: could not list the logins that can bypass the database:", termtext.CleanLines(err.Error()))
 		return
 	}
 	head, lines := privilegedReport(logins)

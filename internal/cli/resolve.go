@@ -17,10 +17,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/config"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -34,11 +37,11 @@ type writer struct {
 	cfg  *config.Config
 	pool *pgxpool.Pool
 	view *storeview.Store
-	desk *reconcile.Desk
+	desk *desk.Desk
 }
 
 // newDesk is a person's desk over pool with the configuration's catalog.
-func newDesk(pool *pgxpool.Pool, cfg *config.Config) *reconcile.Desk {
+func newDesk(pool *pgxpool.Pool, cfg *config.Config) *desk.Desk {
 	tools := make(map[string]reconcile.Tool, len(cfg.Tools))
 	for name, t := range cfg.Tools {
 		tool := reconcile.Tool{Runbook: t.Runbook, Retention: t.Retention}
@@ -48,7 +51,7 @@ func newDesk(pool *pgxpool.Pool, cfg *config.Config) *reconcile.Desk {
 		}
 		tools[name] = tool
 	}
-	return &reconcile.Desk{Pool: pool, Tools: tools, DisplayName: cfg.Context.DisplayName}
+	return &desk.Desk{Pool: pool, Tools: tools, DisplayName: cfg.Context.DisplayName}
 }
 
 // withWriter opens a writer on the context, unless it is read-only.
@@ -229,7 +232,7 @@ func validDecision(d reconcile.Decision) bool {
 
 func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, out, errOut io.Writer) error {
 	d, err := w.view.Get(ctx, id)
-	if errors.Is(err, storeview.ErrNotFound) {
+	if errors.Is(err, readmodel.ErrNotFound) {
 		return fmt.Errorf("no operation %d (or not visible to this role)", id)
 	}
 	if err != nil {
@@ -272,7 +275,7 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 // audit trail either way. Deciding on an external effect of unknown
 // outcome without a lookup takes an explicit --no-lookup (deferring,
 // which changes nothing, does not). asked tells whether the lookup ran.
-func gatherEvidence(ctx context.Context, w *writer, d storeview.Detail, opts resolveOptions, errOut io.Writer) (ans reconcile.Answer, asked bool, err error) {
+func gatherEvidence(ctx context.Context, w *writer, d readmodel.Detail, opts resolveOptions, errOut io.Writer) (ans reconcile.Answer, asked bool, err error) {
 	hasLookup := w.desk.Tools[d.Tool].Lookup != nil
 	switch {
 	case hasLookup && !opts.NoLookup:
@@ -350,7 +353,7 @@ func writeDecision(out io.Writer, format, what string, res reconcile.Result, err
 	if res.State != "" {
 		line += fmt.Sprintf("; now %s, version %d", res.State, res.Version)
 	}
-	_, werr := fmt.Fprintf(out, "%s; audit record %s\n", ui.Clean(line), shown(res.AuditRef(), cellBytes, ""))
+	_, werr := fmt.Fprintf(out, "%s; audit record %s\n", termtext.Clean(line), shown(res.AuditRef(), cellBytes, ""))
 	return werr
 }
 
@@ -385,7 +388,7 @@ func newConflictsCmd(g *globalFlags) *cobra.Command {
 				// The conflicts unreviewed now are the ones acknowledged;
 				// any arriving meanwhile stay unreviewed.
 				d, err := w.view.Get(ctx, id)
-				if err != nil && !errors.Is(err, storeview.ErrNotFound) {
+				if err != nil && !errors.Is(err, readmodel.ErrNotFound) {
 					return err
 				}
 				var seen []int64
@@ -523,7 +526,7 @@ func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, 
 	}
 	if missing != nil {
 		fmt.Fprintf(errOut, "encrypted under key id %s: the service sealed this %s at rest (Config.Keyring), and %v; "+
-			"the envelope is shown as stored.\n", strconv.Quote(ui.Clean(kid)), f, missing)
+			"the envelope is shown as stored.\n", strconv.Quote(termtext.Clean(kid)), f, missing)
 		return asStored()
 	}
 	d, err := w.view.Get(ctx, id)
@@ -536,7 +539,7 @@ func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, 
 			return err
 		}
 		return fmt.Errorf("the stored %s is encrypted under key id %s and was not decrypted with this context's reveal_keys: %w; "+
-			"the envelope is shown as stored", f, strconv.Quote(ui.Clean(kid)), err)
+			"the envelope is shown as stored", f, strconv.Quote(termtext.Clean(kid)), err)
 	}
 	if _, err := (escapingWriter{out}).Write(plain); err != nil {
 		return err
@@ -545,6 +548,6 @@ func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, 
 		return err
 	}
 	_, err = fmt.Fprintf(errOut, "decrypted locally under key id %s with this context's reveal_keys: the store keeps it encrypted.\n",
-		strconv.Quote(ui.Clean(kid)))
+		strconv.Quote(termtext.Clean(kid)))
 	return err
 }

@@ -17,7 +17,8 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
 	"github.com/opsdesk/opsdesk/ui"
@@ -67,23 +68,23 @@ var (
 
 // checkBulk refuses bad input before anything is read, looked up or
 // decided: a usage error that says what to fix.
-func checkBulk(cmd *cobra.Command, args []string, opts *bulkOptions) (storeview.Filter, []bulk.Verdict, error) {
+func checkBulk(cmd *cobra.Command, args []string, opts *bulkOptions) (readmodel.Filter, []bulk.Verdict, error) {
 	flags := cmd.Flags()
 	if len(args) > 0 {
-		return storeview.Filter{}, nil, usagef("--filter selects the records: give no ID with it")
+		return readmodel.Filter{}, nil, usagef("--filter selects the records: give no ID with it")
 	}
 	for _, name := range singleOnlyFlags {
 		if flags.Changed(name) {
-			return storeview.Filter{}, nil, usagef("--%s decides one record (resolve ID); --filter --by-lookup decides what each record's lookup supports", name)
+			return readmodel.Filter{}, nil, usagef("--%s decides one record (resolve ID); --filter --by-lookup decides what each record's lookup supports", name)
 		}
 	}
 	if !opts.ByLookup {
-		return storeview.Filter{}, nil, usagef("--filter decides records only --by-lookup: add --by-lookup")
+		return readmodel.Filter{}, nil, usagef("--filter decides records only --by-lookup: add --by-lookup")
 	}
 	if strings.TrimFunc(opts.Filter, unicode.IsSpace) == "" {
-		return storeview.Filter{}, nil, usagef("--filter is empty: select the stuck records to reconcile, such as 'state:stuck tool:charge-card'")
+		return readmodel.Filter{}, nil, usagef("--filter is empty: select the stuck records to reconcile, such as 'state:stuck tool:charge-card'")
 	}
-	f, err := storeview.ParseFilter(opts.Filter)
+	f, err := readmodel.ParseFilter(opts.Filter)
 	if err != nil {
 		return f, nil, usagef("--filter: %v", err)
 	}
@@ -124,7 +125,7 @@ func isTerminalIn(r io.Reader) bool {
 // bulkRun is what runBulkResolve needs beside the writer.
 type bulkRun struct {
 	opts   bulkOptions
-	filter storeview.Filter
+	filter readmodel.Filter
 	groups []bulk.Verdict
 	// in is where typed confirmations come from when prompt is set.
 	in     *bufio.Reader
@@ -174,7 +175,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 	}
 	rows, err := r.List(ctx, run.filter)
 	if errors.Is(err, bulk.ErrFilter) || errors.Is(err, bulk.ErrTooMany) {
-		return usagef("--filter %s: %v", ui.Clean(run.filter.String()), err)
+		return usagef("--filter %s: %v", termtext.Clean(run.filter.String()), err)
 	}
 	if err != nil {
 		return err
@@ -189,7 +190,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 		if !text {
 			return writeJSON(run.out, bulkReport{Filter: run.filter.String(), Concurrency: run.opts.Concurrency, Groups: []bulkGroupReport{}})
 		}
-		say("no stuck records you see match %s: nothing to do", ui.Clean(run.filter.String()))
+		say("no stuck records you see match %s: nothing to do", termtext.Clean(run.filter.String()))
 		return nil
 	}
 	fmt.Fprintf(run.errOut, "looking up %d records (%d at once)...\n", len(rows), run.opts.Concurrency)
@@ -200,7 +201,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 		report.NotAsked = []bulk.Item{}
 	}
 	say("batch %s: %d stuck records match %s; their lookups took %s", plan.BatchID, plan.Listed,
-		ui.Clean(run.filter.String()), plan.Took.Round(time.Millisecond))
+		termtext.Clean(run.filter.String()), plan.Took.Round(time.Millisecond))
 	for _, g := range plan.Groups {
 		report.Groups = append(report.Groups, groupReport(g))
 		if text {
@@ -290,13 +291,13 @@ func writeGroup(w io.Writer, g bulk.Group) {
 }
 
 func itemLine(item bulk.Item) string {
-	return ui.Clean(fmt.Sprintf("%d %s (version %d): %s", item.ID, itemIdentity(item), item.Version, ui.Cut(item.Note, fieldBytes, "")))
+	return termtext.Clean(fmt.Sprintf("%d %s (version %d): %s", item.ID, itemIdentity(item), item.Version, ui.Cut(item.Note, fieldBytes, "")))
 }
 
 // itemIdentity is an item's tenant/tool/key, each cut to cellBytes (not
 // yet cleaned).
 func itemIdentity(item bulk.Item) string {
-	return identityText(storeview.Row{ID: item.ID, Tenant: item.Tenant, Tool: item.Tool, Key: item.Key})
+	return identityText(readmodel.Row{ID: item.ID, Tenant: item.Tenant, Tool: item.Tool, Key: item.Key})
 }
 
 // listed is how many records of each outcome are named one by one.
@@ -321,7 +322,7 @@ func writeAccepted(w io.Writer, res bulk.GroupResult) {
 			if item.Audit != "" {
 				line += " (audit record " + ui.Cut(item.Audit, cellBytes, "") + ")"
 			}
-			fmt.Fprintf(w, "      %s\n", ui.Clean(line))
+			fmt.Fprintf(w, "      %s\n", termtext.Clean(line))
 		}
 	}
 }

@@ -16,9 +16,11 @@ import (
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/demo"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // outageStore is a store with n charges left stuck by the demo's workers
@@ -230,10 +232,10 @@ func TestResolveByLookupAsksForTheCount(t *testing.T) {
 	// provider closes (it waits for them).
 	client := bulk.HTTPClient(4)
 	t.Cleanup(client.CloseIdleConnections)
-	desk := &reconcile.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
+	desk := &desk.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
 		Lookup: &reconcile.LookupSpec{URL: s.provider.URL() + demo.LookupPath, ResultRef: "/ref"}}}}
 	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Options{}), desk: desk}
-	f, err := storeview.ParseFilter("state:stuck tool:charge-card")
+	f, err := readmodel.ParseFilter("state:stuck tool:charge-card")
 	require.NoError(t, err)
 	acted := 0
 	for _, a := range s.truth {
@@ -302,7 +304,7 @@ FROM (VALUES ('acme', 'giant'), ('acme', 'nul'), ('acme', 'esc'), ('acme', 'osc'
 	operator := dbtest.NewPerson(t, d, "operator", "acme")
 	client := bulk.HTTPClient(1)
 	t.Cleanup(client.CloseIdleConnections)
-	desk := &reconcile.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
+	desk := &desk.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
 		Lookup: &reconcile.LookupSpec{URL: srv.URL + "/lookup/{tenant}/{tool}/{key}", ResultRef: "/ref", Timeout: 5 * time.Second}}}}
 	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Options{}), desk: desk}
 	states := func() string {
@@ -314,8 +316,8 @@ SELECT string_agg(o::text, E'\n' ORDER BY id) || (SELECT count(*) FROM opsdesk.a
 	before := states()
 
 	for _, filter := range []string{"state:stuck tool:charge-card tenant:acme&globex", "state:stuck tool:charge-card tenant:globex&",
-		"state:stuck tool:charge-card tenant:" + strings.Repeat("a", storeview.MaxFilterBytes-len("state:stuck tool:charge-card tenant:"))} {
-		f, err := storeview.ParseFilter(filter)
+		"state:stuck tool:charge-card tenant:" + strings.Repeat("a", readmodel.MaxFilterBytes-len("state:stuck tool:charge-card tenant:"))} {
+		f, err := readmodel.ParseFilter(filter)
 		require.NoError(t, err)
 		var out, errOut bytes.Buffer
 		err = runBulkResolve(t.Context(), w, bulkRun{opts: bulkOptions{Concurrency: 1, Reason: "outage", Yes: true, Output: "table"},
@@ -325,7 +327,7 @@ SELECT string_agg(o::text, E'\n' ORDER BY id) || (SELECT count(*) FROM opsdesk.a
 	}
 	require.Empty(t, asked)
 
-	f, err := storeview.ParseFilter("state:stuck tool:charge-card")
+	f, err := readmodel.ParseFilter("state:stuck tool:charge-card")
 	require.NoError(t, err)
 	for _, output := range []string{"table", "json"} {
 		asked = nil

@@ -13,8 +13,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opsdesk/opsdesk/config"
+	"github.com/opsdesk/opsdesk/internal/purgereport"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ui"
 )
 
@@ -47,7 +50,7 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 			"More than " + strconv.Itoa(retention.HoldBatch) + " records go in batches, each its own transaction, so that decisions\n" +
 			"need not wait for the whole set; progress goes to stderr. Should a batch fail (a record\n" +
 			"purged meanwhile, say), the command stops and says which records it held and which not.\n  " +
-			storeview.FilterHelp,
+			readmodel.FilterHelp,
 		Example: "  opsdesk retention " + use + " 48213 48214 --reason 'litigation hold #12'\n" +
 			"  opsdesk retention " + use + " --filter 'tenant:acme tool:charge-card' --reason 'litigation hold #12'",
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,10 +70,10 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 			case len(ids) > 0 && filter != "":
 				return usagef("operation numbers or --filter, not both")
 			}
-			var f storeview.Filter
+			var f readmodel.Filter
 			if filter != "" {
 				var err error
-				if f, err = storeview.ParseFilter(filter); err != nil {
+				if f, err = readmodel.ParseFilter(filter); err != nil {
 					return usagef("--filter: %w", err)
 				}
 			}
@@ -108,9 +111,9 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 
 // matchingIDs pages through the records f selects, refusing more than
 // retention.MaxHold.
-func matchingIDs(ctx context.Context, v *storeview.Store, f storeview.Filter) ([]int64, error) {
+func matchingIDs(ctx context.Context, v *storeview.Store, f readmodel.Filter) ([]int64, error) {
 	var ids []int64
-	q := storeview.Query{Filter: f, Limit: 1000}
+	q := readmodel.Query{Filter: f, Limit: 1000}
 	for {
 		page, err := v.List(ctx, q)
 		if err != nil {
@@ -163,10 +166,10 @@ func newReviewCmd(g *globalFlags) *cobra.Command {
 
 // ReviewCatalog is each tool's retention in cfg's catalog, where
 // withRecordedPolicies put the policies the services recorded.
-func ReviewCatalog(cfg *config.Config) map[string]storeview.ToolPolicy {
-	out := make(map[string]storeview.ToolPolicy, len(cfg.Tools))
+func ReviewCatalog(cfg *config.Config) map[string]readmodel.ToolPolicy {
+	out := make(map[string]readmodel.ToolPolicy, len(cfg.Tools))
 	for name, t := range cfg.Tools {
-		out[name] = storeview.ToolPolicy{Retention: t.Retention, RetryWindow: t.RetryWindow, AfterExpiry: t.AfterExpiry}
+		out[name] = readmodel.ToolPolicy{Retention: t.Retention, RetryWindow: t.RetryWindow, AfterExpiry: t.AfterExpiry}
 	}
 	return out
 }
@@ -174,7 +177,7 @@ func ReviewCatalog(cfg *config.Config) map[string]storeview.ToolPolicy {
 // reviewMore says how to see a value of the review whole.
 const reviewMore = "opsdesk retention review -o json prints it whole."
 
-func writeReview(w io.Writer, r storeview.Review) error {
+func writeReview(w io.Writer, r readmodel.Review) error {
 	scope := "every tenant"
 	if r.Scoped {
 		scope = "the tenants you see"
@@ -195,7 +198,7 @@ func writeReview(w io.Writer, r storeview.Review) error {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", shown(name, cellBytes, reviewMore),
-			retention, window, ui.Clean(after),
+			retention, window, termtext.Clean(after),
 			ui.ReviewFigure(t.Expiring24h), ui.ReviewFigure(t.Expiring7d), ui.ReviewFigure(t.Expired),
 			ui.ReviewFigure(t.Purgeable), t.Held, t.Conflicted, oldest)
 	}
@@ -340,7 +343,7 @@ func checkTool(ctx context.Context, w *writer, tool string) error {
 		}
 	}
 	if len(known) == 0 {
-		return fmt.Errorf("no tool %s: the store has no records you see and the catalog names no tools", ui.Clean(tool))
+		return fmt.Errorf("no tool %s: the store has no records you see and the catalog names no tools", termtext.Clean(tool))
 	}
 	slices.Sort(known)
 	more := ""
@@ -348,9 +351,9 @@ func checkTool(ctx context.Context, w *writer, tool string) error {
 		known, more = known[:20], fmt.Sprintf(" and %d more", len(known)-20)
 	}
 	for i, name := range known {
-		known[i] = ui.Clean(name)
+		known[i] = termtext.Clean(name)
 	}
-	return fmt.Errorf("no tool %s: known tools %s%s", ui.Clean(tool), strings.Join(known, ", "), more)
+	return fmt.Errorf("no tool %s: known tools %s%s", termtext.Clean(tool), strings.Join(known, ", "), more)
 }
 
 func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purgeOptions, out, errOut io.Writer) error {
@@ -367,7 +370,7 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 	}
 	what := "every tool"
 	if p.Tool != "" {
-		what = "tool " + ui.Clean(p.Tool)
+		what = "tool " + termtext.Clean(p.Tool)
 	}
 	n := dry.Count
 	fmt.Fprintf(out, "%d records of %s would be purged: completed, retention ended before %s, not held, no unreviewed conflicts\n",
@@ -385,7 +388,7 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 	// (none when it counted none).
 	p.DryRun = &dry
 	fmt.Fprintf(errOut, "pace: %s\n", p.Pace)
-	res, err := retention.Purge(ctx, w.pool, p, func(pr retention.Progress) {
+	res, err := retention.Purge(ctx, w.pool, p, func(pr purgereport.Progress) {
 		fmt.Fprintf(errOut, "purged %d of about %d (run %d, batch %d: %s)\n", pr.Purged, n, pr.Run, pr.Batches, batchPace(pr))
 	})
 	if err != nil {
@@ -396,13 +399,13 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 		started = "resume"
 	}
 	_, err = fmt.Fprintf(out, "purged %d records in run %d, and %d expired tombstones; audit records %s#%d (%s) and %s#%d (result)\n",
-		res.Purged, res.Run, res.TombstonesExpired, ui.Clean(res.AuditTenant), res.StartSeq, started, ui.Clean(res.AuditTenant), res.AuditSeq)
+		res.Purged, res.Run, res.TombstonesExpired, termtext.Clean(res.AuditTenant), res.StartSeq, started, termtext.Clean(res.AuditTenant), res.AuditSeq)
 	return err
 }
 
 // batchPace says what a purge's batch took and how long the purge pauses
 // after it: "1000 records in 130.2ms, 2.6x its fastest; pausing 208.3ms".
-func batchPace(pr retention.Progress) string {
+func batchPace(pr purgereport.Progress) string {
 	text := fmt.Sprintf("%d records in %s", pr.Records, pr.Took.Round(100*time.Microsecond))
 	if pr.Slowdown > 0 {
 		text += fmt.Sprintf(", %.1fx its fastest", pr.Slowdown)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/retention"
-	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
 func TestRetentionPurge(t *testing.T) {
@@ -194,12 +194,12 @@ func TestRetentionReview(t *testing.T) {
 
 	code, out, errOut = run("retention", "review", "--config", cfg, "-o", "json")
 	require.Equal(t, ExitOK, code, errOut)
-	var r storeview.Review
+	var r readmodel.Review
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	require.Len(t, r.Tools, 3)
 	for _, tr := range r.Tools {
 		if tr.Tool == "send-email" {
-			require.Equal(t, storeview.Count{N: 1}, tr.Purgeable)
+			require.Equal(t, readmodel.Count{N: 1}, tr.Purgeable)
 			require.Len(t, tr.Warnings, 1)
 		}
 	}
@@ -288,7 +288,7 @@ func TestUnfinishedPurgeShows(t *testing.T) {
 
 	code, out, errOut = run("retention", "review", "-o", "json", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
-	var r storeview.Review
+	var r readmodel.Review
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	require.Len(t, r.UnfinishedPurges, 1)
 	u := r.UnfinishedPurges[0]

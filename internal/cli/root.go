@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // Exit codes.
@@ -44,7 +46,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	// Errors quote stored text (a key, a role) and the database's words.
-	fmt.Fprintln(stderr, "opsdesk:", cleanLines(err.Error()))
+	fmt.Fprintln(stderr, "opsdesk:", termtext.CleanLines(err.Error()))
 	var usage *usageError
 	if errors.As(err, &usage) {
 		return ExitUsage

@@ -11,7 +11,7 @@ import (
 
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/ui"
+	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // withRecordedPolicies is cfg with each tool's policy as its service
@@ -105,7 +105,7 @@ func doctorPolicies(ctx context.Context, view *storeview.Store, cfg *config.Conf
 		switch {
 		case !isRecorded:
 			fmt.Fprintf(w, "- %-12s tool %s is in the catalog only: no service recorded its policy, the catalog's values are used\n",
-				"policies", ui.Clean(name))
+				"policies", termtext.Clean(name))
 			continue
 		case inCatalog:
 			if d := policyDisagreements(t, p); len(d) > 0 {
@@ -116,7 +116,7 @@ func doctorPolicies(ctx context.Context, view *storeview.Store, cfg *config.Conf
 			}
 		}
 		if p.Previous != nil {
-			fmt.Fprintf(w, "⚠ %-12s %s\n", "policies", ui.Clean(fmt.Sprintf(
+			fmt.Fprintf(w, "⚠ %-12s %s\n", "policies", termtext.Clean(fmt.Sprintf(
 				"tool %s: %s recorded %s at %s, replacing the policy %s recorded at %s: two services disagree, or a deploy changed it",
 				name, p.RecordedBy, policyChange(p), p.ChangedAt.UTC().Format(time.RFC3339), p.Previous.RecordedBy,
 				p.Previous.RecordedAt.UTC().Format(time.RFC3339))))

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/ops"
 )
 
@@ -67,9 +67,9 @@ func TestToolPolicies(t *testing.T) {
 		// keeps the catalog's.
 		code, out, errOut = run("retention", "review", "-o", "json", "--config", cfg)
 		require.Equal(t, ExitOK, code, errOut)
-		var r storeview.Review
+		var r readmodel.Review
 		require.NoError(t, json.Unmarshal([]byte(out), &r))
-		got := map[string]storeview.ToolReview{}
+		got := map[string]readmodel.ToolReview{}
 		for _, tr := range r.Tools {
 			got[tr.Tool] = tr
 		}

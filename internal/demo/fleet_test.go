@@ -18,6 +18,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 const fleetLease = time.Second
@@ -214,7 +215,7 @@ WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local'`)
 			if ans.Evidence.Lookup == reconcile.LookupFound {
 				p.Decision, p.ResultRef = reconcile.Completed, ans.ResultRef
 			}
-			_, err := reconcile.Decide(t.Context(), operator.Pool, p)
+			_, err := desk.Decide(t.Context(), operator.Pool, p)
 			require.NoError(t, err, a.Identity.String())
 			decided[p.Decision]++
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 )
 
@@ -227,14 +228,14 @@ func (e *Exporter) emitSignals(ch chan<- prometheus.Metric, sig storeview.Signal
 		if e.descs.tenantLabels {
 			labels = []string{labelValue(t.Tenant), labelValue(t.Tool)}
 		}
-		count := func(desc *prometheus.Desc, state string, c storeview.Count) {
+		count := func(desc *prometheus.Desc, state string, c readmodel.Count) {
 			if desc != nil {
 				e.send(ch, desc, prometheus.GaugeValue, float64(c.N), labels...)
 			}
 			exact := !c.Estimated && !c.AtLeast
 			e.send(ch, e.descs.exact, prometheus.GaugeValue, bit(exact), append(slices.Clone(labels), state)...)
 		}
-		state := func(state string, c storeview.Count) {
+		state := func(state string, c readmodel.Count) {
 			e.send(ch, e.descs.operations, prometheus.GaugeValue, float64(c.N), append(slices.Clone(labels), state)...)
 			count(nil, state, c)
 		}

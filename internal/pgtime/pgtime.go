@@ -17,16 +17,18 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 )
 
-// Infinity is how 'infinity', and every time after year 9999, reads:
-// the last nanosecond of year 9999, which no timestamptz holds (they have
-// microseconds).
-var Infinity = time.Date(9999, time.December, 31, 23, 59, 59, 999_999_999, time.UTC)
-
-// NegativeInfinity is how '-infinity', and every time up to the first
-// instant of year 1, reads: the first instant of year 0 (1 BC).
-var NegativeInfinity = time.Date(0, time.January, 1, 0, 0, 0, 0, time.UTC)
+// Infinity and NegativeInfinity are opsmodel's, named here for ops,
+// which reads its records' times through this package: the last
+// nanosecond of year 9999, which no timestamptz holds, and the first
+// instant of year 0 (1 BC).
+var (
+	Infinity         = opsmodel.Infinity
+	NegativeInfinity = opsmodel.NegativeInfinity
+)
 
 // FromTimestamptz is v as a time.Time: NULL is the zero time, an infinite
 // or out-of-range time Infinity or NegativeInfinity.

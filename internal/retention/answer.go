@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/auditcall"
 	"github.com/opsdesk/opsdesk/internal/audited"
 )
 
@@ -69,5 +70,5 @@ func deref(s *string) string {
 // grant is the group role retention's functions are for.
 const grant = "opsdesk_admin"
 
-// mapError is audited.MapError for retention's functions.
-func mapError(err error) error { return audited.MapError(err, grant) }
+// mapError is auditcall.MapError for retention's functions.
+func mapError(err error) error { return auditcall.MapError(err, grant) }

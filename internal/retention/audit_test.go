@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/opsdesk/opsdesk/internal/audited"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opsdesk/opsdesk/internal/audited"
+	"github.com/opsdesk/opsdesk/internal/purgereport"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -184,7 +186,7 @@ func TestRunTakesNoMoreThanPromised(t *testing.T) {
 
 	// Through Go: a dry run that counted nothing purges nothing, though
 	// records became purgeable since.
-	dry := retention.DryRun{Count: 0, Before: time.Now()}
+	dry := purgereport.DryRun{Count: 0, Before: time.Now()}
 	res, err := retention.Purge(t.Context(), admin.Pool, retention.PurgeParams{Tool: "send-email", Reason: "r", DryRun: &dry}, nil)
 	require.NoError(t, err)
 	require.Zero(t, res.Purged)

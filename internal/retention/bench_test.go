@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/purgereport"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/ops"
 )
@@ -135,7 +136,7 @@ FROM generate_series(1, $1) i`, n)
 		t0 := time.Now()
 		var paused time.Duration
 		res, err := retention.Purge(ctx, admin.Pool, retention.PurgeParams{Reason: "benchmark", Tool: "create-ticket", BatchSize: batch, Pace: pace,
-			Workers: workers}, func(p retention.Progress) { paused += p.Pause })
+			Workers: workers}, func(p purgereport.Progress) { paused += p.Pause })
 		elapsed := time.Since(t0)
 		close(stop)
 		wait()

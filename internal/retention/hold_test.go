@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/opsdesk/opsdesk/internal/audited"
 	"testing"
 	"time"
+
+	"github.com/opsdesk/opsdesk/internal/audited"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -72,7 +74,7 @@ func TestLargeHoldOutlastsDecisions(t *testing.T) {
 			default:
 			}
 			start := time.Now()
-			_, r.err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: deferred[i%len(deferred)],
+			_, r.err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: deferred[i%len(deferred)],
 				Decision: reconcile.Defer, ExpectVersion: 1, Reason: "provider down", SnoozeUntil: time.Now().Add(time.Hour)})
 			if r.err != nil {
 				return

@@ -13,9 +13,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/opsdesk/opsdesk/internal/audit"
 	"sync"
 	"time"
+
+	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/purgereport"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -47,7 +49,7 @@ type PurgeParams struct {
 	// since (a hold released, a conflict acknowledged) do not go
 	// unconfirmed. The count goes into the run's start record, and the
 	// database holds the run to it. Nil: Purge runs the dry run itself.
-	DryRun *DryRun
+	DryRun *purgereport.DryRun
 	// Pace spaces the batches for the library's sake: Paced (the zero
 	// value) pauses after each batch as much as the server's load slows
 	// the batches down; FixedYield pauses a fixed multiple of each
@@ -64,37 +66,6 @@ type PurgeParams struct {
 	Workers int
 }
 
-// Progress is a running purge's state after a batch, and that batch's
-// pace.
-type Progress struct {
-	Run     int64
-	Purged  int64
-	Batches int
-	// Records is what the batch purged, in Took.
-	Records int64
-	Took    time.Duration
-	// Slowdown is the batch's time per record over its loop's fastest
-	// batch so far (Paced; 0 for a fixed pace), and Pause how long the
-	// loop waits before its next batch.
-	Slowdown float64
-	Pause    time.Duration
-}
-
-// Result is a finished purge: its run and its audit records.
-type Result struct {
-	Run    int64 `json:"run"`
-	Purged int64 `json:"purged"`
-	// TombstonesExpired counts the expired tombstones the run removed (of
-	// its tool, or every tool's).
-	TombstonesExpired int64 `json:"tombstones_expired"`
-	// StartSeq is this call's start record (a resume record when it
-	// resumed a run), AuditSeq the run's result record; both are on
-	// AuditTenant's chain, "" (events outside any tenant).
-	StartSeq    int64  `json:"start_seq"`
-	AuditTenant string `json:"audit_tenant"`
-	AuditSeq    int64  `json:"audit_seq"`
-}
-
 // eligibleSQL mirrors opsdesk.purge_batch's conditions; a test checks
 // that the dry run's count is what the purge deletes. $2 is the cut-off
 // (NULL: now).
@@ -106,25 +77,11 @@ SELECT c.before, (SELECT count(*) FROM opsdesk.operations o
                       WHERE x.tenant = o.tenant AND x.tool = o.tool AND x.key = o.key AND x.reviewed_at IS NULL))
 FROM (SELECT coalesce($2::timestamptz, now()) AS before) c`
 
-// DryRun is what a purge would delete, counted before it runs.
-type DryRun struct {
-	Count int64 `json:"count"`
-	// Before is the purge's cut-off: records whose retention ended before
-	// it go. It is the parameters' Before, else the cut-off of the
-	// unfinished run the purge resumes, else the database time of the
-	// count. A purge given it takes what was counted and nothing that
-	// expired since (fewer if records changed meanwhile: held, say).
-	Before time.Time `json:"before"`
-	// Resumes is the unfinished run of the same tool and cut-off that the
-	// purge resumes (0: none).
-	Resumes int64 `json:"resumes,omitempty"`
-}
-
 // Eligible counts the records a purge with p would delete now: the dry
 // run. Purge with p.Before set to the dry run's Before deletes what it
 // counted.
-func Eligible(ctx context.Context, pool *pgxpool.Pool, p PurgeParams) (DryRun, error) {
-	var d DryRun
+func Eligible(ctx context.Context, pool *pgxpool.Pool, p PurgeParams) (purgereport.DryRun, error) {
+	var d purgereport.DryRun
 	cut := before(p)
 	// An unfinished run of this person and tool is resumed, with its
 	// cut-off. Only admins may read the runs (and purge at all: the purge
@@ -153,9 +110,9 @@ ORDER BY id LIMIT 1`, tool(p), cut).Scan(&d.Resumes, &cut)
 // the connection lost), it can be called again with the same parameters:
 // it resumes the run, with a resume record. A refusal is a
 // *audited.RefusedError whose audit record is committed.
-func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func(Progress)) (Result, error) {
+func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func(purgereport.Progress)) (purgereport.Result, error) {
 	if err := p.Pace.check(); err != nil {
-		return Result{}, fmt.Errorf("purge: %w", err)
+		return purgereport.Result{}, fmt.Errorf("purge: %w", err)
 	}
 	size := p.BatchSize
 	if size <= 0 {
@@ -165,7 +122,7 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 	if dry == nil {
 		d, err := Eligible(ctx, pool, p)
 		if err != nil {
-			return Result{}, err
+			return purgereport.Result{}, err
 		}
 		dry = &d
 	}
@@ -177,9 +134,9 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 	}
 	tombstones, err := json.Marshal(lifetimes)
 	if err != nil {
-		return Result{}, err
+		return purgereport.Result{}, err
 	}
-	var res Result
+	var res purgereport.Result
 	// A statement of its own: the start record commits before any batch
 	// (the database refuses batches in the transaction that started the
 	// run), and so does a refusal's.
@@ -195,7 +152,7 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, p PurgeParams, progress func
 	res.Run, res.AuditTenant = value(start.run), deref(start.tenant)
 	res.StartSeq = audit.SealedSeq(ctx, pool, res.AuditTenant, value(start.entry))
 	// What the run purged before (a resume), and its batches.
-	prog := Progress{Run: res.Run, Purged: value(start.purged)}
+	prog := purgereport.Progress{Run: res.Run, Purged: value(start.purged)}
 	err = pool.QueryRow(ctx, `SELECT r.batches + (SELECT count(*) FROM opsdesk.purge_batches b WHERE b.run = r.id)
 FROM opsdesk.purge_runs r WHERE r.id = $1`, res.Run).Scan(&prog.Batches)
 	if err != nil {
@@ -206,7 +163,7 @@ FROM opsdesk.purge_runs r WHERE r.id = $1`, res.Run).Scan(&prog.Batches)
 	workers := max(p.Workers, 1)
 	// done counts a batch and reports it, one worker at a time.
 	var mu sync.Mutex
-	done := func(b Progress) {
+	done := func(b purgereport.Progress) {
 		mu.Lock()
 		defer mu.Unlock()
 		prog.Purged += b.Records
@@ -284,7 +241,7 @@ func (b *budget) giveBack(n int64) {
 // batches runs batches of run until one finds nothing left or the budget
 // is spent, calling done after each (its Records, Took, Slowdown and
 // Pause), and pausing as pace says.
-func batches(ctx context.Context, pool *pgxpool.Pool, run int64, size int, allow *budget, pace *pacer, done func(Progress)) error {
+func batches(ctx context.Context, pool *pgxpool.Pool, run int64, size int, allow *budget, pace *pacer, done func(purgereport.Progress)) error {
 	for {
 		var n int64
 		t0 := time.Now()
@@ -317,7 +274,7 @@ func batches(ctx context.Context, pool *pgxpool.Pool, run int64, size int, allow
 		}
 		took := time.Since(t0)
 		wait, slowdown := pace.pause(took, n)
-		done(Progress{Records: n, Took: took, Slowdown: slowdown, Pause: wait})
+		done(purgereport.Progress{Records: n, Took: took, Slowdown: slowdown, Pause: wait})
 		if wait > 0 {
 			if err := sleep(ctx, wait); err != nil {
 				return err

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/opsdesk/opsdesk/internal/audited"
 	"math"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/opsdesk/opsdesk/internal/audited"
+	"github.com/opsdesk/opsdesk/internal/purgereport"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -104,8 +106,8 @@ WHERE key = 'kept-1'`, dry.Before)
 	require.NoError(t, err)
 	p.Before = dry.Before
 
-	var seen []retention.Progress
-	res, err := retention.Purge(t.Context(), admin.Pool, p, func(pr retention.Progress) { seen = append(seen, pr) })
+	var seen []purgereport.Progress
+	res, err := retention.Purge(t.Context(), admin.Pool, p, func(pr purgereport.Progress) { seen = append(seen, pr) })
 	require.NoError(t, err)
 	require.EqualValues(t, 9, res.Purged, "what the dry run counted")
 	require.EqualValues(t, 2, res.TombstonesExpired)
@@ -393,8 +395,8 @@ func TestYieldingPurgeStopsAndResumes(t *testing.T) {
 	_, admin := setup(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	p := retention.PurgeParams{Reason: "weekly", BatchSize: 2, Pace: retention.FixedYield(retention.MaxYield)}
-	var seen []retention.Progress
-	_, err := retention.Purge(ctx, admin.Pool, p, func(pr retention.Progress) {
+	var seen []purgereport.Progress
+	_, err := retention.Purge(ctx, admin.Pool, p, func(pr purgereport.Progress) {
 		seen = append(seen, pr)
 		cancel() // while the purge waits its 100 batch times
 	})
@@ -420,9 +422,9 @@ func TestPurgeProgressShowsItsPace(t *testing.T) {
 		yield float64
 	}{{retention.Paced, true, 0}, {retention.FixedYield(0), false, 0}, {retention.FixedYield(0.5), false, 0.5}} {
 		_, admin := setup(t)
-		var seen []retention.Progress
+		var seen []purgereport.Progress
 		res, err := retention.Purge(t.Context(), admin.Pool, retention.PurgeParams{Reason: "weekly", BatchSize: 2, Pace: c.pace},
-			func(pr retention.Progress) { seen = append(seen, pr) })
+			func(pr purgereport.Progress) { seen = append(seen, pr) })
 		require.NoError(t, err)
 		require.EqualValues(t, 9, res.Purged)
 		require.Len(t, seen, 5, "batches of 2, 2, 2, 2, 1")
@@ -552,7 +554,7 @@ type auditDetails struct {
 	LastID    int64            `json:"last_id"`
 }
 
-func readAudit(t *testing.T, d *dbtest.DB, res retention.Result) auditDetails {
+func readAudit(t *testing.T, d *dbtest.DB, res purgereport.Result) auditDetails {
 	t.Helper()
 	var raw []byte
 	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT details FROM opsdesk.audit WHERE tenant = $1 AND seq = $2`,
@@ -582,10 +584,10 @@ WHERE key = 'kept-1'`, dry.Before)
 	require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT min(id), max(id) FROM opsdesk.operations
 WHERE state = 'completed' AND expires_at <= $1 AND NOT held AND key <> 'conflicted-1'`, dry.Before).Scan(&before.min, &before.max))
 
-	var seen []retention.Progress
+	var seen []purgereport.Progress
 	var inside atomic.Int32
 	var overlapped atomic.Bool
-	res, err := retention.Purge(t.Context(), admin.Pool, p, func(pr retention.Progress) {
+	res, err := retention.Purge(t.Context(), admin.Pool, p, func(pr purgereport.Progress) {
 		if inside.Add(1) != 1 {
 			overlapped.Store(true)
 		}
@@ -620,8 +622,8 @@ func TestInterruptedParallelPurgeResumes(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	p := retention.PurgeParams{Reason: "weekly", BatchSize: 5, Workers: 3}
-	var first retention.Progress
-	_, err = retention.Purge(ctx, admin.Pool, p, func(pr retention.Progress) {
+	var first purgereport.Progress
+	_, err = retention.Purge(ctx, admin.Pool, p, func(pr purgereport.Progress) {
 		first = pr
 		if pr.Batches == 3 {
 			cancel()
@@ -640,8 +642,8 @@ func TestInterruptedParallelPurgeResumes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, first.Run, dry.Resumes)
 	p.Workers = 2
-	var last retention.Progress
-	res, err := retention.Purge(t.Context(), admin.Pool, p, func(pr retention.Progress) { last = pr })
+	var last purgereport.Progress
+	res, err := retention.Purge(t.Context(), admin.Pool, p, func(pr purgereport.Progress) { last = pr })
 	require.NoError(t, err)
 	require.Equal(t, first.Run, res.Run, "the same run resumed")
 	require.EqualValues(t, 409, res.Purged)
@@ -702,7 +704,7 @@ func TestParallelPurgeTakesNoMoreThanItsDryRun(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 409, dry.Count)
 	res, err := retention.Purge(t.Context(), admin.Pool,
-		retention.PurgeParams{Reason: "r", DryRun: &retention.DryRun{Count: 100, Before: dry.Before}, BatchSize: 7, Workers: 4}, nil)
+		retention.PurgeParams{Reason: "r", DryRun: &purgereport.DryRun{Count: 100, Before: dry.Before}, BatchSize: 7, Workers: 4}, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 100, res.Purged)
 	require.EqualValues(t, 100, readAudit(t, d, res).Purged)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/opsdesk/opsdesk/internal/purgereport"
 )
 
 // Purger purges one tool at a time for the console, as the person its
@@ -17,14 +19,14 @@ type Purger struct {
 }
 
 // Count is the dry run of a purge of tool's expired records.
-func (p *Purger) Count(ctx context.Context, tool string) (DryRun, error) {
+func (p *Purger) Count(ctx context.Context, tool string) (purgereport.DryRun, error) {
 	return Eligible(ctx, p.Pool, PurgeParams{Tool: tool})
 }
 
 // Purge purges what the dry run of tool counted: records whose retention
 // ended before its cut-off, at most its count. It calls progress after
 // each batch.
-func (p *Purger) Purge(ctx context.Context, tool string, dry DryRun, reason string, progress func(Progress)) (Result, error) {
+func (p *Purger) Purge(ctx context.Context, tool string, dry purgereport.DryRun, reason string, progress func(purgereport.Progress)) (purgereport.Result, error) {
 	return Purge(ctx, p.Pool, PurgeParams{Tool: tool, DryRun: &dry, Reason: reason,
 		DisplayName: p.DisplayName, TombstoneFor: p.TombstoneFor}, progress)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 // The audit browser's queries at scale. `make bench-audit` seeds
@@ -97,41 +98,41 @@ func BenchmarkAuditBrowse(b *testing.B) {
     (SELECT max(seq) / 2 FROM opsdesk.audit WHERE tenant = 'tenant-3')`).Scan(&opID); err != nil {
 		b.Fatal(err)
 	}
-	var deep AuditCursor
+	var deep readmodel.AuditCursor
 	if err := d.Admin.QueryRow(ctx, `SELECT at, tenant, seq FROM opsdesk.audit WHERE tenant = 'tenant-3' AND seq = 
     (SELECT max(seq) / 2 FROM opsdesk.audit WHERE tenant = 'tenant-3')`).Scan(&deep.At, &deep.Tenant, &deep.Seq); err != nil {
 		b.Fatal(err)
 	}
 	day := time.Now().UTC().Add(-15 * 24 * time.Hour).Truncate(time.Hour)
-	filter := func(s string) AuditFilter {
-		f, err := ParseAuditFilter(s)
+	filter := func(s string) readmodel.AuditFilter {
+		f, err := readmodel.ParseAuditFilter(s)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return f
 	}
-	page := func(q AuditQuery) func(context.Context, *Store) error {
+	page := func(q readmodel.AuditQuery) func(context.Context, *Store) error {
 		return func(ctx context.Context, s *Store) error { _, err := s.AuditList(ctx, q); return err }
 	}
 	queries := []struct {
 		name string
 		run  func(context.Context, *Store) error
 	}{
-		{"FirstPage", page(AuditQuery{})},
+		{"FirstPage", page(readmodel.AuditQuery{})},
 		// Keeps about 54% of the records.
-		{"UnselectiveFilter", page(AuditQuery{Filter: filter("action:decide:* outcome:succeeded")})},
+		{"UnselectiveFilter", page(readmodel.AuditQuery{Filter: filter("action:decide:* outcome:succeeded")})},
 		// About 0.8%: one role's denials.
-		{"SelectiveFilter", page(AuditQuery{Filter: filter("role:person-7 outcome:denied")})},
+		{"SelectiveFilter", page(readmodel.AuditQuery{Filter: filter("role:person-7 outcome:denied")})},
 		// Rare and old: denials of a tool in a one-hour window 15 days ago.
-		{"TimeRange", page(AuditQuery{Filter: filter("tool:send-email outcome:denied since:" +
+		{"TimeRange", page(readmodel.AuditQuery{Filter: filter("tool:send-email outcome:denied since:" +
 			day.Format(time.RFC3339) + " until:" + day.Add(time.Hour).Format(time.RFC3339))})},
 		// The console's "audit history of this operation".
-		{"OperationHistory", page(AuditQuery{Filter: OperationAuditFilter("tenant-3", opID)})},
-		{"KeyPrefix", page(AuditQuery{Filter: filter("key:run-1234*")})},
+		{"OperationHistory", page(readmodel.AuditQuery{Filter: readmodel.OperationAuditFilter("tenant-3", opID)})},
+		{"KeyPrefix", page(readmodel.AuditQuery{Filter: filter("key:run-1234*")})},
 		// Only the chain of no tenant: nothing for the one-tenant viewer,
 		// who reads every access:grant to find that out.
-		{"NoTenantChain", page(AuditQuery{Filter: filter("action:access:grant")})},
-		{"DeepPage", page(AuditQuery{After: &deep})},
+		{"NoTenantChain", page(readmodel.AuditQuery{Filter: filter("action:access:grant")})},
+		{"DeepPage", page(readmodel.AuditQuery{After: &deep})},
 		{"Detail", func(ctx context.Context, s *Store) error {
 			_, err := s.AuditRecord(ctx, deep.Tenant, deep.Seq)
 			return err

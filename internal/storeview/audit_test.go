@@ -3,12 +3,15 @@ package storeview
 import (
 	"cmp"
 	"fmt"
-	"github.com/opsdesk/opsdesk/internal/audited"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opsdesk/opsdesk/internal/audited"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 
 	"github.com/stretchr/testify/require"
 
@@ -119,13 +122,13 @@ func newestFirst(recs []audit.Record) []string {
 // browse pages through the filter's records limit at a time.
 func browse(t *testing.T, s *Store, filter string, limit int) []string {
 	t.Helper()
-	f, err := ParseAuditFilter(filter)
+	f, err := readmodel.ParseAuditFilter(filter)
 	require.NoError(t, err)
 	var got []string
-	var after *AuditCursor
+	var after *readmodel.AuditCursor
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 100, "paging does not end")
-		page, err := s.AuditList(t.Context(), AuditQuery{Filter: f, Limit: limit, After: after})
+		page, err := s.AuditList(t.Context(), readmodel.AuditQuery{Filter: f, Limit: limit, After: after})
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(page.Rows), limit)
 		require.False(t, page.DBTime.IsZero())
@@ -137,7 +140,7 @@ func browse(t *testing.T, s *Store, filter string, limit int) []string {
 		}
 		require.Len(t, page.Rows, limit, "a page before the last is full")
 		// The cursor survives the command line.
-		c, err := ParseAuditCursor(page.Next.String())
+		c, err := readmodel.ParseAuditCursor(page.Next.String())
 		require.NoError(t, err)
 		require.True(t, c.At.Equal(page.Next.At))
 		require.Equal(t, page.Next.Tenant, c.Tenant)
@@ -225,9 +228,9 @@ func TestAuditListOneTenantViewer(t *testing.T) {
 		require.Empty(t, browse(t, s, filter, 50), filter)
 	}
 	_, err := s.AuditRecord(t.Context(), "globex", 1)
-	require.ErrorIs(t, err, ErrNoAuditRecord)
+	require.ErrorIs(t, err, readmodel.ErrNoAuditRecord)
 	_, err = s.AuditRecord(t.Context(), "", 1)
-	require.ErrorIs(t, err, ErrNoAuditRecord)
+	require.ErrorIs(t, err, readmodel.ErrNoAuditRecord)
 	got, err := s.AuditRecord(t.Context(), "acme", 2)
 	require.NoError(t, err)
 	require.Equal(t, "bob", got.Role)
@@ -255,19 +258,19 @@ func TestAuditRecord(t *testing.T) {
 	require.Equal(t, "found (ref T-1234)", got.EvidenceSummary)
 	require.JSONEq(t, `{"result_ref":"T-1234"}`, string(got.Details))
 	require.Equal(t, want.EventID, got.EventID)
-	require.Equal(t, audit.HexBytes(want.Hash), got.Hash)
-	require.Equal(t, audit.HexBytes(recs[1].Hash), got.PrevHash)
-	require.Equal(t, []AuditChange{{"state", "stuck", "completed"}, {"version", "1", "2"}}, got.Changes())
-	require.Equal(t, AuditCheck{HashMatches: true, Linked: true, HeadSeq: 5}, got.Check)
+	require.Equal(t, auditreport.HexBytes(want.Hash), got.Hash)
+	require.Equal(t, auditreport.HexBytes(recs[1].Hash), got.PrevHash)
+	require.Equal(t, []readmodel.AuditChange{{Field: "state", Before: "stuck", After: "completed"}, {Field: "version", Before: "1", After: "2"}}, got.Changes())
+	require.Equal(t, readmodel.AuditCheck{HashMatches: true, Linked: true, HeadSeq: 5}, got.Check)
 
 	first, err := s.AuditRecord(t.Context(), "", 1)
 	require.NoError(t, err)
-	require.Equal(t, AuditCheck{HashMatches: true, Linked: true, HeadSeq: 2}, first.Check)
+	require.Equal(t, readmodel.AuditCheck{HashMatches: true, Linked: true, HeadSeq: 2}, first.Check)
 	require.Empty(t, first.Changes())
 	require.Nil(t, first.Details)
 
 	_, err = s.AuditRecord(t.Context(), "acme", 6)
-	require.ErrorIs(t, err, ErrNoAuditRecord)
+	require.ErrorIs(t, err, readmodel.ErrNoAuditRecord)
 
 	t.Run("BrokenRecord", func(t *testing.T) {
 		// A record appended by hand with a hash of other contents, after
@@ -281,72 +284,6 @@ func TestAuditRecord(t *testing.T) {
 		require.False(t, got.Check.Linked)
 		require.Equal(t, "its hash does not match its contents; seq 6, the record before it, is missing", got.Check.Problem)
 	})
-}
-
-func TestParseAuditFilter(t *testing.T) {
-	t.Parallel()
-	since := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	ok := map[string]AuditFilter{
-		"": {},
-		"tenant:acme tool:create-ticket key:run-42* id:48213 role:alice action:decide:* outcome:denied": {
-			Tenants: []string{"acme"}, Tools: []string{"create-ticket"}, Keys: []string{"run-42*"},
-			OperationIDs: []int64{48213}, Roles: []string{"alice"}, Actions: []string{"decide:*"}, Outcomes: []string{"denied"},
-		},
-		"tenant:'',acme":                      {Tenants: []string{"", "acme"}},
-		"since:2026-11-30T10:00Z":             {Since: since},
-		"since:2026-11-30T11:00:00+01:00":     {Since: since},
-		"until:2026-11-30T10:00":              {Until: since},
-		"until:2026-12-01":                    {Until: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)},
-		"since:2026-11-30T10:00:00.123456Z":   {Since: since.Add(123456 * time.Microsecond)},
-		"age<1h age>10m":                      {MinAge: 10 * time.Minute, MaxAge: time.Hour},
-		"AGE<2d":                              {MaxAge: 48 * time.Hour},
-		`role:"a b" outcome:succeeded,failed`: {Roles: []string{"a b"}, Outcomes: []string{"succeeded", "failed"}},
-	}
-	for in, want := range ok {
-		got, err := ParseAuditFilter(in)
-		require.NoError(t, err, in)
-		require.Equal(t, want, got, in)
-		again, err := ParseAuditFilter(got.String())
-		require.NoError(t, err, got.String())
-		require.Equal(t, got, again, got.String())
-	}
-
-	bad := map[string]string{
-		"alice":                             "write field:value (fields: tenant, tool, key, id, role, action, outcome, since, until), or age>10m / age<1h",
-		"state:stuck":                       `unknown field "state"`,
-		"outcome:ok":                        `unknown outcome "ok" (outcomes: succeeded, denied, failed)`,
-		"role:":                             "role needs a value",
-		"role:a,,b":                         "empty alternative",
-		"role:a role:b":                     "given twice; list alternatives as role:a,b",
-		"since:yesterday":                   "since needs a time such as 2026-11-30T10:00Z",
-		"until:2026-13-01":                  "until needs a time",
-		"since>2026-11-30":                  "write field:value",
-		"age>soon":                          "positive duration",
-		"age:1h":                            "write field:value",
-		"expires<1h":                        `unknown field "expires"`,
-		"id:x":                              "id needs an operation's record number",
-		"id:-3":                             "id needs an operation's record number",
-		"age>1h age<5m":                     "match nothing",
-		"since:2026-12-01 until:2026-11-30": "match nothing (since is inclusive, until exclusive)",
-		`role:"a`:                           "unterminated quote",
-		"role:" + strings.Repeat("a", MaxFilterBytes): "the filter is 8197 bytes: write at most 8192",
-	}
-	for in, want := range bad {
-		_, err := ParseAuditFilter(in)
-		require.ErrorContains(t, err, want, in)
-	}
-}
-
-func TestAuditCursor(t *testing.T) {
-	t.Parallel()
-	c := AuditCursor{At: time.Date(2026, 11, 30, 10, 0, 0, 123456000, time.UTC), Tenant: "a.b c", Seq: 42}
-	got, err := ParseAuditCursor(c.String())
-	require.NoError(t, err)
-	require.Equal(t, c, got)
-	for _, bad := range []string{"", "a1.", "a1.!!", "x" + c.String(), "a1." + "MTIz"} {
-		_, err := ParseAuditCursor(bad)
-		require.ErrorContains(t, err, "is not one that audit list printed", bad)
-	}
 }
 
 func TestPrefixUpper(t *testing.T) {

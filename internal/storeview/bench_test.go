@@ -11,6 +11,7 @@ import (
 
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 // The console's queries at scale. `make bench-console` seeds
@@ -20,7 +21,7 @@ import (
 // statement each query runs (add -v to see it).
 
 // benchCatalog knows the seeded tools but one, as a catalog may.
-var benchCatalog = map[string]ToolPolicy{
+var benchCatalog = map[string]readmodel.ToolPolicy{
 	"create-note": {}, "create-ticket": {RetryWindow: 14 * 24 * time.Hour}, "send-email": {}, "charge-card": {AfterExpiry: "reject"},
 }
 
@@ -38,20 +39,20 @@ func BenchmarkConsoleQueries(b *testing.B) {
 		`SELECT min(id) FROM opsdesk.operations WHERE tenant = 'tenant-3' AND id >= $1`, n/2).Scan(&someID); err != nil {
 		b.Fatal(err)
 	}
-	filtered, err := ParseFilter("tenant:tenant-3 tool:send-email state:completed")
+	filtered, err := readmodel.ParseFilter("tenant:tenant-3 tool:send-email state:completed")
 	if err != nil {
 		b.Fatal(err)
 	}
-	deep, err := s.List(context.Background(), Query{Limit: 1, After: &Cursor{ID: int64(n / 2)}})
+	deep, err := s.List(context.Background(), readmodel.Query{Limit: 1, After: &readmodel.Cursor{ID: int64(n / 2)}})
 	if err != nil {
 		b.Fatal(err)
 	}
 
-	expiring, err := ParseFilter("expires<24h")
+	expiring, err := readmodel.ParseFilter("expires<24h")
 	if err != nil {
 		b.Fatal(err)
 	}
-	list := func(q Query) func(context.Context, *Store) error {
+	list := func(q readmodel.Query) func(context.Context, *Store) error {
 		return func(ctx context.Context, s *Store) error { _, err := s.List(ctx, q); return err }
 	}
 	// The five queries of the target, then the time sorts an operator
@@ -61,18 +62,18 @@ func BenchmarkConsoleQueries(b *testing.B) {
 		run  func(context.Context, *Store) error
 	}{
 		{"Overview", func(ctx context.Context, s *Store) error { _, err := s.Overview(ctx); return err }},
-		{"StuckFirstPage", list(Query{Filter: Filter{States: []State{StateStuck}}, Sort: SortLease})},
-		{"FilteredPage", list(Query{Filter: filtered})},
-		{"DeepPage", list(Query{After: &Cursor{ID: deep.Rows[0].ID}})},
+		{"StuckFirstPage", list(readmodel.Query{Filter: readmodel.Filter{States: []readmodel.State{readmodel.StateStuck}}, Sort: readmodel.SortLease})},
+		{"FilteredPage", list(readmodel.Query{Filter: filtered})},
+		{"DeepPage", list(readmodel.Query{After: &readmodel.Cursor{ID: deep.Rows[0].ID}})},
 		{"Detail", func(ctx context.Context, s *Store) error { _, err := s.Get(ctx, someID); return err }},
-		{"AllByLease", list(Query{Sort: SortLease})},
-		{"AllByRetention", list(Query{Sort: SortExpires})},
-		{"ExpiringByRetention", list(Query{Filter: expiring, Sort: SortExpires})},
-		{"FilteredByRetention", list(Query{Filter: filtered, Sort: SortExpires})},
+		{"AllByLease", list(readmodel.Query{Sort: readmodel.SortLease})},
+		{"AllByRetention", list(readmodel.Query{Sort: readmodel.SortExpires})},
+		{"ExpiringByRetention", list(readmodel.Query{Filter: expiring, Sort: readmodel.SortExpires})},
+		{"FilteredByRetention", list(readmodel.Query{Filter: filtered, Sort: readmodel.SortExpires})},
 		// The counts a list shows beside its page, which the console asks
 		// for once the page is shown (not lists: no page waits for them).
 		{"FilteredTotal", func(ctx context.Context, s *Store) error { _, err := s.Total(ctx, filtered); return err }},
-		{"AllTotal", func(ctx context.Context, s *Store) error { _, err := s.Total(ctx, Filter{}); return err }},
+		{"AllTotal", func(ctx context.Context, s *Store) error { _, err := s.Total(ctx, readmodel.Filter{}); return err }},
 		// The retention review, with a catalog of the seeded tools.
 		{"RetentionReview", func(ctx context.Context, s *Store) error { _, err := s.Review(ctx, benchCatalog); return err }},
 	}

@@ -7,7 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // A deferred record leaves the queue: not stuck, not counted as stuck,
@@ -31,7 +33,7 @@ func TestDeferredLeavesTheQueueUntilDue(t *testing.T) {
 	oldest, err := s.GetByIdentity(ctx, "acme", "create-ticket", "run-42:create-ticket")
 	require.NoError(t, err)
 	until := oldest.DBTime.Add(time.Hour)
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: oldest.ID, Decision: reconcile.Defer,
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: oldest.ID, Decision: reconcile.Defer,
 		ExpectVersion: oldest.Version, Reason: "the provider answers tomorrow", SnoozeUntil: until})
 	require.NoError(t, err)
 
@@ -47,21 +49,21 @@ func TestDeferredLeavesTheQueueUntilDue(t *testing.T) {
 	require.Equal(t, []string{"run-42:create-ticket"}, list(t, s, "state:deferred"))
 	require.Equal(t, []string{"deploy-7", "ord-2", "run-42:create-ticket"}, list(t, s, "state:stuck,deferred"))
 
-	page, err := s.List(ctx, Query{Filter: Filter{States: []State{StateDeferred}}})
+	page, err := s.List(ctx, readmodel.Query{Filter: readmodel.Filter{States: []readmodel.State{readmodel.StateDeferred}}})
 	require.NoError(t, err)
 	r := page.Rows[0]
-	require.Equal(t, StateDeferred, r.State)
+	require.Equal(t, readmodel.StateDeferred, r.State)
 	require.True(t, r.Deferred())
 	require.True(t, r.Pending(), "a deferred record may still be decided")
 	require.WithinDuration(t, until, r.DeferredUntil, time.Millisecond)
 	require.Equal(t, operator.Role, r.DeferredBy)
 	det, err := s.Get(ctx, oldest.ID)
 	require.NoError(t, err)
-	require.Equal(t, StateDeferred, det.State)
+	require.Equal(t, readmodel.StateDeferred, det.State)
 	require.Equal(t, operator.Role, det.DeferredBy)
 
 	// A second, shorter deferral replaces the first: a second from now.
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: oldest.ID, Decision: reconcile.Defer,
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: oldest.ID, Decision: reconcile.Defer,
 		ExpectVersion: oldest.Version, Reason: "sooner", SnoozeUntil: time.Now().Add(time.Second)})
 	require.NoError(t, err)
 	time.Sleep(1500 * time.Millisecond)
@@ -77,7 +79,7 @@ func TestDeferredLeavesTheQueueUntilDue(t *testing.T) {
 
 // deferred is the fixtures with acme's stuck ord-2 deferred n times for
 // an hour by an operator, read by a viewer of every tenant.
-func deferred(t *testing.T, n int) (*dbtest.DB, *Store, Detail) {
+func deferred(t *testing.T, n int) (*dbtest.DB, *Store, readmodel.Detail) {
 	t.Helper()
 	d := fixtureDB(t)
 	operator := dbtest.NewPerson(t, d, "operator", "*")
@@ -85,7 +87,7 @@ func deferred(t *testing.T, n int) (*dbtest.DB, *Store, Detail) {
 	rec, err := s.GetByIdentity(t.Context(), "acme", "charge-card", "ord-2")
 	require.NoError(t, err)
 	for range n {
-		_, err = reconcile.Decide(t.Context(), operator.Pool, reconcile.DecideParams{OperationID: rec.ID, Decision: reconcile.Defer,
+		_, err = desk.Decide(t.Context(), operator.Pool, reconcile.DecideParams{OperationID: rec.ID, Decision: reconcile.Defer,
 			ExpectVersion: rec.Version, Reason: "later", SnoozeUntil: rec.DBTime.Add(time.Hour)})
 		require.NoError(t, err)
 	}
@@ -111,7 +113,7 @@ WHERE id = $1`, rec.ID)
 	require.Contains(t, list(t, s, "state:stuck"), "ord-2")
 	got, err := s.Get(ctx, rec.ID)
 	require.NoError(t, err)
-	require.Equal(t, StateStuck, got.State)
+	require.Equal(t, readmodel.StateStuck, got.State)
 	require.True(t, got.DeferredUntil.IsZero(), "the old version's deferral is not this one's")
 	require.False(t, got.Due())
 }
@@ -125,11 +127,11 @@ func TestListTotals(t *testing.T) {
 	ctx := t.Context()
 	s := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Options{})
 	for filter, want := range map[string]int64{"": 11, "state:stuck": 3, "state:completed tenant:globex": 2, "tenant:nobody": 0} {
-		f, err := ParseFilter(filter)
+		f, err := readmodel.ParseFilter(filter)
 		require.NoError(t, err)
 		total, err := s.Total(ctx, f)
 		require.NoError(t, err)
-		require.Equal(t, Count{N: want}, total, filter)
+		require.Equal(t, readmodel.Count{N: want}, total, filter)
 	}
 
 	_, err := d.Admin.Exec(ctx, `
@@ -140,14 +142,14 @@ SELECT 'acme', 'charge-card', 'bulk-' || i, '1', decode(repeat('01', 32), 'hex')
 FROM generate_series(1, 1500) i;
 ANALYZE opsdesk.operations`)
 	require.NoError(t, err)
-	total, err := s.Total(ctx, Filter{States: []State{StateRejected}})
+	total, err := s.Total(ctx, readmodel.Filter{States: []readmodel.State{readmodel.StateRejected}})
 	require.NoError(t, err)
 	require.True(t, total.Estimated)
 	require.InDelta(t, 1501, total.N, 150)
 	scoped := New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Options{})
-	total, err = scoped.Total(ctx, Filter{States: []State{StateRejected}})
+	total, err = scoped.Total(ctx, readmodel.Filter{States: []readmodel.State{readmodel.StateRejected}})
 	require.NoError(t, err)
-	require.Equal(t, Count{N: CountCap, AtLeast: true}, total)
+	require.Equal(t, readmodel.Count{N: readmodel.CountCap, AtLeast: true}, total)
 }
 
 // A record changed after it was written is flagged wherever it shows: in
@@ -165,7 +167,7 @@ ALTER TABLE opsdesk.audit ENABLE ALWAYS TRIGGER audit_no_change`)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 
-	page, err := s.AuditList(ctx, AuditQuery{Filter: OperationAuditFilter("acme", rec.ID)})
+	page, err := s.AuditList(ctx, readmodel.AuditQuery{Filter: readmodel.OperationAuditFilter("acme", rec.ID)})
 	require.NoError(t, err)
 	require.Len(t, page.Rows, 3)
 	for _, r := range page.Rows {

@@ -17,51 +17,8 @@ import (
 	"github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/pgtime"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
-
-// Sort orders a list. Every sort ends with the id, so pages never skip or
-// repeat a row.
-type Sort string
-
-// Sorts. Newest pages on the id, which never changes: stable. Lease and
-// expires order the records that have such a time (pending records have a
-// lease, completed records a retention expiry) and then the others, newest
-// first. They page on a time that can move while the operator pages (a
-// lease renewed or taken over, a record completing): such a record may
-// show up again on a later page or be missed; refresh the first page to
-// see it.
-const (
-	SortNewest  Sort = "newest"  // id, newest first
-	SortLease   Sort = "lease"   // lease expiry of pending records, the longest stuck first
-	SortExpires Sort = "expires" // retention expiry of completed records, the soonest first
-)
-
-// Sorts lists the sorts in the order the console cycles through them.
-var Sorts = []Sort{SortNewest, SortLease, SortExpires}
-
-// Cursor continues a list after the last row of a page (keyset paging).
-type Cursor struct {
-	At time.Time
-	ID int64
-}
-
-// Query asks for one page of a list.
-type Query struct {
-	Filter Filter
-	Sort   Sort
-	// Limit defaults to 50 and is capped at 1000.
-	Limit int
-	// After continues from the previous page's Next.
-	After *Cursor
-}
-
-// Page is one page of a list.
-type Page struct {
-	Rows   []Row
-	DBTime time.Time
-	// Next is nil on the last page.
-	Next *Cursor
-}
 
 // Options tune the store.
 type Options struct {
@@ -131,17 +88,17 @@ func (b *builder) sql() string {
 // stateCondition is the SQL for one state; stuck is the stuck-after
 // interval. The lease column stands alone on one side of each comparison,
 // so the partial index on pending leases serves it.
-func stateCondition(s State, stuck string) string {
+func stateCondition(s readmodel.State, stuck string) string {
 	switch s {
-	case StatePending:
+	case readmodel.StatePending:
 		return LiveSQL("o.", stuck)
-	case StateStuck:
+	case readmodel.StateStuck:
 		return queueWhere(stuck)
-	case StateDeferred:
+	case readmodel.StateDeferred:
 		return deferredWhere(stuck)
-	case StateCompleted:
+	case readmodel.StateCompleted:
 		return "(o.state = 'completed' AND o.outcome = 'succeeded')"
-	case StateRejected:
+	case readmodel.StateRejected:
 		return "(o.state = 'completed' AND o.outcome = 'rejected')"
 	default:
 		return "o.state = 'released'"
@@ -202,7 +159,7 @@ func (b *builder) oneOfSQL(column string, values []string) string {
 }
 
 // apply adds the filter's conditions.
-func (b *builder) apply(f Filter, stuck string) {
+func (b *builder) apply(f readmodel.Filter, stuck string) {
 	// state:a,b is either; conflicted is one of the alternatives.
 	var alts []string
 	for _, s := range f.States {
@@ -293,9 +250,9 @@ type rowScan struct {
 	DBNow          time.Time          `db:"db_now"`
 }
 
-func (r rowScan) row() Row {
-	return Row{
-		ID: r.ID, Tenant: r.Tenant, Tool: r.Tool, Key: r.Key, State: State(r.State),
+func (r rowScan) row() readmodel.Row {
+	return readmodel.Row{
+		ID: r.ID, Tenant: r.Tenant, Tool: r.Tool, Key: r.Key, State: readmodel.State(r.State),
 		Conflicted: r.Conflicted, ConflictCount: int(r.ConflictCount), Owner: r.Owner,
 		Attempt: int(r.Attempt), Version: r.Version, Held: r.Held,
 		LeasedAt: deref(r.LeasedAt), LeaseExpiresAt: pgtime.FromTimestamptz(r.LeaseExpiresAt),
@@ -320,22 +277,22 @@ type timeSort struct {
 	column string // SQL: the time
 }
 
-var timeSorts = map[Sort]timeSort{
-	SortLease:   {"'pending'", "o.lease_expires_at"},
-	SortExpires: {"'completed'", "o.expires_at"}, // never NULL on completed records
+var timeSorts = map[readmodel.Sort]timeSort{
+	readmodel.SortLease:   {"'pending'", "o.lease_expires_at"},
+	readmodel.SortExpires: {"'completed'", "o.expires_at"}, // never NULL on completed records
 }
 
 // The parts of a list: each adds its conditions (after a cursor) and
 // returns its order. The states are written into the SQL, never bound, so
 // that the planner matches the partial indexes' predicates in every plan.
-func newest(b *builder, after *Cursor) string {
+func newest(b *builder, after *readmodel.Cursor) string {
 	if after != nil {
 		b.where("o.id < %s", after.ID)
 	}
 	return "o.id DESC"
 }
 
-func (t timeSort) timed(b *builder, after *Cursor) string {
+func (t timeSort) timed(b *builder, after *readmodel.Cursor) string {
 	b.conds = append(b.conds, "o.state = "+t.state)
 	if after != nil {
 		b.where("("+t.column+", o.id) > (%s, %s)", after.At, after.ID)
@@ -343,7 +300,7 @@ func (t timeSort) timed(b *builder, after *Cursor) string {
 	return t.column + ", o.id"
 }
 
-func (t timeSort) others(b *builder, after *Cursor) string {
+func (t timeSort) others(b *builder, after *readmodel.Cursor) string {
 	b.conds = append(b.conds, "o.state <> "+t.state)
 	return newest(b, after)
 }
@@ -370,7 +327,7 @@ func (s *Store) snapshot(ctx context.Context, fn func(q querier) error) error {
 // List returns one page of operations. How many match is Total's, a
 // query of its own: a count costs more than a page, and the console
 // shows the page without waiting for it.
-func (s *Store) List(ctx context.Context, q Query) (Page, error) {
+func (s *Store) List(ctx context.Context, q readmodel.Query) (readmodel.Page, error) {
 	return s.list(ctx, s.pool, q)
 }
 
@@ -378,11 +335,11 @@ func (s *Store) List(ctx context.Context, q Query) (Page, error) {
 // exact up to CountCap, then the planner's estimate for a role that sees
 // every tenant (whose statistics span every tenant), else a lower bound
 // (AtLeast).
-func (s *Store) Total(ctx context.Context, f Filter) (Count, error) {
+func (s *Store) Total(ctx context.Context, f readmodel.Filter) (readmodel.Count, error) {
 	return s.total(ctx, s.pool, f)
 }
 
-func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
+func (s *Store) list(ctx context.Context, conn querier, q readmodel.Query) (readmodel.Page, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 50
@@ -390,19 +347,19 @@ func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
 	limit = min(limit, 1000)
 	sort := q.Sort
 	if sort == "" {
-		sort = SortNewest
+		sort = readmodel.SortNewest
 	}
 	var scanned []rowScan
 	var err error
-	if sort == SortNewest {
+	if sort == readmodel.SortNewest {
 		scanned, err = s.query(ctx, conn, q.Filter, newest, q.After, limit+1)
 	} else {
 		ts, ok := timeSorts[sort]
 		if !ok {
-			return Page{}, fmt.Errorf("unknown sort %q (sorts: newest, lease, expires)", sort)
+			return readmodel.Page{}, fmt.Errorf("unknown sort %q (sorts: newest, lease, expires)", sort)
 		}
 		// A cursor without a time continues among the others.
-		var after *Cursor
+		var after *readmodel.Cursor
 		if q.After == nil || !q.After.At.IsZero() {
 			scanned, err = s.query(ctx, conn, q.Filter, ts.timed, q.After, limit+1)
 		} else {
@@ -415,13 +372,13 @@ func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
 		}
 	}
 	if err != nil {
-		return Page{}, fmt.Errorf("list operations: %w", err)
+		return readmodel.Page{}, fmt.Errorf("list operations: %w", err)
 	}
-	page := Page{Rows: make([]Row, 0, min(len(scanned), limit))}
+	page := readmodel.Page{Rows: make([]readmodel.Row, 0, min(len(scanned), limit))}
 	for i, r := range scanned {
 		if i == limit {
 			last := scanned[limit-1]
-			page.Next = &Cursor{ID: last.ID, At: cursorTime(sort, last)}
+			page.Next = &readmodel.Cursor{ID: last.ID, At: cursorTime(sort, last)}
 			break
 		}
 		page.Rows = append(page.Rows, r.row())
@@ -429,7 +386,7 @@ func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
 	if len(scanned) > 0 {
 		page.DBTime = scanned[0].DBNow
 	} else if err := conn.QueryRow(ctx, "SELECT now()").Scan(&page.DBTime); err != nil {
-		return Page{}, fmt.Errorf("read database time: %w", err)
+		return readmodel.Page{}, fmt.Errorf("read database time: %w", err)
 	}
 	return page, nil
 }
@@ -437,29 +394,29 @@ func (s *Store) list(ctx context.Context, conn querier, q Query) (Page, error) {
 // total counts the records that match f up to CountCap, and estimates a
 // larger count: from the planner for a role that sees every tenant (whose
 // statistics span every tenant), else it is a lower bound.
-func (s *Store) total(ctx context.Context, conn querier, f Filter) (Count, error) {
+func (s *Store) total(ctx context.Context, conn querier, f readmodel.Filter) (readmodel.Count, error) {
 	b := &builder{}
-	if slices.ContainsFunc(f.States, func(st State) bool { return Row{State: st}.Pending() }) {
+	if slices.ContainsFunc(f.States, func(st readmodel.State) bool { return readmodel.Row{State: st}.Pending() }) {
 		b.apply(f, b.arg(s.opts.StuckAfter.Microseconds())+" * interval '1 microsecond'")
 	} else {
 		b.apply(f, "") // no condition reads the stuck-after interval
 	}
 	from := "FROM opsdesk.operations o WHERE " + b.sql()
-	var c Count
+	var c readmodel.Count
 	var every bool
-	err := conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM (SELECT "+from+" LIMIT "+strconv.Itoa(CountCap+1)+") s), "+visibleSQL,
+	err := conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM (SELECT "+from+" LIMIT "+strconv.Itoa(readmodel.CountCap+1)+") s), "+visibleSQL,
 		b.args...).Scan(&c.N, &every)
 	switch {
 	case err != nil:
 		return c, fmt.Errorf("count operations: %w", err)
-	case c.N <= CountCap:
+	case c.N <= readmodel.CountCap:
 		return c, nil
 	case !every:
-		return Count{N: CountCap, AtLeast: true}, nil // it counted CountCap+1
+		return readmodel.Count{N: readmodel.CountCap, AtLeast: true}, nil // it counted CountCap+1
 	}
 	batch := &pgx.Batch{}
 	queuePlanRows(batch, "SELECT "+from, func(estimate float64) {
-		c = Count{N: max(int64(estimate), CountCap+1), Estimated: true}
+		c = readmodel.Count{N: max(int64(estimate), readmodel.CountCap+1), Estimated: true}
 	}, b.args...)
 	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
 		return c, fmt.Errorf("estimate operations: %w", err)
@@ -468,8 +425,8 @@ func (s *Store) total(ctx context.Context, conn querier, f Filter) (Count, error
 }
 
 // query reads up to limit rows that match f, in one part of a list.
-func (s *Store) query(ctx context.Context, conn querier, f Filter,
-	part func(*builder, *Cursor) string, after *Cursor, limit int) ([]rowScan, error) {
+func (s *Store) query(ctx context.Context, conn querier, f readmodel.Filter,
+	part func(*builder, *readmodel.Cursor) string, after *readmodel.Cursor, limit int) ([]rowScan, error) {
 	b := &builder{}
 	stuck := b.arg(s.opts.StuckAfter.Microseconds()) + " * interval '1 microsecond'"
 	b.apply(f, stuck)
@@ -490,11 +447,11 @@ func (s *Store) query(ctx context.Context, conn querier, f Filter,
 // rows without one, which follow newest first. (Row has every time after
 // year 9999 as ops.Infinity: a cursor at it would skip the records from
 // there to 'infinity'.)
-func cursorTime(sort Sort, r rowScan) time.Time {
+func cursorTime(sort readmodel.Sort, r rowScan) time.Time {
 	switch row := r.row(); {
-	case sort == SortLease && row.Pending():
+	case sort == readmodel.SortLease && row.Pending():
 		return pgtime.Exact(r.LeaseExpiresAt)
-	case sort == SortExpires && (row.State == StateCompleted || row.State == StateRejected):
+	case sort == readmodel.SortExpires && (row.State == readmodel.StateCompleted || row.State == readmodel.StateRejected):
 		return pgtime.Exact(r.ExpiresAt)
 	}
 	return time.Time{}
@@ -502,17 +459,17 @@ func cursorTime(sort Sort, r rowScan) time.Time {
 
 // keepsOnly tells whether a filter keeps only records that have the
 // sort's time, so that no others can follow them.
-func keepsOnly(f Filter, sort Sort) bool {
-	if sort == SortExpires && (f.ExpiresWithin > 0 || f.ExpiresAfter > 0) {
+func keepsOnly(f readmodel.Filter, sort readmodel.Sort) bool {
+	if sort == readmodel.SortExpires && (f.ExpiresWithin > 0 || f.ExpiresAfter > 0) {
 		return true
 	}
 	if len(f.States) == 0 || f.Conflicted {
 		return false
 	}
 	for _, s := range f.States {
-		timed := s == StateCompleted || s == StateRejected
-		if sort == SortLease {
-			timed = Row{State: s}.Pending()
+		timed := s == readmodel.StateCompleted || s == readmodel.StateRejected
+		if sort == readmodel.SortLease {
+			timed = readmodel.Row{State: s}.Pending()
 		}
 		if !timed {
 			return false
@@ -522,18 +479,18 @@ func keepsOnly(f Filter, sort Sort) bool {
 }
 
 // Get returns one record by id.
-func (s *Store) Get(ctx context.Context, id int64) (Detail, error) {
+func (s *Store) Get(ctx context.Context, id int64) (readmodel.Detail, error) {
 	return s.detail(ctx, "o.id = $2", id)
 }
 
 // GetByIdentity returns one record by its identity; a *PurgedError when
 // it was purged and its tombstone lasts.
-func (s *Store) GetByIdentity(ctx context.Context, tenant, tool, key string) (Detail, error) {
+func (s *Store) GetByIdentity(ctx context.Context, tenant, tool, key string) (readmodel.Detail, error) {
 	d, err := s.detail(ctx, "o.tenant = $2 AND o.tool = $3 AND o.key = $4", tenant, tool, key)
-	if !errors.Is(err, ErrNotFound) {
+	if !errors.Is(err, readmodel.ErrNotFound) {
 		return d, err
 	}
-	var p PurgedError
+	var p readmodel.PurgedError
 	perr := s.pool.QueryRow(ctx, `SELECT operation_id, purged_at, expires_at, now() FROM opsdesk.tombstones
 WHERE tenant = $1 AND tool = $2 AND key = $3 AND expires_at > now()`, tenant, tool, key).
 		Scan(&p.OperationID, &p.PurgedAt, &p.TombstoneUntil, &p.DBTime)
@@ -556,7 +513,7 @@ type detailScan struct {
 	LastConflictAt *time.Time `db:"last_conflict_at"`
 }
 
-func (s *Store) detail(ctx context.Context, where string, args ...any) (d Detail, err error) {
+func (s *Store) detail(ctx context.Context, where string, args ...any) (d readmodel.Detail, err error) {
 	err = s.snapshot(ctx, func(q querier) error {
 		d, err = s.detailIn(ctx, q, where, args...)
 		return err
@@ -565,22 +522,22 @@ func (s *Store) detail(ctx context.Context, where string, args ...any) (d Detail
 }
 
 // detailIn reads a record and its conflicts through q (one snapshot).
-func (s *Store) detailIn(ctx context.Context, q querier, where string, args ...any) (Detail, error) {
+func (s *Store) detailIn(ctx context.Context, q querier, where string, args ...any) (readmodel.Detail, error) {
 	sql := "SELECT " + rowColumns + `, o.tool_version, o.effect, coalesce(o.outcome, '') AS outcome,
     coalesce(o.result_ref, '') AS result_ref, o.state = 'completed' AS has_result, o.last_conflict_at
 FROM opsdesk.operations o` + rowJoins + ` WHERE ` + where
 	rows, err := q.Query(ctx, sql, append([]any{s.opts.StuckAfter.Microseconds()}, args...)...)
 	if err != nil {
-		return Detail{}, fmt.Errorf("read operation: %w", err)
+		return readmodel.Detail{}, fmt.Errorf("read operation: %w", err)
 	}
 	d, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[detailScan])
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Detail{}, ErrNotFound
+		return readmodel.Detail{}, readmodel.ErrNotFound
 	}
 	if err != nil {
-		return Detail{}, fmt.Errorf("read operation: %w", err)
+		return readmodel.Detail{}, fmt.Errorf("read operation: %w", err)
 	}
-	out := Detail{
+	out := readmodel.Detail{
 		Row: d.row(), ToolVersion: d.ToolVersion,
 		Effect: d.Effect, Outcome: d.Outcome, ResultRef: d.ResultRef, HasResult: d.HasResult,
 		LastConflictAt: deref(d.LastConflictAt),
@@ -591,24 +548,24 @@ SELECT c.id, c.attempted_at, c.owner, c.tool_version, coalesce(t.tag, '') AS tag
 FROM opsdesk.conflicts c LEFT JOIN opsdesk.fingerprint_tags($4) t ON t.conflict_id = c.id
 WHERE c.tenant = $1 AND c.tool = $2 AND c.key = $3 ORDER BY c.id`, d.Tenant, d.Tool, d.Key, d.ID)
 	if err != nil {
-		return Detail{}, fmt.Errorf("read conflicts: %w", err)
+		return readmodel.Detail{}, fmt.Errorf("read conflicts: %w", err)
 	}
-	out.Conflicts, err = pgx.CollectRows(crow, func(r pgx.CollectableRow) (Conflict, error) {
-		var c Conflict
+	out.Conflicts, err = pgx.CollectRows(crow, func(r pgx.CollectableRow) (readmodel.Conflict, error) {
+		var c readmodel.Conflict
 		err := r.Scan(&c.ID, &c.AttemptedAt, &c.Owner, &c.ToolVersion, &c.FingerprintTag, &c.Reviewed)
 		return c, err
 	})
 	if err != nil {
-		return Detail{}, fmt.Errorf("read conflicts: %w", err)
+		return readmodel.Detail{}, fmt.Errorf("read conflicts: %w", err)
 	}
 	err = q.QueryRow(ctx, `SELECT coalesce(max(tag), '') FROM opsdesk.fingerprint_tags($1) WHERE conflict_id IS NULL`, d.ID).
 		Scan(&out.FingerprintTag)
 	if err != nil {
-		return Detail{}, fmt.Errorf("read the fingerprint tag: %w", err)
+		return readmodel.Detail{}, fmt.Errorf("read the fingerprint tag: %w", err)
 	}
 	drows, err := q.Query(ctx, decisionsSQL, d.Tenant, d.ID)
 	if err != nil {
-		return Detail{}, fmt.Errorf("read decisions: %w", err)
+		return readmodel.Detail{}, fmt.Errorf("read decisions: %w", err)
 	}
 	var r audit.Record
 	_, err = pgx.ForEachRow(drows, r.Targets(), func() error {
@@ -617,15 +574,15 @@ WHERE c.tenant = $1 AND c.tool = $2 AND c.key = $3 ORDER BY c.id`, d.Tenant, d.T
 		return err
 	})
 	if err != nil {
-		return Detail{}, fmt.Errorf("read decisions: %w", err)
+		return readmodel.Detail{}, fmt.Errorf("read decisions: %w", err)
 	}
 	return out, nil
 }
 
 // decisionOf is a decision as its audit record holds it, the record's
 // hash checked: the timeline flags a record changed since it was written.
-func decisionOf(r audit.Record) (Decision, error) {
-	d := Decision{AuditSeq: r.Seq, At: r.At, Role: r.Role, DisplayName: deref0(r.DisplayName), Action: r.Action,
+func decisionOf(r audit.Record) (readmodel.Decision, error) {
+	d := readmodel.Decision{AuditSeq: r.Seq, At: r.At, Role: r.Role, DisplayName: deref0(r.DisplayName), Action: r.Action,
 		Reason: deref0(r.Reason), Forced: r.Forced, Override: r.Override, HashBroken: !r.HashMatches()}
 	if r.Details == nil {
 		return d, nil
@@ -654,7 +611,7 @@ ORDER BY seq`
 // Overview counts records per state. Pending, stuck, rejected, released and
 // conflicted counts are exact; the succeeded count is the planner's
 // estimate once the table is large.
-func (s *Store) Overview(ctx context.Context) (o Overview, err error) {
+func (s *Store) Overview(ctx context.Context) (o readmodel.Overview, err error) {
 	// The console polls here: it seals the audit trail first, so that a
 	// decision made anywhere (a CLI command cut short, a session another
 	// one held back) gets its place in its chain while people watch. A
@@ -668,8 +625,8 @@ func (s *Store) Overview(ctx context.Context) (o Overview, err error) {
 	return o, err
 }
 
-func (s *Store) overviewIn(ctx context.Context, q querier) (Overview, error) {
-	var o Overview
+func (s *Store) overviewIn(ctx context.Context, q querier) (readmodel.Overview, error) {
+	var o readmodel.Overview
 	if err := s.countCapped(ctx, q, &o); err != nil {
 		return o, err
 	}
@@ -677,7 +634,7 @@ func (s *Store) overviewIn(ctx context.Context, q querier) (Overview, error) {
 		return o, err
 	}
 	if o.Stuck > 0 {
-		page, err := s.list(ctx, q, Query{Filter: Filter{States: []State{StateStuck}}, Sort: SortLease, Limit: 1})
+		page, err := s.list(ctx, q, readmodel.Query{Filter: readmodel.Filter{States: []readmodel.State{readmodel.StateStuck}}, Sort: readmodel.SortLease, Limit: 1})
 		if err != nil {
 			return o, err
 		}
@@ -722,7 +679,7 @@ const (
 // (audit_browse_action_idx), as deferrals are few and the stuck records
 // may be many. A reminder is at most a year ahead of its deferral.
 var deferralsFrom = `(SELECT DISTINCT a.tenant, a.operation_id FROM opsdesk.audit a
-    WHERE a.action = '` + ActionDefer + `' AND a.outcome = 'succeeded' AND a.at > now() - interval '1 year'
+    WHERE a.action = '` + readmodel.ActionDefer + `' AND a.outcome = 'succeeded' AND a.at > now() - interval '1 year'
       AND (a.details->>'snooze_until')::timestamptz > now()) c
   JOIN opsdesk.operations o ON o.tenant = c.tenant AND o.id = c.operation_id` + DeferralJoin
 
@@ -752,16 +709,16 @@ var cappedCountsSQL = "SELECT now(), " +
 // countCapped counts each state's records exactly up to CountCap and
 // estimates larger counts: from the size of the partial index that holds
 // them, or the planner's row estimate.
-func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
+func (s *Store) countCapped(ctx context.Context, q querier, o *readmodel.Overview) error {
 	stuckAfter := s.opts.StuckAfter.Microseconds()
 	var every bool
-	err := q.QueryRow(ctx, cappedCountsSQL, CountCap+1, stuckAfter).
+	err := q.QueryRow(ctx, cappedCountsSQL, readmodel.CountCap+1, stuckAfter).
 		Scan(&o.DBTime, &every, &o.Pending, &o.Stuck, &o.Deferred, &o.Rejected, &o.Released, &o.Conflicted, &o.ExpiringSoon)
 	if err != nil {
 		return fmt.Errorf("count records: %w", err)
 	}
 	o.Scoped = !every
-	o.DeferredAtLeast = o.Deferred > CountCap
+	o.DeferredAtLeast = o.Deferred > readmodel.CountCap
 	batch := &pgx.Batch{}
 	// Pending records split into live and stuck. When one side was
 	// counted, the other is the partial index's size less it; else the
@@ -772,10 +729,10 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 	stuck := estimateBy{sql: "SELECT FROM opsdesk.operations WHERE " + leaseEstimateWhere(true, stuckAfter)}
 	// The index holds the deferred records too; the planner's split of
 	// stuck ones counts them in as well.
-	if o.Stuck <= CountCap {
+	if o.Stuck <= readmodel.CountCap {
 		live = estimateBy{index: "opsdesk.operations_pending_lease_idx", less: o.Stuck + o.Deferred}
 	}
-	if o.Pending <= CountCap {
+	if o.Pending <= readmodel.CountCap {
 		stuck = estimateBy{index: "opsdesk.operations_pending_lease_idx", less: o.Pending + o.Deferred}
 	} else {
 		stuck.less = o.Deferred
@@ -792,7 +749,7 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 		{&o.Conflicted, &o.ConflictedEstimated, estimateBy{sql: "SELECT FROM " + conflictedFrom + ") s"}},
 		{&o.ExpiringSoon, &o.ExpiringEstimated, estimateBy{sql: "SELECT FROM opsdesk.operations WHERE " + expiringWhere}},
 	} {
-		if *c.n <= CountCap {
+		if *c.n <= readmodel.CountCap {
 			continue
 		}
 		if o.Scoped {
@@ -801,7 +758,7 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *Overview) error {
 		}
 		// Never below what was counted: statistics may lag behind.
 		set := func(estimate float64) {
-			*c.n, *c.estimated = max(int64(estimate), CountCap+1), true
+			*c.n, *c.estimated = max(int64(estimate), readmodel.CountCap+1), true
 		}
 		// The estimates go in one round trip.
 		if c.by.index != "" {
@@ -882,7 +839,7 @@ const exactCountLimit = 100_000
 
 // countCompleted counts succeeded records exactly on small tables and
 // estimates them from the planner's statistics on large ones.
-func (s *Store) countCompleted(ctx context.Context, q querier, o *Overview) error {
+func (s *Store) countCompleted(ctx context.Context, q querier, o *readmodel.Overview) error {
 	var estimate float64
 	err := q.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'opsdesk.operations'::regclass`).Scan(&estimate)
 	if err != nil {
@@ -891,11 +848,11 @@ func (s *Store) countCompleted(ctx context.Context, q querier, o *Overview) erro
 	if o.Scoped && estimate >= exactCountLimit {
 		// Statistics span every tenant: count up to the cap instead.
 		err := q.QueryRow(ctx, `SELECT count(*) FROM (SELECT FROM opsdesk.operations
-WHERE state = 'completed' AND outcome = 'succeeded' LIMIT $1) s`, CountCap+1).Scan(&o.Completed)
+WHERE state = 'completed' AND outcome = 'succeeded' LIMIT $1) s`, readmodel.CountCap+1).Scan(&o.Completed)
 		if err != nil {
 			return fmt.Errorf("count completed: %w", err)
 		}
-		o.CompletedEstimated = o.Completed > CountCap
+		o.CompletedEstimated = o.Completed > readmodel.CountCap
 		return nil
 	}
 	if estimate < exactCountLimit {
@@ -911,8 +868,8 @@ WHERE state = 'completed' AND outcome = 'succeeded' LIMIT $1) s`, CountCap+1).Sc
 }
 
 // Info describes the connection: where, as whom, and the schema version.
-func (s *Store) Info(ctx context.Context) (Info, error) {
-	var i Info
+func (s *Store) Info(ctx context.Context) (readmodel.Info, error) {
+	var i readmodel.Info
 	err := s.pool.QueryRow(ctx, `SELECT current_database(), session_user, current_setting('server_version'), now()`).
 		Scan(&i.Database, &i.Role, &i.Version, &i.DBTime)
 	if err != nil {

@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -73,7 +75,7 @@ func fixtureDB(t *testing.T) *dbtest.DB {
 	return d
 }
 
-func keys(rows []Row) []string {
+func keys(rows []readmodel.Row) []string {
 	out := make([]string, len(rows))
 	for i, r := range rows {
 		out[i] = r.Key
@@ -83,9 +85,9 @@ func keys(rows []Row) []string {
 
 func list(t *testing.T, s *Store, filter string) []string {
 	t.Helper()
-	f, err := ParseFilter(filter)
+	f, err := readmodel.ParseFilter(filter)
 	require.NoError(t, err)
-	page, err := s.List(t.Context(), Query{Filter: f, Limit: 100})
+	page, err := s.List(t.Context(), readmodel.Query{Filter: f, Limit: 100})
 	require.NoError(t, err)
 	got := keys(page.Rows)
 	slices.Sort(got)
@@ -137,13 +139,13 @@ func TestListFilters(t *testing.T) {
 func TestListRowFields(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
-	f, err := ParseFilter("key:run-42:create-ticket")
+	f, err := readmodel.ParseFilter("key:run-42:create-ticket")
 	require.NoError(t, err)
-	page, err := s.List(ctx, Query{Filter: f})
+	page, err := s.List(ctx, readmodel.Query{Filter: f})
 	require.NoError(t, err)
 	require.Len(t, page.Rows, 1)
 	r := page.Rows[0]
-	require.Equal(t, StateStuck, r.State)
+	require.Equal(t, readmodel.StateStuck, r.State)
 	require.True(t, r.Stuck())
 	require.Equal(t, "worker-3", r.Owner)
 	// Ages come from the database clock of the same query.
@@ -169,32 +171,32 @@ func TestSortsPageThroughEveryRowInOrder(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
 	for _, tc := range []struct {
-		sort   Sort
+		sort   readmodel.Sort
 		filter string
 		want   []string
 	}{
-		{SortNewest, "", []string{"mail-2", "ord-3", "promo-5000-off", "promo-50%_off", "run-44:create-ticket",
+		{readmodel.SortNewest, "", []string{"mail-2", "ord-3", "promo-5000-off", "promo-50%_off", "run-44:create-ticket",
 			"run-43:create-ticket", "deploy-7", "ord-2", "run-42:create-ticket", "mail-1", "ord-1"}},
-		{SortLease, "", []string{"run-42:create-ticket", "ord-2", "deploy-7", "ord-1", "mail-1",
+		{readmodel.SortLease, "", []string{"run-42:create-ticket", "ord-2", "deploy-7", "ord-1", "mail-1",
 			"mail-2", "ord-3", "promo-5000-off", "promo-50%_off", "run-44:create-ticket", "run-43:create-ticket"}},
 		// Equal expiry (both now() + 3 days): the id decides.
-		{SortExpires, "", []string{"run-43:create-ticket", "promo-50%_off", "promo-5000-off", "run-44:create-ticket", "ord-3",
+		{readmodel.SortExpires, "", []string{"run-43:create-ticket", "promo-50%_off", "promo-5000-off", "run-44:create-ticket", "ord-3",
 			"mail-2", "deploy-7", "ord-2", "run-42:create-ticket", "mail-1", "ord-1"}},
-		{SortLease, "state:pending,stuck", []string{"run-42:create-ticket", "ord-2", "deploy-7", "ord-1", "mail-1"}},
-		{SortLease, "state:completed", []string{"promo-5000-off", "promo-50%_off", "run-44:create-ticket", "run-43:create-ticket"}},
-		{SortLease, "tenant:acme", []string{"run-42:create-ticket", "ord-2", "ord-1",
+		{readmodel.SortLease, "state:pending,stuck", []string{"run-42:create-ticket", "ord-2", "deploy-7", "ord-1", "mail-1"}},
+		{readmodel.SortLease, "state:completed", []string{"promo-5000-off", "promo-50%_off", "run-44:create-ticket", "run-43:create-ticket"}},
+		{readmodel.SortLease, "tenant:acme", []string{"run-42:create-ticket", "ord-2", "ord-1",
 			"mail-2", "run-44:create-ticket", "run-43:create-ticket"}},
-		{SortExpires, "state:stuck,released", []string{"mail-2", "deploy-7", "ord-2", "run-42:create-ticket"}},
-		{SortExpires, "state:rejected,released", []string{"ord-3", "mail-2"}},
-		{SortExpires, "expires<4d", []string{"run-43:create-ticket", "promo-50%_off", "promo-5000-off"}},
-		{SortExpires, "state:conflicted", []string{"run-43:create-ticket"}},
+		{readmodel.SortExpires, "state:stuck,released", []string{"mail-2", "deploy-7", "ord-2", "run-42:create-ticket"}},
+		{readmodel.SortExpires, "state:rejected,released", []string{"ord-3", "mail-2"}},
+		{readmodel.SortExpires, "expires<4d", []string{"run-43:create-ticket", "promo-50%_off", "promo-5000-off"}},
+		{readmodel.SortExpires, "state:conflicted", []string{"run-43:create-ticket"}},
 	} {
-		f, err := ParseFilter(tc.filter)
+		f, err := readmodel.ParseFilter(tc.filter)
 		require.NoError(t, err)
 		for _, size := range []int{1, 2, 3, 50} {
 			name := fmt.Sprintf("%s %q by %d", tc.sort, tc.filter, size)
 			var got []string
-			q := Query{Filter: f, Sort: tc.sort, Limit: size}
+			q := readmodel.Query{Filter: f, Sort: tc.sort, Limit: size}
 			for pages := 0; ; pages++ {
 				require.Less(t, pages, 20, "%s: paging does not end", name)
 				page, err := s.List(ctx, q)
@@ -234,7 +236,7 @@ func TestDetail(t *testing.T) {
 	s, ctx := setup(t)
 	d, err := s.GetByIdentity(ctx, "acme", "create-ticket", "run-43:create-ticket")
 	require.NoError(t, err)
-	require.Equal(t, StateCompleted, d.State)
+	require.Equal(t, readmodel.StateCompleted, d.State)
 	require.True(t, d.Conflicted)
 	// Tags are keyed by the database's secret, computed here by hand.
 	tag := func(fp string) string {
@@ -259,9 +261,9 @@ FROM opsdesk.secrets WHERE name = 'fingerprint_tag'`, fp).Scan(&out))
 	require.Equal(t, d.Key, byID.Key)
 
 	_, err = s.Get(ctx, 999999)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, readmodel.ErrNotFound)
 	_, err = s.GetByIdentity(ctx, "acme", "create-ticket", "never")
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, readmodel.ErrNotFound)
 }
 
 func TestInfo(t *testing.T) {
@@ -333,7 +335,7 @@ FROM generate_series(1, 2100) i`)
 	require.InDelta(t, 1200, o.Conflicted, 120)
 	// Exactly CountCap is still a count.
 	require.False(t, o.PendingEstimated)
-	require.EqualValues(t, CountCap, o.Pending)
+	require.EqualValues(t, readmodel.CountCap, o.Pending)
 	require.False(t, o.ReleasedEstimated)
 	require.Zero(t, o.Released)
 	require.False(t, o.Scoped)
@@ -355,9 +357,9 @@ FROM generate_series(1, 50) i`)
 	require.NoError(t, err)
 	require.True(t, scoped.Scoped)
 	require.True(t, scoped.RejectedEstimated)
-	require.EqualValues(t, CountCap+1, scoped.Rejected, "a lower bound, not the table's 1,550")
+	require.EqualValues(t, readmodel.CountCap+1, scoped.Rejected, "a lower bound, not the table's 1,550")
 	require.True(t, scoped.StuckEstimated)
-	require.EqualValues(t, CountCap+1, scoped.Stuck)
+	require.EqualValues(t, readmodel.CountCap+1, scoped.Stuck)
 	globex, err := New(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Options{}).Overview(t.Context())
 	require.NoError(t, err)
 	require.False(t, globex.RejectedEstimated)
@@ -377,8 +379,8 @@ func TestViewerReadsEveryView(t *testing.T) {
 	o, err := s.Overview(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, o.Stuck, "acme's two stuck records, not initech's")
-	for _, sort := range Sorts {
-		page, err := s.List(ctx, Query{Sort: sort})
+	for _, sort := range readmodel.Sorts {
+		page, err := s.List(ctx, readmodel.Query{Sort: sort})
 		require.NoError(t, err)
 		for _, r := range page.Rows {
 			require.Equal(t, "acme", r.Tenant)
@@ -401,7 +403,7 @@ func TestViewerReadsEveryView(t *testing.T) {
 		require.Equal(t, "42501", pgErr.Code, sql)
 	}
 	_, err = s.GetByIdentity(ctx, "initech", "charge-card", "ord-3")
-	require.ErrorIs(t, err, ErrNotFound, "another tenant's record is not there")
+	require.ErrorIs(t, err, readmodel.ErrNotFound, "another tenant's record is not there")
 	_, err = s.Info(ctx)
 	require.NoError(t, err)
 }
@@ -418,19 +420,19 @@ func TestDetailShowsDecisions(t *testing.T) {
 	require.Empty(t, det.Decisions)
 
 	snooze := det.DBTime.Add(time.Hour)
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.Defer,
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.Defer,
 		ExpectVersion: det.Version, Reason: "provider answers tomorrow", SnoozeUntil: snooze})
 	require.NoError(t, err)
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.Failed,
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.Failed,
 		ExpectVersion: det.Version + 1, Reason: "refused"})
 	require.ErrorIs(t, err, reconcile.ErrChanged, "a refusal is not a decision")
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.NotExecuted,
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: det.ID, Decision: reconcile.NotExecuted,
 		ExpectVersion: det.Version, Reason: "provider has no such charge", DisplayName: "Alice"})
 	require.NoError(t, err)
 
 	det, err = s.GetByIdentity(ctx, "acme", "charge-card", "ord-2")
 	require.NoError(t, err)
-	require.Equal(t, StateReleased, det.State)
+	require.Equal(t, readmodel.StateReleased, det.State)
 	require.Len(t, det.Decisions, 2)
 	require.Equal(t, "decide:defer", det.Decisions[0].Action)
 	require.WithinDuration(t, snooze, det.Decisions[0].SnoozeUntil, time.Millisecond)
@@ -455,19 +457,19 @@ INSERT INTO opsdesk.tombstones (tenant, tool, key, operation_id, fingerprint, pu
 	require.NoError(t, err)
 	acme := New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Options{})
 	_, err = acme.GetByIdentity(t.Context(), "acme", "create-ticket", "gone-1")
-	require.ErrorIs(t, err, ErrNotFound)
-	var purged *PurgedError
+	require.ErrorIs(t, err, readmodel.ErrNotFound)
+	var purged *readmodel.PurgedError
 	require.ErrorAs(t, err, &purged)
 	require.EqualValues(t, 77, purged.OperationID)
 	require.WithinDuration(t, purged.DBTime.Add(-48*time.Hour), purged.PurgedAt, time.Minute)
 	require.WithinDuration(t, purged.DBTime.Add(5*24*time.Hour), purged.TombstoneUntil, time.Minute)
 
 	_, err = acme.GetByIdentity(t.Context(), "acme", "create-ticket", "gone-2")
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, readmodel.ErrNotFound)
 	require.False(t, errors.As(err, &purged), "a run-out tombstone explains nothing")
 
 	globex := New(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Options{})
 	_, err = globex.GetByIdentity(t.Context(), "acme", "create-ticket", "gone-1")
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, readmodel.ErrNotFound)
 	require.False(t, errors.As(err, &purged), "another tenant's tombstone is not there")
 }

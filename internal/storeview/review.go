@@ -8,158 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/ops"
 )
-
-// ToolPolicy is a tool's retention: as its service recorded it (ops.New),
-// else as the catalog gives it.
-type ToolPolicy struct {
-	// Retention is how long a completed record is kept (0: the library's
-	// default, ops.DefaultRetention).
-	Retention time.Duration
-	// RetryWindow is the longest a caller may retry or recover an
-	// operation (0: the retention).
-	RetryWindow time.Duration
-	// AfterExpiry is what a late retry gets once the record was purged:
-	// "reexecute" (the default) or "reject".
-	AfterExpiry string
-}
-
-// Count is a figure of the review. Up to CountCap it is exact; above it,
-// it is the planner's estimate (Estimated) for a role that sees every
-// tenant, or a lower bound (AtLeast: N or more) for one that sees some: a
-// count that grew with the table would slow the review down with it. A
-// purge's dry run counts exactly.
-type Count struct {
-	N         int64 `json:"n"`
-	Estimated bool  `json:"estimated,omitempty"`
-	AtLeast   bool  `json:"at_least,omitempty"`
-}
-
-// add adds an exact count.
-func (c Count) add(n int64) Count {
-	c.N += n
-	return c
-}
-
-// PendingRef is a tool's pending record whose lease expired first.
-type PendingRef struct {
-	ID             int64     `json:"id"`
-	LeasedAt       time.Time `json:"leased_at"`
-	LeaseExpiresAt time.Time `json:"lease_expires_at"`
-	// Stuck: the lease expired more than the context's stuck_after ago.
-	Stuck bool `json:"stuck"`
-}
-
-// ToolReview is one tool's retention: its policy and what it means for the
-// records in the store now.
-type ToolReview struct {
-	Tool      string `json:"tool"`
-	InCatalog bool   `json:"in_catalog"`
-	InStore   bool   `json:"in_store"`
-	// The policy in force: the recorded one, else the catalog's, with the
-	// defaults filled in. InCatalog: one of the two gives it.
-	Retention   time.Duration `json:"retention"`
-	RetryWindow time.Duration `json:"retry_window"`
-	AfterExpiry string        `json:"after_expiry"`
-	// Completed records whose retention ends within 24 hours and within 7
-	// days (the second includes the first).
-	Expiring24h Count `json:"expiring_24h"`
-	Expiring7d  Count `json:"expiring_7d"`
-	// Expired counts completed records whose retention has ended; Purgeable
-	// those of them a purge deletes now: not held, without unreviewed
-	// conflicts. Held and Conflicted (exact: they are few) are the expired
-	// records each keeps.
-	Expired    Count `json:"expired"`
-	Purgeable  Count `json:"purgeable"`
-	Held       int64 `json:"held"`
-	Conflicted int64 `json:"conflicted"`
-	// OldestPending is the pending record whose lease expired first.
-	OldestPending *PendingRef `json:"oldest_pending,omitempty"`
-	// StuckPastRetention counts pending records whose lease expired longer
-	// than the retention ago.
-	StuckPastRetention Count `json:"stuck_past_retention"`
-	// Warnings are what an operator must see before purging.
-	Warnings []string `json:"warnings"`
-}
-
-// Review is the retention review: every tool of the store and of the
-// catalog, by name.
-type Review struct {
-	DBTime time.Time    `json:"db_time"`
-	Tools  []ToolReview `json:"tools"`
-	// Scoped: the role sees some tenants only, and the figures are theirs.
-	Scoped bool `json:"scoped"`
-	// UnfinishedPurges are purge runs started and never finished, each a
-	// warning. Only admins of every tenant see purge runs: for other
-	// roles it is empty.
-	UnfinishedPurges []UnfinishedPurge `json:"unfinished_purges"`
-}
-
-// Warnings counts the warnings of every tool and the unfinished purges.
-func (r Review) Warnings() int {
-	n := len(r.UnfinishedPurges)
-	for _, t := range r.Tools {
-		n += len(t.Warnings)
-	}
-	return n
-}
-
-// UnfinishedPurge is a purge run started and never finished: its start
-// record is in the audit trail, its result record is not, and it may have
-// purged records already. Its role finishes it by purging again with the
-// same tool, which resumes it.
-type UnfinishedPurge struct {
-	Run int64 `json:"run"`
-	// Role started the run (the authenticated role); DisplayName is the
-	// name it claimed.
-	Role        string    `json:"role"`
-	DisplayName string    `json:"display_name,omitempty"`
-	StartedAt   time.Time `json:"started_at"`
-	Reason      string    `json:"reason"`
-	// Tool is the run's tool ("": every tool), Before its cut-off.
-	Tool   string    `json:"tool,omitempty"`
-	Before time.Time `json:"before"`
-	// Purged counts the records it purged so far; MayPurge is the most it
-	// may purge (its dry runs' promise; nil for a run started before
-	// promises were recorded, which must be resumed before it purges more).
-	Purged   int64  `json:"purged"`
-	MayPurge *int64 `json:"may_purge,omitempty"`
-	// LastBatchAt is when its last batch committed (nil: none recorded
-	// since it started or was resumed): a recent one is a purge under way.
-	LastBatchAt *time.Time `json:"last_batch_at,omitempty"`
-	// StartSeq is its start record on the "" chain (nil: started before
-	// start records, migration 00017, or not sealed yet).
-	StartSeq *int64 `json:"start_seq,omitempty"`
-}
-
-// Warning says what the run is and how to finish it, in one line. Its
-// role, name and reason are stored text: clean it before printing.
-func (u UnfinishedPurge) Warning() string {
-	who := u.Role
-	if u.DisplayName != "" {
-		who += " (" + u.DisplayName + ")"
-	}
-	what, flag := "every tool", ""
-	if u.Tool != "" {
-		what, flag = "tool "+u.Tool, " --tool "+u.Tool
-	}
-	stamp := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
-	text := fmt.Sprintf("purge run %d (%s) unfinished: started %s by %s, reason %q; %d purged so far",
-		u.Run, what, stamp(u.StartedAt), who, u.Reason, u.Purged)
-	if u.MayPurge != nil {
-		text += fmt.Sprintf(" of at most %d", *u.MayPurge)
-	}
-	if u.LastBatchAt != nil {
-		text += ", last batch " + stamp(*u.LastBatchAt)
-	}
-	if u.StartSeq != nil {
-		text += fmt.Sprintf("; start record #%d, no result record yet", *u.StartSeq)
-	} else {
-		text += "; no start record (started before purges were audited up front)"
-	}
-	return text + fmt.Sprintf(". %s finishes it: opsdesk retention purge%s --yes", u.Role, flag)
-}
 
 // unfinishedPurgesSQL lists the unfinished runs with what they purged so
 // far: a run's totals are its row plus its batches' (migration 00014).
@@ -176,11 +27,11 @@ ORDER BY r.id`
 // UnfinishedPurges lists the purge runs started and never finished. A role
 // that may not read purge runs (only admins of every tenant see them) gets
 // none and seen false.
-func (s *Store) UnfinishedPurges(ctx context.Context) (runs []UnfinishedPurge, seen bool, err error) {
+func (s *Store) UnfinishedPurges(ctx context.Context) (runs []readmodel.UnfinishedPurge, seen bool, err error) {
 	return s.unfinishedPurges(ctx, s.pool)
 }
 
-func (s *Store) unfinishedPurges(ctx context.Context, q querier) ([]UnfinishedPurge, bool, error) {
+func (s *Store) unfinishedPurges(ctx context.Context, q querier) ([]readmodel.UnfinishedPurge, bool, error) {
 	var seen bool
 	err := q.QueryRow(ctx, `SELECT has_table_privilege('opsdesk.purge_runs', 'SELECT')
     AND (NOT has_function_privilege('opsdesk.sees_every_tenant()', 'EXECUTE') OR opsdesk.sees_every_tenant())`).Scan(&seen)
@@ -194,8 +45,8 @@ func (s *Store) unfinishedPurges(ctx context.Context, q querier) ([]UnfinishedPu
 	if err != nil {
 		return nil, true, fmt.Errorf("read the unfinished purges: %w", err)
 	}
-	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (UnfinishedPurge, error) {
-		var u UnfinishedPurge
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (readmodel.UnfinishedPurge, error) {
+		var u readmodel.UnfinishedPurge
 		err := row.Scan(&u.Run, &u.Role, &u.DisplayName, &u.StartedAt, &u.Reason, &u.Tool, &u.Before,
 			&u.Purged, &u.MayPurge, &u.LastBatchAt, &u.StartSeq)
 		return u, err
@@ -314,7 +165,7 @@ func completedCount(tenants, tool, limit, cond string) string {
 
 // Review reads the retention review for the catalog's tools and every tool
 // of the store, all as of one database time.
-func (s *Store) Review(ctx context.Context, catalog map[string]ToolPolicy) (r Review, err error) {
+func (s *Store) Review(ctx context.Context, catalog map[string]readmodel.ToolPolicy) (r readmodel.Review, err error) {
 	err = s.snapshot(ctx, func(q querier) error {
 		r, err = s.reviewIn(ctx, q, catalog)
 		return err
@@ -322,8 +173,8 @@ func (s *Store) Review(ctx context.Context, catalog map[string]ToolPolicy) (r Re
 	return r, err
 }
 
-func (s *Store) reviewIn(ctx context.Context, q querier, catalog map[string]ToolPolicy) (Review, error) {
-	var r Review
+func (s *Store) reviewIn(ctx context.Context, q querier, catalog map[string]readmodel.ToolPolicy) (readmodel.Review, error) {
+	var r readmodel.Review
 	var every bool
 	var tenants, inStore []string
 	if err := q.QueryRow(ctx, storeToolsSQL).Scan(&r.DBTime, &every, &tenants, &inStore); err != nil {
@@ -337,13 +188,13 @@ func (s *Store) reviewIn(ctx context.Context, q querier, catalog map[string]Tool
 		}
 	}
 	slices.Sort(names)
-	tools := make(map[string]*ToolReview, len(names))
+	tools := make(map[string]*readmodel.ToolReview, len(names))
 	retention := make([]int64, len(names))
-	r.Tools = make([]ToolReview, len(names))
+	r.Tools = make([]readmodel.ToolReview, len(names))
 	for i, name := range names {
 		t := &r.Tools[i]
 		p, known := catalog[name]
-		*t = ToolReview{Tool: name, InCatalog: known, InStore: slices.Contains(inStore, name),
+		*t = readmodel.ToolReview{Tool: name, InCatalog: known, InStore: slices.Contains(inStore, name),
 			Retention: p.Retention, RetryWindow: p.RetryWindow, AfterExpiry: p.AfterExpiry}
 		if t.Retention <= 0 {
 			t.Retention = ops.DefaultRetention
@@ -357,7 +208,7 @@ func (s *Store) reviewIn(ctx context.Context, q querier, catalog map[string]Tool
 		tools[name] = t
 		retention[i] = t.Retention.Microseconds()
 	}
-	rows, err := q.Query(ctx, reviewSQL, names, retention, CountCap+1, s.opts.StuckAfter.Microseconds(), tenants)
+	rows, err := q.Query(ctx, reviewSQL, names, retention, readmodel.CountCap+1, s.opts.StuckAfter.Microseconds(), tenants)
 	if err != nil {
 		return r, fmt.Errorf("read the retention figures: %w", err)
 	}
@@ -372,11 +223,11 @@ func (s *Store) reviewIn(ctx context.Context, q querier, catalog map[string]Tool
 	_, err = pgx.ForEachRow(rows, []any{&tool, &in24h, &in7d, &unheld, &held, &conflicted,
 		&id, &leasedAt, &leaseExpiresAt, &stuck, &stuckPast}, func() error {
 		t := tools[tool]
-		t.Expiring24h, t.Expiring7d, t.Purgeable = Count{N: in24h}, Count{N: in7d}, Count{N: unheld}
+		t.Expiring24h, t.Expiring7d, t.Purgeable = readmodel.Count{N: in24h}, readmodel.Count{N: in7d}, readmodel.Count{N: unheld}
 		t.Held, t.Conflicted = held, conflicted
-		t.StuckPastRetention = Count{N: stuckPast}
+		t.StuckPastRetention = readmodel.Count{N: stuckPast}
 		if id != nil {
-			t.OldestPending = &PendingRef{ID: *id, LeasedAt: *leasedAt, LeaseExpiresAt: *leaseExpiresAt, Stuck: *stuck}
+			t.OldestPending = &readmodel.PendingRef{ID: *id, LeasedAt: *leasedAt, LeaseExpiresAt: *leaseExpiresAt, Stuck: *stuck}
 		}
 		return nil
 	})
@@ -393,7 +244,8 @@ func (s *Store) reviewIn(ctx context.Context, q querier, catalog map[string]Tool
 		t := &r.Tools[i]
 		// The expired records are the unheld and the held ones; a purge
 		// takes the unheld ones without unreviewed conflicts.
-		t.Expired = t.Purgeable.add(t.Held)
+		t.Expired = t.Purgeable
+		t.Expired.N += t.Held
 		t.Purgeable.N = max(0, t.Purgeable.N-t.Conflicted)
 		t.Warnings = warnings(*t)
 	}
@@ -403,7 +255,7 @@ func (s *Store) reviewIn(ctx context.Context, q querier, catalog map[string]Tool
 // estimateReview replaces the counts that reached the cap: with the
 // planner's estimate of the tool's rows when the role sees every tenant,
 // else with the lower bound counted.
-func estimateReview(ctx context.Context, q querier, r *Review) error {
+func estimateReview(ctx context.Context, q querier, r *readmodel.Review) error {
 	batch := &pgx.Batch{}
 	// Each estimate is an EXPLAIN, which readies its plan for execution:
 	// past a few million records the plan's cost crosses jit_above_cost
@@ -414,7 +266,7 @@ func estimateReview(ctx context.Context, q querier, r *Review) error {
 	for i := range r.Tools {
 		t := &r.Tools[i]
 		for _, c := range []struct {
-			n    *Count
+			n    *readmodel.Count
 			cond string
 		}{
 			{&t.Expiring24h, "expires_at > now() AND expires_at <= now() + interval '24 hours'"},
@@ -422,17 +274,17 @@ func estimateReview(ctx context.Context, q querier, r *Review) error {
 			{&t.Purgeable, "expires_at <= now() AND NOT held"},
 			{&t.StuckPastRetention, ""},
 		} {
-			if c.n.N <= CountCap {
+			if c.n.N <= readmodel.CountCap {
 				continue
 			}
 			if r.Scoped || c.cond == "" {
-				*c.n = Count{N: CountCap, AtLeast: true} // it counted CountCap+1
+				*c.n = readmodel.Count{N: readmodel.CountCap, AtLeast: true} // it counted CountCap+1
 				continue
 			}
 			queuePlanRows(batch, "SELECT FROM opsdesk.operations WHERE state = 'completed' AND tool = $1 AND "+c.cond,
 				func(estimate float64) {
 					// Never below what was counted: statistics may lag behind.
-					*c.n = Count{N: max(int64(estimate), CountCap+1), Estimated: true}
+					*c.n = readmodel.Count{N: max(int64(estimate), readmodel.CountCap+1), Estimated: true}
 				}, t.Tool)
 		}
 	}
@@ -446,7 +298,7 @@ func estimateReview(ctx context.Context, q querier, r *Review) error {
 }
 
 // warnings are what an operator must see in a tool's review.
-func warnings(t ToolReview) []string {
+func warnings(t readmodel.ToolReview) []string {
 	var w []string
 	if !t.InCatalog {
 		w = append(w, fmt.Sprintf("not in the catalog: its retry window and after_expiry are unknown here; "+
@@ -482,7 +334,7 @@ func span(d time.Duration) string {
 
 // countText writes a count with its noun: "1 record", "1000+ records",
 // "~52000 records".
-func countText(c Count, one, many string) string {
+func countText(c readmodel.Count, one, many string) string {
 	switch {
 	case c.AtLeast:
 		return fmt.Sprintf("%d+ %s", c.N, many)

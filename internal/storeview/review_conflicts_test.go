@@ -15,9 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/retention"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // The review's "conflicted" figure comes from opsdesk.record_conflicts
@@ -149,7 +151,7 @@ func TestConflictedFigureForEveryWriter(t *testing.T) {
 	_, err = retention.SetHold(ctx, admin.Pool, []int64{idOf(t, d, "t1")}, false, "litigation over", "", nil)
 	require.NoError(t, err)
 	requireConflicted(t, d, viewer, "released", map[string]int64{"create-ticket": 1})
-	_, err = reconcile.AckConflicts(ctx, operator.Pool, idOf(t, d, "t1"), unreviewed(t, d, "t1"), "caller bug, fixed", "")
+	_, err = desk.AckConflicts(ctx, operator.Pool, idOf(t, d, "t1"), unreviewed(t, d, "t1"), "caller bug, fixed", "")
 	require.NoError(t, err)
 	requireConflicted(t, d, viewer, "acknowledged", map[string]int64{"create-ticket": 0})
 
@@ -180,7 +182,7 @@ SELECT tenant, tool, key, id, '1', sha256('other'), fingerprint, 'w' FROM opsdes
 	requireConflicted(t, d, viewer, "stuck with a conflict", map[string]int64{"charge-card": 1})
 	var version int64
 	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT version FROM opsdesk.operations WHERE key = 'c2'`).Scan(&version))
-	_, err = reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: idOf(t, d, "c2"), Decision: reconcile.Completed,
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: idOf(t, d, "c2"), Decision: reconcile.Completed,
 		ExpectVersion: version, Reason: "provider shows it", ResultRef: "ch_2", Retention: time.Minute})
 	require.NoError(t, err)
 	requireConflicted(t, d, viewer, "decided completed", map[string]int64{"charge-card": 1})
@@ -343,7 +345,7 @@ INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, ef
     leased_at, lease_expires_at, completed_at, expires_at, conflict_count)
 SELECT 'tenant-' || (i % 3), 'create-ticket', 'k' || i, '1', sha256(i::text::bytea), 'local', 'completed', 'succeeded', 'w',
     now() - interval '9d', now() - interval '9d', now() - interval '9d', now() - interval '2d', 1
-FROM generate_series(1, $1) i`, CountCap+500)
+FROM generate_series(1, $1) i`, readmodel.CountCap+500)
 	adminExec(t, d, `
 INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner)
 SELECT tenant, tool, key, id, '1', sha256('other'), fingerprint, 'w' FROM opsdesk.operations`)
@@ -358,7 +360,7 @@ SELECT tenant, tool, key, id, '1', sha256('other'), fingerprint, 'w' FROM opsdes
 	t.Cleanup(pool.Close)
 	r, err := New(pool, Options{}).Review(t.Context(), nil)
 	require.NoError(t, err)
-	require.EqualValues(t, CountCap+500, byTool(r)["create-ticket"].Conflicted)
+	require.EqualValues(t, readmodel.CountCap+500, byTool(r)["create-ticket"].Conflicted)
 
 	i := slices.IndexFunc(rec.log, func(st pgx.TraceQueryStartData) bool { return st.SQL == reviewSQL })
 	require.GreaterOrEqual(t, i, 0, "the review ran reviewSQL")
@@ -376,5 +378,5 @@ WHERE relid = 'opsdesk.operations'::regclass`).Scan(&read))
 	require.NoError(t, err)
 	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.LessOrEqual(t, read, int64(CountCap+1), "records read for %d records with conflicts\n%s", CountCap+500, strings.Join(plan, "\n"))
+	require.LessOrEqual(t, read, int64(readmodel.CountCap+1), "records read for %d records with conflicts\n%s", readmodel.CountCap+500, strings.Join(plan, "\n"))
 }

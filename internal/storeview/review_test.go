@@ -9,6 +9,7 @@ import (
 
 	auditlog "github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/retention"
 )
 
@@ -60,7 +61,7 @@ SELECT tenant, tool, key, id, '2', sha256('other'::bytea), fingerprint, 'w', CAS
 FROM opsdesk.operations WHERE key IN ('t5', 't6');
 `
 
-var reviewCatalog = map[string]ToolPolicy{
+var reviewCatalog = map[string]readmodel.ToolPolicy{
 	"create-ticket": {Retention: 7 * 24 * time.Hour, RetryWindow: 3 * 24 * time.Hour},
 	"charge-card":   {Retention: 24 * time.Hour, RetryWindow: 3 * 24 * time.Hour, AfterExpiry: "reject"},
 	"unused-tool":   {Retention: 30 * 24 * time.Hour, RetryWindow: 7 * 24 * time.Hour},
@@ -74,8 +75,8 @@ func reviewDB(t *testing.T) *dbtest.DB {
 	return d
 }
 
-func byTool(r Review) map[string]ToolReview {
-	out := map[string]ToolReview{}
+func byTool(r readmodel.Review) map[string]readmodel.ToolReview {
+	out := map[string]readmodel.ToolReview{}
 	for _, t := range r.Tools {
 		out[t.Tool] = t
 	}
@@ -100,13 +101,13 @@ func TestReviewMatchesHandCountedFixtures(t *testing.T) {
 	ct := tools["create-ticket"]
 	require.True(t, ct.InCatalog)
 	require.True(t, ct.InStore)
-	require.Equal(t, Count{N: 1}, ct.Expiring24h)
-	require.Equal(t, Count{N: 2}, ct.Expiring7d)
-	require.Equal(t, Count{N: 5}, ct.Expired)
-	require.Equal(t, Count{N: 3}, ct.Purgeable)
+	require.Equal(t, readmodel.Count{N: 1}, ct.Expiring24h)
+	require.Equal(t, readmodel.Count{N: 2}, ct.Expiring7d)
+	require.Equal(t, readmodel.Count{N: 5}, ct.Expired)
+	require.Equal(t, readmodel.Count{N: 3}, ct.Purgeable)
 	require.EqualValues(t, 1, ct.Held)
 	require.EqualValues(t, 1, ct.Conflicted)
-	require.Equal(t, Count{N: 1}, ct.StuckPastRetention)
+	require.Equal(t, readmodel.Count{N: 1}, ct.StuckPastRetention)
 	require.NotNil(t, ct.OldestPending)
 	require.True(t, ct.OldestPending.Stuck)
 	require.InDelta(t, (8 * 24 * time.Hour).Seconds(), r.DBTime.Sub(ct.OldestPending.LeaseExpiresAt).Seconds(), 5)
@@ -115,9 +116,9 @@ func TestReviewMatchesHandCountedFixtures(t *testing.T) {
 	require.Contains(t, ct.Warnings[0], "1 record stuck for longer than the retention 7d")
 
 	cc := tools["charge-card"]
-	require.Equal(t, Count{N: 1}, cc.Expiring24h)
-	require.Equal(t, Count{N: 1}, cc.Expiring7d)
-	require.Equal(t, Count{}, cc.Expired)
+	require.Equal(t, readmodel.Count{N: 1}, cc.Expiring24h)
+	require.Equal(t, readmodel.Count{N: 1}, cc.Expiring7d)
+	require.Equal(t, readmodel.Count{}, cc.Expired)
 	require.Nil(t, cc.OldestPending)
 	require.Equal(t, []string{"retention 1d is shorter than the retry window 3d: a retry in between gets ErrExpired instead of its result"}, cc.Warnings)
 
@@ -125,9 +126,9 @@ func TestReviewMatchesHandCountedFixtures(t *testing.T) {
 	require.False(t, ls.InCatalog)
 	require.True(t, ls.InStore)
 	require.Equal(t, 7*24*time.Hour, ls.Retention)
-	require.Equal(t, Count{N: 0}, ls.Expiring24h)
-	require.Equal(t, Count{N: 1}, ls.Expiring7d)
-	require.Equal(t, Count{N: 1}, ls.StuckPastRetention)
+	require.Equal(t, readmodel.Count{N: 0}, ls.Expiring24h)
+	require.Equal(t, readmodel.Count{N: 1}, ls.Expiring7d)
+	require.Equal(t, readmodel.Count{N: 1}, ls.StuckPastRetention)
 	require.Len(t, ls.Warnings, 2)
 	require.Contains(t, ls.Warnings[0], "not in the catalog")
 	require.Contains(t, ls.Warnings[1], "stuck for longer than the retention 7d")
@@ -135,7 +136,7 @@ func TestReviewMatchesHandCountedFixtures(t *testing.T) {
 	ut := tools["unused-tool"]
 	require.True(t, ut.InCatalog)
 	require.False(t, ut.InStore)
-	require.Equal(t, ToolReview{Tool: "unused-tool", InCatalog: true, Retention: 30 * 24 * time.Hour,
+	require.Equal(t, readmodel.ToolReview{Tool: "unused-tool", InCatalog: true, Retention: 30 * 24 * time.Hour,
 		RetryWindow: 7 * 24 * time.Hour, AfterExpiry: "reexecute"}, ut)
 	require.Equal(t, 4, r.Warnings())
 }
@@ -150,7 +151,7 @@ func TestReviewPurgeableIsWhatAPurgeDeletes(t *testing.T) {
 	for _, tr := range r.Tools {
 		dry, err := retention.Eligible(t.Context(), admin.Pool, retention.PurgeParams{Tool: tr.Tool})
 		require.NoError(t, err)
-		require.Equal(t, Count{N: dry.Count}, tr.Purgeable, tr.Tool)
+		require.Equal(t, readmodel.Count{N: dry.Count}, tr.Purgeable, tr.Tool)
 	}
 }
 
@@ -165,9 +166,9 @@ func TestReviewOfAScopedViewer(t *testing.T) {
 	tools := byTool(r)
 	require.NotContains(t, tools, "legacy-sync")
 	ct := tools["create-ticket"]
-	require.Equal(t, Count{N: 4}, ct.Expired)
-	require.Equal(t, Count{N: 2}, ct.Purgeable)
-	require.Equal(t, Count{N: 2}, ct.Expiring7d)
+	require.Equal(t, readmodel.Count{N: 4}, ct.Expired)
+	require.Equal(t, readmodel.Count{N: 2}, ct.Purgeable)
+	require.Equal(t, readmodel.Count{N: 2}, ct.Expiring7d)
 
 	// A viewer of a tenant without records sees the catalog only.
 	none := dbtest.NewPerson(t, d, "viewer", "initech")
@@ -175,7 +176,7 @@ func TestReviewOfAScopedViewer(t *testing.T) {
 	require.NoError(t, err)
 	for _, tr := range r.Tools {
 		require.False(t, tr.InStore, tr.Tool)
-		require.Equal(t, Count{}, tr.Expired, tr.Tool)
+		require.Equal(t, readmodel.Count{}, tr.Expired, tr.Tool)
 	}
 }
 
@@ -188,7 +189,7 @@ INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, ef
     created_at, completed_at, expires_at)
 SELECT 'acme', 'bulk', 'k' || i, '1', sha256(i::text::bytea), 'local', 'completed', 'succeeded', 'w',
     now() - interval '9d', now() - interval '9d', now() - interval '1h'
-FROM generate_series(1, $1) i`, CountCap+500)
+FROM generate_series(1, $1) i`, readmodel.CountCap+500)
 	require.NoError(t, err)
 	_, err = d.Admin.Exec(t.Context(), `ANALYZE opsdesk.operations`)
 	require.NoError(t, err)
@@ -197,15 +198,15 @@ FROM generate_series(1, $1) i`, CountCap+500)
 	require.NoError(t, err)
 	bulk := byTool(r)["bulk"]
 	require.True(t, bulk.Purgeable.Estimated)
-	require.InDelta(t, CountCap+500, bulk.Purgeable.N, 50)
+	require.InDelta(t, readmodel.CountCap+500, bulk.Purgeable.N, 50)
 	require.Equal(t, bulk.Purgeable, bulk.Expired)
-	require.Equal(t, Count{}, bulk.Expiring7d)
+	require.Equal(t, readmodel.Count{}, bulk.Expiring7d)
 
 	r, err = New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Options{}).Review(t.Context(), nil)
 	require.NoError(t, err)
 	bulk = byTool(r)["bulk"]
-	require.Equal(t, Count{N: CountCap, AtLeast: true}, bulk.Purgeable)
-	require.Equal(t, Count{N: CountCap, AtLeast: true}, bulk.Expired)
+	require.Equal(t, readmodel.Count{N: readmodel.CountCap, AtLeast: true}, bulk.Purgeable)
+	require.Equal(t, readmodel.Count{N: readmodel.CountCap, AtLeast: true}, bulk.Expired)
 }
 
 // An unfinished purge run is a warning of the review, with who started it,

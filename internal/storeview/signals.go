@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgerrcode"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgerrcode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/opsdesk/opsdesk/internal/audit"
+	"github.com/opsdesk/opsdesk/internal/auditreport"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
 // Signals are the store's figures for alerting (opsdesk exporter): the
@@ -63,19 +66,19 @@ type ToolSignals struct {
 	// person deferred (see DeferralUntilSQL) whose snooze time has not
 	// come; DeferredDue are those whose snooze time has passed: they are
 	// stuck again, and counted in Stuck too.
-	Pending     Count `json:"pending"`
-	Stuck       Count `json:"stuck"`
-	Deferred    Count `json:"deferred"`
-	DeferredDue Count `json:"deferred_due"`
-	Completed   Count `json:"completed"` // succeeded
-	Rejected    Count `json:"rejected"`
-	Released    Count `json:"released"`
+	Pending     readmodel.Count `json:"pending"`
+	Stuck       readmodel.Count `json:"stuck"`
+	Deferred    readmodel.Count `json:"deferred"`
+	DeferredDue readmodel.Count `json:"deferred_due"`
+	Completed   readmodel.Count `json:"completed"` // succeeded
+	Rejected    readmodel.Count `json:"rejected"`
+	Released    readmodel.Count `json:"released"`
 	// Conflicted counts the records with unreviewed conflicts (the
 	// overview's conflicted tile).
-	Conflicted Count `json:"conflicted"`
+	Conflicted readmodel.Count `json:"conflicted"`
 	// Expired counts completed records whose retention has ended, held or
 	// not (the review's Expired).
-	Expired Count `json:"expired"`
+	Expired readmodel.Count `json:"expired"`
 	// OldestStuck is the lease expiry of the stuck record, not deferred,
 	// whose lease expired first (zero: none stuck); the overview reads it
 	// as "oldest lease expired".
@@ -260,7 +263,7 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 		if limits[t.Tool] == 0 {
 			names = append(names, t.Tool)
 		}
-		limits[t.Tool] += CountCap + 1
+		limits[t.Tool] += readmodel.CountCap + 1
 	}
 	lims := make([]int64, len(names))
 	for i, name := range names {
@@ -289,7 +292,7 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 					return nil // a tenant's first records, after the walk
 				}
 				t := &sig.Tools[i]
-				t.Stuck, t.Deferred, t.DeferredDue = Count{N: stuck}, Count{N: deferred}, Count{N: due}
+				t.Stuck, t.Deferred, t.DeferredDue = readmodel.Count{N: stuck}, readmodel.Count{N: deferred}, readmodel.Count{N: due}
 				if oldest != nil {
 					t.OldestStuck = *oldest
 				}
@@ -297,7 +300,7 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 			})
 			return err
 		})
-	args := []any{CountCap + 1, stuckAfter, tenants, tools, names, lims}
+	args := []any{readmodel.CountCap + 1, stuckAfter, tenants, tools, names, lims}
 	if !opts.ByTenant {
 		args = append(args, visible)
 	}
@@ -309,21 +312,21 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 			t := &sig.Tools[i]
 			i++
 			for _, c := range []struct {
-				count *Count
+				count *readmodel.Count
 				n     int64
 			}{{&t.Pending, pending}, {&t.Rejected, rejected}, {&t.Released, released}, {&t.Conflicted, conflicted}, {&t.Expired, expired}} {
-				*c.count = Count{N: c.n}
-				if c.n > CountCap {
-					*c.count = Count{N: CountCap, AtLeast: true} // it counted CountCap+1
+				*c.count = readmodel.Count{N: c.n}
+				if c.n > readmodel.CountCap {
+					*c.count = readmodel.Count{N: readmodel.CountCap, AtLeast: true} // it counted CountCap+1
 				}
 			}
 			switch {
 			case completed == nil:
-				t.Completed = Count{Estimated: true} // the planner's, below
-			case how == completedCapped && *completed > CountCap:
-				t.Completed = Count{N: CountCap, AtLeast: true}
+				t.Completed = readmodel.Count{Estimated: true} // the planner's, below
+			case how == completedCapped && *completed > readmodel.CountCap:
+				t.Completed = readmodel.Count{N: readmodel.CountCap, AtLeast: true}
 			default:
-				t.Completed = Count{N: *completed}
+				t.Completed = readmodel.Count{N: *completed}
 			}
 			return nil
 		})
@@ -348,16 +351,16 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 	for i := range sig.Tools {
 		t := &sig.Tools[i]
 		for _, c := range []struct {
-			count       *Count
+			count       *readmodel.Count
 			where       string
 			less, floor int64
 		}{
 			{&t.Stuck, leaseEstimateWhere(true, stuckAfter), -t.Deferred.N, t.Stuck.N},
-			{&t.Pending, leaseEstimateWhere(false, stuckAfter), 0, CountCap + 1},
-			{&t.Rejected, rejectedWhere, 0, CountCap + 1},
-			{&t.Released, releasedWhere, 0, CountCap + 1},
-			{&t.Conflicted, "", 0, CountCap + 1},
-			{&t.Expired, "state = 'completed' AND " + expiredWhere, 0, CountCap + 1},
+			{&t.Pending, leaseEstimateWhere(false, stuckAfter), 0, readmodel.CountCap + 1},
+			{&t.Rejected, rejectedWhere, 0, readmodel.CountCap + 1},
+			{&t.Released, releasedWhere, 0, readmodel.CountCap + 1},
+			{&t.Conflicted, "", 0, readmodel.CountCap + 1},
+			{&t.Expired, "state = 'completed' AND " + expiredWhere, 0, readmodel.CountCap + 1},
 			{&t.Completed, succeededWhere, 0, 0},
 		} {
 			if c.count.AtLeast || c.count.Estimated {
@@ -427,7 +430,7 @@ type estimates struct {
 // estimated from its tool's and its tenant's estimates.
 type sharedEstimate struct {
 	tenant, tool, where string
-	count               *Count
+	count               *readmodel.Count
 	less, floor         int64
 }
 
@@ -435,7 +438,7 @@ type sharedEstimate struct {
 // where ("": the records with unreviewed conflicts), plus less (a
 // correction, ≤ 0), and never below floor (what was counted: statistics
 // may lag behind). A role that sees some tenants keeps the lower bound.
-func (e *estimates) add(t *ToolSignals, c *Count, where string, less, floor int64) {
+func (e *estimates) add(t *ToolSignals, c *readmodel.Count, where string, less, floor int64) {
 	if e.scoped {
 		return
 	}
@@ -463,8 +466,8 @@ func (e *estimates) add(t *ToolSignals, c *Count, where string, less, floor int6
 }
 
 // estimated is an estimate plus less, never below floor.
-func estimated(estimate float64, less, floor int64) Count {
-	return Count{N: max(int64(estimate)+less, floor), Estimated: true}
+func estimated(estimate float64, less, floor int64) readmodel.Count {
+	return readmodel.Count{N: max(int64(estimate)+less, floor), Estimated: true}
 }
 
 // run reads the queued estimates.
@@ -533,7 +536,7 @@ func (s *Store) AuditHeads(ctx context.Context) ([]ChainHead, error) {
 // heads, and the entries still queued for sealing.
 type Trail struct {
 	Heads  []ChainHead
-	Queued audit.Queued
+	Queued auditreport.Queued
 }
 
 // Trail reads the chains' heads and what waits to be sealed.

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/ops"
 )
 
@@ -38,15 +39,15 @@ FROM (VALUES
 	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
 	s := New(viewer.Pool, Options{})
 	ctx := t.Context()
-	total, err := s.Total(ctx, Filter{})
+	total, err := s.Total(ctx, readmodel.Filter{})
 	require.NoError(t, err)
-	require.Equal(t, Count{N: 11}, total)
+	require.Equal(t, readmodel.Count{N: 11}, total)
 
-	for _, sort := range Sorts {
+	for _, sort := range readmodel.Sorts {
 		var keys []string
-		var after *Cursor
+		var after *readmodel.Cursor
 		for range 20 {
-			page, err := s.List(ctx, Query{Sort: sort, Limit: 1, After: after})
+			page, err := s.List(ctx, readmodel.Query{Sort: sort, Limit: 1, After: after})
 			require.NoError(t, err, sort)
 			for _, r := range page.Rows {
 				keys = append(keys, r.Key)
@@ -58,15 +59,15 @@ FROM (VALUES
 		require.ElementsMatch(t, append([]string{"never-2", "always-2", "live", "kept-2", "gone", "soon"}, dbtest.ExtremeKeys...),
 			keys, "sorted by %s, one row a page", sort)
 		switch sort {
-		case SortLease:
+		case readmodel.SortLease:
 			require.Equal(t, []string{dbtest.LeaseEndedAlways, "always-2", "live", dbtest.LeaseToYear294276,
 				dbtest.LeaseNeverEnds, "never-2"}, keys[:6])
-		case SortExpires:
+		case readmodel.SortExpires:
 			require.Equal(t, []string{"gone", "soon", dbtest.KeptToYear294276, dbtest.KeptForEver, "kept-2"}, keys[:5])
 		}
 	}
 
-	byKey := func(tool, key string) Detail {
+	byKey := func(tool, key string) readmodel.Detail {
 		t.Helper()
 		det, err := s.GetByIdentity(ctx, "acme", tool, key)
 		require.NoError(t, err, key)
@@ -74,10 +75,10 @@ FROM (VALUES
 	}
 	never := byKey("charge-card", dbtest.LeaseNeverEnds)
 	require.True(t, ops.Infinity.Equal(never.LeaseExpiresAt))
-	require.Equal(t, StatePending, never.State)
+	require.Equal(t, readmodel.StatePending, never.State)
 	require.True(t, never.LeaseLive())
 	always := byKey("charge-card", dbtest.LeaseEndedAlways)
-	require.Equal(t, StateStuck, always.State)
+	require.Equal(t, readmodel.StateStuck, always.State)
 	require.True(t, ops.NegativeInfinity.Equal(always.LeasedAt))
 	require.True(t, ops.NegativeInfinity.Equal(always.CreatedAt))
 	require.Equal(t, time.Duration(1<<63-1), always.LeaseAge())

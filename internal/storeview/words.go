@@ -1,6 +1,6 @@
 package storeview
 
-import "time"
+import "github.com/opsdesk/opsdesk/internal/readmodel"
 
 // The store's words for a record that needs a person, defined once: the
 // SQL the queries filter and count with beside the Go the screens decide
@@ -28,25 +28,6 @@ func LiveSQL(alias, after string) string {
 	return "(" + alias + "state = 'pending' AND " + alias + "lease_expires_at > now() - " + after + ")"
 }
 
-// LeaseEnded is StuckSQL's lease condition in Go: a lease that expires at
-// expires had ended at least after before now (the database time of the
-// read).
-func LeaseEnded(expires, now time.Time, after time.Duration) bool {
-	return !expires.After(now.Add(-after))
-}
-
-// Pending tells whether the row is pending, its lease live or ended
-// (stuck or deferred): the rows whose lease is worth showing and that a
-// person may decide on.
-func (r Row) Pending() bool {
-	return r.State == StatePending || r.State == StateStuck || r.State == StateDeferred
-}
-
-// LeaseLive tells whether the row's owner still held its lease when the
-// row was read: a decision on it needs force, as the database's decide
-// says (its lease has not ended, whatever stuck_after is).
-func (r Row) LeaseLive() bool { return r.Pending() && !LeaseEnded(r.LeaseExpiresAt, r.DBTime, 0) }
-
 // A person who cannot decide a stuck record yet defers it: a note and a
 // reminder, no change to the record (opsdesk.decide audits it as
 // ActionDefer, with the reminder in its details). A deferred record is
@@ -54,9 +35,6 @@ func (r Row) LeaseLive() bool { return r.Pending() && !LeaseEnded(r.LeaseExpires
 // its reminder passes; then it is stuck again, and due. A deferral holds
 // for the version of the record it was made on: a record taken over or
 // changed since is stuck again at once.
-
-// ActionDefer is the audit trail's action for a deferral.
-const ActionDefer = "decide:defer"
 
 // DeferralJoin joins each operations row o with its current deferral d
 // (d.until, d.role; NULL when there is none): the last deferral people
@@ -73,7 +51,7 @@ const DeferralUntilSQL = `(SELECT (a.details->>'snooze_until')::timestamptz` + c
 // made on the operations row o at its current version.
 const currentDeferral = `
     FROM opsdesk.audit a
-    WHERE a.tenant = o.tenant AND a.operation_id = o.id AND a.action = '` + ActionDefer + `'
+    WHERE a.tenant = o.tenant AND a.operation_id = o.id AND a.action = '` + readmodel.ActionDefer + `'
       AND a.outcome = 'succeeded' AND a.version_after = o.version
     ORDER BY a.seq DESC LIMIT 1`
 
@@ -105,13 +83,4 @@ func queueWhere(after string) string {
 
 func deferredWhere(after string) string {
 	return "(" + StuckSQL("o.", after) + " AND " + DeferralUntilSQL + " > now())"
-}
-
-// Deferred tells whether the row is deferred: stuck, with a reminder not
-// yet due.
-func (r Row) Deferred() bool { return r.State == StateDeferred }
-
-// Due tells whether the row is stuck again because its reminder passed.
-func (r Row) Due() bool {
-	return r.State == StateStuck && !r.DeferredUntil.IsZero() && !r.DeferredUntil.After(r.DBTime)
 }

@@ -12,9 +12,11 @@ import (
 	"github.com/opsdesk/opsdesk/internal/db"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/demo"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // envInt reads a positive integer from the environment, or def.
@@ -67,11 +69,11 @@ func BenchmarkBulkReconcile(b *testing.B) {
 		pool, err := db.Open(b.Context(), cfg)
 		require.NoError(b, err)
 		b.Cleanup(pool.Close)
-		desk := &reconcile.Desk{Pool: pool, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {Lookup: &reconcile.LookupSpec{
+		desk := &desk.Desk{Pool: pool, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {Lookup: &reconcile.LookupSpec{
 			URL: provider.URL() + demo.LookupPath, ResultRef: "/ref", Timeout: 2 * time.Second}}}, Client: bulk.HTTPClient(concurrency)}
 		r, err := bulk.New(bulk.Config{Desk: desk, Lister: storeview.New(pool, storeview.Options{}), Concurrency: concurrency})
 		require.NoError(b, err)
-		f, err := storeview.ParseFilter("state:stuck tool:charge-card")
+		f, err := readmodel.ParseFilter("state:stuck tool:charge-card")
 		require.NoError(b, err)
 		loadBefore := loadAverage()
 

@@ -49,7 +49,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -103,7 +103,7 @@ func (v Verdict) ProposalText() string {
 // Label is the verdict in words.
 func (v Verdict) Label() string { return strings.ReplaceAll(string(v), "_", " ") }
 
-// Desk is what a run needs of one person's desk. *reconcile.Desk
+// Desk is what a run needs of one person's desk. *desk.Desk
 // satisfies it.
 type Desk interface {
 	// HasLookup tells whether the catalog gives tool an outcome lookup.
@@ -121,13 +121,8 @@ type Desk interface {
 // Lister lists records as the person sees them. *storeview.Store
 // satisfies it.
 type Lister interface {
-	List(ctx context.Context, q storeview.Query) (storeview.Page, error)
+	List(ctx context.Context, q readmodel.Query) (readmodel.Page, error)
 }
-
-var (
-	_ Desk   = (*reconcile.Desk)(nil)
-	_ Lister = (*storeview.Store)(nil)
-)
 
 // Limits and defaults.
 const (
@@ -168,7 +163,7 @@ var (
 	ErrConfig       = errors.New("bad bulk configuration")
 )
 
-// HTTPClient is a client for a run's lookups (reconcile.Desk.Client): it
+// HTTPClient is a client for a run's lookups (desk.Desk.Client): it
 // keeps a connection per lookup in flight to each provider, where
 // http.DefaultClient keeps two and opens and closes the others for every
 // lookup. Proxies and timeouts are the default transport's.
@@ -229,8 +224,8 @@ func New(cfg Config) (*Reconciler, error) {
 // empty filter, which would take every record, is refused with the rest;
 // tenant:, key:, id:, owner: and age terms narrow further, and records the
 // person may not see are never listed whatever the filter names.
-func (r *Reconciler) CheckFilter(f storeview.Filter) error {
-	if len(f.States) != 1 || f.States[0] != storeview.StateStuck || f.Conflicted {
+func (r *Reconciler) CheckFilter(f readmodel.Filter) error {
+	if len(f.States) != 1 || f.States[0] != readmodel.StateStuck || f.Conflicted {
 		what := "the filter is empty"
 		if s := f.String(); s != "" {
 			what = fmt.Sprintf("%q selects more than stuck records", s)
@@ -253,7 +248,7 @@ func (r *Reconciler) CheckFilter(f storeview.Filter) error {
 // List returns the records f matches (CheckFilter first), oldest first,
 // each with the version it was seen at. More than Config.MaxRecords is
 // ErrTooMany.
-func (r *Reconciler) List(ctx context.Context, f storeview.Filter) ([]storeview.Row, error) {
+func (r *Reconciler) List(ctx context.Context, f readmodel.Filter) ([]readmodel.Row, error) {
 	if err := r.CheckFilter(f); err != nil {
 		return nil, err
 	}
@@ -261,16 +256,16 @@ func (r *Reconciler) List(ctx context.Context, f storeview.Filter) ([]storeview.
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(rows, func(a, b storeview.Row) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(rows, func(a, b readmodel.Row) int { return cmp.Compare(a.ID, b.ID) })
 	return rows, nil
 }
 
 // list pages through f's records, at most limit of them.
-func (r *Reconciler) list(ctx context.Context, f storeview.Filter, limit int) ([]storeview.Row, error) {
-	var rows []storeview.Row
-	var after *storeview.Cursor
+func (r *Reconciler) list(ctx context.Context, f readmodel.Filter, limit int) ([]readmodel.Row, error) {
+	var rows []readmodel.Row
+	var after *readmodel.Cursor
 	for {
-		page, err := r.cfg.Lister.List(ctx, storeview.Query{Filter: f, Sort: storeview.SortNewest, Limit: pageSize, After: after})
+		page, err := r.cfg.Lister.List(ctx, readmodel.Query{Filter: f, Sort: readmodel.SortNewest, Limit: pageSize, After: after})
 		if err != nil {
 			return nil, fmt.Errorf("list the records: %w", err)
 		}
@@ -381,7 +376,7 @@ type Progress struct {
 // cancelled the lookups in flight are cut short and no more start: the
 // plan holds what was answered, the rest are NotAsked, and the error is
 // ctx's.
-func (r *Reconciler) Lookup(ctx context.Context, rows []storeview.Row, progress func(Progress)) (*Plan, error) {
+func (r *Reconciler) Lookup(ctx context.Context, rows []readmodel.Row, progress func(Progress)) (*Plan, error) {
 	start := time.Now()
 	plan := &Plan{BatchID: reconcile.NewBatchID(), Listed: len(rows)}
 	items := make([]Item, len(rows))
@@ -463,13 +458,13 @@ func runBounded(ctx context.Context, n, limit int, work func(ctx context.Context
 	}
 }
 
-func itemOf(row storeview.Row) Item {
+func itemOf(row readmodel.Row) Item {
 	return Item{ID: row.ID, Tenant: row.Tenant, Tool: row.Tool, Key: row.Key, Version: row.Version}
 }
 
 // ask runs one record's lookup; ok is false when ctx ended before it
 // answered.
-func (r *Reconciler) ask(ctx context.Context, row storeview.Row) (Item, bool) {
+func (r *Reconciler) ask(ctx context.Context, row readmodel.Row) (Item, bool) {
 	item := itemOf(row)
 	if ctx.Err() != nil {
 		return item, false
@@ -735,14 +730,14 @@ func (r *Reconciler) Accept(ctx context.Context, plan *Plan, v Verdict, p Accept
 }
 
 // current reads the items' records again, as the person sees them now.
-func (r *Reconciler) current(ctx context.Context, items []Item) (map[int64]storeview.Row, error) {
-	out := make(map[int64]storeview.Row, len(items))
+func (r *Reconciler) current(ctx context.Context, items []Item) (map[int64]readmodel.Row, error) {
+	out := make(map[int64]readmodel.Row, len(items))
 	for chunk := range slices.Chunk(items, pageSize) {
 		ids := make([]int64, len(chunk))
 		for i, item := range chunk {
 			ids[i] = item.ID
 		}
-		rows, err := r.list(ctx, storeview.Filter{IDs: ids}, len(ids))
+		rows, err := r.list(ctx, readmodel.Filter{IDs: ids}, len(ids))
 		if err != nil {
 			return nil, fmt.Errorf("read the records again: %w", err)
 		}
@@ -763,7 +758,7 @@ type result struct {
 // dispatch ended before its turn. The decision runs to its end whatever
 // happens to dispatch (bounded by DecideTimeout), so that its outcome is
 // known.
-func (r *Reconciler) decideOne(dispatch context.Context, item Item, d reconcile.Decision, batch, reason string, current map[int64]storeview.Row) result {
+func (r *Reconciler) decideOne(dispatch context.Context, item Item, d reconcile.Decision, batch, reason string, current map[int64]readmodel.Row) result {
 	out := result{ItemResult: ItemResult{Item: item}}
 	if dispatch.Err() != nil {
 		out.Outcome = NotAttempted
@@ -778,7 +773,7 @@ func (r *Reconciler) decideOne(dispatch context.Context, item Item, d reconcile.
 		out.Outcome = Skipped
 		out.Message = fmt.Sprintf("changed since the lookup: now version %d (%s), listed at version %d", now.Version, now.State, item.Version)
 		return out
-	case now.State != storeview.StateStuck:
+	case now.State != readmodel.StateStuck:
 		out.Outcome, out.Message = Skipped, fmt.Sprintf("no longer stuck: %s", now.State)
 		return out
 	}

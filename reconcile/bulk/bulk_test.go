@@ -19,9 +19,18 @@ import (
 	auditlog "github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/internal/demo"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
+)
+
+// The run is handed the desk and the store behind its interfaces, so
+// that bulk does not depend on pgx.
+var (
+	_ bulk.Desk   = (*desk.Desk)(nil)
+	_ bulk.Lister = (*storeview.Store)(nil)
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -80,9 +89,9 @@ func (b *bundle) waitStuck(t *testing.T) {
 }
 
 // desk is person p's desk, with charge-card's lookup asking b.spec.
-func (b *bundle) desk(p *dbtest.Person) *reconcile.Desk {
+func (b *bundle) desk(p *dbtest.Person) *desk.Desk {
 	spec := b.spec
-	return &reconcile.Desk{Pool: p.Pool, DisplayName: "Bulk Tester", Client: b.client,
+	return &desk.Desk{Pool: p.Pool, DisplayName: "Bulk Tester", Client: b.client,
 		Tools: map[string]reconcile.Tool{charge: {Lookup: &spec}, "create-ticket": {}}}
 }
 
@@ -99,9 +108,9 @@ func (b *bundle) reconciler(t *testing.T, p *dbtest.Person, cfg bulk.Config) *bu
 	return r
 }
 
-func filter(t *testing.T, s string) storeview.Filter {
+func filter(t *testing.T, s string) readmodel.Filter {
 	t.Helper()
-	f, err := storeview.ParseFilter(s)
+	f, err := readmodel.ParseFilter(s)
 	require.NoError(t, err)
 	return f
 }
@@ -393,7 +402,7 @@ func (b *bundle) otherTenant(t *testing.T, tenant string) ([]string, int) {
 // atTheCap is prefix followed by as many g's as make the longest filter
 // storeview parses.
 func atTheCap(prefix string) string {
-	return prefix + strings.Repeat("g", storeview.MaxFilterBytes-len(prefix))
+	return prefix + strings.Repeat("g", readmodel.MaxFilterBytes-len(prefix))
 }
 
 // A person of one tenant, operator or admin, lists, asks about and
@@ -437,7 +446,7 @@ func TestBulkOneTenantRoles(t *testing.T) {
 				require.NoError(t, err, f[:min(len(f), 60)])
 				require.Empty(t, rows, f[:min(len(f), 60)])
 			}
-			_, err = storeview.ParseFilter("state:stuck tool:charge-card tenant:" + strings.Repeat("g", 1<<20))
+			_, err = readmodel.ParseFilter("state:stuck tool:charge-card tenant:" + strings.Repeat("g", 1<<20))
 			require.ErrorContains(t, err, "write at most", "a 1 MiB filter is refused before it is read")
 			for _, f := range []string{"state:stuck tool:../charge-card", "state:stuck tool:charge-card/..", "state:stuck tool:./charge-card"} {
 				_, err := r.List(b.ctx, filter(t, f))
@@ -486,15 +495,15 @@ func TestBulkOneTenantRoles(t *testing.T) {
 type staleLister struct {
 	bulk.Lister
 	mu    sync.Mutex
-	first map[int64]storeview.Row
+	first map[int64]readmodel.Row
 }
 
-func (s *staleLister) List(ctx context.Context, q storeview.Query) (storeview.Page, error) {
+func (s *staleLister) List(ctx context.Context, q readmodel.Query) (readmodel.Page, error) {
 	page, err := s.Lister.List(ctx, q)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.first == nil {
-		s.first = map[int64]storeview.Row{}
+		s.first = map[int64]readmodel.Row{}
 		for _, row := range page.Rows {
 			s.first[row.ID] = row
 		}
@@ -535,7 +544,7 @@ func TestBulkSkipsRecordsThatChanged(t *testing.T) {
 			require.Len(t, items, 6)
 			// Another operator decides one of them meanwhile.
 			changed := items[0]
-			_, err := reconcile.Decide(b.ctx, other.Pool, reconcile.DecideParams{OperationID: changed.ID, Decision: reconcile.Failed,
+			_, err := desk.Decide(b.ctx, other.Pool, reconcile.DecideParams{OperationID: changed.ID, Decision: reconcile.Failed,
 				ExpectVersion: changed.Version, Reason: "card reported stolen"})
 			require.NoError(t, err)
 			// And a new stuck record appears that the run never listed.
@@ -797,13 +806,13 @@ type failingLister struct {
 	calls int
 }
 
-func (f *failingLister) List(ctx context.Context, q storeview.Query) (storeview.Page, error) {
+func (f *failingLister) List(ctx context.Context, q readmodel.Query) (readmodel.Page, error) {
 	f.mu.Lock()
 	f.calls++
 	n := f.calls
 	f.mu.Unlock()
 	if n > 1 {
-		return storeview.Page{}, errors.New("connection refused")
+		return readmodel.Page{}, errors.New("connection refused")
 	}
 	return f.Lister.List(ctx, q)
 }

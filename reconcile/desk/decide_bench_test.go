@@ -1,4 +1,4 @@
-package reconcile_test
+package desk_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	auditlog "github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // decideClients is how many people decide at once in BenchmarkDecide.
@@ -18,7 +19,7 @@ const decideClients = 8
 // BenchmarkDecide measures people's decisions per second on one server
 // (docs/scaling.md): decideClients operators of every tenant confirm stuck
 // charges not executed, each on a record of its own, spread over 8
-// tenants, through reconcile.Decide as opsdesk resolve does. "sealed" seals
+// tenants, through desk.Decide as opsdesk resolve does. "sealed" seals
 // each decision's audit entry right after its commit, as opsdesk's commands
 // do; "seal-later" leaves the entries queued and seals them all once at the
 // end, inside the timing, as the console's and the exporter's sequencer
@@ -50,7 +51,7 @@ FROM generate_series(1, $1) i`, b.N)
 			start := time.Now()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					_, err := reconcile.Decide(ctx, operator.Pool, reconcile.DecideParams{
+					_, err := desk.Decide(ctx, operator.Pool, reconcile.DecideParams{
 						OperationID: first + next.Add(1) - 1, Decision: reconcile.NotExecuted, ExpectVersion: 1,
 						Reason: "the provider has no charge", Evidence: reconcile.Evidence{Summary: "no charge found"},
 						SealLater: mode == "seal-later",

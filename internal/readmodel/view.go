@@ -1,7 +1,4 @@
-// Package storeview reads the operation store for people: the console and
-// the non-interactive commands run the same queries. Every time on a Row or
-// an Overview comes from the database clock of the query that read it.
-package storeview
+package readmodel
 
 import (
 	"errors"
@@ -42,13 +39,6 @@ type PurgedError struct {
 	DBTime         time.Time `json:"db_time"`
 }
 
-func (e *PurgedError) Error() string {
-	return fmt.Sprintf("operation %d was purged at %s", e.OperationID, e.PurgedAt.UTC().Format(time.RFC3339))
-}
-
-// Is makes a purged record not found.
-func (e *PurgedError) Is(target error) bool { return target == ErrNotFound }
-
 // Row is one operation in a list.
 type Row struct {
 	ID     int64  `json:"id"`
@@ -79,25 +69,6 @@ type Row struct {
 	// DBTime is the database clock when the row was read; ages use it.
 	DBTime time.Time `json:"db_time"`
 }
-
-// LeaseAge is how long the current attempt has held its lease.
-func (r Row) LeaseAge() time.Duration {
-	if r.LeasedAt.IsZero() {
-		return 0
-	}
-	return r.DBTime.Sub(r.LeasedAt)
-}
-
-// LeaseExpiresIn is the time left on the lease; negative once expired.
-func (r Row) LeaseExpiresIn() time.Duration {
-	if r.LeaseExpiresAt.IsZero() {
-		return 0
-	}
-	return r.LeaseExpiresAt.Sub(r.DBTime)
-}
-
-// Stuck tells whether the row is pending with an expired lease.
-func (r Row) Stuck() bool { return r.State == StateStuck }
 
 // Detail is everything about one record but its intent and result, which
 // stay hidden (revealing them is an audited action).
@@ -192,12 +163,6 @@ type Overview struct {
 	NextDue *Row `json:"next_due,omitempty"`
 }
 
-// Estimated tells whether any count is an estimate.
-func (o Overview) Estimated() bool {
-	return o.PendingEstimated || o.StuckEstimated || o.CompletedEstimated || o.RejectedEstimated ||
-		o.ReleasedEstimated || o.ConflictedEstimated || o.ExpiringEstimated
-}
-
 // CountCap is the count up to which the overview counts exactly. Above it
 // an exact count would grow with the table; an estimate does not.
 const CountCap = 1000
@@ -210,4 +175,36 @@ type Info struct {
 	Version  string    `json:"server_version"`
 	Schema   int64     `json:"schema_version"`
 	DBTime   time.Time `json:"db_time"`
+}
+
+func (e *PurgedError) Error() string {
+	return fmt.Sprintf("operation %d was purged at %s", e.OperationID, e.PurgedAt.UTC().Format(time.RFC3339))
+}
+
+// Is makes a purged record not found.
+func (e *PurgedError) Is(target error) bool { return target == ErrNotFound }
+
+// LeaseAge is how long the current attempt has held its lease.
+func (r Row) LeaseAge() time.Duration {
+	if r.LeasedAt.IsZero() {
+		return 0
+	}
+	return r.DBTime.Sub(r.LeasedAt)
+}
+
+// LeaseExpiresIn is the time left on the lease; negative once expired.
+func (r Row) LeaseExpiresIn() time.Duration {
+	if r.LeaseExpiresAt.IsZero() {
+		return 0
+	}
+	return r.LeaseExpiresAt.Sub(r.DBTime)
+}
+
+// Stuck tells whether the row is pending with an expired lease.
+func (r Row) Stuck() bool { return r.State == StateStuck }
+
+// Estimated tells whether any count is an estimate.
+func (o Overview) Estimated() bool {
+	return o.PendingEstimated || o.StuckEstimated || o.CompletedEstimated || o.RejectedEstimated ||
+		o.ReleasedEstimated || o.ConflictedEstimated || o.ExpiringEstimated
 }

@@ -1,4 +1,4 @@
-package reconcile_test
+package desk_test
 
 // Issue 10: the people's functions under attack. Each test connects as the
 // role the attack uses; the superuser only sets up fixtures and inspects.
@@ -20,6 +20,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // answerOf is one function's decision_result, called in SQL: its audit
@@ -63,7 +64,7 @@ func TestLookupReferenceContradictsAnotherReference(t *testing.T) {
 	found := reconcile.Evidence{Lookup: reconcile.LookupFound, Ref: "CH-1118", Summary: "found, reference CH-1118"}
 	p := reconcile.DecideParams{OperationID: id, Decision: reconcile.Completed, ExpectVersion: v,
 		Reason: "settled by hand", ResultRef: "CH-MANUAL", Evidence: found}
-	res, err := reconcile.Decide(b.ctx, b.operator.Pool, p)
+	res, err := desk.Decide(b.ctx, b.operator.Pool, p)
 	require.ErrorIs(t, err, reconcile.ErrContradictsLookup)
 	require.Equal(t, reconcile.Denied, res.Outcome)
 	require.Contains(t, res.Message, "CH-1118")
@@ -76,7 +77,7 @@ func TestLookupReferenceContradictsAnotherReference(t *testing.T) {
 
 	// The same reference, white space aside, agrees with the lookup.
 	p.ResultRef = "CH-1118\t"
-	_, err = reconcile.Decide(b.ctx, b.operator.Pool, p)
+	_, err = desk.Decide(b.ctx, b.operator.Pool, p)
 	require.NoError(t, err)
 	var stored string
 	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT result_ref FROM opsdesk.operations WHERE id = $1`, id).Scan(&stored))
@@ -84,7 +85,7 @@ func TestLookupReferenceContradictsAnotherReference(t *testing.T) {
 
 	// Another reference with override is recorded as overriding.
 	id2, v2 := b.stuck(t, "acme", "ord-2")
-	res, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: id2, Decision: reconcile.Completed,
+	res, err = desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: id2, Decision: reconcile.Completed,
 		ExpectVersion: v2, Reason: "the provider merged the charges", ResultRef: "CH-MANUAL", Evidence: found, Override: true})
 	require.NoError(t, err)
 	audits := b.audits(t)
@@ -169,21 +170,21 @@ func TestWhiteSpaceIsNoReason(t *testing.T) {
 	newcomer := dbtest.NewPerson(t, b.db, "")
 	id, v := b.stuck(t, "acme", "ord-1")
 	for _, blank := range []string{"\t", "\n", "\r\n", "\u3000", "\u00a0", "\ufeff", "\u200b", " \t\u2028\u3000 ", "\v\f"} {
-		_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+		_, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 			OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: blank})
 		require.ErrorIs(t, err, reconcile.ErrInvalid, "decide, reason %q", blank)
-		_, err = reconcile.AckConflicts(b.ctx, b.operator.Pool, id, []int64{1}, blank, "")
+		_, err = desk.AckConflicts(b.ctx, b.operator.Pool, id, []int64{1}, blank, "")
 		require.ErrorIs(t, err, reconcile.ErrInvalid, "ack, reason %q", blank)
-		_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldIntent, blank, "")
+		_, _, err = desk.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldIntent, blank, "")
 		require.ErrorIs(t, err, reconcile.ErrInvalid, "reveal, reason %q", blank)
-		_, err = reconcile.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "viewer", "acme", blank, "")
+		_, err = desk.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "viewer", "acme", blank, "")
 		require.ErrorIs(t, err, reconcile.ErrInvalid, "grant, reason %q", blank)
 	}
 	state, _ := b.state(t, id)
 	require.Equal(t, "stuck", state)
 
 	// A reason is stored trimmed.
-	res, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+	res, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "\u3000 no charge\t\n", DisplayName: "\tAlice "})
 	require.NoError(t, err)
 	var reason, name string
@@ -218,23 +219,23 @@ func TestGrantAccessNamesRolesExactly(t *testing.T) {
 			require.NoError(t, err)
 		}
 	})
-	res, err := reconcile.GrantAccess(b.ctx, admin.Pool, group, "operator", "*", "on-call group", "")
+	res, err := desk.GrantAccess(b.ctx, admin.Pool, group, "operator", "*", "on-call group", "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 	require.Contains(t, res.Message, "group with members")
 	var member bool
 	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT pg_has_role($1::text::name, 'opsdesk_operator', 'MEMBER')`, viewer.Role).Scan(&member))
 	require.False(t, member, "the viewer became an operator through the group")
-	_, err = reconcile.Decide(b.ctx, viewer.Pool, reconcile.DecideParams{
+	_, err = desk.Decide(b.ctx, viewer.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "through the group"})
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 	state, _ := b.state(t, id)
 	require.Equal(t, "stuck", state)
 
 	// The lower-case login is a person: it may be granted, by its name.
-	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, lower, "viewer", "acme", "joins", "")
+	_, err = desk.GrantAccess(b.ctx, admin.Pool, lower, "viewer", "acme", "joins", "")
 	require.NoError(t, err)
 	// A name that exists only in another case is no role.
-	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, strings.ToUpper(lower), "viewer", "acme", "typo", "")
+	_, err = desk.GrantAccess(b.ctx, admin.Pool, strings.ToUpper(lower), "viewer", "acme", "typo", "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 }
 
@@ -251,7 +252,7 @@ func TestRevealFetchIsOnceAndChecksTheRoleAgain(t *testing.T) {
 		return op.Pool.QueryRow(b.ctx, `SELECT opsdesk.reveal_fetch($1, $2)`, res.Tenant, res.Entry).Scan(&value)
 	}
 
-	value, res, err := reconcile.Reveal(b.ctx, op.Pool, id, reconcile.FieldIntent, "which card", "")
+	value, res, err := desk.Reveal(b.ctx, op.Pool, id, reconcile.FieldIntent, "which card", "")
 	require.NoError(t, err)
 	require.Contains(t, string(value), "4242")
 	err = fetch(res)
@@ -259,17 +260,17 @@ func TestRevealFetchIsOnceAndChecksTheRoleAgain(t *testing.T) {
 	require.Contains(t, err.Error(), "fetched already")
 
 	// Requested, then no longer an operator of the tenant.
-	res, err = reconcile.GrantAccess(b.ctx, admin.Pool, op.Role, "operator", "acme", "on call", "")
+	res, err = desk.GrantAccess(b.ctx, admin.Pool, op.Role, "operator", "acme", "on call", "")
 	require.NoError(t, err)
 	req := callSQL(t, op.Pool, `opsdesk.reveal_request($1, 'intent', 'which card')`, id)
 	require.Equal(t, "succeeded", req.Outcome)
-	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, op.Role, "viewer", "acme", "left on-call", "")
+	_, err = desk.GrantAccess(b.ctx, admin.Pool, op.Role, "viewer", "acme", "left on-call", "")
 	require.NoError(t, err)
 	err = fetch(reconcile.Result{Tenant: req.Tenant, Entry: *req.Entry})
 	requireCode(t, err, "42501", "a fetch after the demotion")
 
 	// Requested, then moved to another tenant.
-	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, op.Role, "operator", "acme", "back on call", "")
+	_, err = desk.GrantAccess(b.ctx, admin.Pool, op.Role, "operator", "acme", "back on call", "")
 	require.NoError(t, err)
 	req = callSQL(t, op.Pool, `opsdesk.reveal_request($1, 'intent', 'which card')`, id)
 	require.Equal(t, "succeeded", req.Outcome)
@@ -433,7 +434,7 @@ func TestRefusalFloodIsCountedNotRecorded(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < refusals; i += workers {
-				res, err := reconcile.Decide(b.ctx, viewer.Pool, reconcile.DecideParams{
+				res, err := desk.Decide(b.ctx, viewer.Pool, reconcile.DecideParams{
 					OperationID: ids[0], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "again"})
 				if !errors.Is(err, reconcile.ErrNotPermitted) {
 					errs <- fmt.Errorf("refusal %d: %w", i, err)
@@ -460,7 +461,7 @@ func TestRefusalFloodIsCountedNotRecorded(t *testing.T) {
 	require.LessOrEqual(t, recorded, 30*minutes)
 
 	// The next seal of the '' chain (here a grant's) brings the summary.
-	_, err := reconcile.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "viewer", "acme", "joins", "")
+	_, err := desk.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "viewer", "acme", "joins", "")
 	require.NoError(t, err)
 	// (A flood longer than a minute may have brought one already: every
 	// seal of the '' chain brings the summaries due.)
@@ -484,7 +485,7 @@ LEFT JOIN opsdesk.refusal_summaries s ON s.role = w.role WHERE w.role = $1`, vie
 	require.LessOrEqual(t, own+summaries, 31*minutes)
 
 	// Another grant at once: no second summary within the minute.
-	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "operator", "acme", "on call", "")
+	_, err = desk.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "operator", "acme", "on call", "")
 	require.NoError(t, err)
 	b.verify(t, admin.Pool)
 	var n int

@@ -1,4 +1,4 @@
-package reconcile_test
+package desk_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -131,7 +132,7 @@ func TestDecisionsDriveTheLibrary(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		id, v := b.stuck(t, "acme", "ord-1")
-		res, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+		res, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 			OperationID: id, Decision: reconcile.Completed, ExpectVersion: v, Reason: "provider dashboard shows the charge",
 			ResultRef: "ch_123", Result: json.RawMessage(`{"charge_id":"ch_123"}`),
 			Evidence: reconcile.Evidence{Digest: "sha256:ab", Summary: "found ch_123", Lookup: reconcile.LookupFound},
@@ -155,7 +156,7 @@ func TestDecisionsDriveTheLibrary(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		id, v := b.stuck(t, "acme", "ord-1")
-		_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+		_, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 			OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "no charge at the provider",
 			Evidence: reconcile.Evidence{Lookup: reconcile.LookupNotFound},
 		})
@@ -179,7 +180,7 @@ func TestDecisionsDriveTheLibrary(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		id, v := b.stuck(t, "acme", "ord-1")
-		_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+		_, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 			OperationID: id, Decision: reconcile.Failed, ExpectVersion: v, Reason: "card blocked",
 			Result: json.RawMessage(`{"error":"card blocked"}`),
 		})
@@ -196,7 +197,7 @@ func TestDecisionsDriveTheLibrary(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		id, v := b.stuck(t, "acme", "ord-1")
-		res, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+		res, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 			OperationID: id, Decision: reconcile.Defer, ExpectVersion: v, Reason: "asked the provider, answer tomorrow",
 			SnoozeUntil: time.Now().Add(time.Hour),
 		})
@@ -225,7 +226,7 @@ func TestDecisionsDriveTheLibrary(t *testing.T) {
 		<-entered
 		var id, v int64
 		require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT id, version FROM opsdesk.operations WHERE key = 'ord-1'`).Scan(&id, &v))
-		_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+		_, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 			OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "worker hung; provider has nothing", Force: true,
 		})
 		require.NoError(t, err)
@@ -261,7 +262,7 @@ func TestGuards(t *testing.T) {
 	} {
 		p := base
 		tc.change(&p)
-		res, err := reconcile.Decide(b.ctx, b.operator.Pool, p)
+		res, err := desk.Decide(b.ctx, b.operator.Pool, p)
 		require.ErrorIs(t, err, tc.want, tc.name)
 		var refused *reconcile.RefusedError
 		require.ErrorAs(t, err, &refused, tc.name)
@@ -280,7 +281,7 @@ func TestGuards(t *testing.T) {
 	require.Equal(t, "", audits[0].Tenant, "a refusal on an unknown record goes to the '' chain")
 
 	// The override is explicit and recorded.
-	res, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+	res, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "lookup is stale: the provider refunded",
 		Evidence: reconcile.Evidence{Lookup: reconcile.LookupFound}, Override: true,
 	})
@@ -292,7 +293,7 @@ func TestGuards(t *testing.T) {
 	require.Equal(t, "succeeded", last.Outcome)
 
 	// Nothing left to decide.
-	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+	_, err = desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.Failed, ExpectVersion: res.Version, Reason: "again",
 	})
 	require.ErrorIs(t, err, reconcile.ErrNotPending)
@@ -305,13 +306,13 @@ func TestLiveLeaseNeedsForce(t *testing.T) {
 	_, err := b.db.Admin.Exec(b.ctx, `UPDATE opsdesk.operations SET lease_expires_at = now() + interval '1 hour' WHERE id = $1`, id)
 	require.NoError(t, err)
 	p := reconcile.DecideParams{OperationID: id, Decision: reconcile.Completed, ExpectVersion: v, Reason: "seen at provider", ResultRef: "ch_1"}
-	res, err := reconcile.Decide(b.ctx, b.operator.Pool, p)
+	res, err := desk.Decide(b.ctx, b.operator.Pool, p)
 	require.ErrorIs(t, err, reconcile.ErrLeaseLive)
 	require.Equal(t, reconcile.Denied, res.Outcome)
 	require.Contains(t, res.Message, "held by worker-1")
 
 	p.Force = true
-	_, err = reconcile.Decide(b.ctx, b.operator.Pool, p)
+	_, err = desk.Decide(b.ctx, b.operator.Pool, p)
 	require.NoError(t, err)
 	audits := b.audits(t)
 	require.False(t, audits[0].Forced)
@@ -333,7 +334,7 @@ func TestConcurrentDecisionsOnOneRecord(t *testing.T) {
 	for i, p := range []*dbtest.Person{b.operator, other} {
 		go func() {
 			start.Wait()
-			_, err := reconcile.Decide(b.ctx, p.Pool, reconcile.DecideParams{
+			_, err := desk.Decide(b.ctx, p.Pool, reconcile.DecideParams{
 				OperationID: id, Decision: []reconcile.Decision{reconcile.NotExecuted, reconcile.Failed}[i],
 				ExpectVersion: v, Reason: "racing"})
 			errs <- err
@@ -396,7 +397,7 @@ FROM generate_series(1, $1) i`, deciders*each)
 				}
 				p := reconcile.DecideParams{OperationID: id, ExpectVersion: v, Reason: "bulk review",
 					Decision: reconcile.Decisions[n%len(reconcile.Decisions)], ResultRef: "ch", SnoozeUntil: time.Now().Add(time.Hour)}
-				if _, err := reconcile.Decide(b.ctx, pool, p); err != nil {
+				if _, err := desk.Decide(b.ctx, pool, p); err != nil {
 					errs <- err
 				}
 			}
@@ -426,7 +427,7 @@ func TestTablesRefuseDirectWrites(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	id, v := b.stuck(t, "acme", "ord-1")
-	_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+	_, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.Defer, ExpectVersion: v, Reason: "later", SnoozeUntil: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	admin := dbtest.NewPerson(t, b.db, "admin", "*")
@@ -483,7 +484,7 @@ func TestDecisionWithoutAuditChangesNothing(t *testing.T) {
 	// queue, where the decision's transaction writes its entry.
 	_, err := b.db.Admin.Exec(b.ctx, `ALTER TABLE opsdesk.audit_queue ADD CONSTRAINT test_refuse CHECK (reason <> 'the audit refuses this')`)
 	require.NoError(t, err)
-	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+	_, err = desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "the audit refuses this"})
 	requireCode(t, err, "23514", "audit check constraint")
 	state, version := b.state(t, id)
@@ -499,16 +500,16 @@ func TestOverlongTextIsRefusedAndAudited(t *testing.T) {
 	b := setup(t)
 	id, v := b.stuck(t, "acme", "ord-1")
 	long := strings.Repeat("é", 1001) // 2002 bytes
-	_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+	_, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: long})
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
-	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+	_, err = desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "ok",
 		Evidence: reconcile.Evidence{Summary: long}})
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
-	_, err = reconcile.AckConflicts(b.ctx, b.operator.Pool, id, nil, long, "")
+	_, err = desk.AckConflicts(b.ctx, b.operator.Pool, id, nil, long, "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
-	_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, long, "")
+	_, _, err = desk.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, long, "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 	var n, cut int
 	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `
@@ -525,12 +526,12 @@ func TestViewerMayNeitherDecideNorReveal(t *testing.T) {
 	b := setup(t)
 	viewer := dbtest.NewPerson(t, b.db, "viewer", "*")
 	id, v := b.stuck(t, "acme", "ord-1")
-	_, err := reconcile.Decide(b.ctx, viewer.Pool, reconcile.DecideParams{
+	_, err := desk.Decide(b.ctx, viewer.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.NotExecuted, ExpectVersion: v, Reason: "let me"})
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
-	_, err = reconcile.AckConflicts(b.ctx, viewer.Pool, id, nil, "seen", "")
+	_, err = desk.AckConflicts(b.ctx, viewer.Pool, id, nil, "seen", "")
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
-	_, _, err = reconcile.Reveal(b.ctx, viewer.Pool, id, reconcile.FieldResult, "curious", "")
+	_, _, err = desk.Reveal(b.ctx, viewer.Pool, id, reconcile.FieldResult, "curious", "")
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 	// Nor read stored results directly.
 	_, err = viewer.Pool.Exec(b.ctx, `SELECT result FROM opsdesk.operations`)
@@ -554,15 +555,15 @@ func TestRevealIsAuditedBeforeItIsShown(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	id, v := b.stuck(t, "acme", "ord-1")
-	_, _, err := reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "what did it return?", "")
+	_, _, err := desk.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "what did it return?", "")
 	require.ErrorIs(t, err, reconcile.ErrNoValue)
-	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+	_, err = desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.Completed, ExpectVersion: v, Reason: "seen", ResultRef: "ch_9",
 		Result: json.RawMessage(`{"charge_id":"ch_9"}`)})
 	require.NoError(t, err)
-	_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "", "")
+	_, _, err = desk.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "", "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
-	value, res, err := reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "customer asks for the charge id", "Alice")
+	value, res, err := desk.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "customer asks for the charge id", "Alice")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"charge_id":"ch_9"}`, string(value))
 	audits := b.audits(t)
@@ -573,12 +574,12 @@ func TestRevealIsAuditedBeforeItIsShown(t *testing.T) {
 	require.Equal(t, "Alice", *last.DisplayName)
 
 	// The intent the library stored: the canonical request.
-	value, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldIntent, "which card?", "")
+	value, _, err = desk.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldIntent, "which card?", "")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"intent":{"amount":100,"card":"4242"},"tool":"charge-card","version":"1"}`, string(value))
 	audits = b.audits(t)
 	require.Equal(t, "reveal:intent", audits[len(audits)-1].Action)
-	_, _, err = reconcile.Reveal(b.ctx, b.operator.Pool, id, "fingerprint", "curious", "")
+	_, _, err = desk.Reveal(b.ctx, b.operator.Pool, id, "fingerprint", "curious", "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 }
 
@@ -610,7 +611,7 @@ func TestRevealStartOfALargeValue(t *testing.T) {
 
 	// 15 bytes of {"charge_id":"x then é: the limit falls inside one.
 	const limit = 64 << 10
-	got, res, err := reconcile.RevealStart(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldResult, "how large is it?", "", limit)
+	got, res, err := desk.RevealStart(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldResult, "how large is it?", "", limit)
 	require.NoError(t, err)
 	require.True(t, got.Truncated())
 	require.Equal(t, int64(len(`{"charge_id":"x"}`)+4<<20), got.Size, "the stored text, whole")
@@ -622,7 +623,7 @@ func TestRevealStartOfALargeValue(t *testing.T) {
 	require.Equal(t, "reveal:result", audits[len(audits)-1].Action)
 
 	// A small value comes whole; no stored value is no text.
-	got, _, err = reconcile.RevealStart(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldIntent, "which card?", "", limit)
+	got, _, err = desk.RevealStart(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldIntent, "which card?", "", limit)
 	require.NoError(t, err)
 	require.False(t, got.Truncated())
 	require.Equal(t, `{"intent":{"amount":100,"card":"4242"},"tool":"charge-card","version":"1"}`, string(got.Text),
@@ -632,7 +633,7 @@ func TestRevealStartOfALargeValue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fp, ops.Fingerprint(sha256.Sum256(got.Text)), "the revealed intent hashes to the record's fingerprint")
 	id, _ := b.stuck(t, "acme", "ord-none")
-	_, _, err = reconcile.RevealStart(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "anything?", "", limit)
+	_, _, err = desk.RevealStart(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "anything?", "", limit)
 	require.ErrorIs(t, err, reconcile.ErrNoValue)
 }
 
@@ -646,7 +647,7 @@ func TestRevealToStreamsALargeValue(t *testing.T) {
 	out, huge := largeResult(t, b)
 
 	var w slicesWriter
-	res, err := reconcile.RevealTo(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldResult, "the whole receipt", "", &w)
+	res, err := desk.RevealTo(b.ctx, b.operator.Pool, out.OperationID, reconcile.FieldResult, "the whole receipt", "", &w)
 	require.NoError(t, err)
 	require.Equal(t, `{"charge_id":"`+huge.ChargeID+`"}`, w.text.String(), "the stored text, exactly")
 	require.GreaterOrEqual(t, len(w.sizes), 4, "in slices")
@@ -660,7 +661,7 @@ func TestRevealToStreamsALargeValue(t *testing.T) {
 
 	id, _ := b.stuck(t, "acme", "ord-none")
 	w = slicesWriter{}
-	_, err = reconcile.RevealTo(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "anything?", "", &w)
+	_, err = desk.RevealTo(b.ctx, b.operator.Pool, id, reconcile.FieldResult, "anything?", "", &w)
 	require.ErrorIs(t, err, reconcile.ErrNoValue)
 	require.Zero(t, w.text.Len())
 }
@@ -700,13 +701,13 @@ func TestTenantScopedOperator(t *testing.T) {
 	}
 	require.Equal(t, []string{"acme"}, tenants)
 
-	_, err = reconcile.Decide(b.ctx, scoped.Pool, reconcile.DecideParams{
+	_, err = desk.Decide(b.ctx, scoped.Pool, reconcile.DecideParams{
 		OperationID: globexID, Decision: reconcile.NotExecuted, ExpectVersion: globexV, Reason: "not mine"})
 	require.ErrorIs(t, err, reconcile.ErrNotFound)
 	state, _ := b.state(t, globexID)
 	require.Equal(t, "stuck", state)
 
-	res, err := reconcile.Decide(b.ctx, scoped.Pool, reconcile.DecideParams{
+	res, err := desk.Decide(b.ctx, scoped.Pool, reconcile.DecideParams{
 		OperationID: acmeID, Decision: reconcile.NotExecuted, ExpectVersion: acmeV, Reason: "mine",
 		DisplayName: b.operator.Role})
 	require.NoError(t, err)
@@ -740,7 +741,7 @@ func TestAckConflicts(t *testing.T) {
 	// Another arrives after the operator looked: it stays unreviewed.
 	_, _, err = b.retry(t, "acme", "ord-1", 600)
 	require.ErrorIs(t, err, ops.ErrIntentConflict)
-	res, err := reconcile.AckConflicts(b.ctx, b.operator.Pool, id, []int64{seen}, "caller bug, fixed in v2", "")
+	res, err := desk.AckConflicts(b.ctx, b.operator.Pool, id, []int64{seen}, "caller bug, fixed in v2", "")
 	require.NoError(t, err)
 	require.Equal(t, reconcile.Succeeded, res.Outcome)
 	rows, err := b.db.Admin.Query(b.ctx, `SELECT coalesce(reviewed_by, '') FROM opsdesk.conflicts ORDER BY id`)
@@ -748,7 +749,7 @@ func TestAckConflicts(t *testing.T) {
 	reviewers, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{b.operator.Role, ""}, reviewers, "only the conflict the operator saw")
-	_, err = reconcile.AckConflicts(b.ctx, b.operator.Pool, id, []int64{seen}, "again", "")
+	_, err = desk.AckConflicts(b.ctx, b.operator.Pool, id, []int64{seen}, "again", "")
 	require.ErrorIs(t, err, reconcile.ErrNoConflicts)
 }
 
@@ -764,26 +765,26 @@ func TestGrantAccess(t *testing.T) {
 	requireCode(t, err, "42501", "a role without access reads")
 
 	// An operator may not grant.
-	_, err = reconcile.GrantAccess(b.ctx, b.operator.Pool, newcomer.Role, "admin", "*", "promote myself", "")
+	_, err = desk.GrantAccess(b.ctx, b.operator.Pool, newcomer.Role, "admin", "*", "promote myself", "")
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
-	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, "no_such_role_here", "operator", "acme", "typo", "")
+	_, err = desk.GrantAccess(b.ctx, admin.Pool, "no_such_role_here", "operator", "acme", "typo", "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 
-	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "operator", "acme", "joins on-call", "")
+	_, err = desk.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "operator", "acme", "joins on-call", "")
 	require.NoError(t, err)
-	_, err = reconcile.Decide(b.ctx, newcomer.Pool, reconcile.DecideParams{
+	_, err = desk.Decide(b.ctx, newcomer.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.Defer, ExpectVersion: v, Reason: "first look", SnoozeUntil: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 
 	// Down to viewer: no more decisions.
-	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "viewer", "acme", "left on-call", "")
+	_, err = desk.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "viewer", "acme", "left on-call", "")
 	require.NoError(t, err)
-	_, err = reconcile.Decide(b.ctx, newcomer.Pool, reconcile.DecideParams{
+	_, err = desk.Decide(b.ctx, newcomer.Pool, reconcile.DecideParams{
 		OperationID: id, Decision: reconcile.Defer, ExpectVersion: v, Reason: "again", SnoozeUntil: time.Now().Add(time.Hour)})
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 
 	// Revoked: nothing visible.
-	_, err = reconcile.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "", "", "left the team", "")
+	_, err = desk.GrantAccess(b.ctx, admin.Pool, newcomer.Role, "", "", "left the team", "")
 	require.NoError(t, err)
 	_, err = newcomer.Pool.Exec(b.ctx, `SELECT id FROM opsdesk.operations`)
 	requireCode(t, err, "42501", "a revoked role reads")
@@ -825,7 +826,7 @@ func TestRevealNeedsACommittedAudit(t *testing.T) {
 	require.Empty(t, b.audits(t), "nothing committed, nothing seen")
 
 	// Committed, it may be fetched by its requester only.
-	value, res, err := reconcile.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldIntent, "which card", "")
+	value, res, err := desk.Reveal(b.ctx, b.operator.Pool, id, reconcile.FieldIntent, "which card", "")
 	require.NoError(t, err)
 	require.Contains(t, string(value), "4242")
 	other := dbtest.NewPerson(t, b.db, "operator", "*")
@@ -864,7 +865,7 @@ func TestGrantAccessRefusesNonPeople(t *testing.T) {
 	require.NoError(t, b.db.Service.QueryRow(b.ctx, `SELECT session_user`).Scan(&service))
 	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT session_user`).Scan(&superuser))
 	for _, role := range []string{service, "opsdesk_operator", superuser} {
-		_, err := reconcile.GrantAccess(b.ctx, admin.Pool, role, "operator", "*", "why not", "")
+		_, err := desk.GrantAccess(b.ctx, admin.Pool, role, "operator", "*", "why not", "")
 		require.ErrorIs(t, err, reconcile.ErrInvalid, role)
 	}
 }
@@ -884,7 +885,7 @@ func TestAuditRecordsTimeResultAndLongText(t *testing.T) {
 	_, err = slow.Exec(b.ctx, `SELECT now()`)         // the transaction's now() is fixed here
 	require.NoError(t, err)
 	time.Sleep(50 * time.Millisecond)
-	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: second, Decision: reconcile.Completed,
+	_, err = desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: second, Decision: reconcile.Completed,
 		ExpectVersion: sv, Reason: "seen", ResultRef: "ch_2", Result: json.RawMessage(`{"charge_id":"ch_2"}`)})
 	require.NoError(t, err)
 	_, err = slow.Exec(b.ctx, `SELECT * FROM opsdesk.decide(p_id => $1, p_decision => 'not-executed', p_expect_version => $2, p_reason => 'late')`, first, fv)
@@ -902,7 +903,7 @@ FROM (SELECT at, lag(at) OVER (ORDER BY seq) AS prev FROM opsdesk.audit WHERE te
 	sum := sha256.Sum256([]byte(`{"charge_id": "ch_2"}`)) // jsonb's text form
 	require.Equal(t, hex.EncodeToString(sum[:]), digest)
 
-	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: first, Decision: reconcile.Failed,
+	_, err = desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: first, Decision: reconcile.Failed,
 		ExpectVersion: fv + 1, Reason: strings.Repeat("😀", 600)})
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 }
@@ -921,7 +922,7 @@ func TestCapabilities(t *testing.T) {
 		{"admin", "*", reconcile.Capabilities{Decide: true, Grant: true, Purge: true}},
 	} {
 		p := dbtest.NewPerson(t, d, c.level, c.tenant)
-		got, err := (&reconcile.Desk{Pool: p.Pool}).Capabilities(t.Context())
+		got, err := (&desk.Desk{Pool: p.Pool}).Capabilities(t.Context())
 		require.NoError(t, err)
 		c.want.Role = p.Role
 		require.Equal(t, c.want, got, "%s of %s", c.level, c.tenant)

@@ -1,4 +1,4 @@
-package reconcile_test
+package desk_test
 
 // Issue 18 §1: nobody's transaction holds what other people need. Audit
 // entries are queued in the change's transaction and sealed into their
@@ -21,6 +21,7 @@ import (
 	auditlog "github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // quick runs f, which must succeed within 5 s: a person is never kept
@@ -34,7 +35,7 @@ func quick(t *testing.T, what string, f func(ctx context.Context) error) {
 // decideFailed is an operator's decision as the console makes it.
 func decideFailed(pool *pgxpool.Pool, id int64) func(context.Context) error {
 	return func(ctx context.Context) error {
-		_, err := reconcile.Decide(ctx, pool, reconcile.DecideParams{
+		_, err := desk.Decide(ctx, pool, reconcile.DecideParams{
 			OperationID: id, Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
 		return err
 	}
@@ -69,7 +70,7 @@ FROM generate_series(1869640540, 1869640570) c,
 
 	quick(t, "an operator's decision behind the outsider's advisory locks", decideFailed(b.operator.Pool, ids[0]))
 	quick(t, "a grant on the '' chain behind them", func(ctx context.Context) error {
-		_, err := reconcile.GrantAccess(ctx, admin.Pool, newcomer.Role, "viewer", "acme", "joins", "")
+		_, err := desk.GrantAccess(ctx, admin.Pool, newcomer.Role, "viewer", "acme", "joins", "")
 		return err
 	})
 	require.NoError(t, shared.Commit(b.ctx), "the outsider's session was not ended")
@@ -100,7 +101,7 @@ func TestOpenDecisionDelaysOnlyItsRecord(t *testing.T) {
 	var other reconcile.Result
 	quick(t, "another record's decision in the holder's tenant", func(ctx context.Context) error {
 		var err error
-		other, err = reconcile.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
+		other, err = desk.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
 			OperationID: ids[1], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
 		return err
 	})
@@ -108,13 +109,13 @@ func TestOpenDecisionDelaysOnlyItsRecord(t *testing.T) {
 	var grant reconcile.Result
 	quick(t, "a grant on the '' chain", func(ctx context.Context) error {
 		var err error
-		grant, err = reconcile.GrantAccess(ctx, admin.Pool, newcomer.Role, "viewer", "acme", "joins", "")
+		grant, err = desk.GrantAccess(ctx, admin.Pool, newcomer.Role, "viewer", "acme", "joins", "")
 		return err
 	})
 	require.Positive(t, grant.Seq)
 
 	start := time.Now()
-	res, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+	res, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: ids[0], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
 	require.Less(t, time.Since(start), 5*time.Second)
 	require.ErrorIs(t, err, reconcile.ErrBusy)
@@ -152,7 +153,7 @@ SELECT opsdesk.decide(p_id => $1, p_decision => 'failed', p_expect_version => 1,
 	b.waitFor(t, "the viewer's sleep", `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event = 'PgSleep')`, viewer.Role)
 	quick(t, "an operator's decision in the viewer's tenant", decideFailed(b.operator.Pool, ids[2]))
 	quick(t, "a grant on the '' chain", func(ctx context.Context) error {
-		_, err := reconcile.GrantAccess(ctx, admin.Pool, newcomer.Role, "viewer", "acme", "joins", "")
+		_, err := desk.GrantAccess(ctx, admin.Pool, newcomer.Role, "viewer", "acme", "joins", "")
 		return err
 	})
 	require.NoError(t, <-done, "the viewer's statement ran to its end")
@@ -230,7 +231,7 @@ SELECT (opsdesk.set_hold(ARRAY[$1::bigint], true, 'litigation')).outcome, pg_sle
 	b.waitFor(t, "the admin's sleep", `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event = 'PgSleep')`, holder.Role)
 	quick(t, "a decision on another record", decideFailed(b.operator.Pool, ids[1]))
 	start := time.Now()
-	res, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+	res, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: ids[0], Decision: reconcile.NotExecuted, ExpectVersion: 1, Reason: "nothing at the provider"})
 	require.Less(t, time.Since(start), 5*time.Second)
 	require.ErrorIs(t, err, reconcile.ErrBusy)
@@ -266,7 +267,7 @@ func TestDecisionBehindTheLibraryIsBusy(t *testing.T) {
 	var service string
 	require.NoError(t, lib.QueryRow(b.ctx, `SELECT session_user`).Scan(&service))
 	start := time.Now()
-	res, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+	res, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: ids[0], Decision: reconcile.NotExecuted, ExpectVersion: 1, Reason: "nothing at the provider"})
 	took := time.Since(start)
 	require.ErrorIs(t, err, reconcile.ErrBusy)
@@ -274,7 +275,7 @@ func TestDecisionBehindTheLibraryIsBusy(t *testing.T) {
 	require.Less(t, took, 5*time.Second)
 	require.Contains(t, res.Message, service)
 	require.NoError(t, lib.Commit(b.ctx))
-	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+	_, err = desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
 		OperationID: ids[0], Decision: reconcile.NotExecuted, ExpectVersion: 1, Reason: "nothing at the provider"})
 	require.NoError(t, err, "once the library is done")
 }
@@ -312,7 +313,7 @@ func TestHeldSealDelaysOnlySealing(t *testing.T) {
 	var res reconcile.Result
 	quick(t, "a decision while the viewer holds the acme head", func(ctx context.Context) error {
 		var err error
-		res, err = reconcile.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
+		res, err = desk.Decide(ctx, b.operator.Pool, reconcile.DecideParams{
 			OperationID: ids[2], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "card blocked"})
 		return err
 	})
@@ -404,7 +405,7 @@ func TestRefusalOnTheEmptyChainIsNamed(t *testing.T) {
 	b := setup(t)
 	operator := dbtest.NewPerson(t, b.db, "operator", "acme")
 	ids := b.stuckRecords(t, "globex", 1)
-	res, err := reconcile.Decide(b.ctx, operator.Pool, reconcile.DecideParams{
+	res, err := desk.Decide(b.ctx, operator.Pool, reconcile.DecideParams{
 		OperationID: ids[0], Decision: reconcile.Failed, ExpectVersion: 1, Reason: "not mine"})
 	require.ErrorIs(t, err, reconcile.ErrNotFound)
 	require.Empty(t, res.Tenant)

@@ -1,4 +1,4 @@
-package ops
+package opsmodel
 
 import (
 	"crypto/sha256"

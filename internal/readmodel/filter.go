@@ -1,4 +1,4 @@
-package storeview
+package readmodel
 
 import (
 	"fmt"
@@ -146,39 +146,6 @@ func eachTerm(s, usage string, fn func(term) error) error {
 	return nil
 }
 
-// values are a term's alternatives (a,b), none of them empty.
-func (t term) values() ([]string, error) {
-	values := strings.Split(t.value, ",")
-	for _, v := range values {
-		if v == "" {
-			return nil, fmt.Errorf("%q: empty alternative in %q", t.text, t.value)
-		}
-	}
-	return values, nil
-}
-
-// duration is a term's positive duration.
-func (t term) duration() (time.Duration, error) {
-	d, err := parseDuration(t.value)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%q: %s needs a positive duration such as 90s, 10m, 2h or 7d", t.text, t.field)
-	}
-	return d, nil
-}
-
-// ids reads record numbers; what says what the number is, for the error.
-func (t term) ids(values []string, what string) ([]int64, error) {
-	out := make([]int64, 0, len(values))
-	for _, v := range values {
-		id, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || id <= 0 {
-			return nil, fmt.Errorf("%q: id needs %s such as 48213", t.text, what)
-		}
-		out = append(out, id)
-	}
-	return out, nil
-}
-
 // parseDuration reads Go durations and whole days ("7d"), which retention
 // needs.
 func parseDuration(s string) (time.Duration, error) {
@@ -245,6 +212,39 @@ func splitTerms(s string) ([]string, error) {
 		terms = append(terms, cur.String())
 	}
 	return terms, nil
+}
+
+// values are a term's alternatives (a,b), none of them empty.
+func (t term) values() ([]string, error) {
+	values := strings.Split(t.value, ",")
+	for _, v := range values {
+		if v == "" {
+			return nil, fmt.Errorf("%q: empty alternative in %q", t.text, t.value)
+		}
+	}
+	return values, nil
+}
+
+// duration is a term's positive duration.
+func (t term) duration() (time.Duration, error) {
+	d, err := parseDuration(t.value)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q: %s needs a positive duration such as 90s, 10m, 2h or 7d", t.text, t.field)
+	}
+	return d, nil
+}
+
+// ids reads record numbers; what says what the number is, for the error.
+func (t term) ids(values []string, what string) ([]int64, error) {
+	out := make([]int64, 0, len(values))
+	for _, v := range values {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, fmt.Errorf("%q: id needs %s such as 48213", t.text, what)
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }
 
 // String writes the filter back in the language (canonical order).

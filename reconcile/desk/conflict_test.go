@@ -1,4 +1,4 @@
-package reconcile_test
+package desk_test
 
 // Issue 13, section 4: an operator reveals, audited, the two requests of a
 // conflict side by side, and the fields that differ. Each test connects as
@@ -19,6 +19,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/ops"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // rawReq is a charge whose intent is JSON text as it is.
@@ -71,7 +72,7 @@ func TestRevealConflictShowsBothRequests(t *testing.T) {
 	b := setup(t)
 	id, conflict := b.conflictOf(t, "acme", "ord-1", `{"amount":100,"card":"4242"}`, `{"card":"4242","amount":500,"note":"retry"}`)
 
-	rev, res, err := reconcile.RevealConflict(b.ctx, b.operator.Pool, conflict.ConflictID, "what did the caller send?", "Alice")
+	rev, res, err := desk.RevealConflict(b.ctx, b.operator.Pool, conflict.ConflictID, "what did the caller send?", "Alice")
 	require.NoError(t, err)
 	require.Equal(t, `{"intent":{"amount":100,"card":"4242"},"tool":"charge-card","version":"1"}`, string(rev.Original.Request))
 	require.Equal(t, `{"intent":{"amount":500,"card":"4242","note":"retry"},"tool":"charge-card","version":"1"}`, string(rev.Attempted.Request),
@@ -150,7 +151,7 @@ func TestConflictRequestIsHiddenFromTheServiceAndViewers(t *testing.T) {
 	_, err := b.db.Service.Exec(b.ctx, `SELECT * FROM opsdesk.reveal_conflict_request(1, 'x')`)
 	requireCode(t, err, "42501", "the service reveals")
 
-	_, res, err := reconcile.RevealConflict(b.ctx, viewer.Pool, conflict.ConflictID, "curious", "")
+	_, res, err := desk.RevealConflict(b.ctx, viewer.Pool, conflict.ConflictID, "curious", "")
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 	action, outcome, _, details := b.auditOf(t, res)
 	require.Equal(t, "reveal:conflict", action)
@@ -158,7 +159,7 @@ func TestConflictRequestIsHiddenFromTheServiceAndViewers(t *testing.T) {
 	require.Equal(t, "", res.Tenant, "a refusal without rights is on the '' chain")
 	require.Equal(t, "acme", details["tenant"])
 	// The viewer cannot fetch an operator's request either.
-	_, res, err = reconcile.RevealConflict(b.ctx, b.operator.Pool, conflict.ConflictID, "which amount", "")
+	_, res, err = desk.RevealConflict(b.ctx, b.operator.Pool, conflict.ConflictID, "which amount", "")
 	require.NoError(t, err)
 	var v []byte
 	err = viewer.Pool.QueryRow(b.ctx, `SELECT attempted_request FROM opsdesk.reveal_conflict_fetch($1, $2)`, res.Tenant, res.Entry).Scan(&v)
@@ -175,7 +176,7 @@ func TestRevealConflictOfAnotherTenant(t *testing.T) {
 	acme := dbtest.NewPerson(t, b.db, "operator", "acme")
 
 	for _, id := range []int64{conflict.ConflictID, 987654321} {
-		rev, res, err := reconcile.RevealConflict(b.ctx, acme.Pool, id, "let me see", "")
+		rev, res, err := desk.RevealConflict(b.ctx, acme.Pool, id, "let me see", "")
 		require.ErrorIs(t, err, reconcile.ErrNotFound)
 		require.Nil(t, rev.Original.Request)
 		require.Nil(t, rev.Attempted.Request)
@@ -196,7 +197,7 @@ func TestRevealConflictOfAnotherTenant(t *testing.T) {
 INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner, intent)
 VALUES ('acme', $1, 'ord-2', $2, '1', decode(repeat('ab', 32), 'hex'), decode(repeat('cd', 32), 'hex'), 'liar', '{"x":1}')
 RETURNING id`, toolCharge, acmeID).Scan(&liar))
-	rev, res, err := reconcile.RevealConflict(b.ctx, acme.Pool, liar, "what is this", "")
+	rev, res, err := desk.RevealConflict(b.ctx, acme.Pool, liar, "what is this", "")
 	require.NoError(t, err)
 	require.Equal(t, canonical(t, `{"amount":3}`), string(rev.Original.Request))
 	require.Equal(t, `{"x":1}`, string(rev.Attempted.Request))
@@ -231,7 +232,7 @@ VALUES ('acme', $1, 'ord-1', $2, '1', $3, $4, 'old-worker') RETURNING id`, toolC
 		{before, "not recorded: conflict %d predates migration 00019 (schema version 19)"},
 		{older, "not recorded: conflict %d was recorded by an opsdesk library older than schema version 19"},
 	} {
-		rev, _, err := reconcile.RevealConflict(b.ctx, b.operator.Pool, tc.id, "what was it", "")
+		rev, _, err := desk.RevealConflict(b.ctx, b.operator.Pool, tc.id, "what was it", "")
 		require.NoError(t, err)
 		require.Equal(t, canonical(t, `{"amount":1}`), string(rev.Original.Request))
 		require.True(t, rev.Original.Fingerprinted)
@@ -249,7 +250,7 @@ VALUES ('acme', $1, 'ord-1', $2, '1', $3, $4, 'old-worker') RETURNING id`, toolC
 INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner)
 SELECT tenant, tool, key, id, '1', decode(repeat('ee', 32), 'hex'), fingerprint, 'w' FROM opsdesk.operations WHERE id = $1
 RETURNING id`, ids[0]).Scan(&bare))
-	_, res, err := reconcile.RevealConflict(b.ctx, b.operator.Pool, bare, "anything?", "")
+	_, res, err := desk.RevealConflict(b.ctx, b.operator.Pool, bare, "anything?", "")
 	require.ErrorIs(t, err, reconcile.ErrNoValue)
 	require.Equal(t, "acme", res.Tenant)
 }
@@ -262,7 +263,7 @@ func TestRevealConflictOfHostileRequests(t *testing.T) {
 	reveal := func(t *testing.T, key, original, attempted string) reconcile.ConflictReveal {
 		t.Helper()
 		_, conflict := b.conflictOf(t, "acme", key, original, attempted)
-		rev, _, err := reconcile.RevealConflict(b.ctx, b.operator.Pool, conflict.ConflictID, "hostile", "")
+		rev, _, err := desk.RevealConflict(b.ctx, b.operator.Pool, conflict.ConflictID, "hostile", "")
 		require.NoError(t, err)
 		require.Equal(t, canonical(t, original), string(rev.Original.Request))
 		require.Equal(t, canonical(t, attempted), string(rev.Attempted.Request))
@@ -333,7 +334,7 @@ func TestRevealConflictOfHostileRequests(t *testing.T) {
 			{"IdZero", 0, "why", ""},
 			{"NegativeId", -conflict.ConflictID, "why", ""},
 		} {
-			_, res, err := reconcile.RevealConflict(b.ctx, b.operator.Pool, tc.id, tc.reason, tc.who)
+			_, res, err := desk.RevealConflict(b.ctx, b.operator.Pool, tc.id, tc.reason, tc.who)
 			require.ErrorIs(t, err, reconcile.ErrInvalid, tc.name)
 			require.LessOrEqual(t, len(res.Message), 1100, tc.name)
 			var row int
@@ -360,7 +361,7 @@ func TestRevealConflictBesideOpenDecisions(t *testing.T) {
 	var res reconcile.Result
 	quick(t, "a conflict's reveal while another's decision in acme is open", func(ctx context.Context) error {
 		var err error
-		_, res, err = reconcile.RevealConflict(ctx, b.operator.Pool, conflict.ConflictID, "what differs", "")
+		_, res, err = desk.RevealConflict(ctx, b.operator.Pool, conflict.ConflictID, "what differs", "")
 		return err
 	})
 	require.Positive(t, res.Seq, "the reveal's record is sealed at once")
@@ -396,7 +397,7 @@ func TestRevealConflictHostileIDsAsOneTenantRoles(t *testing.T) {
 			{math.MinInt64, reconcile.ErrInvalid},
 		} {
 			what := fmt.Sprintf("%s names conflict %d", level, tc.id)
-			rev, res, err := reconcile.RevealConflict(b.ctx, p.Pool, tc.id, "let me see", "")
+			rev, res, err := desk.RevealConflict(b.ctx, p.Pool, tc.id, "let me see", "")
 			require.ErrorIs(t, err, tc.want, what)
 			require.Nil(t, rev.Original.Request, what)
 			require.Nil(t, rev.Attempted.Request, what)
@@ -413,7 +414,7 @@ func TestRevealConflictHostileIDsAsOneTenantRoles(t *testing.T) {
 		// A NUL cannot be stored: an error, nothing audited, nothing shown.
 		var before int
 		require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM opsdesk.audit`).Scan(&before))
-		rev, _, err := reconcile.RevealConflict(b.ctx, p.Pool, acme.ConflictID, "why\x00not", "")
+		rev, _, err := desk.RevealConflict(b.ctx, p.Pool, acme.ConflictID, "why\x00not", "")
 		require.Error(t, err, level)
 		require.Nil(t, rev.Original.Request, level)
 		var after int
@@ -421,8 +422,8 @@ func TestRevealConflictHostileIDsAsOneTenantRoles(t *testing.T) {
 		require.Equal(t, before, after, "%s: a reason with a NUL wrote an audit record", level)
 
 		// Control characters in the reason are kept as typed, trimmed:
-		// whatever shows the audit trail cleans them (ui.Clean).
-		rev, res, err := reconcile.RevealConflict(b.ctx, p.Pool, acme.ConflictID, "why \x1b[2J\u009b31m\r\n", "\x07Bob")
+		// whatever shows the audit trail cleans them (termtext.Clean).
+		rev, res, err := desk.RevealConflict(b.ctx, p.Pool, acme.ConflictID, "why \x1b[2J\u009b31m\r\n", "\x07Bob")
 		require.NoError(t, err, level)
 		require.NotNil(t, rev.Attempted.Request, level)
 		var reason string
@@ -441,7 +442,7 @@ func TestRevealConflictConnectionLostBeforeTheFetch(t *testing.T) {
 	_, conflict := b.conflictOf(t, "acme", "ord-1", `{"amount":1}`, `{"amount":2}`)
 	pool := dbtest.LosingPool(t, b.db, b.operator, "reveal_conflict_fetch")
 
-	rev, res, err := reconcile.RevealConflict(b.ctx, pool, conflict.ConflictID, "the line drops", "")
+	rev, res, err := desk.RevealConflict(b.ctx, pool, conflict.ConflictID, "the line drops", "")
 	require.Error(t, err)
 	_, refused := errors.AsType[*reconcile.RefusedError](err)
 	require.False(t, refused, "a lost connection is no refusal: %v", err)

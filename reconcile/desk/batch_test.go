@@ -1,4 +1,4 @@
-package reconcile_test
+package desk_test
 
 import (
 	"regexp"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
 	"github.com/opsdesk/opsdesk/reconcile"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // A decision of a bulk run carries the run's batch id into its audit
@@ -25,22 +26,22 @@ func TestDecisionsCarryTheirBatch(t *testing.T) {
 	one, v1 := b.stuck(t, "acme", "batch-1")
 	two, v2 := b.stuck(t, "acme", "batch-2")
 	three, v3 := b.stuck(t, "acme", "batch-3")
-	_, err := reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: one, Decision: reconcile.NotExecuted,
+	_, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: one, Decision: reconcile.NotExecuted,
 		ExpectVersion: v1, Reason: "nothing at the provider", Batch: batch})
 	require.NoError(t, err)
-	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: two, Decision: reconcile.NotExecuted,
+	_, err = desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: two, Decision: reconcile.NotExecuted,
 		ExpectVersion: v2 + 1, Reason: "nothing at the provider", Batch: batch})
 	require.ErrorIs(t, err, reconcile.ErrChanged)
-	_, err = reconcile.Decide(b.ctx, viewer.Pool, reconcile.DecideParams{OperationID: two, Decision: reconcile.NotExecuted,
+	_, err = desk.Decide(b.ctx, viewer.Pool, reconcile.DecideParams{OperationID: two, Decision: reconcile.NotExecuted,
 		ExpectVersion: v2, Reason: "mine", Batch: batch})
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
-	_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: three, Decision: reconcile.NotExecuted,
+	_, err = desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: three, Decision: reconcile.NotExecuted,
 		ExpectVersion: v3, Reason: "nothing at the provider"})
 	require.NoError(t, err)
 
 	before := len(b.audits(t))
 	for _, bad := range []string{"x", "00000000-0000-0000-0000-00000000000g", " " + batch, batch + "\x00", "{" + batch + "}"} {
-		_, err = reconcile.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: two, Decision: reconcile.NotExecuted,
+		_, err = desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{OperationID: two, Decision: reconcile.NotExecuted,
 			ExpectVersion: v2, Reason: "x", Batch: bad})
 		require.ErrorIs(t, err, reconcile.ErrInvalid, "%q", bad)
 	}

@@ -1,0 +1,75 @@
+package readmodel
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseAuditFilter(t *testing.T) {
+	t.Parallel()
+	since := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	ok := map[string]AuditFilter{
+		"": {},
+		"tenant:acme tool:create-ticket key:run-42* id:48213 role:alice action:decide:* outcome:denied": {
+			Tenants: []string{"acme"}, Tools: []string{"create-ticket"}, Keys: []string{"run-42*"},
+			OperationIDs: []int64{48213}, Roles: []string{"alice"}, Actions: []string{"decide:*"}, Outcomes: []string{"denied"},
+		},
+		"tenant:'',acme":                      {Tenants: []string{"", "acme"}},
+		"since:2026-11-30T10:00Z":             {Since: since},
+		"since:2026-11-30T11:00:00+01:00":     {Since: since},
+		"until:2026-11-30T10:00":              {Until: since},
+		"until:2026-12-01":                    {Until: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)},
+		"since:2026-11-30T10:00:00.123456Z":   {Since: since.Add(123456 * time.Microsecond)},
+		"age<1h age>10m":                      {MinAge: 10 * time.Minute, MaxAge: time.Hour},
+		"AGE<2d":                              {MaxAge: 48 * time.Hour},
+		`role:"a b" outcome:succeeded,failed`: {Roles: []string{"a b"}, Outcomes: []string{"succeeded", "failed"}},
+	}
+	for in, want := range ok {
+		got, err := ParseAuditFilter(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+		again, err := ParseAuditFilter(got.String())
+		require.NoError(t, err, got.String())
+		require.Equal(t, got, again, got.String())
+	}
+
+	bad := map[string]string{
+		"alice":                             "write field:value (fields: tenant, tool, key, id, role, action, outcome, since, until), or age>10m / age<1h",
+		"state:stuck":                       `unknown field "state"`,
+		"outcome:ok":                        `unknown outcome "ok" (outcomes: succeeded, denied, failed)`,
+		"role:":                             "role needs a value",
+		"role:a,,b":                         "empty alternative",
+		"role:a role:b":                     "given twice; list alternatives as role:a,b",
+		"since:yesterday":                   "since needs a time such as 2026-11-30T10:00Z",
+		"until:2026-13-01":                  "until needs a time",
+		"since>2026-11-30":                  "write field:value",
+		"age>soon":                          "positive duration",
+		"age:1h":                            "write field:value",
+		"expires<1h":                        `unknown field "expires"`,
+		"id:x":                              "id needs an operation's record number",
+		"id:-3":                             "id needs an operation's record number",
+		"age>1h age<5m":                     "match nothing",
+		"since:2026-12-01 until:2026-11-30": "match nothing (since is inclusive, until exclusive)",
+		`role:"a`:                           "unterminated quote",
+		"role:" + strings.Repeat("a", MaxFilterBytes): "the filter is 8197 bytes: write at most 8192",
+	}
+	for in, want := range bad {
+		_, err := ParseAuditFilter(in)
+		require.ErrorContains(t, err, want, in)
+	}
+}
+
+func TestAuditCursor(t *testing.T) {
+	t.Parallel()
+	c := AuditCursor{At: time.Date(2026, 11, 30, 10, 0, 0, 123456000, time.UTC), Tenant: "a.b c", Seq: 42}
+	got, err := ParseAuditCursor(c.String())
+	require.NoError(t, err)
+	require.Equal(t, c, got)
+	for _, bad := range []string{"", "a1.", "a1.!!", "x" + c.String(), "a1." + "MTIz"} {
+		_, err := ParseAuditCursor(bad)
+		require.ErrorContains(t, err, "is not one that audit list printed", bad)
+	}
+}
