@@ -28,7 +28,7 @@ test: preflight
 # go test starts packages in the order named (at most GOMAXPROCS at once):
 # the slowest first (go test -json, docs/benchmarks.md, issue 20 §4), so that
 # the run does not end on one long package while the other slots are idle.
-SLOW_FIRST = ./internal/cli ./reconcile ./ui ./ops ./internal/audit ./internal/exporter
+SLOW_FIRST = ./internal/cli ./ops ./reconcile/desk ./ui ./internal/audit ./internal/retention ./internal/storeview
 
 # Every program make test needs, or one message naming the missing ones and
 # how to install them.
