@@ -50,7 +50,7 @@ type crumb struct {
 }
 
 // applied is what a flow's write answered: the audit record, and what a
-// reveal read (its flow's own type), handed to onApplied.
+// reveal read (its flow's own type), handed to a keeper.
 type applied struct {
 	res   reconcile.Result
 	value any
