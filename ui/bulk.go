@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
@@ -97,7 +96,7 @@ type (
 // what was decided, skipped, refused or failed. It runs on the step
 // machine of the flows on one record.
 type bulkFlow struct {
-	flow
+	stepMachine
 	bulk   BulkReconciler
 	filter readmodel.Filter
 
@@ -136,137 +135,144 @@ type bulkFlow struct {
 }
 
 func newBulk(d deps, b BulkReconciler) *bulkFlow {
-	s := &bulkFlow{flow: newFlow(d, screenBulk, nil), bulk: b}
+	s := &bulkFlow{stepMachine: newSteps(d, screenBulk, nil), bulk: b}
 	s.first = stepLookups
 	s.backTo = "the list"
-	s.titled = s.titleLine
 	s.crumbs = []crumb{{"lookups", []step{stepRefused, stepLookups}}, {"plan", []step{stepPlan}}, {"reason", []step{stepReason}},
 		{"confirm", []step{stepConfirm, stepDeciding}}, {"done", []step{stepResult}}}
 	s.reason = textInput(d.st, "why, for each record's audit record", 2000)
-	s.inputs = append(s.inputs, &s.reason, &s.typed)
-	s.steps[stepRefused] = &flowStep{view: s.refusedView}
-	s.steps[stepLookups] = &flowStep{
-		view: s.lookupsView,
-		keys: func(k *KeyMap) {
-			k.Cancel.SetEnabled(s.running() && !s.stopping)
-			k.Cancel.SetHelp("esc", "stop the lookups")
-			k.AskAgain.SetEnabled(!s.running())
-			k.AskAgain.SetHelp("r", "try again")
-		},
-		key: s.runningKey(func() tea.Cmd { return s.lookUp() }),
-	}
-	s.steps[stepPlan] = &flowStep{
-		view: s.planView,
-		keys: func(k *KeyMap) {
-			k.Up.SetEnabled(len(s.plan.Groups) > 1)
-			k.Down.SetEnabled(len(s.plan.Groups) > 1)
-			k.Next.SetEnabled(s.acceptable() == nil)
-			k.Next.SetHelp("enter", "accept the "+s.selected().Verdict.Label()+" group")
-			k.AskAgain.SetEnabled(s.stopped())
-			k.AskAgain.SetHelp("r", "look up again")
-		},
-		key: func(msg tea.KeyMsg) (tea.Cmd, bool) {
-			n := len(s.plan.Groups)
-			switch {
-			case msg.Type == tea.KeyEnter:
-				// Refused where the group cannot be accepted: submit
-				// says why.
-				return s.submit(), true
-			case key.Matches(msg, s.keys.Up):
-				s.sel = (s.sel + n - 1) % n
-			case key.Matches(msg, s.keys.Down):
-				s.sel = (s.sel + 1) % n
-			case key.Matches(msg, s.keys.AskAgain):
-				return s.lookUp(), true
-			default:
-				return nil, false
-			}
-			s.inputErr = ""
-			return nil, true
-		},
-		submit: func() tea.Cmd {
-			if err := s.acceptable(); err != nil {
-				s.inputErr = err.Error()
-				return nil
-			}
-			s.verdict = s.selected().Verdict
-			s.reason.SetValue("")
-			return s.forward(stepReason)
-		},
-	}
-	s.steps[stepReason] = &flowStep{
-		input: func() *textinput.Model { return &s.reason },
-		view:  s.reasonView,
-		pin: func() []string {
-			var out []string
-			s.para(&out, "Reason (required; it goes into each record's audit record with your role):", nil)
-			return append(out, " "+s.reason.View())
-		},
-		keys: func(k *KeyMap) { s.inputKeys(k, "next") },
-		submit: func() tea.Cmd {
-			if err := bulk.CheckReason(s.reason.Value()); err != nil {
-				s.inputErr = termtext.Clean(err.Error())
-				return nil
-			}
-			return s.forward(stepConfirm)
-		},
-	}
-	s.steps[stepConfirm] = &flowStep{
-		input: func() *textinput.Model { return &s.typed },
-		enter: func() tea.Cmd {
-			s.typed.SetValue("")
-			return s.typed.Focus()
-		},
-		view: s.confirmView,
-		pin: func() []string {
-			out := []string{""}
-			n := s.group().Count()
-			s.para(&out, fmt.Sprintf("To decide them, type %d, the number of records in the group; anything else, or nothing, "+
-				"decides nothing:", n), s.st.Stuck.Render)
-			return append(out, " "+s.typed.View())
-		},
-		keys: func(k *KeyMap) {
-			s.inputKeys(k, "confirm")
-		},
-		submit: func() tea.Cmd {
-			n := s.group().Count()
-			// The exact digits: " 12", "+12", "012" and "12\x00" are
-			// not what was asked, and confirm nothing.
-			if s.typed.Value() != strconv.Itoa(n) {
-				s.inputErr = fmt.Sprintf("that is not %d, the number of records in the group: nothing was decided", n)
-				s.typed.SetValue("")
-				return nil
-			}
-			return s.decide(n)
-		},
-	}
-	s.steps[stepDeciding] = &flowStep{
-		view: s.decidingView,
-		keys: func(k *KeyMap) {
-			k.Cancel.SetEnabled(!s.stopping)
-			k.Cancel.SetHelp("esc", "stop starting decisions")
-		},
-		key: s.runningKey(nil),
-	}
-	s.steps[stepResult] = &flowStep{
-		view: s.resultLines,
-		keys: func(k *KeyMap) {
-			k.Next.SetEnabled(true)
-			k.Next.SetHelp("enter", "back to the plan")
-		},
-		submit: func() tea.Cmd {
-			s.trail = nil
-			s.sel = s.firstAcceptable()
-			return s.enter(stepPlan)
-		},
-	}
-	s.onMsg = s.onBulkMsg
-	s.onLeave = s.abandon
-	s.busyMore = func() bool { return s.running() && s.progress.Total == 0 }
-	s.self = s
-	s.updateKeys()
+	s.reasonPrompt = "Reason (required; it goes into each record's audit record with your role):"
+	s.updateKeys(s)
 	return s
 }
+
+func (s *bulkFlow) page(st step) []string {
+	switch st {
+	case stepRefused:
+		return s.refusedView()
+	case stepLookups:
+		return s.lookupsView()
+	case stepPlan:
+		return s.planView()
+	case stepReason:
+		return s.reasonView()
+	case stepConfirm:
+		return s.confirmView()
+	case stepDeciding:
+		return s.decidingView()
+	}
+	return nil
+}
+
+func (s *bulkFlow) keysAt(st step, k *KeyMap) {
+	switch st {
+	case stepLookups:
+		k.Cancel.SetEnabled(s.running() && !s.stopping)
+		k.Cancel.SetHelp("esc", "stop the lookups")
+		k.AskAgain.SetEnabled(!s.running())
+		k.AskAgain.SetHelp("r", "try again")
+	case stepPlan:
+		k.Up.SetEnabled(len(s.plan.Groups) > 1)
+		k.Down.SetEnabled(len(s.plan.Groups) > 1)
+		k.Next.SetEnabled(s.acceptable() == nil)
+		k.Next.SetHelp("enter", "accept the "+s.selected().Verdict.Label()+" group")
+		k.AskAgain.SetEnabled(s.stopped())
+		k.AskAgain.SetHelp("r", "look up again")
+	case stepDeciding:
+		k.Cancel.SetEnabled(!s.stopping)
+		k.Cancel.SetHelp("esc", "stop starting decisions")
+	case stepResult:
+		k.Next.SetEnabled(true)
+		k.Next.SetHelp("enter", "back to the plan")
+	}
+}
+
+func (s *bulkFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
+	switch st {
+	case stepLookups:
+		return s.runningKey(msg, s.lookUp)
+	case stepPlan:
+		return s.planKey(msg)
+	case stepReason:
+		if err := bulk.CheckReason(s.reason.Value()); err != nil {
+			s.inputErr = termtext.Clean(err.Error())
+			return nil, true
+		}
+		return s.forward(s, stepConfirm), true
+	case stepConfirm:
+		n := s.group().Count()
+		// The exact digits: " 12", "+12", "012" and "12\x00" are not
+		// what was asked, and confirm nothing.
+		if s.typed.Value() != strconv.Itoa(n) {
+			s.inputErr = fmt.Sprintf("that is not %d, the number of records in the group: nothing was decided", n)
+			s.typed.SetValue("")
+			return nil, true
+		}
+		return s.decide(n), true
+	case stepDeciding:
+		return s.runningKey(msg, nil)
+	case stepResult:
+		if !key.Matches(msg, s.keys.Next) {
+			return nil, false
+		}
+		s.trail = nil
+		s.sel = s.firstAcceptable()
+		return s.enter(s, stepPlan), true
+	}
+	return nil, false
+}
+
+// planKey moves between the plan's groups and accepts one.
+func (s *bulkFlow) planKey(msg tea.KeyMsg) (tea.Cmd, bool) {
+	n := len(s.plan.Groups)
+	switch {
+	case msg.Type == tea.KeyEnter:
+		// Refused where the group cannot be accepted: say why.
+		if err := s.acceptable(); err != nil {
+			s.inputErr = err.Error()
+			return nil, true
+		}
+		s.verdict = s.selected().Verdict
+		s.reason.SetValue("")
+		return s.forward(s, stepReason), true
+	case key.Matches(msg, s.keys.Up):
+		s.sel = (s.sel + n - 1) % n
+	case key.Matches(msg, s.keys.Down):
+		s.sel = (s.sel + 1) % n
+	case key.Matches(msg, s.keys.AskAgain):
+		return s.lookUp(), true
+	default:
+		return nil, false
+	}
+	s.inputErr = ""
+	return nil, true
+}
+
+// typedConfirm: a group is accepted by typing its count.
+func (s *bulkFlow) typedConfirm() bool { return true }
+
+func (s *bulkFlow) typedPrompt() string {
+	return fmt.Sprintf("To decide them, type %d, the number of records in the group; anything else, or nothing, "+
+		"decides nothing:", s.group().Count())
+}
+
+// write is nil: each group is decided by the bulk reconciler (decide).
+func (s *bulkFlow) write() func(ctx context.Context) (applied, error) { return nil }
+
+func (s *bulkFlow) done() []string { return s.resultLines() }
+
+// waiting: the records are being listed.
+func (s *bulkFlow) waiting() bool { return s.running() && s.progress.Total == 0 }
+
+// leave stops the run.
+func (s *bulkFlow) leave() {
+	s.stepMachine.leave()
+	s.abandon()
+}
+
+func (s *bulkFlow) View() string          { return s.view(s) }
+func (s *bulkFlow) SetSize(w, h int)      { s.resize(s, w, h) }
+func (s *bulkFlow) back() (bool, tea.Cmd) { return s.stepBack(s) }
 
 // open starts a run on the list's filter, for a role that may decide; a
 // filter that cannot start one opens the flow on the reason why.
@@ -275,11 +281,11 @@ func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	if !ok || s.bulk == nil || !at.perms.decide || at.active().id() != screenList {
 		return nil, nil, false
 	}
-	s.reset(readmodel.Detail{})
+	s.reset(s, readmodel.Detail{})
 	s.filter, s.refusal, s.accepted, s.tried = bn.filter, nil, map[bulk.Verdict]bulk.GroupResult{}, map[bulk.Verdict]bulk.GroupResult{}
 	if err := s.bulk.CheckFilter(bn.filter); err != nil {
 		s.refusal = err
-		s.enter(stepRefused)
+		s.enter(s, stepRefused)
 		return at.pushed(s), nil, true
 	}
 	return at.pushed(s), s.lookUp(), true
@@ -290,12 +296,12 @@ func (s *bulkFlow) asOf() time.Time {
 	if !s.listedAt.IsZero() {
 		return s.listedAt
 	}
-	return s.flow.asOf()
+	return s.stepMachine.asOf()
 }
 
 // capturing: a run under way answers esc itself (it stops) and q does
 // nothing, as do the inputs.
-func (s *bulkFlow) capturing() bool { return s.running() || s.flow.capturing() }
+func (s *bulkFlow) capturing() bool { return s.running() || s.stepMachine.capturing() }
 
 // running tells whether a run (lookups or decisions) is under way.
 func (s *bulkFlow) running() bool { return s.end != nil }
@@ -310,7 +316,7 @@ func (s *bulkFlow) backLabels() (esc, q string) {
 	case stepRefused, stepLookups, stepPlan, stepResult:
 		return "back to the list", "back to the list"
 	}
-	return s.flow.backLabels()
+	return s.stepMachine.backLabels()
 }
 
 // ShortHelp implements help.KeyMap.
@@ -332,17 +338,15 @@ func (s *bulkFlow) FullHelp() [][]key.Binding {
 
 // runningKey handles esc while a run is under way (it stops the run's
 // work) and r where again is given and nothing runs.
-func (s *bulkFlow) runningKey(again func() tea.Cmd) func(msg tea.KeyMsg) (tea.Cmd, bool) {
-	return func(msg tea.KeyMsg) (tea.Cmd, bool) {
-		switch {
-		case s.running() && key.Matches(msg, s.keys.Cancel):
-			s.halt()
-			return nil, true
-		case again != nil && !s.running() && key.Matches(msg, s.keys.AskAgain):
-			return again(), true
-		}
-		return nil, s.running() // a run under way takes every key
+func (s *bulkFlow) runningKey(msg tea.KeyMsg, again func() tea.Cmd) (tea.Cmd, bool) {
+	switch {
+	case s.running() && key.Matches(msg, s.keys.Cancel):
+		s.halt()
+		return nil, true
+	case again != nil && !s.running() && key.Matches(msg, s.keys.AskAgain):
+		return again(), true
 	}
+	return nil, s.running() // a run under way takes every key
 }
 
 // halt stops the run's work: no lookup and no decision starts, those
@@ -373,10 +377,10 @@ func (s *bulkFlow) finish() {
 	s.stopping = false
 }
 
-// begin runs work in the background: its progress and then its end come
+// launch runs work in the background: its progress and then its end come
 // back as messages, one at a time and in order. esc cancels the work's
 // context; leaving also gives up on delivering its end.
-func (s *bulkFlow) begin(work func(ctx context.Context, progress func(bulk.Progress)) tea.Msg) tea.Cmd {
+func (s *bulkFlow) launch(work func(ctx context.Context, progress func(bulk.Progress)) tea.Msg) tea.Cmd {
 	s.abandon()
 	s.runID++
 	life, end := context.WithCancel(s.f.ctx)
@@ -427,7 +431,7 @@ func (s *bulkFlow) lookUp() tea.Cmd {
 	s.listedAt = time.Time{}
 	s.trail = nil
 	b, f := s.bulk, s.filter
-	cmd := s.begin(func(ctx context.Context, progress func(bulk.Progress)) tea.Msg {
+	cmd := s.launch(func(ctx context.Context, progress func(bulk.Progress)) tea.Msg {
 		rows, err := b.List(ctx, f)
 		if err != nil {
 			return bulkPlanMsg{err: err}
@@ -441,7 +445,7 @@ func (s *bulkFlow) lookUp() tea.Cmd {
 		plan, err := b.Lookup(ctx, rows, progress)
 		return bulkPlanMsg{plan: plan, err: err, listedAt: at}
 	})
-	s.enter(stepLookups)
+	s.enter(s, stepLookups)
 	return cmd
 }
 
@@ -449,11 +453,11 @@ func (s *bulkFlow) lookUp() tea.Cmd {
 func (s *bulkFlow) decide(n int) tea.Cmd {
 	s.res, s.acceptErr = bulk.GroupResult{}, nil
 	b, plan, v, reason := s.bulk, s.plan, s.verdict, s.reason.Value()
-	cmd := s.begin(func(ctx context.Context, progress func(bulk.Progress)) tea.Msg {
+	cmd := s.launch(func(ctx context.Context, progress func(bulk.Progress)) tea.Msg {
 		res, err := b.Accept(ctx, plan, v, bulk.AcceptParams{Reason: reason, Confirm: n}, progress)
 		return bulkAcceptMsg{res: res, err: err}
 	})
-	s.forward(stepDeciding)
+	s.forward(s, stepDeciding)
 	return cmd
 }
 
@@ -480,7 +484,7 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		}
 		s.sel = s.firstAcceptable()
 		s.trail = nil
-		return s.enter(stepPlan), true
+		return s.enter(s, stepPlan), true
 	case bulkAcceptMsg:
 		if msg.run != s.runID || !s.running() {
 			return nil, true
@@ -500,7 +504,7 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		s.reason.SetValue("")
 		s.typed.SetValue("")
 		s.trail = nil
-		return s.enter(stepResult), true
+		return s.enter(s, stepResult), true
 	}
 	return nil, false
 }
@@ -525,7 +529,7 @@ func carried(prev, res bulk.GroupResult) bulk.GroupResult {
 	return res
 }
 
-// Update takes only digits into the typed count: a paste or a key with
+// Update takes the run's messages, and only digits into the typed count: a paste or a key with
 // anything else (a sign, a space, a NUL, another script's digits) is
 // dropped whole and said, so that what confirms is what was asked.
 func (s *bulkFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
@@ -533,7 +537,11 @@ func (s *bulkFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		s.inputErr = fmt.Sprintf("type the digits of %d only: nothing else is taken", s.group().Count())
 		return s, nil
 	}
-	return s.flow.Update(msg)
+	if cmd, ok := s.onBulkMsg(msg); ok {
+		s.updateKeys(s)
+		return s, cmd
+	}
+	return s, s.update(s, msg)
 }
 
 // digits tells whether rs are ASCII digits only.
@@ -601,7 +609,7 @@ func (s *bulkFlow) firstAcceptable() int {
 	return 0
 }
 
-func (s *bulkFlow) titleLine() string {
+func (s *bulkFlow) title() string {
 	head := "Bulk reconciliation"
 	return " " + s.st.Title.Render(head) + "  " + truncate(termtext.Clean(s.filter.String()), max(1, s.w-width(head)-4))
 }

@@ -31,7 +31,7 @@ const stepChoose step = "choose"
 // terminal) with the fields that differ marked, forgotten when the
 // operator leaves. The reveal is audited before anything is read.
 type conflictFlow struct {
-	flow
+	stepMachine
 	chosen   int              // the attempt to reveal: its index in rec.Conflicts
 	sealKeys opsmodel.Keyring // the context's reveal_keys; nil when none
 	shown    conflictShown
@@ -46,39 +46,22 @@ type conflictAnswer struct {
 }
 
 func newConflictFlow(d deps, dec Decider, keys opsmodel.Keyring) *conflictFlow {
-	s := &conflictFlow{flow: newFlow(d, screenConflict, dec), sealKeys: keys}
+	s := &conflictFlow{stepMachine: newSteps(d, screenConflict, dec), sealKeys: keys}
 	s.first = stepChoose
-	s.what = func() string { return "Reveal a conflict on operation " }
-	s.steps[stepChoose] = &flowStep{
-		view: s.chooseView,
-		keys: func(k *KeyMap) {
-			n := len(s.rec.Conflicts)
-			k.Up.SetEnabled(n > 1)
-			k.Down.SetEnabled(n > 1)
-			k.Next.SetEnabled(n > 0)
-			k.Cancel.SetEnabled(true)
-			k.Cancel.SetHelp("esc", "cancel")
-		},
-		key: func(msg tea.KeyMsg) (tea.Cmd, bool) {
-			switch {
-			case key.Matches(msg, s.keys.Up):
-				s.chosen = max(0, s.chosen-1)
-			case key.Matches(msg, s.keys.Down):
-				s.chosen = min(len(s.rec.Conflicts)-1, s.chosen+1)
-			default:
-				return nil, false
-			}
-			return nil, true
-		},
-		submit: func() tea.Cmd {
-			if len(s.rec.Conflicts) == 0 {
-				return nil
-			}
-			return s.forward(stepReason)
-		},
-	}
-	s.commonSteps(func() tea.Cmd { return s.forward(stepConfirm) }, s.reasonHead, "next")
-	s.confirmHead = func() []string {
+	s.reveals = true
+	s.updateKeys(s)
+	return s
+}
+
+func (s *conflictFlow) title() string { return s.recordTitle("Reveal a conflict on operation ") }
+
+func (s *conflictFlow) page(st step) []string {
+	switch st {
+	case stepChoose:
+		return s.chooseView()
+	case stepReason:
+		return s.reasonHead()
+	case stepConfirm:
 		c := s.conflict()
 		out := append(s.heading(fmt.Sprintf("Confirm: reveal %s beside the original request of operation %d", s.attemptName(), s.rec.ID)), "")
 		s.field(&out, "reveals", "the original request ("+termtext.Clean(s.rec.FingerprintTag)+") and the attempted one ("+
@@ -87,63 +70,118 @@ func newConflictFlow(d deps, dec Decider, keys opsmodel.Keyring) *conflictFlow {
 		s.field(&out, "reason", termtext.Clean(s.typedReason()))
 		return out
 	}
-	s.reveals = true
-	s.write = func() func(ctx context.Context) (applied, error) {
-		dec, cid, reason, st, keys := s.dec, s.conflict().ID, s.typedReason(), s.st, s.sealKeys
-		id := opsmodel.Identity{Tenant: s.rec.Tenant, Tool: s.rec.Tool, Key: s.rec.Key}
-		more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … -o json prints it whole.", s.rec.ID, cid)
-		return func(ctx context.Context) (applied, error) {
-			rev, r, err := dec.RevealConflict(ctx, cid, reason)
-			if err != nil {
-				return applied{res: r}, err
-			}
-			rev.OpenSealed(keys, id)
-			return applied{res: r, value: conflictAnswer{rev: rev,
-				original: sideCells(rev.Original, rev.Diffs, st, more), attempted: sideCells(rev.Attempted, rev.Diffs, st, more)}}, nil
+	return nil
+}
+
+func (s *conflictFlow) keysAt(st step, k *KeyMap) {
+	switch st {
+	case stepChoose:
+		n := len(s.rec.Conflicts)
+		k.Up.SetEnabled(n > 1)
+		k.Down.SetEnabled(n > 1)
+		k.Next.SetEnabled(n > 0)
+		k.Cancel.SetEnabled(true)
+		k.Cancel.SetHelp("esc", "cancel")
+	case stepResult:
+		if s.err == nil {
+			s.shown.enableScroll(k, s.resultRoom())
 		}
 	}
-	s.done = func() string { return "revealed, audited first" }
-	s.doneMore = func() []string {
-		title := fmt.Sprintf("Attempt %d (conflict #%d) beside the original", s.chosen+1, s.conflict().ID)
-		const hidden = "  (hidden again when you leave)"
-		line := " " + s.st.Title.Render(truncate(title, max(1, s.w-2)))
-		if len(title)+len(hidden)+2 <= s.w {
-			line += s.st.Muted.Render(hidden)
+}
+
+func (s *conflictFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
+	k := s.keys
+	switch {
+	case st == stepResult:
+		return nil, s.shown.scrollKey(msg, k, s.resultRoom())
+	case st != stepChoose:
+		return nil, false
+	case key.Matches(msg, k.Up):
+		s.chosen = max(0, s.chosen-1)
+	case key.Matches(msg, k.Down):
+		s.chosen = min(len(s.rec.Conflicts)-1, s.chosen+1)
+	case key.Matches(msg, k.Next):
+		if len(s.rec.Conflicts) == 0 {
+			return nil, true
 		}
-		out := []string{"", line}
-		room := s.resultRoom()
-		s.shown.clampScroll(room)
-		return append(out, strings.Split(s.shown.scrollView(s.w, room, s.st), "\n")...)
+		return s.forward(s, stepReason), true
+	default:
+		return nil, false
 	}
-	s.onApplied = func(v any) {
-		if a, ok := v.(conflictAnswer); ok { // as its write answered
-			s.shown.set(a.rev, a.original, a.attempted)
+	return nil, true
+}
+
+func (s *conflictFlow) write() func(ctx context.Context) (applied, error) {
+	dec, cid, reason, st, keys := s.dec, s.conflict().ID, s.typedReason(), s.st, s.sealKeys
+	id := opsmodel.Identity{Tenant: s.rec.Tenant, Tool: s.rec.Tool, Key: s.rec.Key}
+	more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … -o json prints it whole.", s.rec.ID, cid)
+	return func(ctx context.Context) (applied, error) {
+		rev, r, err := dec.RevealConflict(ctx, cid, reason)
+		if err != nil {
+			return applied{res: r}, err
 		}
-		s.layOutShown()
+		rev.OpenSealed(keys, id)
+		return applied{res: r, value: conflictAnswer{rev: rev,
+			original: sideCells(rev.Original, rev.Diffs, st, more), attempted: sideCells(rev.Attempted, rev.Diffs, st, more)}}, nil
 	}
-	s.onLeave = s.shown.forget
-	s.resized = s.layOutShown
-	s.scrollsResult(&s.shown.scrollText, s.resultRoom)
-	s.begin = func(flowNav) tea.Cmd {
-		// The latest attempt nobody reviewed, else the latest: what the
-		// operator most likely came for.
-		s.chosen = len(s.rec.Conflicts) - 1
-		for i := len(s.rec.Conflicts) - 1; i >= 0; i-- {
-			if !s.rec.Conflicts[i].Reviewed {
-				s.chosen = i
-				break
-			}
-		}
-		s.crumbs = []crumb{{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"compare", []step{stepResult}}}
-		if len(s.rec.Conflicts) == 1 {
-			return s.enter(stepReason) // nothing to choose
-		}
-		s.crumbs = append([]crumb{{"attempt", []step{stepChoose}}}, s.crumbs...)
-		return nil
+}
+
+func (s *conflictFlow) done() []string {
+	title := fmt.Sprintf("Attempt %d (conflict #%d) beside the original", s.chosen+1, s.conflict().ID)
+	const hidden = "  (hidden again when you leave)"
+	line := " " + s.st.Title.Render(truncate(title, max(1, s.w-2)))
+	if len(title)+len(hidden)+2 <= s.w {
+		line += s.st.Muted.Render(hidden)
 	}
-	s.self = s
-	s.updateKeys()
-	return s
+	out := append(s.doneLines("revealed, audited first", ""), "", line)
+	room := s.resultRoom()
+	s.shown.clampScroll(room)
+	return append(out, strings.Split(s.shown.scrollView(s.w, room, s.st), "\n")...)
+}
+
+// applied keeps the requests, as the write answered.
+func (s *conflictFlow) applied(v any) {
+	if a, ok := v.(conflictAnswer); ok {
+		s.shown.set(a.rev, a.original, a.attempted)
+	}
+	s.layOutShown()
+}
+
+// begin chooses the latest attempt nobody reviewed, else the latest:
+// what the operator most likely came for.
+func (s *conflictFlow) begin(flowNav) tea.Cmd {
+	s.chosen = len(s.rec.Conflicts) - 1
+	for i := len(s.rec.Conflicts) - 1; i >= 0; i-- {
+		if !s.rec.Conflicts[i].Reviewed {
+			s.chosen = i
+			break
+		}
+	}
+	s.crumbs = []crumb{{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"compare", []step{stepResult}}}
+	if len(s.rec.Conflicts) == 1 {
+		return s.enter(s, stepReason) // nothing to choose
+	}
+	s.crumbs = append([]crumb{{"attempt", []step{stepChoose}}}, s.crumbs...)
+	return nil
+}
+
+// leave forgets the requests.
+func (s *conflictFlow) leave() {
+	s.stepMachine.leave()
+	s.shown.forget()
+}
+
+func (s *conflictFlow) SetSize(w, h int) {
+	s.w, s.h = w, h
+	s.layOutShown()
+	s.resize(s, w, h)
+}
+
+func (s *conflictFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) { return s, s.update(s, msg) }
+func (s *conflictFlow) View() string                            { return s.view(s) }
+func (s *conflictFlow) back() (bool, tea.Cmd)                   { return s.stepBack(s) }
+func (s *conflictFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+	return s.openOn(s, n, at)
 }
 
 // conflict is the attempt chosen.

@@ -43,27 +43,6 @@ const (
 	stepResult   step = "result"
 )
 
-// flowStep is one step of a flow: what it shows, which keys it offers,
-// and how it goes on.
-type flowStep struct {
-	// input is the step's text input, nil when it has none; a step with
-	// one takes every key.
-	input func() *textinput.Model
-	// enter runs when the operator arrives (nil: focus the input).
-	enter func() tea.Cmd
-	// view is the step's text, which scrolls when it is longer than the
-	// screen; pin is what stays under it (a prompt and its input).
-	view func() []string
-	pin  func() []string
-	// keys enables and words the step's keys; the machine disabled the
-	// flow's keys first.
-	keys func(k *KeyMap)
-	// key handles the step's own keys and reports whether it did; enter
-	// (Next or Accept) goes to submit.
-	key    func(msg tea.KeyMsg) (tea.Cmd, bool)
-	submit func() tea.Cmd
-}
-
 // crumb is one name of a flow's breadcrumbs and the steps it covers.
 type crumb struct {
 	name  string
@@ -71,7 +50,7 @@ type crumb struct {
 }
 
 // applied is what a flow's write answered: the audit record, and what a
-// reveal read (its flow's own type), handed to onApplied.
+// reveal read (its flow's own type), handed to a keeper.
 type applied struct {
 	res   reconcile.Result
 	value any
@@ -102,71 +81,96 @@ type (
 // spinFrames animate what is waiting on the database or the provider.
 var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
-// flow is the step machine every flow on a record runs on: its steps in
-// order and the way back, the reason, a confirmation that defaults to No
-// (typed where a flow asks for it), the write, its answer, and what
-// changed when the database refused a record that changed since. A flow
-// (reconcileFlow, ackFlow, revealFlow) embeds it and fills in its steps
-// and hooks when it is built; every step shows the record as the detail
-// showed it.
-type flow struct {
+// flow is what one flow supplies to the step machine it runs on; the
+// machine does the rest. A flow is its own screen: it embeds a
+// stepMachine and hands itself to the machine's methods that need what
+// differs (update, view, openOn, resize, stepBack), so the machine keeps
+// no pointer to it. What only some flows have is an interface of its own:
+// stepper (steps of its own), inputter (their inputs), typedConfirmer,
+// starter, keeper and waiter.
+type flow interface {
+	screen
+	leaver
+	// title is the flow's first line.
+	title() string
+	// page is the text of step st: all of it for the flow's own steps;
+	// for the reason and the confirmation, the text above the prompt.
+	page(st step) []string
+	// write is the flow's write as it is to run now.
+	write() func(ctx context.Context) (applied, error)
+	// done is what the result step shows once the write succeeded.
+	done() []string
+}
+
+// stepper is a flow with steps of its own (deciding, choosing an
+// attempt, a plan), or keys of its own on the machine's.
+type stepper interface {
+	// keysAt enables and words the flow's keys at step st, after the
+	// machine did its own.
+	keysAt(st step, k *KeyMap)
+	// keyAt handles a key at step st and reports whether it did; on a
+	// step with an input it sees only enter.
+	keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool)
+}
+
+// inputter is a flow whose own steps take text: the step's input, and
+// what stays pinned under the step's text.
+type inputter interface {
+	inputAt(st step) *textinput.Model
+	pinAt(st step) []string
+}
+
+// typedConfirmer is a flow whose confirmation is typed rather than y/N
+// where typedConfirm says, with typedPrompt asking for what; enter on it
+// goes to the flow's keyAt, or checks the record's operation id.
+type typedConfirmer interface {
+	typedConfirm() bool
+	typedPrompt() string
+}
+
+// starter is a flow that does something at once when it starts on a
+// record (asking the provider).
+type starter interface{ begin(n flowNav) tea.Cmd }
+
+// keeper is a flow that keeps what its write read (a revealed value).
+type keeper interface{ applied(v any) }
+
+// waiter is a flow that also waits on something of its own.
+type waiter interface{ waiting() bool }
+
+// stepMachine is the step machine every flow runs on: its steps in order
+// and the way back, the breadcrumbs, the reason, a confirmation that
+// defaults to No (typed where a flow asks for it), the write, its answer,
+// and what changed when the database refused a record that changed
+// since. Every step shows the record as the detail showed it.
+type stepMachine struct {
 	deps
 	navigator
 	w, h int
 	sid  screenID
 	dec  Decider
 
-	// Filled in by the flow.
-	what   func() string // the title's start: "Reconcile operation "
+	// Set by the flow when it is built.
 	crumbs []crumb
-	steps  map[step]*flowStep
 	first  step
 	inputs []*textinput.Model // every input, to blur and size
-	// confirmHead is the confirmation's body above its prompt, and the
-	// body while the write is under way.
-	confirmHead func() []string
-	// typedNeeded tells whether the confirmation is typed rather than
-	// y/N: the record's operation id, which typedPrompt asks for.
-	typedNeeded func() bool
-	typedPrompt func() string
-	// write builds the flow's write as it is to run now.
-	write func() func(ctx context.Context) (applied, error)
+	// confirms: the reason goes on to a confirmation; otherwise straight
+	// to the write. reasonAccept words enter on the reason, and
+	// reasonPrompt asks for it.
+	confirms     bool
+	reasonAccept string
+	reasonPrompt string
 	// reveals: the write changes no record, only audits a reveal. esc
 	// while it is under way gives up on it (a large value over a slow
 	// link), and when the database does not answer, the screen says
 	// nothing was shown rather than that a change may have been applied.
 	reveals bool
-	// done says what succeeded; stateLine shows the record's new state;
-	// doneMore adds lines after the audit record.
-	done      func() string
-	stateLine bool
-	// resultState words the record's state after the write (nil: the
-	// state the database answered).
-	resultState func() string
-	doneMore    func() []string
-	// onApplied keeps what a successful write returned; onLeave forgets
-	// what the flow must not keep; resized lays out for a new size;
-	// busyMore tells whether the flow waits on something else; onMsg
-	// takes the flow's own messages.
-	onApplied func(v any)
-	onLeave   func()
-	resized   func()
-	busyMore  func() bool
-	onMsg     func(msg tea.Msg) (tea.Cmd, bool)
-	// begin starts what the flow does at once (asking the provider);
-	// self is the screen the flow is, to go on the stack.
-	begin func(n flowNav) tea.Cmd
-	self  screen
 	// needsPending: the flow decides on a pending record, so one read
 	// from a list that is no longer pending opens nothing.
 	needsPending bool
 	pending      flowNav
 	// back names where the flow returns to ("the record", "the list").
 	backTo string
-
-	// titled is the whole title of a flow that is not on one record (a
-	// bulk reconciliation); nil for the record's.
-	titled func() string
 
 	rec      readmodel.Detail
 	step     step
@@ -177,6 +181,9 @@ type flow struct {
 	reason   textinput.Model
 	typed    textinput.Model
 	inputErr string
+	// capture tells whether the step takes every key, as of the last
+	// updateKeys.
+	capture bool
 
 	// offset is how far the step's text is scrolled.
 	offset int
@@ -196,13 +203,14 @@ type flow struct {
 	refetchErr error
 }
 
-// newFlow is a flow's machine with the steps every flow ends with: the
+// newSteps is a flow's machine with the steps every flow ends with: the
 // reason, the confirmation, the write under way and its result.
-func newFlow(d deps, sid screenID, dec Decider) flow {
-	f := flow{deps: d, sid: sid, dec: dec, steps: map[step]*flowStep{}}
-	f.reason = textInput(d.st, "", 500)
-	f.typed = textInput(d.st, "", typedLimit)
-	return f
+func newSteps(d deps, sid screenID, dec Decider) stepMachine {
+	m := stepMachine{deps: d, sid: sid, dec: dec, confirms: true, reasonAccept: "next",
+		reasonPrompt: "Reason (required; kept in the audit trail with your role):"}
+	m.reason = textInput(d.st, "", 500)
+	m.typed = textInput(d.st, "", typedLimit)
+	return m
 }
 
 // textInput is a one-line input in the console's looks, with a steady
@@ -225,518 +233,509 @@ func textInput(st Styles, placeholder string, limit int) textinput.Model {
 // operation id has at most 19 digits).
 const typedLimit = 20
 
-// commonSteps adds the steps every flow ends with; afterReason goes on
-// from the reason (to the confirmation, or straight to the write).
-func (f *flow) commonSteps(afterReason func() tea.Cmd, reasonHead func() []string, acceptReason string) {
-	f.steps[stepReason] = &flowStep{
-		input: func() *textinput.Model { return &f.reason },
-		view:  reasonHead,
-		pin: func() []string {
-			var out []string
-			f.para(&out, "Reason (required; kept in the audit trail with your role):", nil)
-			return append(out, " "+f.reason.View())
-		},
-		keys: func(k *KeyMap) { f.inputKeys(k, acceptReason) },
-		submit: func() tea.Cmd {
-			if strings.TrimSpace(f.reason.Value()) == "" {
-				f.inputErr = "a reason is required: it goes into the audit trail"
-				return nil
-			}
-			return afterReason()
-		},
+// inputAt is the input of step st, nil when it has none; a step with
+// one takes every key.
+func (m *stepMachine) inputAt(f flow, st step) *textinput.Model {
+	switch st {
+	case stepReason:
+		return &m.reason
+	case stepConfirm:
+		if m.typedBy(f) {
+			return &m.typed
+		}
+		return nil
 	}
-	f.steps[stepConfirm] = &flowStep{
-		input: func() *textinput.Model {
-			if f.typedConfirm() {
-				return &f.typed
-			}
-			return nil
-		},
-		enter: func() tea.Cmd {
-			if !f.typedConfirm() {
-				return nil
-			}
-			f.typed.SetValue("")
-			return f.typed.Focus()
-		},
-		view: func() []string { return f.confirmHead() },
-		pin:  f.confirmPrompt,
-		keys: func(k *KeyMap) {
-			if f.typedConfirm() {
-				k.Accept.SetEnabled(true)
-				k.Accept.SetHelp("enter", "confirm")
-				k.Cancel.SetEnabled(true)
-				return
-			}
-			k.Yes.SetEnabled(true)
-			k.No.SetEnabled(true)
-			k.No.SetKeys("n", "N", "enter")
-			k.No.SetHelp("n/enter", "no")
-		},
-		submit: func() tea.Cmd {
-			if !f.typedConfirm() {
-				// enter is No: the confirmation defaults to it.
-				_, cmd := f.back()
-				return cmd
-			}
-			if f.typed.Value() != strconv.FormatInt(f.rec.ID, 10) {
-				f.inputErr = "that is not this record's operation id: nothing was done"
-				f.typed.SetValue("")
-				return nil
-			}
-			return f.apply()
-		},
+	if in, ok := f.(inputter); ok {
+		return in.inputAt(st)
 	}
-	f.steps[stepApplying] = &flowStep{
-		view: func() []string { return f.confirmHead() },
-		pin:  f.confirmPrompt,
-		keys: func(k *KeyMap) {
-			k.Cancel.SetEnabled(f.reveals)
-			k.Cancel.SetHelp("esc", "cancel the reveal")
-		},
-	}
-	f.steps[stepResult] = &flowStep{
-		view: f.resultView,
-		keys: func(k *KeyMap) {
-			k.Next.SetEnabled(!f.refetching)
-			k.Next.SetHelp("enter", "back to "+f.backTo)
-		},
-		submit: func() tea.Cmd {
-			f.goTo(navBack{})
-			return nil
-		},
-	}
-	f.steps[stepLoading] = &flowStep{view: f.loadingView}
-	f.inputs = append(f.inputs, &f.reason, &f.typed)
+	return nil
 }
 
-// scrollsResult makes the result step of a flow that shows what it read
-// (a revealed value) scroll through t, room lines high, once the write
-// succeeded.
-func (f *flow) scrollsResult(t *scrollText, room func() int) {
-	result := f.steps[stepResult]
-	resultKeys := result.keys
-	result.keys = func(k *KeyMap) {
-		resultKeys(k)
-		if f.err == nil {
-			t.enableScroll(k, room())
-		}
+// pinAt is what stays under the text of step st (a prompt and its input).
+func (m *stepMachine) pinAt(f flow, st step) []string {
+	switch st {
+	case stepReason:
+		var out []string
+		m.para(&out, m.reasonPrompt, nil)
+		return append(out, " "+m.reason.View())
+	case stepConfirm, stepApplying:
+		return m.confirmPrompt(f)
 	}
-	result.key = func(msg tea.KeyMsg) (tea.Cmd, bool) {
-		return nil, t.scrollKey(msg, f.keys, room())
+	if in, ok := f.(inputter); ok {
+		return in.pinAt(st)
+	}
+	return nil
+}
+
+// textAt is the text of step st.
+func (m *stepMachine) textAt(f flow, st step) []string {
+	switch st {
+	case stepLoading:
+		return m.loadingView()
+	case stepResult:
+		return m.resultView(f)
+	case stepApplying:
+		return f.page(stepConfirm)
+	}
+	return f.page(st)
+}
+
+// submit completes one of the machine's steps: it checks what was
+// entered and moves on.
+func (m *stepMachine) submit(f flow) tea.Cmd {
+	switch m.step {
+	case stepReason:
+		if strings.TrimSpace(m.reason.Value()) == "" {
+			m.inputErr = "a reason is required: it goes into the audit trail"
+			return nil
+		}
+		if !m.confirms {
+			return m.apply(f)
+		}
+		return m.forward(f, stepConfirm)
+	case stepConfirm:
+		if !m.typedBy(f) {
+			// enter is No: the confirmation defaults to it.
+			_, cmd := m.stepBack(f)
+			return cmd
+		}
+		if m.typed.Value() != strconv.FormatInt(m.rec.ID, 10) {
+			m.inputErr = "that is not this record's operation id: nothing was done"
+			m.typed.SetValue("")
+			return nil
+		}
+		return m.apply(f)
+	case stepResult:
+		m.goTo(navBack{})
+	}
+	return nil
+}
+
+// machineKeys enables and words the keys of the machine's own steps.
+func (m *stepMachine) machineKeys(f flow, k *KeyMap) {
+	switch m.step {
+	case stepReason:
+		m.inputKeys(k, m.reasonAccept)
+	case stepConfirm:
+		if m.typedBy(f) {
+			k.Accept.SetEnabled(true)
+			k.Accept.SetHelp("enter", "confirm")
+			k.Cancel.SetEnabled(true)
+			return
+		}
+		k.Yes.SetEnabled(true)
+		k.No.SetEnabled(true)
+		k.No.SetKeys("n", "N", "enter")
+		k.No.SetHelp("n/enter", "no")
+	case stepApplying:
+		k.Cancel.SetEnabled(m.reveals)
+		k.Cancel.SetHelp("esc", "cancel the reveal")
+	case stepResult:
+		k.Next.SetEnabled(!m.refetching)
+		k.Next.SetHelp("enter", "back to "+m.backTo)
 	}
 }
 
 // resultRoom is how many lines a flow's result step has for what it read,
 // below the title, the steps, what the write did and the title of what
 // it read.
-func (f *flow) resultRoom() int {
+func (m *stepMachine) resultRoom() int {
 	head := 3 + 2                                                                               // the title, the steps, a blank line; done, a blank line
-	head += len(wrap("record "+termtext.Clean(f.res.AuditRef())+", committed", max(1, f.w-15))) // the audit field
+	head += len(wrap("record "+termtext.Clean(m.res.AuditRef())+", committed", max(1, m.w-15))) // the audit field
 	head += 2                                                                                   // a blank line, the value's title
-	return max(1, f.h-head)
+	return max(1, m.h-head)
 }
 
 // inputKeys are the keys of a step with a text input: enter goes on
 // (accept says how), esc goes a step back or cancels at the first.
-func (f *flow) inputKeys(k *KeyMap, accept string) {
+func (m *stepMachine) inputKeys(k *KeyMap, accept string) {
 	k.Accept.SetEnabled(true)
 	k.Accept.SetHelp("enter", accept)
 	k.Cancel.SetEnabled(true)
-	if len(f.trail) == 0 {
+	if len(m.trail) == 0 {
 		k.Cancel.SetHelp("esc", "cancel")
 	}
 }
 
-func (f *flow) id() screenID         { return f.sid }
-func (f *flow) Init() tea.Cmd        { return nil }
-func (f *flow) current(seq int) bool { return seq == f.seq }
-func (f *flow) asOf() time.Time      { return f.rec.DBTime }
+func (m *stepMachine) id() screenID         { return m.sid }
+func (m *stepMachine) Init() tea.Cmd        { return nil }
+func (m *stepMachine) current(seq int) bool { return seq == m.seq }
+func (m *stepMachine) asOf() time.Time      { return m.rec.DBTime }
 
 // refresh does nothing: the flow works on the record as the operator
 // saw it, and the status bar keeps that read's database time.
-func (f *flow) refresh() tea.Cmd { return nil }
+func (m *stepMachine) refresh() tea.Cmd { return nil }
 
-// open starts the flow, for a role that may decide: on the record a
-// detail shows, at its first step, where begin does what the flow does
+// openOn starts flow f, for a role that may decide: on the record a
+// detail shows, at its first step, where a starter does what it does
 // first; or on a record of a list, read first.
-func (f *flow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+func (m *stepMachine) openOn(f flow, n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	fn, ok := n.(flowNav)
 	switch {
 	case !ok || !at.perms.decide:
 		return nil, nil, false
 	case fn.rec != nil && at.active().id() == screenDetail:
-		f.backTo = "the record"
-		return at.pushed(f.self), f.start(fn, *fn.rec), true
+		m.backTo = "the record"
+		return at.pushed(f), m.start(f, fn, *fn.rec), true
 	case fn.rec == nil && fn.id > 0 && at.active().id() == screenList:
-		f.backTo = "the list"
-		f.reset(readmodel.Detail{Row: readmodel.Row{ID: fn.id}})
-		f.enter(stepLoading)
-		f.seq++
-		f.loadSeq, f.loadErr = f.seq, nil
-		seq, id, src := f.seq, fn.id, f.f.src
-		load := run(f.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
+		m.backTo = "the list"
+		m.reset(f, readmodel.Detail{Row: readmodel.Row{ID: fn.id}})
+		m.enter(f, stepLoading)
+		m.seq++
+		m.loadSeq, m.loadErr = m.seq, nil
+		seq, id, src := m.seq, fn.id, m.f.src
+		load := run(m.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
 			func(d readmodel.Detail, err error) tea.Msg { return loadMsg{seq: seq, d: d, err: err} })
-		f.pending = fn
-		return at.pushed(f.self), tea.Batch(load, f.spinner()), true
+		m.pending = fn
+		return at.pushed(f), tea.Batch(load, m.spinner()), true
 	}
 	return nil, nil, false
 }
 
 // start begins the flow on rec at its first step.
-func (f *flow) start(fn flowNav, rec readmodel.Detail) tea.Cmd {
-	f.reset(rec)
-	cmd := f.enter(f.first)
-	if f.begin != nil {
-		cmd = tea.Batch(cmd, f.begin(fn))
-		f.updateKeys()
+func (m *stepMachine) start(f flow, fn flowNav, rec readmodel.Detail) tea.Cmd {
+	m.reset(f, rec)
+	cmd := m.enter(f, m.first)
+	if s, ok := f.(starter); ok {
+		cmd = tea.Batch(cmd, s.begin(fn))
+		m.updateKeys(f)
 	}
 	return cmd
 }
 
 // onLoad starts the flow on the record read for it; a record that is no
 // longer pending, or could not be read, is said and nothing starts.
-func (f *flow) onLoad(msg loadMsg) tea.Cmd {
-	if msg.seq != f.loadSeq || f.step != stepLoading {
+func (m *stepMachine) onLoad(f flow, msg loadMsg) tea.Cmd {
+	if msg.seq != m.loadSeq || m.step != stepLoading {
 		return nil
 	}
 	switch {
 	case msg.err != nil:
-		f.loadErr = msg.err
+		m.loadErr = msg.err
 		return nil
-	case f.needsPending && !msg.d.Pending():
-		f.rec = msg.d
-		f.loadErr = fmt.Errorf("operation %d is %s now: there is nothing to decide", msg.d.ID, stateText(msg.d.State))
+	case m.needsPending && !msg.d.Pending():
+		m.rec = msg.d
+		m.loadErr = fmt.Errorf("operation %d is %s now: there is nothing to decide", msg.d.ID, stateText(msg.d.State))
 		return nil
 	}
-	return f.start(f.pending, msg.d)
+	return m.start(f, m.pending, msg.d)
 }
 
 // loadingView is the wait for the record opened from a list.
-func (f *flow) loadingView() []string {
+func (m *stepMachine) loadingView() []string {
 	var out []string
 	switch {
-	case f.loadErr != nil:
-		f.para(&out, "✗ "+termtext.Clean(f.loadErr.Error()), f.st.Error.Render)
+	case m.loadErr != nil:
+		m.para(&out, "✗ "+termtext.Clean(m.loadErr.Error()), m.st.Error.Render)
 		out = append(out, "")
-		f.para(&out, "esc goes back to the list.", f.st.Muted.Render)
+		m.para(&out, "esc goes back to the list.", m.st.Muted.Render)
 	default:
-		out = append(out, " "+spinFrames[f.frame]+" reading the record…")
+		out = append(out, " "+spinFrames[m.frame]+" reading the record…")
 	}
 	return out
 }
 
 // reset starts the machine over on rec, at the flow's first step.
-func (f *flow) reset(rec readmodel.Detail) {
+func (m *stepMachine) reset(f flow, rec readmodel.Detail) {
 	f.leave()
-	f.rec = rec
-	f.trail = nil
-	f.inputErr = ""
-	for _, in := range f.inputs {
+	m.rec = rec
+	m.trail = nil
+	m.inputErr = ""
+	for _, in := range m.allInputs() {
 		in.SetValue("")
 		in.Blur()
 	}
-	f.res, f.err, f.nowRec, f.refetchErr, f.refetching = reconcile.Result{}, nil, nil, nil, false
-	f.step = f.first
+	m.res, m.err, m.nowRec, m.refetchErr, m.refetching = reconcile.Result{}, nil, nil, nil, false
+	m.step = m.first
+}
+
+// allInputs are the machine's inputs and the flow's.
+func (m *stepMachine) allInputs() []*textinput.Model {
+	return append([]*textinput.Model{&m.reason, &m.typed}, m.inputs...)
 }
 
 // capturing: text inputs take every key, and so does the wait for the
 // database's answer (q must not leave before it arrives).
-func (f *flow) capturing() bool {
-	if f.step == stepApplying {
-		return true
-	}
-	st := f.steps[f.step]
-	return st != nil && st.input != nil && st.input() != nil
+func (m *stepMachine) capturing() bool { return m.capture }
+
+// typedBy tells whether flow f confirms by typing.
+func (m *stepMachine) typedBy(f flow) bool {
+	t, ok := f.(typedConfirmer)
+	return ok && t.typedConfirm()
 }
 
-// typedConfirm tells whether the confirmation is typed.
-func (f *flow) typedConfirm() bool { return f.typedNeeded != nil && f.typedNeeded() }
-
-func (f *flow) SetSize(w, h int) {
-	f.w, f.h = w, h
-	if f.resized != nil {
-		f.resized()
-	}
-	for _, in := range f.inputs {
+// resize lays flow f out for a new size.
+func (m *stepMachine) resize(f flow, w, h int) {
+	m.w, m.h = w, h
+	for _, in := range m.allInputs() {
 		in.Width = max(1, w-8)
 	}
-	f.typed.Width = typedLimit + 1
+	m.typed.Width = typedLimit + 1
 	// What fitted may scroll now, and the other way round.
-	f.updateKeys()
+	m.updateKeys(f)
 }
 
-// leave forgets what the flow must not keep once the operator leaves it:
-// a value being fetched or shown, the reason typed.
-func (f *flow) leave() {
-	if f.cancel != nil {
-		f.cancel()
-		f.cancel = nil
+// leave forgets what the machine must not keep once the operator leaves
+// the flow: a write being fetched, the reason typed.
+func (m *stepMachine) leave() {
+	if m.cancel != nil {
+		m.cancel()
+		m.cancel = nil
 	}
-	f.applySeq = 0 // an answer still on its way is dropped
-	if f.onLeave != nil {
-		f.onLeave()
-	}
-	f.reason.SetValue("")
-	f.typed.SetValue("")
+	m.applySeq = 0 // an answer still on its way is dropped
+	m.reason.SetValue("")
+	m.typed.SetValue("")
 }
 
 // spinner schedules the next frame unless one is scheduled.
-func (f *flow) spinner() tea.Cmd {
-	if f.spin || f.deps.after == nil {
+func (m *stepMachine) spinner() tea.Cmd {
+	if m.spin || m.deps.after == nil {
 		return nil
 	}
-	f.spin = true
-	return f.deps.after(120*time.Millisecond, spinMsg{})
+	m.spin = true
+	return m.deps.after(120*time.Millisecond, spinMsg{})
 }
 
-func (f *flow) busy() bool {
-	return f.step == stepApplying || f.step == stepLoading && f.loadErr == nil || f.refetching ||
-		f.busyMore != nil && f.busyMore()
+func (m *stepMachine) busy(f flow) bool {
+	w, ok := f.(waiter)
+	return m.step == stepApplying || m.step == stepLoading && m.loadErr == nil || m.refetching || ok && w.waiting()
 }
 
 // enter moves to step st, focusing its input.
-func (f *flow) enter(st step) tea.Cmd {
-	f.inputErr = ""
-	for _, in := range f.inputs {
+func (m *stepMachine) enter(f flow, st step) tea.Cmd {
+	m.inputErr = ""
+	for _, in := range m.allInputs() {
 		in.Blur()
 	}
-	f.step = st
-	f.offset = 0
+	m.step = st
+	m.offset = 0
 	var cmd tea.Cmd
-	if s := f.steps[st]; s != nil {
-		switch {
-		case s.enter != nil:
-			cmd = s.enter()
-		case s.input != nil:
-			if in := s.input(); in != nil {
-				cmd = in.Focus()
-			}
-		}
+	switch in := m.inputAt(f, st); {
+	case st == stepConfirm && in != nil:
+		m.typed.SetValue("")
+		cmd = m.typed.Focus()
+	case in != nil:
+		cmd = in.Focus()
 	}
-	f.updateKeys()
+	m.updateKeys(f)
 	return cmd
 }
 
 // forward goes on to st, remembering where esc returns to.
-func (f *flow) forward(st step) tea.Cmd {
-	f.trail = append(f.trail, f.step)
-	return f.enter(st)
+func (m *stepMachine) forward(f flow, st step) tea.Cmd {
+	m.trail = append(m.trail, m.step)
+	return m.enter(f, st)
 }
 
-// back handles esc: one step back. At the flow's first step, and once it
-// is done, the root leaves it; while the database answers, nothing.
-func (f *flow) back() (bool, tea.Cmd) {
+// stepBack handles esc: one step back. At the flow's first step, and
+// once it is done, the root leaves it; while the database answers,
+// nothing.
+func (m *stepMachine) stepBack(f flow) (bool, tea.Cmd) {
 	switch {
-	case f.step == stepApplying:
+	case m.step == stepApplying:
 		return true, nil
-	case f.step == stepResult || len(f.trail) == 0:
+	case m.step == stepResult || len(m.trail) == 0:
 		return false, nil
 	}
-	prev := f.trail[len(f.trail)-1]
-	f.trail = f.trail[:len(f.trail)-1]
-	return true, f.enter(prev)
+	prev := m.trail[len(m.trail)-1]
+	m.trail = m.trail[:len(m.trail)-1]
+	return true, m.enter(f, prev)
 }
 
 // backLabels word esc and q for the step.
-func (f *flow) backLabels() (esc, q string) {
+func (m *stepMachine) backLabels() (esc, q string) {
 	switch {
-	case f.step == stepResult:
+	case m.step == stepResult:
 		return "back", "back"
-	case len(f.trail) == 0:
+	case len(m.trail) == 0:
 		return "cancel", "cancel"
 	}
 	return "previous step", "cancel"
 }
 
-func (f *flow) updateKeys() {
-	k := &f.keys
+func (m *stepMachine) updateKeys(f flow) {
+	k := &m.keys
 	for _, b := range []*key.Binding{&k.Next, &k.Yes, &k.No, &k.Override, &k.AskAgain, &k.Choose, &k.EditRef, &k.Up, &k.Down,
 		&k.Top, &k.Bottom, &k.NextPage, &k.PrevPage, &k.Accept, &k.Cancel} {
 		b.SetEnabled(false)
 	}
 	k.Next.SetHelp("enter", "next")
 	k.Cancel.SetHelp("esc", "previous step")
-	if s := f.steps[f.step]; s != nil && s.keys != nil {
-		s.keys(k)
+	m.machineKeys(f, k)
+	if s, ok := f.(stepper); ok {
+		s.keysAt(m.step, k)
 	}
-	_, _, more := f.layout()
+	_, _, more := m.layout(f)
 	k.ScrollDown.SetEnabled(more)
 	k.ScrollUp.SetEnabled(more)
+	m.capture = m.step == stepApplying || m.inputAt(f, m.step) != nil
 }
 
 // ShortHelp implements help.KeyMap.
-func (f *flow) ShortHelp() []key.Binding {
-	k := f.keys
+func (m *stepMachine) ShortHelp() []key.Binding {
+	k := m.keys
 	scroll := combined("pgdn/pgup", "scroll", k.ScrollDown, k.ScrollUp)
-	if f.capturing() {
+	if m.capture {
 		return []key.Binding{k.Accept, k.Cancel, scroll, k.ForceQuit}
 	}
-	if f.step == stepResult {
+	if m.step == stepResult {
 		return []key.Binding{k.Next, combined("↑/↓", "scroll", k.Up, k.Down), combined("pgdn/pgup", "page", k.NextPage, k.PrevPage), scroll}
 	}
 	return []key.Binding{combined("↑/↓", "choose", k.Up, k.Down), k.Next, k.Yes, k.No, k.Override, k.AskAgain, k.EditRef, scroll}
 }
 
 // FullHelp implements help.KeyMap.
-func (f *flow) FullHelp() [][]key.Binding {
-	k := f.keys
+func (m *stepMachine) FullHelp() [][]key.Binding {
+	k := m.keys
 	return [][]key.Binding{{k.Next, k.Accept, k.Cancel, k.Up, k.Down, k.Choose}, {k.Yes, k.No, k.Override, k.AskAgain, k.EditRef},
 		{k.ScrollDown, k.ScrollUp}}
 }
 
-func (f *flow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+// update takes the machine's messages and keys for flow f; a flow takes
+// its own messages before it hands the rest here.
+func (m *stepMachine) update(f flow, msg tea.Msg) tea.Cmd {
 	var cmd tea.Cmd
 	switch msg := msg.(type) {
 	case applyMsg:
-		cmd = f.onApply(msg)
+		cmd = m.onApply(f, msg)
 	case loadMsg:
-		cmd = f.onLoad(msg)
+		cmd = m.onLoad(f, msg)
 	case refetchMsg:
-		if msg.seq == f.refetchSeq {
-			f.refetching = false
+		if msg.seq == m.refetchSeq {
+			m.refetching = false
 			if msg.err != nil {
-				f.refetchErr = msg.err
+				m.refetchErr = msg.err
 			} else {
 				d := msg.d
-				f.nowRec = &d
+				m.nowRec = &d
 			}
 		}
 	case spinMsg:
-		f.spin = false
-		if f.busy() {
-			f.frame = (f.frame + 1) % len(spinFrames)
-			cmd = f.spinner()
+		m.spin = false
+		if m.busy(f) {
+			m.frame = (m.frame + 1) % len(spinFrames)
+			cmd = m.spinner()
 		}
 	case tea.KeyMsg:
-		cmd = f.key(msg)
+		cmd = m.key(f, msg)
 	default:
-		handled := false
-		if f.onMsg != nil {
-			cmd, handled = f.onMsg(msg)
-		}
-		if !handled {
-			cmd = f.updateInput(msg)
-		}
+		cmd = m.updateInput(f, msg)
 	}
-	f.updateKeys()
-	return f, cmd
+	m.updateKeys(f)
+	return cmd
+}
+
+// stepKey hands a key to the flow's own handling of the step.
+func (m *stepMachine) stepKey(f flow, msg tea.KeyMsg) (tea.Cmd, bool) {
+	if s, ok := f.(stepper); ok {
+		return s.keyAt(m.step, msg)
+	}
+	return nil, false
 }
 
 // key handles the keys the root leaves to the flow.
-func (f *flow) key(msg tea.KeyMsg) tea.Cmd {
-	k := f.keys
-	st := f.steps[f.step]
+func (m *stepMachine) key(f flow, msg tea.KeyMsg) tea.Cmd {
+	k := m.keys
 	switch {
 	case key.Matches(msg, k.ScrollDown):
-		f.scroll(+1)
+		m.scroll(f, +1)
 		return nil
 	case key.Matches(msg, k.ScrollUp):
-		f.scroll(-1)
+		m.scroll(f, -1)
 		return nil
 	}
-	if f.capturing() {
+	if m.step == stepApplying {
+		if key.Matches(msg, k.Cancel) {
+			return m.abandon(f)
+		}
+		return nil
+	}
+	if m.inputAt(f, m.step) != nil {
 		switch {
-		case f.step == stepApplying:
-			if key.Matches(msg, k.Cancel) {
-				return f.abandon()
-			}
-			return nil
 		case key.Matches(msg, k.Cancel):
-			if handled, cmd := f.back(); handled {
+			if handled, cmd := m.stepBack(f); handled {
 				return cmd
 			}
-			f.goTo(navBack{})
+			m.goTo(navBack{})
 			return nil
 		case key.Matches(msg, k.Accept):
-			return f.submit()
+			if cmd, ok := m.stepKey(f, msg); ok {
+				return cmd
+			}
+			return m.submit(f)
 		}
-		return f.updateInput(msg)
+		return m.updateInput(f, msg)
 	}
-	if st != nil && st.key != nil {
-		if cmd, ok := st.key(msg); ok {
-			return cmd
-		}
+	if cmd, ok := m.stepKey(f, msg); ok {
+		return cmd
 	}
 	switch {
 	case key.Matches(msg, k.Yes):
-		return f.apply()
+		return m.apply(f)
 	case key.Matches(msg, k.No):
-		_, cmd := f.back()
+		_, cmd := m.stepBack(f)
 		return cmd
 	case key.Matches(msg, k.Next):
-		return f.submit()
+		return m.submit(f)
 	}
 	return nil
 }
 
-func (f *flow) updateInput(msg tea.Msg) tea.Cmd {
-	st := f.steps[f.step]
-	if st == nil || st.input == nil {
-		return nil
-	}
-	in := st.input()
+func (m *stepMachine) updateInput(f flow, msg tea.Msg) tea.Cmd {
+	in := m.inputAt(f, m.step)
 	if in == nil {
 		return nil
 	}
 	var cmd tea.Cmd
 	*in, cmd = in.Update(msg)
 	if _, ok := msg.(tea.KeyMsg); ok {
-		f.inputErr = ""
+		m.inputErr = ""
 	}
 	return cmd
 }
 
-// submit completes the step: it checks what was entered and moves on.
-func (f *flow) submit() tea.Cmd {
-	if st := f.steps[f.step]; st != nil && st.submit != nil {
-		return st.submit()
-	}
-	return nil
-}
-
 // apply sends the flow's write in a command.
-func (f *flow) apply() tea.Cmd {
-	if f.dec == nil {
+func (m *stepMachine) apply(f flow) tea.Cmd {
+	if m.dec == nil {
 		return nil
 	}
-	f.trail = append(f.trail, f.step)
-	f.step = stepApplying
-	f.seq++
-	f.applySeq = f.seq
-	seq, work := f.seq, f.write()
-	fe := f.f
-	if f.reveals {
-		fe.ctx, f.cancel = context.WithCancel(fe.ctx)
+	m.trail = append(m.trail, m.step)
+	m.step = stepApplying
+	m.seq++
+	m.applySeq = m.seq
+	seq, work := m.seq, f.write()
+	fe := m.f
+	if m.reveals {
+		fe.ctx, m.cancel = context.WithCancel(fe.ctx)
 	}
 	cmd := run(fe, work, func(a applied, err error) tea.Msg {
 		return applyMsg{seq: seq, res: a.res, value: a.value, err: err}
 	})
-	f.updateKeys()
-	return tea.Batch(cmd, f.spinner())
+	m.updateKeys(f)
+	return tea.Batch(cmd, m.spinner())
 }
 
-func (f *flow) onApply(msg applyMsg) tea.Cmd {
-	if msg.seq != f.applySeq || f.step != stepApplying {
+func (m *stepMachine) onApply(f flow, msg applyMsg) tea.Cmd {
+	if msg.seq != m.applySeq || m.step != stepApplying {
 		return nil
 	}
-	f.step = stepResult
-	f.res, f.err = msg.res, msg.err
-	if f.cancel != nil {
-		f.cancel()
-		f.cancel = nil
+	m.step = stepResult
+	m.res, m.err = msg.res, msg.err
+	if m.cancel != nil {
+		m.cancel()
+		m.cancel = nil
 	}
-	if msg.err == nil && f.onApplied != nil {
-		f.onApplied(msg.value)
+	if k, ok := f.(keeper); ok && msg.err == nil {
+		k.applied(msg.value)
 	}
-	f.reason.SetValue("")
+	m.reason.SetValue("")
 	if errors.Is(msg.err, reconcile.ErrChanged) {
 		// Show what changed: read the record again.
-		f.seq++
-		f.refetchSeq, f.refetching, f.nowRec = f.seq, true, nil
-		seq, id, src := f.seq, f.rec.ID, f.f.src
-		return tea.Batch(run(f.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
-			func(d readmodel.Detail, err error) tea.Msg { return refetchMsg{seq: seq, d: d, err: err} }), f.spinner())
+		m.seq++
+		m.refetchSeq, m.refetching, m.nowRec = m.seq, true, nil
+		seq, id, src := m.seq, m.rec.ID, m.f.src
+		return tea.Batch(run(m.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
+			func(d readmodel.Detail, err error) tea.Msg { return refetchMsg{seq: seq, d: d, err: err} }), m.spinner())
 	}
 	return nil
 }
@@ -745,103 +744,97 @@ func (f *flow) onApply(msg applyMsg) tea.Cmd {
 // its request is cancelled and the flow leaves at once. Its audit record
 // may well have committed already (it commits before the value is read):
 // the operator is told so.
-func (f *flow) abandon() tea.Cmd {
+func (m *stepMachine) abandon(f flow) tea.Cmd {
 	f.leave()
-	f.step = f.first
-	f.goTo(navBack{})
+	m.step = m.first
+	m.goTo(navBack{})
 	return func() tea.Msg {
 		return noteMsg("reveal cancelled, nothing shown; its audit record may be committed")
 	}
 }
 
-// View renders the title, the steps and the current step's text, which
-// scrolls when it is longer than the screen, above what is pinned under
-// it and the error of what was entered.
-func (f *flow) View() string {
-	if f.w <= 0 || f.h <= 0 {
+// view renders flow f: the title, the steps and the current step's text,
+// which scrolls when it is longer than the screen, above what is pinned
+// under it and the error of what was entered.
+func (m *stepMachine) view(f flow) string {
+	if m.w <= 0 || m.h <= 0 {
 		return ""
 	}
-	body, tail, _ := f.layout()
-	lines := append([]string{f.title(), f.crumbLine(), ""}, body...)
+	body, tail, _ := m.layout(f)
+	lines := append([]string{f.title(), m.crumbLine(), ""}, body...)
 	lines = append(lines, tail...)
-	if len(lines) > f.h {
-		lines = lines[:f.h]
+	if len(lines) > m.h {
+		lines = lines[:m.h]
 	}
 	return strings.Join(lines, "\n")
 }
 
 // layout is the step's text as it fits (scrolled, with the position when
 // it does not fit whole), what goes under it, and whether it scrolls.
-func (f *flow) layout() (body, tail []string, scrolls bool) {
-	st := f.steps[f.step]
-	if st != nil && st.view != nil {
-		body = st.view()
-	}
-	if st != nil && st.pin != nil {
-		tail = st.pin()
-	}
-	if f.inputErr != "" {
+func (m *stepMachine) layout(f flow) (body, tail []string, scrolls bool) {
+	body = m.textAt(f, m.step)
+	tail = m.pinAt(f, m.step)
+	if m.inputErr != "" {
 		tail = append(tail, "")
-		for _, l := range wrap("✗ "+f.inputErr, f.w-2) {
-			tail = append(tail, " "+f.st.Error.Render(l))
+		for _, l := range wrap("✗ "+m.inputErr, m.w-2) {
+			tail = append(tail, " "+m.st.Error.Render(l))
 		}
 	}
-	room := f.h - 3 - len(tail)
+	room := m.h - 3 - len(tail)
 	if len(body) <= room || room < 2 {
 		return body, tail, false
 	}
 	room-- // the position line
-	off := min(max(0, f.offset), len(body)-room)
+	off := min(max(0, m.offset), len(body)-room)
 	more := fmt.Sprintf(" lines %d–%d of %d · pgdn/pgup scroll", off+1, off+room, len(body))
-	return append(slices.Clip(body[off:off+room]), f.st.Muted.Render(truncate(more, f.w))), tail, true
+	return append(slices.Clip(body[off:off+room]), m.st.Muted.Render(truncate(more, m.w))), tail, true
 }
 
 // scroll pages the step's text by a screen (dir +1 or -1).
-func (f *flow) scroll(dir int) {
-	body, _, scrolls := f.layout()
+func (m *stepMachine) scroll(f flow, dir int) {
+	body, _, scrolls := m.layout(f)
 	if !scrolls {
 		return
 	}
 	room := len(body) - 1 // less the position line
-	last := len(f.steps[f.step].view()) - room
-	f.offset = min(max(0, min(f.offset, last)+dir*max(1, room-1)), last)
+	last := len(m.textAt(f, m.step)) - room
+	m.offset = min(max(0, min(m.offset, last)+dir*max(1, room-1)), last)
 }
 
-func (f *flow) title() string {
-	if f.titled != nil {
-		return f.titled()
-	}
-	head := f.what() + strconv.FormatInt(f.rec.ID, 10)
-	ident := termtext.Clean(f.rec.Tenant) + " / " + termtext.Clean(f.rec.Tool) + " / " + termtext.Clean(f.rec.Key)
-	return " " + f.st.Title.Render(head) + "  " + truncate(ident, max(1, f.w-width(head)-4))
+// recordTitle is the title of a flow on one record: what it does (its
+// start, "Reconcile operation "), the record's id and identity.
+func (m *stepMachine) recordTitle(what string) string {
+	head := what + strconv.FormatInt(m.rec.ID, 10)
+	ident := termtext.Clean(m.rec.Tenant) + " / " + termtext.Clean(m.rec.Tool) + " / " + termtext.Clean(m.rec.Key)
+	return " " + m.st.Title.Render(head) + "  " + truncate(ident, max(1, m.w-width(head)-4))
 }
 
 // crumbLine names the flow's steps, the current one marked.
-func (f *flow) crumbLine() string {
+func (m *stepMachine) crumbLine() string {
 	var parts []string
 	at, name := 0, ""
-	for i, c := range f.crumbs {
+	for i, c := range m.crumbs {
 		part := c.name
-		if slices.Contains(c.steps, f.step) {
+		if slices.Contains(c.steps, m.step) {
 			at, name = i+1, c.name
-			part = f.st.Bold.Render("[" + part + "]")
+			part = m.st.Bold.Render("[" + part + "]")
 		}
 		parts = append(parts, part)
 	}
-	line := " " + strings.Join(parts, " › ") + fmt.Sprintf("   step %d of %d", at, len(f.crumbs))
-	if width(line) > f.w {
-		line = " " + fmt.Sprintf("step %d of %d: %s", at, len(f.crumbs), name)
+	line := " " + strings.Join(parts, " › ") + fmt.Sprintf("   step %d of %d", at, len(m.crumbs))
+	if width(line) > m.w {
+		line = " " + fmt.Sprintf("step %d of %d: %s", at, len(m.crumbs), name)
 	}
-	return f.st.Muted.Render(truncate(line, f.w))
+	return m.st.Muted.Render(truncate(line, m.w))
 }
 
 // field lays out a labelled value, wrapping the value.
-func (f *flow) field(out *[]string, label, value string) {
+func (m *stepMachine) field(out *[]string, label, value string) {
 	const labelW = 12
-	vw := max(1, f.w-labelW-3)
+	vw := max(1, m.w-labelW-3)
 	for i, l := range wrap(value, vw) {
 		if i == 0 {
-			*out = append(*out, " "+f.st.Muted.Render(pad(label, labelW))+" "+l)
+			*out = append(*out, " "+m.st.Muted.Render(pad(label, labelW))+" "+l)
 		} else {
 			*out = append(*out, " "+strings.Repeat(" ", labelW)+" "+l)
 		}
@@ -849,107 +842,107 @@ func (f *flow) field(out *[]string, label, value string) {
 }
 
 // heading is a title, wrapped to the width.
-func (f *flow) heading(text string) []string {
+func (m *stepMachine) heading(text string) []string {
 	var out []string
-	f.para(&out, text, f.st.Title.Render)
+	m.para(&out, text, m.st.Title.Render)
 	return out
 }
 
 // para adds wrapped text, indented by one space and styled.
-func (f *flow) para(out *[]string, text string, render func(...string) string) {
-	*out = append(*out, indented(text, max(1, f.w-2), " ", render)...)
+func (m *stepMachine) para(out *[]string, text string, render func(...string) string) {
+	*out = append(*out, indented(text, max(1, m.w-2), " ", render)...)
 }
 
 // typedReason is the reason as it will be recorded.
-func (f *flow) typedReason() string { return strings.TrimSpace(f.reason.Value()) }
+func (m *stepMachine) typedReason() string { return strings.TrimSpace(m.reason.Value()) }
 
 // subject names the record and the version the operator saw.
-func (f *flow) subject() string {
-	return "operation " + strconv.FormatInt(f.rec.ID, 10) + ", version " + strconv.FormatInt(f.rec.Version, 10) + " as you saw it"
+func (m *stepMachine) subject() string {
+	return "operation " + strconv.FormatInt(m.rec.ID, 10) + ", version " + strconv.FormatInt(m.rec.Version, 10) + " as you saw it"
 }
 
 // confirmPrompt is the confirmation's question, pinned under what it
 // confirms, or the wait for the database.
-func (f *flow) confirmPrompt() []string {
+func (m *stepMachine) confirmPrompt(f flow) []string {
 	out := []string{""}
-	if f.step == stepApplying {
-		return append(out, " "+spinFrames[f.frame]+" asking the database…")
+	if m.step == stepApplying {
+		return append(out, " "+spinFrames[m.frame]+" asking the database…")
 	}
-	if f.typedConfirm() {
-		f.para(&out, f.typedPrompt(), f.st.Stuck.Render)
-		return append(out, " "+f.typed.View())
+	if t, ok := f.(typedConfirmer); ok && t.typedConfirm() {
+		m.para(&out, t.typedPrompt(), m.st.Stuck.Render)
+		return append(out, " "+m.typed.View())
 	}
-	return append(out, " "+f.st.Bold.Render("Apply?")+" y yes · "+f.st.Bold.Render("N no")+f.st.Muted.Render(" (enter and esc are no)"))
+	return append(out, " "+m.st.Bold.Render("Apply?")+" y yes · "+m.st.Bold.Render("N no")+m.st.Muted.Render(" (enter and esc are no)"))
+}
+
+// doneLines are what a successful write shows first: what succeeded,
+// the record's state now (when now is not empty), the audit record.
+func (m *stepMachine) doneLines(what, now string) []string {
+	out := []string{" " + m.st.Completed.Render("✓ Done: "+what), ""}
+	if now != "" && m.res.State != "" {
+		m.field(&out, "the record", "now "+now+" · version "+strconv.FormatInt(m.res.Version, 10))
+	}
+	m.field(&out, "audit", "record "+termtext.Clean(m.res.AuditRef())+", committed")
+	return out
 }
 
 // resultView tells what the write did: done, refused (and what changed),
 // or no answer.
-func (f *flow) resultView() []string {
+func (m *stepMachine) resultView(f flow) []string {
 	var out []string
-	r := f.res
+	r := m.res
 	var refused *reconcile.RefusedError
 	switch {
-	case f.err == nil:
-		out = append(out, " "+f.st.Completed.Render("✓ Done: "+f.done()), "")
-		if f.stateLine && r.State != "" {
-			now := stateText(readmodel.State(r.State))
-			if f.resultState != nil {
-				now = f.resultState()
-			}
-			f.field(&out, "the record", "now "+now+" · version "+strconv.FormatInt(r.Version, 10))
-		}
-		f.field(&out, "audit", "record "+termtext.Clean(r.AuditRef())+", committed")
-		if f.doneMore != nil {
-			out = append(out, f.doneMore()...)
-		}
-	case errors.As(f.err, &refused):
-		f.para(&out, "✗ Refused: "+termtext.Clean(refused.Message), f.st.Error.Render)
+	case m.err == nil:
+		return f.done()
+	case errors.As(m.err, &refused):
+		m.para(&out, "✗ Refused: "+termtext.Clean(refused.Message), m.st.Error.Render)
 		out = append(out, "")
-		f.field(&out, "audit", "record "+termtext.Clean(r.AuditRef())+": the refusal is audited; this attempt changed nothing")
-		if errors.Is(f.err, reconcile.ErrChanged) {
-			out = append(out, "", " "+f.st.Title.Render("Changed since you looked"))
-			out = append(out, f.changedLines()...)
+		m.field(&out, "audit", "record "+termtext.Clean(r.AuditRef())+": the refusal is audited; this attempt changed nothing")
+		if errors.Is(m.err, reconcile.ErrChanged) {
+			out = append(out, "", " "+m.st.Title.Render("Changed since you looked"))
+			out = append(out, m.changedLines()...)
 		}
 	default:
 		what, more := "decision", "It may or may not have been applied: the record is read again when you go back."
-		if f.reveals {
+		if m.reveals {
 			what, more = "reveal", "Nothing was shown, and no record changed. Its audit record may have committed "+
 				"(h on the record lists its audit history); reveal again to see it."
 		}
-		out = append(out, " "+f.st.Error.Render("✗ The database did not answer the "+what), "")
-		f.para(&out, termtext.Clean(f.err.Error()), f.st.Error.Render)
+		out = append(out, " "+m.st.Error.Render("✗ The database did not answer the "+what), "")
+		m.para(&out, termtext.Clean(m.err.Error()), m.st.Error.Render)
 		out = append(out, "")
-		f.para(&out, more, nil)
+		m.para(&out, more, nil)
 	}
 	return out
 }
 
 // changedLines compare the record as the operator saw it with the
 // record now.
-func (f *flow) changedLines() []string {
+func (m *stepMachine) changedLines() []string {
 	var out []string
 	switch {
-	case f.refetching:
-		return []string{" " + spinFrames[f.frame] + " reading the record again…"}
-	case f.refetchErr != nil:
-		return []string{" " + f.st.Error.Render(truncate("✗ could not read it again: "+termtext.Clean(f.refetchErr.Error()), f.w-2))}
-	case f.nowRec == nil:
+	case m.refetching:
+		return []string{" " + spinFrames[m.frame] + " reading the record again…"}
+	case m.refetchErr != nil:
+		return []string{" " + m.st.Error.Render(truncate("✗ could not read it again: "+termtext.Clean(m.refetchErr.Error()), m.w-2))}
+	case m.nowRec == nil:
 		return nil
 	}
-	was, now := f.rec, *f.nowRec
-	f.field(&out, "state", stateText(was.State)+" → "+stateText(now.State))
-	f.field(&out, "version", strconv.FormatInt(was.Version, 10)+" → "+strconv.FormatInt(now.Version, 10))
+	was, now := m.rec, *m.nowRec
+	m.field(&out, "state", stateText(was.State)+" → "+stateText(now.State))
+	m.field(&out, "version", strconv.FormatInt(was.Version, 10)+" → "+strconv.FormatInt(now.Version, 10))
 	if was.Owner != now.Owner || was.Attempt != now.Attempt {
-		f.field(&out, "owner", orDash(termtext.Clean(was.Owner))+" (attempt "+strconv.Itoa(was.Attempt)+") → "+
+		m.field(&out, "owner", orDash(termtext.Clean(was.Owner))+" (attempt "+strconv.Itoa(was.Attempt)+") → "+
 			orDash(termtext.Clean(now.Owner))+" (attempt "+strconv.Itoa(now.Attempt)+")")
 	}
 	if was.ResultRef != now.ResultRef {
-		f.field(&out, "result ref", orDash(termtext.Clean(was.ResultRef))+" → "+orDash(termtext.Clean(now.ResultRef)))
+		m.field(&out, "result ref", orDash(termtext.Clean(was.ResultRef))+" → "+orDash(termtext.Clean(now.ResultRef)))
 	}
 	if n := len(now.Decisions); n > len(was.Decisions) {
-		f.field(&out, "decided", decisionText(&now, now.Decisions[n-1]))
+		m.field(&out, "decided", decisionText(&now, now.Decisions[n-1]))
 	}
 	out = append(out, "")
-	f.para(&out, "Go back to the record (enter) and decide again on what it is now.", f.st.Muted.Render)
+	m.para(&out, "Go back to the record (enter) and decide again on what it is now.", m.st.Muted.Render)
 	return out
 }

@@ -60,7 +60,7 @@ type askMsg struct {
 // risk, the provider's lookup and the runbook, the decision, what happens
 // next, a reason, a confirmation, the result and its audit record.
 type reconcileFlow struct {
-	flow
+	stepMachine
 	// now is this machine's clock, for when the provider was asked.
 	now     func() time.Time
 	runbook string
@@ -82,182 +82,228 @@ type reconcileFlow struct {
 }
 
 func newReconcile(d deps, dec Decider) *reconcileFlow {
-	s := &reconcileFlow{flow: newFlow(d, screenReconcile, dec), now: time.Now}
+	s := &reconcileFlow{stepMachine: newSteps(d, screenReconcile, dec), now: time.Now}
 	s.ref = textInput(d.st, "reference", 200)
 	s.snooze = textInput(d.st, "such as 30m, 2h, 1d", 20)
 	s.inputs = append(s.inputs, &s.ref, &s.snooze)
 	s.first = stepDecide
 	s.needsPending = true
-	s.what = func() string { return "Reconcile operation " }
 	s.crumbs = []crumb{{"decide", []step{stepLoading, stepDecide, stepReference, stepSnooze}},
 		{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
-	s.commonSteps(func() tea.Cmd { return s.forward(stepConfirm) }, func() []string {
-		out := []string{" " + s.st.Title.Render("Reason for deciding "+decisionInfo[s.decision()].name), ""}
+	s.updateKeys(s)
+	return s
+}
+
+func (s *reconcileFlow) title() string { return s.recordTitle("Reconcile operation ") }
+
+func (s *reconcileFlow) page(st step) []string {
+	var out []string
+	switch st {
+	case stepDecide:
+		return s.decideView()
+	case stepReference:
+		out = append(out, " "+s.st.Title.Render("Decision: completed"), "")
+		from := ""
+		if s.answer != nil && s.answer.ResultRef != "" {
+			from = " (the lookup's; edit it if the provider shows another)"
+		}
+		s.para(&out, "The provider's result reference, which retries will replay"+from+":", nil)
+	case stepSnooze:
+		out = append(out, " "+s.st.Title.Render("Decision: defer"), "")
+		s.para(&out, "Remind again in (on the database clock; such as 30m, 2h, 1d):", nil)
+	case stepReason:
+		out = []string{" " + s.st.Title.Render("Reason for deciding "+decisionInfo[s.decision()].name), ""}
 		change, _ := s.next()
 		s.field(&out, "the record", change)
-		return append(out, "")
-	}, "next")
-	s.steps[stepDecide] = &flowStep{
-		view: s.decideView,
-		keys: func(k *KeyMap) {
-			k.Up.SetEnabled(true)
-			k.Down.SetEnabled(true)
-			k.Choose.SetEnabled(true)
-			k.Next.SetEnabled(!s.asking)
-			k.Next.SetHelp("enter", "next: "+decisionInfo[s.decision()].name)
-			k.AskAgain.SetEnabled(!s.asking && !s.noLookup && s.dec != nil)
-			k.EditRef.SetEnabled(s.decision() == reconcile.Completed)
-			k.Override.SetEnabled(s.contradicts())
-			if s.override {
-				k.Override.SetHelp("o", "keep the lookup's answer")
-			} else {
-				k.Override.SetHelp("o", "override the lookup")
-			}
-		},
-		key: func(msg tea.KeyMsg) (tea.Cmd, bool) {
-			n := len(reconcile.Decisions)
-			switch {
-			case msg.Type == tea.KeyEnter:
-				// Refused while the provider is asked, or while the
-				// decision contradicts it without the override: submit
-				// says why.
-				return s.submit(), true
-			case key.Matches(msg, s.keys.Up):
-				s.choice = (s.choice + n - 1) % n
-			case key.Matches(msg, s.keys.Down):
-				s.choice = (s.choice + 1) % n
-			case key.Matches(msg, s.keys.Choose):
-				c, _ := strconv.Atoi(msg.String())
-				s.choice = c - 1
-			case key.Matches(msg, s.keys.AskAgain):
-				return s.ask(), true
-			case key.Matches(msg, s.keys.Override):
-				s.override = !s.override
-			case key.Matches(msg, s.keys.EditRef):
-				return s.forward(stepReference), true
-			default:
-				return nil, false
-			}
-			s.inputErr = ""
-			return nil, true
-		},
-		submit: func() tea.Cmd {
-			switch {
-			case s.asking:
-				s.inputErr = "waiting for the provider's answer"
-				return nil
-			case s.contradicts() && !s.override:
-				s.inputErr = "the decision contradicts the lookup: set the override (o) or decide otherwise"
-				return nil
-			}
-			switch s.decision() {
-			case reconcile.Completed:
-				if s.typedRef() == "" {
-					return s.forward(stepReference)
-				}
-			case reconcile.Defer:
-				return s.forward(stepSnooze)
-			}
-			return s.forward(stepReason)
-		},
+		out = append(out, "")
+	case stepConfirm:
+		return s.confirmLines()
 	}
-	s.steps[stepReference] = &flowStep{
-		input: func() *textinput.Model { return &s.ref },
-		view: func() []string {
-			var out []string
-			out = append(out, " "+s.st.Title.Render("Decision: completed"), "")
-			from := ""
-			if s.answer != nil && s.answer.ResultRef != "" {
-				from = " (the lookup's; edit it if the provider shows another)"
-			}
-			s.para(&out, "The provider's result reference, which retries will replay"+from+":", nil)
-			return out
-		},
-		pin:  func() []string { return []string{" " + s.ref.View()} },
-		keys: func(k *KeyMap) { s.inputKeys(k, "next") },
-		submit: func() tea.Cmd {
-			switch {
-			case s.typedRef() == "":
-				s.inputErr = "confirming completed needs the provider's result reference: retries will replay it"
-				return nil
-			case s.contradicts() && !s.override:
-				s.inputErr = "the lookup found reference " + termtext.Clean(s.answer.Evidence.Ref) + ", not " + termtext.Clean(s.typedRef()) +
-					": go back (esc) and set the override (o) to record another"
-				return nil
-			}
-			return s.forward(stepReason)
-		},
+	return out
+}
+
+func (s *reconcileFlow) inputAt(st step) *textinput.Model {
+	switch st {
+	case stepReference:
+		return &s.ref
+	case stepSnooze:
+		return &s.snooze
 	}
-	s.steps[stepSnooze] = &flowStep{
-		input: func() *textinput.Model { return &s.snooze },
-		view: func() []string {
-			var out []string
-			out = append(out, " "+s.st.Title.Render("Decision: defer"), "")
-			s.para(&out, "Remind again in (on the database clock; such as 30m, 2h, 1d):", nil)
-			return out
-		},
-		pin: func() []string {
-			out := []string{" " + s.snooze.View()}
-			if d, err := parseSnooze(s.snooze.Value()); err == nil {
-				out = append(out, "", " "+s.st.Muted.Render("until "+stamp(s.rec.DBTime.Add(d), s.rec.DBTime)+" UTC ("+Relative(d)+")"))
-			}
-			return out
-		},
-		keys: func(k *KeyMap) { s.inputKeys(k, "next") },
-		submit: func() tea.Cmd {
-			d, err := parseSnooze(s.snooze.Value())
-			if err != nil {
-				s.inputErr = err.Error()
-				return nil
-			}
-			s.snoozeD = d
-			return s.forward(stepReason)
-		},
-	}
-	s.confirmHead = s.confirmLines
-	s.typedNeeded = s.releasesUnbacked
-	s.typedPrompt = func() string {
-		return "This releases an external effect whose outcome is unknown, and the lookup does not say the provider has " +
-			"none: if it did act, the next retry acts twice. To confirm, type this record's operation id (in the title):"
-	}
-	s.write = func() func(ctx context.Context) (applied, error) {
-		dec, tool, p := s.dec, s.rec.Tool, s.params()
-		return func(ctx context.Context) (applied, error) {
-			r, err := dec.Decide(ctx, tool, p)
-			return applied{res: r}, err
+	return nil
+}
+
+func (s *reconcileFlow) pinAt(st step) []string {
+	switch st {
+	case stepReference:
+		return []string{" " + s.ref.View()}
+	case stepSnooze:
+		out := []string{" " + s.snooze.View()}
+		if d, err := parseSnooze(s.snooze.Value()); err == nil {
+			out = append(out, "", " "+s.st.Muted.Render("until "+stamp(s.rec.DBTime.Add(d), s.rec.DBTime)+" UTC ("+Relative(d)+")"))
 		}
-	}
-	s.done = s.doneWhat
-	s.stateLine = true
-	s.resultState = func() string {
-		if s.decision() == reconcile.Defer {
-			// The database's state is stuck; the queue's is deferred.
-			return stateText(readmodel.StateDeferred) + " until " + stamp(s.snoozeUntil(), s.rec.DBTime) + " UTC"
-		}
-		return stateText(readmodel.State(s.res.State))
-	}
-	s.doneMore = func() []string {
-		var out []string
-		_, retries := s.next()
-		s.field(&out, "retries", retries)
 		return out
 	}
-	s.busyMore = func() bool { return s.asking }
-	s.begin, s.self = s.beginFlow, s
-	s.onMsg = func(msg tea.Msg) (tea.Cmd, bool) {
-		if a, ok := msg.(askMsg); ok {
-			s.onAsk(a)
-			return nil, true
+	return nil
+}
+
+func (s *reconcileFlow) keysAt(st step, k *KeyMap) {
+	switch st {
+	case stepDecide:
+		k.Up.SetEnabled(true)
+		k.Down.SetEnabled(true)
+		k.Choose.SetEnabled(true)
+		k.Next.SetEnabled(!s.asking)
+		k.Next.SetHelp("enter", "next: "+decisionInfo[s.decision()].name)
+		k.AskAgain.SetEnabled(!s.asking && !s.noLookup && s.dec != nil)
+		k.EditRef.SetEnabled(s.decision() == reconcile.Completed)
+		k.Override.SetEnabled(s.contradicts())
+		if s.override {
+			k.Override.SetHelp("o", "keep the lookup's answer")
+		} else {
+			k.Override.SetHelp("o", "override the lookup")
 		}
+	case stepReference, stepSnooze:
+		s.inputKeys(k, "next")
+	}
+}
+
+func (s *reconcileFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
+	switch st {
+	case stepDecide:
+		return s.decideKey(msg)
+	case stepReference:
+		return s.submitRef(), true
+	case stepSnooze:
+		return s.submitSnooze(), true
+	}
+	return nil, false
+}
+
+// decideKey handles the keys of the decision.
+func (s *reconcileFlow) decideKey(msg tea.KeyMsg) (tea.Cmd, bool) {
+	n := len(reconcile.Decisions)
+	switch {
+	case msg.Type == tea.KeyEnter:
+		// Refused while the provider is asked, or while the decision
+		// contradicts it without the override: submitDecision says why.
+		return s.submitDecision(), true
+	case key.Matches(msg, s.keys.Up):
+		s.choice = (s.choice + n - 1) % n
+	case key.Matches(msg, s.keys.Down):
+		s.choice = (s.choice + 1) % n
+	case key.Matches(msg, s.keys.Choose):
+		c, _ := strconv.Atoi(msg.String())
+		s.choice = c - 1
+	case key.Matches(msg, s.keys.AskAgain):
+		return s.ask(), true
+	case key.Matches(msg, s.keys.Override):
+		s.override = !s.override
+	case key.Matches(msg, s.keys.EditRef):
+		return s.forward(s, stepReference), true
+	default:
 		return nil, false
 	}
-	s.updateKeys()
-	return s
+	s.inputErr = ""
+	return nil, true
+}
+
+// submitDecision goes on from the decision to what it needs.
+func (s *reconcileFlow) submitDecision() tea.Cmd {
+	switch {
+	case s.asking:
+		s.inputErr = "waiting for the provider's answer"
+		return nil
+	case s.contradicts() && !s.override:
+		s.inputErr = "the decision contradicts the lookup: set the override (o) or decide otherwise"
+		return nil
+	}
+	switch s.decision() {
+	case reconcile.Completed:
+		if s.typedRef() == "" {
+			return s.forward(s, stepReference)
+		}
+	case reconcile.Defer:
+		return s.forward(s, stepSnooze)
+	}
+	return s.forward(s, stepReason)
+}
+
+// submitRef goes on from the reference, once it is one to record.
+func (s *reconcileFlow) submitRef() tea.Cmd {
+	switch {
+	case s.typedRef() == "":
+		s.inputErr = "confirming completed needs the provider's result reference: retries will replay it"
+		return nil
+	case s.contradicts() && !s.override:
+		s.inputErr = "the lookup found reference " + termtext.Clean(s.answer.Evidence.Ref) + ", not " + termtext.Clean(s.typedRef()) +
+			": go back (esc) and set the override (o) to record another"
+		return nil
+	}
+	return s.forward(s, stepReason)
+}
+
+// submitSnooze goes on from the snooze, once it is a duration.
+func (s *reconcileFlow) submitSnooze() tea.Cmd {
+	d, err := parseSnooze(s.snooze.Value())
+	if err != nil {
+		s.inputErr = err.Error()
+		return nil
+	}
+	s.snoozeD = d
+	return s.forward(s, stepReason)
+}
+
+// typedConfirm: releasing an unknown external effect is confirmed by
+// typing the record's id (releasesUnbacked).
+func (s *reconcileFlow) typedConfirm() bool { return s.releasesUnbacked() }
+
+func (s *reconcileFlow) typedPrompt() string {
+	return "This releases an external effect whose outcome is unknown, and the lookup does not say the provider has " +
+		"none: if it did act, the next retry acts twice. To confirm, type this record's operation id (in the title):"
+}
+
+func (s *reconcileFlow) write() func(ctx context.Context) (applied, error) {
+	dec, tool, p := s.dec, s.rec.Tool, s.params()
+	return func(ctx context.Context) (applied, error) {
+		r, err := dec.Decide(ctx, tool, p)
+		return applied{res: r}, err
+	}
+}
+
+func (s *reconcileFlow) done() []string {
+	now := stateText(readmodel.State(s.res.State))
+	if s.decision() == reconcile.Defer {
+		// The database's state is stuck; the queue's is deferred.
+		now = stateText(readmodel.StateDeferred) + " until " + stamp(s.snoozeUntil(), s.rec.DBTime) + " UTC"
+	}
+	out := s.doneLines(s.doneWhat(), now)
+	_, retries := s.next()
+	s.field(&out, "retries", retries)
+	return out
+}
+
+// waiting: the provider is being asked.
+func (s *reconcileFlow) waiting() bool { return s.asking }
+
+func (s *reconcileFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if a, ok := msg.(askMsg); ok {
+		s.onAsk(a)
+		s.updateKeys(s)
+		return s, nil
+	}
+	return s, s.update(s, msg)
+}
+
+func (s *reconcileFlow) View() string          { return s.view(s) }
+func (s *reconcileFlow) SetSize(w, h int)      { s.resize(s, w, h) }
+func (s *reconcileFlow) back() (bool, tea.Cmd) { return s.stepBack(s) }
+func (s *reconcileFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+	return s.openOn(s, n, at)
 }
 
 // begin starts the reconciliation: it asks the provider at once, so the
 // answer is usually there when the operator reaches the evidence.
-func (s *reconcileFlow) beginFlow(flowNav) tea.Cmd {
+func (s *reconcileFlow) begin(flowNav) tea.Cmd {
 	s.answer, s.noLookup, s.askErr, s.asking = nil, false, nil, false
 	s.choice, s.override, s.snoozeD = len(reconcile.Decisions)-1, false, defaultSnooze
 	s.snooze.SetValue(ShortDuration(defaultSnooze))
