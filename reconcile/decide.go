@@ -10,7 +10,7 @@ import (
 // Decision is what a person decides about a pending record.
 type Decision string
 
-// Decisions.
+// Decisions: each is described once, by its row in Kinds.
 const (
 	// Completed: the effect happened; retries replay the recorded result.
 	Completed Decision = "completed"
@@ -22,9 +22,6 @@ const (
 	// Defer: not decidable yet; a note and a snooze time, no change.
 	Defer Decision = "defer"
 )
-
-// Decisions lists the decisions in the order people are offered them.
-var Decisions = []Decision{Completed, NotExecuted, Failed, Defer}
 
 // Lookup is a provider lookup's definite answer, if any.
 type Lookup string

@@ -796,12 +796,8 @@ func outcomesText(r bulk.GroupResult) string {
 
 // consequence says what the group's decision does to each record.
 func consequence(g bulk.Group) string {
-	switch g.Proposal {
-	case reconcile.Completed:
-		return "completed, each with the reference the provider named for it (shown as ref); retries of each key " +
-			"replay it"
-	case reconcile.NotExecuted:
-		return "not executed: each record is released, and the next retry of its key calls the provider again"
+	if k, ok := reconcile.KindOf(g.Proposal); ok && k.Words.Each != "" {
+		return k.Words.Each
 	}
 	return "-"
 }

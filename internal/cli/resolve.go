@@ -110,13 +110,9 @@ func newResolveCmd(g *globalFlags) *cobra.Command {
 	var opts resolveOptions
 	var bulkOpts bulkOptions
 	cmd := &cobra.Command{
-		Use:   "resolve (ID --as completed|not-executed|failed|defer | --filter FILTER --by-lookup) --reason TEXT",
+		Use:   "resolve (ID --as " + decisionNames("|") + " | --filter FILTER --by-lookup) --reason TEXT",
 		Short: "Decide the outcome of stuck operations, one or many by their lookups (audited)",
-		Long: "Decide what happened to an operation whose outcome nobody saw:\n" +
-			"  completed     the effect happened: retries replay --result-ref (and --result)\n" +
-			"  not-executed  it did not happen: the record is released and the next retry executes again\n" +
-			"  failed        it failed for good: retries get the rejection (--result, optional)\n" +
-			"  defer         not decidable yet: note the reason and --snooze, change nothing\n" +
+		Long: "Decide what happened to an operation whose outcome nobody saw:\n" + decisionHelp() +
 			"The record must be pending with an expired lease (--force over a live one) and still at\n" +
 			"--expect-version (default: the version read now). When the tool's catalog entry has a\n" +
 			"lookup, it runs first: its answer is evidence, a contradicted decision (another\n" +
@@ -162,7 +158,7 @@ func newResolveCmd(g *globalFlags) *cobra.Command {
 	}
 	f := cmd.Flags()
 	addGlobalFlags(f, g)
-	f.StringVar(&opts.As, "as", "", "completed|not-executed|failed|defer (required)")
+	f.StringVar(&opts.As, "as", "", decisionNames("|")+" (required)")
 	f.StringVar(&opts.Reason, "reason", "", "why: kept in the audit trail (required)")
 	f.StringVar(&opts.ResultRef, "result-ref", "", "the provider's reference for the effect (required with --as completed)")
 	f.StringVar(&opts.Result, "result", "", "JSON stored as the result (completed) or the rejection (failed)")
@@ -201,18 +197,19 @@ func runBulkCmd(cmd *cobra.Command, g *globalFlags, args []string, opts bulkOpti
 // check refuses what the database would refuse anyway, before anything is
 // audited: a typo is not an event.
 func (o resolveOptions) check() error {
-	decision := reconcile.Decision(o.As)
+	kind, known := reconcile.KindOf(reconcile.Decision(o.As))
 	switch {
 	case o.As == "":
-		return usagef("--as is required: completed, not-executed, failed or defer")
-	case !validDecision(decision):
-		return usagef("--as %q: one of completed, not-executed, failed, defer", o.As)
+		return usagef("--as is required: %s or %s", decisionNames(", ", reconcile.Decisions[:len(reconcile.Decisions)-1]...),
+			reconcile.Decisions[len(reconcile.Decisions)-1])
+	case !known:
+		return usagef("--as %q: one of %s", o.As, decisionNames(", "))
 	case o.Reason == "":
 		return usagef("--reason is required: it goes into the audit trail")
-	case decision == reconcile.Defer && o.Snooze <= 0:
-		return usagef("--as defer needs --snooze, such as --snooze 2h")
-	case decision != reconcile.Defer && o.Snooze != 0:
-		return usagef("--snooze goes with --as defer")
+	case kind.NeedsUntil && o.Snooze <= 0:
+		return usagef("--as %s needs --snooze, such as --snooze 2h", o.As)
+	case !kind.NeedsUntil && o.Snooze != 0:
+		return usagef("--snooze goes with --as %s", decisionNames(" or ", untilDecisions()...))
 	case o.Result != "" && !json.Valid([]byte(o.Result)):
 		return usagef("--result is not valid JSON")
 	case o.ExpectVersion < 0:
@@ -221,13 +218,42 @@ func (o resolveOptions) check() error {
 	return nil
 }
 
-func validDecision(d reconcile.Decision) bool {
-	for _, known := range reconcile.Decisions {
-		if d == known {
-			return true
+// decisionNames joins the names of ds (of every decision, without ds)
+// with sep.
+func decisionNames(sep string, ds ...reconcile.Decision) string {
+	if len(ds) == 0 {
+		ds = reconcile.Decisions
+	}
+	names := make([]string, len(ds))
+	for i, d := range ds {
+		names[i] = string(d)
+	}
+	return strings.Join(names, sep)
+}
+
+// untilDecisions are the decisions that take --snooze.
+func untilDecisions() []reconcile.Decision {
+	var out []reconcile.Decision
+	for _, k := range reconcile.Kinds {
+		if k.NeedsUntil {
+			out = append(out, k.Decision)
 		}
 	}
-	return false
+	return out
+}
+
+// decisionHelp is the resolve command's line for each decision, the
+// names aligned.
+func decisionHelp() string {
+	width := 0
+	for _, d := range reconcile.Decisions {
+		width = max(width, len(d))
+	}
+	var b strings.Builder
+	for _, k := range reconcile.Kinds {
+		fmt.Fprintf(&b, "  %-*s %s\n", width+1, k.Decision, k.Words.Help)
+	}
+	return b.String()
 }
 
 func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, out, errOut io.Writer) error {
@@ -259,8 +285,8 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 	if opts.Evidence != "" {
 		p.Evidence = withNote(p.Evidence, asked, opts.Evidence)
 	}
-	if p.Decision == reconcile.Completed && p.ResultRef == "" {
-		return usagef("--as completed needs --result-ref: the provider's reference for the effect")
+	if k, _ := reconcile.KindOf(p.Decision); k.NeedsRef && p.ResultRef == "" {
+		return usagef("--as %s needs --result-ref: the provider's reference for the effect", p.Decision)
 	}
 	checkContradiction(p, errOut)
 	if opts.Snooze > 0 {
@@ -286,7 +312,7 @@ func gatherEvidence(ctx context.Context, w *writer, d readmodel.Detail, opts res
 		ans.Evidence.Summary = "no evidence gathered: the lookup for " + d.Tool + " was skipped (--no-lookup)"
 	default:
 		ans.Evidence = reconcile.NoLookupEvidence(d.Tool)
-		if !opts.NoLookup && d.Effect == string(ops.EffectUnknownOutcome) && reconcile.Decision(opts.As) != reconcile.Defer {
+		if k, _ := reconcile.KindOf(reconcile.Decision(opts.As)); !opts.NoLookup && d.Effect == string(ops.EffectUnknownOutcome) && k.Changes() {
 			return ans, false, usagef("%s on %d: %s's effect is external and its outcome unknown, and the catalog has no lookup for it, "+
 				"so opsdesk can gather no evidence; check the provider by hand, then pass --no-lookup "+
 				"(with --evidence 'what you checked') to decide without a lookup", opts.As, d.ID, d.Tool)

@@ -91,11 +91,8 @@ func (v Verdict) Proposal() reconcile.Decision {
 // ProposalText says in words what accepting the verdict's group does to
 // each of its records: one wording for the console and the command line.
 func (v Verdict) ProposalText() string {
-	switch v.Proposal() {
-	case reconcile.Completed:
-		return "completed, with the provider's reference"
-	case reconcile.NotExecuted:
-		return "not executed: released, the next retry runs it again"
+	if k, ok := reconcile.KindOf(v.Proposal()); ok && k.Words.Group != "" {
+		return k.Words.Group
 	}
 	return "no proposal: decided one by one"
 }
@@ -781,7 +778,7 @@ func (r *Reconciler) decideOne(dispatch context.Context, item Item, d reconcile.
 		OperationID: item.ID, Decision: d, ExpectVersion: item.Version, Reason: reason,
 		Evidence: item.Evidence, Batch: batch,
 	}
-	if d == reconcile.Completed {
+	if k, _ := reconcile.KindOf(d); k.NeedsRef {
 		p.ResultRef = item.Ref
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(dispatch), r.cfg.DecideTimeout)
