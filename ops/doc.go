@@ -16,15 +16,16 @@
 //
 // Every error is one class a caller matches with errors.Is (see the sentinel
 // errors). When the database fails, the class says what was written: nothing
-// ([ErrUnavailable]), nothing because the database refused ([ErrRefused]), or
+// ([ErrUnavailable]), nothing because the database refused ([ErrStoreRefused]), or
 // nobody knows ([ErrOutcomeUnknown], [ErrNotRecorded]). [Retry] tries a call
 // again where that settles it without a person.
 //
 // All lease and age arithmetic uses the database clock.
 //
 // The vocabulary that needs no database ([Identity], [Effect] and its
-// values, [Keyring], [KeyBytes], [EncryptedKeyID], [OpenStored],
-// [ProviderKeyPrefix]) is declared in ops/opsmodel, so that the opsdesk
-// console can use it without depending on pgx; the names here are aliases
-// and forwarders to it, and services keep writing ops.Identity.
+// values, [Keyring], [KeyBytes]) is declared in ops/opsmodel, so that the
+// opsdesk console can use it without depending on pgx; the names here are
+// aliases and forwarders to it, and services keep writing ops.Identity.
+// What only readers of the store need (opsmodel.EncryptedKeyID,
+// opsmodel.OpenStored, opsmodel.ProviderKeyPrefix) is opsmodel's alone.
 package ops

@@ -37,7 +37,7 @@ type Config struct {
 	// bytes; 0 means DefaultMaxResultBytes (1 MiB). DoTx refuses a larger
 	// one with ErrInvalidRequest before it commits; DoExternal, whose
 	// provider already acted, stores a marker in its place (see
-	// Outcome.NotStored).
+	// Reply.NotStored).
 	MaxResultBytes int
 	// Metrics receives each call's answer, step durations and events
 	// (takeovers, lost leases…), never a key, intent or result; see
@@ -93,7 +93,7 @@ func nilInside(m any) bool {
 // records their policies in the store (see RecordPolicies), waiting at
 // most five seconds: the console and doctor read them there. A refusal (a
 // role not granted opsdesk_service, a schema older than this library's, a
-// value out of the store's bounds) is New's error, wrapping ErrRefused. An
+// value out of the store's bounds) is New's error, wrapping ErrStoreRefused. An
 // unreachable store is not: the Store is returned, its calls answer
 // ErrUnavailable until the store is back, the Logger gets a warning, and
 // the service may call RecordPolicies again. New does not compare the
@@ -147,7 +147,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), recordPoliciesTimeout)
 	defer cancel()
 	if err := s.RecordPolicies(ctx); err != nil {
-		if errors.Is(err, ErrRefused) {
+		if errors.Is(err, ErrStoreRefused) {
 			return nil, fmt.Errorf("ops: %w", err)
 		}
 		logger.Warn("tool policies not recorded: the console and doctor will not see them until RecordPolicies succeeds",

@@ -86,8 +86,8 @@ type DecideParams struct {
 // The answers of the audited functions are internal/audited's: these
 // names are theirs.
 type (
-	// Outcome is how an attempt ended, as the audit trail records it.
-	Outcome = audited.Outcome
+	// AuditOutcome is how an attempt ended, as the audit trail records it.
+	AuditOutcome = audited.Outcome
 	// Result is the answer to an attempt: the audit record it appended
 	// and the record's state and version after it.
 	Result = audited.Result

@@ -22,7 +22,7 @@ import (
 const screenReconcile screenID = "reconcile"
 
 // reconcileKind is the reconciliation; a record's detail opens it.
-var reconcileKind = screenKind{id: screenReconcile, build: func(d deps, o Options) screen { return newReconcile(d, o.Decider) }}
+var reconcileKind = screenKind{id: screenReconcile, build: func(d deps, o Config) screen { return newReconcile(d, o.Decider) }}
 
 // The reconciliation's own steps: one screen to decide on, with the
 // record, the evidence, the choice and what it does, and the inputs a

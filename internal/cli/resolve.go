@@ -21,6 +21,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
 	"github.com/opsdesk/opsdesk/reconcile/desk"
@@ -483,7 +484,7 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 }
 
 // sealSniffer passes a revealed value through to dst unless it begins as
-// a value sealed at rest (ops.EncryptedKeyID), which it keeps whole in
+// a value sealed at rest (opsmodel.EncryptedKeyID), which it keeps whole in
 // buf instead (a sealed value is at most the library's MaxResultBytes,
 // and a third more). It writes only whole writes it was given, so each
 // still ends on a character boundary.
@@ -513,7 +514,7 @@ func (s *sealSniffer) Write(p []byte) (int, error) {
 
 func (s *sealSniffer) decide() error {
 	s.decided = true
-	if _, s.sealed = ops.EncryptedKeyID(s.buf); s.sealed {
+	if _, s.sealed = opsmodel.EncryptedKeyID(s.buf); s.sealed {
 		return nil
 	}
 	_, err := s.dst.Write(s.buf)
@@ -535,7 +536,7 @@ func (s *sealSniffer) flush() error {
 // stdout is only the value). The reveal was audited before it was fetched.
 func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, f reconcile.Field, stored []byte) error {
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	kid, _ := ops.EncryptedKeyID(stored)
+	kid, _ := opsmodel.EncryptedKeyID(stored)
 	asStored := func() error {
 		if _, err := (escapingWriter{out}).Write(stored); err != nil {
 			return err
@@ -559,7 +560,7 @@ func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, 
 	if err != nil {
 		return err
 	}
-	plain, _, err := ops.OpenStored(kr, string(f), ops.Identity{Tenant: d.Tenant, Tool: d.Tool, Key: d.Key}, stored)
+	plain, _, err := opsmodel.OpenStored(kr, string(f), ops.Identity{Tenant: d.Tenant, Tool: d.Tool, Key: d.Key}, stored)
 	if err != nil {
 		if err := asStored(); err != nil {
 			return err
