@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Config configures a Store.
@@ -56,7 +55,7 @@ type Config struct {
 
 // Store runs operations against the operation store.
 type Store struct {
-	pool   *pgxpool.Pool
+	pool   Pool
 	tools  map[string]Policy
 	owner  string
 	logger *slog.Logger
@@ -99,8 +98,8 @@ func nilInside(m any) bool {
 // the service may call RecordPolicies again. New does not compare the
 // schema's version with this library's: opsmigrate.Check does, for a
 // service that wants to refuse to start on a mismatch.
-func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
-	if pool == nil {
+func New(pool Pool, cfg Config) (*Store, error) {
+	if pool == nil || nilInside(pool) {
 		return nil, errors.New("ops: nil pool")
 	}
 	tools := make(map[string]Policy, len(cfg.Tools))
