@@ -2,7 +2,7 @@ package ops
 
 import "errors"
 
-// Answer is the class of a finished DoTx or DoExternal call: what the
+// CallClass is the class of a finished DoTx or DoExternal call: what the
 // caller was told, as the metrics hook reports it (the answer label of
 // opsdesk_ops_calls_total). Every call has exactly one. Its String is the
 // label value.
@@ -11,83 +11,83 @@ import "errors"
 // this call; Replayed and ResultNotStored that an earlier attempt's stored
 // outcome was returned and nothing ran. The others say why nothing ran, or
 // what the library could not observe.
-type Answer uint8
+type CallClass uint8
 
-// The answers. New ones may be added; an implementation of Metrics should
-// handle a value it does not know (see Answers).
+// The classes. New ones may be added; an implementation of Metrics should
+// handle a value it does not know (see CallClasses).
 const (
-	// AnswerCreated: the effect ran in this call and its result is stored
+	// ClassCreated: the effect ran in this call and its result is stored
 	// (Disposition Created, also when DoExternal stored a marker in place
-	// of a result it could not hold: Outcome.NotStored).
-	AnswerCreated Answer = iota
-	// AnswerReplayed: an earlier attempt's stored outcome was returned,
+	// of a result it could not hold: Reply.NotStored).
+	ClassCreated CallClass = iota
+	// ClassReplayed: an earlier attempt's stored outcome was returned,
 	// its result (Disposition Replayed) or its business rejection
 	// (*RejectedError with Replayed set). Nothing ran.
-	AnswerReplayed
-	// AnswerRejected: fn rejected the operation in this call (Reject) and
+	ClassReplayed
+	// ClassRejected: fn rejected the operation in this call (Reject) and
 	// the rejection is stored.
-	AnswerRejected
-	// AnswerInProgress: ErrInProgress.
-	AnswerInProgress
-	// AnswerNeedsReconciliation: ErrNeedsReconciliation.
-	AnswerNeedsReconciliation
-	// AnswerConflict: ErrIntentConflict.
-	AnswerConflict
-	// AnswerInvalidRequest: ErrInvalidRequest, and a request for a tool
+	ClassRejected
+	// ClassInProgress: ErrInProgress.
+	ClassInProgress
+	// ClassNeedsReconciliation: ErrNeedsReconciliation.
+	ClassNeedsReconciliation
+	// ClassConflict: ErrIntentConflict.
+	ClassConflict
+	// ClassInvalidRequest: ErrInvalidRequest, and a request for a tool
 	// the store has no policy for (ErrUnknownTool) or with the wrong call
 	// (ErrWrongEffect).
-	AnswerInvalidRequest
-	// AnswerUnavailable: ErrUnavailable.
-	AnswerUnavailable
-	// AnswerOutcomeUnknown: ErrOutcomeUnknown.
-	AnswerOutcomeUnknown
-	// AnswerNotRecorded: ErrNotRecorded.
-	AnswerNotRecorded
-	// AnswerRefused: ErrRefused.
-	AnswerRefused
-	// AnswerLostOwnership: ErrLostOwnership.
-	AnswerLostOwnership
-	// AnswerExpired: ErrExpired.
-	AnswerExpired
-	// AnswerResultNotStored: ErrResultNotStored, the replay of an effect
+	ClassInvalidRequest
+	// ClassUnavailable: ErrUnavailable.
+	ClassUnavailable
+	// ClassOutcomeUnknown: ErrOutcomeUnknown.
+	ClassOutcomeUnknown
+	// ClassNotRecorded: ErrNotRecorded.
+	ClassNotRecorded
+	// ClassStoreRefused: ErrStoreRefused.
+	ClassStoreRefused
+	// ClassLostOwnership: ErrLostOwnership.
+	ClassLostOwnership
+	// ClassExpired: ErrExpired.
+	ClassExpired
+	// ClassResultNotStored: ErrResultNotStored, the replay of an effect
 	// whose result was not stored.
-	AnswerResultNotStored
-	// AnswerError: fn's own error (including NotApplied: the provider
+	ClassResultNotStored
+	// ClassError: fn's own error (including NotApplied: the provider
 	// declined), a stored result that does not decode into R, or a panic
 	// in fn.
-	AnswerError
+	ClassError
 	answerCount // keep last
 )
 
 var answerNames = [answerCount]string{
-	AnswerCreated:             "created",
-	AnswerReplayed:            "replayed",
-	AnswerRejected:            "rejected",
-	AnswerInProgress:          "in_progress",
-	AnswerNeedsReconciliation: "needs_reconciliation",
-	AnswerConflict:            "conflict",
-	AnswerInvalidRequest:      "invalid_request",
-	AnswerUnavailable:         "unavailable",
-	AnswerOutcomeUnknown:      "outcome_unknown",
-	AnswerNotRecorded:         "not_recorded",
-	AnswerRefused:             "refused",
-	AnswerLostOwnership:       "lost_ownership",
-	AnswerExpired:             "expired",
-	AnswerResultNotStored:     "result_not_stored",
-	AnswerError:               "error",
+	ClassCreated:             "created",
+	ClassReplayed:            "replayed",
+	ClassRejected:            "rejected",
+	ClassInProgress:          "in_progress",
+	ClassNeedsReconciliation: "needs_reconciliation",
+	ClassConflict:            "conflict",
+	ClassInvalidRequest:      "invalid_request",
+	ClassUnavailable:         "unavailable",
+	ClassOutcomeUnknown:      "outcome_unknown",
+	ClassNotRecorded:         "not_recorded",
+	ClassStoreRefused:        "refused",
+	ClassLostOwnership:       "lost_ownership",
+	ClassExpired:             "expired",
+	ClassResultNotStored:     "result_not_stored",
+	ClassError:               "error",
 }
 
 // String is the answer's label value, such as "in_progress".
-func (a Answer) String() string {
+func (a CallClass) String() string {
 	if a < answerCount {
 		return answerNames[a]
 	}
 	return "error"
 }
 
-// Answers lists every answer, in order of value: an implementation of
+// CallClasses lists every answer, in order of value: an implementation of
 // Metrics can create its series up front.
-func Answers() []Answer { return enum(answerCount) }
+func CallClasses() []CallClass { return enum(answerCount) }
 
 // enum lists the values of an enumeration below count.
 func enum[T ~uint8](count T) []T {
@@ -98,55 +98,55 @@ func enum[T ~uint8](count T) []T {
 	return all
 }
 
-// classify is the one place a finished call is classified: its Answer for
+// classify is the one place a finished call is classified: its CallClass for
 // the metrics hook and the finer name logs use (a replayed rejection, a
 // misconfigured tool, a declined provider call, a result stored as a
 // marker). d and err are what the call returned; d is createdNotStored
 // when DoExternal stored a marker in place of the result.
-func classify(d Disposition, err error) (Answer, string) {
+func classify(d Disposition, err error) (CallClass, string) {
 	if err == nil {
 		switch d {
 		case Created:
-			return AnswerCreated, string(Created)
+			return ClassCreated, string(Created)
 		case createdNotStored:
-			return AnswerCreated, string(createdNotStored)
+			return ClassCreated, string(createdNotStored)
 		case Replayed:
-			return AnswerReplayed, string(Replayed)
+			return ClassReplayed, string(Replayed)
 		}
-		return AnswerError, "error" // fn panicked: the call gave no answer
+		return ClassError, "error" // fn panicked: the call gave no answer
 	}
 	var rej *RejectedError
 	switch {
 	case errors.As(err, &rej) && rej.Replayed:
-		return AnswerReplayed, "replayed_rejection"
+		return ClassReplayed, "replayed_rejection"
 	case errors.Is(err, ErrRejected):
-		return AnswerRejected, "rejected"
+		return ClassRejected, "rejected"
 	case errors.Is(err, ErrInvalidRequest):
-		return AnswerInvalidRequest, "invalid"
+		return ClassInvalidRequest, "invalid"
 	case errors.Is(err, ErrUnknownTool), errors.Is(err, ErrWrongEffect):
-		return AnswerInvalidRequest, "misconfigured"
+		return ClassInvalidRequest, "misconfigured"
 	case errors.Is(err, ErrIntentConflict):
-		return AnswerConflict, "conflict"
+		return ClassConflict, "conflict"
 	case errors.Is(err, ErrInProgress):
-		return AnswerInProgress, "in_progress"
+		return ClassInProgress, "in_progress"
 	case errors.Is(err, ErrNeedsReconciliation):
-		return AnswerNeedsReconciliation, "needs_reconciliation"
+		return ClassNeedsReconciliation, "needs_reconciliation"
 	case errors.Is(err, ErrLostOwnership):
-		return AnswerLostOwnership, "lost_ownership"
+		return ClassLostOwnership, "lost_ownership"
 	case errors.Is(err, ErrOutcomeUnknown):
-		return AnswerOutcomeUnknown, "outcome_unknown"
+		return ClassOutcomeUnknown, "outcome_unknown"
 	case errors.Is(err, ErrNotApplied):
-		return AnswerError, "not_applied"
+		return ClassError, "not_applied"
 	case errors.Is(err, ErrNotRecorded):
-		return AnswerNotRecorded, "not_recorded"
+		return ClassNotRecorded, "not_recorded"
 	case errors.Is(err, ErrResultNotStored):
-		return AnswerResultNotStored, "replayed_not_stored"
+		return ClassResultNotStored, "replayed_not_stored"
 	case errors.Is(err, ErrUnavailable):
-		return AnswerUnavailable, "unavailable"
-	case errors.Is(err, ErrRefused):
-		return AnswerRefused, "refused"
+		return ClassUnavailable, "unavailable"
+	case errors.Is(err, ErrStoreRefused):
+		return ClassStoreRefused, "refused"
 	case errors.Is(err, ErrExpired):
-		return AnswerExpired, "expired"
+		return ClassExpired, "expired"
 	}
-	return AnswerError, "error"
+	return ClassError, "error"
 }

@@ -22,8 +22,8 @@ const (
 	Replayed Disposition = "replayed"
 )
 
-// Outcome is a successful call's answer.
-type Outcome[R any] struct {
+// Reply is a successful call's answer.
+type Reply[R any] struct {
 	// Result is the function's result, or the stored one when Replayed.
 	Result      R
 	Disposition Disposition
@@ -43,7 +43,7 @@ type Outcome[R any] struct {
 
 // ResultReferencer is implemented by results that carry the provider's
 // reference for the effect (a ticket number, a charge id). It is stored in
-// the record's result_ref so that operators and Lookup can see it.
+// the record's result_ref so that operators and Store.Read can see it.
 type ResultReferencer interface {
 	ResultRef() string
 }
@@ -51,7 +51,7 @@ type ResultReferencer interface {
 // DoTx runs a local effect exactly once per identity. It calls fn with a
 // transaction for the business writes and commits the record, completed,
 // with them; an error from fn (other than Reject) rolls everything back:
-// one from the database gets its class (ErrUnavailable or ErrRefused), fn's
+// one from the database gets its class (ErrUnavailable or ErrStoreRefused), fn's
 // own is returned as it is. An equivalent retry replays the stored result
 // in one read; a concurrent one waits for this transaction and replays.
 //
@@ -60,7 +60,7 @@ type ResultReferencer interface {
 // and the call replays the twin's result. Keep fn's effects in tx.
 //
 // A database failure before the commit wrote nothing (ErrUnavailable,
-// ErrRefused). The commit, once sent, is not cut short by ctx: a commit whose
+// ErrStoreRefused). The commit, once sent, is not cut short by ctx: a commit whose
 // answer was lost is ErrOutcomeUnknown with Step StepCommit, and an
 // equivalent retry replays or executes it.
 //
@@ -68,7 +68,7 @@ type ResultReferencer interface {
 // Config.MaxResultBytes, U+0000 in a string, not encodable as JSON) is
 // refused with *InvalidRequestError before the commit: fn ran, but its
 // writes roll back with the record, and a retry runs fn again.
-func DoTx[R any](ctx context.Context, s *Store, req Request, fn func(ctx context.Context, tx pgx.Tx) (R, error)) (out Outcome[R], err error) {
+func DoTx[R any](ctx context.Context, s *Store, req Request, fn func(ctx context.Context, tx pgx.Tx) (R, error)) (out Reply[R], err error) {
 	c, err := s.newCall(req, false)
 	defer func() { s.logCall(ctx, c, out.OperationID, out.Attempt, out.Disposition, err) }()
 	if err != nil {
@@ -94,7 +94,7 @@ func DoTx[R any](ctx context.Context, s *Store, req Request, fn func(ctx context
 // completed, in one transaction. Anything else (a record in another state
 // or of another intent, a twin that committed first, a tombstone) is left
 // to doTxOnce: done is false, and nothing was committed.
-func doTxFast[R any](ctx context.Context, s *Store, c *call, fn func(context.Context, pgx.Tx) (R, error)) (out Outcome[R], done bool, err error) {
+func doTxFast[R any](ctx context.Context, s *Store, c *call, fn func(context.Context, pgx.Tx) (R, error)) (out Reply[R], done bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return out, true, fmt.Errorf("read %s: %w", c.Identity, notWritten(err))
@@ -155,8 +155,8 @@ func doTxFast[R any](ctx context.Context, s *Store, c *call, fn func(context.Con
 	return out, true, err
 }
 
-func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Context, pgx.Tx) (R, error)) (Outcome[R], error) {
-	var out Outcome[R]
+func doTxOnce[R any](ctx context.Context, s *Store, c *call, fn func(context.Context, pgx.Tx) (R, error)) (Reply[R], error) {
+	var out Reply[R]
 	// Read committed: a reservation blocked by a concurrent twin sees its
 	// committed record once the twin commits, whatever the database's
 	// default isolation is.
@@ -241,24 +241,24 @@ func (run *txRun[R]) storeFailed(c *call, err error) error {
 
 // commit commits the business writes with the record of attempt l and
 // answers the call.
-func (run *txRun[R]) commit(ctx context.Context, tx pgx.Tx, c *call, l lease) (Outcome[R], error) {
+func (run *txRun[R]) commit(ctx context.Context, tx pgx.Tx, c *call, l lease) (Reply[R], error) {
 	if err := commit(ctx, tx, func(err error) error {
 		// The record commits with the business writes or not at all, so a
 		// retry is safe either way: it replays or executes.
 		return &OutcomeUnknownError{Identity: c.Identity, OperationID: l.ID, Attempt: l.Attempt, Step: StepCommit, Err: err}
 	}); err != nil {
-		return Outcome[R]{}, fmt.Errorf("commit %s: %w", c.Identity, err)
+		return Reply[R]{}, fmt.Errorf("commit %s: %w", c.Identity, err)
 	}
 	return run.answer(c, l)
 }
 
 // answer is the call's answer once the record of attempt l committed with
 // the business writes.
-func (run *txRun[R]) answer(c *call, l lease) (Outcome[R], error) {
+func (run *txRun[R]) answer(c *call, l lease) (Reply[R], error) {
 	if run.rej != nil {
-		return Outcome[R]{}, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: run.enc.js}
+		return Reply[R]{}, &RejectedError{Identity: c.Identity, OperationID: l.ID, Payload: run.enc.js}
 	}
-	return Outcome[R]{Result: run.result, Disposition: Created, OperationID: l.ID, Attempt: l.Attempt, ResultRef: deref(run.enc.ref)}, nil
+	return Reply[R]{Result: run.result, Disposition: Created, OperationID: l.ID, Attempt: l.Attempt, ResultRef: deref(run.enc.ref)}, nil
 }
 
 // commit commits DoTx's transaction. A caller that cancelled before gets
@@ -307,7 +307,7 @@ type Attempt struct {
 // unknown: the record stays pending and is never deleted or marked failed.
 //
 // A database failure before the provider is called wrote nothing
-// (ErrUnavailable, ErrRefused), except when the answer to the reservation
+// (ErrUnavailable, ErrStoreRefused), except when the answer to the reservation
 // itself was lost: ErrOutcomeUnknown with Step StepReserve. The reservation,
 // once sent, is not cut short by ctx (writeTimeout bounds it); if ctx ended
 // meanwhile, the lease is released and the provider is not called. A failure
@@ -316,12 +316,12 @@ type Attempt struct {
 // The provider has acted by the time fn returns, so a result or rejection
 // payload the store cannot hold is never refused: the record completes
 // with a marker in its place (and the result's reference), the call
-// returns the real result with Outcome.NotStored set (or a *RejectedError
+// returns the real result with Reply.NotStored set (or a *RejectedError
 // with NotStored set), and retries get *ResultNotStoredError (or the
 // rejection with the marker as its payload). A result reference the store
 // cannot hold (over 500 bytes, not UTF-8, U+0000) is left out of the
 // record; the stored result still carries it.
-func DoExternal[R any](ctx context.Context, s *Store, req Request, fn func(ctx context.Context, a Attempt) (R, error)) (out Outcome[R], err error) {
+func DoExternal[R any](ctx context.Context, s *Store, req Request, fn func(ctx context.Context, a Attempt) (R, error)) (out Reply[R], err error) {
 	c, err := s.newCall(req, true)
 	defer func() {
 		d := out.Disposition
@@ -405,8 +405,8 @@ func (s *Store) abandon(ctx context.Context, c *call, l lease, cause error) erro
 	return &UnavailableError{Err: fmt.Errorf("%s: the reservation was released unused: %w", c.Identity, cause)}
 }
 
-func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func(context.Context, Attempt) (R, error)) (Outcome[R], error) {
-	out := Outcome[R]{OperationID: l.ID, Attempt: l.Attempt}
+func runExternal[R any](ctx context.Context, s *Store, c *call, l lease, fn func(context.Context, Attempt) (R, error)) (Reply[R], error) {
+	out := Reply[R]{OperationID: l.ID, Attempt: l.Attempt}
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := s.keepLease(ctx, c, l, cancel)
@@ -633,8 +633,8 @@ func (callerTx) Commit(context.Context) error   { return errTxLent }
 func (callerTx) Rollback(context.Context) error { return errTxLent }
 
 // replay answers with an earlier attempt's stored outcome.
-func replay[R any](c *call, prior *priorResult) (Outcome[R], error) {
-	out := Outcome[R]{Disposition: Replayed, OperationID: prior.rec.ID, Attempt: prior.rec.Attempt, ResultRef: prior.rec.ResultRef}
+func replay[R any](c *call, prior *priorResult) (Reply[R], error) {
+	out := Reply[R]{Disposition: Replayed, OperationID: prior.rec.ID, Attempt: prior.rec.Attempt, ResultRef: prior.rec.ResultRef}
 	result, err := c.openResult(&prior.rec, prior.result)
 	if err != nil {
 		out.Disposition = ""
@@ -652,7 +652,7 @@ func replay[R any](c *call, prior *priorResult) (Outcome[R], error) {
 		return out, &ResultNotStoredError{Identity: c.Identity, OperationID: prior.rec.ID, ResultRef: prior.rec.ResultRef, ResultNotStored: *notStored}
 	}
 	if err := json.Unmarshal(result, &out.Result); err != nil {
-		return Outcome[R]{}, fmt.Errorf("%s: stored result does not decode into %T: %w", c.Identity, out.Result, err)
+		return Reply[R]{}, fmt.Errorf("%s: stored result does not decode into %T: %w", c.Identity, out.Result, err)
 	}
 	return out, nil
 }

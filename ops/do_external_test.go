@@ -89,7 +89,7 @@ func neverCalled[R any](t *testing.T) func(context.Context, ops.Attempt) (R, err
 }
 
 type externalResult struct {
-	out ops.Outcome[receipt]
+	out ops.Reply[receipt]
 	err error
 }
 

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 )
 
 // LocalKeyring is a Keyring read from a key file (LoadKeyFile): the first
@@ -214,7 +216,7 @@ func (c *call) openResult(rec *Record, stored []byte) ([]byte, error) {
 	if stored == nil {
 		return nil, nil
 	}
-	plain, kid, err := OpenStored(c.keyring, "result", c.Identity, stored)
+	plain, kid, err := opsmodel.OpenStored(c.keyring, "result", c.Identity, stored)
 	if err != nil {
 		field := "result"
 		if rec.Outcome == OutcomeRejected {

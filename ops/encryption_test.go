@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 )
 
 func newKey(t *testing.T) []byte {
@@ -86,13 +87,13 @@ func TestEncryption(t *testing.T) {
 		require.Equal(t, `{"ticket":"T-\u0031","note":"Secret Street"}`, string(again.Result))
 
 		intent, result, _ := b.storedValues(t, "acme", "k-enc")
-		kid, ok := ops.EncryptedKeyID(intent)
+		kid, ok := opsmodel.EncryptedKeyID(intent)
 		require.True(t, ok, "intent stored sealed: %s", intent)
 		require.Equal(t, "k1", kid)
-		kid, ok = ops.EncryptedKeyID(result)
+		kid, ok = opsmodel.EncryptedKeyID(result)
 		require.True(t, ok, "result stored sealed: %s", result)
 		require.Equal(t, "k1", kid)
-		kid, ok = ops.EncryptedKeyID(result[:60]) // a reveal's start
+		kid, ok = opsmodel.EncryptedKeyID(result[:60]) // a reveal's start
 		require.True(t, ok)
 		require.Equal(t, "k1", kid)
 	})
@@ -158,12 +159,12 @@ func TestEncryption(t *testing.T) {
 
 		intent, result, _ := b.storedValues(t, "acme", "k-old")
 		for _, v := range [][]byte{intent, result} {
-			kid, _ := ops.EncryptedKeyID(v)
+			kid, _ := opsmodel.EncryptedKeyID(v)
 			require.Equal(t, "k1", kid, "an old record is not rewritten")
 		}
 		intent, result, _ = b.storedValues(t, "acme", "k-new")
 		for _, v := range [][]byte{intent, result} {
-			kid, _ := ops.EncryptedKeyID(v)
+			kid, _ := opsmodel.EncryptedKeyID(v)
 			require.Equal(t, "k2", kid, "new writes use the current key")
 		}
 		require.Equal(t, 2, b.tickets(t))
@@ -275,7 +276,7 @@ WHERE tenant = 'acme' AND key = 'k-b'`)
 		first, err := b.doTicket(t, "acme", "k-before", secret) // no keyring
 		require.NoError(t, err)
 		intent, _, stored := b.storedValues(t, "acme", "k-before")
-		_, ok := ops.EncryptedKeyID(intent)
+		_, ok := opsmodel.EncryptedKeyID(intent)
 		require.False(t, ok)
 
 		on := sealing(t, b, "k1", fp)
@@ -369,21 +370,21 @@ func TestOpenStored(t *testing.T) {
 	id := ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "k-open"}
 	reader := keyring(t, "k1", []string{"k1"}, map[string][]byte{"k1": k1})
 
-	plain, kid, err := ops.OpenStored(reader, "result", id, result)
+	plain, kid, err := opsmodel.OpenStored(reader, "result", id, result)
 	require.NoError(t, err)
 	require.Equal(t, "k1", kid)
 	require.JSONEq(t, `{"note":"Secret Street"}`, string(plain))
-	plain, _, err = ops.OpenStored(reader, "intent", id, intent)
+	plain, _, err = opsmodel.OpenStored(reader, "intent", id, intent)
 	require.NoError(t, err)
 	require.Contains(t, string(plain), "Secret title")
 
 	other := keyring(t, "k1", []string{"k1"}, map[string][]byte{"k1": newKey(t)})
 	for name, try := range map[string]func() ([]byte, string, error){
-		"no keyring":  func() ([]byte, string, error) { return ops.OpenStored(nil, "result", id, result) },
-		"wrong key":   func() ([]byte, string, error) { return ops.OpenStored(other, "result", id, result) },
-		"other field": func() ([]byte, string, error) { return ops.OpenStored(reader, "intent", id, result) },
+		"no keyring":  func() ([]byte, string, error) { return opsmodel.OpenStored(nil, "result", id, result) },
+		"wrong key":   func() ([]byte, string, error) { return opsmodel.OpenStored(other, "result", id, result) },
+		"other field": func() ([]byte, string, error) { return opsmodel.OpenStored(reader, "intent", id, result) },
 		"other record": func() ([]byte, string, error) {
-			return ops.OpenStored(reader, "result", ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "x"}, result)
+			return opsmodel.OpenStored(reader, "result", ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "x"}, result)
 		},
 	} {
 		plain, kid, err := try()
@@ -391,10 +392,10 @@ func TestOpenStored(t *testing.T) {
 		require.Equal(t, "k1", kid, name)
 		require.Nil(t, plain, name)
 	}
-	_, _, err = ops.OpenStored(other, "result", id, result)
+	_, _, err = opsmodel.OpenStored(other, "result", id, result)
 	require.ErrorContains(t, err, "does not authenticate")
 
-	plain, kid, err = ops.OpenStored(nil, "result", id, []byte(`{"plain":true}`))
+	plain, kid, err = opsmodel.OpenStored(nil, "result", id, []byte(`{"plain":true}`))
 	require.NoError(t, err)
 	require.Empty(t, kid)
 	require.Equal(t, `{"plain":true}`, string(plain))

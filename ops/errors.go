@@ -23,7 +23,7 @@ import (
 //
 //   - nothing was written: ErrUnavailable. A retry with the same key is safe
 //     and may succeed (Retry does it).
-//   - the database refused the statement: ErrRefused. Nothing was written,
+//   - the database refused the statement: ErrStoreRefused. Nothing was written,
 //     and a retry fails the same way until someone fixes the cause.
 //   - the outcome is unknown: ErrOutcomeUnknown (see Step for what may have
 //     happened) and ErrNotRecorded. A retry with the same key is still safe:
@@ -67,11 +67,11 @@ var (
 	// call's context ended before anything committed. A retry with the same
 	// key is safe. See *UnavailableError.
 	ErrUnavailable = errors.New("operation store unavailable")
-	// ErrRefused: the database refused a statement and nothing was written:
+	// ErrStoreRefused: the database refused a statement and nothing was written:
 	// the role lacks a privilege, the schema is missing, or a constraint or
 	// the store's state machine rejected the write. A retry fails the same
 	// way until someone fixes the cause. See *RefusedError.
-	ErrRefused = errors.New("refused by the database")
+	ErrStoreRefused = errors.New("refused by the database")
 	// ErrNotRecorded: an external call finished (applied, rejected or not
 	// applied) but storing its outcome failed, or the answer to that write
 	// was lost. The record may stay pending, and then needs reconciliation
@@ -322,8 +322,8 @@ func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailab
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
-// RefusedError: the database refused a statement; nothing was written.
-type RefusedError struct {
+// StoreRefusedError: the database refused a statement; nothing was written.
+type StoreRefusedError struct {
 	// SQLState is the PostgreSQL error code, such as 42501
 	// (insufficient_privilege) or 23514 (check_violation, also raised by
 	// the state machine's trigger operations_state_machine).
@@ -331,7 +331,7 @@ type RefusedError struct {
 	Err      error
 }
 
-func (e *RefusedError) Error() string {
+func (e *StoreRefusedError) Error() string {
 	switch e.SQLState {
 	case pgerrcode.InsufficientPrivilege:
 		return "refused by the database: the connected role lacks a privilege (is it granted opsdesk_service?): " + e.Err.Error()
@@ -341,9 +341,9 @@ func (e *RefusedError) Error() string {
 	return "refused by the database, nothing was written: " + e.Err.Error()
 }
 
-func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+func (e *StoreRefusedError) Is(target error) bool { return target == ErrStoreRefused }
 
-func (e *RefusedError) Unwrap() error { return e.Err }
+func (e *StoreRefusedError) Unwrap() error { return e.Err }
 
 // Reject returns the error an operation function returns for a business
 // rejection: payload is stored (as JSON) and every later equivalent attempt

@@ -74,7 +74,7 @@ func Example() {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for range 2 { // the second call is a retry after a lost response
-		out, err := ops.Retry(ctx, nil, func(ctx context.Context) (ops.Outcome[Ticket], error) {
+		out, err := ops.Retry(ctx, nil, func(ctx context.Context) (ops.Reply[Ticket], error) {
 			return ops.DoTx(ctx, store, req, create)
 		})
 		if err != nil {
@@ -110,7 +110,7 @@ func ExampleIdentity_ProviderKey() {
 
 // An external call whose result is over the store's limit: the caller
 // gets it this once, and retries learn that the effect happened.
-func ExampleOutcome_notStored() {
+func ExampleReply_notStored() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, exampleDSN())
 	if err != nil {

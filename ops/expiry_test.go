@@ -41,7 +41,7 @@ INSERT INTO opsdesk.tombstones (tenant, tool, key, operation_id, fingerprint, pu
 		require.Zero(t, b.tickets(t), "nothing ran")
 		require.Zero(t, b.count(t, `SELECT count(*) FROM opsdesk.operations`), "nothing was reserved")
 
-		rec, err := store.Lookup(b.ctx, ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "run-1"})
+		rec, err := store.Read(b.ctx, ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "run-1"})
 		require.NoError(t, err)
 		require.Equal(t, ops.StateAbsent, rec.State)
 		require.EqualValues(t, 41, rec.ID)

@@ -21,12 +21,12 @@ import (
 // failed, when its answer was lost on the way: mayHaveCommitted tells.
 
 // notWritten classifies the failure of a statement that cannot have
-// committed anything: ErrRefused when the server refused it for a reason a
+// committed anything: ErrStoreRefused when the server refused it for a reason a
 // retry does not cure, ErrUnavailable otherwise.
 func notWritten(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && !transient(pgErr.Code) {
-		return &RefusedError{SQLState: pgErr.Code, Err: err}
+		return &StoreRefusedError{SQLState: pgErr.Code, Err: err}
 	}
 	return &UnavailableError{Err: err}
 }
@@ -113,7 +113,7 @@ func fromDatabase(err error) bool {
 // classified tells whether err already matches one of the library's
 // sentinels, so that it is not wrapped in a second one.
 func classified(err error) bool {
-	for _, sentinel := range []error{ErrUnavailable, ErrRefused, ErrOutcomeUnknown, ErrNotRecorded,
+	for _, sentinel := range []error{ErrUnavailable, ErrStoreRefused, ErrOutcomeUnknown, ErrNotRecorded,
 		ErrInProgress, ErrIntentConflict, ErrNeedsReconciliation, ErrRejected, ErrLostOwnership,
 		ErrNotApplied, ErrExpired, ErrInvalidRequest, ErrUnknownTool, ErrWrongEffect} {
 		if errors.Is(err, sentinel) {

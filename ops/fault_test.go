@@ -48,7 +48,7 @@ import (
 var sentinels = []error{
 	ops.ErrInvalidRequest, ops.ErrUnknownTool, ops.ErrWrongEffect, ops.ErrIntentConflict, ops.ErrInProgress,
 	ops.ErrNeedsReconciliation, ops.ErrRejected, ops.ErrLostOwnership, ops.ErrOutcomeUnknown, ops.ErrNotApplied,
-	ops.ErrUnavailable, ops.ErrRefused, ops.ErrNotRecorded, ops.ErrExpired,
+	ops.ErrUnavailable, ops.ErrStoreRefused, ops.ErrNotRecorded, ops.ErrExpired,
 }
 
 // requireClass asserts that err matches want and no other sentinel.
@@ -571,7 +571,7 @@ func lookupSteps() []faultStep {
 			require.NoError(t, err)
 		},
 		call: func(ctx context.Context, f *faultDB, key string) error {
-			_, err := f.store.Lookup(ctx, ops.Identity{Tenant: "acme", Tool: toolTicket, Key: key})
+			_, err := f.store.Read(ctx, ops.Identity{Tenant: "acme", Tool: toolTicket, Key: key})
 			return err
 		},
 		want: same(ops.ErrUnavailable),

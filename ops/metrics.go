@@ -21,62 +21,64 @@ import (
 type Metrics interface {
 	// CallFinished reports a finished DoTx or DoExternal call: its answer
 	// and how long it took, from the call to its return.
-	CallFinished(tool, tenant string, answer Answer, d time.Duration)
-	// StepFinished reports how long one step of a call took. A call that
-	// passed validation reports PhaseReserve once; one whose fn ran also
-	// reports PhaseCall and PhaseComplete, once each.
-	StepFinished(tool, tenant string, step Phase, d time.Duration)
+	CallFinished(tool, tenant string, answer CallClass, d time.Duration)
+	// StageFinished reports how long one stage of a call took. A call that
+	// passed validation reports StageReserve once; one whose fn ran also
+	// reports StageCall and StageComplete, once each.
+	StageFinished(tool, tenant string, stage Stage, d time.Duration)
 	// Event reports something that happened during a call, at most once
 	// per call and event, except EventLeaseRenewalFailed (once per failed
 	// renewal). Ignore an Event this version does not know.
 	Event(tool, tenant string, event Event)
 }
 
-// Phase is a step of a call, as Metrics.StepFinished reports it (the step
-// label of opsdesk_ops_step_duration_seconds). Its String is the label
-// value.
-type Phase uint8
+// Stage is a stage of a call, as Metrics.StageFinished reports it (the
+// step label of opsdesk_ops_step_duration_seconds: the metric keeps its
+// name, while in the API a Step is what an OutcomeUnknownError could not
+// observe).
+// Its String is the label value.
+type Stage uint8
 
-// The steps of a call.
+// The stages of a call.
 const (
-	// PhaseReserve: from the call's start, once its request is valid, to
+	// StageReserve: from the call's start, once its request is valid, to
 	// fn's call; or, when fn does not run, to the call's answer (a replay,
 	// a refusal, a failure). It includes the transaction's start, the
 	// reservation or takeover, reading the existing record, and, for
 	// DoExternal, the commit of the reservation.
-	PhaseReserve Phase = iota
-	// PhaseCall: fn's own run (the business writes in DoTx, the
+	StageReserve Stage = iota
+	// StageCall: fn's own run (the business writes in DoTx, the
 	// provider's call in DoExternal).
-	PhaseCall
-	// PhaseComplete: from fn's return to the call's answer: storing the
+	StageCall
+	// StageComplete: from fn's return to the call's answer: storing the
 	// outcome and committing (or rolling back fn's error, releasing the
 	// reservation of a NotApplied call).
-	PhaseComplete
+	StageComplete
 	phaseCount // keep last
 )
 
-var phaseNames = [phaseCount]string{PhaseReserve: "reserve", PhaseCall: "call", PhaseComplete: "complete"}
+var phaseNames = [phaseCount]string{StageReserve: "reserve", StageCall: "call", StageComplete: "complete"}
 
-// String is the step's label value.
-func (p Phase) String() string {
+// String is the stage's label value.
+func (p Stage) String() string {
 	if p < phaseCount {
 		return phaseNames[p]
 	}
 	return "unknown"
 }
 
-// Phases lists every step, in order of value.
-func Phases() []Phase { return enum(phaseCount) }
+// Stages lists every stage, in order of value.
+func Stages() []Stage { return enum(phaseCount) }
 
-// Event is something that happened during a call, which the call's Answer
+// Event is something that happened during a call, which the call's CallClass
 // alone does not say.
 type Event uint8
 
 // The events.
 const (
 	// EventIntentConflict: the call reused a key with a different intent
-	// and the attempt was recorded (AnswerConflict), or may have been
-	// (AnswerOutcomeUnknown with Step StepConflict).
+	// and the attempt was recorded (ClassConflict), or may have been
+	// (ClassOutcomeUnknown with Step StepConflict).
 	EventIntentConflict Event = iota
 	// EventTakeover: the call took over a pending record whose lease had
 	// expired, as a new attempt. (Running a released record again is not
@@ -89,10 +91,10 @@ const (
 	// EventOwnershipLost: the attempt lost its record: its lease could not
 	// be renewed (taken over, expired, or renewals failed too long) and
 	// the call's context was cancelled with ErrLeaseLost, or its
-	// completion or release was refused (AnswerLostOwnership).
+	// completion or release was refused (ClassLostOwnership).
 	EventOwnershipLost
 	// EventResultNotRecorded: the provider's call finished but its outcome
-	// was not recorded (AnswerNotRecorded): the record stays pending and
+	// was not recorded (ClassNotRecorded): the record stays pending and
 	// will need reconciliation.
 	EventResultNotRecorded
 	eventCount // keep last
@@ -157,33 +159,33 @@ func (s *Store) labels(c *call) (tool, tenant string) {
 	return tool, tenant
 }
 
-// observeCall reports a finished call to the hook: its steps, the events
+// observeCall reports a finished call to the hook: its stages, the events
 // its answer implies, and the answer. a and err are the call's (see
 // classify).
-func (s *Store) observeCall(c *call, a Answer, err error) {
+func (s *Store) observeCall(c *call, a CallClass, err error) {
 	end := time.Now()
 	m := s.metrics
 	tool, tenant := s.labels(c)
 	if o := &c.obs; !o.reserve.IsZero() {
 		if o.called.IsZero() {
-			m.StepFinished(tool, tenant, PhaseReserve, end.Sub(o.reserve))
+			m.StageFinished(tool, tenant, StageReserve, end.Sub(o.reserve))
 		} else {
-			m.StepFinished(tool, tenant, PhaseReserve, o.called.Sub(o.reserve))
-			m.StepFinished(tool, tenant, PhaseCall, o.returned.Sub(o.called))
-			m.StepFinished(tool, tenant, PhaseComplete, end.Sub(o.returned))
+			m.StageFinished(tool, tenant, StageReserve, o.called.Sub(o.reserve))
+			m.StageFinished(tool, tenant, StageCall, o.returned.Sub(o.called))
+			m.StageFinished(tool, tenant, StageComplete, end.Sub(o.returned))
 		}
 	}
 	switch a {
-	case AnswerConflict:
+	case ClassConflict:
 		m.Event(tool, tenant, EventIntentConflict)
-	case AnswerNotRecorded:
+	case ClassNotRecorded:
 		m.Event(tool, tenant, EventResultNotRecorded)
-	case AnswerOutcomeUnknown:
+	case ClassOutcomeUnknown:
 		if unknown := (*OutcomeUnknownError)(nil); errors.As(err, &unknown) && unknown.Step == StepConflict {
 			m.Event(tool, tenant, EventIntentConflict)
 		}
 	}
-	if a == AnswerLostOwnership || c.obs.leaseLost.Load() {
+	if a == ClassLostOwnership || c.obs.leaseLost.Load() {
 		m.Event(tool, tenant, EventOwnershipLost)
 	}
 	m.CallFinished(tool, tenant, a, end.Sub(c.start))

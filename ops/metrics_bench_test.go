@@ -10,9 +10,9 @@ import (
 // own share of the metrics' cost.
 type nopMetrics struct{}
 
-func (nopMetrics) CallFinished(string, string, Answer, time.Duration) {}
-func (nopMetrics) StepFinished(string, string, Phase, time.Duration)  {}
-func (nopMetrics) Event(string, string, Event)                        {}
+func (nopMetrics) CallFinished(string, string, CallClass, time.Duration) {}
+func (nopMetrics) StageFinished(string, string, Stage, time.Duration)    {}
+func (nopMetrics) Event(string, string, Event)                           {}
 
 // BenchmarkMetricsLibraryShare: what a call with a hook costs the library
 // beyond the hook itself (timing fn, the steps, the labels), without the

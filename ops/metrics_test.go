@@ -25,7 +25,7 @@ func init() {
 	// BenchmarkDoTxCreateMetrics (package ops) measures the Prometheus
 	// hook, which that package's own test files cannot import.
 	ops.BenchMetrics = func() ops.Metrics {
-		m, err := opsprom.New(opsprom.Options{})
+		m, err := opsprom.New(opsprom.Config{})
 		if err != nil {
 			panic(err)
 		}
@@ -102,7 +102,7 @@ type metered struct {
 func setupMetered(t *testing.T, cfg ops.Config) *metered {
 	t.Helper()
 	b := setup(t)
-	m, err := opsprom.New(opsprom.Options{})
+	m, err := opsprom.New(opsprom.Config{})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	require.NoError(t, reg.Register(m))
@@ -140,7 +140,7 @@ func TestMetricsCountEachAnswer(t *testing.T) {
 		t.Parallel()
 		m := setupMetered(t, ops.Config{})
 		intent := ticketIntent{Title: "Printer on fire", Priority: 2}
-		do := func(key string, intent ticketIntent) (ops.Outcome[ticketResult], error) {
+		do := func(key string, intent ticketIntent) (ops.Reply[ticketResult], error) {
 			return ops.DoTx(m.ctx, m.store, ticketReq("acme", key, intent), createTicket("acme", key, intent.Title))
 		}
 
@@ -363,7 +363,7 @@ func TestMetricsUnderFaults(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	f := newFaultDB(t, d.AdminDSN, d.ServiceDSN, nil)
-	m, err := opsprom.New(opsprom.Options{})
+	m, err := opsprom.New(opsprom.Config{})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	require.NoError(t, reg.Register(m))
@@ -425,7 +425,7 @@ func TestMetricsNeverCarryKeyIntentOrResult(t *testing.T) {
 	t.Parallel()
 	const marker = "LEAK-b7e1c4"
 	b := setup(t)
-	m, err := opsprom.New(opsprom.Options{TenantLabel: true})
+	m, err := opsprom.New(opsprom.Config{TenantLabel: true})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	require.NoError(t, reg.Register(m))
@@ -493,7 +493,7 @@ func TestMetricsHostileNames(t *testing.T) {
 	t.Parallel()
 	const hostile = `we"ird\tool},{x="1"` + " \u3000☃\u202e"
 	b := setup(t)
-	m, err := opsprom.New(opsprom.Options{TenantLabel: true})
+	m, err := opsprom.New(opsprom.Config{TenantLabel: true})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	require.NoError(t, reg.Register(m))

@@ -26,20 +26,7 @@ const (
 // KeyBytes is the length of every key a Keyring holds.
 const KeyBytes = opsmodel.KeyBytes
 
-// EncryptedKeyID tells whether a stored value is sealed, and under which
-// key id (opsmodel.EncryptedKeyID).
-func EncryptedKeyID(stored []byte) (keyID string, ok bool) { return opsmodel.EncryptedKeyID(stored) }
-
-// OpenStored opens a stored value as a reveal shows it
-// (opsmodel.OpenStored).
-func OpenStored(kr Keyring, field string, id Identity, stored []byte) (plain []byte, keyID string, err error) {
-	return opsmodel.OpenStored(kr, field, id, stored)
-}
-
 // seal encrypts plain for field of id under the keyring's current key.
 func seal(kr Keyring, field string, id Identity, plain []byte) ([]byte, error) {
 	return opsmodel.Seal(kr, field, id, plain)
 }
-
-// ProviderKeyPrefix starts every provider key (Identity.ProviderKey).
-const ProviderKeyPrefix = opsmodel.ProviderKeyPrefix

@@ -114,7 +114,7 @@ func createTicket(tenant, key, title string) func(context.Context, pgx.Tx) (tick
 	}
 }
 
-func (b *bundle) doTicket(t *testing.T, tenant, key string, intent ticketIntent) (ops.Outcome[ticketResult], error) {
+func (b *bundle) doTicket(t *testing.T, tenant, key string, intent ticketIntent) (ops.Reply[ticketResult], error) {
 	t.Helper()
 	return ops.DoTx(b.ctx, b.store, ticketReq(tenant, key, intent), createTicket(tenant, key, intent.Title))
 }
@@ -131,7 +131,7 @@ func (b *bundle) tickets(t *testing.T) int { return b.count(t, `SELECT count(*) 
 
 func (b *bundle) lookup(t *testing.T, tool, tenant, key string) ops.Record {
 	t.Helper()
-	rec, err := b.store.Lookup(b.ctx, ops.Identity{Tenant: tenant, Tool: tool, Key: key})
+	rec, err := b.store.Read(b.ctx, ops.Identity{Tenant: tenant, Tool: tool, Key: key})
 	require.NoError(t, err)
 	return rec
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 )
 
 func TestProviderKey(t *testing.T) {
@@ -60,7 +61,7 @@ func TestProviderKey(t *testing.T) {
 			k := ops.Identity{Tenant: "acme", Tool: "charge-card", Key: key}.ProviderKey()
 			require.Regexp(t, safe, k, "key %.20q", key)
 			require.Len(t, k, 61)
-			require.True(t, strings.HasPrefix(k, ops.ProviderKeyPrefix))
+			require.True(t, strings.HasPrefix(k, opsmodel.ProviderKeyPrefix))
 		}
 	})
 }

@@ -23,8 +23,8 @@ const (
 	StateReleased  State = "released"
 )
 
-// RecordOutcome is how a completed record's operation ended. (Outcome is
-// a call's answer.)
+// RecordOutcome is how a completed record's operation ended. (A call's
+// answer is its Reply; an Outcome always says what ended.)
 type RecordOutcome string
 
 // The outcomes of a completed record.
@@ -100,12 +100,12 @@ var (
 	NegativeInfinity = pgtime.NegativeInfinity
 )
 
-// Lookup reads the record of an identity without executing anything. A
+// Read reads the record of an identity without executing anything. A
 // missing record is a Record with State StateAbsent, not an error. Callers
 // that saw a timeout ask before they decide what to do. It writes nothing,
-// so its only failures are ErrUnavailable and ErrRefused (and bad identity
+// so its only failures are ErrUnavailable and ErrStoreRefused (and bad identity
 // fields, ErrInvalidRequest).
-func (s *Store) Lookup(ctx context.Context, id Identity) (Record, error) {
+func (s *Store) Read(ctx context.Context, id Identity) (Record, error) {
 	for field, v := range map[string]string{"tenant": id.Tenant, "tool": id.Tool} {
 		if err := checkName(field, v, maxNameBytes); err != nil {
 			return Record{}, err

@@ -13,12 +13,12 @@ import (
 	"github.com/opsdesk/opsdesk/ops"
 )
 
-// requireRefusedBy asserts that err is ErrRefused, alone, for SQLSTATE code,
+// requireRefusedBy asserts that err is ErrStoreRefused, alone, for SQLSTATE code,
 // with the server's error in its chain.
-func requireRefusedBy(t *testing.T, err error, code string) *ops.RefusedError {
+func requireRefusedBy(t *testing.T, err error, code string) *ops.StoreRefusedError {
 	t.Helper()
-	requireClass(t, err, ops.ErrRefused)
-	var refused *ops.RefusedError
+	requireClass(t, err, ops.ErrStoreRefused)
+	var refused *ops.StoreRefusedError
 	require.ErrorAs(t, err, &refused)
 	require.Equal(t, code, refused.SQLState, "%v", err)
 	var pgErr *pgconn.PgError
@@ -43,7 +43,7 @@ func TestRefusedByTheDatabase(t *testing.T) {
 		// Without tools there is nothing to record: the calls are refused.
 		store, err := ops.New(nobody.Pool, ops.Config{Owner: "worker-x", Tools: map[string]ops.Policy{}})
 		require.NoError(t, err)
-		_, err = store.Lookup(b.ctx, ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "k1"})
+		_, err = store.Read(b.ctx, ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "k1"})
 		requireRefusedBy(t, err, "42501")
 		require.Zero(t, b.count(t, `SELECT count(*) FROM opsdesk.operations`))
 	})
@@ -58,7 +58,7 @@ func TestRefusedByTheDatabase(t *testing.T) {
 		require.ErrorContains(t, requireRefusedBy(t, err, "42P01"), "run opsdesk migrate")
 		_, err = ops.DoExternal(b.ctx, b.store, emailReq("k1"), neverCalled[receipt](t))
 		requireRefusedBy(t, err, "42P01")
-		_, err = b.store.Lookup(b.ctx, ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "k1"})
+		_, err = b.store.Read(b.ctx, ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "k1"})
 		requireRefusedBy(t, err, "42P01")
 		require.Zero(t, b.tickets(t))
 	})

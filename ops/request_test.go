@@ -99,7 +99,7 @@ func TestUnreachableDatabase(t *testing.T) {
 		})
 	require.ErrorIs(t, err, ops.ErrUnavailable)
 
-	_, err = store.Lookup(t.Context(), ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "k1"})
+	_, err = store.Read(t.Context(), ops.Identity{Tenant: "acme", Tool: toolTicket, Key: "k1"})
 	require.ErrorIs(t, err, ops.ErrUnavailable)
 }
 

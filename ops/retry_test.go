@@ -40,7 +40,7 @@ func TestRetryWaitsOutALiveLeaseAndReplays(t *testing.T) {
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
 	tries := 0
-	out, err := ops.Retry(ctx, nil, func(ctx context.Context) (ops.Outcome[receipt], error) {
+	out, err := ops.Retry(ctx, nil, func(ctx context.Context) (ops.Reply[receipt], error) {
 		out, err := ops.DoExternal(ctx, b.store, emailReq("k1"), neverCalled[receipt](t))
 		if tries++; tries == 1 {
 			requireClass(t, err, ops.ErrInProgress)
@@ -66,7 +66,7 @@ func TestRetryReturnsAtOnceWhenTheWaitWouldPassTheDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(b.ctx, 300*time.Millisecond)
 	defer cancel()
 	tries := 0
-	_, err := ops.Retry(ctx, nil, func(ctx context.Context) (ops.Outcome[receipt], error) {
+	_, err := ops.Retry(ctx, nil, func(ctx context.Context) (ops.Reply[receipt], error) {
 		tries++
 		return ops.DoExternal(ctx, b.store, emailReq("k1"), neverCalled[receipt](t))
 	})
@@ -90,7 +90,7 @@ func TestRetryTriesAgainOnlyWhatARetrySettles(t *testing.T) {
 		"ReservationUnknown":  {errs: []error{&ops.OutcomeUnknownError{Identity: id, Step: ops.StepReserve, Err: errors.New("lost")}}, tries: 2},
 		"InProgress":          {errs: []error{&ops.InProgressError{Identity: id, RetryAfter: time.Millisecond}}, tries: 2},
 		"ProviderCallUnknown": {errs: []error{&ops.OutcomeUnknownError{Identity: id, Step: ops.StepCall, Err: errors.New("timeout")}}, tries: 1},
-		"Refused":             {errs: []error{&ops.RefusedError{SQLState: "42501", Err: errors.New("denied")}}, tries: 1},
+		"Refused":             {errs: []error{&ops.StoreRefusedError{SQLState: "42501", Err: errors.New("denied")}}, tries: 1},
 		"Rejected":            {errs: []error{&ops.RejectedError{Identity: id}}, tries: 1},
 		"NeedsReconciliation": {errs: []error{&ops.NeedsReconciliationError{Identity: id}}, tries: 1},
 		"CallersOwn":          {errs: []error{errors.New("mine")}, tries: 1},

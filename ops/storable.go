@@ -174,7 +174,7 @@ func isMarker(js []byte) bool {
 }
 
 // ResultNotStoredError is the replay of an external effect that succeeded
-// but whose result was not stored. The Outcome returned with it carries
+// but whose result was not stored. The Reply returned with it carries
 // the record's OperationID, Attempt and ResultRef; its Result is zero.
 type ResultNotStoredError struct {
 	Identity

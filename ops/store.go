@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Config configures a Store.
@@ -37,7 +36,7 @@ type Config struct {
 	// bytes; 0 means DefaultMaxResultBytes (1 MiB). DoTx refuses a larger
 	// one with ErrInvalidRequest before it commits; DoExternal, whose
 	// provider already acted, stores a marker in its place (see
-	// Outcome.NotStored).
+	// Reply.NotStored).
 	MaxResultBytes int
 	// Metrics receives each call's answer, step durations and events
 	// (takeovers, lost leases…), never a key, intent or result; see
@@ -56,7 +55,7 @@ type Config struct {
 
 // Store runs operations against the operation store.
 type Store struct {
-	pool   *pgxpool.Pool
+	pool   Pool
 	tools  map[string]Policy
 	owner  string
 	logger *slog.Logger
@@ -93,14 +92,14 @@ func nilInside(m any) bool {
 // records their policies in the store (see RecordPolicies), waiting at
 // most five seconds: the console and doctor read them there. A refusal (a
 // role not granted opsdesk_service, a schema older than this library's, a
-// value out of the store's bounds) is New's error, wrapping ErrRefused. An
+// value out of the store's bounds) is New's error, wrapping ErrStoreRefused. An
 // unreachable store is not: the Store is returned, its calls answer
 // ErrUnavailable until the store is back, the Logger gets a warning, and
 // the service may call RecordPolicies again. New does not compare the
 // schema's version with this library's: opsmigrate.Check does, for a
 // service that wants to refuse to start on a mismatch.
-func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
-	if pool == nil {
+func New(pool Pool, cfg Config) (*Store, error) {
+	if pool == nil || nilInside(pool) {
 		return nil, errors.New("ops: nil pool")
 	}
 	tools := make(map[string]Policy, len(cfg.Tools))
@@ -147,7 +146,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), recordPoliciesTimeout)
 	defer cancel()
 	if err := s.RecordPolicies(ctx); err != nil {
-		if errors.Is(err, ErrRefused) {
+		if errors.Is(err, ErrStoreRefused) {
 			return nil, fmt.Errorf("ops: %w", err)
 		}
 		logger.Warn("tool policies not recorded: the console and doctor will not see them until RecordPolicies succeeds",

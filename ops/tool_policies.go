@@ -58,7 +58,7 @@ func (s *Store) RecordPolicies(ctx context.Context) error {
 	return nil
 }
 
-// policyError classifies a failure of RecordPolicies: ErrRefused when the
+// policyError classifies a failure of RecordPolicies: ErrStoreRefused when the
 // store refused a policy (a value out of its bounds, a role not granted
 // opsdesk_service, a schema older than 25), ErrUnavailable otherwise.
 func policyError(tool string, err error) error {

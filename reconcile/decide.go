@@ -10,7 +10,7 @@ import (
 // Decision is what a person decides about a pending record.
 type Decision string
 
-// Decisions.
+// Decisions: each is described once, by its row in Kinds.
 const (
 	// Completed: the effect happened; retries replay the recorded result.
 	Completed Decision = "completed"
@@ -22,9 +22,6 @@ const (
 	// Defer: not decidable yet; a note and a snooze time, no change.
 	Defer Decision = "defer"
 )
-
-// Decisions lists the decisions in the order people are offered them.
-var Decisions = []Decision{Completed, NotExecuted, Failed, Defer}
 
 // Lookup is a provider lookup's definite answer, if any.
 type Lookup string
@@ -89,8 +86,8 @@ type DecideParams struct {
 // The answers of the audited functions are internal/audited's: these
 // names are theirs.
 type (
-	// Outcome is how an attempt ended, as the audit trail records it.
-	Outcome = audited.Outcome
+	// AuditOutcome is how an attempt ended, as the audit trail records it.
+	AuditOutcome = audited.Outcome
 	// Result is the answer to an attempt: the audit record it appended
 	// and the record's state and version after it.
 	Result = audited.Result

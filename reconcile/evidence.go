@@ -5,21 +5,18 @@ package reconcile
 // that it needs an explicit override: releasing or failing what the
 // provider has, confirming what it has not, or confirming it under
 // another reference than the one the provider reported (retries would
-// replay a reference the provider does not know).
+// replay a reference the provider does not know). Kinds say which answer
+// goes against which decision (Kind.ContradictedBy, Kind.NeedsRef).
 func (e Evidence) Contradicts(d Decision, ref string) bool {
-	switch e.Lookup {
-	case LookupFound:
-		return d == NotExecuted || d == Failed || e.RefContradicts(d, ref)
-	case LookupNotFound:
-		return d == Completed
-	}
-	return false
+	k, _ := KindOf(d)
+	return e.Lookup != LookupNone && k.ContradictedBy == e.Lookup || e.RefContradicts(d, ref)
 }
 
-// RefContradicts tells whether confirming completed with ref goes
-// against the reference the lookup found.
+// RefContradicts tells whether confirming with ref a decision that needs
+// one (completed) goes against the reference the lookup found.
 func (e Evidence) RefContradicts(d Decision, ref string) bool {
-	return e.Lookup == LookupFound && d == Completed && e.Ref != "" && ref != e.Ref
+	k, _ := KindOf(d)
+	return e.Lookup == LookupFound && k.NeedsRef && e.Ref != "" && ref != e.Ref
 }
 
 // NoLookupEvidence is the evidence of a decision on a tool whose catalog

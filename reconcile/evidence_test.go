@@ -37,3 +37,25 @@ func TestLookupContradicts(t *testing.T) {
 	}
 	require.Equal(t, "no evidence gathered: the catalog has no lookup for charge-card", reconcile.NoLookupEvidence("charge-card").Summary)
 }
+
+func TestKindsDescribeEachDecisionOnce(t *testing.T) {
+	t.Parallel()
+	seen := map[reconcile.Decision]bool{}
+	for i, k := range reconcile.Kinds {
+		require.False(t, seen[k.Decision], "%s twice", k.Decision)
+		seen[k.Decision] = true
+		require.Equal(t, k.Decision, reconcile.Decisions[i])
+		require.NotEmpty(t, k.Words.Name, k.Decision)
+		require.NotEmpty(t, k.Words.Gist, k.Decision)
+		require.NotEmpty(t, k.Words.Help, k.Decision)
+		require.NotEmpty(t, k.Words.Done, k.Decision)
+		require.Equal(t, k.Words.Group == "", k.Words.Each == "", "%s: a bulk proposal has both wordings", k.Decision)
+		got, ok := reconcile.KindOf(k.Decision)
+		require.True(t, ok)
+		require.Equal(t, k.Decision, got.Decision)
+	}
+	require.Len(t, reconcile.Decisions, len(reconcile.Kinds))
+	_, ok := reconcile.KindOf("maybe")
+	require.False(t, ok)
+	require.LessOrEqual(t, len(reconcile.Kinds), 9, "the console chooses a decision with one digit key")
+}

@@ -324,9 +324,9 @@ func quoteCut(s string) string {
 	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
 }
 
-// MaxRefBytes is the longest reference a decision records (migration
+// maxRefBytes is the longest reference a decision records (migration
 // 00016).
-const MaxRefBytes = 500
+const maxRefBytes = 500
 
 // CheckRef tells whether ref can be recorded as the provider's reference:
 // what retries will replay and people will read. decide takes 500 bytes
@@ -339,8 +339,8 @@ func CheckRef(ref string) error {
 	switch {
 	case ref == "":
 		return errors.New("the answer names no reference (see the tool's lookup result_ref)")
-	case len(ref) > MaxRefBytes:
-		return fmt.Errorf("the reference is %d bytes, over the %d a decision records", len(ref), MaxRefBytes)
+	case len(ref) > maxRefBytes:
+		return fmt.Errorf("the reference is %d bytes, over the %d a decision records", len(ref), maxRefBytes)
 	case !utf8.ValidString(ref):
 		return errors.New("the reference is not UTF-8")
 	case strings.TrimFunc(ref, IsSpace) != ref:

@@ -29,14 +29,14 @@ func DiffMark(k DiffKind) string {
 	return " "
 }
 
-// MaxIndent bounds the indentation of a request's lines (levels): deeper
+// maxIndent bounds the indentation of a request's lines (levels): deeper
 // lines are indented no further, so 10,000 levels do not print 20,000
 // spaces a line.
-const MaxIndent = 24
+const maxIndent = 24
 
 // Indent is the line's indentation: two spaces a level, at most
-// MaxIndent levels.
-func (l RequestLine) Indent() string { return strings.Repeat("  ", min(l.Depth, MaxIndent)) }
+// maxIndent levels.
+func (l RequestLine) Indent() string { return strings.Repeat("  ", min(l.Depth, maxIndent)) }
 
 // Shown is the line's text as printed: JSON text with the characters JSON
 // leaves raw escaped (EscapeControls).

@@ -14,7 +14,7 @@ import (
 const screenAck screenID = "ack"
 
 // ackKind is the acknowledgement; a record's detail opens it.
-var ackKind = screenKind{id: screenAck, build: func(d deps, o Options) screen { return newAck(d, o.Decider) }}
+var ackKind = screenKind{id: screenAck, build: func(d deps, o Config) screen { return newAck(d, o.Decider) }}
 
 // ackFlow acknowledges the conflicting attempts the operator was shown:
 // a reason, a confirmation, the result.

@@ -37,7 +37,7 @@ func auditOf(f readmodel.AuditFilter) auditNav { return auditNav{filter: f} }
 // auditKind is the audit trail and :audit.
 var auditKind = screenKind{
 	id:    screenAudit,
-	build: func(d deps, _ Options) screen { return newAudit(d) },
+	build: func(d deps, _ Config) screen { return newAudit(d) },
 	commands: []command{{names: []string{"audit", "trail"}, usage: ":audit [filter]",
 		help: "the audit trail, newest first (:audit outcome:denied)", try: "audit", suggest: "audit",
 		parse: func(rest string) (tea.Msg, error) {

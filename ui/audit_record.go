@@ -25,7 +25,7 @@ type auditRecordNav struct{ ref auditRef }
 func (auditRecordNav) target() screenID { return screenAuditRecord }
 
 // auditRecordKind is one audit record; the trail opens it.
-var auditRecordKind = screenKind{id: screenAuditRecord, build: func(d deps, _ Options) screen { return newAuditRecord(d) }}
+var auditRecordKind = screenKind{id: screenAuditRecord, build: func(d deps, _ Config) screen { return newAuditRecord(d) }}
 
 // auditRecordScreen shows one audit record whole: who, what, when, why,
 // the change, the evidence and flags, the details, and what the chain

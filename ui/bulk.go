@@ -49,7 +49,7 @@ type bulkNav struct{ filter readmodel.Filter }
 func (bulkNav) target() screenID { return screenBulk }
 
 // bulkKind is the bulk reconciliation; R on a list opens it.
-var bulkKind = screenKind{id: screenBulk, build: func(d deps, o Options) screen { return newBulk(d, o.Bulk) }}
+var bulkKind = screenKind{id: screenBulk, build: func(d deps, o Config) screen { return newBulk(d, o.Bulk) }}
 
 // The bulk reconciliation's own steps; the reason, the confirmation and
 // the result are named with every flow's.
@@ -518,7 +518,7 @@ func carried(prev, res bulk.GroupResult) bulk.GroupResult {
 		return res
 	}
 	items := slices.Clone(res.Items)
-	counts := map[bulk.Outcome]int{}
+	counts := map[bulk.ItemOutcome]int{}
 	for i, it := range items {
 		if was := prev.Items[i]; it.Outcome == bulk.Skipped && was.ID == it.ID && was.Outcome == bulk.Decided {
 			items[i] = was
@@ -712,8 +712,8 @@ func verdictKeys() []string {
 
 // outcomeKeys are the outcomes as progress counts name them.
 func outcomeKeys() []string {
-	out := make([]string, len(bulk.Outcomes))
-	for i, o := range bulk.Outcomes {
+	out := make([]string, len(bulk.ItemOutcomes))
+	for i, o := range bulk.ItemOutcomes {
 		out[i] = string(o)
 	}
 	return out
@@ -794,7 +794,7 @@ func (s *bulkFlow) itemLine(item bulk.Item, note string) string {
 // outcomesText is a result's counts, every outcome that happened.
 func outcomesText(r bulk.GroupResult) string {
 	var parts []string
-	for _, o := range bulk.Outcomes {
+	for _, o := range bulk.ItemOutcomes {
 		if n := r.Counts[o]; n > 0 || o == bulk.Decided {
 			parts = append(parts, count(int64(n))+" "+o.Label())
 		}
@@ -804,12 +804,8 @@ func outcomesText(r bulk.GroupResult) string {
 
 // consequence says what the group's decision does to each record.
 func consequence(g bulk.Group) string {
-	switch g.Proposal {
-	case reconcile.Completed:
-		return "completed, each with the reference the provider named for it (shown as ref); retries of each key " +
-			"replay it"
-	case reconcile.NotExecuted:
-		return "not executed: each record is released, and the next retry of its key calls the provider again"
+	if k, ok := reconcile.KindOf(g.Proposal); ok && k.Words.Each != "" {
+		return k.Words.Each
 	}
 	return "-"
 }
@@ -895,7 +891,7 @@ func (s *bulkFlow) resultLines() []string {
 		s.field(&out, "took", tookText(r.Took))
 	}
 	sections := []struct {
-		o    bulk.Outcome
+		o    bulk.ItemOutcome
 		name string
 	}{
 		{bulk.Skipped, "Skipped: changed since the lookup, not decided"},

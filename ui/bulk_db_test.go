@@ -86,14 +86,14 @@ func bulkProvider(t *testing.T) reconcile.LookupSpec {
 // bulk reconciliation over the same desk and store.
 func bulkConsole(t *testing.T, p *dbtest.Person, spec reconcile.LookupSpec) *harness {
 	t.Helper()
-	store := storeview.New(p.Pool, storeview.Options{StatementTimeout: 5 * time.Second})
+	store := storeview.New(p.Pool, storeview.Config{StatementTimeout: 5 * time.Second})
 	client := bulk.HTTPClient(4)
 	t.Cleanup(client.CloseIdleConnections)
 	desk := &desk.Desk{Pool: p.Pool, DisplayName: "Test Operator", Client: client,
 		Tools: map[string]reconcile.Tool{"charge-card": {Lookup: &spec}, "create-ticket": {}}}
 	r, err := bulk.New(bulk.Config{Desk: desk, Lister: store, Concurrency: 4})
 	require.NoError(t, err)
-	return newSourceHarness(t, store, Options{Context: "db", Decider: desk, Bulk: r}, 120, 40)
+	return newSourceHarness(t, store, Config{Context: "db", Decider: desk, Bulk: r}, 120, 40)
 }
 
 // TestBulkRealDatabase drives R end to end on a real PostgreSQL as an

@@ -139,7 +139,7 @@ func (b *fakeBulk) Lookup(ctx context.Context, rows []readmodel.Row, progress fu
 
 func (b *fakeBulk) Accept(ctx context.Context, plan *bulk.Plan, v bulk.Verdict, p bulk.AcceptParams, progress func(bulk.Progress)) (bulk.GroupResult, error) {
 	g := plan.Group(v)
-	res := bulk.GroupResult{BatchID: plan.BatchID, Verdict: v, Decision: g.Proposal, Counts: map[bulk.Outcome]int{}}
+	res := bulk.GroupResult{BatchID: plan.BatchID, Verdict: v, Decision: g.Proposal, Counts: map[bulk.ItemOutcome]int{}}
 	switch {
 	case g.Proposal == "":
 		return res, fmt.Errorf("%w: decide them one by one", bulk.ErrNoProposal)
@@ -227,7 +227,7 @@ func newBulkHarness(t testing.TB, decide bool, w, h int) (*harness, *fakeBulk) {
 	dec := newFakeDecider(src)
 	dec.caps.Decide = decide
 	fb := newFakeBulk(t, src)
-	return newDecideHarness(t, src, dec, Options{Bulk: fb}, w, h), fb
+	return newDecideHarness(t, src, dec, Config{Bulk: fb}, w, h), fb
 }
 
 func (m *Model) bulk() *bulkFlow { return m.screens[screenBulk].(*bulkFlow) }

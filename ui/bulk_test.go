@@ -97,11 +97,11 @@ func TestBulkOffered(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		decide bool
-		opts   func(o *Options)
+		opts   func(o *Config)
 	}{
 		{"viewer", false, nil},
-		{"read-only", true, func(o *Options) { o.ReadOnly = true }},
-		{"no bulk", true, func(o *Options) { o.Bulk = nil }},
+		{"read-only", true, func(o *Config) { o.ReadOnly = true }},
+		{"no bulk", true, func(o *Config) { o.Bulk = nil }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -109,7 +109,7 @@ func TestBulkOffered(t *testing.T) {
 			addOutage(src)
 			dec := newFakeDecider(src)
 			dec.caps.Decide = c.decide
-			o := Options{Bulk: newFakeBulk(t, src)}
+			o := Config{Bulk: newFakeBulk(t, src)}
 			if c.opts != nil {
 				c.opts(&o)
 			}
@@ -377,7 +377,7 @@ func TestBulkStoppedListing(t *testing.T) {
 	src := newFakeSource()
 	addOutage(src)
 	fb := newFakeBulk(t, src)
-	h := newDecideHarness(t, src, newFakeDecider(src), Options{Bulk: gatedList{fb}}, 120, 40)
+	h := newDecideHarness(t, src, newFakeDecider(src), Config{Bulk: gatedList{fb}}, 120, 40)
 	h.keys(bulkList)
 	h.press(keyR) // the run's first message never comes: List waits
 	require.Contains(t, h.view(), "listing the stuck records of state:stuck tool:charge-card…")
@@ -434,7 +434,7 @@ func TestBulkGroupNotReadAgain(t *testing.T) {
 	addOutage(src)
 	engine, err := bulk.New(bulk.Config{Desk: lookupTools{"charge-card": true}, Lister: goneStore{}})
 	require.NoError(t, err)
-	h := newDecideHarness(t, src, newFakeDecider(src), Options{Bulk: engineAccepts{newFakeBulk(t, src), engine}}, 120, 40)
+	h := newDecideHarness(t, src, newFakeDecider(src), Config{Bulk: engineAccepts{newFakeBulk(t, src), engine}}, 120, 40)
 	h.keys(bulkList + "R<enter>outage<enter>9<enter>")
 	require.Equal(t, stepResult, h.m.bulk().step)
 	require.Contains(t, flat(h.view()), "stopped before the first decision, nothing was decided", "the result:\n%s", h.view())

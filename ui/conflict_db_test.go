@@ -65,8 +65,8 @@ func TestConflictRevealRealDatabase(t *testing.T) {
 	require.ErrorIs(t, err, ops.ErrInvalidRequest)
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
-	h := newSourceHarness(t, storeview.New(operator.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
-		Options{Context: "db", Decider: &desk.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}, 120, 60)
+	h := newSourceHarness(t, storeview.New(operator.Pool, storeview.Config{StatementTimeout: 5 * time.Second}),
+		Config{Context: "db", Decider: &desk.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}, 120, 60)
 	require.True(t, h.m.canDecide(), "the operator's capabilities: %+v", h.m.caps)
 	h.keys(":key acme/create-note/" + key + "<enter>")
 	require.Contains(t, h.view(), "c compare conflict", "the conflicted record does not offer the reveal:\n%s", h.view())
@@ -111,8 +111,8 @@ WHERE tenant = 'acme' AND action = 'reveal:conflict' ORDER BY seq DESC LIMIT 1`)
 	// audited.
 	viewer := dbtest.NewPerson(t, d, "viewer", "*")
 	desk := &desk.Desk{Pool: viewer.Pool}
-	hv := newSourceHarness(t, storeview.New(viewer.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
-		Options{Context: "db", Decider: desk}, 120, 40)
+	hv := newSourceHarness(t, storeview.New(viewer.Pool, storeview.Config{StatementTimeout: 5 * time.Second}),
+		Config{Context: "db", Decider: desk}, 120, 40)
 	hv.keys(":key acme/create-note/" + key + "<enter>")
 	require.Contains(t, hv.view(), "≠ 1 unreviewed conflicting attempt", "the viewer does not see the record:\n%s", hv.view())
 	require.NotContains(t, hv.view(), "compare conflict", "offered to a viewer:\n%s", hv.view())
@@ -139,8 +139,8 @@ func TestConflictRevealConnectionLost(t *testing.T) {
 	_, conflict := noteConflict(t, d, key, `{"to":"user@example.com","n":1}`, `{"to":"user@example.com","n":2}`)
 	operator := dbtest.NewPerson(t, d, "operator", "acme")
 	losing := dbtest.LosingPool(t, d, operator, "reveal_conflict_fetch")
-	h := newSourceHarness(t, storeview.New(operator.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
-		Options{Context: "db", Decider: &desk.Desk{Pool: losing}}, 120, 40)
+	h := newSourceHarness(t, storeview.New(operator.Pool, storeview.Config{StatementTimeout: 5 * time.Second}),
+		Config{Context: "db", Decider: &desk.Desk{Pool: losing}}, 120, 40)
 	h.keys(":key acme/create-note/" + key + "<enter>c")
 	require.Contains(t, h.view(), "conflict #"+strconv.FormatInt(conflict.ConflictID, 10), "c does not offer the conflict:\n%s", h.view())
 	h.keys("the line drops<enter>y")
@@ -172,8 +172,8 @@ func TestConflictRevealOtherTenant(t *testing.T) {
 	noteConflict(t, d, key, `{"to":"user@example.com","n":1}`, `{"to":"user@example.com","n":2}`)
 	for _, level := range []string{"operator", "admin"} {
 		p := dbtest.NewPerson(t, d, level, "globex")
-		h := newSourceHarness(t, storeview.New(p.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
-			Options{Context: "db", Decider: &desk.Desk{Pool: p.Pool}}, 120, 40)
+		h := newSourceHarness(t, storeview.New(p.Pool, storeview.Config{StatementTimeout: 5 * time.Second}),
+			Config{Context: "db", Decider: &desk.Desk{Pool: p.Pool}}, 120, 40)
 		require.True(t, h.m.canDecide(), "%s: the capabilities: %+v", level, h.m.caps)
 		h.keys(":key acme/create-note/" + key + "<enter>")
 		v := h.view()

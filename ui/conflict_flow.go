@@ -20,7 +20,7 @@ import (
 const screenConflict screenID = "conflict"
 
 // conflictKind is the conflict reveal; a record's detail opens it.
-var conflictKind = screenKind{id: screenConflict, build: func(d deps, o Options) screen { return newConflictFlow(d, o.Decider, o.RevealKeys) }}
+var conflictKind = screenKind{id: screenConflict, build: func(d deps, o Config) screen { return newConflictFlow(d, o.Decider, o.RevealKeys) }}
 
 // stepChoose picks the conflicting attempt, when a record has several.
 const stepChoose step = "choose"

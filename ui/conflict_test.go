@@ -76,7 +76,7 @@ func TestConflictReveal(t *testing.T) {
 	for _, w := range []int{80, 120} {
 		src := newFakeSource()
 		dec := newFakeDecider(src)
-		h := newDecideHarness(t, src, dec, Options{}, w, 400)
+		h := newDecideHarness(t, src, dec, Config{}, w, 400)
 		h.keys(openEmail + "c<enter>")
 		require.Contains(t, h.view(), "#907", "the latest unreviewed attempt is not chosen:\n%s", h.view())
 		h.keys("<enter>")
@@ -126,7 +126,7 @@ func TestConflictKeysHidden(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
-	h := newDecideHarness(t, src, dec, Options{}, 120, 40).keys(openDeploy)
+	h := newDecideHarness(t, src, dec, Config{}, 120, 40).keys(openDeploy)
 	require.NotContains(t, h.view(), "compare conflict", "offered on a record without conflicts:\n%s", h.view())
 	h.keys("c")
 	require.Equal(t, h.m.detail(), h.m.active(), "c left the detail for screen %s", h.m.active().id())
@@ -141,7 +141,7 @@ func TestConflictHostile(t *testing.T) {
 		src := newFakeSource()
 		dec := newFakeDecider(src)
 		dec.requests[907] = hostileRequests
-		h := newDecideHarness(t, src, dec, Options{}, w, 400)
+		h := newDecideHarness(t, src, dec, Config{}, w, 400)
 		h.keys(compareLatest)
 		v := h.view()
 		requireNoRaw(t, v)
@@ -159,7 +159,7 @@ func TestConflictHostile(t *testing.T) {
 	src.conflicts[48999] = []readmodel.Conflict{{ID: 999, AttemptedAt: dbNow.Add(-time.Minute), Owner: "evil\u202e\x1b[31m", FingerprintTag: "fp:\u2066x"}}
 	dec := newFakeDecider(src)
 	dec.requests[999] = hostileRequests
-	h := newDecideHarness(t, src, dec, Options{}, 120, 400)
+	h := newDecideHarness(t, src, dec, Config{}, 120, 400)
 	h.keys(":ops id:48999<enter><enter>c")
 	requireNoRaw(t, h.view())
 	h.send(runeKey("why\u202e"))
@@ -207,7 +207,7 @@ func TestConflictLarge(t *testing.T) {
 	big := largeRequest()
 	require.GreaterOrEqual(t, len(big), 32<<20, "the request is %d bytes", len(big))
 	dec.requests[907] = [2]json.RawMessage{json.RawMessage(fakeEmailRequest), big}
-	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+	h := newDecideHarness(t, src, dec, Config{}, 120, 40)
 	h.keys(openEmail + "c<enter>export size<enter>")
 	_, cmd := h.m.Update(runeKey("y"))
 	// The reveal's command reads and lays the requests out, away from
@@ -251,7 +251,7 @@ func TestConflictLarge(t *testing.T) {
 func TestConflictResized(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
-	h := newDecideHarness(t, src, newFakeDecider(src), Options{}, 120, 40)
+	h := newDecideHarness(t, src, newFakeDecider(src), Config{}, 120, 40)
 	h.keys(compareLatest)
 	require.NotContains(t, h.view(), "lines 1–", "the requests do not fit at 120x40:\n%s", h.view())
 	h.send(tea.WindowSizeMsg{Width: 80, Height: 24})

@@ -57,10 +57,10 @@ func TestDecideRealDatabase(t *testing.T) {
 	_, err := d.Admin.Exec(ctx, decideFixtures)
 	require.NoError(t, err, "fixtures: %v", err)
 	person := dbtest.NewPerson(t, d, "operator", "*")
-	store := storeview.New(person.Pool, storeview.Options{StatementTimeout: 5 * time.Second})
+	store := storeview.New(person.Pool, storeview.Config{StatementTimeout: 5 * time.Second})
 	desk := &desk.Desk{Pool: person.Pool, DisplayName: "Test Operator",
 		Tools: map[string]reconcile.Tool{"create-ticket": {Runbook: "Check the ticket queue first."}}}
-	h := newSourceHarness(t, store, Options{Context: "db", Decider: desk}, 120, 40)
+	h := newSourceHarness(t, store, Config{Context: "db", Decider: desk}, 120, 40)
 	require.True(t, h.m.canDecide(), "the role's capabilities: %+v (known %v)", h.m.caps, h.m.capsKnown)
 	require.Equal(t, person.Role, h.m.caps.Role, "the role's capabilities: %+v (known %v)", h.m.caps, h.m.capsKnown)
 	require.Equal(t, "operator", roleLabel(h.m.caps), "the role's capabilities: %+v (known %v)", h.m.caps, h.m.capsKnown)

@@ -292,7 +292,7 @@ func (f *fakeDecider) RevealStart(ctx context.Context, id int64, field reconcile
 
 // newDecideHarness drives a console that may write through dec (nil: no
 // Decider at all), with the fake source's goldens' settings.
-func newDecideHarness(t testing.TB, src *fakeSource, dec Decider, opts Options, w, h int) *harness {
+func newDecideHarness(t testing.TB, src *fakeSource, dec Decider, opts Config, w, h int) *harness {
 	t.Helper()
 	opts.Context, opts.NoColor, opts.Decider = "prod-eu", true, dec
 	hs := startHarness(&harness{t: t, src: src}, src, opts, w, h, termenv.Ascii)

@@ -148,7 +148,7 @@ func decideGoldens(t *testing.T, cases []decideCase) {
 		goldens(t, c.name, func(t *testing.T, w, h int) string {
 			src := newFakeSource()
 			dec := newFakeDecider(src)
-			hs := newDecideHarness(t, src, dec, Options{}, w, h)
+			hs := newDecideHarness(t, src, dec, Config{}, w, h)
 			c.setup(hs, dec)
 			return hs.view()
 		})
@@ -179,14 +179,14 @@ func TestDecideKeysHidden(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name     string
-		opts     Options
+		opts     Config
 		viewer   bool
 		noDec    bool
 		askCaps  bool
 		roleNote string
 	}{
 		{name: "viewer", viewer: true, askCaps: true, roleNote: "you: alice (viewer)"},
-		{name: "read-only", opts: Options{ReadOnly: true}},
+		{name: "read-only", opts: Config{ReadOnly: true}},
 		{name: "no-decider", noDec: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -221,7 +221,7 @@ func TestDecideKeysHidden(t *testing.T) {
 	}
 	// With an operator's role the same keys are offered.
 	src := newFakeSource()
-	h := newDecideHarness(t, src, newFakeDecider(src), Options{}, 120, 40).keys(openEmail)
+	h := newDecideHarness(t, src, newFakeDecider(src), Config{}, 120, 40).keys(openEmail)
 	for _, word := range []string{"a ack conflicts", "v reveal result", "c compare conflict"} {
 		require.Contains(t, h.view(), word, "an operator is not offered %q:\n%s", word, h.view())
 	}
@@ -238,7 +238,7 @@ func TestDecideTypedConfirmation(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
-	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	h := newDecideHarness(t, src, dec, Config{}, 80, 24)
 	h.keys(openDeploy + "r2o<enter>rolled back by hand<enter>")
 	require.Equal(t, stepConfirm, h.m.reconcile().step, "not on the typed confirmation:\n%s", h.view())
 	require.True(t, h.m.reconcile().typedConfirm(), "not on the typed confirmation:\n%s", h.view())
@@ -278,7 +278,7 @@ func TestDecideBackedRelease(t *testing.T) {
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	dec.lookups["deploy-service"] = dec.lookups["charge-card"] // not found
-	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	h := newDecideHarness(t, src, dec, Config{}, 80, 24)
 	h.keys(openDeploy + "r")
 	require.Equal(t, reconcile.NotExecuted, h.m.reconcile().decision(), "the evidence does not point at not executed")
 	h.keys("<enter>the provider has no such deployment<enter>")
@@ -299,7 +299,7 @@ func TestDecideConfirmDefaultsToNo(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
-	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	h := newDecideHarness(t, src, dec, Config{}, 80, 24)
 	h.keys(openTicket + "r3<enter>duplicate ticket<enter>")
 	for _, no := range []string{"<enter>", "n", "<esc>"} {
 		require.Equal(t, stepConfirm, h.m.reconcile().step, "not on the confirmation:\n%s", h.view())
@@ -322,7 +322,7 @@ func TestDecideChanged(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
-	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+	h := newDecideHarness(t, src, dec, Config{}, 120, 40)
 	h.keys(openDeploy + "r<enter>deployment DEP-4711 is live<enter>")
 	changeBehindTheScenes(src, 48207)
 	h.keys("y")
@@ -353,7 +353,7 @@ func TestDecideStaleAnswers(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
-	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+	h := newDecideHarness(t, src, dec, Config{}, 120, 40)
 	h.keys(openDeploy)
 	_, first := h.m.Update(runeKey("r")) // deploy-service: found DEP-4711, held
 	h.keys("<esc>" + openCharge)
@@ -393,7 +393,7 @@ func TestDecideSteps(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
-	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	h := newDecideHarness(t, src, dec, Config{}, 80, 24)
 	h.keys(openDeploy + "re<enter>because")
 	for i, st := range []step{stepReason, stepReference, stepDecide} {
 		require.Equal(t, st, h.m.reconcile().step, "after %d esc", i)
@@ -455,7 +455,7 @@ func TestDecideEachKind(t *testing.T) {
 			t.Parallel()
 			src := newFakeSource()
 			dec := newFakeDecider(src)
-			h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+			h := newDecideHarness(t, src, dec, Config{}, 120, 40)
 			h.keys(c.open + "r" + c.keys)
 			require.Contains(t, h.view(), "✓ Done: ", "not done:\n%s", h.view())
 			got := dec.lastDecided(t)
@@ -483,7 +483,7 @@ func TestDecideReveal(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
-	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+	h := newDecideHarness(t, src, dec, Config{}, 120, 40)
 	h.keys(openEmail + "v<enter>")
 	require.EqualValues(t, 0, dec.called("reveal"), "revealed without a reason:\n%s", h.view())
 	require.Contains(t, h.view(), "a reason is required", "revealed without a reason:\n%s", h.view())
@@ -542,7 +542,7 @@ func TestNoAnswerWording(t *testing.T) {
 		src := newFakeSource()
 		dec := newFakeDecider(src)
 		dec.lost = errors.New("conn closed: unexpected EOF")
-		h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+		h := newDecideHarness(t, src, dec, Config{}, 120, 40)
 		h.keys(c.keys)
 		v := flat(h.view())
 		require.Contains(t, v, c.want, "%s:\n%s", c.name, h.view())
@@ -559,7 +559,7 @@ func TestDecideRevealLarge(t *testing.T) {
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	dec.values = map[reconcile.Field][]byte{reconcile.FieldResult: largeValue()}
-	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	h := newDecideHarness(t, src, dec, Config{}, 80, 24)
 	h.keys(openEmail + "vexport size<enter>")
 	v := h.view()
 	require.Contains(t, v, `"report": "nightly export",`, "the large value's start is not shown, paged:\n%s", v)
@@ -591,7 +591,7 @@ func TestDecideRevealCancel(t *testing.T) {
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	dec.slowReveal = make(chan struct{})
-	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+	h := newDecideHarness(t, src, dec, Config{}, 120, 40)
 	h.keys(openEmail + "vneed the message id")
 	_, cmd := h.m.Update(tea.KeyMsg{Type: tea.KeyEnter})
 	answered := make(chan tea.Msg, 1)
@@ -672,7 +672,7 @@ func TestDecideAck(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
-	h := newDecideHarness(t, src, dec, Options{}, 120, 40)
+	h := newDecideHarness(t, src, dec, Config{}, 120, 40)
 	h.keys(openEmail + "acaller bug<enter>y<enter>")
 	require.EqualValues(t, 1, dec.called("ack"), "acked %v with %v", dec.acked, dec.reasons)
 	require.EqualValues(t, 48190, dec.acked[0], "acked %v with %v", dec.acked, dec.reasons)
@@ -689,7 +689,7 @@ func TestDecideCapabilitiesLater(t *testing.T) {
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	dec.capsErr = errDown
-	h := newDecideHarness(t, src, dec, Options{}, 120, 40).keys(openDeploy)
+	h := newDecideHarness(t, src, dec, Config{}, 120, 40).keys(openDeploy)
 	require.NotContains(t, h.view(), "r reconcile", "reconcile is offered before the role's capabilities are known")
 	dec.mu.Lock()
 	dec.capsErr = nil
@@ -709,7 +709,7 @@ func TestFlowReconcile(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
-	tm := teatest.NewTestModel(t, New(src, Options{Context: "prod-eu", NoColor: true, Decider: dec}), teatest.WithInitialTermSize(120, 40))
+	tm := teatest.NewTestModel(t, New(src, Config{Context: "prod-eu", NoColor: true, Decider: dec}), teatest.WithInitialTermSize(120, 40))
 	wait := (&screenLog{tm: tm}).wait(t)
 	wait("Needs attention")
 	tm.Send(tea.KeyMsg{Type: tea.KeyEnter}) // the stuck tile
@@ -745,7 +745,7 @@ func TestDecideScrollsAtAnySize(t *testing.T) {
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	dec.runbooks["deploy-service"] += "\nEscalate to #deploys when the dashboard disagrees with the lookup."
-	h := newDecideHarness(t, src, dec, Options{}, 60, 20)
+	h := newDecideHarness(t, src, dec, Config{}, 60, 20)
 	reads := func(want string) {
 		t.Helper()
 		for range 20 {

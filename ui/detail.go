@@ -37,7 +37,7 @@ func (n detailNav) describe() string {
 // detailKind is a record's detail and :key, which looks one up.
 var detailKind = screenKind{
 	id:    screenDetail,
-	build: func(d deps, _ Options) screen { return newDetail(d) },
+	build: func(d deps, _ Config) screen { return newDetail(d) },
 	commands: []command{{names: []string{"key", "get"}, usage: ":key TENANT/TOOL/KEY", help: "look up one identity",
 		try: "key TENANT/TOOL/KEY", suggest: "key ", parse: func(rest string) (tea.Msg, error) {
 			id, err := parseIdentity(rest)

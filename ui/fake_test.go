@@ -408,18 +408,18 @@ func newHarness(t testing.TB, src *fakeSource, w, h int) *harness {
 // newHarnessProfile renders with a colour profile (the goldens use ASCII).
 func newHarnessProfile(t testing.TB, src *fakeSource, w, h int, p termenv.Profile) *harness {
 	t.Helper()
-	return startHarness(&harness{t: t, src: src}, src, Options{Context: "prod-eu", NoColor: p == termenv.Ascii}, w, h, p)
+	return startHarness(&harness{t: t, src: src}, src, Config{Context: "prod-eu", NoColor: p == termenv.Ascii}, w, h, p)
 }
 
 // newSourceHarness drives a model over any Source, such as a
 // storeview.Store on a real server, without colour. Its src is nil.
-func newSourceHarness(t testing.TB, src Source, opts Options, w, h int) *harness {
+func newSourceHarness(t testing.TB, src Source, opts Config, w, h int) *harness {
 	t.Helper()
 	opts.NoColor = true
 	return startHarness(&harness{t: t}, src, opts, w, h, termenv.Ascii)
 }
 
-func startHarness(hs *harness, src Source, opts Options, w, h int, p termenv.Profile) *harness {
+func startHarness(hs *harness, src Source, opts Config, w, h int, p termenv.Profile) *harness {
 	hs.t.Helper()
 	r := lipgloss.NewRenderer(io.Discard)
 	r.SetColorProfile(p)

@@ -120,7 +120,7 @@ func (d *faultDB) openStore(t *testing.T) *storeview.Store {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	pool.Reset()
-	return storeview.New(pool, storeview.Options{StatementTimeout: 5 * time.Second})
+	return storeview.New(pool, storeview.Config{StatementTimeout: 5 * time.Second})
 }
 
 // sqlExec runs SQL (several statements allowed) on its own connection.
@@ -184,7 +184,7 @@ func flat(v string) string { return strings.Join(strings.Fields(v), " ") }
 func TestFaultLostMidSession(t *testing.T) {
 	t.Parallel()
 	d := newFaultDB(t)
-	h := newSourceHarness(t, d.store, Options{Context: "fault"}, 120, 40)
+	h := newSourceHarness(t, d.store, Config{Context: "fault"}, 120, 40)
 	v := h.view()
 	require.Equal(t, h.m.overview(), h.m.active(), "the overview does not show the store's counts:\n%s", v)
 	require.Contains(t, v, faultStates, "the overview does not show the store's counts:\n%s", v)
@@ -250,7 +250,7 @@ func TestFaultLostMidSession(t *testing.T) {
 func TestFaultRestartBetweenPolls(t *testing.T) {
 	t.Parallel()
 	d := newFaultDB(t)
-	h := newSourceHarness(t, d.store, Options{Context: "fault"}, 80, 24)
+	h := newSourceHarness(t, d.store, Config{Context: "fault"}, 80, 24)
 	require.Contains(t, h.view(), faultStates, "no overview:\n%s", h.view())
 	err := d.cluster.Restart(t.Context())
 	require.NoError(t, err, "restart: %v", err)
@@ -282,7 +282,7 @@ func TestFaultUnreachableAtStart(t *testing.T) {
 			// without a connection yet.
 			store := d.openStore(t)
 			d.stop(t)
-			h := newSourceHarness(t, store, Options{Context: "fault"}, 80, 24)
+			h := newSourceHarness(t, store, Config{Context: "fault"}, 80, 24)
 			v := h.view()
 			for _, want := range []string{
 				"not connected",

@@ -19,7 +19,7 @@ import (
 // gotoHarness starts the console on the fake store with a start command.
 func gotoHarness(t *testing.T, src *fakeSource, line string) *harness {
 	t.Helper()
-	return startHarness(&harness{t: t, src: src}, src, Options{Context: "prod-eu", NoColor: true, Goto: line}, 120, 40, termenv.Ascii)
+	return startHarness(&harness{t: t, src: src}, src, Config{Context: "prod-eu", NoColor: true, Goto: line}, 120, 40, termenv.Ascii)
 }
 
 // rowIDs are the list's rows, by record number.
@@ -114,7 +114,7 @@ func TestGotoInvalid(t *testing.T) {
 func TestGotoProgram(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
-	tm := teatest.NewTestModel(t, New(src, Options{NoColor: true, Goto: "stuck tool:deploy-service"}), teatest.WithInitialTermSize(120, 40))
+	tm := teatest.NewTestModel(t, New(src, Config{NoColor: true, Goto: "stuck tool:deploy-service"}), teatest.WithInitialTermSize(120, 40))
 	wait := (&screenLog{tm: tm}).wait(t)
 	wait("filter: state:stuck tool:deploy-service")
 	wait("48207  globex")
@@ -140,8 +140,8 @@ VALUES ('acme', 'send-email', 'mail-1', '1', decode(repeat('05', 32), 'hex'), 'e
     now() - interval '50m', now() - interval '49m', now() - interval '50m')`)
 	require.NoError(t, err)
 	viewer := dbtest.NewPerson(t, d, "viewer", "*")
-	store := storeview.New(viewer.Pool, storeview.Options{StatementTimeout: 5 * time.Second})
-	h := newSourceHarness(t, store, Options{Context: "db", Goto: "stuck tool:create-ticket"}, 120, 40)
+	store := storeview.New(viewer.Pool, storeview.Config{StatementTimeout: 5 * time.Second})
+	h := newSourceHarness(t, store, Config{Context: "db", Goto: "stuck tool:create-ticket"}, 120, 40)
 	require.Equal(t, screen(h.m.list()), h.m.active(), "the console did not start on the list:\n%s", h.view())
 	var keys []string
 	for _, r := range h.m.list().page.Rows {

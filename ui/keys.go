@@ -1,6 +1,12 @@
 package ui
 
-import "github.com/charmbracelet/bubbles/key"
+import (
+	"strconv"
+
+	"github.com/charmbracelet/bubbles/key"
+
+	"github.com/opsdesk/opsdesk/reconcile"
+)
 
 // KeyMap holds every key binding of the console. The help screen and the
 // footer are generated from it; a binding that does not apply where the
@@ -104,7 +110,7 @@ func DefaultKeyMap() KeyMap {
 		No:       key.NewBinding(key.WithKeys("n", "N"), key.WithHelp("n", "no"), key.WithDisabled()),
 		Override: key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "override the lookup"), key.WithDisabled()),
 		AskAgain: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "ask again"), key.WithDisabled()),
-		Choose:   key.NewBinding(key.WithKeys("1", "2", "3", "4"), key.WithHelp("1-4", "choose"), key.WithDisabled()),
+		Choose:   chooseBinding(),
 		EditRef:  key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit the reference"), key.WithDisabled()),
 
 		BulkReconcile: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "reconcile all by lookup"), key.WithDisabled()),
@@ -126,4 +132,14 @@ func combined(help, desc string, bs ...key.Binding) key.Binding {
 	b := key.NewBinding(key.WithKeys(keys...), key.WithHelp(help, desc))
 	b.SetEnabled(enabled)
 	return b
+}
+
+// chooseBinding picks a decision by its number: 1 to the number of
+// reconcile.Kinds.
+func chooseBinding() key.Binding {
+	var keys []string
+	for i := range reconcile.Kinds {
+		keys = append(keys, strconv.Itoa(i+1))
+	}
+	return key.NewBinding(key.WithKeys(keys...), key.WithHelp("1-"+strconv.Itoa(len(keys)), "choose"), key.WithDisabled())
 }

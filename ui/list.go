@@ -42,7 +42,7 @@ func listOf(f readmodel.Filter, sort readmodel.Sort) listNav {
 // stuck ones, the conflicted ones.
 var listKind = screenKind{
 	id:    screenList,
-	build: func(d deps, o Options) screen { s := newList(d); s.bulk = o.Bulk != nil; return s },
+	build: func(d deps, o Config) screen { s := newList(d); s.bulk = o.Bulk != nil; return s },
 	commands: []command{
 		{names: []string{"ops", "op", "operations", "list", "ls"}, usage: ":ops [filter]",
 			help: "operations, optionally filtered (:ops state:stuck tool:x)", try: "ops", suggest: "ops ",

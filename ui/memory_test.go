@@ -280,9 +280,9 @@ func TestConsoleMemoryChild(t *testing.T) {
 	pool, err := db.Open(ctx, cfg)
 	require.NoError(t, err)
 	defer pool.Close()
-	src := storeview.New(pool, storeview.Options{StatementTimeout: 5 * time.Second})
+	src := storeview.New(pool, storeview.Config{StatementTimeout: 5 * time.Second})
 
-	rec := &recorder{inner: New(src, Options{Context: "memory", Refresh: MinRefresh}), answers: map[string]int{}}
+	rec := &recorder{inner: New(src, Config{Context: "memory", Refresh: MinRefresh}), answers: map[string]int{}}
 	p := tea.NewProgram(rec, tea.WithInput(nil), tea.WithOutput(io.Discard), tea.WithoutSignalHandler())
 
 	var sampler memSampler

@@ -50,7 +50,7 @@ type refresher struct {
 // size, refresh and navigation, and forwards everything else to the
 // active screen.
 type Model struct {
-	opts  Options
+	opts  Config
 	keys  KeyMap
 	st    Styles
 	f     fetcher
@@ -67,7 +67,7 @@ type Model struct {
 	probeSeq    int
 	probing     bool
 	note        string
-	// pending is the start command (Options.Goto), parsed, waiting for
+	// pending is the start command (Config.Goto), parsed, waiting for
 	// the first connection.
 	pending tea.Msg
 
@@ -91,13 +91,13 @@ type Model struct {
 }
 
 // New returns the console's model over src.
-func New(src Source, opts Options) tea.Model {
+func New(src Source, opts Config) tea.Model {
 	return newModel(context.Background(), src, opts, nil)
 }
 
 // newModel builds the model; a nil renderer means one on stdout that
 // honours NO_COLOR.
-func newModel(ctx context.Context, src Source, opts Options, r *lipgloss.Renderer) *Model {
+func newModel(ctx context.Context, src Source, opts Config, r *lipgloss.Renderer) *Model {
 	opts = opts.withDefaults()
 	if r == nil {
 		r = lipgloss.NewRenderer(os.Stdout)
@@ -144,7 +144,7 @@ func (m *Model) Init() tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-// gotoMsg carries the start command (Options.Goto).
+// gotoMsg carries the start command (Config.Goto).
 type gotoMsg struct{ line string }
 
 // onGoto runs the start command as if typed on the : line; before the

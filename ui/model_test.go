@@ -389,7 +389,7 @@ func TestConnectErrorLines(t *testing.T) {
 	src := &failingInfo{fakeSource: newFakeSource(), err: errors.New("failed to connect to `user=alice database=opsdesk`:\n" +
 		"\t127.0.0.1:5432 (localhost): dial error: dial tcp 127.0.0.1:5432: connect: connection refused\n" +
 		"\t[::1]:5432 (localhost): dial error: dial tcp [::1]:5432: connect: connection refused")}
-	h := newSourceHarness(t, src, Options{Context: "prod-eu"}, 80, 24)
+	h := newSourceHarness(t, src, Config{Context: "prod-eu"}, 80, 24)
 	v := h.view()
 	words := strings.Join(strings.Fields(v), " ") // the screen wraps it
 	require.NotContains(t, v, "\uFFFD", "the connection error is garbled:\n%s", v)
@@ -464,7 +464,7 @@ func TestParseCommand(t *testing.T) {
 func TestFlow(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
-	tm := teatest.NewTestModel(t, New(src, Options{Context: "prod-eu", NoColor: true}), teatest.WithInitialTermSize(120, 40))
+	tm := teatest.NewTestModel(t, New(src, Config{Context: "prod-eu", NoColor: true}), teatest.WithInitialTermSize(120, 40))
 	out := &screenLog{tm: tm}
 	wait := out.wait(t)
 	wait("Needs attention")
@@ -516,7 +516,7 @@ func (l *screenLog) wait(t *testing.T) func(string) {
 func TestFlowCommandLine(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
-	tm := teatest.NewTestModel(t, New(src, Options{NoColor: true}), teatest.WithInitialTermSize(80, 24))
+	tm := teatest.NewTestModel(t, New(src, Config{NoColor: true}), teatest.WithInitialTermSize(80, 24))
 	wait := (&screenLog{tm: tm}).wait(t)
 	wait("Needs attention")
 	tm.Type(":key acme/create-ticket/nothing-here")
@@ -622,7 +622,7 @@ func TestQuitOnlyFromTheOverview(t *testing.T) {
 	t.Parallel()
 	src := newFakeSource()
 	dec := newFakeDecider(src)
-	h := newDecideHarness(t, src, dec, Options{}, 80, 24)
+	h := newDecideHarness(t, src, dec, Config{}, 80, 24)
 	h.keys(":stuck<enter>r")
 	require.Equal(t, screenReconcile, h.m.active().id())
 	h.send(tea.WindowSizeMsg{Width: 50, Height: 15})

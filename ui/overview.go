@@ -60,7 +60,7 @@ const screenOverview screenID = "overview"
 // overviewKind is the overview and its command.
 var overviewKind = screenKind{
 	id:    screenOverview,
-	build: func(d deps, _ Options) screen { return newOverview(d) },
+	build: func(d deps, _ Config) screen { return newOverview(d) },
 	commands: []command{{names: []string{"overview", "home", "top"}, usage: ":overview", help: "the first screen",
 		try: "overview", suggest: "overview", parse: func(string) (tea.Msg, error) { return overviewNav{}, nil }}},
 }

@@ -39,7 +39,7 @@ type purgeNav struct{ tool readmodel.ToolReview }
 func (purgeNav) target() screenID { return screenPurge }
 
 // purgeKind is the purge; the review opens it, no command does.
-var purgeKind = screenKind{id: screenPurge, build: func(d deps, o Options) screen { return newPurge(d, o.Purger) }}
+var purgeKind = screenKind{id: screenPurge, build: func(d deps, o Config) screen { return newPurge(d, o.Purger) }}
 
 // purgeStep is where the purge flow is.
 type purgeStep int

@@ -22,7 +22,7 @@ import (
 const screenReconcile screenID = "reconcile"
 
 // reconcileKind is the reconciliation; a record's detail opens it.
-var reconcileKind = screenKind{id: screenReconcile, build: func(d deps, o Options) screen { return newReconcile(d, o.Decider) }}
+var reconcileKind = screenKind{id: screenReconcile, build: func(d deps, o Config) screen { return newReconcile(d, o.Decider) }}
 
 // The reconciliation's own steps: one screen to decide on, with the
 // record, the evidence, the choice and what it does, and the inputs a
@@ -40,12 +40,20 @@ const defaultSnooze = 2 * time.Hour
 // 5s by default) is usually shorter.
 const askTimeout = 30 * time.Second
 
-// decisionInfo says what each decision is, in the operator's words.
-var decisionInfo = map[reconcile.Decision]struct{ name, gist string }{
-	reconcile.Completed:   {"completed", "the effect happened: retries replay its result reference"},
-	reconcile.NotExecuted: {"not executed", "it did not happen: release it; the next retry executes again"},
-	reconcile.Failed:      {"failed", "it failed for good: retries get the rejection"},
-	reconcile.Defer:       {"defer", "not decidable yet: a note and a reminder, nothing changes"},
+// decisionInfo says what each decision is, in the operator's words
+// (reconcile.Kinds' wording).
+var decisionInfo = func() map[reconcile.Decision]struct{ name, gist string } {
+	out := map[reconcile.Decision]struct{ name, gist string }{}
+	for _, k := range reconcile.Kinds {
+		out[k.Decision] = struct{ name, gist string }{k.Words.Name, k.Words.Gist}
+	}
+	return out
+}()
+
+// kind is the chosen decision's row in reconcile.Kinds.
+func (s *reconcileFlow) kind() reconcile.Kind {
+	k, _ := reconcile.KindOf(s.decision())
+	return k
 }
 
 // askMsg answers the lookup; an answer to an earlier ask is dropped.
@@ -155,7 +163,7 @@ func (s *reconcileFlow) keysAt(st step, k *KeyMap) {
 		k.Next.SetEnabled(!s.asking)
 		k.Next.SetHelp("enter", "next: "+decisionInfo[s.decision()].name)
 		k.AskAgain.SetEnabled(!s.asking && !s.noLookup && s.dec != nil)
-		k.EditRef.SetEnabled(s.decision() == reconcile.Completed)
+		k.EditRef.SetEnabled(s.kind().NeedsRef)
 		k.Override.SetEnabled(s.contradicts())
 		if s.override {
 			k.Override.SetHelp("o", "keep the lookup's answer")
@@ -217,12 +225,12 @@ func (s *reconcileFlow) submitDecision() tea.Cmd {
 		s.inputErr = "the decision contradicts the lookup: set the override (o) or decide otherwise"
 		return nil
 	}
-	switch s.decision() {
-	case reconcile.Completed:
+	switch k := s.kind(); {
+	case k.NeedsRef:
 		if s.typedRef() == "" {
 			return s.forward(s, stepReference)
 		}
-	case reconcile.Defer:
+	case k.NeedsUntil:
 		return s.forward(s, stepSnooze)
 	}
 	return s.forward(s, stepReason)
@@ -413,7 +421,7 @@ func (s *reconcileFlow) evidence() reconcile.Evidence {
 // provider's lookup says it has no such effect (and the decision does
 // not override it).
 func (s *reconcileFlow) releasesUnbacked() bool {
-	return s.decision() == reconcile.NotExecuted && effectUnknown(s.rec.Effect) &&
+	return s.kind().Risk == reconcile.RiskRepeat && effectUnknown(s.rec.Effect) &&
 		(s.verdict() != reconcile.LookupNotFound || s.contradicts())
 }
 
@@ -456,14 +464,14 @@ func (s *reconcileFlow) params() reconcile.DecideParams {
 	p := reconcile.DecideParams{
 		OperationID: s.rec.ID, Decision: d, ExpectVersion: s.rec.Version,
 		Reason:   s.typedReason(),
-		Force:    s.live() && d != reconcile.Defer,
+		Force:    s.live() && s.kind().Changes(),
 		Override: s.override && s.contradicts(),
 	}
 	p.Evidence = s.evidence()
-	switch d {
-	case reconcile.Completed:
+	if s.kind().NeedsRef {
 		p.ResultRef = s.typedRef()
-	case reconcile.Defer:
+	}
+	if s.kind().NeedsUntil {
 		p.SnoozeUntil = s.snoozeUntil()
 	}
 	return p
@@ -618,13 +626,17 @@ func (s *reconcileFlow) decisionLines() []string {
 		head += s.st.Muted.Render("  (no definite answer from the lookup)")
 	}
 	out = append(out, head)
+	width := 0
+	for _, k := range reconcile.Kinds {
+		width = max(width, len(k.Words.Name))
+	}
 	for i, d := range reconcile.Decisions {
 		info := decisionInfo[d]
 		mark := "  "
 		if i == s.choice {
 			mark = "> "
 		}
-		line := mark + strconv.Itoa(i+1) + " " + pad(info.name, 13) + " " + info.gist
+		line := mark + strconv.Itoa(i+1) + " " + pad(info.name, width+1) + " " + info.gist
 		line = truncate(line, max(1, s.w-2))
 		if i == s.choice {
 			line = s.st.Selected.Render(line)
@@ -638,6 +650,7 @@ func (s *reconcileFlow) decisionLines() []string {
 // the retries that come after it.
 func (s *reconcileFlow) next() (change, retries string) {
 	from := stateText(s.rec.State)
+	k := s.kind()
 	switch s.decision() {
 	case reconcile.Completed:
 		ref := termtext.Clean(s.typedRef())
@@ -653,9 +666,6 @@ func (s *reconcileFlow) next() (change, retries string) {
 		}
 		return from + " → " + stateText(readmodel.StateReleased),
 			"The next retry with the same intent executes again (" + again + "); a retry with a different intent is still refused as a conflict."
-	case reconcile.Failed:
-		return from + " → " + stateText(readmodel.StateRejected),
-			"Retries get the rejection: the effect does not run again."
 	case reconcile.Defer:
 		until := s.snoozeUntil()
 		meanwhile := "Meanwhile retries are refused: they wait for a person's decision."
@@ -668,7 +678,10 @@ func (s *reconcileFlow) next() (change, retries string) {
 		return "nothing changes: the record stays " + from,
 			"Nothing changes; a reminder until " + stamp(until, s.rec.DBTime) + " UTC (" + Relative(s.snoozeD) + "). " + meanwhile
 	}
-	return "", ""
+	if !k.Changes() {
+		return "nothing changes: the record stays " + from, k.Words.Retries
+	}
+	return from + " → " + stateText(k.To), k.Words.Retries
 }
 
 // consequenceLines say what the decision does: to the record, to the
@@ -741,14 +754,4 @@ func (s *reconcileFlow) confirmLines() []string {
 	return out
 }
 
-func (s *reconcileFlow) doneWhat() string {
-	switch s.decision() {
-	case reconcile.Completed:
-		return "confirmed completed"
-	case reconcile.NotExecuted:
-		return "confirmed not executed: released"
-	case reconcile.Failed:
-		return "marked failed"
-	}
-	return "deferred"
-}
+func (s *reconcileFlow) doneWhat() string { return s.kind().Words.Done }

@@ -33,8 +33,8 @@ func TestRevealEncryptedRealDatabase(t *testing.T) {
 	require.NoError(t, err)
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
-	h := newSourceHarness(t, storeview.New(operator.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
-		Options{Context: "db", Decider: &desk.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}, 120, 40)
+	h := newSourceHarness(t, storeview.New(operator.Pool, storeview.Config{StatementTimeout: 5 * time.Second}),
+		Config{Context: "db", Decider: &desk.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}, 120, 40)
 	h.keys(":key acme/create-note/" + key + "<enter>")
 	h.keys("vcustomer asks<enter>")
 	v := flat(h.view())

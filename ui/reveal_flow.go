@@ -17,7 +17,7 @@ import (
 const screenReveal screenID = "reveal"
 
 // revealKind is the reveal; a record's detail opens it.
-var revealKind = screenKind{id: screenReveal, build: func(d deps, o Options) screen { return newReveal(d, o.Decider, o.RevealKeys) }}
+var revealKind = screenKind{id: screenReveal, build: func(d deps, o Config) screen { return newReveal(d, o.Decider, o.RevealKeys) }}
 
 // revealFlow shows a record's stored result or intent (the canonical
 // request) once its audit record committed: a reason, then the value,

@@ -39,11 +39,11 @@ func TestRevealDecryptsWithTheContextsKeysRealDatabase(t *testing.T) {
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	console := func(keys opsmodel.Keyring) *harness {
-		opts := Options{Context: "db", Decider: &desk.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}
+		opts := Config{Context: "db", Decider: &desk.Desk{Pool: operator.Pool, DisplayName: "Test Operator"}}
 		if keys != nil {
 			opts.RevealKeys = keys
 		}
-		return newSourceHarness(t, storeview.New(operator.Pool, storeview.Options{StatementTimeout: 5 * time.Second}), opts, 120, 40)
+		return newSourceHarness(t, storeview.New(operator.Pool, storeview.Config{StatementTimeout: 5 * time.Second}), opts, 120, 40)
 	}
 	reader := func(id string, key []byte) opsmodel.Keyring {
 		k, err := ops.NewLocalKeyring(id, []string{id}, map[string][]byte{id: key})

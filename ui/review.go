@@ -26,7 +26,7 @@ func (reviewNav) describe() string { return "retention review" }
 // reviewKind is the retention review and :retention.
 var reviewKind = screenKind{
 	id:    screenReview,
-	build: func(d deps, o Options) screen { return newReview(d, o.Catalog) },
+	build: func(d deps, o Config) screen { return newReview(d, o.Catalog) },
 	commands: []command{{names: []string{"retention", "review"}, usage: ":retention", help: "the retention review of every tool",
 		try: "retention", suggest: "retention", parse: func(string) (tea.Msg, error) { return reviewNav{}, nil }}},
 }

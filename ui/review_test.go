@@ -120,7 +120,7 @@ func newPurgeHarness(t *testing.T, purger *fakePurger, admin bool, w, h int) *ha
 	src := newFakeSource()
 	dec := newFakeDecider(src)
 	dec.caps = reconcile.Capabilities{Role: "alice", Decide: true, Grant: admin, Purge: admin}
-	return newDecideHarness(t, src, dec, Options{Purger: purger}, w, h)
+	return newDecideHarness(t, src, dec, Config{Purger: purger}, w, h)
 }
 
 func TestReviewViews(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 // Run opens the console on src in the terminal's alternate screen (mouse
 // off) and returns when the operator quits or ctx ends. An unreachable
 // database is shown inside the console, not returned.
-func Run(ctx context.Context, src Source, opts Options) error {
+func Run(ctx context.Context, src Source, opts Config) error {
 	m := newModel(ctx, src, opts, nil)
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx))
 	if _, err := p.Run(); err != nil {

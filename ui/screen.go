@@ -44,7 +44,7 @@ type screenID string
 // that open it.
 type screenKind struct {
 	id       screenID
-	build    func(d deps, o Options) screen
+	build    func(d deps, o Config) screen
 	commands []command
 }
 

@@ -45,8 +45,8 @@ const (
 	freezeFor = 2 * time.Second
 )
 
-// Options configure the console.
-type Options struct {
+// Config configure the console.
+type Config struct {
 	// Context is the configuration context's name, shown in the status bar.
 	Context string
 	// ReadOnly marks a context whose writes are disabled and hidden.
@@ -87,9 +87,9 @@ type Options struct {
 
 // writable tells whether the console may offer writes at all (the role's
 // capabilities decide the rest).
-func (o Options) writable() bool { return o.Decider != nil && !o.ReadOnly }
+func (o Config) writable() bool { return o.Decider != nil && !o.ReadOnly }
 
-func (o Options) withDefaults() Options {
+func (o Config) withDefaults() Config {
 	if o.Refresh <= 0 {
 		o.Refresh = DefaultRefresh
 	}

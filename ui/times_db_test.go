@@ -21,8 +21,8 @@ func TestExtremeTimesRealDatabase(t *testing.T) {
 	d := dbtest.New(t)
 	dbtest.InsertExtremeTimes(t, d)
 	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
-	h := newSourceHarness(t, storeview.New(viewer.Pool, storeview.Options{StatementTimeout: 5 * time.Second}),
-		Options{Context: "db"}, 160, 40)
+	h := newSourceHarness(t, storeview.New(viewer.Pool, storeview.Config{StatementTimeout: 5 * time.Second}),
+		Config{Context: "db"}, 160, 40)
 
 	for _, sort := range []string{"", "s", "s"} { // newest, by lease, by expiry
 		h.keys(":ops<enter>" + sort)

@@ -35,7 +35,7 @@ func (verifyNav) describe() string { return "audit chain verification" }
 // verifyKind is the verification and :verify.
 var verifyKind = screenKind{
 	id:    screenVerify,
-	build: func(d deps, o Options) screen { return newVerify(d, o.Verifier) },
+	build: func(d deps, o Config) screen { return newVerify(d, o.Verifier) },
 	commands: []command{{names: []string{"verify"}, usage: ":verify",
 		help: "verify every audit chain you may see, as opsdesk audit verify does", try: "verify", suggest: "verify",
 		parse: func(string) (tea.Msg, error) { return verifyNav{}, nil }}},

@@ -54,7 +54,7 @@ func verifyReport(broken bool) *auditreport.Report {
 func newVerifyHarness(t *testing.T, v Verifier, w, h int) *harness {
 	t.Helper()
 	src := newFakeSource()
-	return startHarness(&harness{t: t, src: src}, src, Options{Context: "prod-eu", NoColor: true, Verifier: v}, w, h, termenv.Ascii)
+	return startHarness(&harness{t: t, src: src}, src, Config{Context: "prod-eu", NoColor: true, Verifier: v}, w, h, termenv.Ascii)
 }
 
 // breakAuditRecord makes acme#4 (the deferral of 48213) a record changed

@@ -18,6 +18,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/ui"
 )
@@ -258,7 +259,7 @@ func writeSide(b *bufio.Writer, title string, side reconcile.ConflictSide, diffs
 		return
 	}
 	b.WriteString(":\n")
-	if kid, ok := ops.EncryptedKeyID(side.Request); ok {
+	if kid, ok := opsmodel.EncryptedKeyID(side.Request); ok {
 		why := side.Sealed
 		if why == "" {
 			why = "opsdesk holds no key to decrypt it"

@@ -92,8 +92,8 @@ func (v consoleVerifier) Verify(ctx context.Context, progress func(auditreport.P
 
 // consoleOptions are the console's settings for a context; writes, when
 // not nil, is the pool its decisions and purges go through.
-func consoleOptions(cfg *config.Config, writes *pgxpool.Pool) (ui.Options, error) {
-	opts := ui.Options{
+func consoleOptions(cfg *config.Config, writes *pgxpool.Pool) (ui.Config, error) {
+	opts := ui.Config{
 		Context:  cfg.Context.Name,
 		ReadOnly: cfg.Context.ReadOnly,
 		Refresh:  cfg.Context.Refresh,

@@ -428,29 +428,29 @@ func writeDemoCatalog(path, operatorDSN, providerURL string) error {
 // openDemoConsole opens the console's reads, decisions and purges as
 // demoOperator, with the tools of the demo's catalog (lookups at the
 // simulated provider, runbooks, retentions), over one pool.
-func openDemoConsole(ctx context.Context, operatorDSN, catalog string) (*storeview.Store, ui.Options, *pgxpool.Pool, error) {
+func openDemoConsole(ctx context.Context, operatorDSN, catalog string) (*storeview.Store, ui.Config, *pgxpool.Pool, error) {
 	cfg, err := config.Load(config.Options{File: catalog, Context: "demo"})
 	if err != nil {
-		return nil, ui.Options{}, nil, fmt.Errorf("read the demo's catalog: %w", err)
+		return nil, ui.Config{}, nil, fmt.Errorf("read the demo's catalog: %w", err)
 	}
 	cfg.Context.DisplayName = "demo operator"
 	cfg.Context.Refresh = 2 * time.Second
 	poolCfg, err := db.PoolConfig(operatorDSN, "opsdesk demo console")
 	if err != nil {
-		return nil, ui.Options{}, nil, err
+		return nil, ui.Config{}, nil, err
 	}
 	storeview.ConfigurePool(poolCfg, statementTimeout)
 	// The console's reads, and R's decisions at once beside them.
 	poolCfg.MaxConns = 4 + bulk.DefaultConcurrency
 	pool, err := db.Open(ctx, poolCfg)
 	if err != nil {
-		return nil, ui.Options{}, nil, err
+		return nil, ui.Config{}, nil, err
 	}
-	view := storeview.New(pool, storeview.Options{StatementTimeout: statementTimeout})
+	view := storeview.New(pool, storeview.Config{StatementTimeout: statementTimeout})
 	opts, err := consoleOptions(cfg, pool)
 	if err != nil {
 		pool.Close()
-		return nil, ui.Options{}, nil, err
+		return nil, ui.Config{}, nil, err
 	}
 	opts.Verifier = consoleVerifier{pool: pool}
 	return view, opts, pool, nil

@@ -57,7 +57,7 @@ func runMigrate(ctx context.Context, opts migrateOptions, stdout, stderr io.Writ
 	} else {
 		_, err = fmt.Fprintf(stdout, "schema migrated from version %d to %d (%s)\n", res.From, res.To, strings.Join(res.Applied, ", "))
 	}
-	warnPrivileged(ctx, storeview.New(pool, storeview.Options{}), stderr)
+	warnPrivileged(ctx, storeview.New(pool, storeview.Config{}), stderr)
 	return err
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/storeview"
 	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/ops"
+	"github.com/opsdesk/opsdesk/ops/opsmodel"
 	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
 	"github.com/opsdesk/opsdesk/reconcile/desk"
@@ -110,13 +111,9 @@ func newResolveCmd(g *globalFlags) *cobra.Command {
 	var opts resolveOptions
 	var bulkOpts bulkOptions
 	cmd := &cobra.Command{
-		Use:   "resolve (ID --as completed|not-executed|failed|defer | --filter FILTER --by-lookup) --reason TEXT",
+		Use:   "resolve (ID --as " + decisionNames("|") + " | --filter FILTER --by-lookup) --reason TEXT",
 		Short: "Decide the outcome of stuck operations, one or many by their lookups (audited)",
-		Long: "Decide what happened to an operation whose outcome nobody saw:\n" +
-			"  completed     the effect happened: retries replay --result-ref (and --result)\n" +
-			"  not-executed  it did not happen: the record is released and the next retry executes again\n" +
-			"  failed        it failed for good: retries get the rejection (--result, optional)\n" +
-			"  defer         not decidable yet: note the reason and --snooze, change nothing\n" +
+		Long: "Decide what happened to an operation whose outcome nobody saw:\n" + decisionHelp() +
 			"The record must be pending with an expired lease (--force over a live one) and still at\n" +
 			"--expect-version (default: the version read now). When the tool's catalog entry has a\n" +
 			"lookup, it runs first: its answer is evidence, a contradicted decision (another\n" +
@@ -162,7 +159,7 @@ func newResolveCmd(g *globalFlags) *cobra.Command {
 	}
 	f := cmd.Flags()
 	addGlobalFlags(f, g)
-	f.StringVar(&opts.As, "as", "", "completed|not-executed|failed|defer (required)")
+	f.StringVar(&opts.As, "as", "", decisionNames("|")+" (required)")
 	f.StringVar(&opts.Reason, "reason", "", "why: kept in the audit trail (required)")
 	f.StringVar(&opts.ResultRef, "result-ref", "", "the provider's reference for the effect (required with --as completed)")
 	f.StringVar(&opts.Result, "result", "", "JSON stored as the result (completed) or the rejection (failed)")
@@ -201,18 +198,19 @@ func runBulkCmd(cmd *cobra.Command, g *globalFlags, args []string, opts bulkOpti
 // check refuses what the database would refuse anyway, before anything is
 // audited: a typo is not an event.
 func (o resolveOptions) check() error {
-	decision := reconcile.Decision(o.As)
+	kind, known := reconcile.KindOf(reconcile.Decision(o.As))
 	switch {
 	case o.As == "":
-		return usagef("--as is required: completed, not-executed, failed or defer")
-	case !validDecision(decision):
-		return usagef("--as %q: one of completed, not-executed, failed, defer", o.As)
+		return usagef("--as is required: %s or %s", decisionNames(", ", reconcile.Decisions[:len(reconcile.Decisions)-1]...),
+			reconcile.Decisions[len(reconcile.Decisions)-1])
+	case !known:
+		return usagef("--as %q: one of %s", o.As, decisionNames(", "))
 	case o.Reason == "":
 		return usagef("--reason is required: it goes into the audit trail")
-	case decision == reconcile.Defer && o.Snooze <= 0:
-		return usagef("--as defer needs --snooze, such as --snooze 2h")
-	case decision != reconcile.Defer && o.Snooze != 0:
-		return usagef("--snooze goes with --as defer")
+	case kind.NeedsUntil && o.Snooze <= 0:
+		return usagef("--as %s needs --snooze, such as --snooze 2h", o.As)
+	case !kind.NeedsUntil && o.Snooze != 0:
+		return usagef("--snooze goes with --as %s", decisionNames(" or ", untilDecisions()...))
 	case o.Result != "" && !json.Valid([]byte(o.Result)):
 		return usagef("--result is not valid JSON")
 	case o.ExpectVersion < 0:
@@ -221,13 +219,42 @@ func (o resolveOptions) check() error {
 	return nil
 }
 
-func validDecision(d reconcile.Decision) bool {
-	for _, known := range reconcile.Decisions {
-		if d == known {
-			return true
+// decisionNames joins the names of ds (of every decision, without ds)
+// with sep.
+func decisionNames(sep string, ds ...reconcile.Decision) string {
+	if len(ds) == 0 {
+		ds = reconcile.Decisions
+	}
+	names := make([]string, len(ds))
+	for i, d := range ds {
+		names[i] = string(d)
+	}
+	return strings.Join(names, sep)
+}
+
+// untilDecisions are the decisions that take --snooze.
+func untilDecisions() []reconcile.Decision {
+	var out []reconcile.Decision
+	for _, k := range reconcile.Kinds {
+		if k.NeedsUntil {
+			out = append(out, k.Decision)
 		}
 	}
-	return false
+	return out
+}
+
+// decisionHelp is the resolve command's line for each decision, the
+// names aligned.
+func decisionHelp() string {
+	width := 0
+	for _, d := range reconcile.Decisions {
+		width = max(width, len(d))
+	}
+	var b strings.Builder
+	for _, k := range reconcile.Kinds {
+		fmt.Fprintf(&b, "  %-*s %s\n", width+1, k.Decision, k.Words.Help)
+	}
+	return b.String()
 }
 
 func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, out, errOut io.Writer) error {
@@ -259,8 +286,8 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 	if opts.Evidence != "" {
 		p.Evidence = withNote(p.Evidence, asked, opts.Evidence)
 	}
-	if p.Decision == reconcile.Completed && p.ResultRef == "" {
-		return usagef("--as completed needs --result-ref: the provider's reference for the effect")
+	if k, _ := reconcile.KindOf(p.Decision); k.NeedsRef && p.ResultRef == "" {
+		return usagef("--as %s needs --result-ref: the provider's reference for the effect", p.Decision)
 	}
 	checkContradiction(p, errOut)
 	if opts.Snooze > 0 {
@@ -286,7 +313,7 @@ func gatherEvidence(ctx context.Context, w *writer, d readmodel.Detail, opts res
 		ans.Evidence.Summary = "no evidence gathered: the lookup for " + d.Tool + " was skipped (--no-lookup)"
 	default:
 		ans.Evidence = reconcile.NoLookupEvidence(d.Tool)
-		if !opts.NoLookup && d.Effect == string(ops.EffectUnknownOutcome) && reconcile.Decision(opts.As) != reconcile.Defer {
+		if k, _ := reconcile.KindOf(reconcile.Decision(opts.As)); !opts.NoLookup && d.Effect == string(ops.EffectUnknownOutcome) && k.Changes() {
 			return ans, false, usagef("%s on %d: %s's effect is external and its outcome unknown, and the catalog has no lookup for it, "+
 				"so opsdesk can gather no evidence; check the provider by hand, then pass --no-lookup "+
 				"(with --evidence 'what you checked') to decide without a lookup", opts.As, d.ID, d.Tool)
@@ -457,7 +484,7 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 }
 
 // sealSniffer passes a revealed value through to dst unless it begins as
-// a value sealed at rest (ops.EncryptedKeyID), which it keeps whole in
+// a value sealed at rest (opsmodel.EncryptedKeyID), which it keeps whole in
 // buf instead (a sealed value is at most the library's MaxResultBytes,
 // and a third more). It writes only whole writes it was given, so each
 // still ends on a character boundary.
@@ -487,7 +514,7 @@ func (s *sealSniffer) Write(p []byte) (int, error) {
 
 func (s *sealSniffer) decide() error {
 	s.decided = true
-	if _, s.sealed = ops.EncryptedKeyID(s.buf); s.sealed {
+	if _, s.sealed = opsmodel.EncryptedKeyID(s.buf); s.sealed {
 		return nil
 	}
 	_, err := s.dst.Write(s.buf)
@@ -509,7 +536,7 @@ func (s *sealSniffer) flush() error {
 // stdout is only the value). The reveal was audited before it was fetched.
 func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, f reconcile.Field, stored []byte) error {
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	kid, _ := ops.EncryptedKeyID(stored)
+	kid, _ := opsmodel.EncryptedKeyID(stored)
 	asStored := func() error {
 		if _, err := (escapingWriter{out}).Write(stored); err != nil {
 			return err
@@ -533,7 +560,7 @@ func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, 
 	if err != nil {
 		return err
 	}
-	plain, _, err := ops.OpenStored(kr, string(f), ops.Identity{Tenant: d.Tenant, Tool: d.Tool, Key: d.Key}, stored)
+	plain, _, err := opsmodel.OpenStored(kr, string(f), ops.Identity{Tenant: d.Tenant, Tool: d.Tool, Key: d.Key}, stored)
 	if err != nil {
 		if err := asStored(); err != nil {
 			return err

@@ -152,20 +152,20 @@ type bulkGroupReport struct {
 	Count    int                `json:"count"`
 	// Accepted tells whether the group was confirmed and decided; Counts
 	// are its records' outcomes then.
-	Accepted bool                 `json:"accepted"`
-	Counts   map[bulk.Outcome]int `json:"counts,omitempty"`
-	DecideMS int64                `json:"decide_ms,omitempty"`
-	Note     string               `json:"note,omitempty"`
-	Records  []bulkRecordReport   `json:"records"`
+	Accepted bool                     `json:"accepted"`
+	Counts   map[bulk.ItemOutcome]int `json:"counts,omitempty"`
+	DecideMS int64                    `json:"decide_ms,omitempty"`
+	Note     string                   `json:"note,omitempty"`
+	Records  []bulkRecordReport       `json:"records"`
 }
 
 type bulkRecordReport struct {
 	bulk.Item
-	Outcome    bulk.Outcome `json:"outcome,omitempty"`
-	Message    string       `json:"message,omitempty"`
-	Audit      string       `json:"audit,omitempty"`
-	State      string       `json:"state,omitempty"`
-	NewVersion int64        `json:"new_version,omitempty"`
+	Outcome    bulk.ItemOutcome `json:"outcome,omitempty"`
+	Message    string           `json:"message,omitempty"`
+	Audit      string           `json:"audit,omitempty"`
+	State      string           `json:"state,omitempty"`
+	NewVersion int64            `json:"new_version,omitempty"`
 }
 
 func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
@@ -305,13 +305,13 @@ const listed = 20
 
 func writeAccepted(w io.Writer, res bulk.GroupResult) {
 	var parts []string
-	for _, o := range bulk.Outcomes {
+	for _, o := range bulk.ItemOutcomes {
 		if n := res.Counts[o]; n > 0 || o == bulk.Decided {
 			parts = append(parts, fmt.Sprintf("%d %s", n, o.Label()))
 		}
 	}
 	fmt.Fprintf(w, "%s → %s: %s in %s\n", res.Verdict.Label(), res.Decision, strings.Join(parts, ", "), res.Took.Round(time.Millisecond))
-	for _, o := range []bulk.Outcome{bulk.Skipped, bulk.Refused, bulk.Failed} {
+	for _, o := range []bulk.ItemOutcome{bulk.Skipped, bulk.Refused, bulk.Failed} {
 		items := res.Only(o)
 		for i, item := range items {
 			if i == listed {

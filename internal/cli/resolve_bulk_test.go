@@ -234,7 +234,7 @@ func TestResolveByLookupAsksForTheCount(t *testing.T) {
 	t.Cleanup(client.CloseIdleConnections)
 	desk := &desk.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
 		Lookup: &reconcile.LookupSpec{URL: s.provider.URL() + demo.LookupPath, ResultRef: "/ref"}}}}
-	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Options{}), desk: desk}
+	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Config{}), desk: desk}
 	f, err := readmodel.ParseFilter("state:stuck tool:charge-card")
 	require.NoError(t, err)
 	acted := 0
@@ -306,7 +306,7 @@ FROM (VALUES ('acme', 'giant'), ('acme', 'nul'), ('acme', 'esc'), ('acme', 'osc'
 	t.Cleanup(client.CloseIdleConnections)
 	desk := &desk.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
 		Lookup: &reconcile.LookupSpec{URL: srv.URL + "/lookup/{tenant}/{tool}/{key}", ResultRef: "/ref", Timeout: 5 * time.Second}}}}
-	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Options{}), desk: desk}
+	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Config{}), desk: desk}
 	states := func() string {
 		var s string
 		require.NoError(t, d.Admin.QueryRow(t.Context(), `

@@ -104,5 +104,5 @@ func writePoolConfig(c config.Context) (*pgxpool.Config, error) {
 const writerConns = 2
 
 func newView(pool *pgxpool.Pool, c config.Context) *storeview.Store {
-	return storeview.New(pool, storeview.Options{StuckAfter: c.StuckAfter, StatementTimeout: statementTimeout})
+	return storeview.New(pool, storeview.Config{StuckAfter: c.StuckAfter, StatementTimeout: statementTimeout})
 }

@@ -247,7 +247,7 @@ func (b *fleetBundle) lookupRecord(t *testing.T, id ops.Identity) ops.Record {
 	t.Helper()
 	store, err := ops.New(b.db.Service, ops.Config{Tools: demo.Policies(fleetLease), Owner: "test-reader"})
 	require.NoError(t, err)
-	rec, err := store.Lookup(t.Context(), id)
+	rec, err := store.Read(t.Context(), id)
 	require.NoError(t, err)
 	return rec
 }

@@ -143,7 +143,7 @@ func StartProvider(cfg ProviderConfig) (*Provider, error) {
 	}
 	mux := http.NewServeMux()
 	for _, tool := range providerTools {
-		idem, err := idemhttp.New(store, idemhttp.Options{Tool: tool, Tenant: tenantOf, MaxBody: maxBody})
+		idem, err := idemhttp.New(store, idemhttp.Config{Tool: tool, Tenant: tenantOf, MaxBody: maxBody})
 		if err != nil {
 			return nil, fmt.Errorf("provider: %w", err)
 		}

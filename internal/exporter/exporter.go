@@ -110,7 +110,7 @@ func New(cfg Config) *Exporter {
 	}
 	e := &Exporter{
 		cfg:    cfg,
-		view:   storeview.New(cfg.Pool, storeview.Options{StuckAfter: cfg.StuckAfter, StatementTimeout: cfg.Budget}),
+		view:   storeview.New(cfg.Pool, storeview.Config{StuckAfter: cfg.StuckAfter, StatementTimeout: cfg.Budget}),
 		descs:  newDescs(cfg.TenantLabels),
 		static: prometheus.NewRegistry(),
 	}

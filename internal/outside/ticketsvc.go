@@ -38,7 +38,7 @@ type Ticket struct {
 
 // CreateTicket creates a ticket once per (tenant, key): a retry replays the
 // first answer.
-func CreateTicket(ctx context.Context, store *ops.Store, tenant, key, title string) (ops.Outcome[Ticket], error) {
+func CreateTicket(ctx context.Context, store *ops.Store, tenant, key, title string) (ops.Reply[Ticket], error) {
 	req := ops.Request{
 		Identity: ops.Identity{Tenant: tenant, Tool: "create-ticket", Key: key},
 		Version:  "1",
@@ -81,7 +81,7 @@ GRANT SELECT, INSERT ON tickets TO opsdesk_service;`); err != nil {
 // authentication (here a bearer token "key-<account>"), never from a value
 // the client chose freely.
 func Handler(store *ops.Store, pool *pgxpool.Pool) (http.Handler, error) {
-	idem, err := idemhttp.New(store, idemhttp.Options{
+	idem, err := idemhttp.New(store, idemhttp.Config{
 		Tool:   "post-ticket",
 		Tenant: accountOf,
 		// Problem documents name this service's own specification.

@@ -34,7 +34,7 @@ func TestCreateTicketOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := opstest.New(t, &opstest.Options{Config: ops.Config{Tools: ticketsvc.Tools, Keyring: keyring}})
+	db := opstest.New(t, &opstest.Opts{Config: ops.Config{Tools: ticketsvc.Tools, Keyring: keyring}})
 	if _, err := ticketsvc.Migrate(t.Context(), db.Admin); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestInstallOnAnEmptyDatabase(t *testing.T) {
 // client that retries after a lost answer, then reuses the key.
 func TestPostTicketByIdempotencyKey(t *testing.T) {
 	t.Parallel()
-	db := opstest.New(t, &opstest.Options{Config: ops.Config{Tools: ticketsvc.Tools}})
+	db := opstest.New(t, &opstest.Opts{Config: ops.Config{Tools: ticketsvc.Tools}})
 	if _, err := ticketsvc.Migrate(t.Context(), db.Admin); err != nil {
 		t.Fatal(err)
 	}

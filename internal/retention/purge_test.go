@@ -202,7 +202,7 @@ func TestLateRetryAfterPurge(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	calls := 0
-	call := func(tool string) (ops.Outcome[string], error) {
+	call := func(tool string) (ops.Reply[string], error) {
 		return ops.DoExternal(t.Context(), store, ops.Request{Identity: ops.Identity{Tenant: "acme", Tool: tool, Key: "k-1"},
 			Version: "1", Intent: map[string]int{"n": 1}}, func(context.Context, ops.Attempt) (string, error) {
 			calls++

@@ -142,8 +142,8 @@ func BenchmarkAuditBrowse(b *testing.B) {
 		prefix string
 		store  *Store
 	}{
-		{"Viewer/", New(dbtest.NewPerson(b, d, "viewer", "*").Pool, Options{})},
-		{"TenantViewer/", New(dbtest.NewPerson(b, d, "viewer", "tenant-3").Pool, Options{})},
+		{"Viewer/", New(dbtest.NewPerson(b, d, "viewer", "*").Pool, Config{})},
+		{"TenantViewer/", New(dbtest.NewPerson(b, d, "viewer", "tenant-3").Pool, Config{})},
 	}
 	for _, st := range stores {
 		for _, q := range queries {

@@ -152,7 +152,7 @@ func browse(t *testing.T, s *Store, filter string, limit int) []string {
 func TestAuditListFilters(t *testing.T) {
 	t.Parallel()
 	d, recs, base := auditDB(t)
-	s := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Options{})
+	s := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{})
 	at := func(ago time.Duration) string { return base.Add(-ago).Format(time.RFC3339Nano) }
 	cases := map[string][]string{
 		"":                      newestFirst(recs),
@@ -197,8 +197,8 @@ func TestAuditListFilters(t *testing.T) {
 func TestAuditListPaging(t *testing.T) {
 	t.Parallel()
 	d, recs, _ := auditDB(t)
-	all := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Options{})
-	one := New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Options{})
+	all := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{})
+	one := New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Config{})
 	var acme, decisions []audit.Record
 	for _, r := range recs {
 		if r.Tenant == "acme" {
@@ -220,7 +220,7 @@ func TestAuditListPaging(t *testing.T) {
 func TestAuditListOneTenantViewer(t *testing.T) {
 	t.Parallel()
 	d, _, _ := auditDB(t)
-	s := New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Options{})
+	s := New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Config{})
 	require.Equal(t, []string{"acme/5", "acme/4", "acme/3", "acme/2", "acme/1"}, browse(t, s, "", 50))
 	// Asking for another tenant's records, or those of no tenant, by name
 	// or by what they are about, finds nothing.
@@ -239,7 +239,7 @@ func TestAuditListOneTenantViewer(t *testing.T) {
 func TestAuditRecord(t *testing.T) {
 	t.Parallel()
 	d, recs, _ := auditDB(t)
-	s := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Options{})
+	s := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{})
 	got, err := s.AuditRecord(t.Context(), "acme", 3)
 	require.NoError(t, err)
 	want := recs[2]

@@ -31,7 +31,7 @@ func BenchmarkConsoleQueries(b *testing.B) {
 	start := time.Now()
 	dbtest.SeedOperations(b, d.Admin, n)
 	b.Logf("seeded %d operations in %v", n, time.Since(start).Round(time.Second))
-	s := New(d.Admin, Options{})
+	s := New(d.Admin, Config{})
 	var someID int64
 	// A record in the middle of the table, of the tenant the one-tenant
 	// viewer sees.
@@ -85,8 +85,8 @@ func BenchmarkConsoleQueries(b *testing.B) {
 		store  *Store
 	}{
 		{"", s},
-		{"Viewer/", New(dbtest.NewPerson(b, d, "viewer", "*").Pool, Options{})},
-		{"TenantViewer/", New(dbtest.NewPerson(b, d, "viewer", "tenant-3").Pool, Options{})},
+		{"Viewer/", New(dbtest.NewPerson(b, d, "viewer", "*").Pool, Config{})},
+		{"TenantViewer/", New(dbtest.NewPerson(b, d, "viewer", "tenant-3").Pool, Config{})},
 	}
 	for _, st := range stores {
 		for _, q := range queries {
@@ -133,7 +133,7 @@ func explain(b *testing.B, dsn string, name string, query func(context.Context, 
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	if err := query(ctx, New(pool, Options{})); err != nil {
+	if err := query(ctx, New(pool, Config{})); err != nil {
 		b.Fatal(err)
 	}
 	for i, st := range rec.log {

@@ -20,8 +20,8 @@ import (
 	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
-// Options tune the store.
-type Options struct {
+// Config tune the store.
+type Config struct {
 	// StuckAfter is how long past its lease expiry a pending record must be
 	// to count as stuck.
 	StuckAfter time.Duration
@@ -32,11 +32,11 @@ type Options struct {
 // Store runs the read queries.
 type Store struct {
 	pool *pgxpool.Pool
-	opts Options
+	opts Config
 }
 
 // New returns a Store over pool.
-func New(pool *pgxpool.Pool, opts Options) *Store {
+func New(pool *pgxpool.Pool, opts Config) *Store {
 	if opts.StatementTimeout == 0 {
 		opts.StatementTimeout = 5 * time.Second
 	}

@@ -63,7 +63,7 @@ FROM opsdesk.operations WHERE key = 'run-43:create-ticket';
 
 func setup(t *testing.T) (*Store, context.Context) {
 	t.Helper()
-	return New(fixtureDB(t).Admin, Options{}), t.Context()
+	return New(fixtureDB(t).Admin, Config{}), t.Context()
 }
 
 // fixtureDB is a fresh database holding the fixtures.
@@ -157,7 +157,7 @@ func TestListRowFields(t *testing.T) {
 func TestStuckAfterDelaysStuck(t *testing.T) {
 	t.Parallel()
 	d := fixtureDB(t)
-	s := New(d.Admin, Options{StuckAfter: 2 * time.Minute})
+	s := New(d.Admin, Config{StuckAfter: 2 * time.Minute})
 	// deploy-7's lease expired 30s ago: not stuck yet under a 2m threshold.
 	require.Equal(t, []string{"ord-2", "run-42:create-ticket"}, list(t, s, "state:stuck"))
 	require.Equal(t, []string{"deploy-7", "mail-1", "ord-1"}, list(t, s, "state:pending"))
@@ -324,7 +324,7 @@ FROM generate_series(1, 2100) i`)
 	require.NoError(t, err)
 	_, err = d.Admin.Exec(t.Context(), `VACUUM (ANALYZE) opsdesk.operations, opsdesk.conflicts`)
 	require.NoError(t, err)
-	o, err := New(d.Admin, Options{}).Overview(t.Context())
+	o, err := New(d.Admin, Config{}).Overview(t.Context())
 	require.NoError(t, err)
 	require.True(t, o.Estimated())
 	require.True(t, o.RejectedEstimated)
@@ -342,7 +342,7 @@ FROM generate_series(1, 2100) i`)
 
 	// A viewer of every tenant gets the same; a viewer of some tenants
 	// gets lower bounds, since statistics span every tenant.
-	every, err := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Options{}).Overview(t.Context())
+	every, err := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{}).Overview(t.Context())
 	require.NoError(t, err)
 	require.False(t, every.Scoped)
 	require.InDelta(t, 1500, every.Rejected, 150)
@@ -353,14 +353,14 @@ SELECT 'globex', 'charge-card', 'ord-' || i, '1', decode(repeat('01', 32), 'hex'
     now(), now(), now(), now() + interval '7 days'
 FROM generate_series(1, 50) i`)
 	require.NoError(t, err)
-	scoped, err := New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Options{}).Overview(t.Context())
+	scoped, err := New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Config{}).Overview(t.Context())
 	require.NoError(t, err)
 	require.True(t, scoped.Scoped)
 	require.True(t, scoped.RejectedEstimated)
 	require.EqualValues(t, readmodel.CountCap+1, scoped.Rejected, "a lower bound, not the table's 1,550")
 	require.True(t, scoped.StuckEstimated)
 	require.EqualValues(t, readmodel.CountCap+1, scoped.Stuck)
-	globex, err := New(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Options{}).Overview(t.Context())
+	globex, err := New(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Config{}).Overview(t.Context())
 	require.NoError(t, err)
 	require.False(t, globex.RejectedEstimated)
 	require.EqualValues(t, 50, globex.Rejected, "counted exactly: globex's own")
@@ -373,7 +373,7 @@ func TestViewerReadsEveryView(t *testing.T) {
 	t.Parallel()
 	d := fixtureDB(t)
 	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
-	s := New(viewer.Pool, Options{})
+	s := New(viewer.Pool, Config{})
 	ctx := t.Context()
 
 	o, err := s.Overview(ctx)
@@ -413,7 +413,7 @@ func TestDetailShowsDecisions(t *testing.T) {
 	t.Parallel()
 	d := fixtureDB(t)
 	operator := dbtest.NewPerson(t, d, "operator", "*")
-	s := New(operator.Pool, Options{})
+	s := New(operator.Pool, Config{})
 	ctx := t.Context()
 	det, err := s.GetByIdentity(ctx, "acme", "charge-card", "ord-2")
 	require.NoError(t, err)
@@ -455,7 +455,7 @@ INSERT INTO opsdesk.tombstones (tenant, tool, key, operation_id, fingerprint, pu
  ('acme', 'create-ticket', 'gone-1', 77, decode(repeat('ab', 32), 'hex'), now() - interval '2 days', now() + interval '5 days'),
  ('acme', 'create-ticket', 'gone-2', 78, decode(repeat('ab', 32), 'hex'), now() - interval '9 days', now() - interval '1 day')`)
 	require.NoError(t, err)
-	acme := New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Options{})
+	acme := New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Config{})
 	_, err = acme.GetByIdentity(t.Context(), "acme", "create-ticket", "gone-1")
 	require.ErrorIs(t, err, readmodel.ErrNotFound)
 	var purged *readmodel.PurgedError
@@ -468,7 +468,7 @@ INSERT INTO opsdesk.tombstones (tenant, tool, key, operation_id, fingerprint, pu
 	require.ErrorIs(t, err, readmodel.ErrNotFound)
 	require.False(t, errors.As(err, &purged), "a run-out tombstone explains nothing")
 
-	globex := New(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Options{})
+	globex := New(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Config{})
 	_, err = globex.GetByIdentity(t.Context(), "acme", "create-ticket", "gone-1")
 	require.ErrorIs(t, err, readmodel.ErrNotFound)
 	require.False(t, errors.As(err, &purged), "another tenant's tombstone is not there")

@@ -116,7 +116,7 @@ INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, ef
     leased_at, lease_expires_at, completed_at, expires_at)
 VALUES ('acme', 'create-ticket', 'acme-0', '1', sha256('acme-0'), 'local', 'completed', 'succeeded', 'w',
     now() - interval '9d', now() - interval '9d', now() - interval '9d', now() - interval '2d')`)
-	viewer := New(roles[2].pool, Options{})
+	viewer := New(roles[2].pool, Config{})
 	requireConflicted(t, d, viewer, "before the service's conflict", map[string]int64{"create-ticket": 2})
 	_, err := d.Service.Exec(ctx, `
 INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner)

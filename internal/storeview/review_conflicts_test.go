@@ -117,7 +117,7 @@ func TestConflictedFigureForEveryWriter(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	ctx := t.Context()
-	viewer := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Options{})
+	viewer := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{})
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	admin := dbtest.NewPerson(t, d, "admin", "*")
 	svc, err := ops.New(d.Service, ops.Config{Owner: "svc", Tools: map[string]ops.Policy{
@@ -254,7 +254,7 @@ SELECT tenant, tool, key, id, '1', sha256('other'), fingerprint, 'w' FROM opsdes
 		tenants []string
 		want    int64
 	}{{[]string{"acme"}, 1}, {[]string{"globex"}, 2}, {[]string{"*"}, 3}, {[]string{"initech"}, 0}} {
-		r, err := New(dbtest.NewPerson(t, d, "viewer", c.tenants...).Pool, Options{}).Review(t.Context(), reviewCatalog)
+		r, err := New(dbtest.NewPerson(t, d, "viewer", c.tenants...).Pool, Config{}).Review(t.Context(), reviewCatalog)
 		require.NoError(t, err)
 		require.Equal(t, c.want, byTool(r)["create-ticket"].Conflicted, c.tenants)
 	}
@@ -358,7 +358,7 @@ SELECT tenant, tool, key, id, '1', sha256('other'), fingerprint, 'w' FROM opsdes
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	r, err := New(pool, Options{}).Review(t.Context(), nil)
+	r, err := New(pool, Config{}).Review(t.Context(), nil)
 	require.NoError(t, err)
 	require.EqualValues(t, readmodel.CountCap+500, byTool(r)["create-ticket"].Conflicted)
 

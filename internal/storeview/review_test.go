@@ -86,7 +86,7 @@ func byTool(r readmodel.Review) map[string]readmodel.ToolReview {
 func TestReviewMatchesHandCountedFixtures(t *testing.T) {
 	d := reviewDB(t)
 	admin := dbtest.NewPerson(t, d, "admin", "*")
-	r, err := New(admin.Pool, Options{}).Review(t.Context(), reviewCatalog)
+	r, err := New(admin.Pool, Config{}).Review(t.Context(), reviewCatalog)
 	require.NoError(t, err)
 	require.False(t, r.Scoped)
 	require.False(t, r.DBTime.IsZero())
@@ -146,7 +146,7 @@ func TestReviewMatchesHandCountedFixtures(t *testing.T) {
 func TestReviewPurgeableIsWhatAPurgeDeletes(t *testing.T) {
 	d := reviewDB(t)
 	admin := dbtest.NewPerson(t, d, "admin", "*")
-	r, err := New(admin.Pool, Options{}).Review(t.Context(), reviewCatalog)
+	r, err := New(admin.Pool, Config{}).Review(t.Context(), reviewCatalog)
 	require.NoError(t, err)
 	for _, tr := range r.Tools {
 		dry, err := retention.Eligible(t.Context(), admin.Pool, retention.PurgeParams{Tool: tr.Tool})
@@ -160,7 +160,7 @@ func TestReviewPurgeableIsWhatAPurgeDeletes(t *testing.T) {
 func TestReviewOfAScopedViewer(t *testing.T) {
 	d := reviewDB(t)
 	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
-	r, err := New(viewer.Pool, Options{}).Review(t.Context(), reviewCatalog)
+	r, err := New(viewer.Pool, Config{}).Review(t.Context(), reviewCatalog)
 	require.NoError(t, err)
 	require.True(t, r.Scoped)
 	tools := byTool(r)
@@ -172,7 +172,7 @@ func TestReviewOfAScopedViewer(t *testing.T) {
 
 	// A viewer of a tenant without records sees the catalog only.
 	none := dbtest.NewPerson(t, d, "viewer", "initech")
-	r, err = New(none.Pool, Options{}).Review(t.Context(), reviewCatalog)
+	r, err = New(none.Pool, Config{}).Review(t.Context(), reviewCatalog)
 	require.NoError(t, err)
 	for _, tr := range r.Tools {
 		require.False(t, tr.InStore, tr.Tool)
@@ -194,7 +194,7 @@ FROM generate_series(1, $1) i`, readmodel.CountCap+500)
 	_, err = d.Admin.Exec(t.Context(), `ANALYZE opsdesk.operations`)
 	require.NoError(t, err)
 
-	r, err := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Options{}).Review(t.Context(), nil)
+	r, err := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{}).Review(t.Context(), nil)
 	require.NoError(t, err)
 	bulk := byTool(r)["bulk"]
 	require.True(t, bulk.Purgeable.Estimated)
@@ -202,7 +202,7 @@ FROM generate_series(1, $1) i`, readmodel.CountCap+500)
 	require.Equal(t, bulk.Purgeable, bulk.Expired)
 	require.Equal(t, readmodel.Count{}, bulk.Expiring7d)
 
-	r, err = New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Options{}).Review(t.Context(), nil)
+	r, err = New(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Config{}).Review(t.Context(), nil)
 	require.NoError(t, err)
 	bulk = byTool(r)["bulk"]
 	require.Equal(t, readmodel.Count{N: readmodel.CountCap, AtLeast: true}, bulk.Purgeable)
@@ -232,7 +232,7 @@ func TestReviewNamesUnfinishedPurges(t *testing.T) {
 VALUES ('bob', NULL, now(), '{}', 'old', 7)`)
 	require.NoError(t, err)
 
-	r, err := New(admin.Pool, Options{}).Review(t.Context(), reviewCatalog)
+	r, err := New(admin.Pool, Config{}).Review(t.Context(), reviewCatalog)
 	require.NoError(t, err)
 	require.Len(t, r.UnfinishedPurges, 2)
 	u := r.UnfinishedPurges[0]
@@ -254,10 +254,10 @@ VALUES ('bob', NULL, now(), '{}', 'old', 7)`)
 	require.Equal(t, 4+2, r.Warnings())
 
 	for _, p := range []*dbtest.Person{dbtest.NewPerson(t, d, "admin", "acme"), dbtest.NewPerson(t, d, "viewer", "*")} {
-		r, err := New(p.Pool, Options{}).Review(t.Context(), reviewCatalog)
+		r, err := New(p.Pool, Config{}).Review(t.Context(), reviewCatalog)
 		require.NoError(t, err)
 		require.Empty(t, r.UnfinishedPurges, p.Role)
-		_, seen, err := New(p.Pool, Options{}).UnfinishedPurges(t.Context())
+		_, seen, err := New(p.Pool, Config{}).UnfinishedPurges(t.Context())
 		require.NoError(t, err)
 		require.False(t, seen)
 	}

@@ -37,7 +37,7 @@ FROM (VALUES
 ) AS k (key, state, outcome, lease, completed, expires)`)
 	require.NoError(t, err)
 	viewer := dbtest.NewPerson(t, d, "viewer", "acme")
-	s := New(viewer.Pool, Options{})
+	s := New(viewer.Pool, Config{})
 	ctx := t.Context()
 	total, err := s.Total(ctx, readmodel.Filter{})
 	require.NoError(t, err)

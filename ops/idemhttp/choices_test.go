@@ -28,7 +28,7 @@ func members(t *testing.T, a answer) map[string]any {
 }
 
 // newErr is what idemhttp.New answers opts with, over a fresh store.
-func newErr(t *testing.T, opts idemhttp.Options) error {
+func newErr(t *testing.T, opts idemhttp.Config) error {
 	t.Helper()
 	store, err := ops.New(dbtest.New(t).Service, ops.Config{Tools: map[string]ops.Policy{tool: {Effect: ops.EffectUnknownOutcome}}})
 	require.NoError(t, err)
@@ -45,7 +45,7 @@ func TestProblemChoices(t *testing.T) {
 
 	t.Run("Base", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{opts: idemhttp.Options{ProblemBase: base}})
+		b := setup(t, setupOpts{opts: idemhttp.Config{ProblemBase: base}})
 		a := b.do(t, call{})
 		require.Equal(t, http.StatusBadRequest, a.status, "%s", a.body)
 		require.Equal(t, base+"key-missing", members(t, a)["type"])
@@ -59,14 +59,14 @@ func TestProblemChoices(t *testing.T) {
 		t.Parallel()
 		for _, bad := range []string{"problems#", "/docs#", "mailto:ops@example.com", "https://api.example.com/a b#",
 			"https://api.example.com/\x00#", "https://api.example.com/é#", "https:///docs#"} {
-			require.ErrorContains(t, newErr(t, idemhttp.Options{ProblemBase: bad}), "Options.ProblemBase", "%q", bad)
+			require.ErrorContains(t, newErr(t, idemhttp.Config{ProblemBase: bad}), "Config.ProblemBase", "%q", bad)
 		}
 	})
 
 	t.Run("Members", func(t *testing.T) {
 		t.Parallel()
 		var seen sync.Map // a name for each type
-		b := setup(t, setupOpts{opts: idemhttp.Options{ProblemMembers: func(r *http.Request, p idemhttp.Problem) map[string]any {
+		b := setup(t, setupOpts{opts: idemhttp.Config{ProblemMembers: func(r *http.Request, p idemhttp.Problem) map[string]any {
 			seen.Store(p.Type, p.Name)
 			k, _ := idemhttp.ParseKey(r.Header)
 			return map[string]any{
@@ -94,7 +94,7 @@ func TestProblemChoices(t *testing.T) {
 
 	t.Run("Render", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{opts: idemhttp.Options{
+		b := setup(t, setupOpts{opts: idemhttp.Config{
 			ProblemBase: base,
 			Tenant: func(r *http.Request) (string, error) {
 				if r.Header.Get(accountHeader) == "Bearer down" {
@@ -139,7 +139,7 @@ func TestKeyFormat(t *testing.T) {
 
 	t.Run("MinKeyLength", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{opts: idemhttp.Options{MinKeyLength: 16}})
+		b := setup(t, setupOpts{opts: idemhttp.Config{MinKeyLength: 16}})
 		p := problem(t, b.do(t, call{key: key(`"abc"`)}), http.StatusBadRequest, idemhttp.TypeKeyInvalid, false)
 		require.Contains(t, p.Detail, "at least 16")
 		problem(t, b.do(t, call{key: key(strings.Repeat("k", 15))}), http.StatusBadRequest, idemhttp.TypeKeyInvalid, false)
@@ -150,7 +150,7 @@ func TestKeyFormat(t *testing.T) {
 
 	t.Run("UUID", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{opts: idemhttp.Options{ValidateKey: idemhttp.UUIDKey}})
+		b := setup(t, setupOpts{opts: idemhttp.Config{ValidateKey: idemhttp.UUIDKey}})
 		for _, k := range []string{`"pay-1"`, `"8e03978e-40d5-43e8-bc93-6894a57f932"`, `"8e03978e-40d5-43e8-bc93-6894a57f93245"`,
 			`"8e03978e_40d5_43e8_bc93_6894a57f9324"`, `"8e03978g-40d5-43e8-bc93-6894a57f9324"`, `"{8e03978e-40d5-43e8-bc93-6894a57f932}"`} {
 			p := problem(t, b.do(t, call{key: key(k)}), http.StatusBadRequest, idemhttp.TypeKeyInvalid, false)
@@ -164,7 +164,7 @@ func TestKeyFormat(t *testing.T) {
 	t.Run("HostileReason", func(t *testing.T) {
 		t.Parallel()
 		var judged atomic.Int64
-		b := setup(t, setupOpts{opts: idemhttp.Options{ValidateKey: func(k string) error {
+		b := setup(t, setupOpts{opts: idemhttp.Config{ValidateKey: func(k string) error {
 			judged.Add(1)
 			return fmt.Errorf("bad\r\nSet-Cookie: x=1\x00\x1b[31m %s", strings.Repeat(k, 1<<20/len(k)))
 		}}})
@@ -187,9 +187,9 @@ func TestKeyFormat(t *testing.T) {
 
 	t.Run("Refused", func(t *testing.T) {
 		t.Parallel()
-		require.ErrorContains(t, newErr(t, idemhttp.Options{MinKeyLength: -1}), "MinKeyLength -1 is negative")
-		require.ErrorContains(t, newErr(t, idemhttp.Options{MinKeyLength: 256}), "every key would be refused")
-		require.NoError(t, newErr(t, idemhttp.Options{MinKeyLength: 255}))
+		require.ErrorContains(t, newErr(t, idemhttp.Config{MinKeyLength: -1}), "MinKeyLength -1 is negative")
+		require.ErrorContains(t, newErr(t, idemhttp.Config{MinKeyLength: 256}), "every key would be refused")
+		require.NoError(t, newErr(t, idemhttp.Config{MinKeyLength: 255}))
 	})
 }
 
@@ -197,7 +197,7 @@ func TestKeyFormat(t *testing.T) {
 // with one, it is protected; an invalid one is still refused.
 func TestKeyOptional(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{opts: idemhttp.Options{KeyOptional: true, MinKeyLength: 2}, handler: func(b *bundle, w http.ResponseWriter, r *http.Request) {
+	b := setup(t, setupOpts{opts: idemhttp.Config{KeyOptional: true, MinKeyLength: 2}, handler: func(b *bundle, w http.ResponseWriter, r *http.Request) {
 		_, protected := idemhttp.AttemptFromContext(r.Context())
 		w.Header().Set("X-Protected", fmt.Sprint(protected))
 		createPayment(b, w, r)
@@ -230,7 +230,7 @@ func TestIgnoreFields(t *testing.T) {
 
 	t.Run("Equivalent", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{opts: idemhttp.Options{IgnoreFields: []string{"/meta/sent_at", "/trace~1id", "/items/0/ts", "/absent/x", "/items/9"}}})
+		b := setup(t, setupOpts{opts: idemhttp.Config{IgnoreFields: []string{"/meta/sent_at", "/trace~1id", "/items/0/ts", "/absent/x", "/items/9"}}})
 		body := func(sentAt, trace string, ts int, amount string) string {
 			return fmt.Sprintf(`{"amount":%s,"meta":{"sent_at":%q,"client":"web"},"trace/id":%q,"items":[{"ts":%d,"sku":"x"},{"ts":1}]}`, amount, sentAt, trace, ts)
 		}
@@ -262,7 +262,7 @@ func TestIgnoreFields(t *testing.T) {
 		t.Parallel()
 		// JSON fingerprinted by its bytes (duplicate names) ignores
 		// nothing: a different request must never look the same.
-		b := setup(t, setupOpts{opts: idemhttp.Options{IgnoreFields: []string{"/ts"}}})
+		b := setup(t, setupOpts{opts: idemhttp.Config{IgnoreFields: []string{"/ts"}}})
 		require.Equal(t, http.StatusCreated, b.do(t, call{key: key(`"d"`), body: `{"a":1,"a":2,"ts":1}`}).status)
 		problem(t, b.do(t, call{key: key(`"d"`), body: `{"a":1,"a":2,"ts":2}`}), http.StatusUnprocessableEntity, idemhttp.TypeKeyReused, false)
 		// Non-JSON bodies too.
@@ -282,13 +282,13 @@ func TestIgnoreFields(t *testing.T) {
 			{"/a~", "~0"},
 			{"/\xff", "not valid UTF-8"},
 		} {
-			err := newErr(t, idemhttp.Options{IgnoreFields: []string{"/ok", tc.pointer}})
-			require.ErrorContains(t, err, "Options.IgnoreFields: pointer 1", "%q", tc.pointer)
+			err := newErr(t, idemhttp.Config{IgnoreFields: []string{"/ok", tc.pointer}})
+			require.ErrorContains(t, err, "Config.IgnoreFields: pointer 1", "%q", tc.pointer)
 			require.ErrorContains(t, err, tc.want, "%q", tc.pointer)
 		}
-		err := newErr(t, idemhttp.Options{IgnoreFields: []string{strings.Repeat("x", 1<<20)}})
+		err := newErr(t, idemhttp.Config{IgnoreFields: []string{strings.Repeat("x", 1<<20)}})
 		require.Less(t, len(err.Error()), 300, "the pointer is not echoed whole")
-		require.NoError(t, newErr(t, idemhttp.Options{IgnoreFields: []string{"/a~0b~1c/0/-/", "/"}}))
+		require.NoError(t, newErr(t, idemhttp.Config{IgnoreFields: []string{"/a~0b~1c/0/-/", "/"}}))
 	})
 }
 
@@ -300,7 +300,7 @@ func TestNewKeyLimit(t *testing.T) {
 
 	t.Run("Hour", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{opts: idemhttp.Options{NewKeys: idemhttp.KeyLimit{Keys: 2, Per: time.Hour}}})
+		b := setup(t, setupOpts{opts: idemhttp.Config{NewKeys: idemhttp.KeyLimit{Keys: 2, Per: time.Hour}}})
 		for _, k := range []string{`"k1"`, `"k2"`} {
 			require.Equal(t, http.StatusCreated, b.do(t, call{key: key(k)}).status)
 		}
@@ -318,7 +318,7 @@ func TestNewKeyLimit(t *testing.T) {
 
 	t.Run("RetryAfterRuns", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{opts: idemhttp.Options{NewKeys: idemhttp.KeyLimit{Keys: 1, Per: time.Second}}})
+		b := setup(t, setupOpts{opts: idemhttp.Config{NewKeys: idemhttp.KeyLimit{Keys: 1, Per: time.Second}}})
 		require.Equal(t, http.StatusCreated, b.do(t, call{key: key(`"a"`)}).status)
 		a := b.do(t, call{key: key(`"b"`)})
 		problem(t, a, http.StatusTooManyRequests, idemhttp.TypeTooManyKeys, true)
@@ -333,12 +333,12 @@ func TestNewKeyLimit(t *testing.T) {
 	t.Run("Extremes", func(t *testing.T) {
 		t.Parallel()
 		// Far more than a key a nanosecond: no key is refused.
-		b := setup(t, setupOpts{opts: idemhttp.Options{NewKeys: idemhttp.KeyLimit{Keys: math.MaxInt, Per: time.Nanosecond}}})
+		b := setup(t, setupOpts{opts: idemhttp.Config{NewKeys: idemhttp.KeyLimit{Keys: math.MaxInt, Per: time.Nanosecond}}})
 		for _, k := range []string{`"a"`, `"b"`, `"c"`} {
 			require.Equal(t, http.StatusCreated, b.do(t, call{key: key(k)}).status)
 		}
 		// One key a century: the wait fits Retry-After.
-		b = setup(t, setupOpts{opts: idemhttp.Options{NewKeys: idemhttp.KeyLimit{Keys: 1, Per: 100 * 365 * 24 * time.Hour}}})
+		b = setup(t, setupOpts{opts: idemhttp.Config{NewKeys: idemhttp.KeyLimit{Keys: 1, Per: 100 * 365 * 24 * time.Hour}}})
 		require.Equal(t, http.StatusCreated, b.do(t, call{key: key(`"a"`)}).status)
 		a := b.do(t, call{key: key(`"b"`)})
 		problem(t, a, http.StatusTooManyRequests, idemhttp.TypeTooManyKeys, true)
@@ -350,10 +350,10 @@ func TestNewKeyLimit(t *testing.T) {
 	t.Run("Refused", func(t *testing.T) {
 		t.Parallel()
 		for _, l := range []idemhttp.KeyLimit{{Keys: -1, Per: time.Second}, {Keys: 1, Per: -time.Second}} {
-			require.ErrorContains(t, newErr(t, idemhttp.Options{NewKeys: l}), "is negative", "%+v", l)
+			require.ErrorContains(t, newErr(t, idemhttp.Config{NewKeys: l}), "is negative", "%+v", l)
 		}
 		for _, l := range []idemhttp.KeyLimit{{Keys: 1}, {Per: time.Second}} {
-			require.ErrorContains(t, newErr(t, idemhttp.Options{NewKeys: l}), "set both", "%+v", l)
+			require.ErrorContains(t, newErr(t, idemhttp.Config{NewKeys: l}), "set both", "%+v", l)
 		}
 	})
 }

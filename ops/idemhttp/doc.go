@@ -19,6 +19,6 @@
 // what it cannot see honestly. An answer is stored only once the handler
 // returned; a handler that panicked, died or answered 5xx has an unknown
 // outcome, and the tool's effect decides whether the next retry runs it
-// again or an operator must decide first (see [Options.Tool] and
+// again or an operator must decide first (see [Config.Tool] and
 // [Verdict]).
 package idemhttp

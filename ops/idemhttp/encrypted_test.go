@@ -28,7 +28,7 @@ func TestEncryptedStoreReplaysExactly(t *testing.T) {
 	store, err := ops.New(b.db.Service, ops.Config{Tools: map[string]ops.Policy{tool: {Effect: ops.EffectUnknownOutcome}},
 		Owner: "api-1", Keyring: kr})
 	require.NoError(t, err)
-	m, err := idemhttp.New(store, idemhttp.Options{Tool: tool, Tenant: tenantOf})
+	m, err := idemhttp.New(store, idemhttp.Config{Tool: tool, Tenant: tenantOf})
 	require.NoError(t, err)
 	binary := append([]byte("secret-binary\x00\xff\xfe"), bytes.Repeat([]byte{0x80}, 100)...)
 	mux := http.NewServeMux()

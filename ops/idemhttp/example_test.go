@@ -40,7 +40,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	idem, err := idemhttp.New(store, idemhttp.Options{
+	idem, err := idemhttp.New(store, idemhttp.Config{
 		Tool: "create-payment",
 		// The tenant comes from your authentication, never from a value
 		// the client chose.

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// parsePointers parses Options.IgnoreFields into RFC 6901 reference
+// parsePointers parses Config.IgnoreFields into RFC 6901 reference
 // tokens, unescaped.
 func parsePointers(pointers []string) ([][]string, error) {
 	parsed := make([][]string, 0, len(pointers))

@@ -66,7 +66,7 @@ func intentOf(r *http.Request, body []byte, tool, version string, maxIntent int,
 		// cannot hold (\u0000) is fingerprinted by its bytes instead: a
 		// retry must then send the same bytes, never a different
 		// request that canonicalizes alike. So is JSON too large for the
-		// store to keep in canonical form: Options.MaxBody, not the
+		// store to keep in canonical form: Config.MaxBody, not the
 		// store's MaxIntentBytes, bounds what a client may send.
 		canon, _, err := ops.Canonical(tool, version, in)
 		exact := err == nil && !hasEscapedNUL(canon)
@@ -75,7 +75,7 @@ func intentOf(r *http.Request, body []byte, tool, version string, maxIntent int,
 			// again, it is still the same request.
 			pruned, err := withoutFields(body, ignore)
 			if err != nil {
-				return in, fmt.Errorf("leave Options.IgnoreFields out of the body: %w", err)
+				return in, fmt.Errorf("leave Config.IgnoreFields out of the body: %w", err)
 			}
 			body, in.Body = pruned, pruned
 			canon, _, err = ops.Canonical(tool, version, in)

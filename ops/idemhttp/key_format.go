@@ -7,12 +7,12 @@ import (
 	"unicode/utf8"
 )
 
-// MaxKeyReasonBytes bounds the reason an Options.ValidateKey error gives
+// MaxKeyReasonBytes bounds the reason a Config.ValidateKey error gives
 // in a key-invalid answer: its text is cut there, so a hook that quotes
 // what it was sent cannot make the answer large.
 const MaxKeyReasonBytes = 200
 
-// errKeyRefused wraps what Options.MinKeyLength and Options.ValidateKey
+// errKeyRefused wraps what Config.MinKeyLength and Config.ValidateKey
 // refuse, as ErrKeyInvalid.
 var errKeyRefused = fmt.Errorf("%w: this endpoint does not accept the key", ErrKeyInvalid)
 
@@ -54,7 +54,7 @@ func keyReason(err error) string {
 // ErrNotUUID is what UUIDKey refuses a key with.
 var ErrNotUUID = errors.New(`keys here are UUIDs, such as "8e03978e-40d5-43e8-bc93-6894a57f9324"`)
 
-// UUIDKey is an Options.ValidateKey that accepts only UUIDs in their
+// UUIDKey is a Config.ValidateKey that accepts only UUIDs in their
 // textual form (RFC 9562): 36 characters, hex digits in groups of 8, 4, 4,
 // 4 and 12 separated by hyphens, either case. It does not check the
 // version: any UUID a client generates is accepted.

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// KeyLimit bounds how many new keys a tenant may start (Options.NewKeys):
+// KeyLimit bounds how many new keys a tenant may start (Config.NewKeys):
 // Keys per Per, in a burst of up to Keys, refilled evenly. The zero value
 // is no limit.
 type KeyLimit struct {

@@ -67,7 +67,7 @@ func sized(k string, size int, extra ...string) call {
 	return call{key: key(k), header: h}
 }
 
-// TestAnswerLimit (issue 19 §2): an answer up to Options.MaxAnswer is kept
+// TestAnswerLimit (issue 19 §2): an answer up to Config.MaxAnswer is kept
 // and replayed byte for byte; one byte more is refused at once, to the
 // first client as to its retries. An 800 KiB answer got 201, and its retry
 // 410.
@@ -101,7 +101,7 @@ func TestAnswerLimit(t *testing.T) {
 			require.Contains(t, p.Detail, strconv.Itoa(idemhttp.DefaultMaxAnswer))
 			require.ErrorIs(t, writeErr(t, &errs, k), idemhttp.ErrAnswerTooLarge)
 			p = problem(t, b.do(t, sized(k, size)), http.StatusGone, idemhttp.TypeAnswerNotKept, false)
-			require.Contains(t, p.Detail, "Options.MaxAnswer")
+			require.Contains(t, p.Detail, "Config.MaxAnswer")
 		}
 		require.EqualValues(t, 3, b.calls.Load(), "no request ran twice")
 		require.Equal(t, 2, b.count(t, `SELECT count(*) FROM opsdesk.operations WHERE state = 'completed' AND outcome = 'succeeded' AND result->>'not_kept' IS NOT NULL`))
@@ -111,7 +111,7 @@ func TestAnswerLimit(t *testing.T) {
 	t.Run("Verdicts", func(t *testing.T) {
 		t.Parallel()
 		var errs sync.Map
-		b := setup(t, setupOpts{opts: idemhttp.Options{MaxAnswer: 100}, handler: sizedAnswer(&errs)})
+		b := setup(t, setupOpts{opts: idemhttp.Config{MaxAnswer: 100}, handler: sizedAnswer(&errs)})
 		rejected := sized(`"rejected"`, 101, "X-Status", "402")
 		problem(t, b.do(t, rejected), http.StatusInternalServerError, idemhttp.TypeAnswerTooLarge, false)
 		problem(t, b.do(t, rejected), http.StatusGone, idemhttp.TypeFailed, false)
@@ -156,16 +156,16 @@ func TestNewRefusesAnswerLimitsTheStoreCannotHold(t *testing.T) {
 	small, err := ops.New(d.Service, ops.Config{Tools: policies, MaxResultBytes: 8192})
 	require.NoError(t, err)
 	const capacity = (8192 - idemhttp.MaxStoredHeaderBytes - 34) / 4 * 3
-	_, err = idemhttp.New(small, idemhttp.Options{Tool: tool, Tenant: tenantOf, MaxAnswer: capacity})
+	_, err = idemhttp.New(small, idemhttp.Config{Tool: tool, Tenant: tenantOf, MaxAnswer: capacity})
 	require.NoError(t, err)
-	_, err = idemhttp.New(small, idemhttp.Options{Tool: tool, Tenant: tenantOf, MaxAnswer: capacity + 1})
+	_, err = idemhttp.New(small, idemhttp.Config{Tool: tool, Tenant: tenantOf, MaxAnswer: capacity + 1})
 	require.ErrorContains(t, err, "MaxAnswer")
-	_, err = idemhttp.New(small, idemhttp.Options{Tool: tool, Tenant: tenantOf, MaxAnswer: -1})
+	_, err = idemhttp.New(small, idemhttp.Config{Tool: tool, Tenant: tenantOf, MaxAnswer: -1})
 	require.ErrorContains(t, err, "negative")
 
 	tiny, err := ops.New(d.Service, ops.Config{Tools: policies, MaxResultBytes: 4096})
 	require.NoError(t, err)
-	_, err = idemhttp.New(tiny, idemhttp.Options{Tool: tool, Tenant: tenantOf})
+	_, err = idemhttp.New(tiny, idemhttp.Config{Tool: tool, Tenant: tenantOf})
 	require.ErrorContains(t, err, "cannot hold an answer")
 }
 

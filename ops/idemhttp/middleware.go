@@ -16,7 +16,7 @@ import (
 	"github.com/opsdesk/opsdesk/ops"
 )
 
-// Defaults of an Options' zero fields.
+// Defaults of a Config's zero fields.
 const (
 	// DefaultVersion is the tool version requests are recorded under.
 	DefaultVersion = "1"
@@ -29,7 +29,7 @@ const (
 	// chosen headers.
 	DefaultMaxAnswer = 764 << 10
 	// MaxStoredHeaderBytes bounds the chosen headers of a stored answer
-	// (Options.StoredHeaders), as the JSON they are stored as.
+	// (Config.StoredHeaders), as the JSON they are stored as.
 	MaxStoredHeaderBytes = 4 << 10
 	// DefaultReplayHeader is set to "true" on replayed answers (the name
 	// Stripe uses).
@@ -64,7 +64,7 @@ const (
 	// Unknown: the effect may or may not have happened. Nothing is stored
 	// and the key's record stays pending, its lease ended at once (nobody
 	// is handling it): the tool's effect decides what a retry gets (see
-	// Options.Tool).
+	// Config.Tool).
 	Unknown
 )
 
@@ -85,8 +85,8 @@ func DefaultClassify(status int) Verdict {
 	return Unknown
 }
 
-// Options configures a Middleware.
-type Options struct {
+// Config configures a Middleware.
+type Config struct {
 	// Tool is the ops tool the endpoint's requests are recorded under
 	// (required). Its policy in the store must be external, because the
 	// handler's effects are outside the record's transaction (New refuses
@@ -233,7 +233,7 @@ type Options struct {
 // protected request in the operation store.
 type Middleware struct {
 	store   *ops.Store
-	opts    Options
+	opts    Config
 	methods map[string]bool
 	// maxIntent is the store's Config.MaxIntentBytes.
 	maxIntent int
@@ -241,71 +241,71 @@ type Middleware struct {
 	effect ops.Effect
 	// typical estimates the handler's duration, for Retry-After.
 	typical *typical
-	// ignore are Options.IgnoreFields, parsed into reference tokens.
+	// ignore are Config.IgnoreFields, parsed into reference tokens.
 	ignore [][]string
-	// newKeys is Options.NewKeys' limiter, nil without a limit.
+	// newKeys is Config.NewKeys' limiter, nil without a limit.
 	newKeys *keyLimiter
 	// keyless counts the requests KeyOptional let through without a key.
 	keyless atomic.Uint64
 }
 
-// Keyless is how many requests Options.KeyOptional has let through to the
+// Keyless is how many requests Config.KeyOptional has let through to the
 // handler without an Idempotency-Key since the middleware was made: how
 // far a rollout still has to go (export it as a counter).
 func (m *Middleware) Keyless() uint64 { return m.keyless.Load() }
 
 // New returns a Middleware recording requests in store. It refuses
-// options a request could only be refused for: Options.Tool must have an
+// options a request could only be refused for: Config.Tool must have an
 // external policy in store (ops.EffectIdempotentProvider or
 // ops.EffectUnknownOutcome).
-func New(store *ops.Store, opts Options) (*Middleware, error) {
+func New(store *ops.Store, opts Config) (*Middleware, error) {
 	switch {
 	case store == nil:
 		return nil, errors.New("idemhttp: nil store")
 	case opts.Tool == "":
-		return nil, errors.New("idemhttp: Options.Tool is required: the ops tool the endpoint's requests are recorded under")
+		return nil, errors.New("idemhttp: Config.Tool is required: the ops tool the endpoint's requests are recorded under")
 	case opts.Tenant == nil:
-		return nil, errors.New("idemhttp: Options.Tenant is required: the tenant comes from the service, not the client")
+		return nil, errors.New("idemhttp: Config.Tenant is required: the tenant comes from the service, not the client")
 	case opts.MaxBody < 0:
-		return nil, fmt.Errorf("idemhttp: Options.MaxBody %d is negative", opts.MaxBody)
+		return nil, fmt.Errorf("idemhttp: Config.MaxBody %d is negative", opts.MaxBody)
 	case opts.MaxAnswer < 0:
-		return nil, fmt.Errorf("idemhttp: Options.MaxAnswer %d is negative", opts.MaxAnswer)
+		return nil, fmt.Errorf("idemhttp: Config.MaxAnswer %d is negative", opts.MaxAnswer)
 	case opts.UnavailableRetryAfter < 0:
-		return nil, fmt.Errorf("idemhttp: Options.UnavailableRetryAfter %v is negative", opts.UnavailableRetryAfter)
+		return nil, fmt.Errorf("idemhttp: Config.UnavailableRetryAfter %v is negative", opts.UnavailableRetryAfter)
 	}
 	policy, ok := store.Policy(opts.Tool)
 	switch {
 	case !ok:
-		return nil, fmt.Errorf("idemhttp: Options.Tool %q has no policy in the store: add it to ops.Config.Tools, "+
+		return nil, fmt.Errorf("idemhttp: Config.Tool %q has no policy in the store: add it to ops.Config.Tools, "+
 			"with Effect ops.EffectIdempotentProvider or ops.EffectUnknownOutcome", opts.Tool)
 	case policy.Effect == ops.EffectLocal:
-		return nil, fmt.Errorf("idemhttp: Options.Tool %q has effect %q in the store: a handler's effects are outside the record's "+
+		return nil, fmt.Errorf("idemhttp: Config.Tool %q has effect %q in the store: a handler's effects are outside the record's "+
 			"transaction, so declare it ops.EffectIdempotentProvider or ops.EffectUnknownOutcome", opts.Tool, policy.Effect)
 	}
 	if opts.TypicalDuration < 0 {
-		return nil, fmt.Errorf("idemhttp: Options.TypicalDuration %v is negative", opts.TypicalDuration)
+		return nil, fmt.Errorf("idemhttp: Config.TypicalDuration %v is negative", opts.TypicalDuration)
 	}
 	switch {
 	case opts.MinKeyLength < 0:
-		return nil, fmt.Errorf("idemhttp: Options.MinKeyLength %d is negative", opts.MinKeyLength)
+		return nil, fmt.Errorf("idemhttp: Config.MinKeyLength %d is negative", opts.MinKeyLength)
 	case opts.MinKeyLength > ops.MaxKeyBytes:
-		return nil, fmt.Errorf("idemhttp: Options.MinKeyLength %d is over the longest key, %d bytes: every key would be refused", opts.MinKeyLength, ops.MaxKeyBytes)
+		return nil, fmt.Errorf("idemhttp: Config.MinKeyLength %d is over the longest key, %d bytes: every key would be refused", opts.MinKeyLength, ops.MaxKeyBytes)
 	}
 	if opts.ProblemBase == "" {
 		opts.ProblemBase = DefaultProblemBase
 	}
 	if err := checkProblemBase(opts.ProblemBase); err != nil {
-		return nil, fmt.Errorf("idemhttp: Options.ProblemBase: %w", err)
+		return nil, fmt.Errorf("idemhttp: Config.ProblemBase: %w", err)
 	}
 	switch l := opts.NewKeys; {
 	case l.Keys < 0 || l.Per < 0:
-		return nil, fmt.Errorf("idemhttp: Options.NewKeys %d per %v is negative", l.Keys, l.Per)
+		return nil, fmt.Errorf("idemhttp: Config.NewKeys %d per %v is negative", l.Keys, l.Per)
 	case (l.Keys == 0) != (l.Per == 0):
-		return nil, fmt.Errorf("idemhttp: Options.NewKeys %d per %v: set both, or neither for no limit", l.Keys, l.Per)
+		return nil, fmt.Errorf("idemhttp: Config.NewKeys %d per %v: set both, or neither for no limit", l.Keys, l.Per)
 	}
 	ignore, err := parsePointers(opts.IgnoreFields)
 	if err != nil {
-		return nil, fmt.Errorf("idemhttp: Options.IgnoreFields: %w", err)
+		return nil, fmt.Errorf("idemhttp: Config.IgnoreFields: %w", err)
 	}
 	if opts.Version == "" {
 		opts.Version = DefaultVersion
@@ -327,7 +327,7 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 	case opts.MaxAnswer == 0:
 		opts.MaxAnswer = min(DefaultMaxAnswer, capacity)
 	case opts.MaxAnswer > capacity:
-		return nil, fmt.Errorf("idemhttp: Options.MaxAnswer %d is over what the store's Config.MaxResultBytes %d holds: %d bytes of body, stored as base64 with up to %d bytes of chosen headers",
+		return nil, fmt.Errorf("idemhttp: Config.MaxAnswer %d is over what the store's Config.MaxResultBytes %d holds: %d bytes of body, stored as base64 with up to %d bytes of chosen headers",
 			opts.MaxAnswer, store.MaxResultBytes(), capacity, MaxStoredHeaderBytes)
 	}
 	if opts.ReplayHeader == "" {
@@ -344,7 +344,7 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 		newKeys: newKeyLimiter(opts.NewKeys)}
 	for _, method := range opts.Methods {
 		if method == "" {
-			return nil, errors.New("idemhttp: Options.Methods holds an empty method")
+			return nil, errors.New("idemhttp: Config.Methods holds an empty method")
 		}
 		m.methods[method] = true
 	}
@@ -373,7 +373,7 @@ func New(store *ops.Store, opts Options) (*Middleware, error) {
 // whole problem document, then a stream error), and a recoverer outside
 // the middleware sees the handler's value with the answer already sent:
 // it must not answer again (its WriteHeader would be superfluous). With
-// Options.Recovered set, the middleware hands it the panic instead and
+// Config.Recovered set, the middleware hands it the panic instead and
 // the answer ends cleanly. A handler that
 // panics with http.ErrAbortHandler asks for no answer: its record is
 // settled the same way, and the panic goes on at once, so net/http drops
@@ -620,7 +620,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ops.ErrUnknownTool), errors.Is(err, ops.ErrWrongEffect):
 		m.writeProblem(w, r, Problem{Type: TypeMisconfigured, Title: "The endpoint is misconfigured", Status: http.StatusInternalServerError,
 			Detail: "the endpoint's idempotency tool is not configured for HTTP requests; nothing ran"}, 0)
-	case errors.Is(err, ops.ErrRefused):
+	case errors.Is(err, ops.ErrStoreRefused):
 		// A privilege, the schema or the store's state machine: retrying
 		// cannot help until someone fixes the cause.
 		m.writeProblem(w, r, Problem{Type: TypeMisconfigured, Title: "The endpoint is misconfigured", Status: http.StatusInternalServerError,

@@ -40,7 +40,7 @@ type bundle struct {
 // setupOpts configures setup.
 type setupOpts struct {
 	policy  ops.Policy
-	opts    idemhttp.Options
+	opts    idemhttp.Config
 	handler func(b *bundle, w http.ResponseWriter, r *http.Request)
 	// pool overrides the store's pool (a dead one).
 	pool *pgxpool.Pool
@@ -439,7 +439,7 @@ func TestRetryAfterEstimate(t *testing.T) {
 		t.Parallel()
 		h := &held{entered: make(chan struct{}), release: make(chan struct{})}
 		b := setup(t, setupOpts{policy: ops.Policy{Effect: ops.EffectUnknownOutcome},
-			opts: idemhttp.Options{TypicalDuration: 2500 * time.Millisecond}, handler: slowOn(h)})
+			opts: idemhttp.Config{TypicalDuration: 2500 * time.Millisecond}, handler: slowOn(h)})
 		require.Equal(t, "3", busyAnswer(t, b, h).header.Get("Retry-After"))
 	})
 
@@ -449,7 +449,7 @@ func TestRetryAfterEstimate(t *testing.T) {
 		t.Parallel()
 		h := &held{entered: make(chan struct{}), release: make(chan struct{})}
 		b := setup(t, setupOpts{policy: ops.Policy{Effect: ops.EffectUnknownOutcome},
-			opts: idemhttp.Options{TypicalDuration: 2500 * time.Millisecond}, handler: slowOn(h)})
+			opts: idemhttp.Config{TypicalDuration: 2500 * time.Millisecond}, handler: slowOn(h)})
 		first := make(chan answer, 1)
 		go func() { first <- b.do(t, call{key: key(`"held"`)}) }()
 		<-h.entered
@@ -490,7 +490,7 @@ func TestPassThrough(t *testing.T) {
 	require.Zero(t, b.records(t))
 
 	// A service may protect other methods.
-	p := setup(t, setupOpts{opts: idemhttp.Options{Methods: []string{http.MethodPut}}})
+	p := setup(t, setupOpts{opts: idemhttp.Config{Methods: []string{http.MethodPut}}})
 	problem(t, p.do(t, call{method: http.MethodPut}), http.StatusBadRequest, idemhttp.TypeKeyMissing, false)
 	require.Equal(t, http.StatusCreated, p.do(t, call{method: http.MethodPost}).status)
 }
@@ -576,7 +576,7 @@ func TestTenant(t *testing.T) {
 func TestTenantError(t *testing.T) {
 	t.Parallel()
 	const secret = "accounts-db.internal:5432 timeout"
-	b := setup(t, setupOpts{opts: idemhttp.Options{Tenant: func(r *http.Request) (string, error) {
+	b := setup(t, setupOpts{opts: idemhttp.Config{Tenant: func(r *http.Request) (string, error) {
 		switch r.Header.Get(accountHeader) {
 		case "":
 			return "", &idemhttp.TenantError{Status: http.StatusUnauthorized, Detail: "send your API key as a bearer token"}
@@ -634,7 +634,7 @@ func TestStoreDown(t *testing.T) {
 		pool, err := pgxpool.New(t.Context(), fmt.Sprintf("host=127.0.0.1 port=%d user=x dbname=x sslmode=disable connect_timeout=2", addr.Port))
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
-		b := setup(t, setupOpts{pool: pool, opts: idemhttp.Options{UnavailableRetryAfter: 2500 * time.Millisecond}})
+		b := setup(t, setupOpts{pool: pool, opts: idemhttp.Config{UnavailableRetryAfter: 2500 * time.Millisecond}})
 		a := b.do(t, call{key: key(`"k"`), body: `{}`})
 		problem(t, a, http.StatusServiceUnavailable, idemhttp.TypeUnavailable, true)
 		require.Equal(t, "3", a.header.Get("Retry-After"), "rounded up to whole seconds")
@@ -811,7 +811,7 @@ func TestHandlerOutcomes(t *testing.T) {
 		d := dbtest.New(t)
 		store, err := ops.New(d.Service, ops.Config{Tools: map[string]ops.Policy{tool: {Effect: ops.EffectUnknownOutcome, Lease: time.Hour}}})
 		require.NoError(t, err)
-		m, err := idemhttp.New(store, idemhttp.Options{Tool: tool, Tenant: tenantOf})
+		m, err := idemhttp.New(store, idemhttp.Config{Tool: tool, Tenant: tenantOf})
 		require.NoError(t, err)
 		type bug struct{ n int }
 		h := m.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(bug{7}) }))
@@ -866,7 +866,7 @@ func TestHandlerOutcomes(t *testing.T) {
 // TestRequestBodies: what the fingerprint makes of bodies.
 func TestRequestBodies(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{opts: idemhttp.Options{MaxBody: 64}})
+	b := setup(t, setupOpts{opts: idemhttp.Config{MaxBody: 64}})
 
 	// JSON that says it is JSON must be JSON.
 	for _, body := range []string{`{`, `{"a":1} x`, "{\"a\":\"\xff\"}"} {
@@ -955,7 +955,7 @@ p_expect_version => $3, p_reason => 'checked the ledger', p_result_ref => nullif
 
 	t.Run("TenantTheStoreRefuses", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{opts: idemhttp.Options{Tenant: func(*http.Request) (string, error) { return "bad\ttenant", nil }}})
+		b := setup(t, setupOpts{opts: idemhttp.Config{Tenant: func(*http.Request) (string, error) { return "bad\ttenant", nil }}})
 		problem(t, b.do(t, call{key: key(`"k"`)}), http.StatusBadRequest, idemhttp.TypeRequestInvalid, false)
 		require.Zero(t, b.calls.Load())
 	})
@@ -968,22 +968,22 @@ func TestNewRefusesIncompleteOptions(t *testing.T) {
 		tool: {Effect: ops.EffectUnknownOutcome}, "create-ticket": {Effect: ops.EffectLocal}}})
 	require.NoError(t, err)
 	for _, tc := range []struct {
-		opts idemhttp.Options
+		opts idemhttp.Config
 		want string
 	}{
-		{idemhttp.Options{Tenant: tenantOf}, "Tool is required"},
-		{idemhttp.Options{Tool: tool}, "Tenant is required"},
-		{idemhttp.Options{Tool: tool, Tenant: tenantOf, MaxBody: -1}, "negative"},
-		{idemhttp.Options{Tool: tool, Tenant: tenantOf, Methods: []string{""}}, "empty method"},
-		{idemhttp.Options{Tool: tool, Tenant: tenantOf, TypicalDuration: -time.Second}, "TypicalDuration -1s is negative"},
+		{idemhttp.Config{Tenant: tenantOf}, "Tool is required"},
+		{idemhttp.Config{Tool: tool}, "Tenant is required"},
+		{idemhttp.Config{Tool: tool, Tenant: tenantOf, MaxBody: -1}, "negative"},
+		{idemhttp.Config{Tool: tool, Tenant: tenantOf, Methods: []string{""}}, "empty method"},
+		{idemhttp.Config{Tool: tool, Tenant: tenantOf, TypicalDuration: -time.Second}, "TypicalDuration -1s is negative"},
 		// Every request would be refused 500 misconfigured: refused now.
-		{idemhttp.Options{Tool: "create-paymnet", Tenant: tenantOf}, `"create-paymnet" has no policy in the store`},
-		{idemhttp.Options{Tool: "create-ticket", Tenant: tenantOf}, `"create-ticket" has effect "local"`},
+		{idemhttp.Config{Tool: "create-paymnet", Tenant: tenantOf}, `"create-paymnet" has no policy in the store`},
+		{idemhttp.Config{Tool: "create-ticket", Tenant: tenantOf}, `"create-ticket" has effect "local"`},
 	} {
 		_, err := idemhttp.New(store, tc.opts)
 		require.ErrorContains(t, err, tc.want)
 	}
-	_, err = idemhttp.New(nil, idemhttp.Options{Tool: tool, Tenant: tenantOf})
+	_, err = idemhttp.New(nil, idemhttp.Config{Tool: tool, Tenant: tenantOf})
 	require.ErrorContains(t, err, "nil store")
 }
 

@@ -17,13 +17,13 @@ import (
 const ProblemContentType = "application/problem+json"
 
 // DefaultProblemBase is the base of the problem type URIs unless
-// Options.ProblemBase names another: sections of this project's
+// Config.ProblemBase names another: sections of this project's
 // documentation.
 const DefaultProblemBase = "https://github.com/opsdesk/opsdesk/blob/main/docs/idempotency-key.md#"
 
 // The problem types the middleware answers with, under DefaultProblemBase.
 // Each URI names a section of the project's documentation; clients match
-// on the URI, never on the title or detail. With Options.ProblemBase set,
+// on the URI, never on the title or detail. With Config.ProblemBase set,
 // a type is that base followed by the same name (Problem.Name).
 const (
 	problemBase = DefaultProblemBase
@@ -39,10 +39,10 @@ const (
 	// TypeRequestInvalid (400): a body that cannot be read, or that says
 	// it is JSON and is not.
 	TypeRequestInvalid = problemBase + "request-invalid"
-	// TypeBodyTooLarge (413): a body over Options.MaxBody.
+	// TypeBodyTooLarge (413): a body over Config.MaxBody.
 	TypeBodyTooLarge = problemBase + "body-too-large"
 	// TypeTooManyKeys (429): the tenant started more new keys than
-	// Options.NewKeys allows; the key was released and nothing ran.
+	// Config.NewKeys allows; the key was released and nothing ran.
 	TypeTooManyKeys = problemBase + "too-many-keys"
 	// TypeInProgress (409): a request with the key is being handled now.
 	TypeInProgress = problemBase + "in-progress"
@@ -78,7 +78,7 @@ const (
 	// (the key needs an operator, as needs-reconciliation says).
 	TypeHandlerFailed = problemBase + "handler-failed"
 	// TypeAnswerTooLarge (500): the handler ran, but its answer was over
-	// Options.MaxAnswer (or its chosen headers over MaxStoredHeaderBytes),
+	// Config.MaxAnswer (or its chosen headers over MaxStoredHeaderBytes),
 	// so it is neither sent nor kept. The detail says what retries with
 	// the key get: 410 answer-not-kept when it took effect.
 	TypeAnswerTooLarge = problemBase + "answer-too-large"
@@ -86,7 +86,7 @@ const (
 
 // Problem is the body of every answer the middleware gives instead of the
 // handler's: an RFC 9457 problem document with one extension member, and
-// those Options.ProblemMembers adds.
+// those Config.ProblemMembers adds.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
@@ -108,7 +108,7 @@ type Problem struct {
 	// RetryAfter is the answer's Retry-After when positive, sent in whole
 	// seconds rounded up. It is not a member of the document.
 	RetryAfter time.Duration `json:"-"`
-	// Extensions are the members Options.ProblemMembers returned, written
+	// Extensions are the members Config.ProblemMembers returned, written
 	// after the others by MarshalJSON.
 	Extensions map[string]any `json:"-"`
 }
@@ -147,7 +147,7 @@ func (p Problem) MarshalJSON() ([]byte, error) {
 	return append(body, '}'), nil
 }
 
-// checkProblemBase refuses an Options.ProblemBase that is not an absolute
+// checkProblemBase refuses a Config.ProblemBase that is not an absolute
 // URI of visible ASCII, which every type is built on.
 func checkProblemBase(base string) error {
 	for i := 0; i < len(base); i++ {
@@ -166,7 +166,7 @@ func checkProblemBase(base string) error {
 }
 
 // writeProblem answers r with p, under the service's base and members,
-// by its Options.WriteProblem or as a problem document. A positive
+// by its Config.WriteProblem or as a problem document. A positive
 // retryAfter is sent as Retry-After in whole seconds, rounded up.
 func (m *Middleware) writeProblem(w http.ResponseWriter, r *http.Request, p Problem, retryAfter time.Duration) {
 	p.Name = strings.TrimPrefix(p.Type, problemBase)

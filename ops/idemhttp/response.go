@@ -9,10 +9,10 @@ import (
 )
 
 // ErrAnswerTooLarge is what a protected handler's Write returns once its
-// answer is over Options.MaxAnswer. The answer is then neither sent nor
+// answer is over Config.MaxAnswer. The answer is then neither sent nor
 // kept: the client gets 500 answer-too-large, and retries with the key get
 // 410 (see TypeAnswerTooLarge).
-var ErrAnswerTooLarge = errors.New("idemhttp: the answer is over Options.MaxAnswer; it is neither sent nor kept")
+var ErrAnswerTooLarge = errors.New("idemhttp: the answer is over Config.MaxAnswer; it is neither sent nor kept")
 
 // storedResponse is what the store keeps of a handler's answer and what a
 // replay sends. Body is a []byte, which encoding/json writes as base64: a
@@ -53,7 +53,7 @@ type recorder struct {
 	sent   http.Header
 	status int
 	body   bytes.Buffer
-	// limit is Options.MaxAnswer; written counts what the handler wrote,
+	// limit is Config.MaxAnswer; written counts what the handler wrote,
 	// limit or not.
 	limit, written int64
 	// tooLarge says why the answer is not kept ("" while it is).
@@ -97,7 +97,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 // tooLargeReason says why the stored answer s would not be kept, or "".
 func (r *recorder) tooLargeReason(s storedResponse, maxAnswer int64) string {
 	if r.written > maxAnswer {
-		return fmt.Sprintf("its body of at least %d bytes was over the limit of %d (Options.MaxAnswer)", r.written, maxAnswer)
+		return fmt.Sprintf("its body of at least %d bytes was over the limit of %d (Config.MaxAnswer)", r.written, maxAnswer)
 	}
 	if s.Header == nil {
 		return ""

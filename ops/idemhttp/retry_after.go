@@ -6,7 +6,7 @@ import (
 )
 
 // typical estimates how long the endpoint's handler takes: the configured
-// Options.TypicalDuration, or else a moving average of the durations of
+// Config.TypicalDuration, or else a moving average of the durations of
 // the handler runs this middleware has seen (in this process).
 type typical struct {
 	configured time.Duration

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TenantError is what an Options.Tenant function returns to choose the
+// TenantError is what a Config.Tenant function returns to choose the
 // answer to a request it refuses: Status (a 4xx or 5xx: 401 when the
 // credentials are missing or wrong, 403 when they may not use the
 // endpoint; 400 when unset or outside 400 to 599) and Detail (the text the

@@ -28,7 +28,7 @@ func Example() {
 	}
 	defer pool.Close()
 
-	metrics, err := opsprom.New(opsprom.Options{}) // no tenant label, default buckets
+	metrics, err := opsprom.New(opsprom.Config{}) // no tenant label, default buckets
 	if err != nil {
 		log.Fatal(err)
 	}

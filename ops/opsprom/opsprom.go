@@ -1,15 +1,15 @@
 // Package opsprom exports the ops library's own metrics to Prometheus: it
 // implements ops.Metrics and prometheus.Collector.
 //
-//	m, err := opsprom.New(opsprom.Options{})
+//	m, err := opsprom.New(opsprom.Config{})
 //	if err != nil { … }
 //	registry.MustRegister(m)
 //	store, err := ops.New(pool, ops.Config{Tools: tools, Metrics: m})
 //
 // The metrics (with the default namespace; tenant only with
-// Options.TenantLabel):
+// Config.TenantLabel):
 //
-//	opsdesk_ops_calls_total{tool, answer}                   calls by answer (ops.Answer)
+//	opsdesk_ops_calls_total{tool, answer}                   calls by answer (ops.CallClass)
 //	opsdesk_ops_intent_conflicts_total{tool}                keys reused with another intent
 //	opsdesk_ops_takeovers_total{tool}                       expired leases taken over
 //	opsdesk_ops_lease_renewal_failures_total{tool}          lease renewals that failed
@@ -43,12 +43,12 @@ import (
 // slow provider).
 var DefaultBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
-// DefaultNamespace prefixes every metric's name unless Options.Namespace
+// DefaultNamespace prefixes every metric's name unless Config.Namespace
 // says otherwise.
 const DefaultNamespace = "opsdesk"
 
-// Options configures the metrics. The zero value is the default.
-type Options struct {
+// Config configures the metrics. The zero value is the default.
+type Config struct {
 	// Namespace prefixes the metrics' names (default "opsdesk", giving
 	// opsdesk_ops_calls_total). The alert rules opsdesk ships expect the
 	// default.
@@ -100,15 +100,15 @@ type seriesKey struct{ tool, tenant string }
 // series are one tool's metrics, resolved once: a call then costs no label
 // lookups or allocations.
 type series struct {
-	calls  []prometheus.Counter // by ops.Answer
+	calls  []prometheus.Counter // by ops.CallClass
 	events [eventMetrics]prometheus.Counter
-	steps  []prometheus.Observer // by ops.Phase
+	steps  []prometheus.Observer // by ops.Stage
 }
 
 var namespacePattern = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 // New returns the library's metrics, not registered anywhere.
-func New(o Options) (*Metrics, error) {
+func New(o Config) (*Metrics, error) {
 	ns := o.Namespace
 	if ns == "" {
 		ns = DefaultNamespace
@@ -163,7 +163,7 @@ func checkBuckets(b []float64) error {
 }
 
 // CallFinished implements ops.Metrics.
-func (m *Metrics) CallFinished(tool, tenant string, answer ops.Answer, _ time.Duration) {
+func (m *Metrics) CallFinished(tool, tenant string, answer ops.CallClass, _ time.Duration) {
 	s := m.lookup(tool, tenant)
 	if int(answer) < len(s.calls) {
 		s.calls[answer].Inc()
@@ -172,8 +172,8 @@ func (m *Metrics) CallFinished(tool, tenant string, answer ops.Answer, _ time.Du
 	m.calls.WithLabelValues(m.values(tool, tenant, answer.String())...).Inc() // an answer newer than this package
 }
 
-// StepFinished implements ops.Metrics.
-func (m *Metrics) StepFinished(tool, tenant string, step ops.Phase, d time.Duration) {
+// StageFinished implements ops.Metrics.
+func (m *Metrics) StageFinished(tool, tenant string, step ops.Stage, d time.Duration) {
 	if s := m.lookup(tool, tenant); int(step) < len(s.steps) {
 		s.steps[step].Observe(d.Seconds())
 	}
@@ -227,13 +227,13 @@ func (m *Metrics) lookup(tool, tenant string) *series {
 		return s
 	}
 	s := &series{}
-	for _, a := range ops.Answers() {
+	for _, a := range ops.CallClasses() {
 		s.calls = append(s.calls, m.calls.WithLabelValues(m.values(tool, tenant, a.String())...))
 	}
 	for e, vec := range m.events {
 		s.events[e] = vec.WithLabelValues(m.values(tool, tenant, "")...)
 	}
-	for _, p := range ops.Phases() {
+	for _, p := range ops.Stages() {
 		s.steps = append(s.steps, m.steps.WithLabelValues(m.values(tool, tenant, p.String())...))
 	}
 	next := maps.Clone(current)

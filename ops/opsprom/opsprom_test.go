@@ -22,7 +22,7 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-func newRegistered(t *testing.T, o opsprom.Options) (*opsprom.Metrics, *prometheus.Registry) {
+func newRegistered(t *testing.T, o opsprom.Config) (*opsprom.Metrics, *prometheus.Registry) {
 	t.Helper()
 	m, err := opsprom.New(o)
 	require.NoError(t, err)
@@ -34,16 +34,16 @@ func newRegistered(t *testing.T, o opsprom.Options) (*opsprom.Metrics, *promethe
 func TestNewRefusesBadOptions(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		o    opsprom.Options
+		o    opsprom.Config
 		want string
 	}{
-		{opsprom.Options{Namespace: "1opsdesk"}, `namespace "1opsdesk"`},
-		{opsprom.Options{Namespace: "ops-desk"}, `namespace "ops-desk"`},
-		{opsprom.Options{Namespace: "ops\ndesk"}, `namespace "ops\ndesk"`},
-		{opsprom.Options{Buckets: []float64{}}, "at least one"},
-		{opsprom.Options{Buckets: []float64{0.1, 0.1}}, "bound 1 (0.1) is not above bound 0 (0.1)"},
-		{opsprom.Options{Buckets: []float64{1, 0.5}}, "must increase strictly"},
-		{opsprom.Options{Buckets: []float64{math.NaN()}}, "bound 0 is NaN"},
+		{opsprom.Config{Namespace: "1opsdesk"}, `namespace "1opsdesk"`},
+		{opsprom.Config{Namespace: "ops-desk"}, `namespace "ops-desk"`},
+		{opsprom.Config{Namespace: "ops\ndesk"}, `namespace "ops\ndesk"`},
+		{opsprom.Config{Buckets: []float64{}}, "at least one"},
+		{opsprom.Config{Buckets: []float64{0.1, 0.1}}, "bound 1 (0.1) is not above bound 0 (0.1)"},
+		{opsprom.Config{Buckets: []float64{1, 0.5}}, "must increase strictly"},
+		{opsprom.Config{Buckets: []float64{math.NaN()}}, "bound 0 is NaN"},
 	} {
 		m, err := opsprom.New(c.o)
 		require.ErrorContains(t, err, c.want)
@@ -64,7 +64,7 @@ func TestNilMetricsIsRefused(t *testing.T) {
 	require.ErrorContains(t, err, "Config.Metrics is a nil *opsprom.Metrics")
 	require.Nil(t, store)
 
-	m, err = opsprom.New(opsprom.Options{})
+	m, err = opsprom.New(opsprom.Config{})
 	require.NoError(t, err)
 	_, err = ops.New(pool, ops.Config{Metrics: m})
 	require.NoError(t, err)
@@ -76,10 +76,10 @@ func TestNilMetricsIsRefused(t *testing.T) {
 func TestHostileLabelValues(t *testing.T) {
 	t.Parallel()
 	const tool = "charge\n\"card\"\\\u3000☃"
-	m, reg := newRegistered(t, opsprom.Options{TenantLabel: true})
+	m, reg := newRegistered(t, opsprom.Config{TenantLabel: true})
 	m.Event(tool, "acme\xff", ops.EventTakeover)
-	m.CallFinished(tool, "acme\xff", ops.AnswerCreated, time.Millisecond)
-	m.StepFinished(tool, "acme\xff", ops.PhaseCall, time.Millisecond)
+	m.CallFinished(tool, "acme\xff", ops.ClassCreated, time.Millisecond)
+	m.StageFinished(tool, "acme\xff", ops.StageCall, time.Millisecond)
 
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
@@ -120,9 +120,9 @@ opsdesk_ops_takeovers_total{tenant="acme` + "\uFFFD" + `",tool="charge\n\"card\"
 func TestTenantLabelOnlyWhenAsked(t *testing.T) {
 	t.Parallel()
 	for _, labelled := range []bool{false, true} {
-		m, reg := newRegistered(t, opsprom.Options{TenantLabel: labelled})
-		m.CallFinished("charge-card", "acme", ops.AnswerCreated, time.Millisecond)
-		m.CallFinished("charge-card", "globex", ops.AnswerCreated, time.Millisecond)
+		m, reg := newRegistered(t, opsprom.Config{TenantLabel: labelled})
+		m.CallFinished("charge-card", "acme", ops.ClassCreated, time.Millisecond)
+		m.CallFinished("charge-card", "globex", ops.ClassCreated, time.Millisecond)
 		m.Event("charge-card", "globex", ops.EventIntentConflict)
 		families, err := reg.Gather()
 		require.NoError(t, err)
@@ -150,9 +150,9 @@ func TestTenantLabelOnlyWhenAsked(t *testing.T) {
 
 func TestNamespaceAndBuckets(t *testing.T) {
 	t.Parallel()
-	m, reg := newRegistered(t, opsprom.Options{Namespace: "acme", Buckets: []float64{0.01, 1}})
-	m.StepFinished("create-ticket", "", ops.PhaseReserve, 5*time.Millisecond)
-	m.StepFinished("create-ticket", "", ops.PhaseReserve, 2*time.Second)
+	m, reg := newRegistered(t, opsprom.Config{Namespace: "acme", Buckets: []float64{0.01, 1}})
+	m.StageFinished("create-ticket", "", ops.StageReserve, 5*time.Millisecond)
+	m.StageFinished("create-ticket", "", ops.StageReserve, 2*time.Second)
 	const expected = `
 # HELP acme_ops_step_duration_seconds Duration of a call's steps: reserve (up to the function's call, or the answer when it does not run), call (the function's own time) and complete (from its return to the answer).
 # TYPE acme_ops_step_duration_seconds histogram
@@ -174,16 +174,16 @@ acme_ops_step_duration_seconds_count{step="complete",tool="create-ticket"} 0
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(expected), "acme_ops_step_duration_seconds"))
 	// A tool's series appear at once, at zero: 15 answers, 5 events.
-	require.Equal(t, len(ops.Answers())+len(ops.Events())+len(ops.Phases()), testutil.CollectAndCount(m))
+	require.Equal(t, len(ops.CallClasses())+len(ops.Events())+len(ops.Stages()), testutil.CollectAndCount(m))
 }
 
 // TestValuesOfLaterVersions: an answer, step or event this package does
 // not know is counted as an error, or ignored, never a panic.
 func TestValuesOfLaterVersions(t *testing.T) {
 	t.Parallel()
-	m, reg := newRegistered(t, opsprom.Options{})
-	m.CallFinished("t", "", ops.Answer(200), time.Millisecond)
-	m.StepFinished("t", "", ops.Phase(200), time.Millisecond)
+	m, reg := newRegistered(t, opsprom.Config{})
+	m.CallFinished("t", "", ops.CallClass(200), time.Millisecond)
+	m.StageFinished("t", "", ops.Stage(200), time.Millisecond)
 	m.Event("t", "", ops.Event(200))
 	const expected = `
 # HELP opsdesk_ops_takeovers_total Pending records whose lease had expired, taken over by a new attempt.
@@ -212,14 +212,14 @@ opsdesk_ops_takeovers_total{tool="t"} 0
 // AllocsPerRun counts the whole process's allocations.
 func TestNoAllocationsPerCall(t *testing.T) {
 	for _, labelled := range []bool{false, true} {
-		m, _ := newRegistered(t, opsprom.Options{TenantLabel: labelled})
+		m, _ := newRegistered(t, opsprom.Config{TenantLabel: labelled})
 		tool, tenant := strings.Clone("create-ticket"), strings.Clone("acme")
 		report := func() {
-			m.StepFinished(tool, tenant, ops.PhaseReserve, time.Millisecond)
-			m.StepFinished(tool, tenant, ops.PhaseCall, time.Millisecond)
-			m.StepFinished(tool, tenant, ops.PhaseComplete, time.Millisecond)
+			m.StageFinished(tool, tenant, ops.StageReserve, time.Millisecond)
+			m.StageFinished(tool, tenant, ops.StageCall, time.Millisecond)
+			m.StageFinished(tool, tenant, ops.StageComplete, time.Millisecond)
 			m.Event(tool, tenant, ops.EventTakeover)
-			m.CallFinished(tool, tenant, ops.AnswerCreated, 3*time.Millisecond)
+			m.CallFinished(tool, tenant, ops.ClassCreated, 3*time.Millisecond)
 		}
 		report()
 		require.Zero(t, testing.AllocsPerRun(1000, report), "tenant label %v", labelled)
@@ -230,14 +230,14 @@ func TestNoAllocationsPerCall(t *testing.T) {
 // counted once (run with -race).
 func TestConcurrentUse(t *testing.T) {
 	t.Parallel()
-	m, reg := newRegistered(t, opsprom.Options{TenantLabel: true})
+	m, reg := newRegistered(t, opsprom.Config{TenantLabel: true})
 	const goroutines, calls = 8, 500
 	tools := []string{"a", "b", "c"}
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
 			for i := range calls {
-				m.CallFinished(tools[(g+i)%len(tools)], "acme", ops.AnswerReplayed, time.Millisecond)
+				m.CallFinished(tools[(g+i)%len(tools)], "acme", ops.ClassReplayed, time.Millisecond)
 			}
 		})
 	}
@@ -259,7 +259,7 @@ func TestConcurrentUse(t *testing.T) {
 // answer), from 8 goroutines on the same tool's series, as a busy service
 // would call it.
 func BenchmarkReportCall(b *testing.B) {
-	m, err := opsprom.New(opsprom.Options{})
+	m, err := opsprom.New(opsprom.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -267,10 +267,10 @@ func BenchmarkReportCall(b *testing.B) {
 	b.SetParallelism(4)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.StepFinished("create-ticket", "acme", ops.PhaseReserve, 300*time.Microsecond)
-			m.StepFinished("create-ticket", "acme", ops.PhaseCall, 200*time.Microsecond)
-			m.StepFinished("create-ticket", "acme", ops.PhaseComplete, 400*time.Microsecond)
-			m.CallFinished("create-ticket", "acme", ops.AnswerCreated, 900*time.Microsecond)
+			m.StageFinished("create-ticket", "acme", ops.StageReserve, 300*time.Microsecond)
+			m.StageFinished("create-ticket", "acme", ops.StageCall, 200*time.Microsecond)
+			m.StageFinished("create-ticket", "acme", ops.StageComplete, 400*time.Microsecond)
+			m.CallFinished("create-ticket", "acme", ops.ClassCreated, 900*time.Microsecond)
 		}
 	})
 }

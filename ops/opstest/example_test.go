@@ -17,8 +17,8 @@ import (
 // func TestCreateTicket(t *testing.T).
 func Example() {
 	ran := runTest(os.Stdout, func(t *standInT) {
-		t.Parallel()                           // each test has its own database
-		db := opstest.New(t, &opstest.Options{ // the server: OPSDESK_TEST_DSN, else a throw-away cluster
+		t.Parallel()                        // each test has its own database
+		db := opstest.New(t, &opstest.Opts{ // the server: OPSDESK_TEST_DSN, else a throw-away cluster
 			Config: ops.Config{Tools: map[string]ops.Policy{"create-ticket": {Effect: ops.EffectLocal}}},
 		})
 		// The service's own schema, made as the administrator; the

@@ -5,12 +5,12 @@
 //
 //	func TestCreateTicket(t *testing.T) {
 //		t.Parallel()
-//		db := opstest.New(t, &opstest.Options{Config: ops.Config{Tools: tools}})
+//		db := opstest.New(t, &opstest.Opts{Config: ops.Config{Tools: tools}})
 //		out, err := ops.DoTx(t.Context(), db.Store, req, create)
 //		…
 //	}
 //
-// The server is, in this order: Options.DSN; the environment variable
+// The server is, in this order: Opts.DSN; the environment variable
 // OPSDESK_TEST_DSN (an administrator's DSN, a superuser's); or, by default,
 // a throw-away cluster that opstest starts from the PostgreSQL server
 // binaries installed on the machine (initdb and postgres, on PATH or under
@@ -53,11 +53,11 @@ import (
 )
 
 // EnvDSN names the environment variable New reads the server's DSN from when
-// Options.DSN is empty.
+// Opts.DSN is empty.
 const EnvDSN = "OPSDESK_TEST_DSN"
 
-// Options configures New; nil means all defaults.
-type Options struct {
+// Opts configures New; nil means all defaults.
+type Opts struct {
 	// DSN connects to the test server as a superuser (URL or key=value).
 	// Default: the environment variable OPSDESK_TEST_DSN, else a
 	// throw-away cluster started for the test binary.
@@ -89,9 +89,9 @@ type DB struct {
 // opsdesk_service, pools for both and a Store configured with
 // opts.Config. Everything is dropped or closed when t ends. A server that
 // cannot be started or reached, or a DSN that is not a superuser's, fails t.
-func New(t testing.TB, opts *Options) *DB {
+func New(t testing.TB, opts *Opts) *DB {
 	t.Helper()
-	var o Options
+	var o Opts
 	if opts != nil {
 		o = *opts
 	}
@@ -141,9 +141,9 @@ func openPool(t testing.TB, dsn string, maxConns int32) *pgxpool.Pool {
 // (opts.DSN, OPSDESK_TEST_DSN or the default cluster, as for New) and
 // returns a superuser DSN for it: for testing a service's own migration.
 // The database is dropped when t ends.
-func NewEmpty(t testing.TB, opts *Options) string {
+func NewEmpty(t testing.TB, opts *Opts) string {
 	t.Helper()
-	var o Options
+	var o Opts
 	if opts != nil {
 		o = *opts
 	}
@@ -174,7 +174,7 @@ func NewEmpty(t testing.TB, opts *Options) string {
 // if need be. It fails t when there is none.
 func serverDSN(t testing.TB, dsn string) (adminDSN, source string) {
 	t.Helper()
-	source = "Options.DSN"
+	source = "Opts.DSN"
 	if strings.TrimSpace(dsn) == "" {
 		dsn, source = os.Getenv(EnvDSN), EnvDSN
 	}
@@ -183,7 +183,7 @@ func serverDSN(t testing.TB, dsn string) (adminDSN, source string) {
 		if dsn, err = defaultCluster.dsn(); err != nil {
 			t.Fatalf("opstest: no PostgreSQL server to test on: start a throw-away one: %v; "+
 				"or set %s to a superuser DSN of a server (for example %s='postgres://postgres@localhost:5432/postgres'), "+
-				"or pass Options.DSN", err, EnvDSN, EnvDSN)
+				"or pass Opts.DSN", err, EnvDSN, EnvDSN)
 		}
 		return dsn, "the throw-away cluster"
 	}

@@ -47,7 +47,7 @@ func TestNew(t *testing.T) {
 
 	t.Run("ServiceLoginRunsTheLibraryAndNoMore", func(t *testing.T) {
 		t.Parallel()
-		db := opstest.New(t, &opstest.Options{Config: ops.Config{Tools: ticketTools.Tools, Owner: "worker-7"}})
+		db := opstest.New(t, &opstest.Opts{Config: ops.Config{Tools: ticketTools.Tools, Owner: "worker-7"}})
 		require.Equal(t, "worker-7", db.Store.Owner(), "the store has the given Config")
 		out, err := ops.DoTx(t.Context(), db.Store, ticketReq, noEffect)
 		require.NoError(t, err)
@@ -86,15 +86,15 @@ FROM pg_roles r WHERE r.rolname = session_user`).Scan(&super, &createRole, &crea
 		t.Parallel()
 		var names, roles []string
 		t.Run("Inner", func(t *testing.T) {
-			a := opstest.New(t, &opstest.Options{Config: ticketTools})
-			b := opstest.New(t, &opstest.Options{Config: ticketTools})
+			a := opstest.New(t, &opstest.Opts{Config: ticketTools})
+			b := opstest.New(t, &opstest.Opts{Config: ticketTools})
 			names, roles = []string{a.Name, b.Name}, []string{a.ServiceRole, b.ServiceRole}
 			require.NotEqual(t, a.Name, b.Name)
 			require.NotEqual(t, a.ServiceRole, b.ServiceRole)
 
 			_, err := ops.DoTx(t.Context(), a.Store, ticketReq, noEffect)
 			require.NoError(t, err)
-			rec, err := b.Store.Lookup(t.Context(), ticketReq.Identity)
+			rec, err := b.Store.Read(t.Context(), ticketReq.Identity)
 			require.NoError(t, err)
 			require.Equal(t, ops.StateAbsent, rec.State, "b does not see a's record")
 			out, err := ops.DoTx(t.Context(), b.Store, ticketReq, noEffect)
@@ -117,7 +117,7 @@ FROM pg_roles r WHERE r.rolname = session_user`).Scan(&super, &createRole, &crea
 			for range 6 {
 				t.Run("Test", func(t *testing.T) {
 					t.Parallel()
-					db := opstest.New(t, &opstest.Options{Config: ticketTools})
+					db := opstest.New(t, &opstest.Opts{Config: ticketTools})
 					// The same identity in every test: each is
 					// created, none replayed from another test.
 					out, err := ops.DoTx(t.Context(), db.Store, ticketReq, noEffect)
@@ -142,12 +142,12 @@ func TestNewFailsSayingWhatToSet(t *testing.T) {
 		env, dsn string
 		want     []string
 	}{
-		"NoServerInstalled": {want: []string{"no PostgreSQL server", "apt-get install -y postgresql", "set OPSDESK_TEST_DSN", "Options.DSN"}},
+		"NoServerInstalled": {want: []string{"no PostgreSQL server", "apt-get install -y postgresql", "set OPSDESK_TEST_DSN", "Opts.DSN"}},
 		"BlankDSNNoServer":  {env: " \t\n\u3000", want: []string{"apt-get install -y postgresql", "set OPSDESK_TEST_DSN"}},
-		"Unreachable":       {dsn: "host=" + t.TempDir() + " user=x password=sekrit dbname=y connect_timeout=2", want: []string{"connect", "Options.DSN", "superuser"}},
+		"Unreachable":       {dsn: "host=" + t.TempDir() + " user=x password=sekrit dbname=y connect_timeout=2", want: []string{"connect", "Opts.DSN", "superuser"}},
 		"UnreachableEnv":    {env: "host=" + t.TempDir() + " user=x password=sekrit dbname=y connect_timeout=2", want: []string{"connect", "OPSDESK_TEST_DSN", "superuser"}},
 		"BadDSN":            {env: "postgres://u:sekrit@[bad", want: []string{"OPSDESK_TEST_DSN", "does not parse"}},
-		"NotASuperuser":     {dsn: nobodyDSN(t), want: []string{"permission denied", "Options.DSN", "superuser"}},
+		"NotASuperuser":     {dsn: nobodyDSN(t), want: []string{"permission denied", "Opts.DSN", "superuser"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(opstest.EnvDSN, tc.env)
@@ -158,7 +158,7 @@ func TestNewFailsSayingWhatToSet(t *testing.T) {
 			})()
 			reached := false
 			ran := runTest(io.Discard, func(t *standInT) {
-				opstest.New(t, &opstest.Options{DSN: tc.dsn})
+				opstest.New(t, &opstest.Opts{DSN: tc.dsn})
 				reached = true
 			})
 			require.True(t, ran.Failed())

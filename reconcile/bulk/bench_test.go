@@ -71,7 +71,7 @@ func BenchmarkBulkReconcile(b *testing.B) {
 		b.Cleanup(pool.Close)
 		desk := &desk.Desk{Pool: pool, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {Lookup: &reconcile.LookupSpec{
 			URL: provider.URL() + demo.LookupPath, ResultRef: "/ref", Timeout: 2 * time.Second}}}, Client: bulk.HTTPClient(concurrency)}
-		r, err := bulk.New(bulk.Config{Desk: desk, Lister: storeview.New(pool, storeview.Options{}), Concurrency: concurrency})
+		r, err := bulk.New(bulk.Config{Desk: desk, Lister: storeview.New(pool, storeview.Config{}), Concurrency: concurrency})
 		require.NoError(b, err)
 		f, err := readmodel.ParseFilter("state:stuck tool:charge-card")
 		require.NoError(b, err)

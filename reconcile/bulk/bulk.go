@@ -91,11 +91,8 @@ func (v Verdict) Proposal() reconcile.Decision {
 // ProposalText says in words what accepting the verdict's group does to
 // each of its records: one wording for the console and the command line.
 func (v Verdict) ProposalText() string {
-	switch v.Proposal() {
-	case reconcile.Completed:
-		return "completed, with the provider's reference"
-	case reconcile.NotExecuted:
-		return "not executed: released, the next retry runs it again"
+	if k, ok := reconcile.KindOf(v.Proposal()); ok && k.Words.Group != "" {
+		return k.Words.Group
 	}
 	return "no proposal: decided one by one"
 }
@@ -103,9 +100,9 @@ func (v Verdict) ProposalText() string {
 // Label is the verdict in words.
 func (v Verdict) Label() string { return strings.ReplaceAll(string(v), "_", " ") }
 
-// Desk is what a run needs of one person's desk. *desk.Desk
+// Decider is what a run needs of one person's desk. *desk.Decider
 // satisfies it.
-type Desk interface {
+type Decider interface {
 	// HasLookup tells whether the catalog gives tool an outcome lookup.
 	HasLookup(tool string) bool
 	// Ask runs the tool's lookup; ok is false when the tool has none.
@@ -175,7 +172,7 @@ func HTTPClient(concurrency int) *http.Client {
 
 // Config configures a Reconciler.
 type Config struct {
-	Desk   Desk
+	Desk   Decider
 	Lister Lister
 	// Concurrency is how many lookups, and then decisions, run at once:
 	// 1 to MaxConcurrency, 0 for DefaultConcurrency.
@@ -538,36 +535,36 @@ func CheckReason(reason string) error {
 	return nil
 }
 
-// Outcome is how a record of an accepted group ended.
-type Outcome string
+// ItemOutcome is how a record of an accepted group ended.
+type ItemOutcome string
 
 // Outcomes.
 const (
 	// Decided: the decision was applied, with its audit record.
-	Decided Outcome = "decided"
+	Decided ItemOutcome = "decided"
 	// Skipped: the record changed since it was listed (another decision,
 	// a retry, a takeover, a purge), so it was not decided.
-	Skipped Outcome = "skipped"
+	Skipped ItemOutcome = "skipped"
 	// Refused: the database refused the decision (and audited it).
-	Refused Outcome = "refused"
+	Refused ItemOutcome = "refused"
 	// Failed: the decision did not complete (a timeout, a lost
 	// connection); the record's history says whether it took effect.
-	Failed Outcome = "failed"
+	Failed ItemOutcome = "failed"
 	// NotAttempted: the group stopped (cancelled, or the role may not
 	// decide) before the record's turn.
-	NotAttempted Outcome = "not_attempted"
+	NotAttempted ItemOutcome = "not_attempted"
 )
 
-// Outcomes lists the outcomes in the order results show them.
-var Outcomes = []Outcome{Decided, Skipped, Refused, Failed, NotAttempted}
+// ItemOutcomes lists the outcomes in the order results show them.
+var ItemOutcomes = []ItemOutcome{Decided, Skipped, Refused, Failed, NotAttempted}
 
 // Label is the outcome in words.
-func (o Outcome) Label() string { return strings.ReplaceAll(string(o), "_", " ") }
+func (o ItemOutcome) Label() string { return strings.ReplaceAll(string(o), "_", " ") }
 
 // ItemResult is one record's part in an accepted group.
 type ItemResult struct {
 	Item
-	Outcome Outcome `json:"outcome"`
+	Outcome ItemOutcome `json:"outcome"`
 	// Message says why a record was not decided.
 	Message string `json:"message,omitempty"`
 	// Audit names the audit record of the decision or refusal, "acme#42".
@@ -582,12 +579,12 @@ type ItemResult struct {
 
 // GroupResult is what accepting a group did, record by record.
 type GroupResult struct {
-	BatchID  string             `json:"batch_id"`
-	Verdict  Verdict            `json:"verdict"`
-	Decision reconcile.Decision `json:"decision"`
-	Items    []ItemResult       `json:"-"`
-	Counts   map[Outcome]int    `json:"counts"`
-	Took     time.Duration      `json:"-"`
+	BatchID  string              `json:"batch_id"`
+	Verdict  Verdict             `json:"verdict"`
+	Decision reconcile.Decision  `json:"decision"`
+	Items    []ItemResult        `json:"-"`
+	Counts   map[ItemOutcome]int `json:"counts"`
+	Took     time.Duration       `json:"-"`
 }
 
 // seal seals the run's audit entries into their chains at once, after
@@ -618,7 +615,7 @@ func (r *Reconciler) seal(ctx context.Context, items []ItemResult) {
 }
 
 // Only returns the results with outcome o.
-func (g GroupResult) Only(o Outcome) []ItemResult {
+func (g GroupResult) Only(o ItemOutcome) []ItemResult {
 	var out []ItemResult
 	for _, r := range g.Items {
 		if r.Outcome == o {
@@ -652,7 +649,7 @@ func (r *Reconciler) Accept(ctx context.Context, plan *Plan, v Verdict, p Accept
 	if g == nil {
 		return GroupResult{}, fmt.Errorf("%w: no group %q", ErrNoProposal, v)
 	}
-	res := GroupResult{BatchID: plan.BatchID, Verdict: v, Decision: g.Proposal, Counts: map[Outcome]int{}}
+	res := GroupResult{BatchID: plan.BatchID, Verdict: v, Decision: g.Proposal, Counts: map[ItemOutcome]int{}}
 	switch {
 	case g.Proposal == "":
 		return res, fmt.Errorf("%w: %s records have no definite evidence; decide them one by one", ErrNoProposal, v.Label())
@@ -781,7 +778,7 @@ func (r *Reconciler) decideOne(dispatch context.Context, item Item, d reconcile.
 		OperationID: item.ID, Decision: d, ExpectVersion: item.Version, Reason: reason,
 		Evidence: item.Evidence, Batch: batch,
 	}
-	if d == reconcile.Completed {
+	if k, _ := reconcile.KindOf(d); k.NeedsRef {
 		p.ResultRef = item.Ref
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(dispatch), r.cfg.DecideTimeout)

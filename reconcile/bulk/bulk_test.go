@@ -29,8 +29,8 @@ import (
 // The run is handed the desk and the store behind its interfaces, so
 // that bulk does not depend on pgx.
 var (
-	_ bulk.Desk   = (*desk.Desk)(nil)
-	_ bulk.Lister = (*storeview.Store)(nil)
+	_ bulk.Decider = (*desk.Desk)(nil)
+	_ bulk.Lister  = (*storeview.Store)(nil)
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -101,7 +101,7 @@ func (b *bundle) reconciler(t *testing.T, p *dbtest.Person, cfg bulk.Config) *bu
 		cfg.Desk = b.desk(p)
 	}
 	if cfg.Lister == nil {
-		cfg.Lister = storeview.New(p.Pool, storeview.Options{})
+		cfg.Lister = storeview.New(p.Pool, storeview.Config{})
 	}
 	r, err := bulk.New(cfg)
 	require.NoError(t, err)
@@ -321,7 +321,7 @@ func TestBulkRefusesBadInput(t *testing.T) {
 	}
 	for _, c := range []bulk.Config{{Concurrency: -1}, {Concurrency: bulk.MaxConcurrency + 1}, {MaxRecords: -5},
 		{MaxRecords: bulk.DefaultMaxRecords + 1}, {DecideTimeout: -time.Second}} {
-		c.Desk, c.Lister = b.desk(operator), storeview.New(operator.Pool, storeview.Options{})
+		c.Desk, c.Lister = b.desk(operator), storeview.New(operator.Pool, storeview.Config{})
 		_, err := bulk.New(c)
 		require.ErrorIs(t, err, bulk.ErrConfig, "%+v", c)
 	}
@@ -534,7 +534,7 @@ func TestBulkSkipsRecordsThatChanged(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := bulk.Config{}
 			if c.stale {
-				cfg.Lister = &staleLister{Lister: storeview.New(operator.Pool, storeview.Options{})}
+				cfg.Lister = &staleLister{Lister: storeview.New(operator.Pool, storeview.Config{})}
 			}
 			r := b.reconciler(t, operator, cfg)
 			prefix := "f-" + c.name + "-"
@@ -777,7 +777,7 @@ func TestBulkLockedRecords(t *testing.T) {
 }
 
 // errDesk is a desk whose decisions fail (a store that went away).
-type errDesk struct{ bulk.Desk }
+type errDesk struct{ bulk.Decider }
 
 func (errDesk) Decide(context.Context, string, reconcile.DecideParams) (reconcile.Result, error) {
 	return reconcile.Result{}, errors.New("connection reset by peer")
@@ -835,7 +835,7 @@ func TestBulkAcceptBeforeAnyDecision(t *testing.T) {
 			b.stuckFixtures(t, "acme", prefix, 4)
 			cfg := bulk.Config{}
 			if !c.cancelled {
-				cfg.Lister = &failingLister{Lister: storeview.New(operator.Pool, storeview.Options{})}
+				cfg.Lister = &failingLister{Lister: storeview.New(operator.Pool, storeview.Config{})}
 			}
 			r := b.reconciler(t, operator, cfg)
 			p := plan(t, b.ctx, r, "state:stuck tool:charge-card key:"+prefix+"*")
@@ -850,7 +850,7 @@ func TestBulkAcceptBeforeAnyDecision(t *testing.T) {
 			require.Error(t, err)
 			require.Len(t, res.Items, 4)
 			require.Len(t, res.Only(bulk.NotAttempted), 4)
-			require.Equal(t, map[bulk.Outcome]int{bulk.NotAttempted: 4}, res.Counts, "the counts agree with the items")
+			require.Equal(t, map[bulk.ItemOutcome]int{bulk.NotAttempted: 4}, res.Counts, "the counts agree with the items")
 			require.Equal(t, audits, b.auditCount(t), "nothing was decided or audited")
 		})
 	}

@@ -81,7 +81,7 @@ WHERE tenant = $1 AND tool = $2 AND key = $3 RETURNING id, version`, tenant, too
 
 // retry is the service retrying the charge; ran tells whether the
 // provider was called.
-func (b *bundle) retry(t *testing.T, tenant, key string, amount int) (out ops.Outcome[receipt], ran bool, err error) {
+func (b *bundle) retry(t *testing.T, tenant, key string, amount int) (out ops.Reply[receipt], ran bool, err error) {
 	t.Helper()
 	out, err = ops.DoExternal(b.ctx, b.store, chargeReq(tenant, key, amount), func(_ context.Context, a ops.Attempt) (receipt, error) {
 		ran = true
@@ -248,7 +248,7 @@ func TestGuards(t *testing.T) {
 		name    string
 		change  func(p *reconcile.DecideParams)
 		want    error
-		outcome reconcile.Outcome
+		outcome reconcile.AuditOutcome
 	}{
 		{"ReasonRequired", func(p *reconcile.DecideParams) { p.Reason = "  " }, reconcile.ErrInvalid, reconcile.FailedOut},
 		// Version 0 is no version (invalid): a version the record no longer
@@ -588,7 +588,7 @@ func TestRevealIsAuditedBeforeItIsShown(t *testing.T) {
 // so that a cut can fall inside one. (32 MiB took more than the library's
 // 15 s write timeout to encode and send under the race detector on a
 // loaded machine; the size makes no difference to what is tested.)
-func largeResult(t *testing.T, b *bundle) (ops.Outcome[receipt], receipt) {
+func largeResult(t *testing.T, b *bundle) (ops.Reply[receipt], receipt) {
 	t.Helper()
 	big, err := ops.New(b.db.Service, ops.Config{Tools: tools, Owner: "worker-big", MaxResultBytes: 8 << 20})
 	require.NoError(t, err)
