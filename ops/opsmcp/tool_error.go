@@ -82,7 +82,7 @@ func (e *ToolError) text() string {
 	return s
 }
 
-// seconds is d in seconds, rounded up to the millisecond.
+// seconds is a count of milliseconds in seconds.
 func seconds(ms int64) float64 { return float64(ms) / 1000 }
 
 // toolError is the answer to an ops error. effect is the tool's: it says
