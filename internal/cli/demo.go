@@ -160,8 +160,8 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		return err
 	}
 	// A connection per call and one per lease renewal, with room for a
-	// double submit.
-	fleetCfg.MaxConns = int32(2*opts.Workers + 4)
+	// double submit, and two for the MCP agent.
+	fleetCfg.MaxConns = int32(2*opts.Workers + 6)
 	pool, err := db.Open(ctx, fleetCfg)
 	if err != nil {
 		return err
@@ -183,6 +183,14 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		return err
 	}
 	defer fleet.Stop()
+	// An agent runtime calling an MCP tool through ops/opsmcp, losing
+	// answers and retrying: its records are the agent-* keys.
+	agent, err := demo.StartAgent(ctx, demo.AgentConfig{Pool: pool, Rate: opts.Rate / 4, Seed: seed})
+	if err != nil {
+		return err
+	}
+	defer agent.Stop()
+	misbehaved := func() error { return errors.Join(fleet.Err(), agent.Err()) }
 	if opts.Outage > 0 {
 		say("simulating a provider outage: %d charges left stuck...", opts.Outage)
 		if _, err := demo.Outage(ctx, demo.OutageConfig{Pool: pool, Provider: provider, Records: opts.Outage, Seed: seed, Workers: 4}); err != nil {
@@ -215,6 +223,8 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		say("  provider  %s  (outcome lookups: %s)", provider.URL(), demo.LookupPath)
 		say("  catalog   %s  (OPSDESK_CONFIG for the console and commands, as %s)", catalog, demoOperator)
 		say("  fleet     %s", fleetLine)
+		say("  agent     an MCP client and server (ops/opsmcp) on the in-memory transport: lost answers retried " +
+			"with the same key, reworded retries refused as conflicts (keys agent-*)")
 		say("  exporter  %s  (Prometheus metrics of the store: curl it)", metricsURL)
 		if opts.Outage > 0 {
 			say("  outage    %d charges stuck (keys outage-*): OPSDESK_CONFIG=%s opsdesk resolve --filter 'state:stuck tool:charge-card' --by-lookup --reason '…'",
@@ -242,13 +252,14 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		if err != nil {
 			return err
 		}
-		if ferr := fleet.Err(); ferr != nil {
+		if ferr := misbehaved(); ferr != nil {
 			return fmt.Errorf("the demo fleet failed: %w", ferr)
 		}
 	} else {
-		watchDemo(ctx, opts, admin, fleet, stdout, stderr)
+		watchDemo(ctx, opts, admin, misbehaved, stdout, stderr)
 	}
 	say("stopping...")
+	agent.Stop()
 	fleet.Stop()
 	return nil
 }
@@ -259,9 +270,9 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(f.Fd())
 }
 
-// watchDemo prints the live summary (not when headless) and the fleet's
-// unexpected errors until ctx is done.
-func watchDemo(ctx context.Context, opts demoOptions, admin db.Querier, fleet *demo.Fleet, stdout, stderr io.Writer) {
+// watchDemo prints the live summary (not when headless) and the fleet's and
+// the agent's unexpected errors (misbehaved) until ctx is done.
+func watchDemo(ctx context.Context, opts demoOptions, admin db.Querier, misbehaved func() error, stdout, stderr io.Writer) {
 	tick := time.NewTicker(opts.summaryEvery)
 	defer tick.Stop()
 	reported := false
@@ -282,9 +293,9 @@ func watchDemo(ctx context.Context, opts demoOptions, admin db.Querier, fleet *d
 				fmt.Fprintf(stdout, "%s  %s\n", time.Now().Format(time.TimeOnly), counts)
 			}
 		}
-		if err := fleet.Err(); err != nil && !reported {
+		if err := misbehaved(); err != nil && !reported {
 			reported = true
-			fmt.Fprintf(stderr, "opsdesk demo: the fleet misbehaved (a bug in the demo or the library):\n%s\n", termtext.CleanLines(err.Error()))
+			fmt.Fprintf(stderr, "opsdesk demo: the fleet or the agent misbehaved (a bug in the demo or the library):\n%s\n", termtext.CleanLines(err.Error()))
 		}
 	}
 }

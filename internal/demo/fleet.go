@@ -546,13 +546,7 @@ func (w *worker) local(ctx context.Context, req ops.Request) (answer, error) {
 		return answer{out.Disposition, out.Result.ResultRef(), out.Attempt}, err
 	case ticketIntent:
 		out, err := ops.DoTx(ctx, w.store, req, func(ctx context.Context, tx pgx.Tx) (ticketResult, error) {
-			var r ticketResult
-			if in.Queue == closedQueue {
-				return r, ops.Reject(rejection{Code: "queue_closed", Message: "the legacy queue no longer takes tickets"})
-			}
-			err := tx.QueryRow(ctx, `INSERT INTO demo.tickets (tenant, title, queue, priority) VALUES ($1, $2, $3, $4) RETURNING id`,
-				req.Tenant, in.Title, in.Queue, in.Priority).Scan(&r.TicketID)
-			return r, err
+			return createTicket(ctx, tx, req.Tenant, in)
 		})
 		return answer{out.Disposition, out.Result.ResultRef(), out.Attempt}, err
 	}
@@ -591,6 +585,18 @@ func (w *worker) external(ctx context.Context, req ops.Request, p plan) (answer,
 		return providerResult{Ref: ref}, nil
 	})
 	return answer{out.Disposition, out.Result.Ref, out.Attempt}, err
+}
+
+// createTicket opens a ticket in tx, or rejects one for the closed queue:
+// the create-ticket tool's effect, for the fleet and the MCP agent alike.
+func createTicket(ctx context.Context, tx pgx.Tx, tenant string, in ticketIntent) (ticketResult, error) {
+	var r ticketResult
+	if in.Queue == closedQueue {
+		return r, ops.Reject(rejection{Code: "queue_closed", Message: "the legacy queue no longer takes tickets"})
+	}
+	err := tx.QueryRow(ctx, `INSERT INTO demo.tickets (tenant, title, queue, priority) VALUES ($1, $2, $3, $4) RETURNING id`,
+		tenant, in.Title, in.Queue, in.Priority).Scan(&r.TicketID)
+	return r, err
 }
 
 // disposition names how a call ended, as the library's logs do.
