@@ -155,7 +155,7 @@ type agentSession struct {
 func connectAgent(ctx context.Context, store *ops.Store, tenant string) (*agentSession, error) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "opsdesk-demo-tickets", Version: toolVersion}, nil)
 	err := opsmcp.AddLocalTool(server, store, &mcp.Tool{Name: ToolCreateTicket, Description: "Opens a ticket in a queue."},
-		opsmcp.Options{
+		opsmcp.Config{
 			// The session's authentication, in a real server.
 			Tenant:   func(context.Context, *mcp.CallToolRequest) (string, error) { return tenant, nil },
 			Version:  toolVersion,

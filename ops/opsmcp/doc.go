@@ -6,7 +6,7 @@
 // The operation's identity is the execution boundary's, never the model's:
 // the key comes from the request's _meta, which the orchestrator sets from
 // its durable run and step state ([KeyMeta], or [SEPKeyMeta] where a client
-// sends that), and the tenant from [Options.Tenant], which reads the
+// sends that), and the tenant from [Config.Tenant], which reads the
 // session's authentication. The intent is the tool's typed input, validated
 // by the SDK against the tool's input schema (which must refuse unknown
 // properties), then canonicalized and fingerprinted by ops like any other.

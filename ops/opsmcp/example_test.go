@@ -48,7 +48,7 @@ func Example() {
 	server := mcp.NewServer(&mcp.Implementation{Name: "oncall", Version: "1"}, nil)
 	var pages atomic.Int64
 	err = opsmcp.AddExternalTool(server, store, &mcp.Tool{Name: "page-oncall", Description: "Pages a team's on-call."},
-		opsmcp.Options{
+		opsmcp.Config{
 			// The tenant comes from the session's authentication, never
 			// from the arguments.
 			Tenant: func(ctx context.Context, req *mcp.CallToolRequest) (string, error) { return "acme", nil },

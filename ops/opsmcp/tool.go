@@ -15,8 +15,8 @@ import (
 	"github.com/opsdesk/opsdesk/ops"
 )
 
-// Options configures one tool.
-type Options struct {
+// Config configures one tool.
+type Config struct {
 	// Tenant names the caller's tenant from the session's authentication
 	// (req.Extra.TokenInfo, or what the server attached to req.Session),
 	// never from the arguments. Required. Its error is answered as a
@@ -55,8 +55,8 @@ type ExternalFunc[In, Out any] func(ctx context.Context, req *mcp.CallToolReques
 // default derived from In) must refuse additional properties; its output
 // schema is derived from Out unless set. Its annotations are set to agree
 // with the policy (see AddExternalTool).
-func AddLocalTool[In, Out any](server *mcp.Server, store *ops.Store, t *mcp.Tool, opts Options, fn LocalFunc[In, Out]) error {
-	return add[In, Out](server, store, t, opts, false, func(ctx context.Context, req *mcp.CallToolRequest, r ops.Request, in In) (ops.Outcome[answer], error) {
+func AddLocalTool[In, Out any](server *mcp.Server, store *ops.Store, t *mcp.Tool, opts Config, fn LocalFunc[In, Out]) error {
+	return add[In, Out](server, store, t, opts, false, func(ctx context.Context, req *mcp.CallToolRequest, r ops.Request, in In) (ops.Reply[answer], error) {
 		return ops.DoTx(ctx, store, r, func(ctx context.Context, tx pgx.Tx) (answer, error) {
 			out, err := fn(ctx, req, tx, in)
 			if err != nil {
@@ -75,8 +75,8 @@ func AddLocalTool[In, Out any](server *mcp.Server, store *ops.Store, t *mcp.Tool
 // no further effect), openWorldHint true for external effects and false for
 // local ones, destructiveHint false only when Additive. A tool whose
 // annotations say it is read-only is refused: it needs no record.
-func AddExternalTool[In, Out any](server *mcp.Server, store *ops.Store, t *mcp.Tool, opts Options, fn ExternalFunc[In, Out]) error {
-	return add[In, Out](server, store, t, opts, true, func(ctx context.Context, req *mcp.CallToolRequest, r ops.Request, in In) (ops.Outcome[answer], error) {
+func AddExternalTool[In, Out any](server *mcp.Server, store *ops.Store, t *mcp.Tool, opts Config, fn ExternalFunc[In, Out]) error {
+	return add[In, Out](server, store, t, opts, true, func(ctx context.Context, req *mcp.CallToolRequest, r ops.Request, in In) (ops.Reply[answer], error) {
 		return ops.DoExternal(ctx, store, r, func(ctx context.Context, a ops.Attempt) (answer, error) {
 			out, err := fn(ctx, req, a, in)
 			if err != nil {
@@ -87,14 +87,14 @@ func AddExternalTool[In, Out any](server *mcp.Server, store *ops.Store, t *mcp.T
 	})
 }
 
-type runFunc[In any] func(ctx context.Context, req *mcp.CallToolRequest, r ops.Request, in In) (ops.Outcome[answer], error)
+type runFunc[In any] func(ctx context.Context, req *mcp.CallToolRequest, r ops.Request, in In) (ops.Reply[answer], error)
 
-func add[In, Out any](server *mcp.Server, store *ops.Store, t *mcp.Tool, opts Options, external bool, run runFunc[In]) error {
+func add[In, Out any](server *mcp.Server, store *ops.Store, t *mcp.Tool, opts Config, external bool, run runFunc[In]) error {
 	if t == nil || store == nil || server == nil {
 		return errors.New("opsmcp: a server, a store and a tool are required")
 	}
 	if opts.Tenant == nil {
-		return fmt.Errorf("opsmcp: tool %q: Options.Tenant is required", t.Name)
+		return fmt.Errorf("opsmcp: tool %q: Config.Tenant is required", t.Name)
 	}
 	policy, ok := store.Policy(t.Name)
 	if !ok {
@@ -208,7 +208,7 @@ func strictIntent[In any](raw json.RawMessage, in In) error {
 	return nil
 }
 
-func annotations(given *mcp.ToolAnnotations, effect ops.Effect, opts Options) *mcp.ToolAnnotations {
+func annotations(given *mcp.ToolAnnotations, effect ops.Effect, opts Config) *mcp.ToolAnnotations {
 	a := mcp.ToolAnnotations{}
 	if given != nil {
 		a = *given

@@ -140,7 +140,7 @@ func toolError(err error, effect ops.Effect) *ToolError {
 		return &ToolError{Class: ClassInvalidRequest, Message: invalid.Field + " " + invalid.Problem + "; nothing ran"}
 	case errors.Is(err, ops.ErrNotDecrypted):
 		return &ToolError{Class: ClassError, Message: "the stored result cannot be decrypted (its key is gone); nothing ran"}
-	case errors.Is(err, ops.ErrRefused):
+	case errors.Is(err, ops.ErrStoreRefused):
 		return &ToolError{Class: ClassRefused, Message: "the operation store refused the call (the server's configuration); nothing ran"}
 	}
 	return nil

@@ -50,7 +50,7 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	b := &bundle{db: opstest.New(t, &opstest.Options{Config: ops.Config{Tools: map[string]ops.Policy{
+	b := &bundle{db: opstest.New(t, &opstest.Opts{Config: ops.Config{Tools: map[string]ops.Policy{
 		"create-ticket": {Effect: ops.EffectLocal},
 		"charge-card":   {Effect: ops.EffectUnknownOutcome, Lease: 300 * time.Millisecond},
 		"send-note":     {Effect: ops.EffectLocal},
@@ -60,7 +60,7 @@ CREATE TABLE tickets (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, tenant
 GRANT SELECT, INSERT ON tickets TO opsdesk_service;`)
 	require.NoError(t, err)
 	b.server = mcp.NewServer(&mcp.Implementation{Name: "tickets", Version: "1"}, nil)
-	opts := opsmcp.Options{Tenant: func(context.Context, *mcp.CallToolRequest) (string, error) { return "acme", nil }, Additive: true}
+	opts := opsmcp.Config{Tenant: func(context.Context, *mcp.CallToolRequest) (string, error) { return "acme", nil }, Additive: true}
 	create := func(ctx context.Context, _ *mcp.CallToolRequest, tx pgx.Tx, in createTicket) (ticket, error) {
 		if in.Title == "forbidden" {
 			return ticket{}, ops.Reject(map[string]string{"reason": "titles may not be forbidden"})
@@ -383,7 +383,7 @@ func TestKilledConnectionLeavesRecordForReconciliation(t *testing.T) {
 	// Nobody handles the record any more: it is stuck at once (or when its
 	// lease runs out), pending, not guessed either way.
 	require.Eventually(t, func() bool {
-		rec, err := b.db.Store.Lookup(t.Context(), ops.Identity{Tenant: "acme", Tool: "charge-card", Key: "run-7/step-1"})
+		rec, err := b.db.Store.Read(t.Context(), ops.Identity{Tenant: "acme", Tool: "charge-card", Key: "run-7/step-1"})
 		return err == nil && rec.Stuck()
 	}, 5*time.Second, 20*time.Millisecond)
 	require.Equal(t, ops.StatePending, b.lookup(t, "run-7/step-1").State)
@@ -468,14 +468,14 @@ func TestAnnotationsAgreeWithPolicy(t *testing.T) {
 func TestMisconfiguredToolsAreRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tenant := opsmcp.Options{Tenant: func(context.Context, *mcp.CallToolRequest) (string, error) { return "acme", nil }}
+	tenant := opsmcp.Config{Tenant: func(context.Context, *mcp.CallToolRequest) (string, error) { return "acme", nil }}
 	local := func(context.Context, *mcp.CallToolRequest, pgx.Tx, createTicket) (ticket, error) {
 		return ticket{}, nil
 	}
 	for name, err := range map[string]error{
 		"UnknownTool": opsmcp.AddLocalTool(b.server, b.db.Store, &mcp.Tool{Name: "nope"}, tenant, local),
 		"WrongEffect": opsmcp.AddLocalTool(b.server, b.db.Store, &mcp.Tool{Name: "charge-card"}, tenant, local),
-		"NoTenant":    opsmcp.AddLocalTool(b.server, b.db.Store, &mcp.Tool{Name: "create-ticket"}, opsmcp.Options{}, local),
+		"NoTenant":    opsmcp.AddLocalTool(b.server, b.db.Store, &mcp.Tool{Name: "create-ticket"}, opsmcp.Config{}, local),
 		"ReadOnly":    opsmcp.AddLocalTool(b.server, b.db.Store, &mcp.Tool{Name: "create-ticket", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, tenant, local),
 		"OpenSchema":  opsmcp.AddLocalTool(b.server, b.db.Store, &mcp.Tool{Name: "create-ticket", InputSchema: map[string]any{"type": "object"}}, tenant, local),
 	} {
@@ -485,7 +485,7 @@ func TestMisconfiguredToolsAreRefused(t *testing.T) {
 
 func (b *bundle) lookup(t *testing.T, k string) ops.Record {
 	t.Helper()
-	rec, err := b.db.Store.Lookup(t.Context(), ops.Identity{Tenant: "acme", Tool: "charge-card", Key: k})
+	rec, err := b.db.Store.Read(t.Context(), ops.Identity{Tenant: "acme", Tool: "charge-card", Key: k})
 	require.NoError(t, err)
 	return rec
 }
@@ -494,7 +494,7 @@ func TestTenantRefusalIsNotSent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.server = mcp.NewServer(&mcp.Implementation{Name: "tickets", Version: "1"}, nil)
-	opts := opsmcp.Options{Tenant: func(context.Context, *mcp.CallToolRequest) (string, error) {
+	opts := opsmcp.Config{Tenant: func(context.Context, *mcp.CallToolRequest) (string, error) {
 		return "", errors.New("token tok_secret expired")
 	}}
 	require.NoError(t, opsmcp.AddLocalTool(b.server, b.db.Store, &mcp.Tool{Name: "create-ticket"}, opts,
