@@ -102,10 +102,12 @@ func (o conflictsShowOptions) check() error {
 		return checkOutput(o.Output)
 	case o.Conflict < 0:
 		return usagef("--conflict %d: conflicts are numbered from 1", o.Conflict)
-	case o.Reveal && strings.TrimSpace(o.Reason) == "":
+	case o.Reveal && strings.TrimFunc(o.Reason, reconcile.IsSpace) == "":
 		return usagef("--reveal needs --reason: revealing the requests is audited")
 	case !o.Reveal && o.Reason != "":
 		return usagef("--reason goes with --reveal")
+	case o.Reveal:
+		return checkReason(o.Reason, "revealing the requests is audited")
 	}
 	return nil
 }

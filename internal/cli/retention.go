@@ -62,9 +62,10 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 				}
 				ids = append(ids, id)
 			}
+			if err := checkReason(reason, "it goes into the audit trail"); err != nil {
+				return err
+			}
 			switch {
-			case reason == "":
-				return usagef("--reason is required: it goes into the audit trail")
 			case len(ids) == 0 && filter == "":
 				return usagef("name the records: operation numbers, or --filter 'QUERY'")
 			case len(ids) > 0 && filter != "":
@@ -262,6 +263,9 @@ func newPurgeCmd(g *globalFlags) *cobra.Command {
 					return usagef("--before %q: a time such as 2026-11-01T00:00:00Z", opts.Before)
 				}
 				p.Before = t
+			}
+			if err := checkReason(opts.Reason, "it goes into the audit trail"); err != nil {
+				return err
 			}
 			if opts.Batch < 1 || opts.Batch > 10000 {
 				return usagef("--batch %d: between 1 and 10000", opts.Batch)
