@@ -197,11 +197,13 @@ func newListItem(r readmodel.Row) listItem {
 
 func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
 
+// writeJSON writes v as -o json does: in opsdesk's JSON convention
+// (conventional), indented, with the controls a terminal acts on escaped.
 func writeJSON(w io.Writer, v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	if err := enc.Encode(conventional(v)); err != nil {
 		return err
 	}
 	_, err := w.Write(termtext.EscapeControls(buf.Bytes()))

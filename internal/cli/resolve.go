@@ -298,6 +298,11 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 		p.SnoozeUntil = d.DBTime.Add(opts.Snooze) // the database clock
 	}
 	res, err := w.desk.Decide(ctx, d.Tool, p)
+	if k, _ := reconcile.KindOf(p.Decision); err == nil && k.NeedsUntil && res.State == string(readmodel.StateStuck) {
+		// The database names the lease's state; the deferral it just
+		// recorded makes the record deferred, as ops show says.
+		res.State = string(readmodel.StateDeferred)
+	}
 	return writeDecision(out, opts.Output, fmt.Sprintf("%s on %d (%s)", opts.As, id, identityText(d.Row)), res, err)
 }
 
