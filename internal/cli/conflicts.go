@@ -171,7 +171,7 @@ func writeConflicts(w io.Writer, d readmodel.Detail, c *readmodel.Conflict, outp
 			FingerprintTag: d.FingerprintTag, ToolVersion: d.ToolVersion, Conflicts: append([]readmodel.Conflict{}, list...)})
 	}
 	more := fmt.Sprintf("opsdesk conflicts show %d -o json prints it whole.", d.ID)
-	fmt.Fprintf(w, "operation %d %s: %d conflicting attempts\n", d.ID, termtext.Clean(identityText(d.Row)), len(d.Conflicts))
+	fmt.Fprintf(w, "operation %d %s: %s\n", d.ID, termtext.Clean(identityText(d.Row)), counted(len(d.Conflicts), "conflicting attempt"))
 	for _, c := range list {
 		fmt.Fprintf(w, "  %s\n", termtext.Clean(conflictText(d, c, more)))
 	}

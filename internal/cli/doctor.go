@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -281,7 +280,7 @@ func doctorTrail(ctx context.Context, view *storeview.Store, pool *pgxpool.Pool,
 		out.add("warning", "audit", fmt.Sprintf("%s not sealed into their chains yet, the oldest queued %s ago: opsdesk audit seal names the session holding their chains",
 			entries(t.Queued.Entries), t.Queued.Oldest.Round(time.Second)))
 	default:
-		check(true, "audit", fmt.Sprintf("every entry sealed, %d chains", len(t.Heads)))
+		check(true, "audit", "every entry sealed, "+counted(len(t.Heads), "chain"))
 	}
 	// A reveal fetched in a transaction that rolled back left no record of
 	// its fetch (and could be fetched again); the count of every fetch says
@@ -352,11 +351,14 @@ func doctorTimes(ctx context.Context, view *storeview.Store, out *doctorOut) {
 		check(true, "times", "no record holds an infinite or out-of-bounds time")
 		return
 	}
-	n := strconv.Itoa(len(records))
-	if more {
-		n = "more than " + n
+	n := counted(len(records), "record") + " holds"
+	switch {
+	case more:
+		n = "more than " + counted(len(records), "record") + " hold"
+	case len(records) > 1:
+		n = counted(len(records), "record") + " hold"
 	}
-	check(false, "times", n+" records hold times no service may write (infinite, before 1970, or past the longest "+
+	check(false, "times", n+" times no service may write (infinite, before 1970, or past the longest "+
 		"lease or retention): a lease that never ends is never stuck and never alerts. A pending one is decided with "+
 		"opsdesk resolve ID --force; other times only a superuser corrects")
 	for _, r := range records {

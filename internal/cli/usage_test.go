@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -96,4 +98,44 @@ func TestUsageErrorsBeforeTheDatabase(t *testing.T) {
 	// A year to the day is what the database takes.
 	code, _, errOut := run("resolve", "1", "--as", "defer", "--snooze", "8760h", "--reason", "r", "--dsn", dsn)
 	require.Equal(t, ExitFailure, code, errOut)
+}
+
+// keygen makes the key's directory, as the README's
+// --out ~/.config/opsdesk/audit.key needs on a fresh machine: owner only.
+func TestAuditKeygenMakesTheDirectory(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	key := filepath.Join(home, ".config", "opsdesk", "audit.key")
+	code, out, errOut := run("audit", "keygen", "--out", key)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "fingerprint")
+	for _, dir := range []string{filepath.Dir(key), filepath.Dir(filepath.Dir(key))} {
+		fi, err := os.Stat(dir)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), dir)
+	}
+	fi, err := os.Stat(key)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	// An existing directory keeps its mode; a file in the way is an error.
+	shared := filepath.Join(home, "shared")
+	require.NoError(t, os.Mkdir(shared, 0o755))
+	code, _, errOut = run("audit", "keygen", "--out", filepath.Join(shared, "k"))
+	require.Equal(t, ExitOK, code, errOut)
+	fi, err = os.Stat(shared)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o755), fi.Mode().Perm())
+	code, _, errOut = run("audit", "keygen", "--out", filepath.Join(key, "k"))
+	require.Equal(t, ExitFailure, code, errOut)
+}
+
+func TestCounted(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "0 records", counted(0, "record"))
+	require.Equal(t, "1 record", counted(1, "record"))
+	require.Equal(t, "1 chain", counted(int64(1), "chain"))
+	require.Equal(t, "2 conflicting attempts", counted(2, "conflicting attempt"))
+	require.Equal(t, "1 record was", wereCounted(1, "record"))
+	require.Equal(t, "3 records were", wereCounted(3, "record"))
 }
