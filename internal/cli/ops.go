@@ -133,7 +133,7 @@ func runOpsList(ctx context.Context, v *storeview.Store, opts opsListOptions, w,
 	}
 	if page.Next != nil {
 		// Never a silent cut: say so where scripts reading stdout won't trip.
-		fmt.Fprintf(notes, "opsdesk: showing the first %d operations; more match (raise --limit, up to 1000, or narrow --filter)\n", opts.Limit)
+		fmt.Fprintf(notes, "opsdesk: showing the first %s; more match (raise --limit, up to 1000, or narrow --filter)\n", counted(opts.Limit, "operation"))
 	}
 	if opts.Output == "json" {
 		items := make([]listItem, len(page.Rows))
