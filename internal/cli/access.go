@@ -54,8 +54,8 @@ func newAccessCmd(g *globalFlags) *cobra.Command {
 		Short: "Take every level and tenant away from a login role",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if revokeReason == "" {
-				return usagef("--reason is required: it goes into the audit trail")
+			if err := checkReason(revokeReason, "it goes into the audit trail"); err != nil {
+				return err
 			}
 			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
 				res, err := desk.GrantAccess(ctx, w.pool, args[0], "", "", revokeReason, w.cfg.Context.DisplayName)
@@ -89,10 +89,8 @@ func (o grantOptions) check() error {
 	case !o.AllTenants && strings.TrimSpace(o.Tenant) == "":
 		return usagef("--tenant T is required: the tenant the role may see (repeat the command for more), " +
 			"or --all-tenants for every tenant; nothing was granted")
-	case o.Reason == "":
-		return usagef("--reason is required: it goes into the audit trail")
 	}
-	return nil
+	return checkReason(o.Reason, "it goes into the audit trail")
 }
 
 // tenant is the tenant the grant names.

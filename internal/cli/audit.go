@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"text/tabwriter"
@@ -303,7 +304,7 @@ func writeAuditReport(w io.Writer, rep *auditreport.Report) error {
 		return nil
 	}
 	if rep.OK {
-		done := fmt.Sprintf("✓ %d records in %d chains verified", records, len(rep.Chains))
+		done := fmt.Sprintf("✓ %s in %s verified", counted(records, "record"), counted(len(rep.Chains), "chain"))
 		if cp := rep.Checkpoint; cp != nil && len(cp.NotChecked) > 0 {
 			if rep.Partial {
 				done += "; partial check"
@@ -453,7 +454,7 @@ func runAuditCheckpoint(ctx context.Context, pool audit.TxBeginner, opts auditCh
 	for _, h := range heads {
 		records += h.Seq
 	}
-	summary := fmt.Sprintf("signed the heads of %d chains (%d records) at %s with key %s", len(heads), records,
+	summary := fmt.Sprintf("signed the heads of %s (%s) at %s with key %s", counted(len(heads), "chain"), counted(records, "record"),
 		cp.At.Format(time.RFC3339), shown(cp.KeyFingerprint, cellBytes, auditMore))
 	if opts.Out == "" {
 		data, err := audit.MarshalCheckpoint(cp)
@@ -496,6 +497,12 @@ func newAuditKeygenCmd() *cobra.Command {
 }
 
 func runAuditKeygen(out string, w io.Writer) error {
+	// The README's --out ~/.config/opsdesk/audit.key works on a fresh
+	// machine: the directory is made, readable by its owner only. An
+	// existing one keeps its mode.
+	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
+		return fmt.Errorf("create the key's directory: %w", err)
+	}
 	pub, err := audit.GenerateKey(out)
 	if errors.Is(err, fs.ErrExist) {
 		return usagef("%w: keygen never overwrites a key (choose another --out)", err)

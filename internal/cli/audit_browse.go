@@ -218,8 +218,8 @@ func newAuditExportCmd(g *globalFlags) *cobra.Command {
 					// It names chains and roles as the database holds them.
 					return errors.New(termtext.Clean(err.Error()))
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "opsdesk: exported %d records of %d chains and %d checkpoints as %s at %s\n",
-					sum.Records, len(sum.Chains), len(cps), termtext.Clean(sum.Role), sum.At.UTC().Format(time.RFC3339))
+				fmt.Fprintf(cmd.ErrOrStderr(), "opsdesk: exported %s of %s and %s as %s at %s\n",
+					counted(sum.Records, "record"), counted(len(sum.Chains), "chain"), counted(len(cps), "checkpoint"), termtext.Clean(sum.Role), sum.At.UTC().Format(time.RFC3339))
 				return nil
 			})
 			return errors.Join(err, finish(err))
@@ -320,8 +320,8 @@ func runAuditVerifyExport(opts auditVerifyOptions, w io.Writer) error {
 		if len(vopts.Checkpoints) > 0 {
 			outside = fmt.Sprintf(" and %d kept outside it (%s)", len(vopts.Checkpoints), termtext.Clean(opts.Checkpoint))
 		}
-		fmt.Fprintf(w, "export %s: %d segments, %d checkpoints%s, verified without a database\n",
-			termtext.Clean(opts.FromExport), rep.Segments, checkpointCount(rep)-len(vopts.Checkpoints), outside)
+		fmt.Fprintf(w, "export %s: %s, %s%s, verified without a database\n",
+			termtext.Clean(opts.FromExport), counted(rep.Segments, "segment"), counted(checkpointCount(rep)-len(vopts.Checkpoints), "checkpoint"), outside)
 		for i, r := range rep.Reports {
 			if i > 0 {
 				fmt.Fprintln(w)

@@ -157,7 +157,7 @@ func TestAuditExport(t *testing.T) {
 	code, out, errOut := run("audit", "export", "--checkpoint", cpPath, "-o", file, "--config", s.cfg)
 	require.Equal(t, ExitOK, code, errOut)
 	require.Empty(t, out)
-	require.Contains(t, errOut, "opsdesk: exported 10 records of 2 chains and 1 checkpoints as "+s.operator.Role)
+	require.Contains(t, errOut, "opsdesk: exported 10 records of 2 chains and 1 checkpoint as "+s.operator.Role)
 	lines := readExport(t, file)
 	require.Len(t, lines, 13) // export, 10 records, checkpoint, end
 	require.Contains(t, lines[0], `"kind":"export"`)
@@ -166,7 +166,7 @@ func TestAuditExport(t *testing.T) {
 
 	code, out, errOut = verifyExport(t, file, "--public-key", key+".pub")
 	require.Equal(t, ExitOK, code, out+errOut)
-	require.Contains(t, out, "export "+file+": 1 segments, 1 checkpoints, verified without a database\n")
+	require.Contains(t, out, "export "+file+": 1 segment, 1 checkpoint, verified without a database\n")
 	require.Regexp(t, `(?m)^acme\s+8\s+8\s+\S+\s+seq 6 ✓\s+✓ ok$`, out)
 	require.Regexp(t, `(?m)^globex\s+2\s+2\s+\S+\s+seq 2 ✓\s+✓ ok$`, out)
 	require.Contains(t, out, "signature verified with the pinned key")
@@ -334,7 +334,7 @@ func TestAuditExportResumes(t *testing.T) {
 	require.Equal(t, ExitOK, code, errOut)
 	code, _, errOut = run("audit", "export", "--resume", file, "--checkpoint", cpPath, "--config", s.cfg)
 	require.Equal(t, ExitOK, code, errOut)
-	require.Contains(t, errOut, "exported 4 records of 2 chains and 1 checkpoints")
+	require.Contains(t, errOut, "exported 4 records of 2 chains and 1 checkpoint")
 	// Nothing new: an empty segment, still whole.
 	code, _, errOut = run("audit", "export", "--resume", file, "--config", s.cfg)
 	require.Equal(t, ExitOK, code, errOut)
@@ -342,7 +342,7 @@ func TestAuditExportResumes(t *testing.T) {
 
 	code, out, errOut := verifyExport(t, file, "--public-key", key+".pub")
 	require.Equal(t, ExitOK, code, out+errOut)
-	require.Contains(t, out, ": 3 segments, 1 checkpoints")
+	require.Contains(t, out, ": 3 segments, 1 checkpoint")
 	require.Regexp(t, `(?m)^acme\s+7\s+7\s+\S+\s+seq 7 ✓\s+✓ ok$`, out)
 	require.Regexp(t, `(?m)^globex\s+5\s+5\s+\S+\s+seq 5 ✓\s+✓ ok$`, out)
 	require.Contains(t, out, "✓ 12 records in 2 chains verified")
@@ -363,12 +363,12 @@ func TestAuditExportResumes(t *testing.T) {
 		tail := filepath.Join(t.TempDir(), "tail.jsonl")
 		code, _, errOut := run("audit", "export", "--tenant", "acme", "--since-seq", "4", "--checkpoint", cpPath, "-o", tail, "--config", s.cfg)
 		require.Equal(t, ExitOK, code, errOut)
-		require.Contains(t, errOut, "exported 3 records of 1 chains")
+		require.Contains(t, errOut, "exported 3 records of 1 chain")
 		code, out, errOut := verifyExport(t, tail)
 		require.Equal(t, ExitOK, code, out+errOut)
 		require.Regexp(t, `(?m)^acme\s+3\s+7\s+\S+\s+seq 7 ✓\s+✓ ok from seq 5 \(anchored by its prev_hash\)$`, out)
 		require.Contains(t, out, "not checked, left out by --tenant: globex\n")
-		require.Contains(t, out, "✓ 3 records in 1 chains verified; the checkpoint's chains not checked: globex\n")
+		require.Contains(t, out, "✓ 3 records in 1 chain verified; the checkpoint's chains not checked: globex\n")
 
 		head := filepath.Join(t.TempDir(), "head.jsonl")
 		code, _, errOut = run("audit", "export", "--tenant", "acme", "-o", head, "--config", s.cfg)

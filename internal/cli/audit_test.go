@@ -145,7 +145,7 @@ func TestAuditCheckpoint(t *testing.T) {
 	var single audit.Checkpoint
 	require.NoError(t, json.Unmarshal([]byte(out), &single))
 	require.Len(t, single.Chains, 1)
-	require.Contains(t, errOut, "signed the heads of 1 chains (6 records)")
+	require.Contains(t, errOut, "signed the heads of 1 chain (6 records)")
 
 	// The chains grow; the checkpoint still holds.
 	s.decide(t, "run-42:create-ticket", 2)

@@ -71,7 +71,7 @@ func TestAuditVerifySignedChainNotVisible(t *testing.T) {
 	code, out, errOut = s.verify(cfg, "--partial")
 	require.Equal(t, ExitOK, code, out+errOut)
 	require.Contains(t, out, "  not checked, not visible to "+viewer.Role+" (or gone): globex\n")
-	require.Contains(t, out, "✓ 6 records in 1 chains verified; partial check; the checkpoint's chains not checked: globex\n")
+	require.Contains(t, out, "✓ 6 records in 1 chain verified; partial check; the checkpoint's chains not checked: globex\n")
 	code, out, _ = s.verify(cfg, "--partial", "-o", "json")
 	require.Equal(t, ExitOK, code)
 	rep = auditreport.Report{}
@@ -274,7 +274,7 @@ func TestAuditVerifyExportOutsideCheckpoint(t *testing.T) {
 
 	code, out, errOut := verifyExport(t, file, outside...)
 	require.Equal(t, ExitOK, code, out+errOut)
-	require.Contains(t, out, ": 1 segments, 1 checkpoints and 1 kept outside it ("+s.cp+"), verified without a database\n")
+	require.Contains(t, out, ": 1 segment, 1 checkpoint and 1 kept outside it ("+s.cp+"), verified without a database\n")
 	require.Contains(t, out, ", line 10 of the export: ✓ signature verified with the pinned key")
 	require.Contains(t, out, ", kept outside the export: ✓ signature verified with the pinned key")
 	require.NotContains(t, out, "no checkpoint vouches")
@@ -336,7 +336,7 @@ func TestAuditVerifyExportOutsideCheckpoint(t *testing.T) {
 		"(verify an export that holds every chain the checkpoint signed, or add --partial to check only the chains this one holds)\n", errOut)
 	code, out, errOut = verifyExport(t, path, append(outside, "--partial")...)
 	require.Equal(t, ExitOK, code, out+errOut)
-	require.Contains(t, out, "✓ 6 records in 1 chains verified; partial check; the checkpoint's chains not checked: globex\n")
+	require.Contains(t, out, "✓ 6 records in 1 chain verified; partial check; the checkpoint's chains not checked: globex\n")
 	code, out, _ = verifyExport(t, path, append(outside, "--partial", "-o", "json")...)
 	require.Equal(t, ExitOK, code)
 	rep = audit.ExportReport{}

@@ -102,10 +102,12 @@ func (o conflictsShowOptions) check() error {
 		return checkOutput(o.Output)
 	case o.Conflict < 0:
 		return usagef("--conflict %d: conflicts are numbered from 1", o.Conflict)
-	case o.Reveal && strings.TrimSpace(o.Reason) == "":
+	case o.Reveal && strings.TrimFunc(o.Reason, reconcile.IsSpace) == "":
 		return usagef("--reveal needs --reason: revealing the requests is audited")
 	case !o.Reveal && o.Reason != "":
 		return usagef("--reason goes with --reveal")
+	case o.Reveal:
+		return checkReason(o.Reason, "revealing the requests is audited")
 	}
 	return nil
 }
@@ -169,7 +171,7 @@ func writeConflicts(w io.Writer, d readmodel.Detail, c *readmodel.Conflict, outp
 			FingerprintTag: d.FingerprintTag, ToolVersion: d.ToolVersion, Conflicts: append([]readmodel.Conflict{}, list...)})
 	}
 	more := fmt.Sprintf("opsdesk conflicts show %d -o json prints it whole.", d.ID)
-	fmt.Fprintf(w, "operation %d %s: %d conflicting attempts\n", d.ID, termtext.Clean(identityText(d.Row)), len(d.Conflicts))
+	fmt.Fprintf(w, "operation %d %s: %s\n", d.ID, termtext.Clean(identityText(d.Row)), counted(len(d.Conflicts), "conflicting attempt"))
 	for _, c := range list {
 		fmt.Fprintf(w, "  %s\n", termtext.Clean(conflictText(d, c, more)))
 	}

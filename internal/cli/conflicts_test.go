@@ -60,7 +60,7 @@ func TestConflictsShow(t *testing.T) {
 		before := auditCount(t, d)
 		code, out, errOut := run("conflicts", "show", id, "--config", cfg)
 		require.Equal(t, ExitOK, code, errOut)
-		require.Contains(t, out, "operation "+id+" acme/charge-card/cli-1: 1 conflicting attempts\n")
+		require.Contains(t, out, "operation "+id+" acme/charge-card/cli-1: 1 conflicting attempt\n")
 		require.Contains(t, out, "  #"+conflict+" ")
 		require.Contains(t, out, "opsdesk conflicts show "+id+" --reveal --reason TEXT")
 		require.NotContains(t, out, "4242")

@@ -155,7 +155,7 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		return err
 	}
 	defer admin.Close()
-	fleetCfg, err := db.PoolConfig(cluster.DSN(demoDatabase)+" user="+demoRole, "opsdesk demo fleet")
+	fleetCfg, err := db.PoolConfig(demoDSN(cluster, demoDatabase, demoRole), "opsdesk demo fleet")
 	if err != nil {
 		return err
 	}
@@ -315,6 +315,14 @@ func migrateDemoDatabase(ctx context.Context, dsn string) error {
 // prepareDemoDatabase creates and migrates the demo's database, the
 // business tables the local tools write, the fleet's login role and the
 // console's (see demoOperator), and returns the console's DSN.
+// demoDSN is the cluster's DSN for database as role instead of its
+// superuser. Appending user=role worked (libpq takes a keyword's last
+// value) but wrote user= twice into the catalog a newcomer reads and
+// copies.
+func demoDSN(cluster *pgcluster.Cluster, database, role string) string {
+	return strings.Replace(cluster.DSN(database), "user="+pgcluster.Superuser+" ", "user="+role+" ", 1)
+}
+
 func prepareDemoDatabase(ctx context.Context, cluster *pgcluster.Cluster) (operatorDSN string, err error) {
 	admin, err := pgx.Connect(ctx, cluster.DSN("postgres"))
 	if err != nil {
@@ -345,7 +353,7 @@ CREATE ROLE `+demoRole+` LOGIN IN ROLE opsdesk_service;`); err != nil {
 	if err != nil {
 		return "", err
 	}
-	return cluster.DSN(demoDatabase) + " user=" + demoOperator + " password=" + password, nil
+	return demoDSN(cluster, demoDatabase, demoOperator) + " password=" + password, nil
 }
 
 // The simulated provider's own operation store, where idemhttp records the
@@ -374,7 +382,7 @@ func startDemoProvider(ctx context.Context, cluster *pgcluster.Cluster, maxConns
 	if _, err := admin.Exec(ctx, `CREATE ROLE `+providerRole+` LOGIN IN ROLE opsdesk_service`); err != nil {
 		return nil, nil, fmt.Errorf("create the provider's role: %w", err)
 	}
-	cfg, err := db.PoolConfig(cluster.DSN(providerDatabase)+" user="+providerRole, "opsdesk demo provider")
+	cfg, err := db.PoolConfig(demoDSN(cluster, providerDatabase, providerRole), "opsdesk demo provider")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -102,6 +102,7 @@ func TestDemo(t *testing.T) {
 		writtenDSN, err := pgx.ParseConfig(written.Context.DSN)
 		require.NoError(t, err)
 		require.Equal(t, demoOperator, writtenDSN.User, "the catalog's context is the demo's operator")
+		require.Equal(t, 1, strings.Count(written.Context.DSN, "user="), "the catalog's DSN names its user once: %s", written.Context.DSN)
 
 		conn, err := pgx.Connect(t.Context(), dsn)
 		require.NoError(t, err)
@@ -242,6 +243,7 @@ func TestDemoConsoleRole(t *testing.T) {
 	operatorDSN, err := prepareDemoDatabase(ctx, cluster)
 	require.NoError(t, err)
 	require.Contains(t, operatorDSN, "user="+demoOperator)
+	require.Equal(t, 1, strings.Count(operatorDSN, "user="), operatorDSN)
 	provider, stopProvider, err := startDemoProvider(ctx, cluster, 4)
 	require.NoError(t, err)
 	t.Cleanup(stopProvider)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,40 +20,118 @@ import (
 )
 
 func newDoctorCmd(g *globalFlags) *cobra.Command {
+	var output string
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check the operation store: reachability, schema, role, clock and row counts",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			cfg, err := loadConfig(cmd, g)
 			if err != nil {
 				return err
 			}
-			return runDoctor(cmd.Context(), cfg, cmd.OutOrStdout())
+			if output == "json" {
+				return runDoctorJSON(cmd.Context(), cfg, cmd.OutOrStdout())
+			}
+			return runDoctor(cmd.Context(), cfg, &doctorOut{w: cmd.OutOrStdout()})
 		},
 	}
 	addGlobalFlags(cmd.Flags(), g)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table|json")
 	return cmd
+}
+
+// doctorOut is where doctor's findings go: printed a line each as they
+// come (w), or collected into a report for -o json.
+type doctorOut struct {
+	w      io.Writer // nil: collect into report
+	report doctorReport
+}
+
+// doctorReport is doctor -o json. OK is false when a check failed (the
+// command then exits 1, as without -o json).
+type doctorReport struct {
+	Context string          `json:"context"`
+	Source  string          `json:"source"`
+	OK      bool            `json:"ok"`
+	Checks  []doctorFinding `json:"checks"`
+}
+
+// doctorFinding is one line of doctor's: a check that passed (ok) or
+// failed, a warning, or a note (info); More are the lines under it (the
+// records a check names).
+type doctorFinding struct {
+	Check  string   `json:"check"`
+	Status string   `json:"status"`
+	Detail string   `json:"detail"`
+	More   []string `json:"more"`
+}
+
+// Statuses of a finding, and the marks the table shows them with.
+var doctorMarks = map[string]string{"ok": "✓", "failed": "✗", "warning": "⚠", "info": "-"}
+
+// add records a finding; details quote role and tenant names and the
+// server's errors.
+func (d *doctorOut) add(status, what, detail string) {
+	if status == "failed" {
+		d.report.OK = false
+	}
+	if d.w != nil {
+		fmt.Fprintf(d.w, "%s %-12s %s\n", doctorMarks[status], what, termtext.Clean(detail))
+		return
+	}
+	d.report.Checks = append(d.report.Checks, doctorFinding{Check: what, Status: status, Detail: termtext.Clean(detail)})
+}
+
+// check records a check that passed or failed.
+func (d *doctorOut) check(ok bool, what, detail string) {
+	status := "ok"
+	if !ok {
+		status = "failed"
+	}
+	d.add(status, what, detail)
+}
+
+// more adds a line under the last finding.
+func (d *doctorOut) more(line string) {
+	if d.w != nil {
+		fmt.Fprintln(d.w, "  "+line)
+		return
+	}
+	if n := len(d.report.Checks); n > 0 {
+		d.report.Checks[n-1].More = append(d.report.Checks[n-1].More, line)
+	}
+}
+
+// runDoctorJSON is runDoctor for -o json: the report, then the same exit.
+func runDoctorJSON(ctx context.Context, cfg *config.Config, w io.Writer) error {
+	out := &doctorOut{}
+	err := runDoctor(ctx, cfg, out)
+	if err != nil && !errors.Is(err, errDoctor) {
+		return err
+	}
+	if jerr := writeJSON(w, out.report); jerr != nil {
+		return jerr
+	}
+	return err
 }
 
 // errDoctor marks a failed check; the checks already said what is wrong.
 var errDoctor = errors.New("some checks failed")
 
-func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
-	failed := false
-	check := func(ok bool, what, detail string) {
-		mark := "✓"
-		if !ok {
-			mark, failed = "✗", true
-		}
-		// Details quote role and tenant names and the server's errors.
-		fmt.Fprintf(w, "%s %-12s %s\n", mark, what, termtext.Clean(detail))
-	}
+func runDoctor(ctx context.Context, cfg *config.Config, out *doctorOut) error {
+	check := out.check
 	source := "flags and environment"
 	if cfg.File != "" {
 		source = cfg.File
 	}
-	fmt.Fprintf(w, "context %s (from %s)\n", termtext.Clean(cfg.Context.Name), termtext.Clean(source))
+	out.report = doctorReport{Context: termtext.Clean(cfg.Context.Name), Source: termtext.Clean(source), OK: true, Checks: []doctorFinding{}}
+	if out.w != nil {
+		fmt.Fprintf(out.w, "context %s (from %s)\n", out.report.Context, out.report.Source)
+	}
 
 	poolCfg, err := viewPoolConfig(cfg.Context)
 	if err != nil {
@@ -80,16 +157,16 @@ func runDoctor(ctx context.Context, cfg *config.Config, w io.Writer) error {
 
 	doctorRole(ctx, pool, check)
 	doctorClock(ctx, pool, check)
-	doctorPrivileged(ctx, newView(pool, cfg.Context), check, w)
+	doctorPrivileged(ctx, newView(pool, cfg.Context), out)
 	if err == nil {
 		view := newView(pool, cfg.Context)
 		doctorCounts(ctx, view, check)
-		doctorTrail(ctx, view, pool, check, w)
-		doctorTimes(ctx, view, check, w)
-		doctorPurges(ctx, view, check, w)
-		doctorPolicies(ctx, view, cfg, check, w)
+		doctorTrail(ctx, view, pool, out)
+		doctorTimes(ctx, view, out)
+		doctorPurges(ctx, view, out)
+		doctorPolicies(ctx, view, cfg, out)
 	}
-	if failed {
+	if !out.report.OK {
 		return errDoctor
 	}
 	return nil
@@ -193,16 +270,17 @@ func abs(d time.Duration) time.Duration {
 // chains, after the overview's seal: a warning, not a failure (the changes
 // they record are made and their entries kept), naming the command that
 // says who holds their chains.
-func doctorTrail(ctx context.Context, view *storeview.Store, pool *pgxpool.Pool, check func(bool, string, string), w io.Writer) {
+func doctorTrail(ctx context.Context, view *storeview.Store, pool *pgxpool.Pool, out *doctorOut) {
+	check := out.check
 	t, err := view.Trail(ctx)
 	switch {
 	case err != nil:
 		check(false, "audit", err.Error())
 	case t.Queued.Entries > 0:
-		fmt.Fprintf(w, "⚠ %-12s %s not sealed into their chains yet, the oldest queued %s ago: opsdesk audit seal names the session holding their chains\n",
-			"audit", entries(t.Queued.Entries), t.Queued.Oldest.Round(time.Second))
+		out.add("warning", "audit", fmt.Sprintf("%s not sealed into their chains yet, the oldest queued %s ago: opsdesk audit seal names the session holding their chains",
+			entries(t.Queued.Entries), t.Queued.Oldest.Round(time.Second)))
 	default:
-		check(true, "audit", fmt.Sprintf("every entry sealed, %d chains", len(t.Heads)))
+		check(true, "audit", "every entry sealed, "+counted(len(t.Heads), "chain"))
 	}
 	// A reveal fetched in a transaction that rolled back left no record of
 	// its fetch (and could be fetched again); the count of every fetch says
@@ -210,8 +288,8 @@ func doctorTrail(ctx context.Context, view *storeview.Store, pool *pgxpool.Pool,
 	var attempted, recorded *int64
 	if err := pool.QueryRow(ctx, `SELECT attempted, recorded FROM opsdesk.reveal_fetch_counts()`).Scan(&attempted, &recorded); err == nil &&
 		attempted != nil && recorded != nil && *attempted > *recorded {
-		fmt.Fprintf(w, "⚠ %-12s %d of %d reveal fetches ran in transactions that rolled back: their values were read, their fetches are not recorded (opsdesk audit list action:reveal:* has the requests)\n",
-			"reveals", *attempted-*recorded, *attempted)
+		out.add("warning", "reveals", fmt.Sprintf("%d of %d reveal fetches ran in transactions that rolled back: their values were read, their fetches are not recorded (opsdesk audit list action:reveal:* has the requests)",
+			*attempted-*recorded, *attempted))
 	}
 }
 
@@ -219,18 +297,19 @@ func doctorTrail(ctx context.Context, view *storeview.Store, pool *pgxpool.Pool,
 // went, and the audit trail has their start record but no result yet. A
 // warning, not a failure: a purge under way is unfinished too (its last
 // batch says how recent it is). Only admins of every tenant see purge runs.
-func doctorPurges(ctx context.Context, view *storeview.Store, check func(bool, string, string), w io.Writer) {
+func doctorPurges(ctx context.Context, view *storeview.Store, out *doctorOut) {
+	check := out.check
 	runs, seen, err := view.UnfinishedPurges(ctx)
 	switch {
 	case err != nil:
 		check(false, "purges", err.Error())
 	case !seen:
-		fmt.Fprintf(w, "- %-12s %s\n", "purges", "purge runs are visible to admins of every tenant only")
+		out.add("info", "purges", "purge runs are visible to admins of every tenant only")
 	case len(runs) == 0:
 		check(true, "purges", "no unfinished purge run")
 	}
 	for _, u := range runs {
-		fmt.Fprintf(w, "⚠ %-12s %s\n", "purges", termtext.Clean(u.Warning()))
+		out.add("warning", "purges", u.Warning())
 	}
 }
 
@@ -261,7 +340,8 @@ const doctorTimesListed = 20
 // with the command that shows it: the console reads them, but a lease
 // that never ends is never stuck and never alerts, and an expiry that
 // never comes is never purged. A failure: a person must look.
-func doctorTimes(ctx context.Context, view *storeview.Store, check func(bool, string, string), w io.Writer) {
+func doctorTimes(ctx context.Context, view *storeview.Store, out *doctorOut) {
+	check := out.check
 	records, more, err := view.OutOfBounds(ctx, doctorTimesListed)
 	switch {
 	case err != nil:
@@ -271,18 +351,21 @@ func doctorTimes(ctx context.Context, view *storeview.Store, check func(bool, st
 		check(true, "times", "no record holds an infinite or out-of-bounds time")
 		return
 	}
-	n := strconv.Itoa(len(records))
-	if more {
-		n = "more than " + n
+	n := counted(len(records), "record") + " holds"
+	switch {
+	case more:
+		n = "more than " + counted(len(records), "record") + " hold"
+	case len(records) > 1:
+		n = counted(len(records), "record") + " hold"
 	}
-	check(false, "times", n+" records hold times no service may write (infinite, before 1970, or past the longest "+
+	check(false, "times", n+" times no service may write (infinite, before 1970, or past the longest "+
 		"lease or retention): a lease that never ends is never stuck and never alerts. A pending one is decided with "+
 		"opsdesk resolve ID --force; other times only a superuser corrects")
 	for _, r := range records {
-		fmt.Fprintf(w, "  #%d %s/%s/%s: %s · opsdesk ops show %d\n", r.ID, termtext.Clean(r.Tenant), termtext.Clean(r.Tool), termtext.Clean(r.Key),
-			termtext.Clean(strings.Join(r.Times, ", ")), r.ID)
+		out.more(fmt.Sprintf("#%d %s/%s/%s: %s · opsdesk ops show %d", r.ID, termtext.Clean(r.Tenant), termtext.Clean(r.Tool), termtext.Clean(r.Key),
+			termtext.Clean(strings.Join(r.Times, ", ")), r.ID))
 	}
 	if more {
-		fmt.Fprintf(w, "  … and more: opsdesk ops list shows every record\n")
+		out.more("… and more: opsdesk ops list shows every record")
 	}
 }

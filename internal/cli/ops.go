@@ -133,7 +133,7 @@ func runOpsList(ctx context.Context, v *storeview.Store, opts opsListOptions, w,
 	}
 	if page.Next != nil {
 		// Never a silent cut: say so where scripts reading stdout won't trip.
-		fmt.Fprintf(notes, "opsdesk: showing the first %d operations; more match (raise --limit, up to 1000, or narrow --filter)\n", opts.Limit)
+		fmt.Fprintf(notes, "opsdesk: showing the first %s; more match (raise --limit, up to 1000, or narrow --filter)\n", counted(opts.Limit, "operation"))
 	}
 	if opts.Output == "json" {
 		items := make([]listItem, len(page.Rows))
@@ -197,11 +197,13 @@ func newListItem(r readmodel.Row) listItem {
 
 func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
 
+// writeJSON writes v as -o json does: in opsdesk's JSON convention
+// (conventional), indented, with the controls a terminal acts on escaped.
 func writeJSON(w io.Writer, v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	if err := enc.Encode(conventional(v)); err != nil {
 		return err
 	}
 	_, err := w.Write(termtext.EscapeControls(buf.Bytes()))

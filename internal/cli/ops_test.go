@@ -80,7 +80,9 @@ func TestOpsList(t *testing.T) {
 	require.Equal(t, ExitOK, code)
 	require.NoError(t, json.Unmarshal([]byte(out), &items))
 	require.Len(t, items, 2)
-	require.Contains(t, errOut, "more match")
+	require.Contains(t, errOut, "showing the first 2 operations; more match")
+	_, _, errOut = run("ops", "list", "--config", cfg, "--limit", "1")
+	require.Contains(t, errOut, "showing the first 1 operation; more match")
 	_, _, errOut = run("ops", "list", "--config", cfg, "--limit", "3")
 	require.NotContains(t, errOut, "more match")
 }

@@ -51,7 +51,8 @@ func privilegedReport(logins []storeview.PrivilegedLogin) (head string, lines []
 }
 
 // doctorPrivileged warns about the logins that can bypass the database.
-func doctorPrivileged(ctx context.Context, view *storeview.Store, check func(bool, string, string), w io.Writer) {
+func doctorPrivileged(ctx context.Context, view *storeview.Store, out *doctorOut) {
+	check := out.check
 	logins, err := view.PrivilegedLogins(ctx)
 	if err != nil {
 		check(false, "privileged", err.Error())
@@ -63,7 +64,7 @@ func doctorPrivileged(ctx context.Context, view *storeview.Store, check func(boo
 		return
 	}
 	for _, line := range append([]string{head}, lines...) {
-		fmt.Fprintf(w, "⚠ %-12s %s\n", "privileged", line)
+		out.add("warning", "privileged", line)
 	}
 }
 

@@ -127,8 +127,14 @@ func newResolveCmd(g *globalFlags) *cobra.Command {
 			"  opsdesk resolve --filter 'state:stuck tool:charge-card' --by-lookup --reason 'provider outage 05-13, reconciled by lookup'\n" +
 			"  opsdesk resolve --filter 'state:stuck tool:charge-card tenant:acme' --by-lookup --accept found --reason '…' --yes -o json",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if cmd.Flags().Changed("filter") {
+			switch {
+			case cmd.Flags().Changed("filter"):
 				return nil // checkBulk says what is wrong
+			case len(args) == 0 && cmd.Flags().Changed("by-lookup"):
+				return usagef("--by-lookup needs --filter: the stuck records to reconcile, such as --filter 'state:stuck tool:charge-card'")
+			case len(args) == 0:
+				return usagef("resolve needs an operation number (resolve ID --as DECISION --reason TEXT), " +
+					"or --filter FILTER --by-lookup to decide many by their lookups")
 			}
 			return exactArgs(1)(cmd, args)
 		},
@@ -205,10 +211,8 @@ func (o resolveOptions) check() error {
 			reconcile.Decisions[len(reconcile.Decisions)-1])
 	case !known:
 		return usagef("--as %q: one of %s", o.As, decisionNames(", "))
-	case o.Reason == "":
-		return usagef("--reason is required: it goes into the audit trail")
-	case kind.NeedsUntil && o.Snooze <= 0:
-		return usagef("--as %s needs --snooze, such as --snooze 2h", o.As)
+	case kind.NeedsUntil && checkSnooze(o.Snooze, o.As) != nil:
+		return checkSnooze(o.Snooze, o.As)
 	case !kind.NeedsUntil && o.Snooze != 0:
 		return usagef("--snooze goes with --as %s", decisionNames(" or ", untilDecisions()...))
 	case o.Result != "" && !json.Valid([]byte(o.Result)):
@@ -216,7 +220,7 @@ func (o resolveOptions) check() error {
 	case o.ExpectVersion < 0:
 		return usagef("--expect-version %d: versions start at 1", o.ExpectVersion)
 	}
-	return nil
+	return checkReason(o.Reason, "it goes into the audit trail")
 }
 
 // decisionNames joins the names of ds (of every decision, without ds)
@@ -294,6 +298,11 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 		p.SnoozeUntil = d.DBTime.Add(opts.Snooze) // the database clock
 	}
 	res, err := w.desk.Decide(ctx, d.Tool, p)
+	if k, _ := reconcile.KindOf(p.Decision); err == nil && k.NeedsUntil && res.State == string(readmodel.StateStuck) {
+		// The database names the lease's state; the deferral it just
+		// recorded makes the record deferred, as ops show says.
+		res.State = string(readmodel.StateDeferred)
+	}
 	return writeDecision(out, opts.Output, fmt.Sprintf("%s on %d (%s)", opts.As, id, identityText(d.Row)), res, err)
 }
 
@@ -408,8 +417,8 @@ func newConflictsCmd(g *globalFlags) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			if reason == "" {
-				return usagef("--reason is required: it goes into the audit trail")
+			if err := checkReason(reason, "it goes into the audit trail"); err != nil {
+				return err
 			}
 			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
 				// The conflicts unreviewed now are the ones acknowledged;
@@ -450,8 +459,8 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 			if f != reconcile.FieldIntent && f != reconcile.FieldResult {
 				return usagef("--field %q: intent or result", field)
 			}
-			if reason == "" {
-				return usagef("--reason is required: revealing a stored value is audited")
+			if err := checkReason(reason, "revealing a stored value is audited"); err != nil {
+				return err
 			}
 			return withWriter(cmd, g, func(ctx context.Context, w *writer) error {
 				// The value streams from the database: one of 32 MiB is

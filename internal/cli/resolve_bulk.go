@@ -193,7 +193,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 		say("no stuck records you see match %s: nothing to do", termtext.Clean(run.filter.String()))
 		return nil
 	}
-	fmt.Fprintf(run.errOut, "looking up %d records (%d at once)...\n", len(rows), run.opts.Concurrency)
+	fmt.Fprintf(run.errOut, "looking up %s (%d at once)...\n", counted(len(rows), "record"), run.opts.Concurrency)
 	plan, lookupErr := r.Lookup(ctx, rows, throttled(run.errOut, "looked up", len(rows)))
 	report := bulkReport{BatchID: plan.BatchID, Filter: run.filter.String(), Listed: plan.Listed,
 		LookupMS: plan.Took.Milliseconds(), Concurrency: run.opts.Concurrency, NotAsked: plan.NotAsked}
@@ -209,7 +209,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 		}
 	}
 	if lookupErr != nil {
-		say("%d records were not asked: nothing was decided", len(plan.NotAsked))
+		say("%s not asked: nothing was decided", wereCounted(len(plan.NotAsked), "record"))
 		return finishBulk(run, report, lookupErr)
 	}
 
@@ -252,8 +252,8 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 		}
 	}
 	if left := plan.Group(bulk.NoAnswer).Count() + plan.Group(bulk.Error).Count(); left > 0 {
-		say("%d records without definite evidence are left stuck: decide them one by one (opsdesk resolve ID --as …), "+
-			"or run again once the provider answers", left)
+		say("%s without definite evidence %s left stuck: decide them one by one (opsdesk resolve ID --as …), "+
+			"or run again once the provider answers", counted(left, "record"), isAre(left))
 	}
 	say("their audit records carry details.batch = %s", plan.BatchID)
 	return finishBulk(run, report, stopped)
@@ -333,8 +333,8 @@ func askCount(run bulkRun, g bulk.Group) (int, error) {
 	if !run.prompt {
 		return 0, usagef("nothing decided: confirm on a terminal, or pass --yes")
 	}
-	fmt.Fprintf(run.errOut, "decide the %d %s records as %s? type %d to confirm, anything else skips: ",
-		g.Count(), g.Verdict.Label(), g.Proposal, g.Count())
+	fmt.Fprintf(run.errOut, "decide the %s as %s? type %d to confirm, anything else skips: ",
+		strings.Replace(counted(g.Count(), "record"), " ", " "+g.Verdict.Label()+" ", 1), g.Proposal, g.Count())
 	line, err := run.in.ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, fmt.Errorf("read the confirmation: %w", err)

@@ -440,6 +440,18 @@ func TestResolveWithoutEvidence(t *testing.T) {
 			require.Equal(t, tc.summary, summary)
 		})
 	}
+	t.Run("DeferSaysDeferredAsOpsShowDoes", func(t *testing.T) {
+		id := stuckRecord(t, d, "acme", "charge-card", "ord-24", "external_unknown", "worker-1")
+		code, out, errOut := run("resolve", id, "--as", "defer", "--snooze", "1h", "--reason", "ask finance", "-o", "json", "--config", noLookup)
+		require.Equal(t, ExitOK, code, errOut)
+		var res struct{ State string }
+		require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+		require.Equal(t, "deferred", res.State)
+		code, out, errOut = run("ops", "show", id, "-o", "json", "--config", noLookup)
+		require.Equal(t, ExitOK, code, errOut)
+		require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+		require.Equal(t, "deferred", res.State)
+	})
 	require.Zero(t, asked.Load(), "the provider was not asked")
 }
 

@@ -62,9 +62,10 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 				}
 				ids = append(ids, id)
 			}
+			if err := checkReason(reason, "it goes into the audit trail"); err != nil {
+				return err
+			}
 			switch {
-			case reason == "":
-				return usagef("--reason is required: it goes into the audit trail")
 			case len(ids) == 0 && filter == "":
 				return usagef("name the records: operation numbers, or --filter 'QUERY'")
 			case len(ids) > 0 && filter != "":
@@ -92,14 +93,14 @@ func newHoldCmd(g *globalFlags, hold bool) *cobra.Command {
 				var progress func(retention.HoldProgress)
 				if len(ids) > retention.HoldBatch {
 					progress = func(p retention.HoldProgress) {
-						fmt.Fprintf(cmd.ErrOrStderr(), "%s %d of %d records (ids up to %d)\n", done, p.Done, p.Total, p.Through)
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s %d of %s (ids up to %d)\n", done, p.Done, counted(p.Total, "record"), p.Through)
 					}
 				}
 				r, err := retention.SetHold(ctx, w.pool, ids, hold, reason, w.cfg.Context.DisplayName, progress)
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %d records; %d already were\n", done, r.Changed, r.Unchanged)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %s; %d already %s\n", done, counted(r.Changed, "record"), r.Unchanged, wasWere(r.Unchanged))
 				return err
 			})
 		},
@@ -226,7 +227,17 @@ func writeReview(w io.Writer, r readmodel.Review) error {
 	return nil
 }
 
+// purgeJSON is retention purge -o json: what was counted (dry_run), and
+// what the purge did (result; null with --dry-run). Tool is null for every
+// tool.
+type purgeJSON struct {
+	Tool   *string             `json:"tool"`
+	DryRun purgereport.DryRun  `json:"dry_run"`
+	Result *purgereport.Result `json:"result"`
+}
+
 type purgeOptions struct {
+	Output               string
 	Tool, Before, Reason string
 	DryRun, Yes          bool
 	Batch, Workers       int
@@ -263,6 +274,12 @@ func newPurgeCmd(g *globalFlags) *cobra.Command {
 				}
 				p.Before = t
 			}
+			if err := checkReason(opts.Reason, "it goes into the audit trail"); err != nil {
+				return err
+			}
+			if err := checkOutput(opts.Output); err != nil {
+				return err
+			}
 			if opts.Batch < 1 || opts.Batch > 10000 {
 				return usagef("--batch %d: between 1 and 10000", opts.Batch)
 			}
@@ -290,6 +307,7 @@ func newPurgeCmd(g *globalFlags) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Tool, "tool", "", "only this tool's records")
+	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
 	f.StringVar(&opts.Before, "before", "", "only records whose retention ended before this time (RFC 3339; default now)")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "count what would go, delete nothing")
 	f.BoolVar(&opts.Yes, "yes", false, "purge without asking (required unless --dry-run)")
@@ -373,12 +391,24 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 		what = "tool " + termtext.Clean(p.Tool)
 	}
 	n := dry.Count
-	fmt.Fprintf(out, "%d records of %s would be purged: completed, retention ended before %s, not held, no unreviewed conflicts\n",
-		n, what, dry.Before.UTC().Format(time.RFC3339))
+	// With -o json the lines for people go to stderr, the report to stdout.
+	human := out
+	if opts.Output == "json" {
+		human = errOut
+	}
+	report := purgeJSON{DryRun: dry}
+	if p.Tool != "" {
+		report.Tool = &p.Tool
+	}
+	fmt.Fprintf(human, "%s of %s would be purged: completed, retention ended before %s, not held, no unreviewed conflicts\n",
+		counted(n, "record"), what, dry.Before.UTC().Format(time.RFC3339))
 	if dry.Resumes != 0 {
-		fmt.Fprintf(out, "this resumes unfinished run %d\n", dry.Resumes)
+		fmt.Fprintf(human, "this resumes unfinished run %d\n", dry.Resumes)
 	}
 	if opts.DryRun {
+		if opts.Output == "json" {
+			return writeJSON(out, report)
+		}
 		return nil
 	}
 	if !opts.Yes {
@@ -398,15 +428,19 @@ func runPurge(ctx context.Context, w *writer, p retention.PurgeParams, opts purg
 	if dry.Resumes != 0 {
 		started = "resume"
 	}
-	_, err = fmt.Fprintf(out, "purged %d records in run %d, and %d expired tombstones; audit records %s#%d (%s) and %s#%d (result)\n",
-		res.Purged, res.Run, res.TombstonesExpired, termtext.Clean(res.AuditTenant), res.StartSeq, started, termtext.Clean(res.AuditTenant), res.AuditSeq)
+	if opts.Output == "json" {
+		report.Result = &res
+		return writeJSON(out, report)
+	}
+	_, err = fmt.Fprintf(out, "purged %s in run %d, and %s; audit records %s#%d (%s) and %s#%d (result)\n",
+		counted(res.Purged, "record"), res.Run, counted(res.TombstonesExpired, "expired tombstone"), termtext.Clean(res.AuditTenant), res.StartSeq, started, termtext.Clean(res.AuditTenant), res.AuditSeq)
 	return err
 }
 
 // batchPace says what a purge's batch took and how long the purge pauses
 // after it: "1000 records in 130.2ms, 2.6x its fastest; pausing 208.3ms".
 func batchPace(pr purgereport.Progress) string {
-	text := fmt.Sprintf("%d records in %s", pr.Records, pr.Took.Round(100*time.Microsecond))
+	text := fmt.Sprintf("%s in %s", counted(pr.Records, "record"), pr.Took.Round(100*time.Microsecond))
 	if pr.Slowdown > 0 {
 		text += fmt.Sprintf(", %.1fx its fastest", pr.Slowdown)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -29,7 +30,7 @@ func TestRetentionPurge(t *testing.T) {
 
 	for _, args := range [][]string{
 		{"--before", "yesterday"}, {"--batch", "0"}, {"--yield", "-1"},
-		{"--workers", "0"}, {"--workers", "9"},
+		{"--workers", "0"}, {"--workers", "9"}, {"-o", "yaml"},
 	} {
 		code, _, _ := run(append([]string{"retention", "purge", "--config", cfg}, args...)...)
 		require.Equal(t, ExitUsage, code, args)
@@ -37,7 +38,23 @@ func TestRetentionPurge(t *testing.T) {
 
 	code, out, errOut := run("retention", "purge", "--dry-run", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
-	require.Contains(t, out, "1 records of every tool would be purged: completed, retention ended before 20")
+	require.Contains(t, out, "1 record of every tool would be purged: completed, retention ended before 20")
+	code, out, errOut = run("retention", "purge", "--dry-run", "-o", "json", "--config", cfg)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, errOut, "1 record of every tool would be purged")
+	var dry struct {
+		Tool   *string
+		DryRun struct {
+			Count  int64
+			Before *time.Time
+		} `json:"dry_run"`
+		Result *struct{} `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &dry), out)
+	require.Nil(t, dry.Tool, "every tool")
+	require.Equal(t, int64(1), dry.DryRun.Count)
+	require.NotNil(t, dry.DryRun.Before)
+	require.Nil(t, dry.Result, "a dry run purges nothing")
 	code, _, errOut = run("retention", "purge", "--config", cfg)
 	require.Equal(t, ExitUsage, code)
 	require.Contains(t, errOut, "nothing purged: add --yes")
@@ -48,7 +65,7 @@ func TestRetentionPurge(t *testing.T) {
 
 	code, out, errOut = run("retention", "purge", "--yes", "--reason", "weekly", "--workers", "3", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
-	require.Regexp(t, `purged 1 records in run \d+, and 0 expired tombstones; audit records #\d+ \(start\) and #\d+ \(result\)`, out)
+	require.Regexp(t, `purged 1 record in run \d+, and 0 expired tombstones; audit records #\d+ \(start\) and #\d+ \(result\)`, out)
 	require.Contains(t, errOut, "purged 1 of about 1")
 
 	var inTombstone bool
@@ -113,10 +130,10 @@ func TestRetentionPurgePace(t *testing.T) {
 		args       []string
 		pace, line string
 	}{
-		{nil, "pace: paced by batch latency", `\(run \d+, batch 1: 1 records in [0-9.]+[µm]?s, 1\.0x its fastest\)`},
-		{[]string{"--yield", "0"}, "pace: full speed", `\(run \d+, batch 1: 1 records in [0-9.]+[µm]?s\)`},
-		{[]string{"--workers", "2"}, "pace: full speed", `\(run \d+, batch 1: 1 records in [0-9.]+[µm]?s\)`},
-		{[]string{"--workers", "2", "--yield", "0.5"}, "pace: yield 0.5", `batch 1: 1 records in [0-9.]+[µm]?s; pausing [0-9.]+[µm]?s\)`},
+		{nil, "pace: paced by batch latency", `\(run \d+, batch 1: 1 record in [0-9.]+[µm]?s, 1\.0x its fastest\)`},
+		{[]string{"--yield", "0"}, "pace: full speed", `\(run \d+, batch 1: 1 record in [0-9.]+[µm]?s\)`},
+		{[]string{"--workers", "2"}, "pace: full speed", `\(run \d+, batch 1: 1 record in [0-9.]+[µm]?s\)`},
+		{[]string{"--workers", "2", "--yield", "0.5"}, "pace: yield 0.5", `batch 1: 1 record in [0-9.]+[µm]?s; pausing [0-9.]+[µm]?s\)`},
 	} {
 		_, d := storeConfig(t)
 		_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.operations SET expires_at = now() - interval '1 hour' WHERE key = 'mail-1'`)
@@ -124,7 +141,7 @@ func TestRetentionPurgePace(t *testing.T) {
 		cfg := personConfig(t, dbtest.NewPerson(t, d, "admin", "*"), "")
 		code, out, errOut := run(append([]string{"retention", "purge", "--yes", "--config", cfg}, c.args...)...)
 		require.Equal(t, ExitOK, code, errOut)
-		require.Contains(t, out, "purged 1 records")
+		require.Contains(t, out, "purged 1 record")
 		require.Contains(t, errOut, c.pace+"\n", c.args)
 		require.Regexp(t, c.line, errOut, c.args)
 	}
@@ -148,7 +165,7 @@ func TestRetentionHoldAndRelease(t *testing.T) {
 	}
 	code, out, errOut := run("retention", "hold", mail, "--reason", "litigation #12", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
-	require.Equal(t, "held 1 records; 0 already were\n", out)
+	require.Equal(t, "held 1 record; 0 already were\n", out)
 	code, out, errOut = run("retention", "hold", "--filter", "tenant:acme", "--reason", "litigation #12", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
 	require.Equal(t, "held 2 records; 0 already were\n", out)
@@ -164,7 +181,7 @@ func TestRetentionHoldAndRelease(t *testing.T) {
 
 	code, out, errOut = run("retention", "release", mail, "--reason", "case closed", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
-	require.Contains(t, out, "released 1 records")
+	require.Contains(t, out, "released 1 record")
 
 	operator := dbtest.NewPerson(t, d, "operator", "*")
 	code, _, errOut = run("retention", "hold", mail, "--reason", "x", "--config", personConfig(t, operator, ""))
@@ -318,7 +335,7 @@ func TestUnfinishedPurgeShows(t *testing.T) {
 	code, out, errOut = run("retention", "purge", "--tool", "send-email", "--yes", "--config", cfg)
 	require.Equal(t, ExitOK, code, errOut)
 	require.Contains(t, out, "this resumes unfinished run "+strconv.FormatInt(runID, 10))
-	require.Regexp(t, `purged 1 records in run \d+, and 0 expired tombstones; audit records #\d+ \(resume\) and #\d+ \(result\)`, out)
+	require.Regexp(t, `purged 1 record in run \d+, and 0 expired tombstones; audit records #\d+ \(resume\) and #\d+ \(result\)`, out)
 	code, out, _ = run("retention", "review", "--config", cfg)
 	require.Equal(t, ExitOK, code)
 	require.NotContains(t, out, "unfinished")

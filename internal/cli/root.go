@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -78,7 +79,33 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newOpsCmd(&g), newDoctorCmd(&g),
 		newResolveCmd(&g), newConflictsCmd(&g), newAccessCmd(&g), newAuditCmd(&g), newRetentionCmd(&g),
 		newExporterCmd(&g))
+	suggestSubcommands(root)
 	return root
+}
+
+// suggestSubcommands makes every command group answer a word that is not
+// one of its commands as cobra does when no Args is set ("unknown command
+// … Did you mean …?"), as a usage error: exactArgs(0) on a group would
+// say "accepts 0 arg(s)", which tells a typing mistake nothing.
+func suggestSubcommands(cmd *cobra.Command) {
+	if !cmd.HasSubCommands() {
+		return
+	}
+	// cobra sets its default (2) only on its own path, which Args replaces.
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "\n\nDid you mean this?\n  " + strings.Join(s, "\n  ")
+		}
+		return usagef("%s\n\nRun '%s --help' for its commands.", msg, cmd.CommandPath())
+	}
+	for _, c := range cmd.Commands() {
+		suggestSubcommands(c)
+	}
 }
 
 // exactArgs is cobra.ExactArgs as a usage error.

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/opsdesk/opsdesk/config"
 	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/internal/termtext"
 )
 
 // withRecordedPolicies is cfg with each tool's policy as its service
@@ -85,7 +83,8 @@ func policyChange(p storeview.RecordedPolicy) string {
 // by the recorded one, so the catalog misleads whoever reads it); a policy
 // replaced by a different one, and a tool the catalog alone knows, are
 // warnings.
-func doctorPolicies(ctx context.Context, view *storeview.Store, cfg *config.Config, check func(bool, string, string), w io.Writer) {
+func doctorPolicies(ctx context.Context, view *storeview.Store, cfg *config.Config, out *doctorOut) {
+	check := out.check
 	recorded, err := view.ToolPolicies(ctx)
 	if err != nil {
 		check(false, "policies", err.Error())
@@ -104,8 +103,7 @@ func doctorPolicies(ctx context.Context, view *storeview.Store, cfg *config.Conf
 		t, inCatalog := cfg.Tools[name]
 		switch {
 		case !isRecorded:
-			fmt.Fprintf(w, "- %-12s tool %s is in the catalog only: no service recorded its policy, the catalog's values are used\n",
-				"policies", termtext.Clean(name))
+			out.add("info", "policies", "tool "+name+" is in the catalog only: no service recorded its policy, the catalog's values are used")
 			continue
 		case inCatalog:
 			if d := policyDisagreements(t, p); len(d) > 0 {
@@ -116,10 +114,10 @@ func doctorPolicies(ctx context.Context, view *storeview.Store, cfg *config.Conf
 			}
 		}
 		if p.Previous != nil {
-			fmt.Fprintf(w, "⚠ %-12s %s\n", "policies", termtext.Clean(fmt.Sprintf(
+			out.add("warning", "policies", fmt.Sprintf(
 				"tool %s: %s recorded %s at %s, replacing the policy %s recorded at %s: two services disagree, or a deploy changed it",
 				name, p.RecordedBy, policyChange(p), p.ChangedAt.UTC().Format(time.RFC3339), p.Previous.RecordedBy,
-				p.Previous.RecordedAt.UTC().Format(time.RFC3339))))
+				p.Previous.RecordedAt.UTC().Format(time.RFC3339)))
 		}
 	}
 	if agree {

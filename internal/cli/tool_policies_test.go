@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
-	"github.com/opsdesk/opsdesk/internal/readmodel"
 	"github.com/opsdesk/opsdesk/ops"
 )
 
@@ -67,18 +66,30 @@ func TestToolPolicies(t *testing.T) {
 		// keeps the catalog's.
 		code, out, errOut = run("retention", "review", "-o", "json", "--config", cfg)
 		require.Equal(t, ExitOK, code, errOut)
-		var r readmodel.Review
-		require.NoError(t, json.Unmarshal([]byte(out), &r))
-		got := map[string]readmodel.ToolReview{}
-		for _, tr := range r.Tools {
-			got[tr.Tool] = tr
+		// Durations are seconds, in _seconds fields (the JSON convention).
+		var r struct {
+			Tools []struct {
+				Tool               string
+				RetentionSeconds   float64 `json:"retention_seconds"`
+				RetryWindowSeconds float64 `json:"retry_window_seconds"`
+				AfterExpiry        string  `json:"after_expiry"`
+			}
 		}
-		require.Equal(t, 48*time.Hour, got["charge-card"].Retention)
-		require.Equal(t, "reject", got["charge-card"].AfterExpiry)
-		require.Equal(t, 72*time.Hour, got["send-email"].Retention)
-		require.Equal(t, 72*time.Hour, got["send-email"].RetryWindow)
-		require.Equal(t, 12*time.Hour, got["legacy-sync"].Retention)
-		require.Equal(t, 6*time.Hour, got["legacy-sync"].RetryWindow)
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		require.NotContains(t, out, `"retention":`)
+		got := map[string]struct{ retention, window time.Duration }{}
+		after := map[string]string{}
+		for _, tr := range r.Tools {
+			got[tr.Tool] = struct{ retention, window time.Duration }{
+				time.Duration(tr.RetentionSeconds * float64(time.Second)), time.Duration(tr.RetryWindowSeconds * float64(time.Second))}
+			after[tr.Tool] = tr.AfterExpiry
+		}
+		require.Equal(t, 48*time.Hour, got["charge-card"].retention)
+		require.Equal(t, "reject", after["charge-card"])
+		require.Equal(t, 72*time.Hour, got["send-email"].retention)
+		require.Equal(t, 72*time.Hour, got["send-email"].window)
+		require.Equal(t, 12*time.Hour, got["legacy-sync"].retention)
+		require.Equal(t, 6*time.Hour, got["legacy-sync"].window)
 	})
 
 	t.Run("Agreement", func(t *testing.T) {

@@ -14,7 +14,16 @@ import (
 )
 
 type versionOptions struct {
-	DSN string
+	DSN    string
+	Output string
+}
+
+// versionJSON is version -o json; DatabaseSchema is null without --dsn.
+type versionJSON struct {
+	Version        string `json:"version"`
+	Schema         int64  `json:"schema"`
+	Go             string `json:"go"`
+	DatabaseSchema *int64 `json:"database_schema"`
 }
 
 func newVersionCmd() *cobra.Command {
@@ -27,33 +36,48 @@ func newVersionCmd() *cobra.Command {
 			"(connect as the migrating role or one granted opsdesk_viewer).",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(opts.Output); err != nil {
+				return err
+			}
 			return runVersion(cmd.Context(), opts, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&opts.DSN, "dsn", "", "PostgreSQL connection string (URL or key=value) of a database to compare")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "table", "table|json")
 	return cmd
 }
 
 func runVersion(ctx context.Context, opts versionOptions, w io.Writer) error {
-	if _, err := fmt.Fprintf(w, "opsdesk %s (schema %d, %s)\n", buildVersion(), opsmigrate.LatestVersion(), runtime.Version()); err != nil {
-		return err
+	if opts.DSN != "" && strings.TrimSpace(opts.DSN) == "" {
+		return usagef("--dsn is blank: give the database to compare, or leave the flag out")
+	}
+	v := versionJSON{Version: buildVersion(), Schema: int64(opsmigrate.LatestVersion()), Go: runtime.Version()}
+	if opts.Output != "json" {
+		if _, err := fmt.Fprintf(w, "opsdesk %s (schema %d, %s)\n", v.Version, v.Schema, v.Go); err != nil {
+			return err
+		}
 	}
 	if opts.DSN == "" {
+		if opts.Output == "json" {
+			return writeJSON(w, v)
+		}
 		return nil
-	}
-	if strings.TrimSpace(opts.DSN) == "" {
-		return usagef("--dsn is blank: give the database to compare, or leave the flag out")
 	}
 	pool, err := openDSN(ctx, opts.DSN, "opsdesk version")
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	v, err := opsmigrate.Check(ctx, pool)
+	checked, err := opsmigrate.Check(ctx, pool)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "database schema %d\n", v.Database)
+	if opts.Output == "json" {
+		db := int64(checked.Database)
+		v.DatabaseSchema = &db
+		return writeJSON(w, v)
+	}
+	_, err = fmt.Fprintf(w, "database schema %d\n", checked.Database)
 	return err
 }
 
