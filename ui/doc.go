@@ -31,6 +31,13 @@
 // the stack, so a new screen is its own file and one line there. q quits
 // from the overview only.
 //
+// Back means back: esc leaves a screen drilled into for the one below it,
+// and from the first screen returns to where the operator was before
+// their last jump (a : command, --goto), with its filter, page and cursor
+// (history.go: places, each screen's mark); - swaps the last two places,
+// as in k9s; x clears a list's filter. The history is bounded, and esc
+// with none goes to the overview, never out of the console.
+//
 // Every age on screen is computed from the database time of the read that
 // produced it, never from the local clock. Refresh polls at an interval
 // the operator can change or pause, and holds for a moment after the
