@@ -38,6 +38,14 @@
 // as in k9s; x clears a list's filter. The history is bounded, and esc
 // with none goes to the overview, never out of the console.
 //
+// No run is left half-done without a word (interrupt.go): in a flow the
+// first ctrl+c stops what is under way as esc does (a bulk run starts no
+// more decisions and lets those in flight finish; a reveal is given up)
+// and the message line says what was decided; a second ctrl+c, or q,
+// quits. Once the terminal is restored, Run writes to Config.Report what
+// a flow left: a bulk run's batch and its records by outcome, or a
+// decision that had not answered.
+//
 // Every age on screen is computed from the database time of the read that
 // produced it, never from the local clock. Refresh polls at an interval
 // the operator can change or pause, and holds for a moment after the

@@ -90,6 +90,9 @@ type Model struct {
 	stack   []screen
 	// hist is where the operator jumped away from, for esc and -.
 	hist history
+	// armed is the flow a first ctrl+c stopped: a second ctrl+c, or q,
+	// quits; any other key carries on.
+	armed interrupter
 }
 
 // New returns the console's model over src.
@@ -216,8 +219,9 @@ func (m *Model) resize(w, h int) tea.Cmd {
 	return nil
 }
 
-// handleKey: ctrl+c always quits; an open command line or filter bar takes
-// every other key; then the global keys; the rest goes to the screen.
+// handleKey: ctrl+c quits, but in a flow first stops it (onInterrupt); an
+// open command line or filter bar takes every other key; then the global
+// keys; the rest goes to the screen.
 func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 	m.note = ""
 	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste {
@@ -231,7 +235,15 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 		return tea.Batch(cmds...)
 	}
 	if key.Matches(msg, m.keys.ForceQuit) {
-		return tea.Quit
+		return m.onInterrupt()
+	}
+	if m.armed != nil {
+		armed := m.armed
+		m.armed = nil
+		if key.Matches(msg, m.keys.Quit) && !m.cmd.active && !m.active().capturing() {
+			m.armed = armed
+			return tea.Quit
+		}
 	}
 	if m.cmd.active {
 		out, cmd := m.cmd.update(msg)
@@ -660,6 +672,10 @@ func (m *Model) syncKeys() {
 			m.keys.Quit.SetHelp("q", q)
 		}
 	}
+	if m.armed != nil {
+		m.keys.Quit.SetEnabled(true)
+		m.keys.Quit.SetHelp("q", "quit")
+	}
 	if m.refresh.paused {
 		m.keys.Pause.SetHelp("space", "resume")
 	} else {
@@ -790,6 +806,8 @@ func (m *Model) messageLine() string {
 	switch {
 	case m.cmd.active:
 		return m.cmd.View(m.w)
+	case m.armed != nil:
+		return m.armedLine()
 	case m.unreachable:
 		text := "⚠ database unreachable since " + clock(m.downSince) + " UTC (last answer) · "
 		if m.refresh.paused {
