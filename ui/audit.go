@@ -583,7 +583,7 @@ func (s *auditScreen) View() string {
 		case s.history:
 			hint = " this record's history · / changes the filter · esc goes back"
 		case s.filterText != "":
-			hint = " filter " + termtext.Clean(s.filterText) + " · esc clears it · / edits it"
+			hint = " filter " + termtext.Clean(s.filterText) + " · x clears it · / edits it"
 		}
 		lines = append(lines, s.st.Muted.Render(truncate(hint, w)))
 	}
@@ -666,7 +666,7 @@ func (s *auditScreen) bodyLines(lay auditLayout, rowsH int) []string {
 		case s.history:
 			msg = "  nobody has acted on this operation: no audit records"
 		case s.filterText != "":
-			msg = "  no audit records match " + termtext.Clean(s.filterText) + " · esc clears the filter"
+			msg = "  no audit records match " + termtext.Clean(s.filterText) + " · x clears the filter"
 		}
 		return []string{s.st.Muted.Render(truncate(msg, s.w))}
 	}

@@ -660,7 +660,7 @@ func (s *listScreen) hint(w int) string {
 	case s.drilled:
 		return s.st.Muted.Render(truncate(" filter "+termtext.Clean(s.filterText)+" · esc goes back · / edits it", w))
 	case s.filterText != "":
-		return s.st.Muted.Render(truncate(" filter "+termtext.Clean(s.filterText)+" · esc clears it · / edits it", w))
+		return s.st.Muted.Render(truncate(" filter "+termtext.Clean(s.filterText)+" · x clears it · / edits it", w))
 	}
 	return s.st.Muted.Render(truncate(" / filter, for example state:stuck tool:create-ticket age>10m", w))
 }
@@ -682,7 +682,7 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 		case len(s.pages) > 1:
 			msg = "  no more records on this page · p goes back"
 		case s.filterText != "":
-			msg = "  no operations match " + termtext.Clean(s.filterText) + " · esc clears the filter"
+			msg = "  no operations match " + termtext.Clean(s.filterText) + " · x clears the filter"
 		}
 		return []string{s.st.Muted.Render(truncate(msg, s.w))}
 	}

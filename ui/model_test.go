@@ -478,7 +478,7 @@ func TestFlow(t *testing.T) {
 	wait("Operation 48213")
 	wait("lease expired without a completion")
 	tm.Send(tea.KeyMsg{Type: tea.KeyEsc})
-	wait("esc clears it")
+	wait("x clears it")
 	tm.Type("q") // back to the overview
 	tm.Type("q") // and quit
 	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
