@@ -134,3 +134,15 @@ func TestHistoryBounded(t *testing.T) {
 	require.Same(t, screen(h.m.overview()), h.m.active())
 	require.False(t, h.quit)
 }
+
+// TestHistoryAfterGoto: after --goto, one esc goes to the overview, not
+// to every record.
+func TestHistoryAfterGoto(t *testing.T) {
+	t.Parallel()
+	h := newSourceHarness(t, newFakeSource(), Config{Goto: ":stuck tool:create-ticket"}, 120, 40)
+	require.Same(t, screen(h.m.list()), h.m.active())
+	require.Equal(t, "state:stuck tool:create-ticket", h.m.list().filterText)
+	h.keys("<esc>")
+	require.Same(t, screen(h.m.overview()), h.m.active())
+	require.Equal(t, "state:stuck tool:create-ticket", h.m.list().filterText, "esc cleared the filter")
+}

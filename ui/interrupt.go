@@ -84,6 +84,8 @@ func (s *flowStop) summary() string {
 		return op + ": not applied, or no answer (see above)"
 	case m.rec.ID == 0:
 		return "nothing was decided"
+	case m.reveals:
+		return "nothing was revealed from " + op
 	}
 	return "nothing was decided on " + op
 }
@@ -282,9 +284,8 @@ func (s *bulkFlow) report(wait time.Duration) string {
 			if o == bulk.NotAttempted {
 				name += " (still stuck)"
 			}
-			lines := idList(ids, 96)
-			out = append(out, "    "+name+": "+lines[0])
-			for _, l := range lines[1:] {
+			out = append(out, "    "+name+":")
+			for _, l := range idList(ids, 90) {
 				out = append(out, "      "+l)
 			}
 		}

@@ -89,8 +89,8 @@ func TestBulkInterrupt(t *testing.T) {
 	batch := h.m.bulk().plan.BatchID
 	require.Contains(t, r, "batch "+batch)
 	require.Contains(t, r, "found → completed: 4 decided, 5 not attempted")
-	require.Contains(t, r, "not attempted (still stuck): ")
-	require.Contains(t, r, "decided: ")
+	require.Contains(t, r, "not attempted (still stuck):\n")
+	require.Contains(t, r, "decided:\n")
 }
 
 // TestBulkInterruptTwice: ctrl+c three times fast quits at the second;
@@ -172,7 +172,7 @@ func TestInterruptReveal(t *testing.T) {
 	// decided, any other key carries on, q is typed.
 	h = newDecideHarness(t, newFakeSource(), newFakeDecider(src), Config{}, 120, 40)
 	h.keys(openEmail + "v<ctrl+c>")
-	require.Contains(t, h.view(), "nothing was decided on operation 48190")
+	require.Contains(t, h.view(), "nothing was revealed from operation 48190")
 	h.keys("q")
 	require.False(t, h.quit, "q at the reason quit")
 	require.NotContains(t, h.view(), "ctrl+c again")
