@@ -141,22 +141,49 @@ func (s *auditScreen) refresh() tea.Cmd {
 	return s.fetch()
 }
 
-// clears tells whether esc clears the filter here.
+// clears tells whether x clears the filter here: not an operation's
+// history, which is the detail's.
 func (s *auditScreen) clears() bool { return s.filterText != "" && !s.history }
 
-func (s *auditScreen) back() (bool, tea.Cmd) {
-	if !s.clears() {
-		return false, nil
-	}
-	return true, s.show(readmodel.AuditFilter{}, false)
+// back: esc goes back (the root's history); x clears the filter.
+func (s *auditScreen) back() (bool, tea.Cmd) { return false, nil }
+
+// auditMark is the trail as the operator left it: its filter, page and
+// cursor.
+type auditMark struct {
+	filter     readmodel.AuditFilter
+	filterText string
+	history    bool
+	pages      []*readmodel.AuditCursor
+	firsts     []int
+	sel        int
 }
 
-// backLabels: esc clears the filter when it does.
-func (s *auditScreen) backLabels() (esc, q string) {
-	if s.clears() {
-		return "clear filter", ""
+func (m auditMark) markKey() string { return m.filterText + " " + strconv.FormatBool(m.history) }
+
+func (s *auditScreen) mark() any {
+	m := auditMark{filter: s.filter, filterText: s.filterText, history: s.history,
+		pages: slices.Clone(s.pages), firsts: slices.Clone(s.firsts), sel: s.sel}
+	if s.turning != nil {
+		m.pages, m.firsts = slices.Clone(s.turning), slices.Clone(s.turningFirsts)
 	}
-	return "", ""
+	return m
+}
+
+// restore shows a marked trail again: the same page read afresh, the
+// cursor where it was.
+func (s *auditScreen) restore(mark any) tea.Cmd {
+	m, ok := mark.(auditMark)
+	if !ok {
+		return nil
+	}
+	s.show(m.filter, m.history) // its fetch is for the first page: the one below replaces it
+	s.pages, s.firsts = slices.Clone(m.pages), slices.Clone(m.firsts)
+	if len(s.pages) == 0 {
+		s.firstPage()
+	}
+	s.sel = m.sel
+	return s.fetch()
 }
 
 // language is the trail's filter language, for help.
@@ -178,6 +205,7 @@ func (s *auditScreen) clampSel() {
 func (s *auditScreen) updateKeys() {
 	s.enableKeys(&s.keys, s.visibleRows() > 0, s.page.Next)
 	s.keys.Open.SetHelp("enter", "open record")
+	s.keys.ClearFilter.SetEnabled(s.clears())
 }
 
 // ShortHelp implements help.KeyMap.
@@ -185,14 +213,14 @@ func (s *auditScreen) ShortHelp() []key.Binding {
 	if s.editing {
 		return []key.Binding{s.keys.Accept, s.keys.Cancel}
 	}
-	return []key.Binding{combined("↑/↓", "move", s.keys.Up, s.keys.Down), s.keys.Open, s.keys.Filter, s.keys.NextPage, s.keys.PrevPage}
+	return []key.Binding{combined("↑/↓", "move", s.keys.Up, s.keys.Down), s.keys.Open, s.keys.Filter, s.keys.ClearFilter, s.keys.NextPage, s.keys.PrevPage}
 }
 
 // FullHelp implements help.KeyMap.
 func (s *auditScreen) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{s.keys.Up, s.keys.Down, s.keys.Top, s.keys.Bottom},
-		{s.keys.Open, s.keys.NextPage, s.keys.PrevPage, s.keys.Filter},
+		{s.keys.Open, s.keys.NextPage, s.keys.PrevPage, s.keys.Filter, s.keys.ClearFilter},
 	}
 }
 
@@ -251,6 +279,8 @@ func (s *auditScreen) key(msg tea.KeyMsg) tea.Cmd {
 		}
 	case key.Matches(msg, s.keys.Filter):
 		return s.openBar(s.filterText)
+	case key.Matches(msg, s.keys.ClearFilter):
+		return s.show(readmodel.AuditFilter{}, false)
 	}
 	return nil
 }
@@ -553,7 +583,7 @@ func (s *auditScreen) View() string {
 		case s.history:
 			hint = " this record's history · / changes the filter · esc goes back"
 		case s.filterText != "":
-			hint = " filter " + termtext.Clean(s.filterText) + " · esc clears it · / edits it"
+			hint = " filter " + termtext.Clean(s.filterText) + " · x clears it · / edits it"
 		}
 		lines = append(lines, s.st.Muted.Render(truncate(hint, w)))
 	}
@@ -636,7 +666,7 @@ func (s *auditScreen) bodyLines(lay auditLayout, rowsH int) []string {
 		case s.history:
 			msg = "  nobody has acted on this operation: no audit records"
 		case s.filterText != "":
-			msg = "  no audit records match " + termtext.Clean(s.filterText) + " · esc clears the filter"
+			msg = "  no audit records match " + termtext.Clean(s.filterText) + " · x clears the filter"
 		}
 		return []string{s.st.Muted.Render(truncate(msg, s.w))}
 	}

@@ -272,7 +272,7 @@ func TestAuditFilterBar(t *testing.T) {
 		require.Equal(t, "globex", r.Tenant)
 		require.Equal(t, "denied", r.Outcome)
 	}
-	h.keys("<esc>")
+	h.keys("x")
 	require.Equal(t, "", a.filterText)
 	require.Len(t, a.page.Rows, len(src.trail))
 	require.Same(t, screen(h.m.audit()), h.m.active())

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -132,6 +133,40 @@ type bulkFlow struct {
 	// tried keeps a group stopped before all its records' turn: accepted
 	// again, the records it decided read as changed, and are its.
 	tried map[bulk.Verdict]bulk.GroupResult
+
+	// interrupted: ctrl+c stopped the run under way (as esc does); tail is
+	// the run's end as its goroutine left it, for the terminal once the
+	// console quit before the end was delivered.
+	interrupted bool
+	tail        *runTail
+}
+
+// runTail is what a run's goroutine last reported, kept beside the
+// messages so that the exit report can read it after the console quit.
+type runTail struct {
+	mu       sync.Mutex
+	progress bulk.Progress
+	last     tea.Msg
+	done     chan struct{}
+}
+
+func (t *runTail) setProgress(p bulk.Progress) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.progress = p
+}
+
+func (t *runTail) end(last tea.Msg) {
+	t.mu.Lock()
+	t.last = last
+	t.mu.Unlock()
+	close(t.done)
+}
+
+func (t *runTail) get() (tea.Msg, bulk.Progress) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last, t.progress
 }
 
 func newBulk(d deps, b BulkReconciler) *bulkFlow {
@@ -165,6 +200,13 @@ func (s *bulkFlow) page(st step) []string {
 }
 
 func (s *bulkFlow) keysAt(st step, k *KeyMap) {
+	// ctrl+c stops a run as esc does; once stopped, or where nothing
+	// runs, it quits (after showing what was done, in a flow).
+	if s.running() && !s.interrupted {
+		k.ForceQuit.SetHelp("ctrl+c", "stop")
+	} else {
+		k.ForceQuit.SetHelp("ctrl+c", "quit")
+	}
 	switch st {
 	case stepLookups:
 		k.Cancel.SetEnabled(s.running() && !s.stopping)
@@ -387,8 +429,10 @@ func (s *bulkFlow) launch(work func(ctx context.Context, progress func(bulk.Prog
 	ctx, stop := context.WithCancel(life)
 	ch := make(chan tea.Msg, 1)
 	s.ch, s.stop, s.end = ch, stop, end
-	s.stopping, s.progress = false, bulk.Progress{}
+	s.stopping, s.progress, s.interrupted = false, bulk.Progress{}, false
 	runID := s.runID
+	tail := &runTail{done: make(chan struct{})}
+	s.tail = tail
 	go func() {
 		defer close(ch)
 		defer stop()
@@ -402,6 +446,7 @@ func (s *bulkFlow) launch(work func(ctx context.Context, progress func(bulk.Prog
 			last = work(ctx, func(p bulk.Progress) {
 				// The screen reads the counts while the work goes on.
 				p.Counts = maps.Clone(p.Counts)
+				tail.setProgress(p)
 				select {
 				case ch <- bulkProgressMsg{run: runID, p: p, ch: ch}:
 				case <-ctx.Done():
@@ -417,6 +462,7 @@ func (s *bulkFlow) launch(work func(ctx context.Context, progress func(bulk.Prog
 			m.run = runID
 			last = m
 		}
+		tail.end(last)
 		select {
 		case ch <- last:
 		case <-life.Done():
@@ -853,9 +899,14 @@ func (s *bulkFlow) decidingView() []string {
 	s.para(&out, fmt.Sprintf("%s of %s done · %s", count(int64(p.Done)), count(int64(total)),
 		countsText(p.Counts, outcomeKeys()[:4])), nil)
 	out = append(out, "")
-	if s.stopping {
+	switch {
+	case s.stopping && s.interrupted:
+		s.para(&out, "stopping at ctrl+c: no decision starts; those under way finish, so that each is known, and "+
+			"then what was decided shows here. ctrl+c again quits at once; the terminal is then told what was decided.",
+			s.st.Stuck.Render)
+	case s.stopping:
 		s.para(&out, "stopping: no decision starts; those under way finish, so that each is known", s.st.Stuck.Render)
-	} else {
+	default:
 		s.para(&out, "esc stops starting decisions; those under way finish.", s.st.Muted.Render)
 	}
 	return out
@@ -874,6 +925,10 @@ func (s *bulkFlow) resultLines() []string {
 	case s.acceptErr != nil && r.Counts[bulk.NotAttempted] == len(r.Items):
 		s.para(&out, "✗ "+head+": stopped before the first decision, nothing was decided", s.st.Error.Render)
 		s.para(&out, termtext.Clean(s.acceptErr.Error()), s.st.Error.Render)
+	case errors.Is(s.acceptErr, context.Canceled) && s.interrupted:
+		s.para(&out, "✗ "+head, s.st.Error.Render)
+		s.para(&out, "stopped at ctrl+c: the decisions under way finished, no other started. ctrl+c again or q quits "+
+			"(the terminal is told what was decided); enter goes back to the plan.", s.st.Error.Render)
 	case errors.Is(s.acceptErr, context.Canceled):
 		s.para(&out, "✗ "+head, s.st.Error.Render)
 		s.para(&out, "stopped at esc: the decisions under way finished, no other started", s.st.Error.Render)

@@ -50,14 +50,7 @@ func TestBulkViews(t *testing.T) {
 		{"bulk-confirm-wrong", func(t *testing.T, h *harness, b *fakeBulk) {
 			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>-3<enter>")
 		}},
-		{"bulk-deciding", func(t *testing.T, h *harness, b *fakeBulk) {
-			b.mu.Lock()
-			b.decideGate, b.decidePause = make(chan struct{}), 4
-			b.mu.Unlock()
-			t.Cleanup(func() { close(b.decideGate) })
-			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>9")
-			h.pump(h.press(keyEnter), 4)
-		}},
+		{"bulk-deciding", bulkDecidingHeld},
 		{"bulk-result-skipped", func(t *testing.T, h *harness, b *fakeBulk) {
 			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>")
 			touch(h.src, outageFirst+3) // changed after the lookup: skipped

@@ -409,8 +409,15 @@ func TestDecideSteps(t *testing.T) {
 	h.keys("r4<enter><enter>typing q")
 	require.False(t, h.quit, "q typed into the reason quit")
 	require.Equal(t, "typing q", h.m.reconcile().reason.Value(), "q typed into the reason was lost")
+	// In a flow the first ctrl+c says what was done (nothing), keeping the
+	// reason; the second quits.
 	h.send(tea.KeyMsg{Type: tea.KeyCtrlC})
-	require.True(t, h.quit, "ctrl+c did not quit while typing")
+	require.False(t, h.quit, "the first ctrl+c in a flow quit")
+	require.Contains(t, h.view(), "nothing was decided on operation")
+	require.Equal(t, "typing q", h.m.reconcile().reason.Value(), "ctrl+c lost the reason")
+	h.send(tea.KeyMsg{Type: tea.KeyCtrlC})
+	require.True(t, h.quit, "ctrl+c twice did not quit while typing")
+	require.Zero(t, dec.called("decide"))
 }
 
 // TestDecideEachKind: each decision reaches the Decider with the version

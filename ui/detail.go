@@ -97,6 +97,33 @@ func (s *detailScreen) SetSize(w, h int) {
 	s.render()
 }
 
+// detailMark is the record the detail shows and how far it is scrolled.
+type detailMark struct {
+	id     int64
+	ident  *identity
+	offset int
+}
+
+func (m detailMark) markKey() string {
+	if m.ident != nil {
+		return fmt.Sprintf("%d %v", m.id, *m.ident)
+	}
+	return strconv.FormatInt(m.id, 10)
+}
+
+func (s *detailScreen) mark() any { return detailMark{id: s.recID, ident: s.ident, offset: s.offset} }
+
+// restore shows a marked record again, read afresh, scrolled as it was.
+func (s *detailScreen) restore(mark any) tea.Cmd {
+	m, ok := mark.(detailMark)
+	if !ok {
+		return nil
+	}
+	cmd := s.show(m.id, m.ident)
+	s.offset = m.offset
+	return cmd
+}
+
 // open shows a record above the screen it was opened from, or goes back
 // to the detail when it is on the stack already.
 func (s *detailScreen) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {

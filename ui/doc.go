@@ -31,6 +31,21 @@
 // the stack, so a new screen is its own file and one line there. q quits
 // from the overview only.
 //
+// Back means back: esc leaves a screen drilled into for the one below it,
+// and from the first screen returns to where the operator was before
+// their last jump (a : command, --goto), with its filter, page and cursor
+// (history.go: places, each screen's mark); - swaps the last two places,
+// as in k9s; x clears a list's filter. The history is bounded, and esc
+// with none goes to the overview, never out of the console.
+//
+// No run is left half-done without a word (interrupt.go): in a flow the
+// first ctrl+c stops what is under way as esc does (a bulk run starts no
+// more decisions and lets those in flight finish; a reveal is given up)
+// and the message line says what was decided; a second ctrl+c, or q,
+// quits. Once the terminal is restored, Run writes to Config.Report what
+// a flow left: a bulk run's batch and its records by outcome, or a
+// decision that had not answered.
+//
 // Every age on screen is computed from the database time of the read that
 // produced it, never from the local clock. Refresh polls at an interval
 // the operator can change or pause, and holds for a moment after the

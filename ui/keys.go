@@ -21,10 +21,14 @@ type KeyMap struct {
 	Filter key.Binding
 	Sort   key.Binding
 	// Going places.
-	Back    key.Binding
-	Command key.Binding
-	Help    key.Binding
-	Quit    key.Binding
+	Back key.Binding
+	// Toggle swaps the screen shown with the one before it (k9s's -).
+	Toggle key.Binding
+	// ClearFilter clears a list's whole filter; esc goes back instead.
+	ClearFilter key.Binding
+	Command     key.Binding
+	Help        key.Binding
+	Quit        key.Binding
 	// ForceQuit quits from anywhere, even while typing.
 	ForceQuit key.Binding
 	// Refresh control.
@@ -73,28 +77,30 @@ type KeyMap struct {
 // DefaultKeyMap returns the console's key bindings.
 func DefaultKeyMap() KeyMap {
 	return KeyMap{
-		Up:        key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
-		Down:      key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
-		Left:      key.NewBinding(key.WithKeys("left", "h"), key.WithHelp("←/h", "left")),
-		Right:     key.NewBinding(key.WithKeys("right", "l"), key.WithHelp("→/l", "right")),
-		Top:       key.NewBinding(key.WithKeys("home", "g"), key.WithHelp("g/home", "first")),
-		Bottom:    key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("G/end", "last")),
-		NextPage:  key.NewBinding(key.WithKeys("n", "pgdown"), key.WithHelp("n/pgdn", "next page")),
-		PrevPage:  key.NewBinding(key.WithKeys("p", "pgup"), key.WithHelp("p/pgup", "prev page")),
-		Open:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),
-		Filter:    key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
-		Sort:      key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
-		Back:      key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
-		Command:   key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "go to")),
-		Help:      key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
-		Quit:      key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
-		ForceQuit: key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit")),
-		Pause:     key.NewBinding(key.WithKeys(" "), key.WithHelp("space", "pause")),
-		Faster:    key.NewBinding(key.WithKeys("+", "="), key.WithHelp("+", "faster")),
-		Slower:    key.NewBinding(key.WithKeys("-", "_"), key.WithHelp("-", "slower")),
-		Retry:     key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "retry now"), key.WithDisabled()),
-		Accept:    key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply")),
-		Cancel:    key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
+		Up:          key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+		Down:        key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		Left:        key.NewBinding(key.WithKeys("left", "h"), key.WithHelp("←/h", "left")),
+		Right:       key.NewBinding(key.WithKeys("right", "l"), key.WithHelp("→/l", "right")),
+		Top:         key.NewBinding(key.WithKeys("home", "g"), key.WithHelp("g/home", "first")),
+		Bottom:      key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("G/end", "last")),
+		NextPage:    key.NewBinding(key.WithKeys("n", "pgdown"), key.WithHelp("n/pgdn", "next page")),
+		PrevPage:    key.NewBinding(key.WithKeys("p", "pgup"), key.WithHelp("p/pgup", "prev page")),
+		Open:        key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),
+		Filter:      key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		Sort:        key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
+		ClearFilter: key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "clear filter"), key.WithDisabled()),
+		Back:        key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
+		Toggle:      key.NewBinding(key.WithKeys("-"), key.WithHelp("-", "last view")),
+		Command:     key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "go to")),
+		Help:        key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+		Quit:        key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
+		ForceQuit:   key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit")),
+		Pause:       key.NewBinding(key.WithKeys(" "), key.WithHelp("space", "pause")),
+		Faster:      key.NewBinding(key.WithKeys("+", "="), key.WithHelp("+", "faster")),
+		Slower:      key.NewBinding(key.WithKeys("_"), key.WithHelp("_", "slower")),
+		Retry:       key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "retry now"), key.WithDisabled()),
+		Accept:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply")),
+		Cancel:      key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
 
 		Reconcile:      key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reconcile"), key.WithDisabled()),
 		AckConflicts:   key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "ack conflicts"), key.WithDisabled()),

@@ -127,8 +127,7 @@ type listScreen struct {
 	// bulk whether it has bulk reconciliations to offer with them.
 	writes, bulk bool
 	// drilled: the list was opened from another screen (the retention
-	// review) with its filter; esc goes back there rather than clearing
-	// the filter.
+	// review) with its filter, which it says; esc goes back there.
 	drilled bool
 
 	filterBar
@@ -204,11 +203,17 @@ func (s *listScreen) restart() tea.Cmd {
 	s.firstPage()
 	s.sel = 0
 	s.keep, s.left = 0, 0
+	return s.reload()
+}
+
+// reload fetches the page the stack ends with, showing meanwhile the
+// first page last shown for the filter and sort, when it is the first.
+func (s *listScreen) reload() tea.Cmd {
 	s.err = nil
 	if c, ok := s.lastTotal[s.filterText]; ok && s.totalFor != s.filterText {
 		s.total, s.totalFor, s.counted, s.totalErr = c, s.filterText, true, nil
 	}
-	if p, ok := s.lastGood[s.lastGoodKey()]; ok {
+	if p, ok := s.lastGood[s.lastGoodKey()]; ok && len(s.pages) == 1 {
 		s.setPage(p)
 	} else {
 		s.loaded = false
@@ -218,6 +223,53 @@ func (s *listScreen) restart() tea.Cmd {
 	}
 	s.updateKeys()
 	return s.fetch()
+}
+
+// listMark is the list as the operator left it: its filter, sort, page
+// and the record the cursor was on.
+type listMark struct {
+	filter     readmodel.Filter
+	filterText string
+	sort       readmodel.Sort
+	drilled    bool
+	pages      []*readmodel.Cursor
+	firsts     []int
+	sel        int
+	keep       int64
+}
+
+func (m listMark) markKey() string {
+	return string(m.sort) + " " + m.filterText + " " + strconv.FormatBool(m.drilled)
+}
+
+func (s *listScreen) mark() any {
+	m := listMark{filter: s.filter, filterText: s.filterText, sort: s.sort, drilled: s.drilled,
+		pages: slices.Clone(s.pages), firsts: slices.Clone(s.firsts), sel: s.sel}
+	if s.turning != nil {
+		m.pages, m.firsts = slices.Clone(s.turning), slices.Clone(s.turningFirsts)
+	}
+	if r, ok := s.selected(); ok {
+		m.keep = r.ID
+	}
+	return m
+}
+
+// restore shows a marked list again: the same page read afresh, the
+// cursor on the same record when it is still there (else where it was,
+// and the list says the record left).
+func (s *listScreen) restore(mark any) tea.Cmd {
+	m, ok := mark.(listMark)
+	if !ok {
+		return nil
+	}
+	s.filter, s.filterText, s.sort, s.drilled = m.filter, m.filterText, m.sort, m.drilled
+	s.closeBar()
+	s.pages, s.firsts, s.turning, s.turningFirsts = slices.Clone(m.pages), slices.Clone(m.firsts), nil, nil
+	if len(s.pages) == 0 {
+		s.firstPage()
+	}
+	s.sel, s.keep, s.left = m.sel, m.keep, 0
+	return s.reload()
 }
 
 // lastGoodKey names the list shown: its filter and sort.
@@ -290,12 +342,11 @@ func (s *listScreen) refresh() tea.Cmd {
 	return s.fetch()
 }
 
-func (s *listScreen) back() (bool, tea.Cmd) {
-	if s.filterText == "" || s.drilled {
-		return false, nil
-	}
-	return true, s.show(readmodel.Filter{}, "", s.sort)
-}
+// back: esc goes back (the root's history); x clears the filter.
+func (s *listScreen) back() (bool, tea.Cmd) { return false, nil }
+
+// clearFilter shows every record, from the first page.
+func (s *listScreen) clearFilter() tea.Cmd { return s.show(readmodel.Filter{}, "", s.sort) }
 
 func (s *listScreen) selected() (readmodel.Row, bool) {
 	if s.sel < 0 || s.sel >= s.visibleRows() {
@@ -308,14 +359,6 @@ func (s *listScreen) visibleRows() int { return min(len(s.page.Rows), s.limit())
 
 func (s *listScreen) clampSel() {
 	s.sel = min(max(0, s.sel), max(0, s.visibleRows()-1))
-}
-
-// backLabels: esc clears the filter when there is one.
-func (s *listScreen) backLabels() (esc, q string) {
-	if s.filterText != "" && !s.drilled {
-		return "clear filter", ""
-	}
-	return "", ""
 }
 
 // language is the list's filter language, for help.
@@ -333,6 +376,7 @@ func (s *listScreen) updateKeys() {
 	r, ok := s.selected()
 	s.keys.Reconcile.SetEnabled(s.writes && ok && r.Pending())
 	s.keys.BulkReconcile.SetEnabled(s.writes && s.bulk)
+	s.keys.ClearFilter.SetEnabled(s.filterText != "")
 }
 
 // ShortHelp implements help.KeyMap.
@@ -340,14 +384,14 @@ func (s *listScreen) ShortHelp() []key.Binding {
 	if s.editing {
 		return []key.Binding{s.keys.Accept, s.keys.Cancel}
 	}
-	return []key.Binding{combined("↑/↓", "move", s.keys.Up, s.keys.Down), s.keys.Open, s.keys.Reconcile, s.keys.BulkReconcile, s.keys.Filter, s.keys.NextPage, s.keys.PrevPage}
+	return []key.Binding{combined("↑/↓", "move", s.keys.Up, s.keys.Down), s.keys.Open, s.keys.Reconcile, s.keys.BulkReconcile, s.keys.Filter, s.keys.ClearFilter, s.keys.NextPage, s.keys.PrevPage}
 }
 
 // FullHelp implements help.KeyMap.
 func (s *listScreen) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{s.keys.Up, s.keys.Down, s.keys.Top, s.keys.Bottom},
-		{s.keys.Open, s.keys.Reconcile, s.keys.BulkReconcile, s.keys.NextPage, s.keys.PrevPage, s.keys.Sort, s.keys.Filter},
+		{s.keys.Open, s.keys.Reconcile, s.keys.BulkReconcile, s.keys.NextPage, s.keys.PrevPage, s.keys.Sort, s.keys.Filter, s.keys.ClearFilter},
 	}
 }
 
@@ -458,6 +502,8 @@ func (s *listScreen) key(msg tea.KeyMsg) tea.Cmd {
 		return s.restart()
 	case key.Matches(msg, s.keys.Filter):
 		return s.openBar(s.filterText)
+	case key.Matches(msg, s.keys.ClearFilter):
+		return s.clearFilter()
 	}
 	return nil
 }
@@ -614,7 +660,7 @@ func (s *listScreen) hint(w int) string {
 	case s.drilled:
 		return s.st.Muted.Render(truncate(" filter "+termtext.Clean(s.filterText)+" · esc goes back · / edits it", w))
 	case s.filterText != "":
-		return s.st.Muted.Render(truncate(" filter "+termtext.Clean(s.filterText)+" · esc clears it · / edits it", w))
+		return s.st.Muted.Render(truncate(" filter "+termtext.Clean(s.filterText)+" · x clears it · / edits it", w))
 	}
 	return s.st.Muted.Render(truncate(" / filter, for example state:stuck tool:create-ticket age>10m", w))
 }
@@ -636,7 +682,7 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 		case len(s.pages) > 1:
 			msg = "  no more records on this page · p goes back"
 		case s.filterText != "":
-			msg = "  no operations match " + termtext.Clean(s.filterText) + " · esc clears the filter"
+			msg = "  no operations match " + termtext.Clean(s.filterText) + " · x clears the filter"
 		}
 		return []string{s.st.Muted.Render(truncate(msg, s.w))}
 	}

@@ -88,6 +88,11 @@ type Model struct {
 	connect *connectScreen
 	screens map[screenID]screen
 	stack   []screen
+	// hist is where the operator jumped away from, for esc and -.
+	hist history
+	// armed is the flow a first ctrl+c stopped: a second ctrl+c, or q,
+	// quits; any other key carries on.
+	armed interrupter
 }
 
 // New returns the console's model over src.
@@ -214,8 +219,9 @@ func (m *Model) resize(w, h int) tea.Cmd {
 	return nil
 }
 
-// handleKey: ctrl+c always quits; an open command line or filter bar takes
-// every other key; then the global keys; the rest goes to the screen.
+// handleKey: ctrl+c quits, but in a flow first stops it (onInterrupt); an
+// open command line or filter bar takes every other key; then the global
+// keys; the rest goes to the screen.
 func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 	m.note = ""
 	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste {
@@ -229,7 +235,15 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 		return tea.Batch(cmds...)
 	}
 	if key.Matches(msg, m.keys.ForceQuit) {
-		return tea.Quit
+		return m.onInterrupt()
+	}
+	if m.armed != nil {
+		armed := m.armed
+		m.armed = nil
+		if key.Matches(msg, m.keys.Quit) && !m.cmd.active && !m.active().capturing() {
+			m.armed = armed
+			return tea.Quit
+		}
 	}
 	if m.cmd.active {
 		out, cmd := m.cmd.update(msg)
@@ -265,6 +279,8 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, m.keys.Help):
 		m.showHelp = true
 		return nil
+	case key.Matches(msg, m.keys.Toggle):
+		return m.toggle()
 	case key.Matches(msg, m.keys.Command):
 		return m.cmd.open()
 	case key.Matches(msg, m.keys.Pause):
@@ -285,7 +301,7 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 func (m *Model) forward(s screen, msg tea.Msg) tea.Cmd {
 	_, cmd := s.Update(msg)
 	if n, ok := s.follow(); ok {
-		return tea.Batch(cmd, m.navigate(n))
+		return tea.Batch(cmd, m.open(n, false))
 	}
 	return cmd
 }
@@ -311,14 +327,19 @@ func (m *Model) command(out tea.Msg) tea.Cmd {
 			m.note = "not connected yet: the command runs once the database answers"
 			return nil
 		}
-		return m.navigate(out)
+		return m.open(out, true)
 	}
 	return nil
 }
 
 // navigate shows the screen a navigation message is for; the screen
 // says where on the stack it goes.
-func (m *Model) navigate(n navMsg) tea.Cmd {
+func (m *Model) navigate(n navMsg) tea.Cmd { return m.open(n, false) }
+
+// open shows the screen n is for. Where the operator was goes into the
+// history when they jump (a : command, jump) or the screen opens off the
+// stack rather than on top of it or back down it.
+func (m *Model) open(n navMsg, jump bool) tea.Cmd {
 	if !m.connected {
 		return nil
 	}
@@ -330,9 +351,15 @@ func (m *Model) navigate(n navMsg) tea.Cmd {
 	if !ok {
 		return nil
 	}
+	was := placeOf(m.stack)
 	stack, cmd, ok := s.open(n, opening{home: m.screens[screenOverview], stack: m.stack, perms: m.perms()})
 	if !ok {
 		return nil
+	}
+	back := len(stack) <= len(m.stack) && slices.Equal(m.stack[:len(stack)], stack)
+	if m.stack[0] != m.connect && (jump || !was.extends(stack) && !back) && !was.same(placeOf(stack)) {
+		was.landed = len(stack)
+		m.hist.push(was)
 	}
 	m.setStack(stack...)
 	return cmd
@@ -349,12 +376,51 @@ func (m *Model) setStack(stack ...screen) {
 	m.stack = append([]screen(nil), stack...)
 }
 
+// goBack leaves the active screen: from the screen the last jump landed
+// on, back to where the operator jumped from, as it was; from a screen
+// drilled into, down the stack to the one it was opened from; with no
+// history, to the overview. It never quits.
 func (m *Model) goBack() tea.Cmd {
+	_, inFlow := m.active().(flow)
+	if p, ok := m.hist.top(); ok && !inFlow && len(m.stack) <= p.landed {
+		m.hist.pop()
+		return m.restore(p)
+	}
 	if len(m.stack) <= 1 {
 		return nil
 	}
 	m.setStack(m.stack[:len(m.stack)-1]...)
 	return m.active().refresh()
+}
+
+// toggle swaps where the operator is with the place before it (k9s's -):
+// pressed again, it swaps back.
+func (m *Model) toggle() tea.Cmd {
+	p, ok := m.hist.pop()
+	if !ok {
+		m.note = "no previous screen yet: - switches between the last two screens"
+		return nil
+	}
+	here := placeOf(m.stack)
+	here.landed = len(p.stack)
+	m.hist.push(here)
+	return m.restore(p)
+}
+
+// restore shows a place again, each screen as it was marked, read afresh.
+func (m *Model) restore(p place) tea.Cmd {
+	m.showHelp = false
+	var cmds []tea.Cmd
+	for i, s := range p.stack {
+		if mk, ok := s.(marker); ok && p.marks[i] != nil {
+			cmds = append(cmds, mk.restore(p.marks[i]))
+		}
+	}
+	m.setStack(p.stack...)
+	if _, ok := m.active().(marker); !ok {
+		cmds = append(cmds, m.active().refresh())
+	}
+	return tea.Batch(cmds...)
 }
 
 // perms are what the console offers the role now.
@@ -585,7 +651,7 @@ func (m *Model) syncKeys() {
 		m.keys.Back.SetEnabled(true)
 		m.keys.Back.SetHelp("esc", "close help")
 	} else {
-		m.keys.Back.SetEnabled(!top)
+		m.keys.Back.SetEnabled(!top || !m.hist.empty())
 		m.keys.Back.SetHelp("esc", "back")
 	}
 	// q quits from the overview only, and does nothing on the screen
@@ -606,12 +672,20 @@ func (m *Model) syncKeys() {
 			m.keys.Quit.SetHelp("q", q)
 		}
 	}
+	if m.armed != nil {
+		m.keys.Quit.SetEnabled(true)
+		m.keys.Quit.SetHelp("q", "quit")
+	}
 	if m.refresh.paused {
 		m.keys.Pause.SetHelp("space", "resume")
 	} else {
 		m.keys.Pause.SetHelp("space", "pause")
 	}
 	m.keys.Command.SetEnabled(m.connected)
+	// - swaps screens, never out of a flow (a decision is left by its
+	// own keys).
+	_, inFlow := s.(flow)
+	m.keys.Toggle.SetEnabled(m.connected && !inFlow)
 	m.keys.Retry.SetEnabled(!m.connected && m.connect.err != nil)
 }
 
@@ -732,6 +806,8 @@ func (m *Model) messageLine() string {
 	switch {
 	case m.cmd.active:
 		return m.cmd.View(m.w)
+	case m.armed != nil:
+		return m.armedLine()
 	case m.unreachable:
 		text := "⚠ database unreachable since " + clock(m.downSince) + " UTC (last answer) · "
 		if m.refresh.paused {
@@ -779,7 +855,7 @@ func (m *Model) helpView() string {
 	s := m.active()
 	groups := append([][]key.Binding{}, s.FullHelp()...)
 	groups = append(groups,
-		[]key.Binding{m.keys.Back, m.keys.Command, m.keys.Help, m.keys.Quit, m.keys.ForceQuit, m.keys.Retry},
+		[]key.Binding{m.keys.Back, m.keys.Toggle, m.keys.Command, m.keys.Help, m.keys.Quit, m.keys.ForceQuit, m.keys.Retry},
 		[]key.Binding{m.keys.Pause, m.keys.Faster, m.keys.Slower},
 	)
 	hm := m.help

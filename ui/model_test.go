@@ -89,9 +89,9 @@ func TestRefreshSpeed(t *testing.T) {
 	h.keys("++++")
 	require.Equal(t, MinRefresh, h.m.refresh.every, "+ went below the minimum: %v", h.m.refresh.every)
 	require.Contains(t, h.view(), "⟳ 500ms", "+ went below the minimum: %v", h.m.refresh.every)
-	h.keys(strings.Repeat("-", 10))
-	require.Equal(t, MaxRefresh, h.m.refresh.every, "- went past the maximum: %v", h.m.refresh.every)
-	require.Contains(t, h.view(), "⟳ 1m", "- went past the maximum: %v", h.m.refresh.every)
+	h.keys(strings.Repeat("_", 10))
+	require.Equal(t, MaxRefresh, h.m.refresh.every, "_ went past the maximum: %v", h.m.refresh.every)
+	require.Contains(t, h.view(), "⟳ 1m", "_ went past the maximum: %v", h.m.refresh.every)
 }
 
 // TestStaleResultDropped: the answer to an older request arriving after a
@@ -211,11 +211,11 @@ func TestFilterErrorKeepsFilter(t *testing.T) {
 	h.keys("<esc>")
 	require.False(t, h.m.list().editing, "esc in the bar did not close it keeping the filter")
 	require.Equal(t, "tool:create-ticket", h.m.list().filterText, "esc in the bar did not close it keeping the filter")
+	h.keys("x")
+	require.Equal(t, "", h.m.list().filterText, "x did not clear the filter")
+	require.Equal(t, h.m.list(), h.m.active(), "x did not clear the filter")
 	h.keys("<esc>")
-	require.Equal(t, "", h.m.list().filterText, "esc did not clear the filter")
-	require.Equal(t, h.m.list(), h.m.active(), "esc did not clear the filter")
-	h.keys("<esc>")
-	require.Equal(t, h.m.overview(), h.m.active(), "esc without a filter did not go back")
+	require.Equal(t, h.m.overview(), h.m.active(), "esc did not go back")
 }
 
 // TestPaging: keyset pages forward and back; bindings that do not apply
@@ -414,6 +414,8 @@ func TestKeyLookup(t *testing.T) {
 	require.Contains(t, h.view(), "No attempt was ever recorded for this identity.", "no explanation:\n%s", h.view())
 	require.EqualValues(t, 2, len(h.m.stack), "a second lookup stacked another detail: %d screens", len(h.m.stack))
 	h.keys("q")
+	require.Contains(t, h.view(), "Operation 48213", "q did not go back to the record looked up first:\n%s", h.view())
+	h.keys("q")
 	require.Equal(t, h.m.overview(), h.m.active(), "q did not go back from the detail")
 	require.False(t, h.quit, "q did not go back from the detail")
 	h.keys("q")
@@ -476,7 +478,7 @@ func TestFlow(t *testing.T) {
 	wait("Operation 48213")
 	wait("lease expired without a completion")
 	tm.Send(tea.KeyMsg{Type: tea.KeyEsc})
-	wait("esc clears it")
+	wait("x clears it")
 	tm.Type("q") // back to the overview
 	tm.Type("q") // and quit
 	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)

@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -83,6 +84,10 @@ type Config struct {
 	// revealed values sealed under one of its key ids, here in the
 	// console; the others are shown as stored, with their key id.
 	RevealKeys opsmodel.Keyring
+	// Report is where Run writes, once the terminal is restored, what the
+	// operator quit in the middle of: a bulk run's decisions and batch, a
+	// decision that had not answered (nil: standard error).
+	Report io.Writer
 }
 
 // writable tells whether the console may offer writes at all (the role's

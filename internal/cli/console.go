@@ -62,6 +62,7 @@ func runConsole(cmd *cobra.Command, g *globalFlags, goTo string) error {
 	}
 	opts.Goto = goTo
 	opts.Verifier = consoleVerifier{pool: pool}
+	opts.Report = cmd.ErrOrStderr() // what a run left half-done, after the console
 	return ui.Run(ctx, view, opts)
 }
 

@@ -248,6 +248,7 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 			return err
 		}
 		defer pool.Close()
+		opts.Report = stderr // what a run left half-done, after the console
 		err = ui.Run(ctx, view, opts)
 		if err != nil {
 			return err
