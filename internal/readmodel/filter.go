@@ -247,6 +247,19 @@ func (t term) ids(values []string, what string) ([]int64, error) {
 	return out, nil
 }
 
+// durationText writes a duration as the filter language takes it, without
+// Go's trailing zero units: 24h, not 24h0m0s.
+func durationText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
 // String writes the filter back in the language (canonical order).
 func (f Filter) String() string {
 	var terms []string
@@ -278,16 +291,16 @@ func (f Filter) String() string {
 	}
 	add("id", ids)
 	if f.MinAge > 0 {
-		terms = append(terms, "age>"+f.MinAge.String())
+		terms = append(terms, "age>"+durationText(f.MinAge))
 	}
 	if f.MaxAge > 0 {
-		terms = append(terms, "age<"+f.MaxAge.String())
+		terms = append(terms, "age<"+durationText(f.MaxAge))
 	}
 	if f.ExpiresWithin > 0 {
-		terms = append(terms, "expires<"+f.ExpiresWithin.String())
+		terms = append(terms, "expires<"+durationText(f.ExpiresWithin))
 	}
 	if f.ExpiresAfter > 0 {
-		terms = append(terms, "expires>"+f.ExpiresAfter.String())
+		terms = append(terms, "expires>"+durationText(f.ExpiresAfter))
 	}
 	return strings.Join(terms, " ")
 }

@@ -40,6 +40,17 @@ func TestParseFilter(t *testing.T) {
 		require.Equal(t, got, again, got.String())
 	}
 
+	// Written back as an operator would write it (the expiring tile opens
+	// expires<24h, not expires<24h0m0s), and parsed back the same.
+	for d, want := range map[time.Duration]string{24 * time.Hour: "24h", 90 * time.Minute: "1h30m", 10 * time.Minute: "10m",
+		10 * time.Second: "10s", 90 * time.Second: "1m30s", 168 * time.Hour: "168h", 1500 * time.Millisecond: "1.5s"} {
+		f := Filter{ExpiresWithin: d}
+		require.Equal(t, "expires<"+want, f.String())
+		again, err := ParseFilter(f.String())
+		require.NoError(t, err)
+		require.Equal(t, f, again)
+	}
+
 	bad := map[string]string{
 		"stuck":                 "write field:value",
 		"state:stuk":            `unknown state "stuk"`,
