@@ -101,6 +101,12 @@ func TestDecideViews(t *testing.T) {
 		}},
 		// From the stuck list, r decides on the selected row.
 		{"list-reconcile", func(h *harness, _ *fakeDecider) { h.keys(":stuck<enter>jr") }},
+		// While the row's record is read: the title names the operation
+		// only (no empty identity).
+		{"list-reconcile-loading", func(h *harness, _ *fakeDecider) {
+			h.keys(":stuck<enter>j")
+			h.m.Update(runeKey("r")) // the read's command is never run
+		}},
 		{"ack-reason", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "a") }},
 		{"ack-confirm", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "acaller reused keys; fixed in v2.3<enter>") }},
 		{"ack-result", func(h *harness, _ *fakeDecider) { h.keys(openEmail + "acaller reused keys; fixed in v2.3<enter>y") }},

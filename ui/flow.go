@@ -805,6 +805,10 @@ func (m *stepMachine) scroll(f flow, dir int) {
 // start, "Reconcile operation "), the record's id and identity.
 func (m *stepMachine) recordTitle(what string) string {
 	head := what + strconv.FormatInt(m.rec.ID, 10)
+	if m.rec.Tenant == "" && m.rec.Tool == "" && m.rec.Key == "" {
+		// Not read yet: no identity to show, rather than "  /  /".
+		return " " + m.st.Title.Render(head)
+	}
 	ident := termtext.Clean(m.rec.Tenant) + " / " + termtext.Clean(m.rec.Tool) + " / " + termtext.Clean(m.rec.Key)
 	return " " + m.st.Title.Render(head) + "  " + truncate(ident, max(1, m.w-width(head)-4))
 }
