@@ -32,7 +32,18 @@ type command struct {
 
 // quitCommand leaves the console; it is the root's, not a screen's.
 var quitCommand = command{names: []string{"quit", "q", "exit"}, usage: ":quit", help: "leave the console",
-	try: "quit", suggest: "quit", parse: func(string) (tea.Msg, error) { return tea.QuitMsg{}, nil }}
+	try: "quit", suggest: "quit", parse: noArgs("quit", tea.QuitMsg{})}
+
+// noArgs is the parse of a command that takes no arguments: it leads to
+// msg, and refuses arguments rather than ignoring them.
+func noArgs(name string, msg tea.Msg) func(rest string) (tea.Msg, error) {
+	return func(rest string) (tea.Msg, error) {
+		if strings.TrimSpace(rest) != "" {
+			return nil, fmt.Errorf(":%s takes no arguments, not %q: write :%s", name, termtext.Clean(truncate(strings.TrimSpace(rest), 40)), name)
+		}
+		return msg, nil
+	}
+}
 
 // commands lists every command of the : line, in the order help shows
 // them.

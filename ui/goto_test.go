@@ -169,6 +169,7 @@ func TestCheckCommand(t *testing.T) {
 		"quit":                                  "quit",
 		"stuck\ttool:x\n":                       "operations list: state:stuck tool:x",
 		"stuck\u3000tool:x":                     "operations list: state:stuck tool:x",
+		"stuck state:stuck tool:x":              "operations list: state:stuck tool:x",
 	} {
 		got, err := CheckCommand(line)
 		require.NoError(t, err, "%q", line)
@@ -189,6 +190,15 @@ func TestCheckCommand(t *testing.T) {
 		"stuck tool:\"unterminated":         "unterminated quote",
 		"key acme/tool":                     "write :key TENANT/TOOL/KEY",
 		"audit outcome:maybe":               `unknown outcome "maybe"`,
+		// Never rewritten or ignored without a word.
+		"stuck state:completed":                 ":stuck lists stuck records only: drop the state: term, or write :ops state:completed",
+		"stuck state:stuck,pending":             ":stuck lists stuck records only",
+		"retention foo":                         `:retention takes no arguments, not "foo": write :retention`,
+		"review tool:x":                         ":retention takes no arguments",
+		"verify now":                            ":verify takes no arguments",
+		"overview ‮":                            ":overview takes no arguments",
+		"quit please":                           ":quit takes no arguments",
+		"retention " + strings.Repeat("y", 900): ":retention takes no arguments",
 	} {
 		_, err := CheckCommand(line)
 		require.Error(t, err, "%.40q", line)

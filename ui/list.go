@@ -2,6 +2,7 @@ package ui
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,6 +63,10 @@ var listKind = screenKind{
 				f, err := readmodel.ParseFilter(rest)
 				if err != nil {
 					return nil, err
+				}
+				if len(f.States) > 0 && !slices.Equal(f.States, []readmodel.State{readmodel.StateStuck}) {
+					// Never rewritten without a word into state:stuck.
+					return nil, fmt.Errorf(":stuck lists stuck records only: drop the state: term, or write :ops %s", termtext.Clean(f.String()))
 				}
 				f.States = []readmodel.State{readmodel.StateStuck}
 				return listOf(f, readmodel.SortLease), nil

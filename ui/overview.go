@@ -62,7 +62,7 @@ var overviewKind = screenKind{
 	id:    screenOverview,
 	build: func(d deps, _ Config) screen { return newOverview(d) },
 	commands: []command{{names: []string{"overview", "home", "top"}, usage: ":overview", help: "the first screen",
-		try: "overview", suggest: "overview", parse: func(string) (tea.Msg, error) { return overviewNav{}, nil }}},
+		try: "overview", suggest: "overview", parse: noArgs("overview", overviewNav{})}},
 }
 
 // overviewNav opens the overview.

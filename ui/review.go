@@ -28,7 +28,7 @@ var reviewKind = screenKind{
 	id:    screenReview,
 	build: func(d deps, o Config) screen { return newReview(d, o.Catalog) },
 	commands: []command{{names: []string{"retention", "review"}, usage: ":retention", help: "the retention review of every tool",
-		try: "retention", suggest: "retention", parse: func(string) (tea.Msg, error) { return reviewNav{}, nil }}},
+		try: "retention", suggest: "retention", parse: noArgs("retention", reviewNav{})}},
 }
 
 // reviewScreen is the retention review: each tool's policy, what expires

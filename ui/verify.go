@@ -38,7 +38,7 @@ var verifyKind = screenKind{
 	build: func(d deps, o Config) screen { return newVerify(d, o.Verifier) },
 	commands: []command{{names: []string{"verify"}, usage: ":verify",
 		help: "verify every audit chain you may see, as opsdesk audit verify does", try: "verify", suggest: "verify",
-		parse: func(string) (tea.Msg, error) { return verifyNav{}, nil }}},
+		parse: noArgs("verify", verifyNav{})}},
 }
 
 // Verification messages, numbered by run: a stopped run's are dropped.
