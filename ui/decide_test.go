@@ -85,6 +85,10 @@ func TestDecideViews(t *testing.T) {
 		{"result", func(h *harness, _ *fakeDecider) {
 			h.keys(openDeploy + "r<enter>deployment DEP-4711 is live<enter>y")
 		}},
+		// The confirmation says until when the record is out of the queue.
+		{"confirm-defer", func(h *harness, _ *fakeDecider) {
+			h.keys(openDeploy + "r4<enter><enter>the provider answers in the morning<enter>")
+		}},
 		{"result-deferred", func(h *harness, _ *fakeDecider) {
 			h.keys(openDeploy + "r4<enter><enter>the provider answers in the morning<enter>y")
 		}},

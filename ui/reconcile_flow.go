@@ -675,7 +675,8 @@ func (s *reconcileFlow) next() (change, retries string) {
 		case normalEffect(s.rec.Effect) == opsmodel.EffectIdempotentProvider:
 			meanwhile = "Meanwhile the next retry with the same key may take it over: the provider deduplicates by key."
 		}
-		return "nothing changes: the record stays " + from,
+		return "stays " + from + ", " + stateText(readmodel.StateDeferred) + " until " + stamp(until, s.rec.DBTime) +
+				" UTC (" + Relative(s.snoozeD) + "): out of the queue until then",
 			"Nothing changes; a reminder until " + stamp(until, s.rec.DBTime) + " UTC (" + Relative(s.snoozeD) + "). " + meanwhile
 	}
 	if !k.Changes() {
