@@ -84,8 +84,10 @@ type purgeScreen struct {
 	step   purgeStep
 	dry    purgereport.DryRun
 	reason textinput.Model
-	// inputErr says why the reason was not taken.
+	// inputErr says why the reason was not taken; declined, that the
+	// confirmation was answered No (the reason is kept).
 	inputErr string
+	declined bool
 	cancel   context.CancelFunc
 	stopping bool
 	progress purgereport.Progress
@@ -243,7 +245,7 @@ func (s *purgeScreen) key(msg tea.KeyMsg) tea.Cmd {
 				s.inputErr = "a reason is required: it goes into the audit trail"
 				return nil
 			}
-			s.inputErr = ""
+			s.inputErr, s.declined = "", false
 			s.reason.Blur()
 			s.step = purgeConfirm
 			return nil
@@ -256,8 +258,11 @@ func (s *purgeScreen) key(msg tea.KeyMsg) tea.Cmd {
 		case key.Matches(msg, s.keys.Yes):
 			return s.run()
 		case key.Matches(msg, s.keys.No), msg.Type == tea.KeyEnter:
-			// enter is No: the confirmation defaults to it.
-			s.goTo(navBack{})
+			// enter is No: the confirmation defaults to it. Back to the
+			// reason, kept, with a word that nothing was purged.
+			s.step, s.declined = purgeReason, true
+			s.updateKeys()
+			return s.reason.Focus()
 		}
 	case purgeRunning:
 		if key.Matches(msg, s.keys.Cancel) {
@@ -295,7 +300,7 @@ func wait(ch <-chan tea.Msg) tea.Cmd {
 func (s *purgeScreen) View() string {
 	w := max(1, s.w)
 	t := s.tool
-	lines := []string{s.st.Title.Render(truncate(" Purge expired records of "+termtext.Clean(t.Tool), w)), ""}
+	lines := []string{s.st.Title.Render(truncate(" Purge expired records of "+termtext.Clean(t.Tool), w)), s.stepLine(w), ""}
 	add := func(text string) {
 		for _, l := range wrap(text, w-3) {
 			lines = append(lines, "   "+l)
@@ -319,8 +324,14 @@ func (s *purgeScreen) View() string {
 		if s.step == purgeReason {
 			add("Reason (required, kept in the audit trail):")
 			lines = append(lines, "   "+s.reason.View())
-			if s.inputErr != "" {
+			switch {
+			case s.inputErr != "":
 				lines = append(lines, "   "+s.st.Error.Render(truncate("✗ "+s.inputErr, w-3)))
+			case s.declined:
+				lines = append(lines, "")
+				for _, l := range wrap("Not purged: you answered no, and nothing was deleted. enter asks again; esc returns to the review.", w-3) {
+					lines = append(lines, "   "+s.st.Muted.Render(l))
+				}
 			}
 			break
 		}
@@ -357,6 +368,26 @@ func (s *purgeScreen) View() string {
 		add("esc returns to the retention review")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// purgeSteps name the purge's steps for its step line, by purgeStep.
+var purgeSteps = []string{"count", "reason", "confirm", "purge", "done"}
+
+// stepLine names the purge's steps, the current one marked, as the
+// flows' step line does.
+func (s *purgeScreen) stepLine(w int) string {
+	parts := make([]string, len(purgeSteps))
+	for i, name := range purgeSteps {
+		parts[i] = name
+		if purgeStep(i) == s.step {
+			parts[i] = s.st.Bold.Render("[" + name + "]")
+		}
+	}
+	line := " " + strings.Join(parts, " › ") + fmt.Sprintf("   step %d of %d", int(s.step)+1, len(purgeSteps))
+	if width(line) > w {
+		line = fmt.Sprintf(" step %d of %d: %s", int(s.step)+1, len(purgeSteps), purgeSteps[s.step])
+	}
+	return s.st.Muted.Render(truncate(line, w))
 }
 
 // lateRetry says what a retry of a purged identity gets, by the policy.

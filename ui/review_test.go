@@ -135,6 +135,7 @@ func TestReviewViews(t *testing.T) {
 		{"purge-reason", func(h *harness) { h.keys(":retention<enter>jp") }},
 		{"purge-confirm", func(h *harness) { h.keys(":retention<enter>jpend of quarter<enter>") }},
 		{"purge-done", func(h *harness) { h.keys(":retention<enter>jpend of quarter<enter>y") }},
+		{"purge-declined", func(h *harness) { h.keys(":retention<enter>jpend of quarter<enter>n") }},
 		{"review-unfinished-purge", func(h *harness) {
 			h.src.mu.Lock()
 			h.src.unfinished = fakeUnfinished(1)
@@ -171,13 +172,21 @@ func TestPurgeFlow(t *testing.T) {
 	h.keys("end of quarter<enter><enter>") // enter at the confirmation is No
 	tools, _ := p.asked()
 	require.Empty(t, tools, "enter is No")
-	require.Contains(t, h.view(), "Retention review")
-
-	h.keys("pend of quarter<enter>n")
+	// No says so, and keeps the reason typed.
+	require.Contains(t, h.view(), "Not purged: you answered no, and nothing was deleted")
+	require.Contains(t, h.view(), "> end of quarter")
+	require.Contains(t, h.view(), "[reason]")
+	h.keys("<enter>n")
 	tools, _ = p.asked()
 	require.Empty(t, tools)
+	require.Contains(t, h.view(), "Not purged")
+	h.keys("<esc>")
+	require.Contains(t, h.view(), "Retention review")
 
-	h.keys("pend of quarter<enter>y")
+	h.keys("pend of quarter<enter>")
+	require.NotContains(t, h.view(), "Not purged", "a new purge starts without the last one's answer")
+	require.Contains(t, h.view(), "[confirm]")
+	h.keys("y")
 	tools, reasons := p.asked()
 	require.Equal(t, []string{"create-ticket"}, tools)
 	require.Equal(t, []string{"end of quarter"}, reasons)
