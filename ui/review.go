@@ -248,6 +248,12 @@ func (s *reviewScreen) View() string {
 	foot := s.footnote(w)
 	rows := max(1, s.h-len(lines)-1-len(pane)-1-len(foot)-1)
 	s.top = min(max(s.top, s.sel-rows+1), s.sel)
+	if shown := min(rows, len(r.Tools)-s.top); shown < len(r.Tools) {
+		// Not every tool fits: say which are shown, as the lists do, so
+		// that a short terminal does not hide the others without a word.
+		title += fmt.Sprintf(" · showing %d–%d, ↑/↓ for the others", s.top+1, s.top+shown)
+		lines[0] = s.st.Title.Render(truncate(title, w))
+	}
 	lines = append(lines, s.table(w, rows)...)
 	lines = append(lines, "")
 	lines = append(lines, pane...)

@@ -261,3 +261,18 @@ func TestPurgeCountFails(t *testing.T) {
 	tools, _ := p.asked()
 	require.Empty(t, tools)
 }
+
+// On a short terminal the review says which tools it shows, and moving
+// down brings the others in (issue 22: at 60x20 it showed 1 of 5 without
+// a word).
+func TestReviewSaysWhichToolsItShows(t *testing.T) {
+	t.Parallel()
+	h := newPurgeHarness(t, &fakePurger{count: 2500}, true, 60, 20)
+	h.keys(":retention<enter>")
+	view := h.view()
+	require.Contains(t, view, "showing 1–")
+	require.NotContains(t, newPurgeHarness(t, &fakePurger{count: 2500}, true, 200, 60).keys(":retention<enter>").view(), "showing",
+		"every tool fits")
+	h.keys("jjj")
+	require.NotContains(t, h.view(), "showing 1–", "the window moved with the selection")
+}
