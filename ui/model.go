@@ -737,12 +737,18 @@ func (m *Model) tooSmallView() string {
 		"need " + strconv.Itoa(minWidth) + "x" + strconv.Itoa(minHeight) + ", have " + strconv.Itoa(m.w) + "x" + strconv.Itoa(m.h),
 		"widen the terminal to go on · ctrl+c quits",
 	}
+	// Wrapped, not cut: the notice is read on the narrowest terminals.
+	var wrapped []string
+	for _, l := range lines {
+		wrapped = append(wrapped, wrap(l, max(1, m.w))...)
+	}
+	wrapped = wrapped[:min(len(wrapped), max(1, m.h))]
 	var out []string
-	top := max(0, (m.h-len(lines))/2)
+	top := max(0, (m.h-len(wrapped))/2)
 	for range top {
 		out = append(out, "")
 	}
-	for _, l := range lines {
+	for _, l := range wrapped {
 		l = truncate(l, m.w)
 		out = append(out, strings.Repeat(" ", max(0, (m.w-width(l))/2))+l)
 	}

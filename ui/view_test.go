@@ -143,6 +143,15 @@ func TestTooSmall(t *testing.T) {
 			require.True(t, h.quit, "ctrl+c does not quit from the notice")
 		})
 	}
+	// The notice wraps rather than cuts its lines, and stays in the frame
+	// however small the terminal.
+	for _, sz := range []struct{ w, h int }{{20, 8}, {12, 3}, {1, 1}} {
+		view := newHarness(t, newFakeSource(), sz.w, sz.h).view()
+		checkFrame(t, view, sz.w, sz.h)
+		if sz.w >= 20 {
+			require.Contains(t, strings.ReplaceAll(view, "\n", " "), "quits", "the notice is cut:\n%s", view)
+		}
+	}
 	t.Run("60x20", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, newFakeSource(), 60, 20).keys(":ops<enter>")
