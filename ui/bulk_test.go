@@ -120,9 +120,17 @@ func TestBulkOffered(t *testing.T) {
 // CheckFilter's reason on the screen, and esc goes back to the list.
 func TestBulkRefusedFilter(t *testing.T) {
 	t.Parallel()
+	// R is offered only on a list of stuck records (issue 22: a key only
+	// where it can act); elsewhere it does nothing.
+	for _, keys := range []string{":ops<enter>", ":ops tool:charge-card<enter>", ":conflicts<enter>", ":ops state:completed<enter>"} {
+		h, b := newBulkHarness(t, true, 120, 40)
+		h.keys(keys)
+		require.NotContains(t, flat(h.view()), "R reconcile", "%s offers R", keys)
+		h.keys("R")
+		require.Equal(t, screenList, h.m.active().id(), "%s: R opened a flow", keys)
+		require.Empty(t, b.accepted)
+	}
 	for _, c := range []struct{ keys, want string }{
-		{":ops<enter>", "the filter is empty"},
-		{":ops tool:charge-card<enter>", `"tool:charge-card" selects more than stuck records`},
 		{":stuck<enter>", "name the tool whose provider to ask"},
 		{":stuck tool:create-ticket<enter>", `the catalog has no outcome lookup for tool "create-ticket"`},
 	} {

@@ -380,7 +380,11 @@ func (s *listScreen) updateKeys() {
 	s.keys.Sort.SetHelp("s", "sort by "+sortName(nextSort(s.sort)).short())
 	r, ok := s.selected()
 	s.keys.Reconcile.SetEnabled(s.writes && ok && r.Pending())
-	s.keys.BulkReconcile.SetEnabled(s.writes && s.bulk)
+	// R only where it can act, as r: on a list of stuck records that
+	// shows some (without a tool it says to name one); never on the
+	// conflicts, completed or empty lists, where it could only refuse.
+	stuckOnly := slices.Equal(s.filter.States, []readmodel.State{readmodel.StateStuck}) && !s.filter.Conflicted
+	s.keys.BulkReconcile.SetEnabled(s.writes && s.bulk && stuckOnly && s.visibleRows() > 0)
 	s.keys.ClearFilter.SetEnabled(s.filterText != "")
 }
 
