@@ -418,6 +418,13 @@ const (
 	auditColReason
 )
 
+// auditColumns is the trail's table, in display order. Room short, the
+// columns go as the operations list's do, by what an operator needs
+// least: first a column that says the same on every row (one role, one
+// tool: the pane says it), then the role (the pane names the selected
+// record's), the tool, for the key and the reason to read comfortably;
+// the reason and then the key only when even their minimums do not fit.
+// The time, the chain, the action and the outcome never go.
 var auditColumns = []auditColumn{
 	auditColTime: {title: "TIME", cell: func(r readmodel.AuditRow) string { return auditTime(r.At, r.DBTime) }},
 	auditColChain: {title: "CHAIN#SEQ", max: 24, cell: func(r readmodel.AuditRow) string {
@@ -426,7 +433,7 @@ var auditColumns = []auditColumn{
 		}
 		return auditRef{r.Tenant, r.Seq}.String()
 	}},
-	auditColRole: {title: "ROLE", drop: 4, max: 32, cell: func(r readmodel.AuditRow) string {
+	auditColRole: {title: "ROLE", drop: 1, max: 32, cell: func(r readmodel.AuditRow) string {
 		if r.DisplayName != "" {
 			return termtext.Clean(r.Role) + " (" + termtext.Clean(r.DisplayName) + ")"
 		}
@@ -434,11 +441,16 @@ var auditColumns = []auditColumn{
 	}, short: func(r readmodel.AuditRow) string { return termtext.Clean(r.Role) }},
 	auditColAction:  {title: "ACTION", max: 22, cell: func(r readmodel.AuditRow) string { return termtext.Clean(r.Action) }},
 	auditColOutcome: {title: "OUTCOME", cell: func(r readmodel.AuditRow) string { return OutcomeText(r.Outcome) }},
-	auditColTool:    {title: "TOOL", drop: 1, max: 18, cell: func(r readmodel.AuditRow) string { return orDash(termtext.Clean(r.Tool)) }},
-	auditColOp: {title: "KEY #OP", drop: 3, flex: 1, min: 10, comfort: 24, max: 40,
+	auditColTool:    {title: "TOOL", drop: 2, max: 18, cell: func(r readmodel.AuditRow) string { return orDash(termtext.Clean(r.Tool)) }},
+	auditColOp: {title: "KEY #OP", drop: 4, flex: 1, min: 10, comfort: 24, max: 40,
 		cell: operationText},
-	auditColReason: {title: "REASON", drop: 2, flex: 2, min: 12, comfort: 16, cell: func(r readmodel.AuditRow) string { return orDash(termtext.Clean(r.Reason)) }},
+	auditColReason: {title: "REASON", drop: 3, flex: 2, min: 12, comfort: 16, cell: func(r readmodel.AuditRow) string { return orDash(termtext.Clean(r.Reason)) }},
 }
+
+// auditDropForComfort is the last drop rank given up for the key and
+// the reason to read comfortably (the role and the tool); the reason and
+// the key go only when their minimums do not fit.
+const auditDropForComfort = 2
 
 // auditLayout is the table's shape for a page at a width: which columns
 // show, how wide, and whether the role column is short.
@@ -486,27 +498,50 @@ func layoutAudit(rows []readmodel.AuditRow, w int) auditLayout {
 		}
 		return total - colGap
 	}
-	ranks := make([]int, n)
+	// uniform columns say the same on every row of the page.
+	uniform := make([]bool, n)
 	for c, col := range auditColumns {
-		ranks[c] = col.drop
+		uniform[c] = col.drop > 0 && len(rows) > 1
+		for _, r := range rows[min(1, len(rows)):] {
+			if col.cell(r) != col.cell(rows[0]) {
+				uniform[c] = false
+				break
+			}
+		}
 	}
-	// drop gives up columns by rank until the table fits.
-	drop := func(ws []int, comfort bool) ([]bool, bool) {
-		return dropByRank(ranks, func(shown []bool) bool { return need(ws, shown, comfort) <= w })
+	// drop gives up the uniform columns, then columns by rank: up to
+	// auditDropForComfort until the table fits with the key and the
+	// reason comfortable, the rest until it fits at all.
+	drop := func(ws []int) []bool {
+		shown := allShown(n)
+		if need(ws, shown, true) <= w {
+			return shown
+		}
+		for c := range shown {
+			if uniform[c] {
+				shown[c] = false
+			}
+		}
+		for rank := 1; rank <= n; rank++ {
+			if need(ws, shown, rank <= auditDropForComfort) <= w {
+				break
+			}
+			for c, col := range auditColumns {
+				if col.drop == rank {
+					shown[c] = false
+				}
+			}
+		}
+		return shown
 	}
 	ws := natural(false)
 	short := false
-	// The claimed names give way first, then the columns by rank: first
-	// for the key and the reason to read comfortably, then for the rest
-	// to fit at all.
+	// The claimed names give way first, then the columns.
 	if need(ws, allShown(n), true) > w {
 		short = true
 		ws = natural(true)
 	}
-	shown, ok := drop(ws, true)
-	if !ok {
-		shown, _ = drop(ws, false)
-	}
+	shown := drop(ws)
 	// Fixed columns at their width, flex columns at their minimum; the
 	// rest goes to the flex columns.
 	out := make([]int, n)

@@ -117,6 +117,10 @@ type bulkFlow struct {
 
 	// Lookups.
 	plan *bulk.Plan
+	// keyCut is how the plan's keys are cut (keyCutOf: the plan it
+	// measured).
+	keyCut   keyFit
+	keyCutOf *bulk.Plan
 	// listedAt is the database time of the run's listing: what the status
 	// bar shows while the flow is open, since every record, version and
 	// count on it is as of then (the list's last poll may be older).
@@ -826,11 +830,29 @@ func sampleNote(item bulk.Item) string {
 	return item.Note
 }
 
+// keyFit is how the keys of the plan's records are cut: what they share
+// gives way before what tells them apart. The plan's records are every
+// record a sample or a result shows.
+func (s *bulkFlow) keyFit() keyFit {
+	if s.plan != s.keyCutOf {
+		var keys []string
+		if s.plan != nil {
+			for _, g := range s.plan.Groups {
+				for _, it := range g.Items {
+					keys = append(keys, termtext.Clean(it.Key))
+				}
+			}
+		}
+		s.keyCut, s.keyCutOf = newKeyFit(keys), s.plan
+	}
+	return s.keyCut
+}
+
 // itemLine is one record: id, tenant, key and a note, cut to the width.
 func (s *bulkFlow) itemLine(item bulk.Item, note string) string {
 	kw := min(24, max(12, s.w/5))
 	line := "    " + padLeft(strconv.FormatInt(item.ID, 10), 7) + "  " + pad(truncate(termtext.Clean(item.Tenant), 10), 10) + "  " +
-		truncateMiddle(termtext.Clean(item.Key), kw)
+		s.keyFit().fit(termtext.Clean(item.Key), kw)
 	if note != "" {
 		line = pad(line, 4+7+2+10+2+kw) + "  " + termtext.Clean(note)
 	}
