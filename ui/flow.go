@@ -78,6 +78,11 @@ type (
 	spinMsg struct{}
 )
 
+// A flow's read or write that succeeded is a database answer (dbAnswer).
+func (m applyMsg) dbOK() bool   { return m.err == nil }
+func (m refetchMsg) dbOK() bool { return m.err == nil }
+func (m loadMsg) dbOK() bool    { return m.err == nil }
+
 // spinFrames animate what is waiting on the database or the provider.
 var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
