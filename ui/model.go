@@ -497,36 +497,37 @@ func (m *Model) deliver(r result) tea.Cmd {
 	return cmd
 }
 
-// dbAnswer is a flow's message that carries a database answer (a
-// record read, a write's answer): one that succeeded says the database
-// is back as a poll's answer does.
-type dbAnswer interface{ dbOK() bool }
-
-// answered clears the unreachable banner and the last error the moment a
-// flow's query succeeds (a flow does not poll), and has the flow find out
-// what it could not tell while the database was away.
+// answered keeps the status from a flow's query as deliver does from a
+// poll's (a flow does not poll): one that succeeds clears the unreachable
+// banner and the last error at once, and one the database did not answer
+// is probed, so that the banner says so and clears when it answers again.
 func (m *Model) answered(msg tea.Msg) tea.Cmd {
-	if a, ok := msg.(dbAnswer); !ok || !a.dbOK() {
+	a, ok := msg.(dbAnswer)
+	if !ok {
 		return nil
+	}
+	if err := a.dbErr(); err != nil {
+		m.lastErr = err
+		return m.probe()
 	}
 	return m.reachable()
 }
 
+// dbAnswer is a flow's message that carries a database answer (a record
+// read, a write's answer): dbErr is nil when the database answered.
+type dbAnswer interface{ dbErr() error }
+
 // reachable is the database answering again: the banner and the last
-// error go, and a flow waiting on the database to find something out
-// asks again.
+// error go, and a flow waiting on the database to find something out (was
+// a write it did not answer applied?) asks again.
 func (m *Model) reachable() tea.Cmd {
 	was := m.unreachable || m.lastErr != nil
 	m.unreachable, m.lastErr = false, nil
-	if r, ok := m.active().(rechecker); ok && was {
-		return r.recheck()
+	if was && m.inFlow() {
+		return m.forward(m.active(), dbBackMsg{})
 	}
 	return nil
 }
-
-// rechecker is a flow that waits for the database to find something out
-// (whether a decision it did not hear back about was applied).
-type rechecker interface{ recheck() tea.Cmd }
 
 // inFlow tells whether the active screen is a flow, which does not poll.
 func (m *Model) inFlow() bool {
