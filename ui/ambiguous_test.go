@@ -103,3 +103,27 @@ func TestAmbiguousFindsOut(t *testing.T) {
 	h.keys("<enter>")
 	require.Equal(t, screenDetail, h.m.active().id())
 }
+
+// TestAmbiguousInterrupt: ctrl+c on the result of a decision the
+// database did not answer says what the record read again told, and a
+// quit before it could be read leaves the terminal a word on it.
+func TestAmbiguousInterrupt(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	dec := newFakeDecider(src)
+	dec.lostApplied = errStalled
+	h := newDecideHarness(t, src, dec, Config{}, 120, 40)
+	h.keys(decideDeploy + "<ctrl+c>")
+	require.Contains(t, flat(h.view()), "operation 48207: no answer, then read again: applied, audit record globex#42", "%s", h.view())
+	require.Empty(t, h.m.exitReport(0), "a decision found applied left a word at exit")
+
+	src = newFakeSource()
+	dec = newFakeDecider(src)
+	dec.lost = errStalled
+	h = newDecideHarness(t, src, dec, Config{}, 120, 40)
+	h.keys(openDeploy + "r<enter>deployment DEP-4711 is live<enter>")
+	src.setDown(true)
+	h.keys("y<ctrl+c>")
+	require.Contains(t, flat(h.view()), "not read again yet: it may or may not have been applied", "%s", h.view())
+	require.Contains(t, h.m.exitReport(0), "it may or may not have been applied; opsdesk ops show 48207 says which")
+}

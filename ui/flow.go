@@ -1048,6 +1048,22 @@ func (m *stepMachine) checkLines() []string {
 	return out
 }
 
+// verdict says in a few words what the record read again tells of a
+// decision the database did not answer; "" while it cannot tell.
+func (m *stepMachine) verdict() string {
+	if !m.ambiguous() || m.checked == nil {
+		return ""
+	}
+	now := *m.checked
+	if dec, ok := m.sentDecision(now); ok {
+		return "applied, audit record " + termtext.Clean(now.Tenant) + "#" + strconv.FormatInt(dec.AuditSeq, 10)
+	}
+	if now.Version == m.rec.Version {
+		return "not applied, the record is as you saw it"
+	}
+	return "not applied, the record changed since you looked"
+}
+
 // sentDecision is the decision the write carried, as the record read
 // again has it: one the operator had not seen, with the reason sent.
 func (m *stepMachine) sentDecision(now readmodel.Detail) (readmodel.Decision, bool) {
