@@ -262,7 +262,7 @@ func TestBulkStatusBarTime(t *testing.T) {
 	h.src.mu.Unlock()
 	h.keys("R")
 	require.Equal(t, stepPlan, h.m.bulk().step, "no plan:\n%s", h.view())
-	require.Contains(t, h.view(), "db 03:13:46 UTC", "the status bar does not show the listing's time:\n%s", h.view())
+	require.Contains(t, h.view(), "as of 03:13:46 UTC · ⟳ paused in this flow", "the status bar does not show the listing's time:\n%s", h.view())
 }
 
 func TestBulkEscape(t *testing.T) {

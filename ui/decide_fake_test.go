@@ -48,6 +48,9 @@ type fakeDecider struct {
 	// lost, when set, is the error every decision and reveal gets after
 	// its call is counted: the database did not answer.
 	lost error
+	// lostApplied, when set, is the error a decision gets after it was
+	// applied: it committed, but its answer never arrived.
+	lostApplied error
 }
 
 func newFakeDecider(src *fakeSource) *fakeDecider {
@@ -207,6 +210,9 @@ func (f *fakeDecider) Decide(_ context.Context, _ string, p reconcile.DecidePara
 		AuditSeq: res.Seq, At: dbNow, Role: "alice", DisplayName: "Alice Example", Action: "decide:" + string(p.Decision),
 		Reason: p.Reason, Forced: p.Force, Override: p.Override, ResultRef: p.ResultRef, SnoozeUntil: p.SnoozeUntil,
 	})
+	if f.lostApplied != nil {
+		return reconcile.Result{}, f.lostApplied
+	}
 	return res, err
 }
 

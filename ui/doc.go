@@ -24,7 +24,9 @@
 // role may do; the console asks once what that is and offers nothing
 // else, and nothing at all in a read-only context. A decision expects
 // the version the operator saw: a record changed since is refused and
-// the flow shows what changed.
+// the flow shows what changed. A decision the database did not answer
+// is followed at once by a read of the record, again when the database
+// answers, and the result says applied (with its audit record) or not.
 //
 // Screens are registered in screenKinds: each declares its id, the
 // navigation message it opens from, its : commands and where it goes on
@@ -51,6 +53,9 @@
 // the operator can change or pause, and holds for a moment after the
 // operator's last movement so rows do not jump. The console says when the
 // database is unreachable and recovers by itself when it answers again.
+// A flow reads nothing while open: the status bar says refresh is paused
+// in it and names the time of the flow's read "as of", and the banner
+// clears the moment a probe or any query of the flow succeeds.
 //
 // Styles are built from one lipgloss renderer; every colour stands beside
 // a glyph and a word, so NO_COLOR and monochrome terminals lose nothing.

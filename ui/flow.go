@@ -78,6 +78,33 @@ type (
 	spinMsg struct{}
 )
 
+// dbBackMsg tells a flow the database answers again.
+type dbBackMsg struct{}
+
+// checkMsg answers the read of a record after a write the database did
+// not answer, to find out whether it was applied.
+type checkMsg struct {
+	seq int
+	d   readmodel.Detail
+	err error
+}
+
+// A flow's read or write is a database answer (dbAnswer).
+func (m applyMsg) dbErr() error   { return dbFailure(m.err) }
+func (m refetchMsg) dbErr() error { return dbFailure(m.err) }
+func (m loadMsg) dbErr() error    { return dbFailure(m.err) }
+func (m checkMsg) dbErr() error   { return dbFailure(m.err) }
+
+// dbFailure is err when it says the database did not answer; a refusal,
+// a record not found and a request given up on are answers.
+func dbFailure(err error) error {
+	var refused *reconcile.RefusedError
+	if err == nil || errors.As(err, &refused) || errNoRecord(err) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
 // spinFrames animate what is waiting on the database or the provider.
 var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
@@ -201,6 +228,16 @@ type stepMachine struct {
 	refetching bool
 	nowRec     *readmodel.Detail // the record read again after a refusal
 	refetchErr error
+
+	// After a write the database did not answer, the record is read
+	// again (at once, and when the database answers again) to tell
+	// whether it was applied: sent is the reason the write carried,
+	// checked the record as last read.
+	sent     string
+	checkSeq int
+	checking bool
+	checked  *readmodel.Detail
+	checkErr error
 }
 
 // newSteps is a flow's machine with the steps every flow ends with: the
@@ -331,7 +368,7 @@ func (m *stepMachine) machineKeys(f flow, k *KeyMap) {
 		k.Cancel.SetEnabled(m.reveals)
 		k.Cancel.SetHelp("esc", "cancel the reveal")
 	case stepResult:
-		k.Next.SetEnabled(!m.refetching)
+		k.Next.SetEnabled(!m.refetching && !m.checking)
 		k.Next.SetHelp("enter", "back to "+m.backTo)
 	}
 }
@@ -446,6 +483,7 @@ func (m *stepMachine) reset(f flow, rec readmodel.Detail) {
 		in.Blur()
 	}
 	m.res, m.err, m.nowRec, m.refetchErr, m.refetching = reconcile.Result{}, nil, nil, nil, false
+	m.sent, m.checking, m.checked, m.checkErr = "", false, nil, nil
 	m.step = m.first
 }
 
@@ -498,7 +536,7 @@ func (m *stepMachine) spinner() tea.Cmd {
 
 func (m *stepMachine) busy(f flow) bool {
 	w, ok := f.(waiter)
-	return m.step == stepApplying || m.step == stepLoading && m.loadErr == nil || m.refetching || ok && w.waiting()
+	return m.step == stepApplying || m.step == stepLoading && m.loadErr == nil || m.refetching || m.checking || ok && w.waiting()
 }
 
 // enter moves to step st, focusing its input.
@@ -600,6 +638,17 @@ func (m *stepMachine) update(f flow, msg tea.Msg) tea.Cmd {
 		cmd = m.onApply(f, msg)
 	case loadMsg:
 		cmd = m.onLoad(f, msg)
+	case dbBackMsg:
+		cmd = m.recheck()
+	case checkMsg:
+		if msg.seq == m.checkSeq && m.checking {
+			m.checking = false
+			m.checkErr = msg.err
+			if msg.err == nil {
+				d := msg.d
+				m.checked = &d
+			}
+		}
 	case refetchMsg:
 		if msg.seq == m.refetchSeq {
 			m.refetching = false
@@ -728,7 +777,11 @@ func (m *stepMachine) onApply(f flow, msg applyMsg) tea.Cmd {
 	if k, ok := f.(keeper); ok && msg.err == nil {
 		k.applied(msg.value)
 	}
+	m.sent = m.typedReason()
 	m.reason.SetValue("")
+	if m.ambiguous() {
+		return m.check()
+	}
 	if errors.Is(msg.err, reconcile.ErrChanged) {
 		// Show what changed: read the record again.
 		m.seq++
@@ -738,6 +791,33 @@ func (m *stepMachine) onApply(f flow, msg applyMsg) tea.Cmd {
 			func(d readmodel.Detail, err error) tea.Msg { return refetchMsg{seq: seq, d: d, err: err} }), m.spinner())
 	}
 	return nil
+}
+
+// ambiguous tells whether the flow's result is a change the database did
+// not answer: applied or not, only a read of the record can tell.
+func (m *stepMachine) ambiguous() bool {
+	var refused *reconcile.RefusedError
+	return m.step == stepResult && m.err != nil && !m.reveals && !errors.As(m.err, &refused)
+}
+
+// check reads the record again to find out whether the write the
+// database did not answer was applied.
+func (m *stepMachine) check() tea.Cmd {
+	m.seq++
+	m.checkSeq, m.checking = m.seq, true
+	seq, id, src := m.seq, m.rec.ID, m.f.src
+	return tea.Batch(run(m.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
+		func(d readmodel.Detail, err error) tea.Msg { return checkMsg{seq: seq, d: d, err: err} }), m.spinner())
+}
+
+// recheck reads the record again when the database answers again after
+// a write it did not answer: a write that stalled may have committed
+// since the first read.
+func (m *stepMachine) recheck() tea.Cmd {
+	if !m.ambiguous() || m.checking {
+		return nil
+	}
+	return m.check()
 }
 
 // abandon gives up on a write still under way (a reveal being fetched):
@@ -908,17 +988,93 @@ func (m *stepMachine) resultView(f flow) []string {
 			out = append(out, m.changedLines()...)
 		}
 	default:
-		what, more := "decision", "It may or may not have been applied: the record is read again when you go back."
+		what := "decision"
 		if m.reveals {
-			what, more = "reveal", "Nothing was shown, and no record changed. Its audit record may have committed "+
-				"(h on the record lists its audit history); reveal again to see it."
+			what = "reveal"
 		}
 		out = append(out, " "+m.st.Error.Render("✗ The database did not answer the "+what), "")
 		m.para(&out, termtext.Clean(m.err.Error()), m.st.Error.Render)
 		out = append(out, "")
-		m.para(&out, more, nil)
+		if m.reveals {
+			m.para(&out, "Nothing was shown, and no record changed. Its audit record may have committed "+
+				"(h on the record lists its audit history); reveal again to see it.", nil)
+			return out
+		}
+		out = append(out, m.checkLines()...)
 	}
 	return out
+}
+
+// checkLines tell whether the decision the database did not answer was
+// applied, from the record read again: applied when a decision with the
+// reason it carried, new since the operator looked, is on the record (its
+// audit record named); not applied when the record is at the version the
+// decision expected, or changed since without it.
+func (m *stepMachine) checkLines() []string {
+	var out []string
+	if m.checked == nil {
+		switch {
+		case m.checking:
+			out = append(out, " "+spinFrames[m.frame]+" reading the record again to find out whether it was applied…")
+		case m.checkErr != nil:
+			m.para(&out, "✗ Could not read the record again: "+termtext.Clean(m.checkErr.Error()), m.st.Error.Render)
+			out = append(out, "")
+			m.para(&out, "It may or may not have been applied: the record is read again the moment the database answers.", nil)
+		}
+		return out
+	}
+	was, now := m.rec, *m.checked
+	read := "read at " + clock(now.DBTime) + " UTC"
+	if dec, ok := m.sentDecision(now); ok {
+		out = append(out, " "+m.st.Completed.Render("✓ Applied: the record shows this decision"), "")
+		m.field(&out, "the record", "now "+stateText(now.State)+" · version "+strconv.FormatInt(now.Version, 10)+", "+read)
+		m.field(&out, "audit", "record "+termtext.Clean(now.Tenant)+"#"+strconv.FormatInt(dec.AuditSeq, 10)+", committed")
+		m.field(&out, "decided", decisionText(&now, dec))
+	} else if now.Version == was.Version {
+		out = append(out, " "+m.st.Released.Render("○ Not applied: the record is as you saw it"), "")
+		m.field(&out, "the record", stateText(now.State)+" · version "+strconv.FormatInt(now.Version, 10)+", "+read)
+		m.field(&out, "audit", "no record of this decision")
+		out = append(out, "")
+		m.para(&out, "Nothing changed: go back to the record (enter) and decide again.", m.st.Muted.Render)
+	} else {
+		out = append(out, " "+m.st.Error.Render("✗ Not applied: the record changed since you looked, without this decision"), "")
+		out = append(out, m.diffLines(was, now)...)
+		out = append(out, "")
+		m.para(&out, "Go back to the record (enter) and decide again on what it is now.", m.st.Muted.Render)
+	}
+	if m.checking {
+		out = append(out, "", " "+spinFrames[m.frame]+" reading it again…")
+	}
+	return out
+}
+
+// verdict says in a few words what the record read again tells of a
+// decision the database did not answer; "" while it cannot tell.
+func (m *stepMachine) verdict() string {
+	if !m.ambiguous() || m.checked == nil {
+		return ""
+	}
+	now := *m.checked
+	if dec, ok := m.sentDecision(now); ok {
+		return "applied, audit record " + termtext.Clean(now.Tenant) + "#" + strconv.FormatInt(dec.AuditSeq, 10)
+	}
+	if now.Version == m.rec.Version {
+		return "not applied, the record is as you saw it"
+	}
+	return "not applied, the record changed since you looked"
+}
+
+// sentDecision is the decision the write carried, as the record read
+// again has it: one the operator had not seen, with the reason sent.
+func (m *stepMachine) sentDecision(now readmodel.Detail) (readmodel.Decision, bool) {
+	for i := len(now.Decisions) - 1; i >= 0; i-- {
+		d := now.Decisions[i]
+		seen := slices.ContainsFunc(m.rec.Decisions, func(o readmodel.Decision) bool { return o.AuditSeq == d.AuditSeq })
+		if !seen && d.Reason == m.sent {
+			return d, true
+		}
+	}
+	return readmodel.Decision{}, false
 }
 
 // changedLines compare the record as the operator saw it with the
@@ -933,7 +1089,15 @@ func (m *stepMachine) changedLines() []string {
 	case m.nowRec == nil:
 		return nil
 	}
-	was, now := m.rec, *m.nowRec
+	out = m.diffLines(m.rec, *m.nowRec)
+	out = append(out, "")
+	m.para(&out, "Go back to the record (enter) and decide again on what it is now.", m.st.Muted.Render)
+	return out
+}
+
+// diffLines are what changed from was to now.
+func (m *stepMachine) diffLines(was, now readmodel.Detail) []string {
+	var out []string
 	m.field(&out, "state", stateText(was.State)+" → "+stateText(now.State))
 	m.field(&out, "version", strconv.FormatInt(was.Version, 10)+" → "+strconv.FormatInt(now.Version, 10))
 	if was.Owner != now.Owner || was.Attempt != now.Attempt {
@@ -946,7 +1110,5 @@ func (m *stepMachine) changedLines() []string {
 	if n := len(now.Decisions); n > len(was.Decisions) {
 		m.field(&out, "decided", decisionText(&now, now.Decisions[n-1]))
 	}
-	out = append(out, "")
-	m.para(&out, "Go back to the record (enter) and decide again on what it is now.", m.st.Muted.Render)
 	return out
 }

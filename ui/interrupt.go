@@ -80,6 +80,10 @@ func (s *flowStop) summary() string {
 		return op + ": done, audit record " + termtext.Clean(m.res.AuditRef())
 	case m.step == stepResult && m.reveals:
 		return op + ": nothing was shown"
+	case m.verdict() != "":
+		return op + ": no answer, then read again: " + m.verdict()
+	case m.ambiguous():
+		return op + ": no answer, and not read again yet: it may or may not have been applied"
 	case m.step == stepResult:
 		return op + ": not applied, or no answer (see above)"
 	case m.rec.ID == 0:
@@ -94,10 +98,14 @@ func (s *flowStop) summary() string {
 // or may not have been applied.
 func (s *flowStop) report(time.Duration) string {
 	m := s.m
+	id := strconv.FormatInt(m.rec.ID, 10)
+	if m.ambiguous() && m.verdict() == "" {
+		return "opsdesk: the database did not answer the decision on operation " + id + " and the record could not " +
+			"be read again: it may or may not have been applied; opsdesk ops show " + id + " says which."
+	}
 	if m.step != stepApplying || m.reveals {
 		return ""
 	}
-	id := strconv.FormatInt(m.rec.ID, 10)
 	return "opsdesk: the console quit while a decision on operation " + id + " was under way: it may or may not " +
 		"have been applied; opsdesk ops show " + id + " says which."
 }

@@ -186,7 +186,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case connectMsg:
 		cmd = m.onConnect(msg)
 	case probeMsg:
-		m.onProbe(msg)
+		cmd = m.onProbe(msg)
 	case capsMsg:
 		m.onCaps(msg)
 	case noteMsg:
@@ -196,7 +196,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case result:
 		cmd = m.deliver(msg)
 	default:
-		cmd = m.forward(m.active(), msg)
+		cmd = tea.Batch(m.answered(msg), m.forward(m.active(), msg))
 	}
 	m.syncKeys()
 	return m, cmd
@@ -497,6 +497,44 @@ func (m *Model) deliver(r result) tea.Cmd {
 	return cmd
 }
 
+// answered keeps the status from a flow's query as deliver does from a
+// poll's (a flow does not poll): one that succeeds clears the unreachable
+// banner and the last error at once, and one the database did not answer
+// is probed, so that the banner says so and clears when it answers again.
+func (m *Model) answered(msg tea.Msg) tea.Cmd {
+	a, ok := msg.(dbAnswer)
+	if !ok {
+		return nil
+	}
+	if err := a.dbErr(); err != nil {
+		m.lastErr = err
+		return m.probe()
+	}
+	return m.reachable()
+}
+
+// dbAnswer is a flow's message that carries a database answer (a record
+// read, a write's answer): dbErr is nil when the database answered.
+type dbAnswer interface{ dbErr() error }
+
+// reachable is the database answering again: the banner and the last
+// error go, and a flow waiting on the database to find something out (was
+// a write it did not answer applied?) asks again.
+func (m *Model) reachable() tea.Cmd {
+	was := m.unreachable || m.lastErr != nil
+	m.unreachable, m.lastErr = false, nil
+	if was && m.inFlow() {
+		return m.forward(m.active(), dbBackMsg{})
+	}
+	return nil
+}
+
+// inFlow tells whether the active screen is a flow, which does not poll.
+func (m *Model) inFlow() bool {
+	_, ok := m.active().(flow)
+	return ok
+}
+
 // probe asks for the server info after a failed poll, to tell an
 // unreachable database from a failing query.
 func (m *Model) probe() tea.Cmd {
@@ -508,23 +546,29 @@ func (m *Model) probe() tea.Cmd {
 	return m.f.probe(m.probeSeq)
 }
 
-func (m *Model) onProbe(msg probeMsg) {
+func (m *Model) onProbe(msg probeMsg) tea.Cmd {
 	if msg.seq != m.probeSeq {
-		return
+		return nil
 	}
 	m.probing = false
 	if msg.reachable() {
 		if msg.err == nil {
 			m.info = msg.info
 		}
+		if m.inFlow() && msg.err == nil {
+			// A flow does not poll: the probe is the query that says
+			// the database answers again.
+			return m.reachable()
+		}
 		m.unreachable = false
-		return
+		return nil
 	}
 	if !m.unreachable {
 		m.unreachable = true
 		m.downSince = m.dbTime
 	}
 	m.lastErr = msg.err
+	return nil
 }
 
 func (m *Model) onConnect(msg connectMsg) tea.Cmd {
@@ -565,10 +609,16 @@ func (m *Model) onTick(msg tickMsg) tea.Cmd {
 	return tea.Batch(next, m.poll())
 }
 
-// poll refreshes what is on screen.
+// poll refreshes what is on screen. A flow works on the record as the
+// operator saw it and reads nothing: while the database is away (or the
+// last query failed) it is probed, so the message line clears the moment
+// the database answers again.
 func (m *Model) poll() tea.Cmd {
 	if !m.connected {
 		return m.connect.refresh()
+	}
+	if m.inFlow() && (m.unreachable || m.lastErr != nil) {
+		return tea.Batch(m.active().refresh(), m.probe())
 	}
 	return m.active().refresh()
 }
@@ -773,7 +823,13 @@ func (m *Model) statusBar() string {
 	if m.opts.ReadOnly {
 		left += " · " + m.st.ReadOnly.Render("read-only")
 	}
-	asOf := m.active().asOf()
+	// A flow shows the time of its own read, which may be older than the
+	// last poll's: it is named for what it is ("as of", the flow's
+	// record), so the database's clock never seems to go backwards.
+	asOf, at := m.active().asOf(), "as of "
+	if asOf.IsZero() || !m.inFlow() {
+		at = "db "
+	}
 	if asOf.IsZero() {
 		asOf = m.dbTime
 	}
@@ -781,7 +837,7 @@ func (m *Model) statusBar() string {
 		if !m.connected {
 			return m.refreshLabel(long) + " "
 		}
-		return "db " + clock(asOf) + " UTC · " + m.refreshLabel(long) + " "
+		return at + clock(asOf) + " UTC · " + m.refreshLabel(long) + " "
 	}
 	r := right(true)
 	if width(left)+width(role)+width(r)+1 > m.w {
@@ -798,6 +854,11 @@ func (m *Model) refreshLabel(long bool) string {
 	switch {
 	case m.refresh.paused:
 		return "⏸ paused"
+	case m.connected && m.inFlow() && long:
+		// A flow works on the record as the operator saw it.
+		return "⟳ paused in this flow"
+	case m.connected && m.inFlow():
+		return "⟳ paused"
 	case m.refresh.frozen && long:
 		return "⟳ frozen while moving"
 	case m.refresh.frozen:

@@ -1,0 +1,72 @@
+package ui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// statusLine is the status bar, the view's first line.
+func statusLine(h *harness) string { return strings.SplitN(h.view(), "\n", 2)[0] }
+
+// TestFlowStatusBar: a flow reads nothing while it is open, so the status
+// bar says refresh is paused in it and names the time it shows as the
+// flow's read ("as of"), never as the database's clock going backwards.
+func TestFlowStatusBar(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	h := newDecideHarness(t, src, newFakeDecider(src), Config{}, 120, 40)
+	h.keys(":ops id:48207<enter><enter>")
+	require.Contains(t, statusLine(h), "db 03:12:09 UTC · ⟳ 2s", "the detail:\n%s", h.view())
+	// The database's clock moves on at a poll; the record was read before.
+	h.m.dbTime = dbNow.Add(14 * time.Second)
+	h.keys("r")
+	line := statusLine(h)
+	require.Contains(t, line, "as of 03:12:09 UTC · ⟳ paused in this flow", "the flow:\n%s", h.view())
+	require.NotContains(t, line, "db ", "the flow shows an older time as the database's:\n%s", h.view())
+	require.NotContains(t, line, "⟳ 2s", "the flow says it refreshes:\n%s", h.view())
+	h.send(h.lastTick())
+	require.Contains(t, statusLine(h), "⟳ paused in this flow", "after a tick:\n%s", h.view())
+	h.keys("<esc>")
+	require.Contains(t, statusLine(h), "⟳ 2s", "back on the record:\n%s", h.view())
+
+	h = newDecideHarness(t, src, newFakeDecider(src), Config{}, 80, 24)
+	h.keys(":ops id:48207<enter><enter>r")
+	require.Contains(t, statusLine(h), "as of 03:12:09 UTC · ⟳ paused", "the flow at 80x24:\n%s", h.view())
+}
+
+// TestFlowBannerClears: the unreachable banner raised before a flow
+// opened goes the moment the database answers again, without leaving
+// the flow: the flow's tick probes while the database is away, and any
+// query of the flow that succeeds clears it too.
+func TestFlowBannerClears(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	h := newDecideHarness(t, src, newFakeDecider(src), Config{}, 120, 40)
+	h.keys(openDeploy)
+	src.setDown(true)
+	h.send(h.lastTick())
+	require.Contains(t, h.view(), "database unreachable", "no banner:\n%s", h.view())
+	h.keys("r")
+	require.Contains(t, h.view(), "database unreachable", "the banner went on entering the flow:\n%s", h.view())
+	h.send(h.lastTick())
+	require.Contains(t, h.view(), "database unreachable", "the banner went while the database is away:\n%s", h.view())
+	src.setDown(false)
+	h.send(h.lastTick())
+	v := h.view()
+	require.NotContains(t, v, "database unreachable", "the banner stayed after the database answered:\n%s", v)
+	require.NotContains(t, v, "last error", "the last error stayed after the database answered:\n%s", v)
+	require.Equal(t, screenReconcile, h.m.active().id(), "the flow was left")
+
+	// A flow's own read that succeeds clears it as well.
+	h.keys("<esc>")
+	src.setDown(true)
+	h.send(h.lastTick())
+	require.Contains(t, h.view(), "database unreachable", "no banner:\n%s", h.view())
+	h.keys("r")
+	src.setDown(false)
+	h.send(refetchMsg{seq: -1, err: nil})
+	require.NotContains(t, h.view(), "database unreachable", "a successful read left the banner:\n%s", h.view())
+}
