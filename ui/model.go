@@ -843,6 +843,11 @@ func (m *Model) statusBar() string {
 	if width(left)+width(role)+width(r)+1 > m.w {
 		r = right(false)
 	}
+	if m.connected && width(left)+width(r)+1 > m.w {
+		// Narrower still: the time alone, so that who you are stays on
+		// the line (in a flow at 80 columns it did not).
+		r = clock(asOf) + " · " + m.refreshLabel(false) + " "
+	}
 	if width(left)+width(role)+width(r)+1 <= m.w {
 		left += role // what the role may do, when it fits
 	}
