@@ -34,7 +34,9 @@ func TestFlowStatusBar(t *testing.T) {
 
 	h = newDecideHarness(t, src, newFakeDecider(src), Config{}, 80, 24)
 	h.keys(":ops id:48207<enter><enter>r")
-	require.Contains(t, statusLine(h), "as of 03:12:09 UTC · ⟳ paused", "the flow at 80x24:\n%s", h.view())
+	// Narrow: the time alone, and who you are stays whole.
+	require.Contains(t, statusLine(h), "you: alice ", "the flow at 80x24:\n%s", h.view())
+	require.Contains(t, statusLine(h), "03:12:09 · ⟳ paused", "the flow at 80x24:\n%s", h.view())
 }
 
 // TestFlowBannerClears: the unreachable banner raised before a flow
