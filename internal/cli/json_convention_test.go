@@ -103,7 +103,10 @@ func TestDoctorJSON(t *testing.T) {
 		require.NotNil(t, c.More, "an empty list is [], never null")
 		// Each finding is the table's line.
 		require.Contains(t, text, doctorMarks[c.Status]+" ", c.Check)
-		if c.Check != "reachable" && c.Check != "clock" { // timed
+		// Not compared: the timed checks, and the privileged logins,
+		// which are the cluster's and change between the two runs as
+		// other tests on the shared cluster create roles.
+		if c.Check != "reachable" && c.Check != "clock" && c.Check != "privileged" {
 			require.Contains(t, text, c.Detail, c.Check)
 		}
 	}
