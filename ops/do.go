@@ -60,9 +60,12 @@ type ResultReferencer interface {
 // and the call replays the twin's result. Keep fn's effects in tx.
 //
 // A database failure before the commit wrote nothing (ErrUnavailable,
-// ErrStoreRefused). The commit, once sent, is not cut short by ctx: a commit whose
-// answer was lost is ErrOutcomeUnknown with Step StepCommit, and an
-// equivalent retry replays or executes it.
+// ErrStoreRefused). Once fn has returned, the record's insert and the
+// commit are sent together (one round trip) and are not cut short by ctx:
+// a server error about either means nothing committed, and an answer lost
+// on the way is ErrOutcomeUnknown with Step StepCommit (its OperationID is
+// 0 when the insert's answer was lost too); an equivalent retry replays or
+// executes it.
 //
 // A result or rejection payload the store cannot hold (over
 // Config.MaxResultBytes, U+0000 in a string, not encodable as JSON) is
