@@ -3,6 +3,7 @@ package ops_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -80,4 +81,41 @@ func TestAfterExpiryIsValidated(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), `after expiry "maybe"`)
 	require.False(t, errors.Is(err, ops.ErrExpired))
+}
+
+// TestRacersOfAToolThatRejectsAfterExpiry: such a tool's create keeps the
+// insert apart from its COMMIT (the tombstone check may insert nothing),
+// and a twin's committed key fails the insert: every racer replays the one
+// effect, as for any other tool.
+func TestRacersOfAToolThatRejectsAfterExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := newStore(t, b.db.Service, ops.Config{Owner: "worker-1", Tools: map[string]ops.Policy{
+		toolTicket: {Effect: ops.EffectLocal, AfterExpiry: ops.RejectAfterExpiry},
+	}})
+	intent := ticketIntent{Title: "Printer on fire", Priority: 2}
+	const racers = 16
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		outcomes = map[ops.Disposition]int{}
+		start    = make(chan struct{})
+	)
+	for range racers {
+		wg.Go(func() {
+			<-start
+			out, err := ops.DoTx(b.ctx, store, ticketReq("acme", "race", intent), createTicket("acme", "race", intent.Title))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			outcomes[out.Disposition]++
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.Equal(t, 1, b.tickets(t))
+	require.Equal(t, map[ops.Disposition]int{ops.Created: 1, ops.Replayed: racers - 1}, outcomes)
 }
