@@ -10,7 +10,7 @@ require (
 )
 
 require (
-	github.com/gowebpki/jcs v1.0.2 // indirect
+	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/jackc/pgerrcode v0.0.0-20250907135507-afb5586c32a6 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
