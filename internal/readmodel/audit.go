@@ -39,11 +39,15 @@ type AuditFilter struct {
 	// MinAge and MaxAge bound how long ago the record was written, by the
 	// database clock; zero means unbounded.
 	MinAge, MaxAge time.Duration
+	// Batches are bulk runs: the batch id (a UUID, lower-case canonical
+	// form) a bulk reconciliation wrote into each of its decisions'
+	// details.
+	Batches []string
 }
 
 // AuditFilterHelp describes the audit filter language, for help screens
 // and flags.
-const AuditFilterHelp = `tenant:T (tenant:'' events outside any tenant)  tool:T  key:run-42*  id:48213 (operation)  role:R
+const AuditFilterHelp = `tenant:T (tenant:'' events outside any tenant)  tool:T  key:run-42*  id:48213 (operation)  role:R  batch:UUID
 action:decide:*  outcome:succeeded|denied|failed  since:2026-11-30T10:00Z  until:2026-12-01  age<1h  age>10m
 (a,b: either; terms combine with AND; times without a zone are UTC; "quote values with spaces")`
 
@@ -55,7 +59,7 @@ action:decide:*  outcome:succeeded|denied|failed  since:2026-11-30T10:00Z  until
 // how to write it.
 func ParseAuditFilter(s string) (AuditFilter, error) {
 	var f AuditFilter
-	err := eachTerm(s, "write field:value (fields: tenant, tool, key, id, role, action, outcome, since, until), or age>10m / age<1h",
+	err := eachTerm(s, "write field:value (fields: tenant, tool, key, id, role, action, outcome, since, until, batch), or age>10m / age<1h",
 		func(t term) error {
 			switch t.field {
 			case "age":
@@ -111,8 +115,16 @@ func ParseAuditFilter(s string) (AuditFilter, error) {
 			case "id":
 				f.OperationIDs, err = t.ids(values, "an operation's record number")
 				return err
+			case "batch":
+				for _, v := range values {
+					id, ok := canonicalUUID(v)
+					if !ok {
+						return fmt.Errorf("%q: batch needs a bulk run's id, a UUID such as 0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b (a bulk plan and its result print it)", t.text)
+					}
+					f.Batches = append(f.Batches, id)
+				}
 			default:
-				return fmt.Errorf("%q: unknown field %q (fields: tenant, tool, key, id, role, action, outcome, since, until, age)", t.text, t.field)
+				return fmt.Errorf("%q: unknown field %q (fields: tenant, tool, key, id, role, action, outcome, since, until, age, batch)", t.text, t.field)
 			}
 			return nil
 		})
@@ -140,6 +152,30 @@ func parseAuditTime(s string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("bad time %q", s)
+}
+
+// canonicalUUID reads a UUID in its 8-4-4-4-12 hex form (either case, as
+// PostgreSQL prints it and people paste it) and returns it lower-case, the
+// form uuid's text and jsonb hold. Anything else is refused, so a filter
+// value never reaches the database unchecked.
+func canonicalUUID(s string) (string, bool) {
+	if len(s) != 36 {
+		return "", false
+	}
+	out := []byte(strings.ToLower(s))
+	for i, c := range out {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return "", false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return "", false
+			}
+		}
+	}
+	return string(out), true
 }
 
 func formatAuditTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -325,6 +361,7 @@ func (f AuditFilter) String() string {
 	if f.MaxAge > 0 {
 		terms = append(terms, "age<"+f.MaxAge.String())
 	}
+	add("batch", f.Batches)
 	return strings.Join(terms, " ")
 }
 

@@ -26,6 +26,11 @@ func TestParseAuditFilter(t *testing.T) {
 		"age<1h age>10m":                      {MinAge: 10 * time.Minute, MaxAge: time.Hour},
 		"AGE<2d":                              {MaxAge: 48 * time.Hour},
 		`role:"a b" outcome:succeeded,failed`: {Roles: []string{"a b"}, Outcomes: []string{"succeeded", "failed"}},
+		// Pasted in capitals, held as uuid's text prints it.
+		"batch:0B7E6C1A-3F2D-4C5E-9A8B-1C2D3E4F5A6B": {Batches: []string{"0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b"}},
+		"batch:0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b,00000000-0000-0000-0000-000000000000 tenant:acme": {
+			Tenants: []string{"acme"}, Batches: []string{"0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b", "00000000-0000-0000-0000-000000000000"},
+		},
 	}
 	for in, want := range ok {
 		got, err := ParseAuditFilter(in)
@@ -37,7 +42,7 @@ func TestParseAuditFilter(t *testing.T) {
 	}
 
 	bad := map[string]string{
-		"alice":                             "write field:value (fields: tenant, tool, key, id, role, action, outcome, since, until), or age>10m / age<1h",
+		"alice":                             "write field:value (fields: tenant, tool, key, id, role, action, outcome, since, until, batch), or age>10m / age<1h",
 		"state:stuck":                       `unknown field "state"`,
 		"outcome:ok":                        `unknown outcome "ok" (outcomes: succeeded, denied, failed)`,
 		"role:":                             "role needs a value",
@@ -60,6 +65,44 @@ func TestParseAuditFilter(t *testing.T) {
 		_, err := ParseAuditFilter(in)
 		require.ErrorContains(t, err, want, in)
 	}
+}
+
+// TestParseAuditFilterBatchHostile: a batch value that is not a UUID is
+// refused by the parser, before any SQL, whatever it carries.
+func TestParseAuditFilterBatchHostile(t *testing.T) {
+	t.Parallel()
+	const good = "0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b"
+	const want = "batch needs a bulk run's id, a UUID"
+	for name, in := range map[string]string{
+		"Short":       "batch:0b7e6c1a",
+		"NoDashes":    "batch:0b7e6c1a3f2d4c5e9a8b1c2d3e4f5a6b0000",
+		"Braces":      "batch:{" + good[1:35] + "}",
+		"NotHex":      "batch:0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6g",
+		"NUL":         "batch:" + good[:35] + "\x00",
+		"Control":     "batch:" + good[:35] + "\x1b",
+		"Ampersand":   "batch:" + good[:35] + "&",
+		"SQL":         "batch:'||pg_sleep(9)||'-0000-0000-0000-0000000",
+		"Appended":    "batch:" + good + "&tenant=x",
+		"Unicode":     "batch:" + good[:35] + "ａ",
+		"EmptyInList": "batch:" + good + ",",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseAuditFilter(in)
+			require.Error(t, err)
+			switch name {
+			case "EmptyInList":
+				require.ErrorContains(t, err, "empty alternative")
+			case "NUL", "Control": // refused whole, before any field is read
+				require.ErrorContains(t, err, "the filter contains a control character")
+			default:
+				require.ErrorContains(t, err, want)
+			}
+		})
+	}
+	t.Run("ThirtyTwoMiB", func(t *testing.T) {
+		_, err := ParseAuditFilter("batch:" + strings.Repeat("a", 32<<20))
+		require.ErrorContains(t, err, "write at most 8192")
+	})
 }
 
 func TestAuditCursor(t *testing.T) {

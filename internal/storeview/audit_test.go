@@ -47,6 +47,15 @@ var auditFixtures = []auditFixture{
 	{"", 3 * time.Hour, "admin", "access:revoke", "succeeded", "", "", 0},
 }
 
+// Bulk runs the fixtures' decisions belong to, by fixture index: batchA
+// spans two chains, batchB is one record of globex's.
+const (
+	batchA = "0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b"
+	batchB = "11111111-2222-4333-8444-555555555555"
+)
+
+var auditFixtureBatches = map[int]string{1: batchA, 6: batchA, 5: batchB}
+
 // auditDB is a fresh database holding the audit fixtures as valid chains
 // (hashes computed as the database would), with their head rows. It
 // returns the records and the base time they are relative to.
@@ -66,6 +75,10 @@ func auditDB(t *testing.T) (*dbtest.DB, []audit.Record, time.Time) {
 		}
 		if f.tool != "" {
 			r.Tool, r.Key, r.OperationID = &f.tool, &f.key, &f.opID
+		}
+		if b, ok := auditFixtureBatches[i]; ok {
+			details := `{"expect_version": 1, "batch": "` + b + `"}`
+			r.Details = &details
 		}
 		if f.tenant == "acme" && r.Seq == 3 {
 			// The one decision with a state change, evidence and details.
@@ -180,6 +193,12 @@ func TestAuditListFilters(t *testing.T) {
 		"tenant:acme role:bob":                                   {"acme/2"},
 		"tenant:acme tool:charge-card outcome:succeeded":         {"acme/4"},
 		"tenant:nobody":                                          {},
+		"batch:" + batchA:                                        {"globex/2", "acme/2"},
+		"batch:" + strings.ToUpper(batchA):                       {"globex/2", "acme/2"},
+		"batch:" + batchA + "," + batchB:                         {"globex/2", "acme/2", "globex/1"},
+		"tenant:acme batch:" + batchA:                            {"acme/2"},
+		"batch:" + batchB + " action:decide:defer":               {},
+		"batch:00000000-0000-0000-0000-000000000000":             {},
 	}
 	for filter, want := range cases {
 		t.Run(filter, func(t *testing.T) {
@@ -224,7 +243,10 @@ func TestAuditListOneTenantViewer(t *testing.T) {
 	require.Equal(t, []string{"acme/5", "acme/4", "acme/3", "acme/2", "acme/1"}, browse(t, s, "", 50))
 	// Asking for another tenant's records, or those of no tenant, by name
 	// or by what they are about, finds nothing.
-	for _, filter := range []string{"tenant:globex", "tenant:''", "id:3", "role:admin", "tool:send-email", "key:mail-*"} {
+	// A bulk run that spans tenants shows a one-tenant viewer its own
+	// tenant's decisions only, and another tenant's run not at all.
+	require.Equal(t, []string{"acme/2"}, browse(t, s, "batch:"+batchA, 50))
+	for _, filter := range []string{"tenant:globex", "tenant:''", "id:3", "role:admin", "tool:send-email", "key:mail-*", "batch:" + batchB} {
 		require.Empty(t, browse(t, s, filter, 50), filter)
 	}
 	_, err := s.AuditRecord(t.Context(), "globex", 1)
