@@ -34,3 +34,19 @@ func TestCanonicalVectors(t *testing.T) {
 		require.Equal(t, v.fp, fp.String(), v.intent)
 	}
 }
+
+// TestCanonicalRefusals: an intent RFC 8785 cannot give one form is refused
+// with the place to fix, not hashed.
+func TestCanonicalRefusals(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		`{"dup":1,"dup":2}`:          `intent cannot be canonicalized: duplicate object member name "dup" within "/intent"`,
+		`{"a":["x","\ud800"]}`:       `intent cannot be canonicalized: invalid surrogate pair`,
+		`{"a":{"b":"\udc00\ud800"}}`: `within "/intent/a/b"`,
+	} {
+		_, _, err := ops.Canonical("tool", "1", json.RawMessage(raw))
+		require.ErrorIs(t, err, ops.ErrInvalidRequest, raw)
+		require.ErrorContains(t, err, want, raw)
+		require.NotContains(t, err.Error(), "jsontext", raw)
+	}
+}

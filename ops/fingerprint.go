@@ -59,7 +59,7 @@ func canonical(tool, version string, intent any, maxBytes int) ([]byte, Fingerpr
 	// allocation instead of about sixty.
 	canon := jsontext.Value(raw)
 	if err := canon.Canonicalize(); err != nil {
-		return nil, Fingerprint{}, &InvalidRequestError{Field: "intent", Problem: "cannot be canonicalized: " + err.Error(), Err: err}
+		return nil, Fingerprint{}, &InvalidRequestError{Field: "intent", Problem: "cannot be canonicalized: " + trimPrefix(err.Error(), "jsontext: "), Err: err}
 	}
 	if maxBytes > 0 && len(canon) > maxBytes {
 		return nil, Fingerprint{}, tooLargeIntent(len(canon), "in canonical form", maxBytes)
