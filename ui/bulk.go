@@ -667,6 +667,10 @@ func (s *bulkFlow) title() string {
 // verdictGlyph pairs each verdict with a glyph, so that it is never told
 // by colour alone.
 func verdictGlyph(v bulk.Verdict) string {
+	switch {
+	case v.Conflicted():
+		return glyphConflicted
+	}
 	switch v {
 	case bulk.Found:
 		return "✓"
@@ -788,14 +792,21 @@ func (s *bulkFlow) planView() []string {
 	}
 	s.field(&out, "batch", termtext.Clean(p.BatchID)+" (each decision's audit record carries it)")
 	out = append(out, "")
+	// The labels' column is as wide as the widest label: a conflicted
+	// group's is longer than the lookup verdicts'.
+	labelW := 9
+	for _, g := range p.Groups {
+		labelW = max(labelW, width(g.Verdict.Label()))
+	}
 	for i, g := range p.Groups {
 		mark := "  "
 		if i == s.sel {
 			mark = "▸ "
 		}
-		head := fmt.Sprintf("%s%s %-9s %6s  → %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())), g.Verdict.ProposalText())
+		label := pad(g.Verdict.Label(), labelW)
+		head := fmt.Sprintf("%s%s %s %6s  → %s", mark, verdictGlyph(g.Verdict), label, count(int64(g.Count())), g.Verdict.ProposalText())
 		if r, ok := s.accepted[g.Verdict]; ok {
-			head = fmt.Sprintf("%s%s %-9s %6s  ✓ accepted: %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())),
+			head = fmt.Sprintf("%s%s %s %6s  ✓ accepted: %s", mark, verdictGlyph(g.Verdict), label, count(int64(g.Count())),
 				outcomesText(r))
 		}
 		line := truncate(" "+head, s.w)
@@ -803,6 +814,11 @@ func (s *bulkFlow) planView() []string {
 			line = s.st.Selected.Render(line)
 		}
 		out = append(out, line)
+		if g.Verdict.Conflicted() {
+			_, conflicts := g.Conflicted()
+			out = append(out, s.st.Conflict.Render(truncate(fmt.Sprintf("      %s unreviewed conflicting attempts (%s in all): accept knowingly",
+				glyphConflicted, count(int64(conflicts))), s.w)))
+		}
 		for _, item := range g.Samples(bulkSamples) {
 			out = append(out, s.itemLine(item, sampleNote(item)))
 		}
@@ -824,10 +840,35 @@ func (s *bulkFlow) planView() []string {
 // sampleNote is what a sample shows after its identity: the provider's
 // reference of a found record, else what the lookup said.
 func sampleNote(item bulk.Item) string {
-	if item.Verdict == bulk.Found {
-		return "ref " + item.Ref
+	note := item.Note
+	if item.Verdict.Lookup() == bulk.Found {
+		note = "ref " + item.Ref
 	}
-	return item.Note
+	if item.Conflicted {
+		note = fmt.Sprintf("%s %d conflicting · %s", glyphConflicted, item.ConflictCount, note)
+	}
+	return note
+}
+
+// groupNoun is what a group's records are called in its headings: a
+// conflicted group's name their conflicts.
+func groupNoun(g bulk.Group) string {
+	noun := "record" + plural(g.Count())
+	if g.Verdict.Conflicted() {
+		noun += " with unreviewed conflicting attempts"
+	}
+	return noun
+}
+
+// conflictedText says what sets a conflicted group apart: its records'
+// conflicting attempts nobody reviewed.
+func conflictedText(g bulk.Group) string {
+	records, conflicts := g.Conflicted()
+	each := "each has"
+	if records == 1 {
+		each = "it has"
+	}
+	return fmt.Sprintf("%s %s conflicting attempts nobody reviewed (%s in all)", glyphConflicted, each, count(int64(conflicts)))
 }
 
 // keyFit is how the keys of the plan's records are cut: what they share
@@ -885,6 +926,11 @@ func (s *bulkFlow) groupLines(g bulk.Group, reason bool) []string {
 	s.field(&out, "group", fmt.Sprintf("%s %s: %s records (lookups of batch %s)", verdictGlyph(g.Verdict), g.Verdict.Label(),
 		count(int64(g.Count())), termtext.Clean(s.plan.BatchID)))
 	s.field(&out, "decision", consequence(g))
+	if g.Verdict.Conflicted() {
+		s.field(&out, "conflicts", conflictedText(g)+
+			": the key was reused with another intent; accepting decides the records anyway, and their attempts stay unreviewed "+
+			"(:conflicts reviews them)")
+	}
 	if reason {
 		s.field(&out, "reason", termtext.Clean(strings.TrimSpace(s.reason.Value())))
 	}
@@ -899,7 +945,8 @@ func (s *bulkFlow) groupLines(g bulk.Group, reason bool) []string {
 
 func (s *bulkFlow) reasonView() []string {
 	g := s.group()
-	out := s.heading(fmt.Sprintf("Accept the %s group: %s records → %s", g.Verdict.Label(), count(int64(g.Count())), decisionInfo[g.Proposal].name))
+	out := s.heading(fmt.Sprintf("Accept the %s group: %s %s → %s", g.Verdict.Label(), count(int64(g.Count())), groupNoun(g),
+		decisionInfo[g.Proposal].name))
 	out = append(out, "")
 	out = append(out, s.groupLines(g, false)...)
 	return append(out, "")
@@ -907,7 +954,7 @@ func (s *bulkFlow) reasonView() []string {
 
 func (s *bulkFlow) confirmView() []string {
 	g := s.group()
-	out := s.heading(fmt.Sprintf("Confirm: decide %s records as %s", count(int64(g.Count())), decisionInfo[g.Proposal].name))
+	out := s.heading(fmt.Sprintf("Confirm: decide %s %s as %s", count(int64(g.Count())), groupNoun(g), decisionInfo[g.Proposal].name))
 	out = append(out, "")
 	return append(out, s.groupLines(g, true)...)
 }

@@ -50,6 +50,19 @@ func TestBulkViews(t *testing.T) {
 		{"bulk-confirm-wrong", func(t *testing.T, h *harness, b *fakeBulk) {
 			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>-3<enter>")
 		}},
+		{"bulk-plan-conflicted", func(t *testing.T, h *harness, b *fakeBulk) {
+			// Found records 49005 and 49009, not found 49003: each in a
+			// group of its own, after the clean ones.
+			conflict(h.src, outageFirst+4, 2)
+			conflict(h.src, outageFirst+8, 1)
+			conflict(h.src, outageFirst+2, 3)
+			h.keys(bulkList + "R")
+		}},
+		{"bulk-confirm-conflicted", func(t *testing.T, h *harness, b *fakeBulk) {
+			conflict(h.src, outageFirst+4, 2)
+			conflict(h.src, outageFirst+8, 1)
+			h.keys(bulkList + "R<down><down><enter>provider outage, conflicts looked at<enter>")
+		}},
 		{"bulk-deciding", bulkDecidingHeld},
 		{"bulk-result-skipped", func(t *testing.T, h *harness, b *fakeBulk) {
 			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>")
