@@ -52,7 +52,7 @@ const bulkHelp = "\n\nWith --filter and --by-lookup, resolve reconciles every st
 	"Each record is then decided by itself under its own version check and audit record, with\n" +
 	"--reason; all share the run's batch id (the audit records' details.batch). A record that\n" +
 	"changed since it was listed is skipped and reported. Ctrl-C stops cleanly: decisions in flight\n" +
-	"finish."
+	"finish; opsdesk audit batches lists past runs."
 
 func addBulkFlags(cmd *cobra.Command, opts *bulkOptions) {
 	f := cmd.Flags()
