@@ -55,6 +55,7 @@ var screenKinds = []screenKind{
 	listKind,
 	detailKind,
 	auditKind,
+	batchesKind,
 	reviewKind,
 	verifyKind,
 	overviewKind,
