@@ -49,10 +49,7 @@ func newAuditBatchesCmd(g *globalFlags) *cobra.Command {
 			})
 		},
 	}
-	f := cmd.Flags()
-	f.IntVar(&opts.Limit, "limit", 50, "at most this many runs (1-1000)")
-	f.StringVar(&opts.After, "after", "", "continue after this cursor (printed when more runs match)")
-	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
+	addPageFlags(cmd, &opts.Limit, &opts.After, &opts.Output, "runs")
 	return cmd
 }
 

@@ -3,22 +3,15 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
-	"github.com/opsdesk/opsdesk/internal/demo"
 	"github.com/opsdesk/opsdesk/internal/readmodel"
-	"github.com/opsdesk/opsdesk/internal/storeview"
-	"github.com/opsdesk/opsdesk/reconcile"
 	"github.com/opsdesk/opsdesk/reconcile/bulk"
-	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // batchesPage is what the tests read of audit batches -o json.
@@ -48,23 +41,7 @@ SELECT t, 'charge-card', k, '1', decode(repeat('01', 32), 'hex'), 'external_unkn
     now() - interval '2 minutes', now() - interval '1 minute'
 FROM (VALUES ('acme', 'f1'), ('acme', 'f2'), ('acme', 'n1'), ('globex', 'f3'), ('globex', 'n2')) v(t, k)`)
 	require.NoError(t, err)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
-		w.Header().Set("Content-Type", "application/json")
-		if !strings.HasPrefix(key, "f") {
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(`{"found": false}`))
-			return
-		}
-		_, _ = w.Write([]byte(`{"found": true, "ref": "CH-` + key + `"}`))
-	}))
-	t.Cleanup(srv.Close)
-	operator := dbtest.NewPerson(t, d, "operator", "*")
-	client := bulk.HTTPClient(1)
-	t.Cleanup(client.CloseIdleConnections)
-	dk := &desk.Desk{Pool: operator.Pool, DisplayName: "Night Shift", Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
-		Lookup: &reconcile.LookupSpec{URL: srv.URL + "/lookup/{tenant}/{tool}/{key}", ResultRef: "/ref", Timeout: 5 * time.Second}}}}
-	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Config{}), desk: dk}
+	w := lookupWriter(t, dbtest.NewPerson(t, d, "operator", "*"), "Night Shift")
 	batch := func(filter string) string {
 		t.Helper()
 		f, err := readmodel.ParseFilter(filter)

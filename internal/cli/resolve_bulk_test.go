@@ -372,23 +372,7 @@ INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fi
 SELECT o.tenant, o.tool, o.key, o.id, '2', decode(repeat('ff', 32), 'hex'), o.fingerprint, 'worker-9'
 FROM opsdesk.operations o, generate_series(1, o.conflict_count)`)
 	require.NoError(t, err)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
-		w.Header().Set("Content-Type", "application/json")
-		if !strings.HasPrefix(key, "f") {
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(`{"found": false}`))
-			return
-		}
-		_, _ = w.Write([]byte(`{"found": true, "ref": "CH-` + key + `"}`))
-	}))
-	t.Cleanup(srv.Close)
-	operator := dbtest.NewPerson(t, d, "operator", "acme")
-	client := bulk.HTTPClient(1)
-	t.Cleanup(client.CloseIdleConnections)
-	desk := &desk.Desk{Pool: operator.Pool, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
-		Lookup: &reconcile.LookupSpec{URL: srv.URL + "/lookup/{tenant}/{tool}/{key}", ResultRef: "/ref", Timeout: 5 * time.Second}}}}
-	w := &writer{pool: operator.Pool, view: storeview.New(operator.Pool, storeview.Config{}), desk: desk}
+	w := lookupWriter(t, dbtest.NewPerson(t, d, "operator", "acme"), "")
 	f, err := readmodel.ParseFilter("state:stuck tool:charge-card")
 	require.NoError(t, err)
 	state := func(key string) string {
@@ -439,4 +423,27 @@ FROM opsdesk.operations o, generate_series(1, o.conflict_count)`)
 		require.Equal(t, "completed", state("f-conflict"))
 		require.Equal(t, "stuck", state("n-conflict"))
 	})
+}
+
+// lookupWriter is person p's writer for resolve --by-lookup, charge-card's
+// lookup asking a provider that has every key starting with f (reference
+// CH-key) and none of the others.
+func lookupWriter(t *testing.T, p *dbtest.Person, displayName string) *writer {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		w.Header().Set("Content-Type", "application/json")
+		if !strings.HasPrefix(key, "f") {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"found": false}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"found": true, "ref": "CH-` + key + `"}`))
+	}))
+	t.Cleanup(srv.Close)
+	client := bulk.HTTPClient(1)
+	t.Cleanup(client.CloseIdleConnections)
+	dk := &desk.Desk{Pool: p.Pool, DisplayName: displayName, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
+		Lookup: &reconcile.LookupSpec{URL: srv.URL + "/lookup/{tenant}/{tool}/{key}", ResultRef: "/ref", Timeout: 5 * time.Second}}}}
+	return &writer{pool: p.Pool, view: storeview.New(p.Pool, storeview.Config{}), desk: dk}
 }
