@@ -42,8 +42,7 @@ type Batch struct {
 
 // BatchFilterNotRecorded says what the audit trail keeps of a run in
 // place of its filter.
-const BatchFilterNotRecorded = "not recorded: each decision's audit record keeps the batch id, the lookup's verdict, " +
-	"the decision and its outcome, not the filter the run was planned from"
+const BatchFilterNotRecorded = "not recorded: the audit trail keeps each decision's batch id, lookup verdict, decision and outcome"
 
 // BatchGroup is a run's decisions of one lookup verdict and one decision:
 // the group a person accepted, as the audit trail tells it.
