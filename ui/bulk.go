@@ -211,6 +211,7 @@ func (s *bulkFlow) keysAt(st step, k *KeyMap) {
 	} else {
 		k.ForceQuit.SetHelp("ctrl+c", "quit")
 	}
+	k.OpenGroup.SetEnabled(st == stepPlan && s.selected().Count() > 0)
 	switch st {
 	case stepLookups:
 		k.Cancel.SetEnabled(s.running() && !s.stopping)
@@ -287,6 +288,10 @@ func (s *bulkFlow) planKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 		s.sel = (s.sel + 1) % n
 	case key.Matches(msg, s.keys.AskAgain):
 		return s.lookUp(), true
+	case key.Matches(msg, s.keys.OpenGroup):
+		if g := s.selected(); g.Count() > 0 {
+			s.goTo(bulkGroupNav{group: g, batch: s.plan.BatchID, fit: s.keyFit(), listedAt: s.listedAt})
+		}
 	default:
 		return nil, false
 	}
@@ -368,7 +373,7 @@ func (s *bulkFlow) backLabels() (esc, q string) {
 // ShortHelp implements help.KeyMap.
 func (s *bulkFlow) ShortHelp() []key.Binding {
 	k := s.keys
-	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), k.Next, k.Accept, k.AskAgain, k.Cancel,
+	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), k.Next, k.OpenGroup, k.Accept, k.AskAgain, k.Cancel,
 		combined("pgdn/pgup", "scroll", k.ScrollDown, k.ScrollUp)}
 	if s.capturing() {
 		out = append(out, k.ForceQuit)
@@ -379,7 +384,7 @@ func (s *bulkFlow) ShortHelp() []key.Binding {
 // FullHelp implements help.KeyMap.
 func (s *bulkFlow) FullHelp() [][]key.Binding {
 	k := s.keys
-	return [][]key.Binding{{k.Up, k.Down, k.Next, k.Accept, k.AskAgain, k.Cancel}, {k.ScrollDown, k.ScrollUp}}
+	return [][]key.Binding{{k.Up, k.Down, k.Next, k.OpenGroup, k.Accept, k.AskAgain, k.Cancel}, {k.ScrollDown, k.ScrollUp}}
 }
 
 // runningKey handles esc while a run is under way (it stops the run's
@@ -823,7 +828,11 @@ func (s *bulkFlow) planView() []string {
 			out = append(out, s.itemLine(item, sampleNote(item)))
 		}
 		if n := g.Count() - bulkSamples; n > 0 {
-			out = append(out, s.st.Muted.Render(truncate(fmt.Sprintf("        … and %s more", count(int64(n))), s.w)))
+			more := fmt.Sprintf("        … and %s more", count(int64(n)))
+			if i == s.sel {
+				more += " · o shows them all"
+			}
+			out = append(out, s.st.Muted.Render(truncate(more, s.w)))
 		}
 	}
 	out = append(out, "")
@@ -891,13 +900,18 @@ func (s *bulkFlow) keyFit() keyFit {
 
 // itemLine is one record: id, tenant, key and a note, cut to the width.
 func (s *bulkFlow) itemLine(item bulk.Item, note string) string {
-	kw := min(24, max(12, s.w/5))
+	return bulkItemLine(s.keyFit(), s.w, item, note)
+}
+
+// bulkItemLine is one record of a plan at width w, its key cut by fit.
+func bulkItemLine(fit keyFit, w int, item bulk.Item, note string) string {
+	kw := min(24, max(12, w/5))
 	line := "    " + padLeft(strconv.FormatInt(item.ID, 10), 7) + "  " + pad(truncate(termtext.Clean(item.Tenant), 10), 10) + "  " +
-		s.keyFit().fit(termtext.Clean(item.Key), kw)
+		fit.fit(termtext.Clean(item.Key), kw)
 	if note != "" {
 		line = pad(line, 4+7+2+10+2+kw) + "  " + termtext.Clean(note)
 	}
-	return truncate(line, s.w)
+	return truncate(line, w)
 }
 
 // outcomesText is a result's counts, every outcome that happened.

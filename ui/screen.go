@@ -66,6 +66,7 @@ var screenKinds = []screenKind{
 	purgeKind,
 	auditRecordKind,
 	bulkKind,
+	bulkGroupKind,
 }
 
 // opening is what a screen that opens needs to know of the console: the
