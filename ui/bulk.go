@@ -211,6 +211,7 @@ func (s *bulkFlow) keysAt(st step, k *KeyMap) {
 	} else {
 		k.ForceQuit.SetHelp("ctrl+c", "quit")
 	}
+	k.OpenGroup.SetEnabled(st == stepPlan && s.selected().Count() > 0)
 	switch st {
 	case stepLookups:
 		k.Cancel.SetEnabled(s.running() && !s.stopping)
@@ -287,6 +288,10 @@ func (s *bulkFlow) planKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 		s.sel = (s.sel + 1) % n
 	case key.Matches(msg, s.keys.AskAgain):
 		return s.lookUp(), true
+	case key.Matches(msg, s.keys.OpenGroup):
+		if g := s.selected(); g.Count() > 0 {
+			s.goTo(bulkGroupNav{group: g, batch: s.plan.BatchID, fit: s.keyFit(), listedAt: s.listedAt})
+		}
 	default:
 		return nil, false
 	}
@@ -368,7 +373,7 @@ func (s *bulkFlow) backLabels() (esc, q string) {
 // ShortHelp implements help.KeyMap.
 func (s *bulkFlow) ShortHelp() []key.Binding {
 	k := s.keys
-	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), k.Next, k.Accept, k.AskAgain, k.Cancel,
+	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), k.Next, k.OpenGroup, k.Accept, k.AskAgain, k.Cancel,
 		combined("pgdn/pgup", "scroll", k.ScrollDown, k.ScrollUp)}
 	if s.capturing() {
 		out = append(out, k.ForceQuit)
@@ -379,7 +384,7 @@ func (s *bulkFlow) ShortHelp() []key.Binding {
 // FullHelp implements help.KeyMap.
 func (s *bulkFlow) FullHelp() [][]key.Binding {
 	k := s.keys
-	return [][]key.Binding{{k.Up, k.Down, k.Next, k.Accept, k.AskAgain, k.Cancel}, {k.ScrollDown, k.ScrollUp}}
+	return [][]key.Binding{{k.Up, k.Down, k.Next, k.OpenGroup, k.Accept, k.AskAgain, k.Cancel}, {k.ScrollDown, k.ScrollUp}}
 }
 
 // runningKey handles esc while a run is under way (it stops the run's
@@ -667,6 +672,10 @@ func (s *bulkFlow) title() string {
 // verdictGlyph pairs each verdict with a glyph, so that it is never told
 // by colour alone.
 func verdictGlyph(v bulk.Verdict) string {
+	switch {
+	case v.Conflicted():
+		return glyphConflicted
+	}
 	switch v {
 	case bulk.Found:
 		return "✓"
@@ -788,14 +797,21 @@ func (s *bulkFlow) planView() []string {
 	}
 	s.field(&out, "batch", termtext.Clean(p.BatchID)+" (each decision's audit record carries it)")
 	out = append(out, "")
+	// The labels' column is as wide as the widest label: a conflicted
+	// group's is longer than the lookup verdicts'.
+	labelW := 9
+	for _, g := range p.Groups {
+		labelW = max(labelW, width(g.Verdict.Label()))
+	}
 	for i, g := range p.Groups {
 		mark := "  "
 		if i == s.sel {
 			mark = "▸ "
 		}
-		head := fmt.Sprintf("%s%s %-9s %6s  → %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())), g.Verdict.ProposalText())
+		label := pad(g.Verdict.Label(), labelW)
+		head := fmt.Sprintf("%s%s %s %6s  → %s", mark, verdictGlyph(g.Verdict), label, count(int64(g.Count())), g.Verdict.ProposalText())
 		if r, ok := s.accepted[g.Verdict]; ok {
-			head = fmt.Sprintf("%s%s %-9s %6s  ✓ accepted: %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())),
+			head = fmt.Sprintf("%s%s %s %6s  ✓ accepted: %s", mark, verdictGlyph(g.Verdict), label, count(int64(g.Count())),
 				outcomesText(r))
 		}
 		line := truncate(" "+head, s.w)
@@ -803,11 +819,20 @@ func (s *bulkFlow) planView() []string {
 			line = s.st.Selected.Render(line)
 		}
 		out = append(out, line)
+		if g.Verdict.Conflicted() {
+			_, conflicts := g.Conflicted()
+			out = append(out, s.st.Conflict.Render(truncate(fmt.Sprintf("      %s unreviewed conflicting attempts (%s in all): accept knowingly",
+				glyphConflicted, count(int64(conflicts))), s.w)))
+		}
 		for _, item := range g.Samples(bulkSamples) {
 			out = append(out, s.itemLine(item, sampleNote(item)))
 		}
 		if n := g.Count() - bulkSamples; n > 0 {
-			out = append(out, s.st.Muted.Render(truncate(fmt.Sprintf("        … and %s more", count(int64(n))), s.w)))
+			more := fmt.Sprintf("        … and %s more", count(int64(n)))
+			if i == s.sel {
+				more += " · o shows them all"
+			}
+			out = append(out, s.st.Muted.Render(truncate(more, s.w)))
 		}
 	}
 	out = append(out, "")
@@ -824,10 +849,35 @@ func (s *bulkFlow) planView() []string {
 // sampleNote is what a sample shows after its identity: the provider's
 // reference of a found record, else what the lookup said.
 func sampleNote(item bulk.Item) string {
-	if item.Verdict == bulk.Found {
-		return "ref " + item.Ref
+	note := item.Note
+	if item.Verdict.Lookup() == bulk.Found {
+		note = "ref " + item.Ref
 	}
-	return item.Note
+	if item.Conflicted {
+		note = fmt.Sprintf("%s %d conflicting · %s", glyphConflicted, item.ConflictCount, note)
+	}
+	return note
+}
+
+// groupNoun is what a group's records are called in its headings: a
+// conflicted group's name their conflicts.
+func groupNoun(g bulk.Group) string {
+	noun := "record" + plural(g.Count())
+	if g.Verdict.Conflicted() {
+		noun += " with unreviewed conflicting attempts"
+	}
+	return noun
+}
+
+// conflictedText says what sets a conflicted group apart: its records'
+// conflicting attempts nobody reviewed.
+func conflictedText(g bulk.Group) string {
+	records, conflicts := g.Conflicted()
+	each := "each has"
+	if records == 1 {
+		each = "it has"
+	}
+	return fmt.Sprintf("%s %s conflicting attempts nobody reviewed (%s in all)", glyphConflicted, each, count(int64(conflicts)))
 }
 
 // keyFit is how the keys of the plan's records are cut: what they share
@@ -850,13 +900,18 @@ func (s *bulkFlow) keyFit() keyFit {
 
 // itemLine is one record: id, tenant, key and a note, cut to the width.
 func (s *bulkFlow) itemLine(item bulk.Item, note string) string {
-	kw := min(24, max(12, s.w/5))
+	return bulkItemLine(s.keyFit(), s.w, item, note)
+}
+
+// bulkItemLine is one record of a plan at width w, its key cut by fit.
+func bulkItemLine(fit keyFit, w int, item bulk.Item, note string) string {
+	kw := min(24, max(12, w/5))
 	line := "    " + padLeft(strconv.FormatInt(item.ID, 10), 7) + "  " + pad(truncate(termtext.Clean(item.Tenant), 10), 10) + "  " +
-		s.keyFit().fit(termtext.Clean(item.Key), kw)
+		fit.fit(termtext.Clean(item.Key), kw)
 	if note != "" {
 		line = pad(line, 4+7+2+10+2+kw) + "  " + termtext.Clean(note)
 	}
-	return truncate(line, s.w)
+	return truncate(line, w)
 }
 
 // outcomesText is a result's counts, every outcome that happened.
@@ -885,6 +940,11 @@ func (s *bulkFlow) groupLines(g bulk.Group, reason bool) []string {
 	s.field(&out, "group", fmt.Sprintf("%s %s: %s records (lookups of batch %s)", verdictGlyph(g.Verdict), g.Verdict.Label(),
 		count(int64(g.Count())), termtext.Clean(s.plan.BatchID)))
 	s.field(&out, "decision", consequence(g))
+	if g.Verdict.Conflicted() {
+		s.field(&out, "conflicts", conflictedText(g)+
+			": the key was reused with another intent; accepting decides the records anyway, and their attempts stay unreviewed "+
+			"(:conflicts reviews them)")
+	}
 	if reason {
 		s.field(&out, "reason", termtext.Clean(strings.TrimSpace(s.reason.Value())))
 	}
@@ -899,7 +959,8 @@ func (s *bulkFlow) groupLines(g bulk.Group, reason bool) []string {
 
 func (s *bulkFlow) reasonView() []string {
 	g := s.group()
-	out := s.heading(fmt.Sprintf("Accept the %s group: %s records → %s", g.Verdict.Label(), count(int64(g.Count())), decisionInfo[g.Proposal].name))
+	out := s.heading(fmt.Sprintf("Accept the %s group: %s %s → %s", g.Verdict.Label(), count(int64(g.Count())), groupNoun(g),
+		decisionInfo[g.Proposal].name))
 	out = append(out, "")
 	out = append(out, s.groupLines(g, false)...)
 	return append(out, "")
@@ -907,7 +968,7 @@ func (s *bulkFlow) reasonView() []string {
 
 func (s *bulkFlow) confirmView() []string {
 	g := s.group()
-	out := s.heading(fmt.Sprintf("Confirm: decide %s records as %s", count(int64(g.Count())), decisionInfo[g.Proposal].name))
+	out := s.heading(fmt.Sprintf("Confirm: decide %s %s as %s", count(int64(g.Count())), groupNoun(g), decisionInfo[g.Proposal].name))
 	out = append(out, "")
 	return append(out, s.groupLines(g, true)...)
 }

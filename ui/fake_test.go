@@ -49,6 +49,8 @@ type fakeSource struct {
 	unfinished []readmodel.UnfinishedPurge
 	// trail is the audit trail, newest last within each chain.
 	trail []readmodel.AuditDetail
+	// batches are the past bulk runs, newest first.
+	batches []readmodel.Batch
 }
 
 func newFakeSource() *fakeSource {
