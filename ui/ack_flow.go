@@ -24,7 +24,7 @@ func newAck(d deps, dec Decider) *ackFlow {
 	s := &ackFlow{stepMachine: newSteps(d, screenAck, dec)}
 	s.first = stepReason
 	s.crumbs = []crumb{{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
-	s.updateKeys(s)
+	legacySync(s, &s.stepMachine)
 	return s
 }
 
@@ -66,10 +66,12 @@ func (s *ackFlow) done() []string {
 	return s.doneLines("conflicting attempts acknowledged", stateText(readmodel.State(s.res.State)))
 }
 
-func (s *ackFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) { return s, s.update(s, msg) }
-func (s *ackFlow) View() string                            { return s.view(s) }
-func (s *ackFlow) SetSize(w, h int)                        { s.resize(s, w, h) }
-func (s *ackFlow) back() (bool, tea.Cmd)                   { return s.stepBack(s) }
+func (s *ackFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	return s, legacyUpdate(s, &s.stepMachine, msg)
+}
+func (s *ackFlow) View() string          { return s.stepMachine.View() }
+func (s *ackFlow) SetSize(w, h int)      { s.stepMachine.SetSize(w, h); legacySync(s, &s.stepMachine) }
+func (s *ackFlow) back() (bool, tea.Cmd) { return legacyBack(s, &s.stepMachine) }
 func (s *ackFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	return s.openOn(s, n, at)
+	return legacyOpen(s, &s.stepMachine, n, at)
 }

@@ -181,7 +181,7 @@ func newBulk(d deps, b BulkReconciler) *bulkFlow {
 		{"confirm", []step{stepConfirm, stepDeciding}}, {"done", []step{stepResult}}}
 	s.reason = textInput(d.st, "why, for each record's audit record", 2000)
 	s.reasonPrompt = "Reason (required; it goes into each record's audit record with your role):"
-	s.updateKeys(s)
+	legacySync(s, &s.stepMachine)
 	return s
 }
 
@@ -244,7 +244,7 @@ func (s *bulkFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
 			s.inputErr = termtext.Clean(err.Error())
 			return nil, true
 		}
-		return s.forward(s, stepConfirm), true
+		return s.forward(stepConfirm), true
 	case stepConfirm:
 		n := s.group().Count()
 		// The exact digits: " 12", "+12", "012" and "12\x00" are not
@@ -258,12 +258,12 @@ func (s *bulkFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
 	case stepDeciding:
 		return s.runningKey(msg, nil)
 	case stepResult:
-		if !key.Matches(msg, s.keys.Next) {
+		if !key.Matches(msg, s.KeyMap.Next) {
 			return nil, false
 		}
 		s.trail = nil
 		s.sel = s.firstAcceptable()
-		return s.enter(s, stepPlan), true
+		return s.enter(stepPlan), true
 	}
 	return nil, false
 }
@@ -280,12 +280,12 @@ func (s *bulkFlow) planKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 		}
 		s.verdict = s.selected().Verdict
 		s.reason.SetValue("")
-		return s.forward(s, stepReason), true
-	case key.Matches(msg, s.keys.Up):
+		return s.forward(stepReason), true
+	case key.Matches(msg, s.KeyMap.Up):
 		s.sel = (s.sel + n - 1) % n
-	case key.Matches(msg, s.keys.Down):
+	case key.Matches(msg, s.KeyMap.Down):
 		s.sel = (s.sel + 1) % n
-	case key.Matches(msg, s.keys.AskAgain):
+	case key.Matches(msg, s.KeyMap.AskAgain):
 		return s.lookUp(), true
 	default:
 		return nil, false
@@ -316,9 +316,9 @@ func (s *bulkFlow) leave() {
 	s.abandon()
 }
 
-func (s *bulkFlow) View() string          { return s.view(s) }
-func (s *bulkFlow) SetSize(w, h int)      { s.resize(s, w, h) }
-func (s *bulkFlow) back() (bool, tea.Cmd) { return s.stepBack(s) }
+func (s *bulkFlow) View() string          { return s.stepMachine.View() }
+func (s *bulkFlow) SetSize(w, h int)      { s.stepMachine.SetSize(w, h); legacySync(s, &s.stepMachine) }
+func (s *bulkFlow) back() (bool, tea.Cmd) { return legacyBack(s, &s.stepMachine) }
 
 // open starts a run on the list's filter, for a role that may decide; a
 // filter that cannot start one opens the flow on the reason why.
@@ -327,14 +327,16 @@ func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	if !ok || s.bulk == nil || !at.perms.decide || at.active().id() != screenList {
 		return nil, nil, false
 	}
-	s.reset(s, readmodel.Detail{})
+	s.reset(readmodel.Detail{})
+	legacySync(s, &s.stepMachine) // the run before is left
 	s.filter, s.refusal, s.accepted, s.tried = bn.filter, nil, map[bulk.Verdict]bulk.GroupResult{}, map[bulk.Verdict]bulk.GroupResult{}
 	if err := s.bulk.CheckFilter(bn.filter); err != nil {
 		s.refusal = err
-		s.enter(s, stepRefused)
-		return at.pushed(s), nil, true
+		s.enter(stepRefused)
+		return at.pushed(s), legacySync(s, &s.stepMachine), true
 	}
-	return at.pushed(s), s.lookUp(), true
+	cmd := s.lookUp()
+	return at.pushed(s), tea.Batch(cmd, legacySync(s, &s.stepMachine)), true
 }
 
 // asOf is the database time of the run's listing, once listed.
@@ -367,7 +369,7 @@ func (s *bulkFlow) backLabels() (esc, q string) {
 
 // ShortHelp implements help.KeyMap.
 func (s *bulkFlow) ShortHelp() []key.Binding {
-	k := s.keys
+	k := s.KeyMap
 	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), k.Next, k.Accept, k.AskAgain, k.Cancel,
 		combined("pgdn/pgup", "scroll", k.ScrollDown, k.ScrollUp)}
 	if s.capturing() {
@@ -378,7 +380,7 @@ func (s *bulkFlow) ShortHelp() []key.Binding {
 
 // FullHelp implements help.KeyMap.
 func (s *bulkFlow) FullHelp() [][]key.Binding {
-	k := s.keys
+	k := s.KeyMap
 	return [][]key.Binding{{k.Up, k.Down, k.Next, k.Accept, k.AskAgain, k.Cancel}, {k.ScrollDown, k.ScrollUp}}
 }
 
@@ -386,10 +388,10 @@ func (s *bulkFlow) FullHelp() [][]key.Binding {
 // work) and r where again is given and nothing runs.
 func (s *bulkFlow) runningKey(msg tea.KeyMsg, again func() tea.Cmd) (tea.Cmd, bool) {
 	switch {
-	case s.running() && key.Matches(msg, s.keys.Cancel):
+	case s.running() && key.Matches(msg, s.KeyMap.Cancel):
 		s.halt()
 		return nil, true
-	case again != nil && !s.running() && key.Matches(msg, s.keys.AskAgain):
+	case again != nil && !s.running() && key.Matches(msg, s.KeyMap.AskAgain):
 		return again(), true
 	}
 	return nil, s.running() // a run under way takes every key
@@ -495,7 +497,7 @@ func (s *bulkFlow) lookUp() tea.Cmd {
 		plan, err := b.Lookup(ctx, rows, progress)
 		return bulkPlanMsg{plan: plan, err: err, listedAt: at}
 	})
-	s.enter(s, stepLookups)
+	s.enter(stepLookups)
 	return cmd
 }
 
@@ -507,7 +509,7 @@ func (s *bulkFlow) decide(n int) tea.Cmd {
 		res, err := b.Accept(ctx, plan, v, bulk.AcceptParams{Reason: reason, Confirm: n}, progress)
 		return bulkAcceptMsg{res: res, err: err}
 	})
-	s.forward(s, stepDeciding)
+	s.forward(stepDeciding)
 	return cmd
 }
 
@@ -534,7 +536,7 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		}
 		s.sel = s.firstAcceptable()
 		s.trail = nil
-		return s.enter(s, stepPlan), true
+		return s.enter(stepPlan), true
 	case bulkAcceptMsg:
 		if msg.run != s.runID || !s.running() {
 			return nil, true
@@ -554,7 +556,7 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		s.reason.SetValue("")
 		s.typed.SetValue("")
 		s.trail = nil
-		return s.enter(s, stepResult), true
+		return s.enter(stepResult), true
 	}
 	return nil, false
 }
@@ -588,10 +590,9 @@ func (s *bulkFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return s, nil
 	}
 	if cmd, ok := s.onBulkMsg(msg); ok {
-		s.updateKeys(s)
-		return s, cmd
+		return s, tea.Batch(cmd, legacySync(s, &s.stepMachine))
 	}
-	return s, s.update(s, msg)
+	return s, legacyUpdate(s, &s.stepMachine, msg)
 }
 
 // digits tells whether rs are ASCII digits only.

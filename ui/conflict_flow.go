@@ -49,7 +49,7 @@ func newConflictFlow(d deps, dec Decider, keys opsmodel.Keyring) *conflictFlow {
 	s := &conflictFlow{stepMachine: newSteps(d, screenConflict, dec), sealKeys: keys}
 	s.first = stepChoose
 	s.reveals = true
-	s.updateKeys(s)
+	legacySync(s, &s.stepMachine)
 	return s
 }
 
@@ -90,7 +90,7 @@ func (s *conflictFlow) keysAt(st step, k *KeyMap) {
 }
 
 func (s *conflictFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
-	k := s.keys
+	k := s.KeyMap
 	switch {
 	case st == stepResult:
 		return nil, s.shown.scrollKey(msg, k, s.resultRoom())
@@ -104,7 +104,7 @@ func (s *conflictFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
 		if len(s.rec.Conflicts) == 0 {
 			return nil, true
 		}
-		return s.forward(s, stepReason), true
+		return s.forward(stepReason), true
 	default:
 		return nil, false
 	}
@@ -159,7 +159,7 @@ func (s *conflictFlow) begin(flowNav) tea.Cmd {
 	}
 	s.crumbs = []crumb{{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"compare", []step{stepResult}}}
 	if len(s.rec.Conflicts) == 1 {
-		return s.enter(s, stepReason) // nothing to choose
+		return s.enter(stepReason) // nothing to choose
 	}
 	s.crumbs = append([]crumb{{"attempt", []step{stepChoose}}}, s.crumbs...)
 	return nil
@@ -174,14 +174,17 @@ func (s *conflictFlow) leave() {
 func (s *conflictFlow) SetSize(w, h int) {
 	s.w, s.h = w, h
 	s.layOutShown()
-	s.resize(s, w, h)
+	s.stepMachine.SetSize(w, h)
+	legacySync(s, &s.stepMachine)
 }
 
-func (s *conflictFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) { return s, s.update(s, msg) }
-func (s *conflictFlow) View() string                            { return s.view(s) }
-func (s *conflictFlow) back() (bool, tea.Cmd)                   { return s.stepBack(s) }
+func (s *conflictFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	return s, legacyUpdate(s, &s.stepMachine, msg)
+}
+func (s *conflictFlow) View() string          { return s.stepMachine.View() }
+func (s *conflictFlow) back() (bool, tea.Cmd) { return legacyBack(s, &s.stepMachine) }
 func (s *conflictFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	return s.openOn(s, n, at)
+	return legacyOpen(s, &s.stepMachine, n, at)
 }
 
 // conflict is the attempt chosen.

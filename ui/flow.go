@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
@@ -101,12 +100,12 @@ func dbFailure(err error) error {
 var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
 // flow is what one flow supplies to the step machine it runs on; the
-// machine does the rest. A flow is its own screen: it embeds a
-// stepMachine and hands itself to the machine's methods that need what
-// differs (update, view, openOn, resize, stepBack), so the machine keeps
-// no pointer to it. What only some flows have is an interface of its own:
-// stepper (steps of its own), inputter (their inputs), typedConfirmer,
-// starter, keeper and waiter.
+// machine does the rest. A flow is its own screen over a stepMachine,
+// which calls nothing of it: the flow hands the machine its page and acts
+// on the machine's events. Flows that do not yet do so themselves are
+// driven by legacySync over the interfaces of what only some flows have:
+// stepper (steps of its own), inputter (what their inputs pin),
+// typedConfirmer, starter, keeper and waiter.
 type flow interface {
 	screen
 	leaver
@@ -132,10 +131,9 @@ type stepper interface {
 	keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool)
 }
 
-// inputter is a flow whose own steps take text: the step's input, and
-// what stays pinned under the step's text.
+// inputter is a flow whose own steps take text (the machine holds the
+// inputs: addInput): what stays pinned under the step's text.
 type inputter interface {
-	inputAt(st step) *textinput.Model
 	pinAt(st step) []string
 }
 
@@ -156,3 +154,79 @@ type keeper interface{ applied(v any) }
 
 // waiter is a flow that also waits on something of its own.
 type waiter interface{ waiting() bool }
+
+// legacySync drives machine m for flow f over the optional interfaces,
+// while f does not yet act on the machine's events itself: it acts on
+// them, hands f's page to m and lets f word its keys.
+func legacySync(f flow, m *stepMachine) tea.Cmd {
+	var cmd tea.Cmd
+	for _, ev := range m.takeEvents() {
+		switch ev.kind {
+		case evStarted:
+			if s, ok := f.(starter); ok {
+				cmd = tea.Batch(cmd, s.begin(m.nav))
+			}
+		case evSubmit:
+			cmd = tea.Batch(cmd, m.apply(f.write()))
+		case evApplied:
+			if k, ok := f.(keeper); ok {
+				k.applied(ev.value)
+			}
+		case evLeft:
+			f.leave()
+		}
+	}
+	m.wordKeys()
+	if s, ok := f.(stepper); ok {
+		s.keysAt(m.step, &m.KeyMap)
+	}
+	p := stepPage{title: f.title()}
+	switch st := m.pageStep(); st {
+	case "":
+	case stepResult:
+		p.text = f.done()
+	default:
+		p.text = f.page(st)
+	}
+	if in, ok := f.(inputter); ok {
+		p.pin = in.pinAt(m.step)
+	}
+	if t, ok := f.(typedConfirmer); ok && t.typedConfirm() {
+		p.typed = t.typedPrompt()
+	}
+	if w, ok := f.(waiter); ok {
+		p.waiting = w.waiting()
+	}
+	m.setPage(p)
+	return cmd
+}
+
+// legacyUpdate is Update of flow f on machine m over the optional
+// interfaces: a key the step offers goes to the flow's keyAt first.
+func legacyUpdate(f flow, m *stepMachine, msg tea.Msg) tea.Cmd {
+	if k, ok := msg.(tea.KeyMsg); ok && m.offers(k) {
+		if s, ok := f.(stepper); ok {
+			if cmd, ok := s.keyAt(m.step, k); ok {
+				return tea.Batch(cmd, legacySync(f, m))
+			}
+		}
+	}
+	var cmd tea.Cmd
+	*m, cmd = m.Update(msg)
+	return tea.Batch(cmd, legacySync(f, m))
+}
+
+// legacyOpen opens flow f on machine m.
+func legacyOpen(f flow, m *stepMachine, n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+	cmd, ok := m.open(n, at)
+	if !ok {
+		return nil, nil, false
+	}
+	return at.pushed(f), tea.Batch(cmd, legacySync(f, m)), true
+}
+
+// legacyBack is esc in flow f on machine m.
+func legacyBack(f flow, m *stepMachine) (bool, tea.Cmd) {
+	handled, cmd := m.stepBack()
+	return handled, tea.Batch(cmd, legacySync(f, m))
+}

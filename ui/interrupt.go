@@ -63,7 +63,8 @@ type flowStop struct {
 func (s *flowStop) interrupt() tea.Cmd {
 	if s.m.step == stepApplying && s.m.reveals {
 		s.note = "reveal cancelled, nothing shown; its audit record may be committed"
-		return s.m.abandon(s.f)
+		s.f.leave()
+		return s.m.abandon()
 	}
 	return nil
 }
@@ -185,7 +186,7 @@ func (s *bulkFlow) interrupt() tea.Cmd {
 	if s.running() {
 		s.interrupted = true
 		s.halt()
-		s.updateKeys(s)
+		return legacySync(s, &s.stepMachine)
 	}
 	return nil
 }

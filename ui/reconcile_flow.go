@@ -83,22 +83,19 @@ type reconcileFlow struct {
 
 	// Decision.
 	choice   int // in reconcile.Decisions
-	ref      textinput.Model
-	snooze   textinput.Model
 	snoozeD  time.Duration
 	override bool
 }
 
 func newReconcile(d deps, dec Decider) *reconcileFlow {
 	s := &reconcileFlow{stepMachine: newSteps(d, screenReconcile, dec), now: time.Now}
-	s.ref = textInput(d.st, "reference", 200)
-	s.snooze = textInput(d.st, "such as 30m, 2h, 1d", 20)
-	s.inputs = append(s.inputs, &s.ref, &s.snooze)
+	s.addInput(stepReference, textInput(d.st, "reference", 200))
+	s.addInput(stepSnooze, textInput(d.st, "such as 30m, 2h, 1d", 20))
 	s.first = stepDecide
 	s.needsPending = true
 	s.crumbs = []crumb{{"decide", []step{stepLoading, stepDecide, stepReference, stepSnooze}},
 		{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
-	s.updateKeys(s)
+	legacySync(s, &s.stepMachine)
 	return s
 }
 
@@ -130,23 +127,17 @@ func (s *reconcileFlow) page(st step) []string {
 	return out
 }
 
-func (s *reconcileFlow) inputAt(st step) *textinput.Model {
-	switch st {
-	case stepReference:
-		return &s.ref
-	case stepSnooze:
-		return &s.snooze
-	}
-	return nil
-}
+// ref and snooze are the inputs of the reference and the snooze.
+func (s *reconcileFlow) ref() *textinput.Model    { return s.inputAt(stepReference) }
+func (s *reconcileFlow) snooze() *textinput.Model { return s.inputAt(stepSnooze) }
 
 func (s *reconcileFlow) pinAt(st step) []string {
 	switch st {
 	case stepReference:
-		return []string{" " + s.ref.View()}
+		return []string{" " + s.ref().View()}
 	case stepSnooze:
-		out := []string{" " + s.snooze.View()}
-		if d, err := parseSnooze(s.snooze.Value()); err == nil {
+		out := []string{" " + s.snooze().View()}
+		if d, err := parseSnooze(s.snooze().Value()); err == nil {
 			out = append(out, "", " "+s.st.Muted.Render("until "+stamp(s.rec.DBTime.Add(d), s.rec.DBTime)+" UTC ("+Relative(d)+")"))
 		}
 		return out
@@ -195,19 +186,19 @@ func (s *reconcileFlow) decideKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 		// Refused while the provider is asked, or while the decision
 		// contradicts it without the override: submitDecision says why.
 		return s.submitDecision(), true
-	case key.Matches(msg, s.keys.Up):
+	case key.Matches(msg, s.KeyMap.Up):
 		s.choice = (s.choice + n - 1) % n
-	case key.Matches(msg, s.keys.Down):
+	case key.Matches(msg, s.KeyMap.Down):
 		s.choice = (s.choice + 1) % n
-	case key.Matches(msg, s.keys.Choose):
+	case key.Matches(msg, s.KeyMap.Choose):
 		c, _ := strconv.Atoi(msg.String())
 		s.choice = c - 1
-	case key.Matches(msg, s.keys.AskAgain):
+	case key.Matches(msg, s.KeyMap.AskAgain):
 		return s.ask(), true
-	case key.Matches(msg, s.keys.Override):
+	case key.Matches(msg, s.KeyMap.Override):
 		s.override = !s.override
-	case key.Matches(msg, s.keys.EditRef):
-		return s.forward(s, stepReference), true
+	case key.Matches(msg, s.KeyMap.EditRef):
+		return s.forward(stepReference), true
 	default:
 		return nil, false
 	}
@@ -228,12 +219,12 @@ func (s *reconcileFlow) submitDecision() tea.Cmd {
 	switch k := s.kind(); {
 	case k.NeedsRef:
 		if s.typedRef() == "" {
-			return s.forward(s, stepReference)
+			return s.forward(stepReference)
 		}
 	case k.NeedsUntil:
-		return s.forward(s, stepSnooze)
+		return s.forward(stepSnooze)
 	}
-	return s.forward(s, stepReason)
+	return s.forward(stepReason)
 }
 
 // submitRef goes on from the reference, once it is one to record.
@@ -247,18 +238,18 @@ func (s *reconcileFlow) submitRef() tea.Cmd {
 			": go back (esc) and set the override (o) to record another"
 		return nil
 	}
-	return s.forward(s, stepReason)
+	return s.forward(stepReason)
 }
 
 // submitSnooze goes on from the snooze, once it is a duration.
 func (s *reconcileFlow) submitSnooze() tea.Cmd {
-	d, err := parseSnooze(s.snooze.Value())
+	d, err := parseSnooze(s.snooze().Value())
 	if err != nil {
 		s.inputErr = err.Error()
 		return nil
 	}
 	s.snoozeD = d
-	return s.forward(s, stepReason)
+	return s.forward(stepReason)
 }
 
 // typedConfirm: releasing an unknown external effect is confirmed by
@@ -296,17 +287,16 @@ func (s *reconcileFlow) waiting() bool { return s.asking }
 func (s *reconcileFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	if a, ok := msg.(askMsg); ok {
 		s.onAsk(a)
-		s.updateKeys(s)
-		return s, nil
+		return s, legacySync(s, &s.stepMachine)
 	}
-	return s, s.update(s, msg)
+	return s, legacyUpdate(s, &s.stepMachine, msg)
 }
 
-func (s *reconcileFlow) View() string          { return s.view(s) }
-func (s *reconcileFlow) SetSize(w, h int)      { s.resize(s, w, h) }
-func (s *reconcileFlow) back() (bool, tea.Cmd) { return s.stepBack(s) }
+func (s *reconcileFlow) View() string          { return s.stepMachine.View() }
+func (s *reconcileFlow) SetSize(w, h int)      { s.stepMachine.SetSize(w, h); legacySync(s, &s.stepMachine) }
+func (s *reconcileFlow) back() (bool, tea.Cmd) { return legacyBack(s, &s.stepMachine) }
 func (s *reconcileFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	return s.openOn(s, n, at)
+	return legacyOpen(s, &s.stepMachine, n, at)
 }
 
 // begin starts the reconciliation: it asks the provider at once, so the
@@ -314,7 +304,7 @@ func (s *reconcileFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 func (s *reconcileFlow) begin(flowNav) tea.Cmd {
 	s.answer, s.noLookup, s.askErr, s.asking = nil, false, nil, false
 	s.choice, s.override, s.snoozeD = len(reconcile.Decisions)-1, false, defaultSnooze
-	s.snooze.SetValue(ShortDuration(defaultSnooze))
+	s.snooze().SetValue(ShortDuration(defaultSnooze))
 	s.runbook = ""
 	if s.dec != nil {
 		s.runbook = s.dec.Runbook(s.rec.Tool)
@@ -369,8 +359,8 @@ func (s *reconcileFlow) onAsk(msg askMsg) {
 				s.choice = 1
 			}
 			if s.typedRef() == "" {
-				s.ref.SetValue(a.ResultRef)
-				s.ref.CursorEnd()
+				s.ref().SetValue(a.ResultRef)
+				s.ref().CursorEnd()
 			}
 		}
 	}
@@ -402,7 +392,7 @@ func (s *reconcileFlow) contradicts() bool {
 }
 
 // typedRef is the reference the operator confirms completed with.
-func (s *reconcileFlow) typedRef() string { return strings.TrimSpace(s.ref.Value()) }
+func (s *reconcileFlow) typedRef() string { return strings.TrimSpace(s.ref().Value()) }
 
 // evidence is what the decision records as its evidence: the lookup's
 // answer, or that none was gathered.
@@ -600,7 +590,7 @@ func (s *reconcileFlow) lookupLines() []string {
 			verdict = "○ not found: the provider has no such effect"
 		}
 		verdict += " · asked " + s.askedAt.UTC().Format("15:04:05") + " (local clock)"
-		if s.keys.AskAgain.Enabled() {
+		if s.KeyMap.AskAgain.Enabled() {
 			verdict += " · r asks again"
 		}
 		s.field(&out, "evidence", verdict)

@@ -35,7 +35,7 @@ func newReveal(d deps, dec Decider, keys opsmodel.Keyring) *revealFlow {
 	s.crumbs = []crumb{{"reason", []step{stepReason, stepApplying}}, {"result", []step{stepResult}}}
 	s.confirms, s.reasonAccept = false, "reveal (audited)"
 	s.reveals = true
-	s.updateKeys(s)
+	legacySync(s, &s.stepMachine)
 	return s
 }
 
@@ -95,7 +95,7 @@ func (s *revealFlow) keysAt(st step, k *KeyMap) {
 }
 
 func (s *revealFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
-	return nil, st == stepResult && s.revealed.scrollKey(msg, s.stepMachine.keys, s.resultRoom())
+	return nil, st == stepResult && s.revealed.scrollKey(msg, s.KeyMap, s.resultRoom())
 }
 
 // leave forgets the value.
@@ -107,7 +107,8 @@ func (s *revealFlow) leave() {
 func (s *revealFlow) SetSize(w, h int) {
 	s.w, s.h = w, h
 	s.layOutRevealed()
-	s.resize(s, w, h)
+	s.stepMachine.SetSize(w, h)
+	legacySync(s, &s.stepMachine)
 }
 
 // layOutRevealed lays the revealed value out for the screen's width.
@@ -116,9 +117,11 @@ func (s *revealFlow) layOutRevealed() {
 	s.revealed.layOut(s.w, s.st, more)
 }
 
-func (s *revealFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) { return s, s.update(s, msg) }
-func (s *revealFlow) View() string                            { return s.view(s) }
-func (s *revealFlow) back() (bool, tea.Cmd)                   { return s.stepBack(s) }
+func (s *revealFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	return s, legacyUpdate(s, &s.stepMachine, msg)
+}
+func (s *revealFlow) View() string          { return s.stepMachine.View() }
+func (s *revealFlow) back() (bool, tea.Cmd) { return legacyBack(s, &s.stepMachine) }
 func (s *revealFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	return s.openOn(s, n, at)
+	return legacyOpen(s, &s.stepMachine, n, at)
 }

@@ -24,17 +24,29 @@ import (
 // defaults to No (typed where a flow asks for it), the write, its answer,
 // and what changed when the database refused a record that changed
 // since. Every step shows the record as the detail showed it.
+//
+// It is a component as bubbles' are: its KeyMap, SetSize, an Update that
+// returns the machine and a View. It calls nothing of the flow that owns
+// it. The flow hands it what it shows (setPage, after every change), and
+// acts on what Update reports (takeEvents): the flow started, its write
+// is to run, the write answered, the machine started over.
 type stepMachine struct {
-	deps
 	navigator
-	w, h int
-	sid  screenID
-	dec  Decider
+	// KeyMap is the machine's copy of the console's bindings: it enables
+	// and words those of its own steps, the flow those of the flow's
+	// (after setPage), and help is generated from them.
+	KeyMap KeyMap
+	st     Styles
+	f      fetcher
+	after  func(time.Duration, tea.Msg) tea.Cmd
+	w, h   int
+	sid    screenID
+	dec    Decider
 
 	// Set by the flow when it is built.
 	crumbs []crumb
 	first  step
-	inputs []*textinput.Model // every input, to blur and size
+	own    []stepInput // the flow's own inputs, by step
 	// confirms: the reason goes on to a confirmation; otherwise straight
 	// to the write. reasonAccept words enter on the reason, and
 	// reasonPrompt asks for it.
@@ -49,7 +61,12 @@ type stepMachine struct {
 	// needsPending: the flow decides on a pending record, so one read
 	// from a list that is no longer pending opens nothing.
 	needsPending bool
-	pending      flowNav
+	nav          flowNav // how the flow was opened on its record
+
+	// page is what the flow shows at the step, as it last handed it over;
+	// events, what Update reported since the flow last took them.
+	page   stepPage
+	events []stepEvent
 	// back names where the flow returns to ("the record", "the list").
 	backTo string
 
@@ -94,10 +111,58 @@ type stepMachine struct {
 	checkErr error
 }
 
+// stepInput is an input of a flow's own step, which the machine focuses,
+// sizes and hands the keys to.
+type stepInput struct {
+	at step
+	in textinput.Model
+}
+
+// stepPage is what a flow shows where its machine is, handed to the
+// machine (setPage) whenever it may have changed; the machine lays it out
+// around its own text.
+type stepPage struct {
+	title string
+	// text is the flow's page at pageStep: all of a step of its own;
+	// above the prompt on the reason and the confirmation; on the result,
+	// what a write that succeeded shows.
+	text []string
+	// pin stays under the text of a step of the flow's own (its input).
+	pin []string
+	// typed asks for the record's operation id to confirm; "" confirms
+	// with y/N.
+	typed string
+	// waiting: the flow waits on something of its own (the provider), so
+	// the spinner turns.
+	waiting bool
+}
+
+// stepEvent is what happened in the machine that its flow acts on, once
+// Update returned: the machine does not call its flow.
+type stepEvent struct {
+	kind  eventKind
+	value any // evApplied: what the write read
+}
+
+type eventKind int
+
+const (
+	// evStarted: the flow starts on m.rec, opened as m.nav says; it does
+	// what it does first (asks the provider).
+	evStarted eventKind = iota + 1
+	// evSubmit: the operator confirmed; the flow runs its write (apply).
+	evSubmit
+	// evApplied: the write succeeded; the flow keeps what it read.
+	evApplied
+	// evLeft: the machine started over or gave up the write; the flow
+	// forgets what it keeps.
+	evLeft
+)
+
 // newSteps is a flow's machine with the steps every flow ends with: the
 // reason, the confirmation, the write under way and its result.
 func newSteps(d deps, sid screenID, dec Decider) stepMachine {
-	m := stepMachine{deps: d, sid: sid, dec: dec, confirms: true, reasonAccept: "next",
+	m := stepMachine{KeyMap: d.keys, st: d.st, f: d.f, after: d.after, sid: sid, dec: dec, confirms: true, reasonAccept: "next",
 		reasonPrompt: "Reason (required; kept in the audit trail with your role):"}
 	m.reason = textInput(d.st, "", 500)
 	m.typed = textInput(d.st, "", typedLimit)
@@ -126,54 +191,91 @@ const typedLimit = 20
 
 // inputAt is the input of step st, nil when it has none; a step with
 // one takes every key.
-func (m *stepMachine) inputAt(f flow, st step) *textinput.Model {
+func (m *stepMachine) inputAt(st step) *textinput.Model {
 	switch st {
 	case stepReason:
 		return &m.reason
 	case stepConfirm:
-		if m.typedBy(f) {
+		if m.typedConfirm() {
 			return &m.typed
 		}
 		return nil
 	}
-	if in, ok := f.(inputter); ok {
-		return in.inputAt(st)
+	for i := range m.own {
+		if m.own[i].at == st {
+			return &m.own[i].in
+		}
 	}
 	return nil
 }
 
-// pinAt is what stays under the text of step st (a prompt and its input).
-func (m *stepMachine) pinAt(f flow, st step) []string {
+// addInput gives the flow's step st an input.
+func (m *stepMachine) addInput(st step, in textinput.Model) {
+	m.own = append(m.own, stepInput{at: st, in: in})
+}
+
+// setPage takes what the flow shows now: the scrolling keys are enabled
+// when it does not fit. The flow words its keys (after wordKeys) before,
+// since a page may name them.
+func (m *stepMachine) setPage(p stepPage) {
+	m.page = p
+	_, _, more := m.layout()
+	m.KeyMap.ScrollDown.SetEnabled(more)
+	m.KeyMap.ScrollUp.SetEnabled(more)
+	m.capture = m.step == stepApplying || m.inputAt(m.step) != nil
+}
+
+// pageStep is the step whose page the flow hands over: the confirmation's
+// while its write is under way, the result's once it succeeded, none
+// where the machine shows its own text.
+func (m *stepMachine) pageStep() step {
+	switch {
+	case m.step == stepApplying:
+		return stepConfirm
+	case m.step == stepLoading, m.step == stepResult && m.err != nil:
+		return ""
+	}
+	return m.step
+}
+
+// takeEvents returns what happened since the flow last took it.
+func (m *stepMachine) takeEvents() []stepEvent {
+	evs := m.events
+	m.events = nil
+	return evs
+}
+
+func (m *stepMachine) report(kind eventKind, value any) {
+	m.events = append(m.events, stepEvent{kind: kind, value: value})
+}
+
+// pinned is what stays under the text of step st (a prompt and its input).
+func (m *stepMachine) pinned(st step) []string {
 	switch st {
 	case stepReason:
 		var out []string
 		m.para(&out, m.reasonPrompt, nil)
 		return append(out, " "+m.reason.View())
 	case stepConfirm, stepApplying:
-		return m.confirmPrompt(f)
+		return m.confirmPrompt()
 	}
-	if in, ok := f.(inputter); ok {
-		return in.pinAt(st)
-	}
-	return nil
+	return m.page.pin
 }
 
 // textAt is the text of step st.
-func (m *stepMachine) textAt(f flow, st step) []string {
+func (m *stepMachine) textAt(st step) []string {
 	switch st {
 	case stepLoading:
 		return m.loadingView()
 	case stepResult:
-		return m.resultView(f)
-	case stepApplying:
-		return f.page(stepConfirm)
+		return m.resultView()
 	}
-	return f.page(st)
+	return m.page.text
 }
 
 // submit completes one of the machine's steps: it checks what was
 // entered and moves on.
-func (m *stepMachine) submit(f flow) tea.Cmd {
+func (m *stepMachine) submit() tea.Cmd {
 	switch m.step {
 	case stepReason:
 		if strings.TrimSpace(m.reason.Value()) == "" {
@@ -181,13 +283,14 @@ func (m *stepMachine) submit(f flow) tea.Cmd {
 			return nil
 		}
 		if !m.confirms {
-			return m.apply(f)
+			m.report(evSubmit, nil)
+			return nil
 		}
-		return m.forward(f, stepConfirm)
+		return m.forward(stepConfirm)
 	case stepConfirm:
-		if !m.typedBy(f) {
+		if !m.typedConfirm() {
 			// enter is No: the confirmation defaults to it.
-			_, cmd := m.stepBack(f)
+			_, cmd := m.stepBack()
 			return cmd
 		}
 		if m.typed.Value() != strconv.FormatInt(m.rec.ID, 10) {
@@ -195,7 +298,8 @@ func (m *stepMachine) submit(f flow) tea.Cmd {
 			m.typed.SetValue("")
 			return nil
 		}
-		return m.apply(f)
+		m.report(evSubmit, nil)
+		return nil
 	case stepResult:
 		m.goTo(navBack{})
 	}
@@ -203,12 +307,12 @@ func (m *stepMachine) submit(f flow) tea.Cmd {
 }
 
 // machineKeys enables and words the keys of the machine's own steps.
-func (m *stepMachine) machineKeys(f flow, k *KeyMap) {
+func (m *stepMachine) machineKeys(k *KeyMap) {
 	switch m.step {
 	case stepReason:
 		m.inputKeys(k, m.reasonAccept)
 	case stepConfirm:
-		if m.typedBy(f) {
+		if m.typedConfirm() {
 			k.Accept.SetEnabled(true)
 			k.Accept.SetHelp("enter", "confirm")
 			k.Cancel.SetEnabled(true)
@@ -257,46 +361,45 @@ func (m *stepMachine) asOf() time.Time      { return m.rec.DBTime }
 // saw it, and the status bar keeps that read's database time.
 func (m *stepMachine) refresh() tea.Cmd { return nil }
 
-// openOn starts flow f, for a role that may decide: on the record a
-// detail shows, at its first step, where a starter does what it does
-// first; or on a record of a list, read first.
-func (m *stepMachine) openOn(f flow, n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+// open starts the machine for a role that may decide: on the record a
+// detail shows, at its first step, reporting evStarted; or on a record of
+// a list, read first. ok is false when it does not open from where the
+// operator is; the flow then pushes itself on the stack.
+func (m *stepMachine) open(n navMsg, at opening) (tea.Cmd, bool) {
 	fn, ok := n.(flowNav)
 	switch {
 	case !ok || !at.perms.decide:
-		return nil, nil, false
+		return nil, false
 	case fn.rec != nil && at.active().id() == screenDetail:
 		m.backTo = "the record"
-		return at.pushed(f), m.start(f, fn, *fn.rec), true
+		m.nav = fn
+		return m.start(*fn.rec), true
 	case fn.rec == nil && fn.id > 0 && at.active().id() == screenList:
 		m.backTo = "the list"
-		m.reset(f, readmodel.Detail{Row: readmodel.Row{ID: fn.id}})
-		m.enter(f, stepLoading)
+		m.reset(readmodel.Detail{Row: readmodel.Row{ID: fn.id}})
+		m.enter(stepLoading)
 		m.seq++
 		m.loadSeq, m.loadErr = m.seq, nil
 		seq, id, src := m.seq, fn.id, m.f.src
 		load := run(m.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
 			func(d readmodel.Detail, err error) tea.Msg { return loadMsg{seq: seq, d: d, err: err} })
-		m.pending = fn
-		return at.pushed(f), tea.Batch(load, m.spinner()), true
+		m.nav = fn
+		return tea.Batch(load, m.spinner()), true
 	}
-	return nil, nil, false
+	return nil, false
 }
 
 // start begins the flow on rec at its first step.
-func (m *stepMachine) start(f flow, fn flowNav, rec readmodel.Detail) tea.Cmd {
-	m.reset(f, rec)
-	cmd := m.enter(f, m.first)
-	if s, ok := f.(starter); ok {
-		cmd = tea.Batch(cmd, s.begin(fn))
-		m.updateKeys(f)
-	}
+func (m *stepMachine) start(rec readmodel.Detail) tea.Cmd {
+	m.reset(rec)
+	cmd := m.enter(m.first)
+	m.report(evStarted, nil)
 	return cmd
 }
 
 // onLoad starts the flow on the record read for it; a record that is no
 // longer pending, or could not be read, is said and nothing starts.
-func (m *stepMachine) onLoad(f flow, msg loadMsg) tea.Cmd {
+func (m *stepMachine) onLoad(msg loadMsg) tea.Cmd {
 	if msg.seq != m.loadSeq || m.step != stepLoading {
 		return nil
 	}
@@ -309,7 +412,7 @@ func (m *stepMachine) onLoad(f flow, msg loadMsg) tea.Cmd {
 		m.loadErr = fmt.Errorf("operation %d is %s now: there is nothing to decide", msg.d.ID, stateText(msg.d.State))
 		return nil
 	}
-	return m.start(f, m.pending, msg.d)
+	return m.start(msg.d)
 }
 
 // loadingView is the wait for the record opened from a list.
@@ -326,9 +429,11 @@ func (m *stepMachine) loadingView() []string {
 	return out
 }
 
-// reset starts the machine over on rec, at the flow's first step.
-func (m *stepMachine) reset(f flow, rec readmodel.Detail) {
-	f.leave()
+// reset starts the machine over on rec, at the flow's first step, and
+// reports evLeft.
+func (m *stepMachine) reset(rec readmodel.Detail) {
+	m.leave()
+	m.report(evLeft, nil)
 	m.rec = rec
 	m.trail = nil
 	m.inputErr = ""
@@ -343,28 +448,29 @@ func (m *stepMachine) reset(f flow, rec readmodel.Detail) {
 
 // allInputs are the machine's inputs and the flow's.
 func (m *stepMachine) allInputs() []*textinput.Model {
-	return append([]*textinput.Model{&m.reason, &m.typed}, m.inputs...)
+	out := []*textinput.Model{&m.reason, &m.typed}
+	for i := range m.own {
+		out = append(out, &m.own[i].in)
+	}
+	return out
 }
 
 // capturing: text inputs take every key, and so does the wait for the
 // database's answer (q must not leave before it arrives).
 func (m *stepMachine) capturing() bool { return m.capture }
 
-// typedBy tells whether flow f confirms by typing.
-func (m *stepMachine) typedBy(f flow) bool {
-	t, ok := f.(typedConfirmer)
-	return ok && t.typedConfirm()
-}
+// typedConfirm tells whether the flow confirms by typing the record's
+// operation id.
+func (m *stepMachine) typedConfirm() bool { return m.page.typed != "" }
 
-// resize lays flow f out for a new size.
-func (m *stepMachine) resize(f flow, w, h int) {
+// SetSize lays the machine out for a new size; what fitted may scroll
+// now, and the other way round, once the flow hands its page over again.
+func (m *stepMachine) SetSize(w, h int) {
 	m.w, m.h = w, h
 	for _, in := range m.allInputs() {
 		in.Width = max(1, w-8)
 	}
 	m.typed.Width = typedLimit + 1
-	// What fitted may scroll now, and the other way round.
-	m.updateKeys(f)
 }
 
 // leave forgets what the machine must not keep once the operator leaves
@@ -381,20 +487,19 @@ func (m *stepMachine) leave() {
 
 // spinner schedules the next frame unless one is scheduled.
 func (m *stepMachine) spinner() tea.Cmd {
-	if m.spin || m.deps.after == nil {
+	if m.spin || m.after == nil {
 		return nil
 	}
 	m.spin = true
-	return m.deps.after(120*time.Millisecond, spinMsg{})
+	return m.after(120*time.Millisecond, spinMsg{})
 }
 
-func (m *stepMachine) busy(f flow) bool {
-	w, ok := f.(waiter)
-	return m.step == stepApplying || m.step == stepLoading && m.loadErr == nil || m.refetching || m.checking || ok && w.waiting()
+func (m *stepMachine) busy() bool {
+	return m.step == stepApplying || m.step == stepLoading && m.loadErr == nil || m.refetching || m.checking || m.page.waiting
 }
 
 // enter moves to step st, focusing its input.
-func (m *stepMachine) enter(f flow, st step) tea.Cmd {
+func (m *stepMachine) enter(st step) tea.Cmd {
 	m.inputErr = ""
 	for _, in := range m.allInputs() {
 		in.Blur()
@@ -402,27 +507,26 @@ func (m *stepMachine) enter(f flow, st step) tea.Cmd {
 	m.step = st
 	m.offset = 0
 	var cmd tea.Cmd
-	switch in := m.inputAt(f, st); {
+	switch in := m.inputAt(st); {
 	case st == stepConfirm && in != nil:
 		m.typed.SetValue("")
 		cmd = m.typed.Focus()
 	case in != nil:
 		cmd = in.Focus()
 	}
-	m.updateKeys(f)
 	return cmd
 }
 
 // forward goes on to st, remembering where esc returns to.
-func (m *stepMachine) forward(f flow, st step) tea.Cmd {
+func (m *stepMachine) forward(st step) tea.Cmd {
 	m.trail = append(m.trail, m.step)
-	return m.enter(f, st)
+	return m.enter(st)
 }
 
 // stepBack handles esc: one step back. At the flow's first step, and
 // once it is done, the root leaves it; while the database answers,
 // nothing.
-func (m *stepMachine) stepBack(f flow) (bool, tea.Cmd) {
+func (m *stepMachine) stepBack() (bool, tea.Cmd) {
 	switch {
 	case m.step == stepApplying:
 		return true, nil
@@ -431,7 +535,7 @@ func (m *stepMachine) stepBack(f flow) (bool, tea.Cmd) {
 	}
 	prev := m.trail[len(m.trail)-1]
 	m.trail = m.trail[:len(m.trail)-1]
-	return true, m.enter(f, prev)
+	return true, m.enter(prev)
 }
 
 // backLabels word esc and q for the step.
@@ -445,27 +549,22 @@ func (m *stepMachine) backLabels() (esc, q string) {
 	return "previous step", "cancel"
 }
 
-func (m *stepMachine) updateKeys(f flow) {
-	k := &m.keys
+// wordKeys enables and words the keys of the machine's step, and
+// disables the others: the flow enables and words its own after.
+func (m *stepMachine) wordKeys() {
+	k := &m.KeyMap
 	for _, b := range []*key.Binding{&k.Next, &k.Yes, &k.No, &k.Override, &k.AskAgain, &k.Choose, &k.EditRef, &k.Up, &k.Down,
 		&k.Top, &k.Bottom, &k.NextPage, &k.PrevPage, &k.Accept, &k.Cancel} {
 		b.SetEnabled(false)
 	}
 	k.Next.SetHelp("enter", "next")
 	k.Cancel.SetHelp("esc", "previous step")
-	m.machineKeys(f, k)
-	if s, ok := f.(stepper); ok {
-		s.keysAt(m.step, k)
-	}
-	_, _, more := m.layout(f)
-	k.ScrollDown.SetEnabled(more)
-	k.ScrollUp.SetEnabled(more)
-	m.capture = m.step == stepApplying || m.inputAt(f, m.step) != nil
+	m.machineKeys(k)
 }
 
 // ShortHelp implements help.KeyMap.
 func (m *stepMachine) ShortHelp() []key.Binding {
-	k := m.keys
+	k := m.KeyMap
 	scroll := combined("pgdn/pgup", "scroll", k.ScrollDown, k.ScrollUp)
 	if m.capture {
 		return []key.Binding{k.Accept, k.Cancel, scroll, k.ForceQuit}
@@ -478,20 +577,22 @@ func (m *stepMachine) ShortHelp() []key.Binding {
 
 // FullHelp implements help.KeyMap.
 func (m *stepMachine) FullHelp() [][]key.Binding {
-	k := m.keys
+	k := m.KeyMap
 	return [][]key.Binding{{k.Next, k.Accept, k.Cancel, k.Up, k.Down, k.Choose}, {k.Yes, k.No, k.Override, k.AskAgain, k.EditRef},
 		{k.ScrollDown, k.ScrollUp}}
 }
 
-// update takes the machine's messages and keys for flow f; a flow takes
-// its own messages before it hands the rest here.
-func (m *stepMachine) update(f flow, msg tea.Msg) tea.Cmd {
+// Update takes the machine's messages and keys; a flow takes its own
+// messages, and the keys its step offers it first (offers), before it
+// hands the rest here. What the flow is to act on, it takes after
+// (takeEvents), and then hands its page over again.
+func (m stepMachine) Update(msg tea.Msg) (stepMachine, tea.Cmd) {
 	var cmd tea.Cmd
 	switch msg := msg.(type) {
 	case applyMsg:
-		cmd = m.onApply(f, msg)
+		cmd = m.onApply(msg)
 	case loadMsg:
-		cmd = m.onLoad(f, msg)
+		cmd = m.onLoad(msg)
 	case dbBackMsg:
 		cmd = m.recheck()
 	case checkMsg:
@@ -515,77 +616,78 @@ func (m *stepMachine) update(f flow, msg tea.Msg) tea.Cmd {
 		}
 	case spinMsg:
 		m.spin = false
-		if m.busy(f) {
+		if m.busy() {
 			m.frame = (m.frame + 1) % len(spinFrames)
 			cmd = m.spinner()
 		}
 	case tea.KeyMsg:
-		cmd = m.key(f, msg)
+		cmd = m.key(msg)
 	default:
-		cmd = m.updateInput(f, msg)
+		cmd = m.updateInput(msg)
 	}
-	m.updateKeys(f)
-	return cmd
+	return m, cmd
 }
 
-// stepKey hands a key to the flow's own handling of the step.
-func (m *stepMachine) stepKey(f flow, msg tea.KeyMsg) (tea.Cmd, bool) {
-	if s, ok := f.(stepper); ok {
-		return s.keyAt(m.step, msg)
+// offers tells whether key msg goes to the flow's own handling of the
+// step before the machine's: enter on a step with an input, any key but
+// scrolling on one without, none while the write is under way.
+func (m *stepMachine) offers(msg tea.KeyMsg) bool {
+	k := m.KeyMap
+	switch {
+	case key.Matches(msg, k.ScrollDown, k.ScrollUp), m.step == stepApplying:
+		return false
+	case m.inputAt(m.step) != nil:
+		return key.Matches(msg, k.Accept)
 	}
-	return nil, false
+	return true
 }
 
-// key handles the keys the root leaves to the flow.
-func (m *stepMachine) key(f flow, msg tea.KeyMsg) tea.Cmd {
-	k := m.keys
+// key handles the keys the root and the flow leave to the machine.
+func (m *stepMachine) key(msg tea.KeyMsg) tea.Cmd {
+	k := m.KeyMap
 	switch {
 	case key.Matches(msg, k.ScrollDown):
-		m.scroll(f, +1)
+		m.scroll(+1)
 		return nil
 	case key.Matches(msg, k.ScrollUp):
-		m.scroll(f, -1)
+		m.scroll(-1)
 		return nil
 	}
 	if m.step == stepApplying {
 		if key.Matches(msg, k.Cancel) {
-			return m.abandon(f)
+			m.report(evLeft, nil)
+			return m.abandon()
 		}
 		return nil
 	}
-	if m.inputAt(f, m.step) != nil {
+	if m.inputAt(m.step) != nil {
 		switch {
 		case key.Matches(msg, k.Cancel):
-			if handled, cmd := m.stepBack(f); handled {
+			if handled, cmd := m.stepBack(); handled {
 				return cmd
 			}
 			m.goTo(navBack{})
 			return nil
 		case key.Matches(msg, k.Accept):
-			if cmd, ok := m.stepKey(f, msg); ok {
-				return cmd
-			}
-			return m.submit(f)
+			return m.submit()
 		}
-		return m.updateInput(f, msg)
-	}
-	if cmd, ok := m.stepKey(f, msg); ok {
-		return cmd
+		return m.updateInput(msg)
 	}
 	switch {
 	case key.Matches(msg, k.Yes):
-		return m.apply(f)
+		m.report(evSubmit, nil)
+		return nil
 	case key.Matches(msg, k.No):
-		_, cmd := m.stepBack(f)
+		_, cmd := m.stepBack()
 		return cmd
 	case key.Matches(msg, k.Next):
-		return m.submit(f)
+		return m.submit()
 	}
 	return nil
 }
 
-func (m *stepMachine) updateInput(f flow, msg tea.Msg) tea.Cmd {
-	in := m.inputAt(f, m.step)
+func (m *stepMachine) updateInput(msg tea.Msg) tea.Cmd {
+	in := m.inputAt(m.step)
 	if in == nil {
 		return nil
 	}
@@ -597,16 +699,17 @@ func (m *stepMachine) updateInput(f flow, msg tea.Msg) tea.Cmd {
 	return cmd
 }
 
-// apply sends the flow's write in a command.
-func (m *stepMachine) apply(f flow) tea.Cmd {
-	if m.dec == nil {
+// apply sends the flow's write, work, in a command: what the flow does
+// on evSubmit.
+func (m *stepMachine) apply(work func(ctx context.Context) (applied, error)) tea.Cmd {
+	if m.dec == nil || work == nil {
 		return nil
 	}
 	m.trail = append(m.trail, m.step)
 	m.step = stepApplying
 	m.seq++
 	m.applySeq = m.seq
-	seq, work := m.seq, f.write()
+	seq := m.seq
 	fe := m.f
 	if m.reveals {
 		fe.ctx, m.cancel = context.WithCancel(fe.ctx)
@@ -614,11 +717,10 @@ func (m *stepMachine) apply(f flow) tea.Cmd {
 	cmd := run(fe, work, func(a applied, err error) tea.Msg {
 		return applyMsg{seq: seq, res: a.res, value: a.value, err: err}
 	})
-	m.updateKeys(f)
 	return tea.Batch(cmd, m.spinner())
 }
 
-func (m *stepMachine) onApply(f flow, msg applyMsg) tea.Cmd {
+func (m *stepMachine) onApply(msg applyMsg) tea.Cmd {
 	if msg.seq != m.applySeq || m.step != stepApplying {
 		return nil
 	}
@@ -628,8 +730,8 @@ func (m *stepMachine) onApply(f flow, msg applyMsg) tea.Cmd {
 		m.cancel()
 		m.cancel = nil
 	}
-	if k, ok := f.(keeper); ok && msg.err == nil {
-		k.applied(msg.value)
+	if msg.err == nil {
+		m.report(evApplied, msg.value)
 	}
 	m.sent = m.typedReason()
 	m.reason.SetValue("")
@@ -675,11 +777,11 @@ func (m *stepMachine) recheck() tea.Cmd {
 }
 
 // abandon gives up on a write still under way (a reveal being fetched):
-// its request is cancelled and the flow leaves at once. Its audit record
-// may well have committed already (it commits before the value is read):
-// the operator is told so.
-func (m *stepMachine) abandon(f flow) tea.Cmd {
-	f.leave()
+// its request is cancelled and the flow leaves at once, forgetting what
+// it keeps. Its audit record may well have committed already (it commits
+// before the value is read): the operator is told so.
+func (m *stepMachine) abandon() tea.Cmd {
+	m.leave()
 	m.step = m.first
 	m.goTo(navBack{})
 	return func() tea.Msg {
@@ -687,15 +789,15 @@ func (m *stepMachine) abandon(f flow) tea.Cmd {
 	}
 }
 
-// view renders flow f: the title, the steps and the current step's text,
-// which scrolls when it is longer than the screen, above what is pinned
-// under it and the error of what was entered.
-func (m *stepMachine) view(f flow) string {
+// View renders the flow: the title, the steps and the current step's
+// text, which scrolls when it is longer than the screen, above what is
+// pinned under it and the error of what was entered.
+func (m stepMachine) View() string {
 	if m.w <= 0 || m.h <= 0 {
 		return ""
 	}
-	body, tail, _ := m.layout(f)
-	lines := append([]string{f.title(), m.crumbLine(), ""}, body...)
+	body, tail, _ := m.layout()
+	lines := append([]string{m.page.title, m.crumbLine(), ""}, body...)
 	lines = append(lines, tail...)
 	if len(lines) > m.h {
 		lines = lines[:m.h]
@@ -705,9 +807,9 @@ func (m *stepMachine) view(f flow) string {
 
 // layout is the step's text as it fits (scrolled, with the position when
 // it does not fit whole), what goes under it, and whether it scrolls.
-func (m *stepMachine) layout(f flow) (body, tail []string, scrolls bool) {
-	body = m.textAt(f, m.step)
-	tail = m.pinAt(f, m.step)
+func (m *stepMachine) layout() (body, tail []string, scrolls bool) {
+	body = m.textAt(m.step)
+	tail = m.pinned(m.step)
 	if m.inputErr != "" {
 		tail = append(tail, "")
 		for _, l := range wrap("✗ "+m.inputErr, m.w-2) {
@@ -725,13 +827,13 @@ func (m *stepMachine) layout(f flow) (body, tail []string, scrolls bool) {
 }
 
 // scroll pages the step's text by a screen (dir +1 or -1).
-func (m *stepMachine) scroll(f flow, dir int) {
-	body, _, scrolls := m.layout(f)
+func (m *stepMachine) scroll(dir int) {
+	body, _, scrolls := m.layout()
 	if !scrolls {
 		return
 	}
 	room := len(body) - 1 // less the position line
-	last := len(m.textAt(f, m.step)) - room
+	last := len(m.textAt(m.step)) - room
 	m.offset = min(max(0, min(m.offset, last)+dir*max(1, room-1)), last)
 }
 
@@ -801,13 +903,13 @@ func (m *stepMachine) subject() string {
 
 // confirmPrompt is the confirmation's question, pinned under what it
 // confirms, or the wait for the database.
-func (m *stepMachine) confirmPrompt(f flow) []string {
+func (m *stepMachine) confirmPrompt() []string {
 	out := []string{""}
 	if m.step == stepApplying {
 		return append(out, " "+spinFrames[m.frame]+" asking the database…")
 	}
-	if t, ok := f.(typedConfirmer); ok && t.typedConfirm() {
-		m.para(&out, t.typedPrompt(), m.st.Stuck.Render)
+	if m.typedConfirm() {
+		m.para(&out, m.page.typed, m.st.Stuck.Render)
 		return append(out, " "+m.typed.View())
 	}
 	return append(out, " "+m.st.Bold.Render("Apply?")+" y yes · "+m.st.Bold.Render("N no")+m.st.Muted.Render(" (enter and esc are no)"))
@@ -826,13 +928,13 @@ func (m *stepMachine) doneLines(what, now string) []string {
 
 // resultView tells what the write did: done, refused (and what changed),
 // or no answer.
-func (m *stepMachine) resultView(f flow) []string {
+func (m *stepMachine) resultView() []string {
 	var out []string
 	r := m.res
 	var refused *reconcile.RefusedError
 	switch {
 	case m.err == nil:
-		return f.done()
+		return m.page.text
 	case errors.As(m.err, &refused):
 		m.para(&out, "✗ Refused: "+termtext.Clean(refused.Message), m.st.Error.Render)
 		out = append(out, "")
