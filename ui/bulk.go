@@ -199,6 +199,8 @@ func (s *bulkFlow) page(st step) []string {
 		return s.confirmView()
 	case stepDeciding:
 		return s.decidingView()
+	case stepResult:
+		return s.resultLines()
 	}
 	return nil
 }
@@ -304,8 +306,6 @@ func (s *bulkFlow) typedPrompt() string {
 
 // write is nil: each group is decided by the bulk reconciler (decide).
 func (s *bulkFlow) write() func(ctx context.Context) (applied, error) { return nil }
-
-func (s *bulkFlow) done() []string { return s.resultLines() }
 
 // waiting: the records are being listed.
 func (s *bulkFlow) waiting() bool { return s.running() && s.progress.Total == 0 }

@@ -69,6 +69,8 @@ func (s *conflictFlow) page(st step) []string {
 		s.field(&out, "audit", "an audit record (reveal:conflict, with your role and this reason) commits before anything is read; nothing changes")
 		s.field(&out, "reason", termtext.Clean(s.typedReason()))
 		return out
+	case stepResult:
+		return s.done()
 	}
 	return nil
 }

@@ -3,6 +3,9 @@ package ui
 import (
 	"context"
 	"errors"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
 
 	tea "github.com/charmbracelet/bubbletea"
 
@@ -112,12 +115,11 @@ type flow interface {
 	// title is the flow's first line.
 	title() string
 	// page is the text of step st: all of it for the flow's own steps;
-	// for the reason and the confirmation, the text above the prompt.
+	// for the reason and the confirmation, the text above the prompt;
+	// for the result, what it shows once the write succeeded.
 	page(st step) []string
 	// write is the flow's write as it is to run now.
 	write() func(ctx context.Context) (applied, error)
-	// done is what the result step shows once the write succeeded.
-	done() []string
 }
 
 // stepper is a flow with steps of its own (deciding, choosing an
@@ -183,8 +185,6 @@ func legacySync(f flow, m *stepMachine) tea.Cmd {
 	p := stepPage{title: f.title()}
 	switch st := m.pageStep(); st {
 	case "":
-	case stepResult:
-		p.text = f.done()
 	default:
 		p.text = f.page(st)
 	}
@@ -230,3 +230,22 @@ func legacyBack(f flow, m *stepMachine) (bool, tea.Cmd) {
 	handled, cmd := m.stepBack()
 	return handled, tea.Batch(cmd, legacySync(f, m))
 }
+
+// onSteps is what a flow's screen answers from its machine, sm, which the
+// flow holds as a component: the flow itself takes the messages (Update),
+// the size, esc and the opening, and acts on the machine's events.
+type onSteps struct{ sm stepMachine }
+
+func (o *onSteps) id() screenID                { return o.sm.id() }
+func (o *onSteps) Init() tea.Cmd               { return nil }
+func (o *onSteps) refresh() tea.Cmd            { return nil }
+func (o *onSteps) current(seq int) bool        { return o.sm.current(seq) }
+func (o *onSteps) asOf() time.Time             { return o.sm.asOf() }
+func (o *onSteps) follow() (navMsg, bool)      { return o.sm.follow() }
+func (o *onSteps) capturing() bool             { return o.sm.capturing() }
+func (o *onSteps) backLabels() (esc, q string) { return o.sm.backLabels() }
+func (o *onSteps) ShortHelp() []key.Binding    { return o.sm.ShortHelp() }
+func (o *onSteps) FullHelp() [][]key.Binding   { return o.sm.FullHelp() }
+func (o *onSteps) View() string                { return o.sm.View() }
+func (o *onSteps) leave()                      { o.sm.leave() }
+func (o *onSteps) machine() *stepMachine       { return &o.sm }

@@ -123,6 +123,8 @@ func (s *reconcileFlow) page(st step) []string {
 		out = append(out, "")
 	case stepConfirm:
 		return s.confirmLines()
+	case stepResult:
+		return s.done()
 	}
 	return out
 }

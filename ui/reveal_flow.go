@@ -53,6 +53,8 @@ func (s *revealFlow) page(st step) []string {
 		out := append(s.heading("Reveal the stored "+string(s.stored)+" of operation "+strconv.FormatInt(s.rec.ID, 10)), "")
 		s.field(&out, "reason", termtext.Clean(s.typedReason()))
 		return out
+	case stepResult:
+		return s.done()
 	}
 	return nil
 }
