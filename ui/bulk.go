@@ -181,7 +181,7 @@ func newBulk(d deps, b BulkReconciler) *bulkFlow {
 		{"confirm", []step{stepConfirm, stepDeciding}}, {"done", []step{stepResult}}}
 	s.reason = textInput(d.st, "why, for each record's audit record", 2000)
 	s.reasonPrompt = "Reason (required; it goes into each record's audit record with your role):"
-	legacySync(s, &s.stepMachine)
+	s.act()
 	return s
 }
 
@@ -296,9 +296,8 @@ func (s *bulkFlow) planKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 	return nil, true
 }
 
-// typedConfirm: a group is accepted by typing its count.
-func (s *bulkFlow) typedConfirm() bool { return true }
-
+// typedPrompt asks for the group's count: a group is accepted by typing
+// it.
 func (s *bulkFlow) typedPrompt() string {
 	return fmt.Sprintf("To decide them, type %d, the number of records in the group; anything else, or nothing, "+
 		"decides nothing:", s.group().Count())
@@ -316,9 +315,29 @@ func (s *bulkFlow) leave() {
 	s.abandon()
 }
 
-func (s *bulkFlow) View() string          { return s.stepMachine.View() }
-func (s *bulkFlow) SetSize(w, h int)      { s.stepMachine.SetSize(w, h); legacySync(s, &s.stepMachine) }
-func (s *bulkFlow) back() (bool, tea.Cmd) { return legacyBack(s, &s.stepMachine) }
+// act stops the run when the machine starts over, and hands the page
+// over; the flow's own keys are worded first, since its pages name them.
+func (s *bulkFlow) act() tea.Cmd {
+	for _, ev := range s.takeEvents() {
+		if ev.kind == evLeft {
+			s.abandon()
+		}
+	}
+	s.wordKeys()
+	s.keysAt(s.step, &s.KeyMap)
+	s.setPage(stepPage{title: s.title(), text: s.page(s.pageStep()), typed: s.typedPrompt(), waiting: s.waiting()})
+	return nil
+}
+
+func (s *bulkFlow) SetSize(w, h int) {
+	s.stepMachine.SetSize(w, h)
+	s.act()
+}
+
+func (s *bulkFlow) back() (bool, tea.Cmd) {
+	handled, cmd := s.stepBack()
+	return handled, tea.Batch(cmd, s.act())
+}
 
 // open starts a run on the list's filter, for a role that may decide; a
 // filter that cannot start one opens the flow on the reason why.
@@ -328,15 +347,17 @@ func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 		return nil, nil, false
 	}
 	s.reset(readmodel.Detail{})
-	legacySync(s, &s.stepMachine) // the run before is left
+	s.act() // the run before is left
 	s.filter, s.refusal, s.accepted, s.tried = bn.filter, nil, map[bulk.Verdict]bulk.GroupResult{}, map[bulk.Verdict]bulk.GroupResult{}
 	if err := s.bulk.CheckFilter(bn.filter); err != nil {
 		s.refusal = err
 		s.enter(stepRefused)
-		return at.pushed(s), legacySync(s, &s.stepMachine), true
+		s.act()
+		return at.pushed(s), nil, true
 	}
 	cmd := s.lookUp()
-	return at.pushed(s), tea.Batch(cmd, legacySync(s, &s.stepMachine)), true
+	s.act()
+	return at.pushed(s), cmd, true
 }
 
 // asOf is the database time of the run's listing, once listed.
@@ -590,9 +611,19 @@ func (s *bulkFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return s, nil
 	}
 	if cmd, ok := s.onBulkMsg(msg); ok {
-		return s, tea.Batch(cmd, legacySync(s, &s.stepMachine))
+		s.act()
+		return s, cmd
 	}
-	return s, legacyUpdate(s, &s.stepMachine, msg)
+	if k, ok := msg.(tea.KeyMsg); ok && s.offers(k) {
+		if cmd, ok := s.keyAt(s.step, k); ok {
+			s.act()
+			return s, cmd
+		}
+	}
+	var cmd tea.Cmd
+	s.stepMachine, cmd = s.stepMachine.Update(msg)
+	s.act()
+	return s, cmd
 }
 
 // digits tells whether rs are ASCII digits only.

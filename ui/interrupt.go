@@ -186,7 +186,7 @@ func (s *bulkFlow) interrupt() tea.Cmd {
 	if s.running() {
 		s.interrupted = true
 		s.halt()
-		return legacySync(s, &s.stepMachine)
+		s.act()
 	}
 	return nil
 }
