@@ -104,11 +104,12 @@ var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧"
 
 // flow is what one flow supplies to the step machine it runs on; the
 // machine does the rest. A flow is its own screen over a stepMachine,
-// which calls nothing of it: the flow hands the machine its page and acts
-// on the machine's events. Flows that do not yet do so themselves are
-// driven by legacySync over the interfaces of what only some flows have:
-// stepper (steps of its own), inputter (what their inputs pin),
-// typedConfirmer, starter, keeper and waiter.
+// which calls nothing of it: after every change (act) the flow takes the
+// machine's events (takeEvents) and acts on them, words its own keys
+// (after wordKeys) and hands the machine its page (setPage), with what
+// only some flows have as data: what an input pins under a step, the
+// prompt of a typed confirmation, a wait of its own. A key the step
+// offers (offers) goes to the flow before the machine's Update.
 type flow interface {
 	screen
 	leaver
@@ -120,115 +121,10 @@ type flow interface {
 	page(st step) []string
 	// write is the flow's write as it is to run now.
 	write() func(ctx context.Context) (applied, error)
-}
-
-// stepper is a flow with steps of its own (deciding, choosing an
-// attempt, a plan), or keys of its own on the machine's.
-type stepper interface {
-	// keysAt enables and words the flow's keys at step st, after the
-	// machine did its own.
-	keysAt(st step, k *KeyMap)
-	// keyAt handles a key at step st and reports whether it did; on a
-	// step with an input it sees only enter.
-	keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool)
-}
-
-// inputter is a flow whose own steps take text (the machine holds the
-// inputs: addInput): what stays pinned under the step's text.
-type inputter interface {
-	pinAt(st step) []string
-}
-
-// typedConfirmer is a flow whose confirmation is typed rather than y/N
-// where typedConfirm says, with typedPrompt asking for what; enter on it
-// goes to the flow's keyAt, or checks the record's operation id.
-type typedConfirmer interface {
-	typedConfirm() bool
-	typedPrompt() string
-}
-
-// starter is a flow that does something at once when it starts on a
-// record (asking the provider).
-type starter interface{ begin(n flowNav) tea.Cmd }
-
-// keeper is a flow that keeps what its write read (a revealed value).
-type keeper interface{ applied(v any) }
-
-// waiter is a flow that also waits on something of its own.
-type waiter interface{ waiting() bool }
-
-// legacySync drives machine m for flow f over the optional interfaces,
-// while f does not yet act on the machine's events itself: it acts on
-// them, hands f's page to m and lets f word its keys.
-func legacySync(f flow, m *stepMachine) tea.Cmd {
-	var cmd tea.Cmd
-	for _, ev := range m.takeEvents() {
-		switch ev.kind {
-		case evStarted:
-			if s, ok := f.(starter); ok {
-				cmd = tea.Batch(cmd, s.begin(m.nav))
-			}
-		case evSubmit:
-			cmd = tea.Batch(cmd, m.apply(f.write()))
-		case evApplied:
-			if k, ok := f.(keeper); ok {
-				k.applied(ev.value)
-			}
-		case evLeft:
-			f.leave()
-		}
-	}
-	m.wordKeys()
-	if s, ok := f.(stepper); ok {
-		s.keysAt(m.step, &m.KeyMap)
-	}
-	p := stepPage{title: f.title()}
-	switch st := m.pageStep(); st {
-	case "":
-	default:
-		p.text = f.page(st)
-	}
-	if in, ok := f.(inputter); ok {
-		p.pin = in.pinAt(m.step)
-	}
-	if t, ok := f.(typedConfirmer); ok && t.typedConfirm() {
-		p.typed = t.typedPrompt()
-	}
-	if w, ok := f.(waiter); ok {
-		p.waiting = w.waiting()
-	}
-	m.setPage(p)
-	return cmd
-}
-
-// legacyUpdate is Update of flow f on machine m over the optional
-// interfaces: a key the step offers goes to the flow's keyAt first.
-func legacyUpdate(f flow, m *stepMachine, msg tea.Msg) tea.Cmd {
-	if k, ok := msg.(tea.KeyMsg); ok && m.offers(k) {
-		if s, ok := f.(stepper); ok {
-			if cmd, ok := s.keyAt(m.step, k); ok {
-				return tea.Batch(cmd, legacySync(f, m))
-			}
-		}
-	}
-	var cmd tea.Cmd
-	*m, cmd = m.Update(msg)
-	return tea.Batch(cmd, legacySync(f, m))
-}
-
-// legacyOpen opens flow f on machine m.
-func legacyOpen(f flow, m *stepMachine, n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	cmd, ok := m.open(n, at)
-	if !ok {
-		return nil, nil, false
-	}
-	return at.pushed(f), tea.Batch(cmd, legacySync(f, m)), true
-}
-
-// legacyBack is esc in flow f on machine m.
-func legacyBack(f flow, m *stepMachine) (bool, tea.Cmd) {
-	handled, cmd := m.stepBack()
-	return handled, tea.Batch(cmd, legacySync(f, m))
+	// act does what the machine reported, then words the flow's keys and
+	// hands the machine its page: the end of every Update, SetSize, esc
+	// and opening.
+	act() tea.Cmd
 }
 
 // onSteps is what a flow's screen answers from its machine, sm, which the

@@ -95,7 +95,7 @@ func newReconcile(d deps, dec Decider) *reconcileFlow {
 	s.needsPending = true
 	s.crumbs = []crumb{{"decide", []step{stepLoading, stepDecide, stepReference, stepSnooze}},
 		{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
-	legacySync(s, &s.stepMachine)
+	s.act()
 	return s
 }
 
@@ -283,27 +283,71 @@ func (s *reconcileFlow) done() []string {
 	return out
 }
 
-// waiting: the provider is being asked.
-func (s *reconcileFlow) waiting() bool { return s.asking }
-
-func (s *reconcileFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
-	if a, ok := msg.(askMsg); ok {
-		s.onAsk(a)
-		return s, legacySync(s, &s.stepMachine)
+// act does what the machine reported: it asks the provider when the flow
+// starts and runs the decision once confirmed. Then it words its keys and
+// hands the page over: the decision's inputs, the typed confirmation of a
+// release without evidence, and the wait for the provider.
+func (s *reconcileFlow) act() tea.Cmd {
+	var cmd tea.Cmd
+	for _, ev := range s.takeEvents() {
+		switch ev.kind {
+		case evStarted:
+			cmd = tea.Batch(cmd, s.begin())
+		case evSubmit:
+			cmd = tea.Batch(cmd, s.apply(s.write()))
+		}
 	}
-	return s, legacyUpdate(s, &s.stepMachine, msg)
+	s.wordKeys()
+	s.keysAt(s.step, &s.KeyMap)
+	p := stepPage{title: s.title(), text: s.page(s.pageStep()), pin: s.pinAt(s.step), waiting: s.asking}
+	if s.typedConfirm() {
+		p.typed = s.typedPrompt()
+	}
+	s.setPage(p)
+	return cmd
 }
 
-func (s *reconcileFlow) View() string          { return s.stepMachine.View() }
-func (s *reconcileFlow) SetSize(w, h int)      { s.stepMachine.SetSize(w, h); legacySync(s, &s.stepMachine) }
-func (s *reconcileFlow) back() (bool, tea.Cmd) { return legacyBack(s, &s.stepMachine) }
+// Update takes the provider's answer, and hands a key the step offers to
+// the flow's own keys first.
+func (s *reconcileFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case askMsg:
+		s.onAsk(msg)
+		return s, s.act()
+	case tea.KeyMsg:
+		if !s.offers(msg) {
+			break
+		}
+		if cmd, ok := s.keyAt(s.step, msg); ok {
+			return s, tea.Batch(cmd, s.act())
+		}
+	}
+	var cmd tea.Cmd
+	s.stepMachine, cmd = s.stepMachine.Update(msg)
+	return s, tea.Batch(cmd, s.act())
+}
+
+func (s *reconcileFlow) SetSize(w, h int) {
+	s.stepMachine.SetSize(w, h)
+	s.act()
+}
+
+func (s *reconcileFlow) back() (bool, tea.Cmd) {
+	handled, cmd := s.stepBack()
+	return handled, tea.Batch(cmd, s.act())
+}
+
 func (s *reconcileFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	return legacyOpen(s, &s.stepMachine, n, at)
+	cmd, ok := s.stepMachine.open(n, at)
+	if !ok {
+		return nil, nil, false
+	}
+	return at.pushed(s), tea.Batch(cmd, s.act()), true
 }
 
 // begin starts the reconciliation: it asks the provider at once, so the
 // answer is usually there when the operator reaches the evidence.
-func (s *reconcileFlow) begin(flowNav) tea.Cmd {
+func (s *reconcileFlow) begin() tea.Cmd {
 	s.answer, s.noLookup, s.askErr, s.asking = nil, false, nil, false
 	s.choice, s.override, s.snoozeD = len(reconcile.Decisions)-1, false, defaultSnooze
 	s.snooze().SetValue(ShortDuration(defaultSnooze))
