@@ -85,20 +85,8 @@ func (s *ackFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return s, tea.Batch(cmd, s.act())
 }
 
-func (s *ackFlow) SetSize(w, h int) {
-	s.sm.SetSize(w, h)
-	s.act()
-}
+func (s *ackFlow) SetSize(w, h int) { flowResize(s, w, h) }
 
-func (s *ackFlow) back() (bool, tea.Cmd) {
-	handled, cmd := s.sm.stepBack()
-	return handled, tea.Batch(cmd, s.act())
-}
+func (s *ackFlow) back() (bool, tea.Cmd) { return flowBack(s) }
 
-func (s *ackFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	cmd, ok := s.sm.open(n, at)
-	if !ok {
-		return nil, nil, false
-	}
-	return at.pushed(s), tea.Batch(cmd, s.act()), true
-}
+func (s *ackFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) { return flowOpen(s, n, at) }

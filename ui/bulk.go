@@ -329,15 +329,9 @@ func (s *bulkFlow) act() tea.Cmd {
 	return nil
 }
 
-func (s *bulkFlow) SetSize(w, h int) {
-	s.stepMachine.SetSize(w, h)
-	s.act()
-}
+func (s *bulkFlow) SetSize(w, h int) { flowResize(s, w, h) }
 
-func (s *bulkFlow) back() (bool, tea.Cmd) {
-	handled, cmd := s.stepBack()
-	return handled, tea.Batch(cmd, s.act())
-}
+func (s *bulkFlow) back() (bool, tea.Cmd) { return flowBack(s) }
 
 // open starts a run on the list's filter, for a role that may decide; a
 // filter that cannot start one opens the flow on the reason why.

@@ -212,17 +212,10 @@ func (s *conflictFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return s, tea.Batch(cmd, s.act())
 }
 
-func (s *conflictFlow) back() (bool, tea.Cmd) {
-	handled, cmd := s.sm.stepBack()
-	return handled, tea.Batch(cmd, s.act())
-}
+func (s *conflictFlow) back() (bool, tea.Cmd) { return flowBack(s) }
 
 func (s *conflictFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	cmd, ok := s.sm.open(n, at)
-	if !ok {
-		return nil, nil, false
-	}
-	return at.pushed(s), tea.Batch(cmd, s.act()), true
+	return flowOpen(s, n, at)
 }
 
 // conflict is the attempt chosen.

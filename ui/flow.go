@@ -125,6 +125,30 @@ type flow interface {
 	// hands the machine its page: the end of every Update, SetSize, esc
 	// and opening.
 	act() tea.Cmd
+	// machine is the flow's step machine, which the flow's screen
+	// methods and ctrl+c's interrupter read.
+	machine() *stepMachine
+}
+
+// flowBack is esc in flow f: a step back on its machine, which f acts on.
+func flowBack(f flow) (bool, tea.Cmd) {
+	handled, cmd := f.machine().stepBack()
+	return handled, tea.Batch(cmd, f.act())
+}
+
+// flowOpen opens flow f on the record n names, from where at says.
+func flowOpen(f flow, n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+	cmd, ok := f.machine().open(n, at)
+	if !ok {
+		return nil, nil, false
+	}
+	return at.pushed(f), tea.Batch(cmd, f.act()), true
+}
+
+// flowResize lays flow f out for a new size.
+func flowResize(f flow, w, h int) {
+	f.machine().SetSize(w, h)
+	f.act()
 }
 
 // onSteps is what a flow's screen answers from its machine, sm, which the

@@ -327,22 +327,12 @@ func (s *reconcileFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return s, tea.Batch(cmd, s.act())
 }
 
-func (s *reconcileFlow) SetSize(w, h int) {
-	s.stepMachine.SetSize(w, h)
-	s.act()
-}
+func (s *reconcileFlow) SetSize(w, h int) { flowResize(s, w, h) }
 
-func (s *reconcileFlow) back() (bool, tea.Cmd) {
-	handled, cmd := s.stepBack()
-	return handled, tea.Batch(cmd, s.act())
-}
+func (s *reconcileFlow) back() (bool, tea.Cmd) { return flowBack(s) }
 
 func (s *reconcileFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	cmd, ok := s.stepMachine.open(n, at)
-	if !ok {
-		return nil, nil, false
-	}
-	return at.pushed(s), tea.Batch(cmd, s.act()), true
+	return flowOpen(s, n, at)
 }
 
 // begin starts the reconciliation: it asks the provider at once, so the

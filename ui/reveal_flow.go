@@ -123,18 +123,9 @@ func (s *revealFlow) SetSize(w, h int) {
 	s.act()
 }
 
-func (s *revealFlow) back() (bool, tea.Cmd) {
-	handled, cmd := s.sm.stepBack()
-	return handled, tea.Batch(cmd, s.act())
-}
+func (s *revealFlow) back() (bool, tea.Cmd) { return flowBack(s) }
 
-func (s *revealFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	cmd, ok := s.sm.open(n, at)
-	if !ok {
-		return nil, nil, false
-	}
-	return at.pushed(s), tea.Batch(cmd, s.act()), true
-}
+func (s *revealFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) { return flowOpen(s, n, at) }
 
 // layOutRevealed lays the revealed value out for the screen's width.
 func (s *revealFlow) layOutRevealed() {
