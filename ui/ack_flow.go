@@ -21,7 +21,7 @@ var ackKind = screenKind{id: screenAck, build: func(d deps, o Config) screen { r
 type ackFlow struct{ onSteps }
 
 func newAck(d deps, dec Decider) *ackFlow {
-	s := &ackFlow{onSteps{sm: newSteps(d, screenAck, dec)}}
+	s := &ackFlow{newOnSteps(d, screenAck, dec)}
 	s.sm.first = stepReason
 	s.sm.crumbs = []crumb{{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
 	s.act()
@@ -74,7 +74,7 @@ func (s *ackFlow) act() tea.Cmd {
 			cmd = s.sm.apply(s.write())
 		}
 	}
-	s.sm.wordKeys()
+	s.wordKeys()
 	s.sm.setPage(stepPage{title: s.title(), text: s.page(s.sm.pageStep())})
 	return cmd
 }

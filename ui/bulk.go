@@ -98,6 +98,7 @@ type (
 // machine of the flows on one record.
 type bulkFlow struct {
 	stepMachine
+	keys   KeyMap // the flow's own, beside the machine's
 	bulk   BulkReconciler
 	filter readmodel.Filter
 
@@ -174,7 +175,7 @@ func (t *runTail) get() (tea.Msg, bulk.Progress) {
 }
 
 func newBulk(d deps, b BulkReconciler) *bulkFlow {
-	s := &bulkFlow{stepMachine: newSteps(d, screenBulk, nil), bulk: b}
+	s := &bulkFlow{stepMachine: newSteps(d, screenBulk, nil), keys: d.keys, bulk: b}
 	s.first = stepLookups
 	s.backTo = "the list"
 	s.crumbs = []crumb{{"lookups", []step{stepRefused, stepLookups}}, {"plan", []step{stepPlan}}, {"reason", []step{stepReason}},
@@ -205,7 +206,8 @@ func (s *bulkFlow) page(st step) []string {
 	return nil
 }
 
-func (s *bulkFlow) keysAt(st step, k *KeyMap) {
+func (s *bulkFlow) keysAt(st step) {
+	k, mk := &s.keys, &s.KeyMap
 	// ctrl+c stops a run as esc does; once stopped, or where nothing
 	// runs, it quits (after showing what was done, in a flow).
 	if s.running() && !s.interrupted {
@@ -215,23 +217,23 @@ func (s *bulkFlow) keysAt(st step, k *KeyMap) {
 	}
 	switch st {
 	case stepLookups:
-		k.Cancel.SetEnabled(s.running() && !s.stopping)
-		k.Cancel.SetHelp("esc", "stop the lookups")
+		mk.Cancel.SetEnabled(s.running() && !s.stopping)
+		mk.Cancel.SetHelp("esc", "stop the lookups")
 		k.AskAgain.SetEnabled(!s.running())
 		k.AskAgain.SetHelp("r", "try again")
 	case stepPlan:
 		k.Up.SetEnabled(len(s.plan.Groups) > 1)
 		k.Down.SetEnabled(len(s.plan.Groups) > 1)
-		k.Next.SetEnabled(s.acceptable() == nil)
-		k.Next.SetHelp("enter", "accept the "+s.selected().Verdict.Label()+" group")
+		mk.Next.SetEnabled(s.acceptable() == nil)
+		mk.Next.SetHelp("enter", "accept the "+s.selected().Verdict.Label()+" group")
 		k.AskAgain.SetEnabled(s.stopped())
 		k.AskAgain.SetHelp("r", "look up again")
 	case stepDeciding:
-		k.Cancel.SetEnabled(!s.stopping)
-		k.Cancel.SetHelp("esc", "stop starting decisions")
+		mk.Cancel.SetEnabled(!s.stopping)
+		mk.Cancel.SetHelp("esc", "stop starting decisions")
 	case stepResult:
-		k.Next.SetEnabled(true)
-		k.Next.SetHelp("enter", "back to the plan")
+		mk.Next.SetEnabled(true)
+		mk.Next.SetHelp("enter", "back to the plan")
 	}
 }
 
@@ -283,11 +285,11 @@ func (s *bulkFlow) planKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 		s.verdict = s.selected().Verdict
 		s.reason.SetValue("")
 		return s.forward(stepReason), true
-	case key.Matches(msg, s.KeyMap.Up):
+	case key.Matches(msg, s.keys.Up):
 		s.sel = (s.sel + n - 1) % n
-	case key.Matches(msg, s.KeyMap.Down):
+	case key.Matches(msg, s.keys.Down):
 		s.sel = (s.sel + 1) % n
-	case key.Matches(msg, s.KeyMap.AskAgain):
+	case key.Matches(msg, s.keys.AskAgain):
 		return s.lookUp(), true
 	default:
 		return nil, false
@@ -324,7 +326,8 @@ func (s *bulkFlow) act() tea.Cmd {
 		}
 	}
 	s.wordKeys()
-	s.keysAt(s.step, &s.KeyMap)
+	offFlowKeys(&s.keys)
+	s.keysAt(s.step)
 	s.setPage(stepPage{title: s.title(), text: s.page(s.pageStep()), typed: s.typedPrompt(), waiting: s.waiting()})
 	return nil
 }
@@ -384,9 +387,9 @@ func (s *bulkFlow) backLabels() (esc, q string) {
 
 // ShortHelp implements help.KeyMap.
 func (s *bulkFlow) ShortHelp() []key.Binding {
-	k := s.KeyMap
-	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), k.Next, k.Accept, k.AskAgain, k.Cancel,
-		combined("pgdn/pgup", "scroll", k.ScrollDown, k.ScrollUp)}
+	k, mk := s.keys, s.KeyMap
+	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), mk.Next, mk.Accept, k.AskAgain, mk.Cancel,
+		combined("pgdn/pgup", "scroll", mk.ScrollDown, mk.ScrollUp)}
 	if s.capturing() {
 		out = append(out, k.ForceQuit)
 	}
@@ -395,8 +398,8 @@ func (s *bulkFlow) ShortHelp() []key.Binding {
 
 // FullHelp implements help.KeyMap.
 func (s *bulkFlow) FullHelp() [][]key.Binding {
-	k := s.KeyMap
-	return [][]key.Binding{{k.Up, k.Down, k.Next, k.Accept, k.AskAgain, k.Cancel}, {k.ScrollDown, k.ScrollUp}}
+	k, mk := s.keys, s.KeyMap
+	return [][]key.Binding{{k.Up, k.Down, mk.Next, mk.Accept, k.AskAgain, mk.Cancel}, {mk.ScrollDown, mk.ScrollUp}}
 }
 
 // runningKey handles esc while a run is under way (it stops the run's
@@ -406,7 +409,7 @@ func (s *bulkFlow) runningKey(msg tea.KeyMsg, again func() tea.Cmd) (tea.Cmd, bo
 	case s.running() && key.Matches(msg, s.KeyMap.Cancel):
 		s.halt()
 		return nil, true
-	case again != nil && !s.running() && key.Matches(msg, s.KeyMap.AskAgain):
+	case again != nil && !s.running() && key.Matches(msg, s.keys.AskAgain):
 		return again(), true
 	}
 	return nil, s.running() // a run under way takes every key

@@ -46,7 +46,7 @@ type conflictAnswer struct {
 }
 
 func newConflictFlow(d deps, dec Decider, keys opsmodel.Keyring) *conflictFlow {
-	s := &conflictFlow{onSteps: onSteps{sm: newSteps(d, screenConflict, dec)}, sealKeys: keys}
+	s := &conflictFlow{onSteps: newOnSteps(d, screenConflict, dec), sealKeys: keys}
 	s.sm.first = stepChoose
 	s.sm.reveals = true
 	s.act()
@@ -75,15 +75,18 @@ func (s *conflictFlow) page(st step) []string {
 	return nil
 }
 
-func (s *conflictFlow) keysAt(st step, k *KeyMap) {
+// keysAt enables and words the keys of the flow's step, after the
+// machine's.
+func (s *conflictFlow) keysAt(st step) {
+	k, mk := &s.keys, &s.sm.KeyMap
 	switch st {
 	case stepChoose:
 		n := len(s.sm.rec.Conflicts)
 		k.Up.SetEnabled(n > 1)
 		k.Down.SetEnabled(n > 1)
-		k.Next.SetEnabled(n > 0)
-		k.Cancel.SetEnabled(true)
-		k.Cancel.SetHelp("esc", "cancel")
+		mk.Next.SetEnabled(n > 0)
+		mk.Cancel.SetEnabled(true)
+		mk.Cancel.SetHelp("esc", "cancel")
 	case stepResult:
 		if s.sm.err == nil {
 			s.shown.enableScroll(k, s.sm.resultRoom())
@@ -92,7 +95,7 @@ func (s *conflictFlow) keysAt(st step, k *KeyMap) {
 }
 
 func (s *conflictFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
-	k := s.sm.KeyMap
+	k := s.keys
 	switch {
 	case st == stepResult:
 		return nil, s.shown.scrollKey(msg, k, s.sm.resultRoom())
@@ -102,7 +105,7 @@ func (s *conflictFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
 		s.chosen = max(0, s.chosen-1)
 	case key.Matches(msg, k.Down):
 		s.chosen = min(len(s.sm.rec.Conflicts)-1, s.chosen+1)
-	case key.Matches(msg, k.Next):
+	case key.Matches(msg, s.sm.KeyMap.Next):
 		if len(s.sm.rec.Conflicts) == 0 {
 			return nil, true
 		}
@@ -164,8 +167,8 @@ func (s *conflictFlow) act() tea.Cmd {
 			s.shown.forget()
 		}
 	}
-	s.sm.wordKeys()
-	s.keysAt(s.sm.step, &s.sm.KeyMap)
+	s.wordKeys()
+	s.keysAt(s.sm.step)
 	s.sm.setPage(stepPage{title: s.title(), text: s.page(s.sm.pageStep())})
 	return cmd
 }

@@ -152,9 +152,54 @@ func flowResize(f flow, w, h int) {
 }
 
 // onSteps is what a flow's screen answers from its machine, sm, which the
-// flow holds as a component: the flow itself takes the messages (Update),
-// the size, esc and the opening, and acts on the machine's events.
-type onSteps struct{ sm stepMachine }
+// flow holds as a component, and its own keys: the flow itself takes the
+// messages (Update), the size, esc and the opening, and acts on the
+// machine's events.
+type onSteps struct {
+	sm   stepMachine
+	keys KeyMap
+}
+
+// newOnSteps is a flow's machine and keys.
+func newOnSteps(d deps, sid screenID, dec Decider) onSteps {
+	return onSteps{sm: newSteps(d, sid, dec), keys: d.keys}
+}
+
+// wordKeys words the machine's keys for its step, and disables the
+// flow's own: the flow enables those of its step after.
+func (o *onSteps) wordKeys() {
+	o.sm.wordKeys()
+	offFlowKeys(&o.keys)
+}
+
+// offFlowKeys disables the keys a flow on a record has of its own beside
+// its machine's.
+func offFlowKeys(k *KeyMap) {
+	for _, b := range []*key.Binding{&k.Up, &k.Down, &k.Top, &k.Bottom, &k.NextPage, &k.PrevPage, &k.Override, &k.AskAgain, &k.Choose, &k.EditRef} {
+		b.SetEnabled(false)
+	}
+}
+
+// flowShortHelp is the short help of a flow on a record, from its
+// machine's keys and its own (k).
+func flowShortHelp(m *stepMachine, k KeyMap) []key.Binding {
+	mk := m.KeyMap
+	scroll := combined("pgdn/pgup", "scroll", mk.ScrollDown, mk.ScrollUp)
+	if m.capturing() {
+		return []key.Binding{mk.Accept, mk.Cancel, scroll, k.ForceQuit}
+	}
+	if m.step == stepResult {
+		return []key.Binding{mk.Next, combined("↑/↓", "scroll", k.Up, k.Down), combined("pgdn/pgup", "page", k.NextPage, k.PrevPage), scroll}
+	}
+	return []key.Binding{combined("↑/↓", "choose", k.Up, k.Down), mk.Next, mk.Yes, mk.No, k.Override, k.AskAgain, k.EditRef, scroll}
+}
+
+// flowFullHelp is the full help of a flow on a record.
+func flowFullHelp(m *stepMachine, k KeyMap) [][]key.Binding {
+	mk := m.KeyMap
+	return [][]key.Binding{{mk.Next, mk.Accept, mk.Cancel, k.Up, k.Down, k.Choose}, {mk.Yes, mk.No, k.Override, k.AskAgain, k.EditRef},
+		{mk.ScrollDown, mk.ScrollUp}}
+}
 
 func (o *onSteps) id() screenID                { return o.sm.id() }
 func (o *onSteps) Init() tea.Cmd               { return nil }
@@ -164,8 +209,8 @@ func (o *onSteps) asOf() time.Time             { return o.sm.asOf() }
 func (o *onSteps) follow() (navMsg, bool)      { return o.sm.follow() }
 func (o *onSteps) capturing() bool             { return o.sm.capturing() }
 func (o *onSteps) backLabels() (esc, q string) { return o.sm.backLabels() }
-func (o *onSteps) ShortHelp() []key.Binding    { return o.sm.ShortHelp() }
-func (o *onSteps) FullHelp() [][]key.Binding   { return o.sm.FullHelp() }
+func (o *onSteps) ShortHelp() []key.Binding    { return flowShortHelp(&o.sm, o.keys) }
+func (o *onSteps) FullHelp() [][]key.Binding   { return flowFullHelp(&o.sm, o.keys) }
 func (o *onSteps) View() string                { return o.sm.View() }
 func (o *onSteps) leave()                      { o.sm.leave() }
 func (o *onSteps) machine() *stepMachine       { return &o.sm }

@@ -69,6 +69,7 @@ type askMsg struct {
 // next, a reason, a confirmation, the result and its audit record.
 type reconcileFlow struct {
 	stepMachine
+	keys KeyMap // the flow's own, beside the machine's
 	// now is this machine's clock, for when the provider was asked.
 	now     func() time.Time
 	runbook string
@@ -88,7 +89,7 @@ type reconcileFlow struct {
 }
 
 func newReconcile(d deps, dec Decider) *reconcileFlow {
-	s := &reconcileFlow{stepMachine: newSteps(d, screenReconcile, dec), now: time.Now}
+	s := &reconcileFlow{stepMachine: newSteps(d, screenReconcile, dec), keys: d.keys, now: time.Now}
 	s.addInput(stepReference, textInput(d.st, "reference", 200))
 	s.addInput(stepSnooze, textInput(d.st, "such as 30m, 2h, 1d", 20))
 	s.first = stepDecide
@@ -147,14 +148,17 @@ func (s *reconcileFlow) pinAt(st step) []string {
 	return nil
 }
 
-func (s *reconcileFlow) keysAt(st step, k *KeyMap) {
+// keysAt enables and words the keys of the flow's step, after the
+// machine's.
+func (s *reconcileFlow) keysAt(st step) {
+	k := &s.keys
 	switch st {
 	case stepDecide:
 		k.Up.SetEnabled(true)
 		k.Down.SetEnabled(true)
 		k.Choose.SetEnabled(true)
-		k.Next.SetEnabled(!s.asking)
-		k.Next.SetHelp("enter", "next: "+decisionInfo[s.decision()].name)
+		s.KeyMap.Next.SetEnabled(!s.asking)
+		s.KeyMap.Next.SetHelp("enter", "next: "+decisionInfo[s.decision()].name)
 		k.AskAgain.SetEnabled(!s.asking && !s.noLookup && s.dec != nil)
 		k.EditRef.SetEnabled(s.kind().NeedsRef)
 		k.Override.SetEnabled(s.contradicts())
@@ -164,7 +168,7 @@ func (s *reconcileFlow) keysAt(st step, k *KeyMap) {
 			k.Override.SetHelp("o", "override the lookup")
 		}
 	case stepReference, stepSnooze:
-		s.inputKeys(k, "next")
+		s.inputKeys(&s.KeyMap, "next")
 	}
 }
 
@@ -188,18 +192,18 @@ func (s *reconcileFlow) decideKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 		// Refused while the provider is asked, or while the decision
 		// contradicts it without the override: submitDecision says why.
 		return s.submitDecision(), true
-	case key.Matches(msg, s.KeyMap.Up):
+	case key.Matches(msg, s.keys.Up):
 		s.choice = (s.choice + n - 1) % n
-	case key.Matches(msg, s.KeyMap.Down):
+	case key.Matches(msg, s.keys.Down):
 		s.choice = (s.choice + 1) % n
-	case key.Matches(msg, s.KeyMap.Choose):
+	case key.Matches(msg, s.keys.Choose):
 		c, _ := strconv.Atoi(msg.String())
 		s.choice = c - 1
-	case key.Matches(msg, s.KeyMap.AskAgain):
+	case key.Matches(msg, s.keys.AskAgain):
 		return s.ask(), true
-	case key.Matches(msg, s.KeyMap.Override):
+	case key.Matches(msg, s.keys.Override):
 		s.override = !s.override
-	case key.Matches(msg, s.KeyMap.EditRef):
+	case key.Matches(msg, s.keys.EditRef):
 		return s.forward(stepReference), true
 	default:
 		return nil, false
@@ -298,7 +302,8 @@ func (s *reconcileFlow) act() tea.Cmd {
 		}
 	}
 	s.wordKeys()
-	s.keysAt(s.step, &s.KeyMap)
+	offFlowKeys(&s.keys)
+	s.keysAt(s.step)
 	p := stepPage{title: s.title(), text: s.page(s.pageStep()), pin: s.pinAt(s.step), waiting: s.asking}
 	if s.typedConfirm() {
 		p.typed = s.typedPrompt()
@@ -329,7 +334,9 @@ func (s *reconcileFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func (s *reconcileFlow) SetSize(w, h int) { flowResize(s, w, h) }
 
-func (s *reconcileFlow) back() (bool, tea.Cmd) { return flowBack(s) }
+func (s *reconcileFlow) ShortHelp() []key.Binding  { return flowShortHelp(&s.stepMachine, s.keys) }
+func (s *reconcileFlow) FullHelp() [][]key.Binding { return flowFullHelp(&s.stepMachine, s.keys) }
+func (s *reconcileFlow) back() (bool, tea.Cmd)     { return flowBack(s) }
 
 func (s *reconcileFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	return flowOpen(s, n, at)
@@ -626,7 +633,7 @@ func (s *reconcileFlow) lookupLines() []string {
 			verdict = "○ not found: the provider has no such effect"
 		}
 		verdict += " · asked " + s.askedAt.UTC().Format("15:04:05") + " (local clock)"
-		if s.KeyMap.AskAgain.Enabled() {
+		if s.keys.AskAgain.Enabled() {
 			verdict += " · r asks again"
 		}
 		s.field(&out, "evidence", verdict)

@@ -26,11 +26,11 @@ type revealFlow struct {
 	onSteps
 	stored   reconcile.Field
 	revealed revealedValue
-	keys     opsmodel.Keyring // the context's reveal_keys; nil when none
+	sealKeys opsmodel.Keyring // the context's reveal_keys; nil when none
 }
 
 func newReveal(d deps, dec Decider, keys opsmodel.Keyring) *revealFlow {
-	s := &revealFlow{onSteps: onSteps{sm: newSteps(d, screenReveal, dec)}, stored: reconcile.FieldResult, keys: keys}
+	s := &revealFlow{onSteps: newOnSteps(d, screenReveal, dec), stored: reconcile.FieldResult, sealKeys: keys}
 	s.sm.first = stepReason
 	s.sm.crumbs = []crumb{{"reason", []step{stepReason, stepApplying}}, {"result", []step{stepResult}}}
 	s.sm.confirms, s.sm.reasonAccept = false, "reveal (audited)"
@@ -86,16 +86,16 @@ func (s *revealFlow) act() tea.Cmd {
 			cmd = s.sm.apply(s.write())
 		case evApplied:
 			if r, ok := ev.value.(reconcile.Revealed); ok {
-				s.revealed.set(r, s.keys, s.stored, opsmodel.Identity{Tenant: s.sm.rec.Tenant, Tool: s.sm.rec.Tool, Key: s.sm.rec.Key})
+				s.revealed.set(r, s.sealKeys, s.stored, opsmodel.Identity{Tenant: s.sm.rec.Tenant, Tool: s.sm.rec.Tool, Key: s.sm.rec.Key})
 			}
 			s.layOutRevealed()
 		case evLeft:
 			s.revealed.forget()
 		}
 	}
-	s.sm.wordKeys()
+	s.wordKeys()
 	if s.sm.step == stepResult && s.sm.err == nil {
-		s.revealed.enableScroll(&s.sm.KeyMap, s.sm.resultRoom())
+		s.revealed.enableScroll(&s.keys, s.sm.resultRoom())
 	}
 	s.sm.setPage(stepPage{title: s.title(), text: s.page(s.sm.pageStep())})
 	return cmd
@@ -103,7 +103,7 @@ func (s *revealFlow) act() tea.Cmd {
 
 func (s *revealFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	if k, ok := msg.(tea.KeyMsg); ok && s.sm.offers(k) && s.sm.step == stepResult &&
-		s.revealed.scrollKey(k, s.sm.KeyMap, s.sm.resultRoom()) {
+		s.revealed.scrollKey(k, s.keys, s.sm.resultRoom()) {
 		return s, s.act()
 	}
 	var cmd tea.Cmd

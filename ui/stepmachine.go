@@ -32,10 +32,9 @@ import (
 // is to run, the write answered, the machine started over.
 type stepMachine struct {
 	navigator
-	// KeyMap is the machine's copy of the console's bindings: it enables
-	// and words those of its own steps, the flow those of the flow's
-	// (after setPage), and help is generated from them.
-	KeyMap KeyMap
+	// KeyMap is the machine's keys. It enables and words them for its
+	// steps (wordKeys); a flow words them for its own steps after.
+	KeyMap stepKeyMap
 	st     Styles
 	f      fetcher
 	after  func(time.Duration, tea.Msg) tea.Cmd
@@ -111,6 +110,20 @@ type stepMachine struct {
 	checkErr error
 }
 
+// stepKeyMap is the step machine's keys, taken from the console's: going
+// on, confirming or not, going back, scrolling the step's text. A flow's
+// own keys (choosing, asking again) are the flow's.
+type stepKeyMap struct {
+	Next, Accept, Cancel key.Binding
+	Yes, No              key.Binding
+	ScrollDown, ScrollUp key.Binding
+}
+
+// newStepKeyMap is the machine's keys as the console binds them.
+func newStepKeyMap(k KeyMap) stepKeyMap {
+	return stepKeyMap{Next: k.Next, Accept: k.Accept, Cancel: k.Cancel, Yes: k.Yes, No: k.No, ScrollDown: k.ScrollDown, ScrollUp: k.ScrollUp}
+}
+
 // stepInput is an input of a flow's own step, which the machine focuses,
 // sizes and hands the keys to.
 type stepInput struct {
@@ -162,7 +175,7 @@ const (
 // newSteps is a flow's machine with the steps every flow ends with: the
 // reason, the confirmation, the write under way and its result.
 func newSteps(d deps, sid screenID, dec Decider) stepMachine {
-	m := stepMachine{KeyMap: d.keys, st: d.st, f: d.f, after: d.after, sid: sid, dec: dec, confirms: true, reasonAccept: "next",
+	m := stepMachine{KeyMap: newStepKeyMap(d.keys), st: d.st, f: d.f, after: d.after, sid: sid, dec: dec, confirms: true, reasonAccept: "next",
 		reasonPrompt: "Reason (required; kept in the audit trail with your role):"}
 	m.reason = textInput(d.st, "", 500)
 	m.typed = textInput(d.st, "", typedLimit)
@@ -307,7 +320,7 @@ func (m *stepMachine) submit() tea.Cmd {
 }
 
 // machineKeys enables and words the keys of the machine's own steps.
-func (m *stepMachine) machineKeys(k *KeyMap) {
+func (m *stepMachine) machineKeys(k *stepKeyMap) {
 	switch m.step {
 	case stepReason:
 		m.inputKeys(k, m.reasonAccept)
@@ -343,7 +356,7 @@ func (m *stepMachine) resultRoom() int {
 
 // inputKeys are the keys of a step with a text input: enter goes on
 // (accept says how), esc goes a step back or cancels at the first.
-func (m *stepMachine) inputKeys(k *KeyMap, accept string) {
+func (m *stepMachine) inputKeys(k *stepKeyMap, accept string) {
 	k.Accept.SetEnabled(true)
 	k.Accept.SetHelp("enter", accept)
 	k.Cancel.SetEnabled(true)
@@ -549,37 +562,17 @@ func (m *stepMachine) backLabels() (esc, q string) {
 	return "previous step", "cancel"
 }
 
-// wordKeys enables and words the keys of the machine's step, and
-// disables the others: the flow enables and words its own after.
+// wordKeys enables and words the machine's keys for its step, the
+// scrolling keys aside (setPage): a flow words them for its own steps
+// after.
 func (m *stepMachine) wordKeys() {
 	k := &m.KeyMap
-	for _, b := range []*key.Binding{&k.Next, &k.Yes, &k.No, &k.Override, &k.AskAgain, &k.Choose, &k.EditRef, &k.Up, &k.Down,
-		&k.Top, &k.Bottom, &k.NextPage, &k.PrevPage, &k.Accept, &k.Cancel} {
+	for _, b := range []*key.Binding{&k.Next, &k.Yes, &k.No, &k.Accept, &k.Cancel} {
 		b.SetEnabled(false)
 	}
 	k.Next.SetHelp("enter", "next")
 	k.Cancel.SetHelp("esc", "previous step")
 	m.machineKeys(k)
-}
-
-// ShortHelp implements help.KeyMap.
-func (m *stepMachine) ShortHelp() []key.Binding {
-	k := m.KeyMap
-	scroll := combined("pgdn/pgup", "scroll", k.ScrollDown, k.ScrollUp)
-	if m.capture {
-		return []key.Binding{k.Accept, k.Cancel, scroll, k.ForceQuit}
-	}
-	if m.step == stepResult {
-		return []key.Binding{k.Next, combined("↑/↓", "scroll", k.Up, k.Down), combined("pgdn/pgup", "page", k.NextPage, k.PrevPage), scroll}
-	}
-	return []key.Binding{combined("↑/↓", "choose", k.Up, k.Down), k.Next, k.Yes, k.No, k.Override, k.AskAgain, k.EditRef, scroll}
-}
-
-// FullHelp implements help.KeyMap.
-func (m *stepMachine) FullHelp() [][]key.Binding {
-	k := m.KeyMap
-	return [][]key.Binding{{k.Next, k.Accept, k.Cancel, k.Up, k.Down, k.Choose}, {k.Yes, k.No, k.Override, k.AskAgain, k.EditRef},
-		{k.ScrollDown, k.ScrollUp}}
 }
 
 // Update takes the machine's messages and keys; a flow takes its own
