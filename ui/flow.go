@@ -44,7 +44,7 @@ type crumb struct {
 }
 
 // applied is what a flow's write answered: the audit record, and what a
-// reveal read (its flow's own type), handed to a keeper.
+// reveal read (its flow's own type), handed to the flow with evApplied.
 type applied struct {
 	res   reconcile.Result
 	value any

@@ -79,7 +79,7 @@ type stepMachine struct {
 	typed    textinput.Model
 	inputErr string
 	// capture tells whether the step takes every key, as of the last
-	// updateKeys.
+	// setPage.
 	capture bool
 
 	// offset is how far the step's text is scrolled.
@@ -157,6 +157,7 @@ type stepEvent struct {
 	value any // evApplied: what the write read
 }
 
+// eventKind names what happened.
 type eventKind int
 
 const (
