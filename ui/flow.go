@@ -130,6 +130,17 @@ type flow interface {
 	machine() *stepMachine
 }
 
+// The root tells a flow's screen by the flow interface (its status bar
+// says refresh is paused in it), so a flow that stopped satisfying it
+// would only be seen there: these fail to build instead.
+var (
+	_ flow = (*ackFlow)(nil)
+	_ flow = (*revealFlow)(nil)
+	_ flow = (*conflictFlow)(nil)
+	_ flow = (*reconcileFlow)(nil)
+	_ flow = (*bulkFlow)(nil)
+)
+
 // flowBack is esc in flow f: a step back on its machine, which f acts on.
 func flowBack(f flow) (bool, tea.Cmd) {
 	handled, cmd := f.machine().stepBack()
