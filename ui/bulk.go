@@ -98,6 +98,7 @@ type (
 // machine of the flows on one record.
 type bulkFlow struct {
 	stepMachine
+	keys   KeyMap // the flow's own, beside the machine's
 	bulk   BulkReconciler
 	filter readmodel.Filter
 
@@ -174,14 +175,14 @@ func (t *runTail) get() (tea.Msg, bulk.Progress) {
 }
 
 func newBulk(d deps, b BulkReconciler) *bulkFlow {
-	s := &bulkFlow{stepMachine: newSteps(d, screenBulk, nil), bulk: b}
+	s := &bulkFlow{stepMachine: newSteps(d, screenBulk, nil), keys: d.keys, bulk: b}
 	s.first = stepLookups
 	s.backTo = "the list"
 	s.crumbs = []crumb{{"lookups", []step{stepRefused, stepLookups}}, {"plan", []step{stepPlan}}, {"reason", []step{stepReason}},
 		{"confirm", []step{stepConfirm, stepDeciding}}, {"done", []step{stepResult}}}
 	s.reason = textInput(d.st, "why, for each record's audit record", 2000)
 	s.reasonPrompt = "Reason (required; it goes into each record's audit record with your role):"
-	s.updateKeys(s)
+	s.act()
 	return s
 }
 
@@ -199,11 +200,14 @@ func (s *bulkFlow) page(st step) []string {
 		return s.confirmView()
 	case stepDeciding:
 		return s.decidingView()
+	case stepResult:
+		return s.resultLines()
 	}
 	return nil
 }
 
-func (s *bulkFlow) keysAt(st step, k *KeyMap) {
+func (s *bulkFlow) keysAt(st step) {
+	k, mk := &s.keys, &s.KeyMap
 	// ctrl+c stops a run as esc does; once stopped, or where nothing
 	// runs, it quits (after showing what was done, in a flow).
 	if s.running() && !s.interrupted {
@@ -214,23 +218,23 @@ func (s *bulkFlow) keysAt(st step, k *KeyMap) {
 	k.OpenGroup.SetEnabled(st == stepPlan && s.selected().Count() > 0)
 	switch st {
 	case stepLookups:
-		k.Cancel.SetEnabled(s.running() && !s.stopping)
-		k.Cancel.SetHelp("esc", "stop the lookups")
+		mk.Cancel.SetEnabled(s.running() && !s.stopping)
+		mk.Cancel.SetHelp("esc", "stop the lookups")
 		k.AskAgain.SetEnabled(!s.running())
 		k.AskAgain.SetHelp("r", "try again")
 	case stepPlan:
 		k.Up.SetEnabled(len(s.plan.Groups) > 1)
 		k.Down.SetEnabled(len(s.plan.Groups) > 1)
-		k.Next.SetEnabled(s.acceptable() == nil)
-		k.Next.SetHelp("enter", "accept the "+s.selected().Verdict.Label()+" group")
+		mk.Next.SetEnabled(s.acceptable() == nil)
+		mk.Next.SetHelp("enter", "accept the "+s.selected().Verdict.Label()+" group")
 		k.AskAgain.SetEnabled(s.stopped())
 		k.AskAgain.SetHelp("r", "look up again")
 	case stepDeciding:
-		k.Cancel.SetEnabled(!s.stopping)
-		k.Cancel.SetHelp("esc", "stop starting decisions")
+		mk.Cancel.SetEnabled(!s.stopping)
+		mk.Cancel.SetHelp("esc", "stop starting decisions")
 	case stepResult:
-		k.Next.SetEnabled(true)
-		k.Next.SetHelp("enter", "back to the plan")
+		mk.Next.SetEnabled(true)
+		mk.Next.SetHelp("enter", "back to the plan")
 	}
 }
 
@@ -245,7 +249,7 @@ func (s *bulkFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
 			s.inputErr = termtext.Clean(err.Error())
 			return nil, true
 		}
-		return s.forward(s, stepConfirm), true
+		return s.forward(stepConfirm), true
 	case stepConfirm:
 		n := s.group().Count()
 		// The exact digits: " 12", "+12", "012" and "12\x00" are not
@@ -259,12 +263,12 @@ func (s *bulkFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
 	case stepDeciding:
 		return s.runningKey(msg, nil)
 	case stepResult:
-		if !key.Matches(msg, s.keys.Next) {
+		if !key.Matches(msg, s.KeyMap.Next) {
 			return nil, false
 		}
 		s.trail = nil
 		s.sel = s.firstAcceptable()
-		return s.enter(s, stepPlan), true
+		return s.enter(stepPlan), true
 	}
 	return nil, false
 }
@@ -281,7 +285,7 @@ func (s *bulkFlow) planKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 		}
 		s.verdict = s.selected().Verdict
 		s.reason.SetValue("")
-		return s.forward(s, stepReason), true
+		return s.forward(stepReason), true
 	case key.Matches(msg, s.keys.Up):
 		s.sel = (s.sel + n - 1) % n
 	case key.Matches(msg, s.keys.Down):
@@ -299,9 +303,8 @@ func (s *bulkFlow) planKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 	return nil, true
 }
 
-// typedConfirm: a group is accepted by typing its count.
-func (s *bulkFlow) typedConfirm() bool { return true }
-
+// typedPrompt asks for the group's count: a group is accepted by typing
+// it.
 func (s *bulkFlow) typedPrompt() string {
 	return fmt.Sprintf("To decide them, type %d, the number of records in the group; anything else, or nothing, "+
 		"decides nothing:", s.group().Count())
@@ -309,8 +312,6 @@ func (s *bulkFlow) typedPrompt() string {
 
 // write is nil: each group is decided by the bulk reconciler (decide).
 func (s *bulkFlow) write() func(ctx context.Context) (applied, error) { return nil }
-
-func (s *bulkFlow) done() []string { return s.resultLines() }
 
 // waiting: the records are being listed.
 func (s *bulkFlow) waiting() bool { return s.running() && s.progress.Total == 0 }
@@ -321,9 +322,24 @@ func (s *bulkFlow) leave() {
 	s.abandon()
 }
 
-func (s *bulkFlow) View() string          { return s.view(s) }
-func (s *bulkFlow) SetSize(w, h int)      { s.resize(s, w, h) }
-func (s *bulkFlow) back() (bool, tea.Cmd) { return s.stepBack(s) }
+// act stops the run when the machine starts over, and hands the page
+// over; the flow's own keys are worded first, since its pages name them.
+func (s *bulkFlow) act() tea.Cmd {
+	for _, ev := range s.takeEvents() {
+		if ev.kind == evLeft {
+			s.abandon()
+		}
+	}
+	s.wordKeys()
+	offFlowKeys(&s.keys)
+	s.keysAt(s.step)
+	s.setPage(stepPage{title: s.title(), text: s.page(s.pageStep()), typed: s.typedPrompt(), waiting: s.waiting()})
+	return nil
+}
+
+func (s *bulkFlow) SetSize(w, h int) { flowResize(s, w, h) }
+
+func (s *bulkFlow) back() (bool, tea.Cmd) { return flowBack(s) }
 
 // open starts a run on the list's filter, for a role that may decide; a
 // filter that cannot start one opens the flow on the reason why.
@@ -332,14 +348,18 @@ func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	if !ok || s.bulk == nil || !at.perms.decide || at.active().id() != screenList {
 		return nil, nil, false
 	}
-	s.reset(s, readmodel.Detail{})
+	s.reset(readmodel.Detail{})
+	s.act() // the run before is left
 	s.filter, s.refusal, s.accepted, s.tried = bn.filter, nil, map[bulk.Verdict]bulk.GroupResult{}, map[bulk.Verdict]bulk.GroupResult{}
 	if err := s.bulk.CheckFilter(bn.filter); err != nil {
 		s.refusal = err
-		s.enter(s, stepRefused)
+		s.enter(stepRefused)
+		s.act()
 		return at.pushed(s), nil, true
 	}
-	return at.pushed(s), s.lookUp(), true
+	cmd := s.lookUp()
+	s.act()
+	return at.pushed(s), cmd, true
 }
 
 // asOf is the database time of the run's listing, once listed.
@@ -372,9 +392,9 @@ func (s *bulkFlow) backLabels() (esc, q string) {
 
 // ShortHelp implements help.KeyMap.
 func (s *bulkFlow) ShortHelp() []key.Binding {
-	k := s.keys
-	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), k.Next, k.OpenGroup, k.Accept, k.AskAgain, k.Cancel,
-		combined("pgdn/pgup", "scroll", k.ScrollDown, k.ScrollUp)}
+	k, mk := s.keys, s.KeyMap
+	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), mk.Next, k.OpenGroup, mk.Accept, k.AskAgain, mk.Cancel,
+		combined("pgdn/pgup", "scroll", mk.ScrollDown, mk.ScrollUp)}
 	if s.capturing() {
 		out = append(out, k.ForceQuit)
 	}
@@ -383,15 +403,15 @@ func (s *bulkFlow) ShortHelp() []key.Binding {
 
 // FullHelp implements help.KeyMap.
 func (s *bulkFlow) FullHelp() [][]key.Binding {
-	k := s.keys
-	return [][]key.Binding{{k.Up, k.Down, k.Next, k.OpenGroup, k.Accept, k.AskAgain, k.Cancel}, {k.ScrollDown, k.ScrollUp}}
+	k, mk := s.keys, s.KeyMap
+	return [][]key.Binding{{k.Up, k.Down, mk.Next, k.OpenGroup, mk.Accept, k.AskAgain, mk.Cancel}, {mk.ScrollDown, mk.ScrollUp}}
 }
 
 // runningKey handles esc while a run is under way (it stops the run's
 // work) and r where again is given and nothing runs.
 func (s *bulkFlow) runningKey(msg tea.KeyMsg, again func() tea.Cmd) (tea.Cmd, bool) {
 	switch {
-	case s.running() && key.Matches(msg, s.keys.Cancel):
+	case s.running() && key.Matches(msg, s.KeyMap.Cancel):
 		s.halt()
 		return nil, true
 	case again != nil && !s.running() && key.Matches(msg, s.keys.AskAgain):
@@ -500,7 +520,7 @@ func (s *bulkFlow) lookUp() tea.Cmd {
 		plan, err := b.Lookup(ctx, rows, progress)
 		return bulkPlanMsg{plan: plan, err: err, listedAt: at}
 	})
-	s.enter(s, stepLookups)
+	s.enter(stepLookups)
 	return cmd
 }
 
@@ -512,7 +532,7 @@ func (s *bulkFlow) decide(n int) tea.Cmd {
 		res, err := b.Accept(ctx, plan, v, bulk.AcceptParams{Reason: reason, Confirm: n}, progress)
 		return bulkAcceptMsg{res: res, err: err}
 	})
-	s.forward(s, stepDeciding)
+	s.forward(stepDeciding)
 	return cmd
 }
 
@@ -539,7 +559,7 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		}
 		s.sel = s.firstAcceptable()
 		s.trail = nil
-		return s.enter(s, stepPlan), true
+		return s.enter(stepPlan), true
 	case bulkAcceptMsg:
 		if msg.run != s.runID || !s.running() {
 			return nil, true
@@ -559,7 +579,7 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		s.reason.SetValue("")
 		s.typed.SetValue("")
 		s.trail = nil
-		return s.enter(s, stepResult), true
+		return s.enter(stepResult), true
 	}
 	return nil, false
 }
@@ -593,10 +613,19 @@ func (s *bulkFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return s, nil
 	}
 	if cmd, ok := s.onBulkMsg(msg); ok {
-		s.updateKeys(s)
+		s.act()
 		return s, cmd
 	}
-	return s, s.update(s, msg)
+	if k, ok := msg.(tea.KeyMsg); ok && s.offers(k) {
+		if cmd, ok := s.keyAt(s.step, k); ok {
+			s.act()
+			return s, cmd
+		}
+	}
+	var cmd tea.Cmd
+	s.stepMachine, cmd = s.stepMachine.Update(msg)
+	s.act()
+	return s, cmd
 }
 
 // digits tells whether rs are ASCII digits only.
