@@ -741,7 +741,7 @@ func (s *bulkFlow) lookupsView() []string {
 	case s.running() && p.Total == 0:
 		out = append(out, " "+spinFrames[s.frame]+" listing the stuck records of "+truncate(termtext.Clean(s.filter.String()), max(1, s.w-40))+"…")
 	case s.running():
-		out = append(out, s.heading(fmt.Sprintf("Asking the provider about %s stuck records", count(int64(p.Total))))...)
+		out = append(out, s.heading(fmt.Sprintf("Asking the provider about %s stuck record%s", count(int64(p.Total)), plural(p.Total)))...)
 		out = append(out, "", " "+progressBar(int64(p.Done), int64(p.Total), s.w-2), "")
 		s.para(&out, fmt.Sprintf("%s of %s answered · %s", count(int64(p.Done)), count(int64(p.Total)),
 			countsText(p.Counts, verdictKeys())), nil)
@@ -822,7 +822,7 @@ func (s *bulkFlow) planView() []string {
 			count(int64(p.Listed)), count(int64(len(p.NotAsked)))))...)
 		s.para(&out, "Nothing was decided. What was answered is shown; r looks every record up again.", s.st.Stuck.Render)
 	default:
-		out = append(out, s.heading(fmt.Sprintf("%s stuck records looked up in %s", count(int64(p.Listed)), tookText(p.Took)))...)
+		out = append(out, s.heading(fmt.Sprintf("%s stuck record%s looked up in %s", count(int64(p.Listed)), plural(p.Listed), tookText(p.Took)))...)
 	}
 	s.field(&out, "batch", termtext.Clean(p.BatchID)+" (each decision's audit record carries it)")
 	out = append(out, "")
@@ -966,8 +966,8 @@ func consequence(g bulk.Group) string {
 // once given, and samples of its records last.
 func (s *bulkFlow) groupLines(g bulk.Group, reason bool) []string {
 	var out []string
-	s.field(&out, "group", fmt.Sprintf("%s %s: %s records (lookups of batch %s)", verdictGlyph(g.Verdict), g.Verdict.Label(),
-		count(int64(g.Count())), termtext.Clean(s.plan.BatchID)))
+	s.field(&out, "group", fmt.Sprintf("%s %s: %s record%s (lookups of batch %s)", verdictGlyph(g.Verdict), g.Verdict.Label(),
+		count(int64(g.Count())), plural(g.Count()), termtext.Clean(s.plan.BatchID)))
 	s.field(&out, "decision", consequence(g))
 	if g.Verdict.Conflicted() {
 		s.field(&out, "conflicts", conflictedText(g)+
@@ -1006,7 +1006,7 @@ func (s *bulkFlow) decidingView() []string {
 	g := s.group()
 	p := s.progress
 	total := max(p.Total, g.Count())
-	out := s.heading(fmt.Sprintf("Deciding %s records as %s", count(int64(total)), decisionInfo[g.Proposal].name))
+	out := s.heading(fmt.Sprintf("Deciding %s record%s as %s", count(int64(total)), plural(total), decisionInfo[g.Proposal].name))
 	out = append(out, "", " "+progressBar(int64(p.Done), int64(total), s.w-2), "")
 	s.para(&out, fmt.Sprintf("%s of %s done · %s", count(int64(p.Done)), count(int64(total)),
 		countsText(p.Counts, outcomeKeys()[:4])), nil)

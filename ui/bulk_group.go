@@ -169,7 +169,7 @@ func (s *bulkGroupScreen) View() string {
 		n = count(int64(s.shown)) + " of " + n
 	}
 	title := " " + s.st.Title.Render("Bulk plan: the "+g.Verdict.Label()+" group") + "  " + verdictGlyph(g.Verdict) + " " +
-		n + " records → " + g.Verdict.ProposalText()
+		n + " record" + plural(g.Count()) + " → " + g.Verdict.ProposalText()
 	lines := []string{truncate(title, w), ""}
 	lines = append(lines, strings.Split(s.scrollView(w, s.textH(), s.st), "\n")...)
 	for len(lines) < max(1, s.h-1) {

@@ -142,14 +142,15 @@ type bulkRun struct {
 
 // bulkReport is `resolve --by-lookup -o json`.
 type bulkReport struct {
-	BatchID     string            `json:"batch_id"`
-	Filter      string            `json:"filter"`
-	Listed      int               `json:"listed"`
-	LookupMS    int64             `json:"lookup_ms"`
-	Concurrency int               `json:"concurrency"`
-	NotAsked    []bulk.Item       `json:"not_asked"`
-	Groups      []bulkGroupReport `json:"groups"`
-	Error       string            `json:"error,omitempty"`
+	BatchID string `json:"batch_id"`
+	Filter  string `json:"filter"`
+	Listed  int    `json:"listed"`
+	// LookupSeconds is how long the lookups took.
+	LookupSeconds float64           `json:"lookup_seconds"`
+	Concurrency   int               `json:"concurrency"`
+	NotAsked      []bulk.Item       `json:"not_asked"`
+	Groups        []bulkGroupReport `json:"groups"`
+	Error         string            `json:"error,omitempty"`
 }
 
 type bulkGroupReport struct {
@@ -165,9 +166,11 @@ type bulkGroupReport struct {
 	// are its records' outcomes then.
 	Accepted bool                     `json:"accepted"`
 	Counts   map[bulk.ItemOutcome]int `json:"counts,omitempty"`
-	DecideMS int64                    `json:"decide_ms,omitempty"`
-	Note     string                   `json:"note,omitempty"`
-	Records  []bulkRecordReport       `json:"records"`
+	// DecideSeconds is how long the group's decisions took (0: not
+	// accepted).
+	DecideSeconds float64            `json:"decide_seconds"`
+	Note          string             `json:"note,omitempty"`
+	Records       []bulkRecordReport `json:"records"`
 }
 
 type bulkRecordReport struct {
@@ -207,7 +210,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 	fmt.Fprintf(run.errOut, "looking up %s (%d at once)...\n", counted(len(rows), "record"), run.opts.Concurrency)
 	plan, lookupErr := r.Lookup(ctx, rows, throttled(run.errOut, "looked up", len(rows)))
 	report := bulkReport{BatchID: plan.BatchID, Filter: run.filter.String(), Listed: plan.Listed,
-		LookupMS: plan.Took.Milliseconds(), Concurrency: run.opts.Concurrency, NotAsked: plan.NotAsked}
+		LookupSeconds: plan.Took.Seconds(), Concurrency: run.opts.Concurrency, NotAsked: plan.NotAsked}
 	if report.NotAsked == nil {
 		report.NotAsked = []bulk.Item{}
 	}
@@ -249,7 +252,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 		if errors.Is(err, bulk.ErrNotConfirmed) || errors.Is(err, bulk.ErrNoReason) || errors.Is(err, bulk.ErrNoProposal) {
 			return usagef("%v", err)
 		}
-		gr.Accepted, gr.Counts, gr.DecideMS = true, res.Counts, res.Took.Milliseconds()
+		gr.Accepted, gr.Counts, gr.DecideSeconds = true, res.Counts, res.Took.Seconds()
 		for i, item := range res.Items {
 			gr.Records[i] = bulkRecordReport{Item: item.Item, Outcome: item.Outcome, Message: item.Message, Audit: item.Audit,
 				State: item.State, NewVersion: item.NewVersion}

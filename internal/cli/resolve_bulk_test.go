@@ -147,6 +147,8 @@ func TestResolveByLookupOnTheDemoProvider(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.NotEmpty(t, rep.BatchID)
 	require.Len(t, rep.Groups, 4)
+	require.Contains(t, out, `"lookup_seconds": `, "durations in seconds, as every -o json")
+	require.NotContains(t, out, "_ms\"")
 	acme := 0
 	for _, a := range s.truth {
 		if a.Tenant == "acme" {
