@@ -35,28 +35,31 @@ var recentDecisionsSQL = "SELECT " + audit.RecordColumns + ", now() FROM opsdesk
 	" WHERE a.at > now() - interval '1 day' AND a.action LIKE 'decide:%' AND a.outcome = 'succeeded'" +
 	" ORDER BY a.at DESC, a.tenant DESC, a.seq DESC LIMIT " + strconv.Itoa(readmodel.RecentCap)
 
-// pulseIn reads the overview's stuck records by tool and recent
-// decisions into o, whose Stuck is already counted.
-func (s *Store) pulseIn(ctx context.Context, q querier, o *readmodel.Overview) error {
-	o.StuckByTool = []readmodel.ToolStuck{}
-	if o.Stuck > 0 {
-		rows, err := q.Query(ctx, stuckByToolSQL, readmodel.CountCap+1, s.opts.StuckAfter.Microseconds())
-		if err != nil {
-			return fmt.Errorf("count stuck records by tool: %w", err)
-		}
-		var t readmodel.ToolStuck
-		var oldest pgtype.Timestamptz
-		var read int64
-		_, err = pgx.ForEachRow(rows, []any{&t.Tool, &t.Stuck, &oldest, &read}, func() error {
-			t.Oldest = pgtime.FromTimestamptz(oldest)
-			o.StuckByTool = append(o.StuckByTool, t)
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("count stuck records by tool: %w", err)
-		}
-		o.StuckByToolCut = read > readmodel.CountCap
+// stuckByTool counts the stuck records into o, by tool: Stuck is how
+// many it read (CountCap+1 at most: countCapped estimates beyond).
+func (s *Store) stuckByTool(ctx context.Context, q querier, o *readmodel.Overview) error {
+	rows, err := q.Query(ctx, stuckByToolSQL, readmodel.CountCap+1, s.opts.StuckAfter.Microseconds())
+	if err != nil {
+		return fmt.Errorf("count stuck records: %w", err)
 	}
+	o.StuckByTool = []readmodel.ToolStuck{}
+	var t readmodel.ToolStuck
+	var oldest pgtype.Timestamptz
+	var read int64
+	_, err = pgx.ForEachRow(rows, []any{&t.Tool, &t.Stuck, &oldest, &read}, func() error {
+		t.Oldest = pgtime.FromTimestamptz(oldest)
+		o.StuckByTool = append(o.StuckByTool, t)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("count stuck records: %w", err)
+	}
+	o.Stuck, o.StuckByToolCut = read, read > readmodel.CountCap
+	return nil
+}
+
+// pulseIn reads the overview's recent decisions into o.
+func (s *Store) pulseIn(ctx context.Context, q querier, o *readmodel.Overview) error {
 	rows, err := q.Query(ctx, recentDecisionsSQL)
 	if err != nil {
 		return fmt.Errorf("read the recent decisions: %w", err)

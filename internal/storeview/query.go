@@ -699,8 +699,6 @@ var cappedCountsSQL = "SELECT now(), " +
 	visibleSQL + ", " +
 	strings.Join([]string{
 		fmt.Sprintf(capped, LiveSQL("", "$2 * interval '1 microsecond'")),
-		"(SELECT count(*) FROM (SELECT FROM opsdesk.operations o" + DeferralJoin + " WHERE " +
-			QueueSQL("$2 * interval '1 microsecond'") + " LIMIT $1) s)",
 		"(SELECT count(*) FROM (SELECT FROM " + deferralsFrom + " WHERE " +
 			DeferredSQL("$2 * interval '1 microsecond'") + " LIMIT $1) s)",
 		fmt.Sprintf(capped, rejectedWhere),
@@ -716,9 +714,14 @@ func (s *Store) countCapped(ctx context.Context, q querier, o *readmodel.Overvie
 	stuckAfter := s.opts.StuckAfter.Microseconds()
 	var every bool
 	err := q.QueryRow(ctx, cappedCountsSQL, readmodel.CountCap+1, stuckAfter).
-		Scan(&o.DBTime, &every, &o.Pending, &o.Stuck, &o.Deferred, &o.Rejected, &o.Released, &o.Conflicted, &o.ExpiringSoon)
+		Scan(&o.DBTime, &every, &o.Pending, &o.Deferred, &o.Rejected, &o.Released, &o.Conflicted, &o.ExpiringSoon)
 	if err != nil {
 		return fmt.Errorf("count records: %w", err)
+	}
+	// The stuck records are counted by tool, the pulse's figures, in the
+	// same read of the queue.
+	if err := s.stuckByTool(ctx, q, o); err != nil {
+		return err
 	}
 	o.Scoped = !every
 	o.DeferredAtLeast = o.Deferred > readmodel.CountCap
