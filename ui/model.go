@@ -952,14 +952,23 @@ func (m *Model) helpView() string {
 		blocks = append(blocks, section("Filter (/)", strings.Split(f.language(), "\n")...))
 	}
 	goTo := []string{" " + m.st.Title.Render("Go to (:)")}
+	var usages []string
 	for _, c := range commands() {
 		goTo = append(goTo, " "+truncate(pad(c.usage, 22)+" "+c.help, m.w-2))
+		usages = append(usages, c.usage)
 	}
 	blocks = append(blocks, goTo)
 	// Blank lines between the blocks when they fit.
 	n := len(blocks) - 1
 	for _, b := range blocks {
 		n += len(b)
+	}
+	if n-len(blocks)+1 > m.bodyHeight() {
+		// Too tall even without them: the commands without their words,
+		// so that none is cut off the bottom.
+		short := section("Go to (:)", strings.Join(usages, " · "))
+		n += len(short) - len(goTo)
+		blocks[len(blocks)-1] = short
 	}
 	var lines []string
 	for i, b := range blocks {
