@@ -64,6 +64,7 @@ type detailScreen struct {
 	d        *readmodel.Detail
 	notFound bool
 	purged   *readmodel.PurgedError // a looked-up identity whose record was purged
+	absent   *readmodel.AbsentError // a looked-up identity with no record: which part to check
 	err      error
 
 	scrollText
@@ -201,6 +202,7 @@ func (s *detailScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case errors.Is(msg.err, readmodel.ErrNotFound):
 			s.d, s.notFound, s.err = nil, true, nil
 			s.purged, _ = errors.AsType[*readmodel.PurgedError](msg.err)
+			s.absent, _ = errors.AsType[*readmodel.AbsentError](msg.err)
 		case msg.err != nil:
 			s.err = msg.err
 		default:
@@ -283,7 +285,12 @@ func (s *detailScreen) buildLines() []string {
 				add(" " + l)
 			}
 			add("")
-			for _, l := range wrap("A call with this identity would run as a first attempt. Check the tenant, the tool and the key for typos: the key must match exactly.", w-2) {
+			check := "Check the tenant, the tool and the key for typos: the key must match exactly."
+			if a := s.absent; a != nil {
+				check = termtext.Clean(a.Check()) + "."
+				check = strings.ToUpper(check[:1]) + check[1:]
+			}
+			for _, l := range wrap("A call with this identity would run as a first attempt. "+check, w-2) {
 				add(" " + s.st.Muted.Render(l))
 			}
 		case s.notFound:

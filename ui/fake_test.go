@@ -418,7 +418,12 @@ func (s *fakeSource) GetByIdentity(_ context.Context, tenant, tool, key string) 
 		return readmodel.Detail{}, &readmodel.PurgedError{OperationID: 31007, PurgedAt: dbNow.Add(-50 * time.Hour),
 			TombstoneUntil: dbNow.Add(5 * 24 * time.Hour), DBTime: dbNow}
 	}
-	return readmodel.Detail{}, readmodel.ErrNotFound
+	a := &readmodel.AbsentError{Tenant: tenant, Tool: tool}
+	for _, r := range s.rows {
+		a.TenantKnown = a.TenantKnown || r.Tenant == tenant
+		a.ToolKnown = a.ToolKnown || (r.Tenant == tenant && r.Tool == tool)
+	}
+	return readmodel.Detail{}, a
 }
 
 // harness drives a Model through Update as the Bubble Tea runtime would,

@@ -43,6 +43,8 @@ func TestViews(t *testing.T) {
 		{"detail", func(h *harness) { h.keys(":key globex/send-email/welcome/user-8812<enter>") }},
 		{"detail-stuck", func(h *harness) { h.keys("<enter><enter>") }},
 		{"key-not-found", func(h *harness) { h.keys(":key acme/create-ticket/run-43<enter>") }},
+		{"key-unknown-tool", func(h *harness) { h.keys(":key acme/create-tickett/run-43<enter>") }},
+		{"key-unknown-tenant", func(h *harness) { h.keys(":key acmee/create-ticket/run-43<enter>") }},
 		{"key-purged", func(h *harness) { h.keys(":key acme/create-ticket/run-7<enter>") }},
 		{"help", func(h *harness) { h.keys(":ops<enter>?") }},
 		{"command-error", func(h *harness) { h.keys(":frobnicate<enter>") }},

@@ -330,12 +330,20 @@ func runOpsGet(ctx context.Context, v *storeview.Store, opts opsGetOptions, w io
 		return err
 	}
 	if errors.Is(err, readmodel.ErrNotFound) {
+		check := ""
+		if absent, ok := errors.AsType[*readmodel.AbsentError](err); ok {
+			check = absent.Check()
+		}
 		if opts.Output == "json" {
 			return writeJSON(w, map[string]string{
 				"tenant": opts.Tenant, "tool": opts.Tool, "key": opts.Key, "state": "absent", "explanation": absentExplanation,
+				"check": check,
 			})
 		}
 		_, err := fmt.Fprintf(w, "%s/%s/%s: absent\n%s\n", termtext.Clean(opts.Tenant), termtext.Clean(opts.Tool), termtext.Clean(opts.Key), absentExplanation)
+		if err == nil && check != "" {
+			_, err = fmt.Fprintln(w, termtext.Clean(check))
+		}
 		return err
 	}
 	if err != nil {

@@ -140,6 +140,16 @@ func TestOpsShowAndGet(t *testing.T) {
 	require.Equal(t, ExitOK, code)
 	require.Contains(t, out, "absent")
 	require.Contains(t, out, "no attempt was ever recorded")
+	require.Contains(t, out, "check the key")
+	code, out, _ = run("ops", "get", "--config", cfg, "--tenant", "acme", "--tool", "create-tickett", "--key", "never-used", "-o", "json")
+	require.Equal(t, ExitOK, code)
+	var absent map[string]string
+	require.NoError(t, json.Unmarshal([]byte(out), &absent))
+	require.Equal(t, "absent", absent["state"])
+	require.Contains(t, absent["check"], `no records of the tool "create-tickett"`)
+	code, out, _ = run("ops", "get", "--config", cfg, "--tenant", "acmee", "--tool", "create-ticket", "--key", "never-used")
+	require.Equal(t, ExitOK, code)
+	require.Contains(t, out, `the tenant "acmee" has no records you can see`)
 
 	// A purged identity says so, from its tombstone.
 	_, err := d.Admin.Exec(t.Context(), `INSERT INTO opsdesk.tombstones (tenant, tool, key, operation_id, fingerprint, purged_at, expires_at)

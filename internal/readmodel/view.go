@@ -3,6 +3,7 @@ package readmodel
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -203,6 +204,33 @@ func (e *PurgedError) Error() string {
 
 // Is makes a purged record not found.
 func (e *PurgedError) Is(target error) bool { return target == ErrNotFound }
+
+// AbsentError is an identity with no record (and no tombstone) that says
+// whether its tenant, and its tool in that tenant, have records the role
+// sees: a typo in either is then named, not left for a key's. It is an
+// ErrNotFound.
+type AbsentError struct {
+	Tenant, Tool string
+	TenantKnown  bool // the tenant has records the role sees
+	ToolKnown    bool // the tenant has records of the tool
+}
+
+func (e *AbsentError) Error() string { return "no record: " + e.Check() }
+
+// Is makes an absent identity not found.
+func (e *AbsentError) Is(target error) bool { return target == ErrNotFound }
+
+// Check says which part of the identity to check first.
+func (e *AbsentError) Check() string {
+	switch {
+	case !e.TenantKnown:
+		return "the tenant " + strconv.Quote(e.Tenant) + " has no records you can see: check the tenant's name (and your access to it)"
+	case !e.ToolKnown:
+		return "the tenant " + strconv.Quote(e.Tenant) + " has no records of the tool " + strconv.Quote(e.Tool) +
+			": check the tool's name"
+	}
+	return "the tenant and the tool have records, this key has none: check the key, which must match exactly"
+}
 
 // LeaseAge is how long the current attempt has held its lease.
 func (r Row) LeaseAge() time.Duration {

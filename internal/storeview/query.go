@@ -496,7 +496,14 @@ WHERE tenant = $1 AND tool = $2 AND key = $3 AND expires_at > now()`, tenant, to
 		Scan(&p.OperationID, &p.PurgedAt, &p.TombstoneUntil, &p.DBTime)
 	switch {
 	case errors.Is(perr, pgx.ErrNoRows):
-		return d, err
+		// Which part to check: two probes of the primary key's prefix,
+		// under the role's policies.
+		a := &readmodel.AbsentError{Tenant: tenant, Tool: tool}
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM opsdesk.operations WHERE tenant = $1),
+    EXISTS (SELECT FROM opsdesk.operations WHERE tenant = $1 AND tool = $2)`, tenant, tool).Scan(&a.TenantKnown, &a.ToolKnown); err != nil {
+			return d, fmt.Errorf("look for the tenant and tool: %w", err)
+		}
+		return d, a
 	case perr != nil:
 		return d, fmt.Errorf("read the tombstone: %w", perr)
 	}

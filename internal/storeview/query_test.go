@@ -477,3 +477,31 @@ INSERT INTO opsdesk.tombstones (tenant, tool, key, operation_id, fingerprint, pu
 	require.ErrorIs(t, err, readmodel.ErrNotFound)
 	require.False(t, errors.As(err, &purged), "another tenant's tombstone is not there")
 }
+
+// An identity with no record says which part to check: the tenant, the
+// tool in it, or the key; a one-tenant viewer learns nothing of the
+// tenants it may not see.
+func TestAbsentIdentitySaysWhatToCheck(t *testing.T) {
+	t.Parallel()
+	d := fixtureDB(t)
+	every := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{})
+	globexOnly := New(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Config{})
+	for _, c := range []struct {
+		s                   *Store
+		tenant, tool        string
+		tenantKnown, toolOK bool
+	}{
+		{every, "acme", "create-ticket", true, true},
+		{every, "acme", "create-tickett", true, false},
+		{every, "acmee", "create-ticket", false, false},
+		{globexOnly, "acme", "create-ticket", false, false}, // acme has it, unseen
+		{globexOnly, "globex", "send-email", true, true},
+	} {
+		_, err := c.s.GetByIdentity(t.Context(), c.tenant, c.tool, "no-such-key")
+		require.ErrorIs(t, err, readmodel.ErrNotFound)
+		absent, ok := errors.AsType[*readmodel.AbsentError](err)
+		require.True(t, ok, "%v", err)
+		require.Equal(t, c.tenantKnown, absent.TenantKnown, "%q/%q", c.tenant, c.tool)
+		require.Equal(t, c.toolOK, absent.ToolKnown, "%q/%q", c.tenant, c.tool)
+	}
+}
