@@ -402,6 +402,8 @@ func (r *Runner) decide(ctx context.Context, rep *Report, batch string, todo []R
 	for i, rec := range todo {
 		out[i].Record = rec
 		out[i].Outcome, out[i].Message = SkipNotAttempted, "the pass stopped first"
+	}
+	for i, rec := range todo {
 		if i > 0 {
 			select {
 			case <-tick.C:
