@@ -165,6 +165,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, out *doctorOut) error {
 		doctorTimes(ctx, view, out)
 		doctorPurges(ctx, view, out)
 		doctorPolicies(ctx, view, cfg, out)
+		doctorReconciler(ctx, pool, cfg, out)
 	}
 	if !out.report.OK {
 		return errDoctor

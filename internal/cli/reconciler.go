@@ -444,3 +444,41 @@ func mergeKeys(a map[string][]string, b map[string][]bulk.Verdict) map[string]bo
 	}
 	return out
 }
+
+// doctorReconciler says whether reconcilers are paused and names each
+// catalog auto_reconcile the store's allowlist does not let (a reconciler
+// would skip those records), with the admin's command that fixes it.
+// Silent when the catalog names none and nothing is paused.
+func doctorReconciler(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, out *doctorOut) {
+	cat := autoTools(cfg)
+	s, err := desk.ReadReconcilerState(ctx, pool)
+	if err != nil {
+		if len(cat) > 0 {
+			out.add("warning", "reconciler", "cannot read the reconciler's settings: "+err.Error())
+		}
+		return
+	}
+	if len(cat) == 0 && !s.Paused {
+		return
+	}
+	if s.Paused {
+		out.add("warning", "reconciler", fmt.Sprintf("paused by %s at %s: %s (opsdesk reconciler resume --reason …, an admin)",
+			s.By, s.At.UTC().Format(time.RFC3339), s.Reason))
+	}
+	var missing []string
+	for _, tool := range slices.Sorted(maps.Keys(cat)) {
+		for _, v := range cat[tool] {
+			if !slices.Contains(s.Allow[tool], string(v)) {
+				missing = append(missing, fmt.Sprintf("%s on %s", tool, v))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		out.add("warning", "reconciler", "the catalog's auto_reconcile asks for what the store's allowlist does not let: "+
+			strings.Join(missing, ", ")+" (an admin runs opsdesk reconciler allow TOOL --verdicts …)")
+		return
+	}
+	if !s.Paused {
+		out.check(true, "reconciler", "the store lets every catalog auto_reconcile: "+toolsWords(cat))
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -300,4 +301,33 @@ func TestReconcilerRunsUntilStopped(t *testing.T) {
 		t.Fatal("the reconciler did not stop within 10s of its context ending")
 	}
 	require.Contains(t, errOut.String(), "reconciler: stopped")
+}
+
+// doctor refuses auto_reconcile where it cannot work, saying what to fix,
+// and names what the store's allowlist does not let.
+func TestDoctorOnAutoReconcile(t *testing.T) {
+	t.Parallel()
+	s := newReconcilerStore(t, 1)
+	dir := t.TempDir()
+	for name, c := range map[string]struct{ tool, says string }{
+		"NoLookup": {"  create-note:\n    effect: local\n    auto_reconcile: [found]\n",
+			"tools.create-note: auto_reconcile needs a lookup"},
+		"UnknownVerdict": {"  charge-card:\n    effect: external_unknown\n    lookup: {url: 'http://127.0.0.1:1/{key}', result_ref: /ref}\n    auto_reconcile: [found, failed]\n",
+			`auto_reconcile names "failed"`},
+	} {
+		path := filepath.Join(dir, name+".yaml")
+		require.NoError(t, os.WriteFile(path, []byte("current_context: a\ncontexts:\n  a:\n    dsn: "+strconv.Quote(s.rec.DSN)+"\ntools:\n"+c.tool), 0o600))
+		code, _, errOut := run("doctor", "--config", path)
+		require.NotEqual(t, ExitOK, code, name)
+		require.Contains(t, errOut, c.says, name)
+	}
+
+	code, out, errOut := run("doctor", "--config", s.config(t, s.rec))
+	require.Equal(t, ExitOK, code, errOut+out)
+	require.Contains(t, out, "reconciler: read, and decide what the reconciler's allowlist lets a lookup settle")
+	require.Contains(t, out, "the store lets every catalog auto_reconcile: charge-card [found, not_found]")
+	code, _, errOut = run("reconciler", "allow", "charge-card", "--verdicts", "found", "--reason", "only found", "--config", s.adminCfg)
+	require.Equal(t, ExitOK, code, errOut)
+	_, out, _ = run("doctor", "--config", s.config(t, s.rec))
+	require.Contains(t, out, "does not let: charge-card on not_found (an admin runs opsdesk reconciler allow")
 }
