@@ -17,6 +17,7 @@ type reconcilerMetrics struct {
 	skipped        *prometheus.CounterVec
 	providerErrors *prometheus.CounterVec
 	providerDown   *prometheus.GaugeVec
+	deciding       *prometheus.GaugeVec
 	paused         prometheus.Gauge
 	passFailures   prometheus.Counter
 	cycle          prometheus.Histogram
@@ -34,6 +35,9 @@ func newReconcilerMetrics() *reconcilerMetrics {
 			Help: "Lookups that failed or gave no definite answer, by tool."}, []string{"tool"}),
 		providerDown: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opsdesk_reconciler_provider_down",
 			Help: "1 when the tool's lookup error rate passed --max-error-rate in the last pass: nothing of it was decided."}, []string{"tool"}),
+		deciding: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opsdesk_reconciler_deciding",
+			Help: "1 when the last pass could decide the tool's records (not paused, let by the store's allowlist, its provider " +
+				"answering), 0 when it could not: its stuck records wait for people."}, []string{"tool"}),
 		paused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "opsdesk_reconciler_paused",
 			Help: "1 when the last pass found the reconciler paused by an admin (opsdesk reconciler pause)."}),
 		passFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "opsdesk_reconciler_pass_failures_total",
@@ -43,7 +47,7 @@ func newReconcilerMetrics() *reconcilerMetrics {
 		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{Name: "opsdesk_reconciler_last_pass_timestamp_seconds",
 			Help: "When the last pass ended (Unix time), whatever it found."}),
 	}
-	m.reg.MustRegister(m.decided, m.skipped, m.providerErrors, m.providerDown, m.paused, m.passFailures, m.cycle, m.lastPass)
+	m.reg.MustRegister(m.decided, m.skipped, m.providerErrors, m.providerDown, m.deciding, m.paused, m.passFailures, m.cycle, m.lastPass)
 	return m
 }
 
@@ -51,6 +55,9 @@ func newReconcilerMetrics() *reconcilerMetrics {
 func (m *reconcilerMetrics) observe(rep auto.Report, err error) {
 	m.cycle.Observe(rep.Took.Seconds())
 	m.lastPass.SetToCurrentTime()
+	for tool, ok := range rep.Deciding {
+		m.deciding.WithLabelValues(tool).Set(map[bool]float64{true: 1}[ok && err == nil])
+	}
 	if err != nil {
 		m.passFailures.Inc()
 		return

@@ -291,6 +291,7 @@ func TestReconcilerRunsUntilStopped(t *testing.T) {
 	require.Contains(t, string(body), `opsdesk_reconciler_decided_total{tool="charge-card",verdict=`)
 	require.Contains(t, string(body), "opsdesk_reconciler_cycle_duration_seconds_count")
 	require.Contains(t, string(body), "opsdesk_reconciler_paused 0")
+	require.Contains(t, string(body), `opsdesk_reconciler_deciding{tool="charge-card"} 1`)
 	require.Contains(t, string(body), "opsdesk_reconciler_last_pass_timestamp_seconds")
 
 	cancel()

@@ -177,6 +177,11 @@ type Report struct {
 	// threshold this pass.
 	ProviderErrors map[string]int `json:"provider_errors"`
 	ProviderDown   []string       `json:"provider_down"`
+	// Deciding tells, for each tool of the catalog's auto_reconcile,
+	// whether the pass could decide its records: not paused, let by the
+	// store's allowlist, its provider not down. A tool whose stuck records
+	// pile up while it is false is waiting for people.
+	Deciding map[string]bool `json:"deciding"`
 	// Records are the records looked at, with what became of each.
 	Records []Record `json:"records"`
 	// Stopped says why the pass stopped early ("" when it ran through).
@@ -204,7 +209,10 @@ const decided = "decided"
 func (r *Runner) Pass(ctx context.Context) (Report, error) {
 	start := time.Now()
 	rep := Report{DryRun: r.cfg.DryRun, Decided: map[bulk.Verdict]int{}, Skipped: map[string]int{},
-		ProviderErrors: map[string]int{}, ProviderDown: []string{}, Records: []Record{}}
+		ProviderErrors: map[string]int{}, ProviderDown: []string{}, Records: []Record{}, Deciding: map[string]bool{}}
+	for tool := range r.cfg.Tools {
+		rep.Deciding[tool] = false
+	}
 	defer func() { rep.Took = time.Since(start); rep.TookMS = rep.Took.Milliseconds() }()
 	s, err := r.cfg.Settings(ctx)
 	if err != nil {
@@ -236,6 +244,7 @@ func (r *Runner) Pass(ctx context.Context) (Report, error) {
 				allowed[tool] = append(allowed[tool], v)
 			}
 		}
+		rep.Deciding[tool] = len(allowed[tool]) > 0
 	}
 	var ask []readmodel.Row
 	for _, row := range rows {
@@ -283,6 +292,7 @@ func (r *Runner) Pass(ctx context.Context) (Report, error) {
 		}
 		if float64(failed[tool]) > r.cfg.MaxErrorRate*float64(n) {
 			down[tool] = true
+			rep.Deciding[tool] = false
 			rep.ProviderDown = append(rep.ProviderDown, tool)
 		}
 	}
