@@ -112,7 +112,9 @@ $$`)
 	if err != nil {
 		return nil, err
 	}
-	w := &writer{cfg: cfg, pool: pool, view: storeview.New(pool, storeview.Config{StatementTimeout: statementTimeout}), desk: newDesk(pool, cfg)}
+	view := storeview.New(pool, storeview.Config{StatementTimeout: statementTimeout})
+	cfg = withRecordedPolicies(ctx, view, cfg) // the services' retentions, as every command decides by
+	w := &writer{cfg: cfg, pool: pool, view: view, desk: newDesk(pool, cfg)}
 	client := bulk.HTTPClient(auto.DefaultConcurrency)
 	w.desk.Client = client
 	bk, err := bulk.New(bulk.Config{Desk: w.desk, Lister: w.view, Concurrency: auto.DefaultConcurrency})

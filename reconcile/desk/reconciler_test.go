@@ -90,6 +90,7 @@ func TestReconcilerRefusals(t *testing.T) {
 		{"FoundWithoutReference", func() reconcile.DecideParams { p := found(id, v); p.Evidence.Ref = ""; return p }(), reconcile.ErrNotPermitted},
 		{"OtherReference", func() reconcile.DecideParams { p := found(id, v); p.ResultRef = "CH-OTHER"; return p }(), reconcile.ErrContradictsLookup},
 		{"StoredResult", func() reconcile.DecideParams { p := found(id, v); p.Result = []byte(`{"charge_id":"CH-1"}`); return p }(), reconcile.ErrNotPermitted},
+		{"ShortRetention", func() reconcile.DecideParams { p := notFound(id, v); p.Retention = time.Hour; return p }(), reconcile.ErrNotPermitted},
 		{"BlankReason", func() reconcile.DecideParams { p := found(id, v); p.Reason = " \u3000\t"; return p }(), reconcile.ErrInvalid},
 		{"OldVersion", found(id, v+1), reconcile.ErrChanged},
 	}
