@@ -439,6 +439,24 @@ const demoOperator = "opsdesk_demo_operator"
 // login role with a new random password, granted opsdesk_admin and access
 // to every tenant, as the superuser conn is. It returns the password.
 func createDemoOperator(ctx context.Context, conn *pgx.Conn) (string, error) {
+	password, err := demoLogin(ctx, conn, demoOperator)
+	if err != nil {
+		return "", err
+	}
+	_, err = conn.Exec(ctx, `
+GRANT opsdesk_admin TO `+demoOperator+`;
+INSERT INTO opsdesk.access (role, tenant, granted_by) VALUES ('`+demoOperator+`', '*', 'opsdesk demo')
+ON CONFLICT (role, tenant) DO NOTHING;`)
+	if err != nil {
+		return "", fmt.Errorf("create the console's role %s: %w", demoOperator, err)
+	}
+	return password, nil
+}
+
+// demoLogin creates (or, in a kept cluster, reuses) the login role role,
+// one of the demo's constant names, with a new random password, as the
+// superuser conn is, and returns the password.
+func demoLogin(ctx context.Context, conn *pgx.Conn, role string) (string, error) {
 	var b [16]byte
 	if _, err := crand.Read(b[:]); err != nil {
 		return "", err
@@ -447,18 +465,15 @@ func createDemoOperator(ctx context.Context, conn *pgx.Conn) (string, error) {
 	_, err := conn.Exec(ctx, `
 DO $$
 BEGIN
-    IF EXISTS (SELECT FROM pg_roles WHERE rolname = '`+demoOperator+`') THEN
-        ALTER ROLE `+demoOperator+` LOGIN PASSWORD '`+password+`';
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = '`+role+`') THEN
+        ALTER ROLE `+role+` LOGIN PASSWORD '`+password+`';
     ELSE
-        CREATE ROLE `+demoOperator+` LOGIN PASSWORD '`+password+`';
+        CREATE ROLE `+role+` LOGIN PASSWORD '`+password+`';
     END IF;
 END
-$$;
-GRANT opsdesk_admin TO `+demoOperator+`;
-INSERT INTO opsdesk.access (role, tenant, granted_by) VALUES ('`+demoOperator+`', '*', 'opsdesk demo')
-ON CONFLICT (role, tenant) DO NOTHING;`)
+$$`)
 	if err != nil {
-		return "", fmt.Errorf("create the console's role %s: %w", demoOperator, err)
+		return "", fmt.Errorf("create the login role %s: %w", role, err)
 	}
 	return password, nil
 }

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"sync"
@@ -59,28 +57,14 @@ func allowDemoReconciler(ctx context.Context, operatorDSN string) error {
 // pass's line written to logTo. stop stops it after the decisions in
 // flight.
 func startDemoReconciler(ctx context.Context, cluster *pgcluster.Cluster, operatorDSN, catalog string, logTo io.Writer) (stop func(), err error) {
-	var b [16]byte
-	if _, err := crand.Read(b[:]); err != nil {
-		return nil, err
-	}
-	password := hex.EncodeToString(b[:])
 	conn, err := pgx.Connect(ctx, cluster.DSN(demoDatabase))
 	if err != nil {
 		return nil, err
 	}
-	_, err = conn.Exec(ctx, `
-DO $$
-BEGIN
-    IF EXISTS (SELECT FROM pg_roles WHERE rolname = '`+demoReconciler+`') THEN
-        ALTER ROLE `+demoReconciler+` LOGIN PASSWORD '`+password+`';
-    ELSE
-        CREATE ROLE `+demoReconciler+` LOGIN PASSWORD '`+password+`';
-    END IF;
-END
-$$`)
+	password, err := demoLogin(ctx, conn, demoReconciler)
 	_ = conn.Close(context.WithoutCancel(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("create the reconciler's role %s: %w", demoReconciler, err)
+		return nil, err
 	}
 	opCfg, err := db.PoolConfig(operatorDSN, "opsdesk demo")
 	if err != nil {

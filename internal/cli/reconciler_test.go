@@ -66,16 +66,7 @@ func TestReconcilerOnceOnTheDemoProvider(t *testing.T) {
 	require.Equal(t, len(s.truth), rep.Decided[bulk.Found]+rep.Decided[bulk.NotFound], "%+v", rep.Skipped)
 	require.Empty(t, rep.ProviderDown)
 
-	states := s.states(t)
-	for _, a := range s.truth {
-		st := states[a.Tenant+"/"+a.Key]
-		ref, acted := s.provider.Effect(demo.ProviderIdentity(a.Identity))
-		if acted {
-			require.Equal(t, [3]string{"completed", ref, "1"}, st, a.Key)
-		} else {
-			require.Equal(t, [3]string{"released", "", "1"}, st, a.Key)
-		}
-	}
+	s.requireDecidedAsTheLedger(t)
 	rows, err := s.d.Admin.Query(t.Context(), `SELECT reason, details->>'batch', details->>'reconciler', evidence_digest FROM opsdesk.audit WHERE role = $1`, s.rec.Role)
 	require.NoError(t, err)
 	n := 0

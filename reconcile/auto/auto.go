@@ -390,10 +390,14 @@ type outcome struct {
 
 // decide decides todo, each by itself, bounded in concurrency and rate.
 func (r *Runner) decide(ctx context.Context, rep *Report, batch string, todo []Record) {
-	current, err := r.current(ctx, todo)
+	items := make([]bulk.Item, len(todo))
+	for i, rec := range todo {
+		items[i] = rec.Item
+	}
+	current, err := r.cfg.Bulk.Current(ctx, items)
 	if err != nil {
 		for _, rec := range todo {
-			rep.skip(rec, SkipNotAttempted, "could not read the records again: "+err.Error())
+			rep.skip(rec, SkipNotAttempted, err.Error())
 		}
 		rep.Stopped = err.Error()
 		return
@@ -476,25 +480,6 @@ func (r *Runner) decide(ctx context.Context, rep *Report, batch string, todo []R
 	}
 }
 
-// current reads the records of todo again.
-func (r *Runner) current(ctx context.Context, todo []Record) (map[int64]readmodel.Row, error) {
-	out := make(map[int64]readmodel.Row, len(todo))
-	for chunk := range slices.Chunk(todo, 1000) {
-		ids := make([]int64, len(chunk))
-		for i, rec := range chunk {
-			ids[i] = rec.ID
-		}
-		page, err := r.cfg.Lister.List(ctx, readmodel.Query{Filter: readmodel.Filter{IDs: ids}, Sort: readmodel.SortNewest, Limit: len(ids)})
-		if err != nil {
-			return nil, fmt.Errorf("read the records again: %w", err)
-		}
-		for _, row := range page.Rows {
-			out[row.ID] = row
-		}
-	}
-	return out, nil
-}
-
 // Reason is the reason a reconciler's decision is audited with: the
 // policy, the evidence and the batch.
 func Reason(item bulk.Item, batch string) string {
@@ -515,17 +500,8 @@ func cut(s string, n int) string {
 // DecideTimeout), so that its outcome is known.
 func (r *Runner) decideOne(dispatch context.Context, batch string, rec Record, current map[int64]readmodel.Row) outcome {
 	o := outcome{Record: rec}
-	now, ok := current[rec.ID]
-	switch {
-	case !ok:
-		o.Outcome, o.Message = SkipChanged, "no longer visible: purged, or the login's access changed"
-		return o
-	case now.Version != rec.Version:
-		o.Outcome = SkipChanged
-		o.Message = fmt.Sprintf("changed since the lookup: now version %d (%s), listed at version %d", now.Version, now.State, rec.Version)
-		return o
-	case now.State != readmodel.StateStuck:
-		o.Outcome, o.Message = SkipChanged, fmt.Sprintf("no longer stuck: %s", now.State)
+	if why := bulk.Changed(rec.Item, current); why != "" {
+		o.Outcome, o.Message = SkipChanged, why
 		return o
 	}
 	p := reconcile.DecideParams{OperationID: rec.ID, Decision: rec.Decision, ExpectVersion: rec.Version,
