@@ -18,30 +18,33 @@ var ackKind = screenKind{id: screenAck, build: func(d deps, o Config) screen { r
 
 // ackFlow acknowledges the conflicting attempts the operator was shown:
 // a reason, a confirmation, the result.
-type ackFlow struct{ stepMachine }
+type ackFlow struct{ onSteps }
 
 func newAck(d deps, dec Decider) *ackFlow {
-	s := &ackFlow{stepMachine: newSteps(d, screenAck, dec)}
-	s.first = stepReason
-	s.crumbs = []crumb{{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
-	s.updateKeys(s)
+	s := &ackFlow{newOnSteps(d, screenAck, dec)}
+	s.sm.first = stepReason
+	s.sm.crumbs = []crumb{{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
+	s.act()
 	return s
 }
 
-func (s *ackFlow) title() string { return s.recordTitle("Acknowledge conflicts on operation ") }
+func (s *ackFlow) title() string { return s.sm.recordTitle("Acknowledge conflicts on operation ") }
 
 func (s *ackFlow) page(st step) []string {
-	n := unreviewed(s.rec.Conflicts)
+	m := &s.sm
+	n := unreviewed(m.rec.Conflicts)
 	switch st {
 	case stepReason:
-		out := append(s.heading(fmt.Sprintf("Acknowledge %d unreviewed conflicting attempt%s", n, plural(n))), "")
-		s.para(&out, "They stay on record, marked reviewed by your role. Why are they no concern (a caller's bug, fixed)?", nil)
+		out := append(m.heading(fmt.Sprintf("Acknowledge %d unreviewed conflicting attempt%s", n, plural(n))), "")
+		m.para(&out, "They stay on record, marked reviewed by your role. Why are they no concern (a caller's bug, fixed)?", nil)
 		return append(out, "")
 	case stepConfirm:
-		out := append(s.heading("Confirm: acknowledge conflicts on "+s.subject()), "")
-		s.field(&out, "change", fmt.Sprintf("%d conflicting attempt%s marked reviewed by your role; the record itself does not change", n, plural(n)))
-		s.field(&out, "reason", termtext.Clean(s.typedReason()))
+		out := append(m.heading("Confirm: acknowledge conflicts on "+m.subject()), "")
+		m.field(&out, "change", fmt.Sprintf("%d conflicting attempt%s marked reviewed by your role; the record itself does not change", n, plural(n)))
+		m.field(&out, "reason", termtext.Clean(m.typedReason()))
 		return out
+	case stepResult:
+		return m.doneLines("conflicting attempts acknowledged", stateText(readmodel.State(m.res.State)))
 	}
 	return nil
 }
@@ -50,26 +53,40 @@ func (s *ackFlow) write() func(ctx context.Context) (applied, error) {
 	// Only the conflicts the operator was shown: any that arrived since
 	// stay unreviewed.
 	var seen []int64
-	for _, c := range s.rec.Conflicts {
+	for _, c := range s.sm.rec.Conflicts {
 		if !c.Reviewed {
 			seen = append(seen, c.ID)
 		}
 	}
-	dec, id, reason := s.dec, s.rec.ID, s.typedReason()
+	dec, id, reason := s.sm.dec, s.sm.rec.ID, s.sm.typedReason()
 	return func(ctx context.Context) (applied, error) {
 		r, err := dec.AckConflicts(ctx, id, seen, reason)
 		return applied{res: r}, err
 	}
 }
 
-func (s *ackFlow) done() []string {
-	return s.doneLines("conflicting attempts acknowledged", stateText(readmodel.State(s.res.State)))
+// act runs the write once the operator confirmed, and hands the page
+// over.
+func (s *ackFlow) act() tea.Cmd {
+	var cmd tea.Cmd
+	for _, ev := range s.sm.takeEvents() {
+		if ev.kind == evSubmit {
+			cmd = s.sm.apply(s.write())
+		}
+	}
+	s.wordKeys()
+	s.sm.setPage(stepPage{title: s.title(), text: s.page(s.sm.pageStep())})
+	return cmd
 }
 
-func (s *ackFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) { return s, s.update(s, msg) }
-func (s *ackFlow) View() string                            { return s.view(s) }
-func (s *ackFlow) SetSize(w, h int)                        { s.resize(s, w, h) }
-func (s *ackFlow) back() (bool, tea.Cmd)                   { return s.stepBack(s) }
-func (s *ackFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	return s.openOn(s, n, at)
+func (s *ackFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	var cmd tea.Cmd
+	s.sm, cmd = s.sm.Update(msg)
+	return s, tea.Batch(cmd, s.act())
 }
+
+func (s *ackFlow) SetSize(w, h int) { flowResize(s, w, h) }
+
+func (s *ackFlow) back() (bool, tea.Cmd) { return flowBack(s) }
+
+func (s *ackFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) { return flowOpen(s, n, at) }

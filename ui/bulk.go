@@ -98,6 +98,7 @@ type (
 // machine of the flows on one record.
 type bulkFlow struct {
 	stepMachine
+	keys   KeyMap // the flow's own, beside the machine's
 	bulk   BulkReconciler
 	filter readmodel.Filter
 
@@ -174,14 +175,14 @@ func (t *runTail) get() (tea.Msg, bulk.Progress) {
 }
 
 func newBulk(d deps, b BulkReconciler) *bulkFlow {
-	s := &bulkFlow{stepMachine: newSteps(d, screenBulk, nil), bulk: b}
+	s := &bulkFlow{stepMachine: newSteps(d, screenBulk, nil), keys: d.keys, bulk: b}
 	s.first = stepLookups
 	s.backTo = "the list"
 	s.crumbs = []crumb{{"lookups", []step{stepRefused, stepLookups}}, {"plan", []step{stepPlan}}, {"reason", []step{stepReason}},
 		{"confirm", []step{stepConfirm, stepDeciding}}, {"done", []step{stepResult}}}
 	s.reason = textInput(d.st, "why, for each record's audit record", 2000)
 	s.reasonPrompt = "Reason (required; it goes into each record's audit record with your role):"
-	s.updateKeys(s)
+	s.act()
 	return s
 }
 
@@ -199,11 +200,14 @@ func (s *bulkFlow) page(st step) []string {
 		return s.confirmView()
 	case stepDeciding:
 		return s.decidingView()
+	case stepResult:
+		return s.resultLines()
 	}
 	return nil
 }
 
-func (s *bulkFlow) keysAt(st step, k *KeyMap) {
+func (s *bulkFlow) keysAt(st step) {
+	k, mk := &s.keys, &s.KeyMap
 	// ctrl+c stops a run as esc does; once stopped, or where nothing
 	// runs, it quits (after showing what was done, in a flow).
 	if s.running() && !s.interrupted {
@@ -211,25 +215,26 @@ func (s *bulkFlow) keysAt(st step, k *KeyMap) {
 	} else {
 		k.ForceQuit.SetHelp("ctrl+c", "quit")
 	}
+	k.OpenGroup.SetEnabled(st == stepPlan && s.selected().Count() > 0)
 	switch st {
 	case stepLookups:
-		k.Cancel.SetEnabled(s.running() && !s.stopping)
-		k.Cancel.SetHelp("esc", "stop the lookups")
+		mk.Cancel.SetEnabled(s.running() && !s.stopping)
+		mk.Cancel.SetHelp("esc", "stop the lookups")
 		k.AskAgain.SetEnabled(!s.running())
 		k.AskAgain.SetHelp("r", "try again")
 	case stepPlan:
 		k.Up.SetEnabled(len(s.plan.Groups) > 1)
 		k.Down.SetEnabled(len(s.plan.Groups) > 1)
-		k.Next.SetEnabled(s.acceptable() == nil)
-		k.Next.SetHelp("enter", "accept the "+s.selected().Verdict.Label()+" group")
+		mk.Next.SetEnabled(s.acceptable() == nil)
+		mk.Next.SetHelp("enter", "accept the "+s.selected().Verdict.Label()+" group")
 		k.AskAgain.SetEnabled(s.stopped())
 		k.AskAgain.SetHelp("r", "look up again")
 	case stepDeciding:
-		k.Cancel.SetEnabled(!s.stopping)
-		k.Cancel.SetHelp("esc", "stop starting decisions")
+		mk.Cancel.SetEnabled(!s.stopping)
+		mk.Cancel.SetHelp("esc", "stop starting decisions")
 	case stepResult:
-		k.Next.SetEnabled(true)
-		k.Next.SetHelp("enter", "back to the plan")
+		mk.Next.SetEnabled(true)
+		mk.Next.SetHelp("enter", "back to the plan")
 	}
 }
 
@@ -244,7 +249,7 @@ func (s *bulkFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
 			s.inputErr = termtext.Clean(err.Error())
 			return nil, true
 		}
-		return s.forward(s, stepConfirm), true
+		return s.forward(stepConfirm), true
 	case stepConfirm:
 		n := s.group().Count()
 		// The exact digits: " 12", "+12", "012" and "12\x00" are not
@@ -258,12 +263,12 @@ func (s *bulkFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
 	case stepDeciding:
 		return s.runningKey(msg, nil)
 	case stepResult:
-		if !key.Matches(msg, s.keys.Next) {
+		if !key.Matches(msg, s.KeyMap.Next) {
 			return nil, false
 		}
 		s.trail = nil
 		s.sel = s.firstAcceptable()
-		return s.enter(s, stepPlan), true
+		return s.enter(stepPlan), true
 	}
 	return nil, false
 }
@@ -280,13 +285,17 @@ func (s *bulkFlow) planKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 		}
 		s.verdict = s.selected().Verdict
 		s.reason.SetValue("")
-		return s.forward(s, stepReason), true
+		return s.forward(stepReason), true
 	case key.Matches(msg, s.keys.Up):
 		s.sel = (s.sel + n - 1) % n
 	case key.Matches(msg, s.keys.Down):
 		s.sel = (s.sel + 1) % n
 	case key.Matches(msg, s.keys.AskAgain):
 		return s.lookUp(), true
+	case key.Matches(msg, s.keys.OpenGroup):
+		if g := s.selected(); g.Count() > 0 {
+			s.goTo(bulkGroupNav{group: g, batch: s.plan.BatchID, fit: s.keyFit(), listedAt: s.listedAt})
+		}
 	default:
 		return nil, false
 	}
@@ -294,9 +303,8 @@ func (s *bulkFlow) planKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 	return nil, true
 }
 
-// typedConfirm: a group is accepted by typing its count.
-func (s *bulkFlow) typedConfirm() bool { return true }
-
+// typedPrompt asks for the group's count: a group is accepted by typing
+// it.
 func (s *bulkFlow) typedPrompt() string {
 	return fmt.Sprintf("To decide them, type %d, the number of records in the group; anything else, or nothing, "+
 		"decides nothing:", s.group().Count())
@@ -304,8 +312,6 @@ func (s *bulkFlow) typedPrompt() string {
 
 // write is nil: each group is decided by the bulk reconciler (decide).
 func (s *bulkFlow) write() func(ctx context.Context) (applied, error) { return nil }
-
-func (s *bulkFlow) done() []string { return s.resultLines() }
 
 // waiting: the records are being listed.
 func (s *bulkFlow) waiting() bool { return s.running() && s.progress.Total == 0 }
@@ -316,9 +322,24 @@ func (s *bulkFlow) leave() {
 	s.abandon()
 }
 
-func (s *bulkFlow) View() string          { return s.view(s) }
-func (s *bulkFlow) SetSize(w, h int)      { s.resize(s, w, h) }
-func (s *bulkFlow) back() (bool, tea.Cmd) { return s.stepBack(s) }
+// act stops the run when the machine starts over, and hands the page
+// over; the flow's own keys are worded first, since its pages name them.
+func (s *bulkFlow) act() tea.Cmd {
+	for _, ev := range s.takeEvents() {
+		if ev.kind == evLeft {
+			s.abandon()
+		}
+	}
+	s.wordKeys()
+	offFlowKeys(&s.keys)
+	s.keysAt(s.step)
+	s.setPage(stepPage{title: s.title(), text: s.page(s.pageStep()), typed: s.typedPrompt(), waiting: s.waiting()})
+	return nil
+}
+
+func (s *bulkFlow) SetSize(w, h int) { flowResize(s, w, h) }
+
+func (s *bulkFlow) back() (bool, tea.Cmd) { return flowBack(s) }
 
 // open starts a run on the list's filter, for a role that may decide; a
 // filter that cannot start one opens the flow on the reason why.
@@ -327,14 +348,18 @@ func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	if !ok || s.bulk == nil || !at.perms.decide || at.active().id() != screenList {
 		return nil, nil, false
 	}
-	s.reset(s, readmodel.Detail{})
+	s.reset(readmodel.Detail{})
+	s.act() // the run before is left
 	s.filter, s.refusal, s.accepted, s.tried = bn.filter, nil, map[bulk.Verdict]bulk.GroupResult{}, map[bulk.Verdict]bulk.GroupResult{}
 	if err := s.bulk.CheckFilter(bn.filter); err != nil {
 		s.refusal = err
-		s.enter(s, stepRefused)
+		s.enter(stepRefused)
+		s.act()
 		return at.pushed(s), nil, true
 	}
-	return at.pushed(s), s.lookUp(), true
+	cmd := s.lookUp()
+	s.act()
+	return at.pushed(s), cmd, true
 }
 
 // asOf is the database time of the run's listing, once listed.
@@ -367,9 +392,9 @@ func (s *bulkFlow) backLabels() (esc, q string) {
 
 // ShortHelp implements help.KeyMap.
 func (s *bulkFlow) ShortHelp() []key.Binding {
-	k := s.keys
-	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), k.Next, k.Accept, k.AskAgain, k.Cancel,
-		combined("pgdn/pgup", "scroll", k.ScrollDown, k.ScrollUp)}
+	k, mk := s.keys, s.KeyMap
+	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), mk.Next, k.OpenGroup, mk.Accept, k.AskAgain, mk.Cancel,
+		combined("pgdn/pgup", "scroll", mk.ScrollDown, mk.ScrollUp)}
 	if s.capturing() {
 		out = append(out, k.ForceQuit)
 	}
@@ -378,15 +403,15 @@ func (s *bulkFlow) ShortHelp() []key.Binding {
 
 // FullHelp implements help.KeyMap.
 func (s *bulkFlow) FullHelp() [][]key.Binding {
-	k := s.keys
-	return [][]key.Binding{{k.Up, k.Down, k.Next, k.Accept, k.AskAgain, k.Cancel}, {k.ScrollDown, k.ScrollUp}}
+	k, mk := s.keys, s.KeyMap
+	return [][]key.Binding{{k.Up, k.Down, mk.Next, k.OpenGroup, mk.Accept, k.AskAgain, mk.Cancel}, {mk.ScrollDown, mk.ScrollUp}}
 }
 
 // runningKey handles esc while a run is under way (it stops the run's
 // work) and r where again is given and nothing runs.
 func (s *bulkFlow) runningKey(msg tea.KeyMsg, again func() tea.Cmd) (tea.Cmd, bool) {
 	switch {
-	case s.running() && key.Matches(msg, s.keys.Cancel):
+	case s.running() && key.Matches(msg, s.KeyMap.Cancel):
 		s.halt()
 		return nil, true
 	case again != nil && !s.running() && key.Matches(msg, s.keys.AskAgain):
@@ -495,7 +520,7 @@ func (s *bulkFlow) lookUp() tea.Cmd {
 		plan, err := b.Lookup(ctx, rows, progress)
 		return bulkPlanMsg{plan: plan, err: err, listedAt: at}
 	})
-	s.enter(s, stepLookups)
+	s.enter(stepLookups)
 	return cmd
 }
 
@@ -507,7 +532,7 @@ func (s *bulkFlow) decide(n int) tea.Cmd {
 		res, err := b.Accept(ctx, plan, v, bulk.AcceptParams{Reason: reason, Confirm: n}, progress)
 		return bulkAcceptMsg{res: res, err: err}
 	})
-	s.forward(s, stepDeciding)
+	s.forward(stepDeciding)
 	return cmd
 }
 
@@ -534,7 +559,7 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		}
 		s.sel = s.firstAcceptable()
 		s.trail = nil
-		return s.enter(s, stepPlan), true
+		return s.enter(stepPlan), true
 	case bulkAcceptMsg:
 		if msg.run != s.runID || !s.running() {
 			return nil, true
@@ -554,7 +579,7 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		s.reason.SetValue("")
 		s.typed.SetValue("")
 		s.trail = nil
-		return s.enter(s, stepResult), true
+		return s.enter(stepResult), true
 	}
 	return nil, false
 }
@@ -588,10 +613,19 @@ func (s *bulkFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return s, nil
 	}
 	if cmd, ok := s.onBulkMsg(msg); ok {
-		s.updateKeys(s)
+		s.act()
 		return s, cmd
 	}
-	return s, s.update(s, msg)
+	if k, ok := msg.(tea.KeyMsg); ok && s.offers(k) {
+		if cmd, ok := s.keyAt(s.step, k); ok {
+			s.act()
+			return s, cmd
+		}
+	}
+	var cmd tea.Cmd
+	s.stepMachine, cmd = s.stepMachine.Update(msg)
+	s.act()
+	return s, cmd
 }
 
 // digits tells whether rs are ASCII digits only.
@@ -667,6 +701,10 @@ func (s *bulkFlow) title() string {
 // verdictGlyph pairs each verdict with a glyph, so that it is never told
 // by colour alone.
 func verdictGlyph(v bulk.Verdict) string {
+	switch {
+	case v.Conflicted():
+		return glyphConflicted
+	}
 	switch v {
 	case bulk.Found:
 		return "✓"
@@ -703,7 +741,7 @@ func (s *bulkFlow) lookupsView() []string {
 	case s.running() && p.Total == 0:
 		out = append(out, " "+spinFrames[s.frame]+" listing the stuck records of "+truncate(termtext.Clean(s.filter.String()), max(1, s.w-40))+"…")
 	case s.running():
-		out = append(out, s.heading(fmt.Sprintf("Asking the provider about %s stuck records", count(int64(p.Total))))...)
+		out = append(out, s.heading(fmt.Sprintf("Asking the provider about %s stuck record%s", count(int64(p.Total)), plural(p.Total)))...)
 		out = append(out, "", " "+progressBar(int64(p.Done), int64(p.Total), s.w-2), "")
 		s.para(&out, fmt.Sprintf("%s of %s answered · %s", count(int64(p.Done)), count(int64(p.Total)),
 			countsText(p.Counts, verdictKeys())), nil)
@@ -784,18 +822,25 @@ func (s *bulkFlow) planView() []string {
 			count(int64(p.Listed)), count(int64(len(p.NotAsked)))))...)
 		s.para(&out, "Nothing was decided. What was answered is shown; r looks every record up again.", s.st.Stuck.Render)
 	default:
-		out = append(out, s.heading(fmt.Sprintf("%s stuck records looked up in %s", count(int64(p.Listed)), tookText(p.Took)))...)
+		out = append(out, s.heading(fmt.Sprintf("%s stuck record%s looked up in %s", count(int64(p.Listed)), plural(p.Listed), tookText(p.Took)))...)
 	}
 	s.field(&out, "batch", termtext.Clean(p.BatchID)+" (each decision's audit record carries it)")
 	out = append(out, "")
+	// The labels' column is as wide as the widest label: a conflicted
+	// group's is longer than the lookup verdicts'.
+	labelW := 9
+	for _, g := range p.Groups {
+		labelW = max(labelW, width(g.Verdict.Label()))
+	}
 	for i, g := range p.Groups {
 		mark := "  "
 		if i == s.sel {
 			mark = "▸ "
 		}
-		head := fmt.Sprintf("%s%s %-9s %6s  → %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())), g.Verdict.ProposalText())
+		label := pad(g.Verdict.Label(), labelW)
+		head := fmt.Sprintf("%s%s %s %6s  → %s", mark, verdictGlyph(g.Verdict), label, count(int64(g.Count())), g.Verdict.ProposalText())
 		if r, ok := s.accepted[g.Verdict]; ok {
-			head = fmt.Sprintf("%s%s %-9s %6s  ✓ accepted: %s", mark, verdictGlyph(g.Verdict), g.Verdict.Label(), count(int64(g.Count())),
+			head = fmt.Sprintf("%s%s %s %6s  ✓ accepted: %s", mark, verdictGlyph(g.Verdict), label, count(int64(g.Count())),
 				outcomesText(r))
 		}
 		line := truncate(" "+head, s.w)
@@ -803,11 +848,20 @@ func (s *bulkFlow) planView() []string {
 			line = s.st.Selected.Render(line)
 		}
 		out = append(out, line)
+		if g.Verdict.Conflicted() {
+			_, conflicts := g.Conflicted()
+			out = append(out, s.st.Conflict.Render(truncate(fmt.Sprintf("      %s unreviewed conflicting attempts (%s in all): accept knowingly",
+				glyphConflicted, count(int64(conflicts))), s.w)))
+		}
 		for _, item := range g.Samples(bulkSamples) {
 			out = append(out, s.itemLine(item, sampleNote(item)))
 		}
 		if n := g.Count() - bulkSamples; n > 0 {
-			out = append(out, s.st.Muted.Render(truncate(fmt.Sprintf("        … and %s more", count(int64(n))), s.w)))
+			more := fmt.Sprintf("        … and %s more", count(int64(n)))
+			if i == s.sel {
+				more += " · o shows them all"
+			}
+			out = append(out, s.st.Muted.Render(truncate(more, s.w)))
 		}
 	}
 	out = append(out, "")
@@ -824,10 +878,35 @@ func (s *bulkFlow) planView() []string {
 // sampleNote is what a sample shows after its identity: the provider's
 // reference of a found record, else what the lookup said.
 func sampleNote(item bulk.Item) string {
-	if item.Verdict == bulk.Found {
-		return "ref " + item.Ref
+	note := item.Note
+	if item.Verdict.Lookup() == bulk.Found {
+		note = "ref " + item.Ref
 	}
-	return item.Note
+	if item.Conflicted {
+		note = fmt.Sprintf("%s %d conflicting · %s", glyphConflicted, item.ConflictCount, note)
+	}
+	return note
+}
+
+// groupNoun is what a group's records are called in its headings: a
+// conflicted group's name their conflicts.
+func groupNoun(g bulk.Group) string {
+	noun := "record" + plural(g.Count())
+	if g.Verdict.Conflicted() {
+		noun += " with unreviewed conflicting attempts"
+	}
+	return noun
+}
+
+// conflictedText says what sets a conflicted group apart: its records'
+// conflicting attempts nobody reviewed.
+func conflictedText(g bulk.Group) string {
+	records, conflicts := g.Conflicted()
+	each := "each has"
+	if records == 1 {
+		each = "it has"
+	}
+	return fmt.Sprintf("%s %s conflicting attempts nobody reviewed (%s in all)", glyphConflicted, each, count(int64(conflicts)))
 }
 
 // keyFit is how the keys of the plan's records are cut: what they share
@@ -850,13 +929,18 @@ func (s *bulkFlow) keyFit() keyFit {
 
 // itemLine is one record: id, tenant, key and a note, cut to the width.
 func (s *bulkFlow) itemLine(item bulk.Item, note string) string {
-	kw := min(24, max(12, s.w/5))
+	return bulkItemLine(s.keyFit(), s.w, item, note)
+}
+
+// bulkItemLine is one record of a plan at width w, its key cut by fit.
+func bulkItemLine(fit keyFit, w int, item bulk.Item, note string) string {
+	kw := min(24, max(12, w/5))
 	line := "    " + padLeft(strconv.FormatInt(item.ID, 10), 7) + "  " + pad(truncate(termtext.Clean(item.Tenant), 10), 10) + "  " +
-		s.keyFit().fit(termtext.Clean(item.Key), kw)
+		fit.fit(termtext.Clean(item.Key), kw)
 	if note != "" {
 		line = pad(line, 4+7+2+10+2+kw) + "  " + termtext.Clean(note)
 	}
-	return truncate(line, s.w)
+	return truncate(line, w)
 }
 
 // outcomesText is a result's counts, every outcome that happened.
@@ -882,9 +966,14 @@ func consequence(g bulk.Group) string {
 // once given, and samples of its records last.
 func (s *bulkFlow) groupLines(g bulk.Group, reason bool) []string {
 	var out []string
-	s.field(&out, "group", fmt.Sprintf("%s %s: %s records (lookups of batch %s)", verdictGlyph(g.Verdict), g.Verdict.Label(),
-		count(int64(g.Count())), termtext.Clean(s.plan.BatchID)))
+	s.field(&out, "group", fmt.Sprintf("%s %s: %s record%s (lookups of batch %s)", verdictGlyph(g.Verdict), g.Verdict.Label(),
+		count(int64(g.Count())), plural(g.Count()), termtext.Clean(s.plan.BatchID)))
 	s.field(&out, "decision", consequence(g))
+	if g.Verdict.Conflicted() {
+		s.field(&out, "conflicts", conflictedText(g)+
+			": the key was reused with another intent; accepting decides the records anyway, and their attempts stay unreviewed "+
+			"(:conflicts reviews them)")
+	}
 	if reason {
 		s.field(&out, "reason", termtext.Clean(strings.TrimSpace(s.reason.Value())))
 	}
@@ -899,7 +988,8 @@ func (s *bulkFlow) groupLines(g bulk.Group, reason bool) []string {
 
 func (s *bulkFlow) reasonView() []string {
 	g := s.group()
-	out := s.heading(fmt.Sprintf("Accept the %s group: %s records → %s", g.Verdict.Label(), count(int64(g.Count())), decisionInfo[g.Proposal].name))
+	out := s.heading(fmt.Sprintf("Accept the %s group: %s %s → %s", g.Verdict.Label(), count(int64(g.Count())), groupNoun(g),
+		decisionInfo[g.Proposal].name))
 	out = append(out, "")
 	out = append(out, s.groupLines(g, false)...)
 	return append(out, "")
@@ -907,7 +997,7 @@ func (s *bulkFlow) reasonView() []string {
 
 func (s *bulkFlow) confirmView() []string {
 	g := s.group()
-	out := s.heading(fmt.Sprintf("Confirm: decide %s records as %s", count(int64(g.Count())), decisionInfo[g.Proposal].name))
+	out := s.heading(fmt.Sprintf("Confirm: decide %s %s as %s", count(int64(g.Count())), groupNoun(g), decisionInfo[g.Proposal].name))
 	out = append(out, "")
 	return append(out, s.groupLines(g, true)...)
 }
@@ -916,7 +1006,7 @@ func (s *bulkFlow) decidingView() []string {
 	g := s.group()
 	p := s.progress
 	total := max(p.Total, g.Count())
-	out := s.heading(fmt.Sprintf("Deciding %s records as %s", count(int64(total)), decisionInfo[g.Proposal].name))
+	out := s.heading(fmt.Sprintf("Deciding %s record%s as %s", count(int64(total)), plural(total), decisionInfo[g.Proposal].name))
 	out = append(out, "", " "+progressBar(int64(p.Done), int64(total), s.w-2), "")
 	s.para(&out, fmt.Sprintf("%s of %s done · %s", count(int64(p.Done)), count(int64(total)),
 		countsText(p.Counts, outcomeKeys()[:4])), nil)

@@ -263,3 +263,47 @@ func TestBulkRealDatabaseOneTenant(t *testing.T) {
 		})
 	}
 }
+
+// TestBulkRealDatabaseConflicted: on a real store, a stuck charge with a
+// conflicting attempt nobody reviewed (issue 22 §2, #222) is planned in
+// a group of its own with its conflicts shown; accepting the found group
+// leaves it stuck, and it is decided only when its own group is accepted
+// with its own count.
+func TestBulkRealDatabaseConflicted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(ctx, bulkFixtures+`;
+UPDATE opsdesk.operations SET conflict_count = 2, last_conflict_at = now() WHERE key = 'f2';
+INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner)
+SELECT tenant, tool, key, id, '2', decode(repeat('ff', 32), 'hex'), fingerprint, 'worker-9'
+FROM opsdesk.operations, generate_series(1, 2) WHERE key = 'f2'`)
+	require.NoError(t, err)
+	operator := dbtest.NewPerson(t, d, "operator", "*")
+	h := bulkConsole(t, operator, bulkProvider(t))
+	h.keys(":stuck tool:charge-card tenant:acme<enter>R")
+	v := flat(h.view())
+	require.Contains(t, v, "▸ ✓ found 4 → completed", "the plan:\n%s", h.view())
+	require.Contains(t, v, "≠ found, conflicted 1 → completed, with the provider's reference", "the plan:\n%s", h.view())
+	require.Contains(t, v, "≠ unreviewed conflicting attempts (2 in all): accept knowingly", "the plan:\n%s", h.view())
+	require.Contains(t, v, "≠ 2 conflicting · ref CH-f2", "the plan:\n%s", h.view())
+	batch := h.m.bulk().plan.BatchID
+
+	h.keys("<enter>provider outage<enter>4<enter>")
+	require.Contains(t, flat(h.view()), "found → completed: 4 decided", "the result:\n%s", h.view())
+	require.Equal(t, "stuck", bulkRecords(t, d, batch)["acme/f2"].State)
+
+	// Back to the plan: the conflicted group is next to accept.
+	h.keys("<enter>")
+	require.Contains(t, flat(h.view()), "▸ ○ not found", "the plan after the first group:\n%s", h.view())
+	h.keys("<down><enter>")
+	require.Contains(t, flat(h.view()), "Accept the found, conflicted group: 1 record with unreviewed conflicting attempts", h.view())
+	h.keys("provider outage; conflicts seen<enter>")
+	require.Contains(t, flat(h.view()), "conflicting attempts nobody reviewed (2 in all): the key was reused with another intent", h.view())
+	h.keys("1<enter>")
+	require.Contains(t, flat(h.view()), "found, conflicted → completed: 1 decided", "the result:\n%s", h.view())
+	r := bulkRecords(t, d, batch)["acme/f2"]
+	require.Equal(t, "completed", r.State)
+	require.Equal(t, "CH-f2", r.Ref)
+	require.Equal(t, 1, r.BatchAudits)
+}

@@ -90,7 +90,8 @@ func (b *fakeBulk) List(ctx context.Context, f readmodel.Filter) ([]readmodel.Ro
 // 3 not found, 1 without an answer, 1 without a usable reference.
 func verdictOf(row readmodel.Row) bulk.Item {
 	i := int(row.ID - outageFirst)
-	item := bulk.Item{ID: row.ID, Tenant: row.Tenant, Tool: row.Tool, Key: row.Key, Version: row.Version}
+	item := bulk.Item{ID: row.ID, Tenant: row.Tenant, Tool: row.Tool, Key: row.Key, Version: row.Version,
+		Conflicted: row.Conflicted, ConflictCount: row.ConflictCount}
 	switch {
 	case i == 6:
 		item.Verdict, item.Note = bulk.NoAnswer, "no answer from pay.example:443: context deadline exceeded"
@@ -129,9 +130,8 @@ func (b *fakeBulk) Lookup(ctx context.Context, rows []readmodel.Row, progress fu
 			continue
 		}
 		item := verdictOf(row)
-		g := plan.Group(item.Verdict)
-		g.Items = append(g.Items, item)
 		counts[string(item.Verdict)]++
+		plan.Place(item)
 		progress(bulk.Progress{Phase: bulk.PhaseLookup, Done: i + 1, Total: len(rows), Counts: maps.Clone(counts)})
 	}
 	return plan, err
@@ -214,6 +214,18 @@ func touch(src *fakeSource, id int64) {
 	for i := range src.rows {
 		if r := &src.rows[i]; r.ID == id {
 			r.State, r.Version = readmodel.StateCompleted, r.Version+1
+		}
+	}
+}
+
+// conflict gives the record id n conflicting attempts, one or more of
+// them unreviewed.
+func conflict(src *fakeSource, id int64, n int) {
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	for i := range src.rows {
+		if r := &src.rows[i]; r.ID == id {
+			r.Conflicted, r.ConflictCount = true, n
 		}
 	}
 }

@@ -50,6 +50,21 @@ func TestBulkViews(t *testing.T) {
 		{"bulk-confirm-wrong", func(t *testing.T, h *harness, b *fakeBulk) {
 			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>-3<enter>")
 		}},
+		{"bulk-plan-conflicted", func(t *testing.T, h *harness, b *fakeBulk) {
+			// Found records 49005 and 49009, not found 49003: each in a
+			// group of its own, after the clean ones.
+			conflict(h.src, outageFirst+4, 2)
+			conflict(h.src, outageFirst+8, 1)
+			conflict(h.src, outageFirst+2, 3)
+			h.keys(bulkList + "R")
+		}},
+		{"bulk-confirm-conflicted", func(t *testing.T, h *harness, b *fakeBulk) {
+			conflict(h.src, outageFirst+4, 2)
+			conflict(h.src, outageFirst+8, 1)
+			h.keys(bulkList + "R<down><down><enter>provider outage, conflicts looked at<enter>")
+		}},
+		{"bulk-group", func(t *testing.T, h *harness, b *fakeBulk) { h.keys(bulkList + "Ro") }},
+		{"bulk-group-filtered", func(t *testing.T, h *harness, b *fakeBulk) { h.keys(bulkList + "Ro/acme<enter>") }},
 		{"bulk-deciding", bulkDecidingHeld},
 		{"bulk-result-skipped", func(t *testing.T, h *harness, b *fakeBulk) {
 			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>")
@@ -445,4 +460,50 @@ func TestBulkGroupNotReadAgain(t *testing.T) {
 	require.NotContains(t, v, "accepted:")
 	h.keys("<enter>")
 	require.Equal(t, stepReason, h.m.bulk().step, "the group cannot be accepted again:\n%s", h.view())
+}
+
+// TestBulkGroupOpen: o on the plan shows every record of the selected
+// group, scrolled and filtered; esc goes back to the plan as it was, whose
+// group is still to accept.
+func TestBulkGroupOpen(t *testing.T) {
+	t.Parallel()
+	h, b := newBulkHarness(t, true, 80, 24)
+	// 16 more stuck charges: the found group outgrows the screen.
+	h.src.mu.Lock()
+	for i := outageCount; i < outageCount+16; i++ {
+		r := h.src.rows[len(h.src.rows)-1]
+		r.ID, r.Key = outageFirst+int64(i), fmt.Sprintf("outage-%04d", 17+i*3)
+		h.src.rows = append(h.src.rows, r)
+	}
+	h.src.mu.Unlock()
+	h.keys(bulkList + "R")
+	require.Contains(t, h.view(), "o all its records", "the plan's footer:\n%s", h.view())
+	h.keys("o")
+	require.Equal(t, screenBulkGroup, h.m.active().id())
+	v := h.view()
+	require.Contains(t, v, "the found group")
+	require.Contains(t, v, "49001")
+	require.NotContains(t, v, "49030", "21 records do not fit in 24 lines:\n%s", v)
+	require.Contains(t, v, "lines 1–", "the position:\n%s", v)
+	h.keys("G")
+	require.Contains(t, h.view(), "49030", "the end of the group:\n%s", h.view())
+
+	// Filtered: each word in any case; a word nothing holds says so.
+	h.keys("/GLOBEX 0038<enter>")
+	v = flat(h.view())
+	require.Contains(t, v, "1 of 21 records")
+	require.Contains(t, v, "49008")
+	require.NotContains(t, v, "49002")
+	h.keys("/\x1b[2J<enter>")
+	require.NotContains(t, h.view(), "\x1b[2J")
+	h.keys("x")
+	require.Contains(t, flat(h.view()), "21 records →")
+	h.keys("/zzz<enter>")
+	require.Contains(t, flat(h.view()), `no record of the group holds "zzz"`)
+
+	h.keys("<esc>")
+	require.Equal(t, screenBulk, h.m.active().id(), "esc goes back to the plan")
+	h.keys("<enter>outage<enter>21<enter>")
+	require.Contains(t, flat(h.view()), "found → completed: 21 decided", h.view())
+	require.Len(t, b.accepted, 1)
 }

@@ -31,7 +31,7 @@ const stepChoose step = "choose"
 // terminal) with the fields that differ marked, forgotten when the
 // operator leaves. The reveal is audited before anything is read.
 type conflictFlow struct {
-	stepMachine
+	onSteps
 	chosen   int              // the attempt to reveal: its index in rec.Conflicts
 	sealKeys opsmodel.Keyring // the context's reveal_keys; nil when none
 	shown    conflictShown
@@ -46,14 +46,14 @@ type conflictAnswer struct {
 }
 
 func newConflictFlow(d deps, dec Decider, keys opsmodel.Keyring) *conflictFlow {
-	s := &conflictFlow{stepMachine: newSteps(d, screenConflict, dec), sealKeys: keys}
-	s.first = stepChoose
-	s.reveals = true
-	s.updateKeys(s)
+	s := &conflictFlow{onSteps: newOnSteps(d, screenConflict, dec), sealKeys: keys}
+	s.sm.first = stepChoose
+	s.sm.reveals = true
+	s.act()
 	return s
 }
 
-func (s *conflictFlow) title() string { return s.recordTitle("Reveal a conflict on operation ") }
+func (s *conflictFlow) title() string { return s.sm.recordTitle("Reveal a conflict on operation ") }
 
 func (s *conflictFlow) page(st step) []string {
 	switch st {
@@ -63,28 +63,33 @@ func (s *conflictFlow) page(st step) []string {
 		return s.reasonHead()
 	case stepConfirm:
 		c := s.conflict()
-		out := append(s.heading(fmt.Sprintf("Confirm: reveal %s beside the original request of operation %d", s.attemptName(), s.rec.ID)), "")
-		s.field(&out, "reveals", "the original request ("+termtext.Clean(s.rec.FingerprintTag)+") and the attempted one ("+
+		out := append(s.sm.heading(fmt.Sprintf("Confirm: reveal %s beside the original request of operation %d", s.attemptName(), s.sm.rec.ID)), "")
+		s.sm.field(&out, "reveals", "the original request ("+termtext.Clean(s.sm.rec.FingerprintTag)+") and the attempted one ("+
 			termtext.Clean(c.FingerprintTag)+"), in full, with the fields that differ")
-		s.field(&out, "audit", "an audit record (reveal:conflict, with your role and this reason) commits before anything is read; nothing changes")
-		s.field(&out, "reason", termtext.Clean(s.typedReason()))
+		s.sm.field(&out, "audit", "an audit record (reveal:conflict, with your role and this reason) commits before anything is read; nothing changes")
+		s.sm.field(&out, "reason", termtext.Clean(s.sm.typedReason()))
 		return out
+	case stepResult:
+		return s.compared()
 	}
 	return nil
 }
 
-func (s *conflictFlow) keysAt(st step, k *KeyMap) {
+// keysAt enables and words the keys of the flow's step, after the
+// machine's.
+func (s *conflictFlow) keysAt(st step) {
+	k, mk := &s.keys, &s.sm.KeyMap
 	switch st {
 	case stepChoose:
-		n := len(s.rec.Conflicts)
+		n := len(s.sm.rec.Conflicts)
 		k.Up.SetEnabled(n > 1)
 		k.Down.SetEnabled(n > 1)
-		k.Next.SetEnabled(n > 0)
-		k.Cancel.SetEnabled(true)
-		k.Cancel.SetHelp("esc", "cancel")
+		mk.Next.SetEnabled(n > 0)
+		mk.Cancel.SetEnabled(true)
+		mk.Cancel.SetHelp("esc", "cancel")
 	case stepResult:
-		if s.err == nil {
-			s.shown.enableScroll(k, s.resultRoom())
+		if s.sm.err == nil {
+			s.shown.enableScroll(k, s.sm.resultRoom())
 		}
 	}
 }
@@ -93,18 +98,18 @@ func (s *conflictFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
 	k := s.keys
 	switch {
 	case st == stepResult:
-		return nil, s.shown.scrollKey(msg, k, s.resultRoom())
+		return nil, s.shown.scrollKey(msg, k, s.sm.resultRoom())
 	case st != stepChoose:
 		return nil, false
 	case key.Matches(msg, k.Up):
 		s.chosen = max(0, s.chosen-1)
 	case key.Matches(msg, k.Down):
-		s.chosen = min(len(s.rec.Conflicts)-1, s.chosen+1)
-	case key.Matches(msg, k.Next):
-		if len(s.rec.Conflicts) == 0 {
+		s.chosen = min(len(s.sm.rec.Conflicts)-1, s.chosen+1)
+	case key.Matches(msg, s.sm.KeyMap.Next):
+		if len(s.sm.rec.Conflicts) == 0 {
 			return nil, true
 		}
-		return s.forward(s, stepReason), true
+		return s.sm.forward(stepReason), true
 	default:
 		return nil, false
 	}
@@ -112,9 +117,9 @@ func (s *conflictFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
 }
 
 func (s *conflictFlow) write() func(ctx context.Context) (applied, error) {
-	dec, cid, reason, st, keys := s.dec, s.conflict().ID, s.typedReason(), s.st, s.sealKeys
-	id := opsmodel.Identity{Tenant: s.rec.Tenant, Tool: s.rec.Tool, Key: s.rec.Key}
-	more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … -o json prints it whole.", s.rec.ID, cid)
+	dec, cid, reason, st, keys := s.sm.dec, s.conflict().ID, s.sm.typedReason(), s.sm.st, s.sealKeys
+	id := opsmodel.Identity{Tenant: s.sm.rec.Tenant, Tool: s.sm.rec.Tool, Key: s.sm.rec.Key}
+	more := fmt.Sprintf("opsdesk conflicts show %d --conflict %d --reveal --reason … -o json prints it whole.", s.sm.rec.ID, cid)
 	return func(ctx context.Context) (applied, error) {
 		rev, r, err := dec.RevealConflict(ctx, cid, reason)
 		if err != nil {
@@ -126,70 +131,102 @@ func (s *conflictFlow) write() func(ctx context.Context) (applied, error) {
 	}
 }
 
-func (s *conflictFlow) done() []string {
+// compared is the result of a reveal that succeeded: both requests, side
+// by side, scrolled.
+func (s *conflictFlow) compared() []string {
 	title := fmt.Sprintf("Attempt %d (conflict #%d) beside the original", s.chosen+1, s.conflict().ID)
 	const hidden = "  (hidden again when you leave)"
-	line := " " + s.st.Title.Render(truncate(title, max(1, s.w-2)))
-	if len(title)+len(hidden)+2 <= s.w {
-		line += s.st.Muted.Render(hidden)
+	line := " " + s.sm.st.Title.Render(truncate(title, max(1, s.sm.w-2)))
+	if len(title)+len(hidden)+2 <= s.sm.w {
+		line += s.sm.st.Muted.Render(hidden)
 	}
-	out := append(s.doneLines("revealed, audited first", ""), "", line)
-	room := s.resultRoom()
+	out := append(s.sm.doneLines("revealed, audited first", ""), "", line)
+	room := s.sm.resultRoom()
 	s.shown.clampScroll(room)
-	return append(out, strings.Split(s.shown.scrollView(s.w, room, s.st), "\n")...)
+	return append(out, strings.Split(s.shown.scrollView(s.sm.w, room, s.sm.st), "\n")...)
 }
 
-// applied keeps the requests, as the write answered.
-func (s *conflictFlow) applied(v any) {
-	if a, ok := v.(conflictAnswer); ok {
-		s.shown.set(a.rev, a.original, a.attempted)
+// act does what the machine reported: it chooses an attempt when the
+// flow starts, runs the write once asked, keeps the requests as the write
+// answered and forgets them when the machine starts over. Then it hands
+// the page over.
+func (s *conflictFlow) act() tea.Cmd {
+	var cmd tea.Cmd
+	for _, ev := range s.sm.takeEvents() {
+		switch ev.kind {
+		case evStarted:
+			cmd = tea.Batch(cmd, s.begin())
+		case evSubmit:
+			cmd = tea.Batch(cmd, s.sm.apply(s.write()))
+		case evApplied:
+			if a, ok := ev.value.(conflictAnswer); ok {
+				s.shown.set(a.rev, a.original, a.attempted)
+			}
+			s.layOutShown()
+		case evLeft:
+			s.shown.forget()
+		}
 	}
-	s.layOutShown()
+	s.wordKeys()
+	s.keysAt(s.sm.step)
+	s.sm.setPage(stepPage{title: s.title(), text: s.page(s.sm.pageStep())})
+	return cmd
 }
 
 // begin chooses the latest attempt nobody reviewed, else the latest:
 // what the operator most likely came for.
-func (s *conflictFlow) begin(flowNav) tea.Cmd {
-	s.chosen = len(s.rec.Conflicts) - 1
-	for i := len(s.rec.Conflicts) - 1; i >= 0; i-- {
-		if !s.rec.Conflicts[i].Reviewed {
+func (s *conflictFlow) begin() tea.Cmd {
+	s.chosen = len(s.sm.rec.Conflicts) - 1
+	for i := len(s.sm.rec.Conflicts) - 1; i >= 0; i-- {
+		if !s.sm.rec.Conflicts[i].Reviewed {
 			s.chosen = i
 			break
 		}
 	}
-	s.crumbs = []crumb{{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"compare", []step{stepResult}}}
-	if len(s.rec.Conflicts) == 1 {
-		return s.enter(s, stepReason) // nothing to choose
+	s.sm.crumbs = []crumb{{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"compare", []step{stepResult}}}
+	if len(s.sm.rec.Conflicts) == 1 {
+		return s.sm.enter(stepReason) // nothing to choose
 	}
-	s.crumbs = append([]crumb{{"attempt", []step{stepChoose}}}, s.crumbs...)
+	s.sm.crumbs = append([]crumb{{"attempt", []step{stepChoose}}}, s.sm.crumbs...)
 	return nil
 }
 
 // leave forgets the requests.
 func (s *conflictFlow) leave() {
-	s.stepMachine.leave()
+	s.sm.leave()
 	s.shown.forget()
 }
 
 func (s *conflictFlow) SetSize(w, h int) {
-	s.w, s.h = w, h
+	s.sm.SetSize(w, h)
 	s.layOutShown()
-	s.resize(s, w, h)
+	s.act()
 }
 
-func (s *conflictFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) { return s, s.update(s, msg) }
-func (s *conflictFlow) View() string                            { return s.view(s) }
-func (s *conflictFlow) back() (bool, tea.Cmd)                   { return s.stepBack(s) }
+// Update hands a key the step offers to the flow's own keys first.
+func (s *conflictFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if k, ok := msg.(tea.KeyMsg); ok && s.sm.offers(k) {
+		if cmd, ok := s.keyAt(s.sm.step, k); ok {
+			return s, tea.Batch(cmd, s.act())
+		}
+	}
+	var cmd tea.Cmd
+	s.sm, cmd = s.sm.Update(msg)
+	return s, tea.Batch(cmd, s.act())
+}
+
+func (s *conflictFlow) back() (bool, tea.Cmd) { return flowBack(s) }
+
 func (s *conflictFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	return s.openOn(s, n, at)
+	return flowOpen(s, n, at)
 }
 
 // conflict is the attempt chosen.
 func (s *conflictFlow) conflict() readmodel.Conflict {
-	if s.chosen < 0 || s.chosen >= len(s.rec.Conflicts) {
+	if s.chosen < 0 || s.chosen >= len(s.sm.rec.Conflicts) {
 		return readmodel.Conflict{}
 	}
-	return s.rec.Conflicts[s.chosen]
+	return s.sm.rec.Conflicts[s.chosen]
 }
 
 // attemptName names the chosen attempt as the record's detail numbers it
@@ -201,39 +238,39 @@ func (s *conflictFlow) attemptName() string {
 
 // attemptText describes a conflicting attempt in a line.
 func (s *conflictFlow) attemptText(i int) string {
-	c := s.rec.Conflicts[i]
+	c := s.sm.rec.Conflicts[i]
 	reviewed := glyphConflicted + " unreviewed"
 	if c.Reviewed {
 		reviewed = "reviewed"
 	}
-	return fmt.Sprintf("#%d  %s · attempt %d at %s by %s · tool version %s · %s", c.ID, reviewed, i+1, stamp(c.AttemptedAt, s.rec.DBTime),
+	return fmt.Sprintf("#%d  %s · attempt %d at %s by %s · tool version %s · %s", c.ID, reviewed, i+1, stamp(c.AttemptedAt, s.sm.rec.DBTime),
 		orDash(termtext.Clean(c.Owner)), termtext.Clean(c.ToolVersion), termtext.Clean(c.FingerprintTag))
 }
 
 // chooseView lists the record's conflicting attempts, a window of them
 // around the one chosen.
 func (s *conflictFlow) chooseView() []string {
-	n := len(s.rec.Conflicts)
+	n := len(s.sm.rec.Conflicts)
 	if n == 0 {
-		out := s.heading("Operation " + strconv.FormatInt(s.rec.ID, 10) + " has no conflicting attempts: there is nothing to compare.")
-		return append(out, "", " "+s.st.Muted.Render("esc goes back to the record."))
+		out := s.sm.heading("Operation " + strconv.FormatInt(s.sm.rec.ID, 10) + " has no conflicting attempts: there is nothing to compare.")
+		return append(out, "", " "+s.sm.st.Muted.Render("esc goes back to the record."))
 	}
-	out := append(s.heading(fmt.Sprintf("Which of the %d conflicting attempts do you want to see beside the original request?", n)), "")
-	s.para(&out, "Original: "+termtext.Clean(s.rec.FingerprintTag)+" (tool version "+termtext.Clean(s.rec.ToolVersion)+"). "+
-		"The latest unreviewed attempt is chosen; ↑/↓ choose another, enter goes on.", s.st.Muted.Render)
+	out := append(s.sm.heading(fmt.Sprintf("Which of the %d conflicting attempts do you want to see beside the original request?", n)), "")
+	s.sm.para(&out, "Original: "+termtext.Clean(s.sm.rec.FingerprintTag)+" (tool version "+termtext.Clean(s.sm.rec.ToolVersion)+"). "+
+		"The latest unreviewed attempt is chosen; ↑/↓ choose another, enter goes on.", s.sm.st.Muted.Render)
 	out = append(out, "")
-	rows := max(3, s.h-14)
+	rows := max(3, s.sm.h-14)
 	from := min(max(0, s.chosen-rows/2), max(0, n-rows))
 	for i := from; i < min(n, from+rows); i++ {
-		line := "  " + truncate(s.attemptText(i), max(1, s.w-5))
+		line := "  " + truncate(s.attemptText(i), max(1, s.sm.w-5))
 		if i == s.chosen {
-			line = "> " + truncate(s.attemptText(i), max(1, s.w-5))
-			line = s.st.Selected.Render(line)
+			line = "> " + truncate(s.attemptText(i), max(1, s.sm.w-5))
+			line = s.sm.st.Selected.Render(line)
 		}
 		out = append(out, " "+line)
 	}
 	if n > rows {
-		out = append(out, " "+s.st.Muted.Render(fmt.Sprintf("  %d of %d", s.chosen+1, n)))
+		out = append(out, " "+s.sm.st.Muted.Render(fmt.Sprintf("  %d of %d", s.chosen+1, n)))
 	}
 	return out
 }
@@ -242,12 +279,12 @@ func (s *conflictFlow) chooseView() []string {
 // reason.
 func (s *conflictFlow) reasonHead() []string {
 	c := s.conflict()
-	out := append(s.heading(fmt.Sprintf("Why do you need to see %s beside the original request?", s.attemptName())), "")
-	s.para(&out, fmt.Sprintf("Both requests are shown in full: the record's original request (its stored intent, %s) and the request "+
+	out := append(s.sm.heading(fmt.Sprintf("Why do you need to see %s beside the original request?", s.attemptName())), "")
+	s.sm.para(&out, fmt.Sprintf("Both requests are shown in full: the record's original request (its stored intent, %s) and the request "+
 		"of the attempt that reused the key at %s (%s, by %s), with the fields that differ marked.",
-		termtext.Clean(s.rec.FingerprintTag), stamp(c.AttemptedAt, s.rec.DBTime), termtext.Clean(c.FingerprintTag), orDash(termtext.Clean(c.Owner))), nil)
+		termtext.Clean(s.sm.rec.FingerprintTag), stamp(c.AttemptedAt, s.sm.rec.DBTime), termtext.Clean(c.FingerprintTag), orDash(termtext.Clean(c.Owner))), nil)
 	out = append(out, "")
-	s.para(&out, "The reveal is audited before anything is read: the audit record keeps your role and this reason. "+
+	s.sm.para(&out, "The reveal is audited before anything is read: the audit record keeps your role and this reason. "+
 		"Both requests are hidden again when you leave.", nil)
 	return append(out, "")
 }
@@ -255,7 +292,7 @@ func (s *conflictFlow) reasonHead() []string {
 // layOutShown lays the revealed requests out for the screen's width.
 func (s *conflictFlow) layOutShown() {
 	c := s.conflict()
-	s.shown.layOut(s.w, s.st,
-		fmt.Sprintf("ORIGINAL request · operation %d · %s", s.rec.ID, termtext.Clean(s.rec.FingerprintTag)),
+	s.shown.layOut(s.sm.w, s.sm.st,
+		fmt.Sprintf("ORIGINAL request · operation %d · %s", s.sm.rec.ID, termtext.Clean(s.sm.rec.FingerprintTag)),
 		fmt.Sprintf("ATTEMPTED request · attempt %d, conflict #%d · %s", s.chosen+1, c.ID, termtext.Clean(c.FingerprintTag)))
 }

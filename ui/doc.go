@@ -20,7 +20,8 @@
 // the lookup does not vouch for asks for the record's id), and the result
 // with its audit record. a acknowledges conflicting attempts and v
 // reveals a stored result once its audit record committed. Each flow is
-// its own type over one step machine (stepMachine). The database decides what a
+// its own type over one step machine (stepMachine), a component it holds
+// and acts on the events of, as a screen holds a bubbles table. The database decides what a
 // role may do; the console asks once what that is and offers nothing
 // else, and nothing at all in a read-only context. A decision expects
 // the version the operator saw: a record changed since is refused and

@@ -49,6 +49,8 @@ type fakeSource struct {
 	unfinished []readmodel.UnfinishedPurge
 	// trail is the audit trail, newest last within each chain.
 	trail []readmodel.AuditDetail
+	// batches are the past bulk runs, newest first.
+	batches []readmodel.Batch
 }
 
 func newFakeSource() *fakeSource {
@@ -190,6 +192,36 @@ func (s *fakeSource) Overview(context.Context) (readmodel.Overview, error) {
 			o.ExpiringSoon++
 		}
 	}
+	// The pulse: the stuck records by tool, the longest stuck first, and
+	// the past day's decisions, newest first.
+	o.StuckByTool, o.RecentDecisions = []readmodel.ToolStuck{}, []readmodel.AuditRow{}
+	for _, r := range s.rows {
+		if r.State != readmodel.StateStuck {
+			continue
+		}
+		i := slices.IndexFunc(o.StuckByTool, func(t readmodel.ToolStuck) bool { return t.Tool == r.Tool })
+		if i < 0 {
+			o.StuckByTool = append(o.StuckByTool, readmodel.ToolStuck{Tool: r.Tool, Oldest: r.LeaseExpiresAt})
+			i = len(o.StuckByTool) - 1
+		}
+		t := &o.StuckByTool[i]
+		t.Stuck++
+		if r.LeaseExpiresAt.Before(t.Oldest) {
+			t.Oldest = r.LeaseExpiresAt
+		}
+	}
+	slices.SortFunc(o.StuckByTool, func(a, b readmodel.ToolStuck) int {
+		return cmp.Or(a.Oldest.Compare(b.Oldest), cmp.Compare(a.Tool, b.Tool))
+	})
+	for _, r := range s.trail {
+		if strings.HasPrefix(r.Action, "decide:") && r.Outcome == "succeeded" && r.At.After(dbNow.Add(-24*time.Hour)) {
+			row := r.AuditRow
+			row.DBTime = dbNow
+			o.RecentDecisions = append(o.RecentDecisions, row)
+		}
+	}
+	slices.SortFunc(o.RecentDecisions, func(a, b readmodel.AuditRow) int { return b.At.Compare(a.At) })
+	o.RecentDecisions = o.RecentDecisions[:min(len(o.RecentDecisions), readmodel.RecentCap)]
 	if s.estimate > 0 {
 		o.Completed, o.CompletedEstimated = s.estimate, true
 	}

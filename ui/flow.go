@@ -3,19 +3,13 @@ package ui
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/cursor"
 	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/textinput"
+
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsdesk/opsdesk/internal/readmodel"
-	"github.com/opsdesk/opsdesk/internal/termtext"
 	"github.com/opsdesk/opsdesk/reconcile"
 )
 
@@ -50,7 +44,7 @@ type crumb struct {
 }
 
 // applied is what a flow's write answered: the audit record, and what a
-// reveal read (its flow's own type), handed to a keeper.
+// reveal read (its flow's own type), handed to the flow with evApplied.
 type applied struct {
 	res   reconcile.Result
 	value any
@@ -109,1006 +103,125 @@ func dbFailure(err error) error {
 var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
 // flow is what one flow supplies to the step machine it runs on; the
-// machine does the rest. A flow is its own screen: it embeds a
-// stepMachine and hands itself to the machine's methods that need what
-// differs (update, view, openOn, resize, stepBack), so the machine keeps
-// no pointer to it. What only some flows have is an interface of its own:
-// stepper (steps of its own), inputter (their inputs), typedConfirmer,
-// starter, keeper and waiter.
+// machine does the rest. A flow is its own screen over a stepMachine,
+// which calls nothing of it: after every change (act) the flow takes the
+// machine's events (takeEvents) and acts on them, words its own keys
+// (after wordKeys) and hands the machine its page (setPage), with what
+// only some flows have as data: what an input pins under a step, the
+// prompt of a typed confirmation, a wait of its own. A key the step
+// offers (offers) goes to the flow before the machine's Update.
 type flow interface {
 	screen
 	leaver
 	// title is the flow's first line.
 	title() string
 	// page is the text of step st: all of it for the flow's own steps;
-	// for the reason and the confirmation, the text above the prompt.
+	// for the reason and the confirmation, the text above the prompt;
+	// for the result, what it shows once the write succeeded.
 	page(st step) []string
 	// write is the flow's write as it is to run now.
 	write() func(ctx context.Context) (applied, error)
-	// done is what the result step shows once the write succeeded.
-	done() []string
+	// act does what the machine reported, then words the flow's keys and
+	// hands the machine its page: the end of every Update, SetSize, esc
+	// and opening.
+	act() tea.Cmd
+	// machine is the flow's step machine, which the flow's screen
+	// methods and ctrl+c's interrupter read.
+	machine() *stepMachine
 }
 
-// stepper is a flow with steps of its own (deciding, choosing an
-// attempt, a plan), or keys of its own on the machine's.
-type stepper interface {
-	// keysAt enables and words the flow's keys at step st, after the
-	// machine did its own.
-	keysAt(st step, k *KeyMap)
-	// keyAt handles a key at step st and reports whether it did; on a
-	// step with an input it sees only enter.
-	keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool)
+// The root tells a flow's screen by the flow interface (its status bar
+// says refresh is paused in it), so a flow that stopped satisfying it
+// would only be seen there: these fail to build instead.
+var (
+	_ flow = (*ackFlow)(nil)
+	_ flow = (*revealFlow)(nil)
+	_ flow = (*conflictFlow)(nil)
+	_ flow = (*reconcileFlow)(nil)
+	_ flow = (*bulkFlow)(nil)
+)
+
+// flowBack is esc in flow f: a step back on its machine, which f acts on.
+func flowBack(f flow) (bool, tea.Cmd) {
+	handled, cmd := f.machine().stepBack()
+	return handled, tea.Batch(cmd, f.act())
 }
 
-// inputter is a flow whose own steps take text: the step's input, and
-// what stays pinned under the step's text.
-type inputter interface {
-	inputAt(st step) *textinput.Model
-	pinAt(st step) []string
-}
-
-// typedConfirmer is a flow whose confirmation is typed rather than y/N
-// where typedConfirm says, with typedPrompt asking for what; enter on it
-// goes to the flow's keyAt, or checks the record's operation id.
-type typedConfirmer interface {
-	typedConfirm() bool
-	typedPrompt() string
-}
-
-// starter is a flow that does something at once when it starts on a
-// record (asking the provider).
-type starter interface{ begin(n flowNav) tea.Cmd }
-
-// keeper is a flow that keeps what its write read (a revealed value).
-type keeper interface{ applied(v any) }
-
-// waiter is a flow that also waits on something of its own.
-type waiter interface{ waiting() bool }
-
-// stepMachine is the step machine every flow runs on: its steps in order
-// and the way back, the breadcrumbs, the reason, a confirmation that
-// defaults to No (typed where a flow asks for it), the write, its answer,
-// and what changed when the database refused a record that changed
-// since. Every step shows the record as the detail showed it.
-type stepMachine struct {
-	deps
-	navigator
-	w, h int
-	sid  screenID
-	dec  Decider
-
-	// Set by the flow when it is built.
-	crumbs []crumb
-	first  step
-	inputs []*textinput.Model // every input, to blur and size
-	// confirms: the reason goes on to a confirmation; otherwise straight
-	// to the write. reasonAccept words enter on the reason, and
-	// reasonPrompt asks for it.
-	confirms     bool
-	reasonAccept string
-	reasonPrompt string
-	// reveals: the write changes no record, only audits a reveal. esc
-	// while it is under way gives up on it (a large value over a slow
-	// link), and when the database does not answer, the screen says
-	// nothing was shown rather than that a change may have been applied.
-	reveals bool
-	// needsPending: the flow decides on a pending record, so one read
-	// from a list that is no longer pending opens nothing.
-	needsPending bool
-	pending      flowNav
-	// back names where the flow returns to ("the record", "the list").
-	backTo string
-
-	rec      readmodel.Detail
-	step     step
-	trail    []step // the steps behind, for esc
-	seq      int    // numbers every request of the flow
-	frame    int
-	spin     bool // a spinner frame is scheduled
-	reason   textinput.Model
-	typed    textinput.Model
-	inputErr string
-	// capture tells whether the step takes every key, as of the last
-	// updateKeys.
-	capture bool
-
-	// offset is how far the step's text is scrolled.
-	offset int
-	// loadSeq numbers the read of a record opened from a list; loadErr
-	// says why it could not be read.
-	loadSeq int
-	loadErr error
-
-	// Outcome.
-	applySeq   int
-	res        reconcile.Result
-	err        error
-	cancel     context.CancelFunc
-	refetchSeq int
-	refetching bool
-	nowRec     *readmodel.Detail // the record read again after a refusal
-	refetchErr error
-
-	// After a write the database did not answer, the record is read
-	// again (at once, and when the database answers again) to tell
-	// whether it was applied: sent is the reason the write carried,
-	// checked the record as last read.
-	sent     string
-	checkSeq int
-	checking bool
-	checked  *readmodel.Detail
-	checkErr error
-}
-
-// newSteps is a flow's machine with the steps every flow ends with: the
-// reason, the confirmation, the write under way and its result.
-func newSteps(d deps, sid screenID, dec Decider) stepMachine {
-	m := stepMachine{deps: d, sid: sid, dec: dec, confirms: true, reasonAccept: "next",
-		reasonPrompt: "Reason (required; kept in the audit trail with your role):"}
-	m.reason = textInput(d.st, "", 500)
-	m.typed = textInput(d.st, "", typedLimit)
-	return m
-}
-
-// textInput is a one-line input in the console's looks, with a steady
-// cursor (a blinking one would redraw the screen twice a second).
-func textInput(st Styles, placeholder string, limit int) textinput.Model {
-	in := textinput.New()
-	in.Prompt = "> "
-	in.Placeholder = placeholder
-	in.CharLimit = limit
-	in.PromptStyle = st.Bold
-	in.TextStyle = st.Input
-	in.PlaceholderStyle = st.Muted
-	in.Cursor.Style = st.Selected
-	in.Cursor.TextStyle = st.Input
-	in.Cursor.SetMode(cursor.CursorStatic)
-	return in
-}
-
-// typedLimit is the most characters a typed confirmation takes (an
-// operation id has at most 19 digits).
-const typedLimit = 20
-
-// inputAt is the input of step st, nil when it has none; a step with
-// one takes every key.
-func (m *stepMachine) inputAt(f flow, st step) *textinput.Model {
-	switch st {
-	case stepReason:
-		return &m.reason
-	case stepConfirm:
-		if m.typedBy(f) {
-			return &m.typed
-		}
-		return nil
-	}
-	if in, ok := f.(inputter); ok {
-		return in.inputAt(st)
-	}
-	return nil
-}
-
-// pinAt is what stays under the text of step st (a prompt and its input).
-func (m *stepMachine) pinAt(f flow, st step) []string {
-	switch st {
-	case stepReason:
-		var out []string
-		m.para(&out, m.reasonPrompt, nil)
-		return append(out, " "+m.reason.View())
-	case stepConfirm, stepApplying:
-		return m.confirmPrompt(f)
-	}
-	if in, ok := f.(inputter); ok {
-		return in.pinAt(st)
-	}
-	return nil
-}
-
-// textAt is the text of step st.
-func (m *stepMachine) textAt(f flow, st step) []string {
-	switch st {
-	case stepLoading:
-		return m.loadingView()
-	case stepResult:
-		return m.resultView(f)
-	case stepApplying:
-		return f.page(stepConfirm)
-	}
-	return f.page(st)
-}
-
-// submit completes one of the machine's steps: it checks what was
-// entered and moves on.
-func (m *stepMachine) submit(f flow) tea.Cmd {
-	switch m.step {
-	case stepReason:
-		if strings.TrimSpace(m.reason.Value()) == "" {
-			m.inputErr = "a reason is required: it goes into the audit trail"
-			return nil
-		}
-		if !m.confirms {
-			return m.apply(f)
-		}
-		return m.forward(f, stepConfirm)
-	case stepConfirm:
-		if !m.typedBy(f) {
-			// enter is No: the confirmation defaults to it.
-			_, cmd := m.stepBack(f)
-			return cmd
-		}
-		if m.typed.Value() != strconv.FormatInt(m.rec.ID, 10) {
-			m.inputErr = "that is not this record's operation id: nothing was done"
-			m.typed.SetValue("")
-			return nil
-		}
-		return m.apply(f)
-	case stepResult:
-		m.goTo(navBack{})
-	}
-	return nil
-}
-
-// machineKeys enables and words the keys of the machine's own steps.
-func (m *stepMachine) machineKeys(f flow, k *KeyMap) {
-	switch m.step {
-	case stepReason:
-		m.inputKeys(k, m.reasonAccept)
-	case stepConfirm:
-		if m.typedBy(f) {
-			k.Accept.SetEnabled(true)
-			k.Accept.SetHelp("enter", "confirm")
-			k.Cancel.SetEnabled(true)
-			return
-		}
-		k.Yes.SetEnabled(true)
-		k.No.SetEnabled(true)
-		k.No.SetKeys("n", "N", "enter")
-		k.No.SetHelp("n/enter", "no")
-	case stepApplying:
-		k.Cancel.SetEnabled(m.reveals)
-		k.Cancel.SetHelp("esc", "cancel the reveal")
-	case stepResult:
-		k.Next.SetEnabled(!m.refetching && !m.checking)
-		k.Next.SetHelp("enter", "back to "+m.backTo)
-	}
-}
-
-// resultRoom is how many lines a flow's result step has for what it read,
-// below the title, the steps, what the write did and the title of what
-// it read.
-func (m *stepMachine) resultRoom() int {
-	head := 3 + 2                                                                               // the title, the steps, a blank line; done, a blank line
-	head += len(wrap("record "+termtext.Clean(m.res.AuditRef())+", committed", max(1, m.w-15))) // the audit field
-	head += 2                                                                                   // a blank line, the value's title
-	return max(1, m.h-head)
-}
-
-// inputKeys are the keys of a step with a text input: enter goes on
-// (accept says how), esc goes a step back or cancels at the first.
-func (m *stepMachine) inputKeys(k *KeyMap, accept string) {
-	k.Accept.SetEnabled(true)
-	k.Accept.SetHelp("enter", accept)
-	k.Cancel.SetEnabled(true)
-	if len(m.trail) == 0 {
-		k.Cancel.SetHelp("esc", "cancel")
-	}
-}
-
-func (m *stepMachine) id() screenID         { return m.sid }
-func (m *stepMachine) Init() tea.Cmd        { return nil }
-func (m *stepMachine) current(seq int) bool { return seq == m.seq }
-func (m *stepMachine) asOf() time.Time      { return m.rec.DBTime }
-
-// refresh does nothing: the flow works on the record as the operator
-// saw it, and the status bar keeps that read's database time.
-func (m *stepMachine) refresh() tea.Cmd { return nil }
-
-// openOn starts flow f, for a role that may decide: on the record a
-// detail shows, at its first step, where a starter does what it does
-// first; or on a record of a list, read first.
-func (m *stepMachine) openOn(f flow, n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	fn, ok := n.(flowNav)
-	switch {
-	case !ok || !at.perms.decide:
+// flowOpen opens flow f on the record n names, from where at says.
+func flowOpen(f flow, n navMsg, at opening) ([]screen, tea.Cmd, bool) {
+	cmd, ok := f.machine().open(n, at)
+	if !ok {
 		return nil, nil, false
-	case fn.rec != nil && at.active().id() == screenDetail:
-		m.backTo = "the record"
-		return at.pushed(f), m.start(f, fn, *fn.rec), true
-	case fn.rec == nil && fn.id > 0 && at.active().id() == screenList:
-		m.backTo = "the list"
-		m.reset(f, readmodel.Detail{Row: readmodel.Row{ID: fn.id}})
-		m.enter(f, stepLoading)
-		m.seq++
-		m.loadSeq, m.loadErr = m.seq, nil
-		seq, id, src := m.seq, fn.id, m.f.src
-		load := run(m.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
-			func(d readmodel.Detail, err error) tea.Msg { return loadMsg{seq: seq, d: d, err: err} })
-		m.pending = fn
-		return at.pushed(f), tea.Batch(load, m.spinner()), true
 	}
-	return nil, nil, false
+	return at.pushed(f), tea.Batch(cmd, f.act()), true
 }
 
-// start begins the flow on rec at its first step.
-func (m *stepMachine) start(f flow, fn flowNav, rec readmodel.Detail) tea.Cmd {
-	m.reset(f, rec)
-	cmd := m.enter(f, m.first)
-	if s, ok := f.(starter); ok {
-		cmd = tea.Batch(cmd, s.begin(fn))
-		m.updateKeys(f)
-	}
-	return cmd
+// flowResize lays flow f out for a new size.
+func flowResize(f flow, w, h int) {
+	f.machine().SetSize(w, h)
+	f.act()
 }
 
-// onLoad starts the flow on the record read for it; a record that is no
-// longer pending, or could not be read, is said and nothing starts.
-func (m *stepMachine) onLoad(f flow, msg loadMsg) tea.Cmd {
-	if msg.seq != m.loadSeq || m.step != stepLoading {
-		return nil
-	}
-	switch {
-	case msg.err != nil:
-		m.loadErr = msg.err
-		return nil
-	case m.needsPending && !msg.d.Pending():
-		m.rec = msg.d
-		m.loadErr = fmt.Errorf("operation %d is %s now: there is nothing to decide", msg.d.ID, stateText(msg.d.State))
-		return nil
-	}
-	return m.start(f, m.pending, msg.d)
+// onSteps is what a flow's screen answers from its machine, sm, which the
+// flow holds as a component, and its own keys: the flow itself takes the
+// messages (Update), the size, esc and the opening, and acts on the
+// machine's events.
+type onSteps struct {
+	sm   stepMachine
+	keys KeyMap
 }
 
-// loadingView is the wait for the record opened from a list.
-func (m *stepMachine) loadingView() []string {
-	var out []string
-	switch {
-	case m.loadErr != nil:
-		m.para(&out, "✗ "+termtext.Clean(m.loadErr.Error()), m.st.Error.Render)
-		out = append(out, "")
-		m.para(&out, "esc goes back to the list.", m.st.Muted.Render)
-	default:
-		out = append(out, " "+spinFrames[m.frame]+" reading the record…")
-	}
-	return out
+// newOnSteps is a flow's machine and keys.
+func newOnSteps(d deps, sid screenID, dec Decider) onSteps {
+	return onSteps{sm: newSteps(d, sid, dec), keys: d.keys}
 }
 
-// reset starts the machine over on rec, at the flow's first step.
-func (m *stepMachine) reset(f flow, rec readmodel.Detail) {
-	f.leave()
-	m.rec = rec
-	m.trail = nil
-	m.inputErr = ""
-	for _, in := range m.allInputs() {
-		in.SetValue("")
-		in.Blur()
-	}
-	m.res, m.err, m.nowRec, m.refetchErr, m.refetching = reconcile.Result{}, nil, nil, nil, false
-	m.sent, m.checking, m.checked, m.checkErr = "", false, nil, nil
-	m.step = m.first
+// wordKeys words the machine's keys for its step, and disables the
+// flow's own: the flow enables those of its step after.
+func (o *onSteps) wordKeys() {
+	o.sm.wordKeys()
+	offFlowKeys(&o.keys)
 }
 
-// allInputs are the machine's inputs and the flow's.
-func (m *stepMachine) allInputs() []*textinput.Model {
-	return append([]*textinput.Model{&m.reason, &m.typed}, m.inputs...)
-}
-
-// capturing: text inputs take every key, and so does the wait for the
-// database's answer (q must not leave before it arrives).
-func (m *stepMachine) capturing() bool { return m.capture }
-
-// typedBy tells whether flow f confirms by typing.
-func (m *stepMachine) typedBy(f flow) bool {
-	t, ok := f.(typedConfirmer)
-	return ok && t.typedConfirm()
-}
-
-// resize lays flow f out for a new size.
-func (m *stepMachine) resize(f flow, w, h int) {
-	m.w, m.h = w, h
-	for _, in := range m.allInputs() {
-		in.Width = max(1, w-8)
-	}
-	m.typed.Width = typedLimit + 1
-	// What fitted may scroll now, and the other way round.
-	m.updateKeys(f)
-}
-
-// leave forgets what the machine must not keep once the operator leaves
-// the flow: a write being fetched, the reason typed.
-func (m *stepMachine) leave() {
-	if m.cancel != nil {
-		m.cancel()
-		m.cancel = nil
-	}
-	m.applySeq = 0 // an answer still on its way is dropped
-	m.reason.SetValue("")
-	m.typed.SetValue("")
-}
-
-// spinner schedules the next frame unless one is scheduled.
-func (m *stepMachine) spinner() tea.Cmd {
-	if m.spin || m.deps.after == nil {
-		return nil
-	}
-	m.spin = true
-	return m.deps.after(120*time.Millisecond, spinMsg{})
-}
-
-func (m *stepMachine) busy(f flow) bool {
-	w, ok := f.(waiter)
-	return m.step == stepApplying || m.step == stepLoading && m.loadErr == nil || m.refetching || m.checking || ok && w.waiting()
-}
-
-// enter moves to step st, focusing its input.
-func (m *stepMachine) enter(f flow, st step) tea.Cmd {
-	m.inputErr = ""
-	for _, in := range m.allInputs() {
-		in.Blur()
-	}
-	m.step = st
-	m.offset = 0
-	var cmd tea.Cmd
-	switch in := m.inputAt(f, st); {
-	case st == stepConfirm && in != nil:
-		m.typed.SetValue("")
-		cmd = m.typed.Focus()
-	case in != nil:
-		cmd = in.Focus()
-	}
-	m.updateKeys(f)
-	return cmd
-}
-
-// forward goes on to st, remembering where esc returns to.
-func (m *stepMachine) forward(f flow, st step) tea.Cmd {
-	m.trail = append(m.trail, m.step)
-	return m.enter(f, st)
-}
-
-// stepBack handles esc: one step back. At the flow's first step, and
-// once it is done, the root leaves it; while the database answers,
-// nothing.
-func (m *stepMachine) stepBack(f flow) (bool, tea.Cmd) {
-	switch {
-	case m.step == stepApplying:
-		return true, nil
-	case m.step == stepResult || len(m.trail) == 0:
-		return false, nil
-	}
-	prev := m.trail[len(m.trail)-1]
-	m.trail = m.trail[:len(m.trail)-1]
-	return true, m.enter(f, prev)
-}
-
-// backLabels word esc and q for the step.
-func (m *stepMachine) backLabels() (esc, q string) {
-	switch {
-	case m.step == stepResult:
-		return "back", "back"
-	case len(m.trail) == 0:
-		return "cancel", "cancel"
-	}
-	return "previous step", "cancel"
-}
-
-func (m *stepMachine) updateKeys(f flow) {
-	k := &m.keys
-	for _, b := range []*key.Binding{&k.Next, &k.Yes, &k.No, &k.Override, &k.AskAgain, &k.Choose, &k.EditRef, &k.Up, &k.Down,
-		&k.Top, &k.Bottom, &k.NextPage, &k.PrevPage, &k.Accept, &k.Cancel} {
+// offFlowKeys disables the keys a flow on a record has of its own beside
+// its machine's.
+func offFlowKeys(k *KeyMap) {
+	for _, b := range []*key.Binding{&k.Up, &k.Down, &k.Top, &k.Bottom, &k.NextPage, &k.PrevPage, &k.Override, &k.AskAgain, &k.Choose, &k.EditRef} {
 		b.SetEnabled(false)
 	}
-	k.Next.SetHelp("enter", "next")
-	k.Cancel.SetHelp("esc", "previous step")
-	m.machineKeys(f, k)
-	if s, ok := f.(stepper); ok {
-		s.keysAt(m.step, k)
-	}
-	_, _, more := m.layout(f)
-	k.ScrollDown.SetEnabled(more)
-	k.ScrollUp.SetEnabled(more)
-	m.capture = m.step == stepApplying || m.inputAt(f, m.step) != nil
 }
 
-// ShortHelp implements help.KeyMap.
-func (m *stepMachine) ShortHelp() []key.Binding {
-	k := m.keys
-	scroll := combined("pgdn/pgup", "scroll", k.ScrollDown, k.ScrollUp)
-	if m.capture {
-		return []key.Binding{k.Accept, k.Cancel, scroll, k.ForceQuit}
+// flowShortHelp is the short help of a flow on a record, from its
+// machine's keys and its own (k).
+func flowShortHelp(m *stepMachine, k KeyMap) []key.Binding {
+	mk := m.KeyMap
+	scroll := combined("pgdn/pgup", "scroll", mk.ScrollDown, mk.ScrollUp)
+	if m.capturing() {
+		return []key.Binding{mk.Accept, mk.Cancel, scroll, k.ForceQuit}
 	}
 	if m.step == stepResult {
-		return []key.Binding{k.Next, combined("↑/↓", "scroll", k.Up, k.Down), combined("pgdn/pgup", "page", k.NextPage, k.PrevPage), scroll}
+		return []key.Binding{mk.Next, combined("↑/↓", "scroll", k.Up, k.Down), combined("pgdn/pgup", "page", k.NextPage, k.PrevPage), scroll}
 	}
-	return []key.Binding{combined("↑/↓", "choose", k.Up, k.Down), k.Next, k.Yes, k.No, k.Override, k.AskAgain, k.EditRef, scroll}
+	return []key.Binding{combined("↑/↓", "choose", k.Up, k.Down), mk.Next, mk.Yes, mk.No, k.Override, k.AskAgain, k.EditRef, scroll}
 }
 
-// FullHelp implements help.KeyMap.
-func (m *stepMachine) FullHelp() [][]key.Binding {
-	k := m.keys
-	return [][]key.Binding{{k.Next, k.Accept, k.Cancel, k.Up, k.Down, k.Choose}, {k.Yes, k.No, k.Override, k.AskAgain, k.EditRef},
-		{k.ScrollDown, k.ScrollUp}}
+// flowFullHelp is the full help of a flow on a record.
+func flowFullHelp(m *stepMachine, k KeyMap) [][]key.Binding {
+	mk := m.KeyMap
+	return [][]key.Binding{{mk.Next, mk.Accept, mk.Cancel, k.Up, k.Down, k.Choose}, {mk.Yes, mk.No, k.Override, k.AskAgain, k.EditRef},
+		{mk.ScrollDown, mk.ScrollUp}}
 }
 
-// update takes the machine's messages and keys for flow f; a flow takes
-// its own messages before it hands the rest here.
-func (m *stepMachine) update(f flow, msg tea.Msg) tea.Cmd {
-	var cmd tea.Cmd
-	switch msg := msg.(type) {
-	case applyMsg:
-		cmd = m.onApply(f, msg)
-	case loadMsg:
-		cmd = m.onLoad(f, msg)
-	case dbBackMsg:
-		cmd = m.recheck()
-	case checkMsg:
-		if msg.seq == m.checkSeq && m.checking {
-			m.checking = false
-			m.checkErr = msg.err
-			if msg.err == nil {
-				d := msg.d
-				m.checked = &d
-			}
-		}
-	case refetchMsg:
-		if msg.seq == m.refetchSeq {
-			m.refetching = false
-			if msg.err != nil {
-				m.refetchErr = msg.err
-			} else {
-				d := msg.d
-				m.nowRec = &d
-			}
-		}
-	case spinMsg:
-		m.spin = false
-		if m.busy(f) {
-			m.frame = (m.frame + 1) % len(spinFrames)
-			cmd = m.spinner()
-		}
-	case tea.KeyMsg:
-		cmd = m.key(f, msg)
-	default:
-		cmd = m.updateInput(f, msg)
-	}
-	m.updateKeys(f)
-	return cmd
-}
-
-// stepKey hands a key to the flow's own handling of the step.
-func (m *stepMachine) stepKey(f flow, msg tea.KeyMsg) (tea.Cmd, bool) {
-	if s, ok := f.(stepper); ok {
-		return s.keyAt(m.step, msg)
-	}
-	return nil, false
-}
-
-// key handles the keys the root leaves to the flow.
-func (m *stepMachine) key(f flow, msg tea.KeyMsg) tea.Cmd {
-	k := m.keys
-	switch {
-	case key.Matches(msg, k.ScrollDown):
-		m.scroll(f, +1)
-		return nil
-	case key.Matches(msg, k.ScrollUp):
-		m.scroll(f, -1)
-		return nil
-	}
-	if m.step == stepApplying {
-		if key.Matches(msg, k.Cancel) {
-			return m.abandon(f)
-		}
-		return nil
-	}
-	if m.inputAt(f, m.step) != nil {
-		switch {
-		case key.Matches(msg, k.Cancel):
-			if handled, cmd := m.stepBack(f); handled {
-				return cmd
-			}
-			m.goTo(navBack{})
-			return nil
-		case key.Matches(msg, k.Accept):
-			if cmd, ok := m.stepKey(f, msg); ok {
-				return cmd
-			}
-			return m.submit(f)
-		}
-		return m.updateInput(f, msg)
-	}
-	if cmd, ok := m.stepKey(f, msg); ok {
-		return cmd
-	}
-	switch {
-	case key.Matches(msg, k.Yes):
-		return m.apply(f)
-	case key.Matches(msg, k.No):
-		_, cmd := m.stepBack(f)
-		return cmd
-	case key.Matches(msg, k.Next):
-		return m.submit(f)
-	}
-	return nil
-}
-
-func (m *stepMachine) updateInput(f flow, msg tea.Msg) tea.Cmd {
-	in := m.inputAt(f, m.step)
-	if in == nil {
-		return nil
-	}
-	var cmd tea.Cmd
-	*in, cmd = in.Update(msg)
-	if _, ok := msg.(tea.KeyMsg); ok {
-		m.inputErr = ""
-	}
-	return cmd
-}
-
-// apply sends the flow's write in a command.
-func (m *stepMachine) apply(f flow) tea.Cmd {
-	if m.dec == nil {
-		return nil
-	}
-	m.trail = append(m.trail, m.step)
-	m.step = stepApplying
-	m.seq++
-	m.applySeq = m.seq
-	seq, work := m.seq, f.write()
-	fe := m.f
-	if m.reveals {
-		fe.ctx, m.cancel = context.WithCancel(fe.ctx)
-	}
-	cmd := run(fe, work, func(a applied, err error) tea.Msg {
-		return applyMsg{seq: seq, res: a.res, value: a.value, err: err}
-	})
-	m.updateKeys(f)
-	return tea.Batch(cmd, m.spinner())
-}
-
-func (m *stepMachine) onApply(f flow, msg applyMsg) tea.Cmd {
-	if msg.seq != m.applySeq || m.step != stepApplying {
-		return nil
-	}
-	m.step = stepResult
-	m.res, m.err = msg.res, msg.err
-	if m.cancel != nil {
-		m.cancel()
-		m.cancel = nil
-	}
-	if k, ok := f.(keeper); ok && msg.err == nil {
-		k.applied(msg.value)
-	}
-	m.sent = m.typedReason()
-	m.reason.SetValue("")
-	if m.ambiguous() {
-		return m.check()
-	}
-	if errors.Is(msg.err, reconcile.ErrChanged) {
-		// Show what changed: read the record again.
-		m.seq++
-		m.refetchSeq, m.refetching, m.nowRec = m.seq, true, nil
-		seq, id, src := m.seq, m.rec.ID, m.f.src
-		return tea.Batch(run(m.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
-			func(d readmodel.Detail, err error) tea.Msg { return refetchMsg{seq: seq, d: d, err: err} }), m.spinner())
-	}
-	return nil
-}
-
-// ambiguous tells whether the flow's result is a change the database did
-// not answer: applied or not, only a read of the record can tell.
-func (m *stepMachine) ambiguous() bool {
-	var refused *reconcile.RefusedError
-	return m.step == stepResult && m.err != nil && !m.reveals && !errors.As(m.err, &refused)
-}
-
-// check reads the record again to find out whether the write the
-// database did not answer was applied.
-func (m *stepMachine) check() tea.Cmd {
-	m.seq++
-	m.checkSeq, m.checking = m.seq, true
-	seq, id, src := m.seq, m.rec.ID, m.f.src
-	return tea.Batch(run(m.f, func(ctx context.Context) (readmodel.Detail, error) { return src.Get(ctx, id) },
-		func(d readmodel.Detail, err error) tea.Msg { return checkMsg{seq: seq, d: d, err: err} }), m.spinner())
-}
-
-// recheck reads the record again when the database answers again after
-// a write it did not answer: a write that stalled may have committed
-// since the first read.
-func (m *stepMachine) recheck() tea.Cmd {
-	if !m.ambiguous() || m.checking {
-		return nil
-	}
-	return m.check()
-}
-
-// abandon gives up on a write still under way (a reveal being fetched):
-// its request is cancelled and the flow leaves at once. Its audit record
-// may well have committed already (it commits before the value is read):
-// the operator is told so.
-func (m *stepMachine) abandon(f flow) tea.Cmd {
-	f.leave()
-	m.step = m.first
-	m.goTo(navBack{})
-	return func() tea.Msg {
-		return noteMsg("reveal cancelled, nothing shown; its audit record may be committed")
-	}
-}
-
-// view renders flow f: the title, the steps and the current step's text,
-// which scrolls when it is longer than the screen, above what is pinned
-// under it and the error of what was entered.
-func (m *stepMachine) view(f flow) string {
-	if m.w <= 0 || m.h <= 0 {
-		return ""
-	}
-	body, tail, _ := m.layout(f)
-	lines := append([]string{f.title(), m.crumbLine(), ""}, body...)
-	lines = append(lines, tail...)
-	if len(lines) > m.h {
-		lines = lines[:m.h]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// layout is the step's text as it fits (scrolled, with the position when
-// it does not fit whole), what goes under it, and whether it scrolls.
-func (m *stepMachine) layout(f flow) (body, tail []string, scrolls bool) {
-	body = m.textAt(f, m.step)
-	tail = m.pinAt(f, m.step)
-	if m.inputErr != "" {
-		tail = append(tail, "")
-		for _, l := range wrap("✗ "+m.inputErr, m.w-2) {
-			tail = append(tail, " "+m.st.Error.Render(l))
-		}
-	}
-	room := m.h - 3 - len(tail)
-	if len(body) <= room || room < 2 {
-		return body, tail, false
-	}
-	room-- // the position line
-	off := min(max(0, m.offset), len(body)-room)
-	more := fmt.Sprintf(" lines %d–%d of %d · pgdn/pgup scroll", off+1, off+room, len(body))
-	return append(slices.Clip(body[off:off+room]), m.st.Muted.Render(truncate(more, m.w))), tail, true
-}
-
-// scroll pages the step's text by a screen (dir +1 or -1).
-func (m *stepMachine) scroll(f flow, dir int) {
-	body, _, scrolls := m.layout(f)
-	if !scrolls {
-		return
-	}
-	room := len(body) - 1 // less the position line
-	last := len(m.textAt(f, m.step)) - room
-	m.offset = min(max(0, min(m.offset, last)+dir*max(1, room-1)), last)
-}
-
-// recordTitle is the title of a flow on one record: what it does (its
-// start, "Reconcile operation "), the record's id and identity.
-func (m *stepMachine) recordTitle(what string) string {
-	head := what + strconv.FormatInt(m.rec.ID, 10)
-	if m.rec.Tenant == "" && m.rec.Tool == "" && m.rec.Key == "" {
-		// Not read yet: no identity to show, rather than "  /  /".
-		return " " + m.st.Title.Render(head)
-	}
-	ident := termtext.Clean(m.rec.Tenant) + " / " + termtext.Clean(m.rec.Tool) + " / " + termtext.Clean(m.rec.Key)
-	return " " + m.st.Title.Render(head) + "  " + truncate(ident, max(1, m.w-width(head)-4))
-}
-
-// crumbLine names the flow's steps, the current one marked.
-func (m *stepMachine) crumbLine() string {
-	var parts []string
-	at, name := 0, ""
-	for i, c := range m.crumbs {
-		part := c.name
-		if slices.Contains(c.steps, m.step) {
-			at, name = i+1, c.name
-			part = m.st.Bold.Render("[" + part + "]")
-		}
-		parts = append(parts, part)
-	}
-	line := " " + strings.Join(parts, " › ") + fmt.Sprintf("   step %d of %d", at, len(m.crumbs))
-	if width(line) > m.w {
-		line = " " + fmt.Sprintf("step %d of %d: %s", at, len(m.crumbs), name)
-	}
-	return m.st.Muted.Render(truncate(line, m.w))
-}
-
-// field lays out a labelled value, wrapping the value.
-func (m *stepMachine) field(out *[]string, label, value string) {
-	const labelW = 12
-	vw := max(1, m.w-labelW-3)
-	for i, l := range wrap(value, vw) {
-		if i == 0 {
-			*out = append(*out, " "+m.st.Muted.Render(pad(label, labelW))+" "+l)
-		} else {
-			*out = append(*out, " "+strings.Repeat(" ", labelW)+" "+l)
-		}
-	}
-}
-
-// heading is a title, wrapped to the width.
-func (m *stepMachine) heading(text string) []string {
-	var out []string
-	m.para(&out, text, m.st.Title.Render)
-	return out
-}
-
-// para adds wrapped text, indented by one space and styled.
-func (m *stepMachine) para(out *[]string, text string, render func(...string) string) {
-	*out = append(*out, indented(text, max(1, m.w-2), " ", render)...)
-}
-
-// typedReason is the reason as it will be recorded.
-func (m *stepMachine) typedReason() string { return strings.TrimSpace(m.reason.Value()) }
-
-// subject names the record and the version the operator saw.
-func (m *stepMachine) subject() string {
-	return "operation " + strconv.FormatInt(m.rec.ID, 10) + ", version " + strconv.FormatInt(m.rec.Version, 10) + " as you saw it"
-}
-
-// confirmPrompt is the confirmation's question, pinned under what it
-// confirms, or the wait for the database.
-func (m *stepMachine) confirmPrompt(f flow) []string {
-	out := []string{""}
-	if m.step == stepApplying {
-		return append(out, " "+spinFrames[m.frame]+" asking the database…")
-	}
-	if t, ok := f.(typedConfirmer); ok && t.typedConfirm() {
-		m.para(&out, t.typedPrompt(), m.st.Stuck.Render)
-		return append(out, " "+m.typed.View())
-	}
-	return append(out, " "+m.st.Bold.Render("Apply?")+" y yes · "+m.st.Bold.Render("N no")+m.st.Muted.Render(" (enter and esc are no)"))
-}
-
-// doneLines are what a successful write shows first: what succeeded,
-// the record's state now (when now is not empty), the audit record.
-func (m *stepMachine) doneLines(what, now string) []string {
-	out := []string{" " + m.st.Completed.Render("✓ Done: "+what), ""}
-	if now != "" && m.res.State != "" {
-		m.field(&out, "the record", "now "+now+" · version "+strconv.FormatInt(m.res.Version, 10))
-	}
-	m.field(&out, "audit", "record "+termtext.Clean(m.res.AuditRef())+", committed")
-	return out
-}
-
-// resultView tells what the write did: done, refused (and what changed),
-// or no answer.
-func (m *stepMachine) resultView(f flow) []string {
-	var out []string
-	r := m.res
-	var refused *reconcile.RefusedError
-	switch {
-	case m.err == nil:
-		return f.done()
-	case errors.As(m.err, &refused):
-		m.para(&out, "✗ Refused: "+termtext.Clean(refused.Message), m.st.Error.Render)
-		out = append(out, "")
-		m.field(&out, "audit", "record "+termtext.Clean(r.AuditRef())+": the refusal is audited; this attempt changed nothing")
-		if errors.Is(m.err, reconcile.ErrChanged) {
-			out = append(out, "", " "+m.st.Title.Render("Changed since you looked"))
-			out = append(out, m.changedLines()...)
-		}
-	default:
-		what := "decision"
-		if m.reveals {
-			what = "reveal"
-		}
-		out = append(out, " "+m.st.Error.Render("✗ The database did not answer the "+what), "")
-		m.para(&out, termtext.Clean(m.err.Error()), m.st.Error.Render)
-		out = append(out, "")
-		if m.reveals {
-			m.para(&out, "Nothing was shown, and no record changed. Its audit record may have committed "+
-				"(h on the record lists its audit history); reveal again to see it.", nil)
-			return out
-		}
-		out = append(out, m.checkLines()...)
-	}
-	return out
-}
-
-// checkLines tell whether the decision the database did not answer was
-// applied, from the record read again: applied when a decision with the
-// reason it carried, new since the operator looked, is on the record (its
-// audit record named); not applied when the record is at the version the
-// decision expected, or changed since without it.
-func (m *stepMachine) checkLines() []string {
-	var out []string
-	if m.checked == nil {
-		switch {
-		case m.checking:
-			out = append(out, " "+spinFrames[m.frame]+" reading the record again to find out whether it was applied…")
-		case m.checkErr != nil:
-			m.para(&out, "✗ Could not read the record again: "+termtext.Clean(m.checkErr.Error()), m.st.Error.Render)
-			out = append(out, "")
-			m.para(&out, "It may or may not have been applied: the record is read again the moment the database answers.", nil)
-		}
-		return out
-	}
-	was, now := m.rec, *m.checked
-	read := "read at " + clock(now.DBTime) + " UTC"
-	if dec, ok := m.sentDecision(now); ok {
-		out = append(out, " "+m.st.Completed.Render("✓ Applied: the record shows this decision"), "")
-		m.field(&out, "the record", "now "+stateText(now.State)+" · version "+strconv.FormatInt(now.Version, 10)+", "+read)
-		m.field(&out, "audit", "record "+termtext.Clean(now.Tenant)+"#"+strconv.FormatInt(dec.AuditSeq, 10)+", committed")
-		m.field(&out, "decided", decisionText(&now, dec))
-	} else if now.Version == was.Version {
-		out = append(out, " "+m.st.Released.Render("○ Not applied: the record is as you saw it"), "")
-		m.field(&out, "the record", stateText(now.State)+" · version "+strconv.FormatInt(now.Version, 10)+", "+read)
-		m.field(&out, "audit", "no record of this decision")
-		out = append(out, "")
-		m.para(&out, "Nothing changed: go back to the record (enter) and decide again.", m.st.Muted.Render)
-	} else {
-		out = append(out, " "+m.st.Error.Render("✗ Not applied: the record changed since you looked, without this decision"), "")
-		out = append(out, m.diffLines(was, now)...)
-		out = append(out, "")
-		m.para(&out, "Go back to the record (enter) and decide again on what it is now.", m.st.Muted.Render)
-	}
-	if m.checking {
-		out = append(out, "", " "+spinFrames[m.frame]+" reading it again…")
-	}
-	return out
-}
-
-// verdict says in a few words what the record read again tells of a
-// decision the database did not answer; "" while it cannot tell.
-func (m *stepMachine) verdict() string {
-	if !m.ambiguous() || m.checked == nil {
-		return ""
-	}
-	now := *m.checked
-	if dec, ok := m.sentDecision(now); ok {
-		return "applied, audit record " + termtext.Clean(now.Tenant) + "#" + strconv.FormatInt(dec.AuditSeq, 10)
-	}
-	if now.Version == m.rec.Version {
-		return "not applied, the record is as you saw it"
-	}
-	return "not applied, the record changed since you looked"
-}
-
-// sentDecision is the decision the write carried, as the record read
-// again has it: one the operator had not seen, with the reason sent.
-func (m *stepMachine) sentDecision(now readmodel.Detail) (readmodel.Decision, bool) {
-	for i := len(now.Decisions) - 1; i >= 0; i-- {
-		d := now.Decisions[i]
-		seen := slices.ContainsFunc(m.rec.Decisions, func(o readmodel.Decision) bool { return o.AuditSeq == d.AuditSeq })
-		if !seen && d.Reason == m.sent {
-			return d, true
-		}
-	}
-	return readmodel.Decision{}, false
-}
-
-// changedLines compare the record as the operator saw it with the
-// record now.
-func (m *stepMachine) changedLines() []string {
-	var out []string
-	switch {
-	case m.refetching:
-		return []string{" " + spinFrames[m.frame] + " reading the record again…"}
-	case m.refetchErr != nil:
-		return []string{" " + m.st.Error.Render(truncate("✗ could not read it again: "+termtext.Clean(m.refetchErr.Error()), m.w-2))}
-	case m.nowRec == nil:
-		return nil
-	}
-	out = m.diffLines(m.rec, *m.nowRec)
-	out = append(out, "")
-	m.para(&out, "Go back to the record (enter) and decide again on what it is now.", m.st.Muted.Render)
-	return out
-}
-
-// diffLines are what changed from was to now.
-func (m *stepMachine) diffLines(was, now readmodel.Detail) []string {
-	var out []string
-	m.field(&out, "state", stateText(was.State)+" → "+stateText(now.State))
-	m.field(&out, "version", strconv.FormatInt(was.Version, 10)+" → "+strconv.FormatInt(now.Version, 10))
-	if was.Owner != now.Owner || was.Attempt != now.Attempt {
-		m.field(&out, "owner", orDash(termtext.Clean(was.Owner))+" (attempt "+strconv.Itoa(was.Attempt)+") → "+
-			orDash(termtext.Clean(now.Owner))+" (attempt "+strconv.Itoa(now.Attempt)+")")
-	}
-	if was.ResultRef != now.ResultRef {
-		m.field(&out, "result ref", orDash(termtext.Clean(was.ResultRef))+" → "+orDash(termtext.Clean(now.ResultRef)))
-	}
-	if n := len(now.Decisions); n > len(was.Decisions) {
-		m.field(&out, "decided", decisionText(&now, now.Decisions[n-1]))
-	}
-	return out
-}
+func (o *onSteps) id() screenID                { return o.sm.id() }
+func (o *onSteps) Init() tea.Cmd               { return nil }
+func (o *onSteps) refresh() tea.Cmd            { return nil }
+func (o *onSteps) current(seq int) bool        { return o.sm.current(seq) }
+func (o *onSteps) asOf() time.Time             { return o.sm.asOf() }
+func (o *onSteps) follow() (navMsg, bool)      { return o.sm.follow() }
+func (o *onSteps) capturing() bool             { return o.sm.capturing() }
+func (o *onSteps) backLabels() (esc, q string) { return o.sm.backLabels() }
+func (o *onSteps) ShortHelp() []key.Binding    { return flowShortHelp(&o.sm, o.keys) }
+func (o *onSteps) FullHelp() [][]key.Binding   { return flowFullHelp(&o.sm, o.keys) }
+func (o *onSteps) View() string                { return o.sm.View() }
+func (o *onSteps) leave()                      { o.sm.leave() }
+func (o *onSteps) machine() *stepMachine       { return &o.sm }

@@ -31,13 +31,7 @@ type interrupter interface {
 	report(wait time.Duration) string
 }
 
-// machined is a flow on the step machine, which the machine's own
-// interrupter speaks for.
-type machined interface {
-	flow
-	machine() *stepMachine
-}
-
+// machine is the flow's own: a flow that embeds its machine has it.
 func (m *stepMachine) machine() *stepMachine { return m }
 
 // stopperOf is what ctrl+c stops on screen s; nil when s is no flow.
@@ -45,7 +39,7 @@ func stopperOf(s screen) interrupter {
 	if i, ok := s.(interrupter); ok {
 		return i
 	}
-	if f, ok := s.(machined); ok {
+	if f, ok := s.(flow); ok {
 		return &flowStop{f: f, m: f.machine()}
 	}
 	return nil
@@ -63,7 +57,8 @@ type flowStop struct {
 func (s *flowStop) interrupt() tea.Cmd {
 	if s.m.step == stepApplying && s.m.reveals {
 		s.note = "reveal cancelled, nothing shown; its audit record may be committed"
-		return s.m.abandon(s.f)
+		s.f.leave()
+		return s.m.abandon()
 	}
 	return nil
 }
@@ -185,7 +180,7 @@ func (s *bulkFlow) interrupt() tea.Cmd {
 	if s.running() {
 		s.interrupted = true
 		s.halt()
-		s.updateKeys(s)
+		s.act()
 	}
 	return nil
 }

@@ -68,6 +68,9 @@ type KeyMap struct {
 	// BulkReconcile, on a list: every listed record by its lookup;
 	// offered only to a role the database lets decide.
 	BulkReconcile key.Binding
+	// OpenGroup, on a bulk plan, shows every record of the selected group
+	// (the plan shows samples).
+	OpenGroup key.Binding
 	// ScrollDown and ScrollUp page through a flow's text; they are never
 	// letters, so they work while a reason is typed.
 	ScrollDown key.Binding
@@ -120,6 +123,7 @@ func DefaultKeyMap() KeyMap {
 		EditRef:  key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit the reference"), key.WithDisabled()),
 
 		BulkReconcile: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "reconcile all by lookup"), key.WithDisabled()),
+		OpenGroup:     key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "all its records"), key.WithDisabled()),
 
 		ScrollDown: key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "scroll down"), key.WithDisabled()),
 		ScrollUp:   key.NewBinding(key.WithKeys("pgup"), key.WithHelp("pgup", "scroll up"), key.WithDisabled()),

@@ -529,10 +529,14 @@ func (m *Model) reachable() tea.Cmd {
 	return nil
 }
 
-// inFlow tells whether the active screen is a flow, which does not poll.
+// inFlow tells whether the active screen is a flow, which does not poll,
+// or a bulk plan's group, the bulk flow's records as of its listing.
 func (m *Model) inFlow() bool {
-	_, ok := m.active().(flow)
-	return ok
+	switch m.active().(type) {
+	case flow, *bulkGroupScreen:
+		return true
+	}
+	return false
 }
 
 // probe asks for the server info after a failed poll, to tell an

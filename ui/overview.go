@@ -82,7 +82,19 @@ type overviewScreen struct {
 	ov      *readmodel.Overview
 	err     error
 	sel     tile
+	// pulse is the stuck count at each overview read since the console
+	// opened (at most pulseSamples), each at its database time.
+	pulse []pulseSample
 }
+
+// pulseSample is the stuck count one overview read gave.
+type pulseSample struct {
+	at    time.Time
+	stuck int64
+}
+
+// pulseSamples is how many reads the stuck count's sparkline spans.
+const pulseSamples = 60
 
 func newOverview(d deps) *overviewScreen {
 	s := &overviewScreen{deps: d}
@@ -158,6 +170,10 @@ func (s *overviewScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.err == nil {
 			ov := msg.ov
 			s.ov = &ov
+			if n := len(s.pulse); n == 0 || ov.DBTime.After(s.pulse[n-1].at) {
+				s.pulse = append(s.pulse, pulseSample{at: ov.DBTime, stuck: ov.Stuck})
+				s.pulse = s.pulse[max(0, len(s.pulse)-pulseSamples):]
+			}
 		}
 		s.updateKeys()
 	case tea.KeyMsg:
@@ -279,11 +295,12 @@ func (s *overviewScreen) View() string {
 		rowW += pw + len(sep)
 	}
 	lines = append(lines, s.boxLine(row, cw))
-	lines = append(lines, s.st.Box.Render("└"+strings.Repeat("─", max(0, w-2))+"┘"))
 
-	lines = append(lines, "")
+	var tail []string
+	tail = append(tail, s.st.Box.Render("└"+strings.Repeat("─", max(0, w-2))+"┘"))
+	tail = append(tail, "")
 	note := " " + s.sel.describe() + " · enter opens it"
-	lines = append(lines, s.st.Muted.Render(truncate(note, w)))
+	tail = append(tail, s.st.Muted.Render(truncate(note, w)))
 	asOf := " counts as of db time " + clock(ov.DBTime) + " UTC"
 	if ov.Estimated() {
 		asOf += "; ~ marks an estimate (counts above " + count(readmodel.CountCap) + " are estimated), the others are exact"
@@ -293,12 +310,13 @@ func (s *overviewScreen) View() string {
 		}
 	}
 	for _, l := range wrap(asOf, w-1) {
-		lines = append(lines, s.st.Muted.Render(" "+l))
+		tail = append(tail, s.st.Muted.Render(" "+l))
 	}
 	if s.err != nil {
-		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good counts: "+termtext.Clean(s.err.Error()), w-1)))
+		tail = append(tail, " "+s.st.Error.Render(truncate("✗ showing the last good counts: "+termtext.Clean(s.err.Error()), w-1)))
 	}
-	return strings.Join(lines, "\n")
+	lines = append(lines, s.pulseLines(cw, s.h-len(lines)-len(tail))...)
+	return strings.Join(append(lines, tail...), "\n")
 }
 
 // stateItem is one state on the states line: its tile and its words.

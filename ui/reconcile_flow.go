@@ -69,6 +69,7 @@ type askMsg struct {
 // next, a reason, a confirmation, the result and its audit record.
 type reconcileFlow struct {
 	stepMachine
+	keys KeyMap // the flow's own, beside the machine's
 	// now is this machine's clock, for when the provider was asked.
 	now     func() time.Time
 	runbook string
@@ -83,22 +84,19 @@ type reconcileFlow struct {
 
 	// Decision.
 	choice   int // in reconcile.Decisions
-	ref      textinput.Model
-	snooze   textinput.Model
 	snoozeD  time.Duration
 	override bool
 }
 
 func newReconcile(d deps, dec Decider) *reconcileFlow {
-	s := &reconcileFlow{stepMachine: newSteps(d, screenReconcile, dec), now: time.Now}
-	s.ref = textInput(d.st, "reference", 200)
-	s.snooze = textInput(d.st, "such as 30m, 2h, 1d", 20)
-	s.inputs = append(s.inputs, &s.ref, &s.snooze)
+	s := &reconcileFlow{stepMachine: newSteps(d, screenReconcile, dec), keys: d.keys, now: time.Now}
+	s.addInput(stepReference, textInput(d.st, "reference", 200))
+	s.addInput(stepSnooze, textInput(d.st, "such as 30m, 2h, 1d", 20))
 	s.first = stepDecide
 	s.needsPending = true
 	s.crumbs = []crumb{{"decide", []step{stepLoading, stepDecide, stepReference, stepSnooze}},
 		{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
-	s.updateKeys(s)
+	s.act()
 	return s
 }
 
@@ -126,27 +124,23 @@ func (s *reconcileFlow) page(st step) []string {
 		out = append(out, "")
 	case stepConfirm:
 		return s.confirmLines()
+	case stepResult:
+		return s.done()
 	}
 	return out
 }
 
-func (s *reconcileFlow) inputAt(st step) *textinput.Model {
-	switch st {
-	case stepReference:
-		return &s.ref
-	case stepSnooze:
-		return &s.snooze
-	}
-	return nil
-}
+// ref and snooze are the inputs of the reference and the snooze.
+func (s *reconcileFlow) ref() *textinput.Model    { return s.inputAt(stepReference) }
+func (s *reconcileFlow) snooze() *textinput.Model { return s.inputAt(stepSnooze) }
 
 func (s *reconcileFlow) pinAt(st step) []string {
 	switch st {
 	case stepReference:
-		return []string{" " + s.ref.View()}
+		return []string{" " + s.ref().View()}
 	case stepSnooze:
-		out := []string{" " + s.snooze.View()}
-		if d, err := parseSnooze(s.snooze.Value()); err == nil {
+		out := []string{" " + s.snooze().View()}
+		if d, err := parseSnooze(s.snooze().Value()); err == nil {
 			out = append(out, "", " "+s.st.Muted.Render("until "+stamp(s.rec.DBTime.Add(d), s.rec.DBTime)+" UTC ("+Relative(d)+")"))
 		}
 		return out
@@ -154,14 +148,17 @@ func (s *reconcileFlow) pinAt(st step) []string {
 	return nil
 }
 
-func (s *reconcileFlow) keysAt(st step, k *KeyMap) {
+// keysAt enables and words the keys of the flow's step, after the
+// machine's.
+func (s *reconcileFlow) keysAt(st step) {
+	k := &s.keys
 	switch st {
 	case stepDecide:
 		k.Up.SetEnabled(true)
 		k.Down.SetEnabled(true)
 		k.Choose.SetEnabled(true)
-		k.Next.SetEnabled(!s.asking)
-		k.Next.SetHelp("enter", "next: "+decisionInfo[s.decision()].name)
+		s.KeyMap.Next.SetEnabled(!s.asking)
+		s.KeyMap.Next.SetHelp("enter", "next: "+decisionInfo[s.decision()].name)
 		k.AskAgain.SetEnabled(!s.asking && !s.noLookup && s.dec != nil)
 		k.EditRef.SetEnabled(s.kind().NeedsRef)
 		k.Override.SetEnabled(s.contradicts())
@@ -171,7 +168,7 @@ func (s *reconcileFlow) keysAt(st step, k *KeyMap) {
 			k.Override.SetHelp("o", "override the lookup")
 		}
 	case stepReference, stepSnooze:
-		s.inputKeys(k, "next")
+		s.inputKeys(&s.KeyMap, "next")
 	}
 }
 
@@ -207,7 +204,7 @@ func (s *reconcileFlow) decideKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 	case key.Matches(msg, s.keys.Override):
 		s.override = !s.override
 	case key.Matches(msg, s.keys.EditRef):
-		return s.forward(s, stepReference), true
+		return s.forward(stepReference), true
 	default:
 		return nil, false
 	}
@@ -228,12 +225,12 @@ func (s *reconcileFlow) submitDecision() tea.Cmd {
 	switch k := s.kind(); {
 	case k.NeedsRef:
 		if s.typedRef() == "" {
-			return s.forward(s, stepReference)
+			return s.forward(stepReference)
 		}
 	case k.NeedsUntil:
-		return s.forward(s, stepSnooze)
+		return s.forward(stepSnooze)
 	}
-	return s.forward(s, stepReason)
+	return s.forward(stepReason)
 }
 
 // submitRef goes on from the reference, once it is one to record.
@@ -247,18 +244,18 @@ func (s *reconcileFlow) submitRef() tea.Cmd {
 			": go back (esc) and set the override (o) to record another"
 		return nil
 	}
-	return s.forward(s, stepReason)
+	return s.forward(stepReason)
 }
 
 // submitSnooze goes on from the snooze, once it is a duration.
 func (s *reconcileFlow) submitSnooze() tea.Cmd {
-	d, err := parseSnooze(s.snooze.Value())
+	d, err := parseSnooze(s.snooze().Value())
 	if err != nil {
 		s.inputErr = err.Error()
 		return nil
 	}
 	s.snoozeD = d
-	return s.forward(s, stepReason)
+	return s.forward(stepReason)
 }
 
 // typedConfirm: releasing an unknown external effect is confirmed by
@@ -290,31 +287,67 @@ func (s *reconcileFlow) done() []string {
 	return out
 }
 
-// waiting: the provider is being asked.
-func (s *reconcileFlow) waiting() bool { return s.asking }
-
-func (s *reconcileFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
-	if a, ok := msg.(askMsg); ok {
-		s.onAsk(a)
-		s.updateKeys(s)
-		return s, nil
+// act does what the machine reported: it asks the provider when the flow
+// starts and runs the decision once confirmed. Then it words its keys and
+// hands the page over: the decision's inputs, the typed confirmation of a
+// release without evidence, and the wait for the provider.
+func (s *reconcileFlow) act() tea.Cmd {
+	var cmd tea.Cmd
+	for _, ev := range s.takeEvents() {
+		switch ev.kind {
+		case evStarted:
+			cmd = tea.Batch(cmd, s.begin())
+		case evSubmit:
+			cmd = tea.Batch(cmd, s.apply(s.write()))
+		}
 	}
-	return s, s.update(s, msg)
+	s.wordKeys()
+	offFlowKeys(&s.keys)
+	s.keysAt(s.step)
+	p := stepPage{title: s.title(), text: s.page(s.pageStep()), pin: s.pinAt(s.step), waiting: s.asking}
+	if s.typedConfirm() {
+		p.typed = s.typedPrompt()
+	}
+	s.setPage(p)
+	return cmd
 }
 
-func (s *reconcileFlow) View() string          { return s.view(s) }
-func (s *reconcileFlow) SetSize(w, h int)      { s.resize(s, w, h) }
-func (s *reconcileFlow) back() (bool, tea.Cmd) { return s.stepBack(s) }
+// Update takes the provider's answer, and hands a key the step offers to
+// the flow's own keys first.
+func (s *reconcileFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case askMsg:
+		s.onAsk(msg)
+		return s, s.act()
+	case tea.KeyMsg:
+		if !s.offers(msg) {
+			break
+		}
+		if cmd, ok := s.keyAt(s.step, msg); ok {
+			return s, tea.Batch(cmd, s.act())
+		}
+	}
+	var cmd tea.Cmd
+	s.stepMachine, cmd = s.stepMachine.Update(msg)
+	return s, tea.Batch(cmd, s.act())
+}
+
+func (s *reconcileFlow) SetSize(w, h int) { flowResize(s, w, h) }
+
+func (s *reconcileFlow) ShortHelp() []key.Binding  { return flowShortHelp(&s.stepMachine, s.keys) }
+func (s *reconcileFlow) FullHelp() [][]key.Binding { return flowFullHelp(&s.stepMachine, s.keys) }
+func (s *reconcileFlow) back() (bool, tea.Cmd)     { return flowBack(s) }
+
 func (s *reconcileFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
-	return s.openOn(s, n, at)
+	return flowOpen(s, n, at)
 }
 
 // begin starts the reconciliation: it asks the provider at once, so the
 // answer is usually there when the operator reaches the evidence.
-func (s *reconcileFlow) begin(flowNav) tea.Cmd {
+func (s *reconcileFlow) begin() tea.Cmd {
 	s.answer, s.noLookup, s.askErr, s.asking = nil, false, nil, false
 	s.choice, s.override, s.snoozeD = len(reconcile.Decisions)-1, false, defaultSnooze
-	s.snooze.SetValue(ShortDuration(defaultSnooze))
+	s.snooze().SetValue(ShortDuration(defaultSnooze))
 	s.runbook = ""
 	if s.dec != nil {
 		s.runbook = s.dec.Runbook(s.rec.Tool)
@@ -369,8 +402,8 @@ func (s *reconcileFlow) onAsk(msg askMsg) {
 				s.choice = 1
 			}
 			if s.typedRef() == "" {
-				s.ref.SetValue(a.ResultRef)
-				s.ref.CursorEnd()
+				s.ref().SetValue(a.ResultRef)
+				s.ref().CursorEnd()
 			}
 		}
 	}
@@ -402,7 +435,7 @@ func (s *reconcileFlow) contradicts() bool {
 }
 
 // typedRef is the reference the operator confirms completed with.
-func (s *reconcileFlow) typedRef() string { return strings.TrimSpace(s.ref.Value()) }
+func (s *reconcileFlow) typedRef() string { return strings.TrimSpace(s.ref().Value()) }
 
 // evidence is what the decision records as its evidence: the lookup's
 // answer, or that none was gathered.

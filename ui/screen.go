@@ -55,6 +55,7 @@ var screenKinds = []screenKind{
 	listKind,
 	detailKind,
 	auditKind,
+	batchesKind,
 	reviewKind,
 	verifyKind,
 	overviewKind,
@@ -65,6 +66,7 @@ var screenKinds = []screenKind{
 	purgeKind,
 	auditRecordKind,
 	bulkKind,
+	bulkGroupKind,
 }
 
 // opening is what a screen that opens needs to know of the console: the

@@ -33,6 +33,9 @@ type Source interface {
 	// AuditRecord is one audit record with the check of its hash and its
 	// link to the record before.
 	AuditRecord(ctx context.Context, tenant string, seq int64) (readmodel.AuditDetail, error)
+	// AuditBatches is one page of past bulk runs, newest first, from the
+	// audit records the role may see.
+	AuditBatches(ctx context.Context, q readmodel.BatchQuery) (readmodel.BatchPage, error)
 }
 
 // Refresh bounds and defaults.
@@ -169,6 +172,17 @@ func (m auditPageMsg) sequence() int   { return m.seq }
 func (m auditPageMsg) asOf() time.Time { return m.page.DBTime }
 func (m auditPageMsg) failure() error  { return m.err }
 
+type batchesMsg struct {
+	seq  int
+	page readmodel.BatchPage
+	err  error
+}
+
+func (m batchesMsg) owner() screenID { return screenBatches }
+func (m batchesMsg) sequence() int   { return m.seq }
+func (m batchesMsg) asOf() time.Time { return m.page.DBTime }
+func (m batchesMsg) failure() error  { return m.err }
+
 type auditRecordMsg struct {
 	seq int
 	d   readmodel.AuditDetail
@@ -270,6 +284,11 @@ func (f fetcher) total(seq int, filter readmodel.Filter) tea.Cmd {
 func (f fetcher) auditList(seq int, q readmodel.AuditQuery) tea.Cmd {
 	return run(f, func(ctx context.Context) (readmodel.AuditPage, error) { return f.src.AuditList(ctx, q) },
 		func(p readmodel.AuditPage, err error) tea.Msg { return auditPageMsg{seq: seq, page: p, err: err} })
+}
+
+func (f fetcher) batches(seq int, q readmodel.BatchQuery) tea.Cmd {
+	return run(f, func(ctx context.Context) (readmodel.BatchPage, error) { return f.src.AuditBatches(ctx, q) },
+		func(p readmodel.BatchPage, err error) tea.Msg { return batchesMsg{seq: seq, page: p, err: err} })
 }
 
 func (f fetcher) auditRecord(seq int, ref auditRef) tea.Cmd {

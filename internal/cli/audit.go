@@ -39,7 +39,7 @@ func newAuditCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	addGlobalFlags(cmd.PersistentFlags(), g)
-	cmd.AddCommand(newAuditListCmd(g), newAuditExportCmd(g), newAuditVerifyCmd(g), newAuditSealCmd(g), newAuditCheckpointCmd(g), newAuditKeygenCmd())
+	cmd.AddCommand(newAuditListCmd(g), newAuditBatchesCmd(g), newAuditExportCmd(g), newAuditVerifyCmd(g), newAuditSealCmd(g), newAuditCheckpointCmd(g), newAuditKeygenCmd())
 	return cmd
 }
 

@@ -50,11 +50,17 @@ func newAuditListCmd(g *globalFlags) *cobra.Command {
 			})
 		},
 	}
-	f := cmd.Flags()
-	f.IntVar(&opts.Limit, "limit", 50, "at most this many records (1-1000)")
-	f.StringVar(&opts.After, "after", "", "continue after this cursor (printed when more records match)")
-	f.StringVarP(&opts.Output, "output", "o", "table", "table|json")
+	addPageFlags(cmd, &opts.Limit, &opts.After, &opts.Output, "records")
 	return cmd
+}
+
+// addPageFlags gives a paged list command (audit list, audit batches)
+// its --limit, --after and -o, worded for what it lists.
+func addPageFlags(cmd *cobra.Command, limit *int, after, output *string, what string) {
+	f := cmd.Flags()
+	f.IntVar(limit, "limit", 50, "at most this many "+what+" (1-1000)")
+	f.StringVar(after, "after", "", "continue after this cursor (printed when more "+what+" match)")
+	f.StringVarP(output, "output", "o", "table", "table|json")
 }
 
 // auditListJSON is `audit list -o json`.

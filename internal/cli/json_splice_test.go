@@ -73,6 +73,7 @@ VALUES ('acme', 'create-ticket', 'big-result', '1', decode(repeat('0c', 32), 'he
 		{[]string{"conflicts", "show", id, "--reveal", "--reason", "r"}, 5 * 2 * size},
 		{[]string{"conflicts", "show", id, "--reveal", "--reason", "r", "-o", "json"}, 4 * 2 * size},
 		{[]string{"ops", "reveal", strconv.FormatInt(result, 10), "--reason", "r"}, 2 * size},
+		{[]string{"ops", "reveal", strconv.FormatInt(result, 10), "--reason", "r", "-o", "json"}, 2 * size},
 	} {
 		var before, after runtime.MemStats
 		var errOut bytes.Buffer
@@ -85,4 +86,13 @@ VALUES ('acme', 'create-ticket', 'big-result', '1', decode(repeat('0c', 32), 'he
 		t.Logf("%s: %d MiB allocated", strings.Join(tc.args, " "), n>>20)
 		require.Less(t, n, tc.max, "%s allocated %d MiB", strings.Join(tc.args, " "), n>>20)
 	}
+	// The streamed JSON is one whole value, the stored one in it.
+	var out, errOut bytes.Buffer
+	code := Main([]string{"ops", "reveal", strconv.FormatInt(result, 10), "--reason", "r", "-o", "json", "--config", cfg}, &out, &errOut)
+	require.Equal(t, ExitOK, code, errOut.String())
+	var doc struct {
+		Value struct{ V string } `json:"value"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
+	require.Equal(t, strings.Repeat("r", size), doc.Value.V)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -445,9 +446,9 @@ func newConflictsCmd(g *globalFlags) *cobra.Command {
 }
 
 func newRevealCmd(g *globalFlags) *cobra.Command {
-	var reason, field string
+	var reason, field, output string
 	cmd := &cobra.Command{
-		Use:   "reveal ID --reason TEXT [--field intent|result]",
+		Use:   "reveal ID --reason TEXT [--field intent|result] [-o json]",
 		Short: "Show an operation's stored result or intent (audited before it is shown)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -459,6 +460,9 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 			if f != reconcile.FieldIntent && f != reconcile.FieldResult {
 				return usagef("--field %q: intent or result", field)
 			}
+			if output != "table" && output != "json" {
+				return usagef("--output %q: table or json", output)
+			}
 			if err := checkReason(reason, "revealing a stored value is audited"); err != nil {
 				return err
 			}
@@ -466,30 +470,125 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 				// The value streams from the database: one of 32 MiB is
 				// never held whole, nor copied.
 				out := cmd.OutOrStdout()
+				var dst io.Writer = escapingWriter{out}
+				var doc *revealDoc
+				if output == "json" {
+					if doc, err = newRevealDoc(out, id, f); err != nil {
+						return err
+					}
+					dst = doc
+				}
 				// A value sealed at rest is kept whole instead, to be
 				// decrypted where the context holds its key.
-				sniff := &sealSniffer{dst: escapingWriter{out}}
+				sniff := &sealSniffer{dst: dst}
 				res, err := w.desk.RevealTo(ctx, id, f, reason, sniff)
 				if err != nil {
 					if ferr := sniff.flush(); ferr != nil {
 						return ferr
 					}
-					return writeDecision(out, "table", fmt.Sprintf("reveal of %d", id), res, err)
+					if doc != nil && doc.started {
+						return err // cut short in the value: stdout is not whole JSON
+					}
+					return writeDecision(out, output, fmt.Sprintf("reveal of %d", id), res, err)
 				}
 				if err := sniff.flush(); err != nil {
 					return err
 				}
+				var seal sealedReveal
 				if sniff.sealed {
-					return revealSealed(ctx, cmd, w, id, f, sniff.buf)
+					seal, err = openSealed(ctx, cmd.ErrOrStderr(), w, id, f, sniff.buf)
+					if _, werr := dst.Write(seal.value); werr != nil {
+						return werr
+					}
 				}
-				_, err = io.WriteString(out, "\n")
+				if doc != nil {
+					if ferr := doc.finish(res, seal); ferr != nil {
+						return ferr
+					}
+					return err
+				}
+				if _, werr := io.WriteString(out, "\n"); werr != nil {
+					return werr
+				}
 				return err
 			})
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why you need to see it: kept in the audit trail (required)")
 	cmd.Flags().StringVar(&field, "field", string(reconcile.FieldResult), "result, or intent: the canonical request")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (the value alone) or json (the value, its sealing and the audit record)")
 	return cmd
+}
+
+// revealDoc writes ops reveal's -o json: an object whose "value" is the
+// stored JSON as the database reads it out (streamed like the plain
+// output, never held whole), followed by whether it was sealed at rest
+// and the audit record of the reveal. Its start is written with the
+// value's first bytes, so that a refused reveal prints the decision's
+// JSON alone.
+type revealDoc struct {
+	out        io.Writer
+	head, tail []byte // writeJSON's encoding of the start, cut at the value
+	started    bool
+}
+
+// revealPlaceholder stands for the value in the encoding cut into head
+// and the rest; no id or field name encodes to it.
+const revealPlaceholder = `"\u0000value"`
+
+func newRevealDoc(out io.Writer, id int64, f reconcile.Field) (*revealDoc, error) {
+	var buf bytes.Buffer
+	err := writeJSON(&buf, struct {
+		ID    int64           `json:"id"`
+		Field reconcile.Field `json:"field"`
+		Value json.RawMessage `json:"value"`
+	}{id, f, json.RawMessage(revealPlaceholder)})
+	if err != nil {
+		return nil, err
+	}
+	head, tail, ok := bytes.Cut(buf.Bytes(), []byte(revealPlaceholder))
+	if !ok {
+		return nil, errors.New("encode JSON: the value was not placed")
+	}
+	return &revealDoc{out: out, head: head, tail: tail}, nil
+}
+
+func (d *revealDoc) Write(p []byte) (int, error) {
+	if !d.started {
+		d.started = true
+		if _, err := d.out.Write(d.head); err != nil {
+			return 0, err
+		}
+	}
+	return escapingWriter{d.out}.Write(p)
+}
+
+// finish ends the object: null for a value nothing was stored as, then
+// the sealing and the audit record.
+func (d *revealDoc) finish(res reconcile.Result, seal sealedReveal) error {
+	if !d.started {
+		if _, err := d.Write([]byte("null")); err != nil {
+			return err
+		}
+	}
+	var rest bytes.Buffer
+	err := writeJSON(&rest, struct {
+		Encrypted bool             `json:"encrypted"`
+		KeyID     *string          `json:"key_id"`
+		Decrypted bool             `json:"decrypted"`
+		Audit     reconcile.Result `json:"audit"`
+	}{seal.keyID != nil, seal.keyID, seal.decrypted, res})
+	if err != nil {
+		return err
+	}
+	// head ends inside the object, before the value; tail closes it.
+	// rest's fields join them: ",\n  \"encrypted\": …" in place of "\n}\n".
+	body := bytes.TrimSuffix(bytes.TrimPrefix(rest.Bytes(), []byte("{")), []byte("}\n"))
+	if _, err := d.out.Write(append([]byte(","), bytes.TrimRight(body, "\n")...)); err != nil {
+		return err
+	}
+	_, err = d.out.Write(d.tail)
+	return err
 }
 
 // sealSniffer passes a revealed value through to dst unless it begins as
@@ -539,20 +638,23 @@ func (s *sealSniffer) flush() error {
 	return s.decide()
 }
 
-// revealSealed prints a revealed value sealed at rest: decrypted, where
-// the context's reveal_keys hold its key id; otherwise the envelope as
+// sealedReveal is a revealed value sealed at rest, as it is shown:
+// decrypted, or the envelope as stored.
+type sealedReveal struct {
+	value     []byte
+	keyID     *string // the key it is sealed under; nil: not sealed
+	decrypted bool
+}
+
+// openSealed opens a revealed value sealed at rest: decrypted, where the
+// context's reveal_keys hold its key id; otherwise the envelope as
 // stored, saying which key id it is encrypted under (on stderr, so that
-// stdout is only the value). The reveal was audited before it was fetched.
-func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, f reconcile.Field, stored []byte) error {
-	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+// stdout is only the value). The reveal was audited before it was
+// fetched. An envelope that does not open is shown as stored, with the
+// error.
+func openSealed(ctx context.Context, errOut io.Writer, w *writer, id int64, f reconcile.Field, stored []byte) (sealedReveal, error) {
 	kid, _ := opsmodel.EncryptedKeyID(stored)
-	asStored := func() error {
-		if _, err := (escapingWriter{out}).Write(stored); err != nil {
-			return err
-		}
-		_, err := io.WriteString(out, "\n")
-		return err
-	}
+	s := sealedReveal{value: stored, keyID: &kid}
 	kr := w.cfg.Context.Keyring
 	var missing error
 	if kr == nil {
@@ -563,27 +665,19 @@ func revealSealed(ctx context.Context, cmd *cobra.Command, w *writer, id int64, 
 	if missing != nil {
 		fmt.Fprintf(errOut, "encrypted under key id %s: the service sealed this %s at rest (Config.Keyring), and %v; "+
 			"the envelope is shown as stored.\n", strconv.Quote(termtext.Clean(kid)), f, missing)
-		return asStored()
+		return s, nil
 	}
 	d, err := w.view.Get(ctx, id)
 	if err != nil {
-		return err
+		return s, err
 	}
 	plain, _, err := opsmodel.OpenStored(kr, string(f), ops.Identity{Tenant: d.Tenant, Tool: d.Tool, Key: d.Key}, stored)
 	if err != nil {
-		if err := asStored(); err != nil {
-			return err
-		}
-		return fmt.Errorf("the stored %s is encrypted under key id %s and was not decrypted with this context's reveal_keys: %w; "+
+		return s, fmt.Errorf("the stored %s is encrypted under key id %s and was not decrypted with this context's reveal_keys: %w; "+
 			"the envelope is shown as stored", f, strconv.Quote(termtext.Clean(kid)), err)
 	}
-	if _, err := (escapingWriter{out}).Write(plain); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(out, "\n"); err != nil {
-		return err
-	}
+	s.value, s.decrypted = plain, true
 	_, err = fmt.Fprintf(errOut, "decrypted locally under key id %s with this context's reveal_keys: the store keeps it encrypted.\n",
 		strconv.Quote(termtext.Clean(kid)))
-	return err
+	return s, err
 }

@@ -44,11 +44,15 @@ const bulkHelp = "\n\nWith --filter and --by-lookup, resolve reconciles every st
 	"  not found   it has none: proposed not executed (released; the next retry runs it)\n" +
 	"  no answer   no definite answer (timeout, other status): no proposal, decide one by one\n" +
 	"  error       unusable answer (a bad reference) or no exact lookup URL: no proposal\n" +
-	"Each proposed group (--accept, default both) is confirmed by typing its number of records on\n" +
-	"a terminal, or by --yes; without --yes and without a terminal nothing is decided. Each record\n" +
-	"is then decided by itself under its own version check and audit record, with --reason; all\n" +
-	"share the run's batch id (the audit records' details.batch). A record that changed since it\n" +
-	"was listed is skipped and reported. Ctrl-C stops cleanly: decisions in flight finish."
+	"A found or not found record with conflicting attempts nobody reviewed (its key reused with\n" +
+	"another intent) goes into a group of its own, found-conflicted or not-found-conflicted, with\n" +
+	"the same proposal; it is accepted only when --accept names it, never with the clean records.\n" +
+	"Each proposed group (--accept, default found and not-found) is confirmed by typing its number\n" +
+	"of records on a terminal, or by --yes; without --yes and without a terminal nothing is decided.\n" +
+	"Each record is then decided by itself under its own version check and audit record, with\n" +
+	"--reason; all share the run's batch id (the audit records' details.batch). A record that\n" +
+	"changed since it was listed is skipped and reported. Ctrl-C stops cleanly: decisions in flight\n" +
+	"finish; opsdesk audit batches lists past runs."
 
 func addBulkFlags(cmd *cobra.Command, opts *bulkOptions) {
 	f := cmd.Flags()
@@ -57,7 +61,8 @@ func addBulkFlags(cmd *cobra.Command, opts *bulkOptions) {
 	f.BoolVar(&opts.Yes, "yes", false, "with --by-lookup: accept the proposed groups without typing their counts")
 	f.IntVar(&opts.Concurrency, "concurrency", bulk.DefaultConcurrency,
 		fmt.Sprintf("with --by-lookup: lookups and decisions at once (1 to %d)", bulk.MaxConcurrency))
-	f.StringSliceVar(&opts.Accept, "accept", []string{"found", "not-found"}, "with --by-lookup: the groups to accept: found, not-found")
+	f.StringSliceVar(&opts.Accept, "accept", []string{"found", "not-found"},
+		"with --by-lookup: the groups to accept: found, not-found, found-conflicted, not-found-conflicted")
 }
 
 // bulkOnlyFlags go with --filter only; singleOnlyFlags with an ID only.
@@ -98,7 +103,8 @@ func checkBulk(cmd *cobra.Command, args []string, opts *bulkOptions) (readmodel.
 	for _, a := range opts.Accept {
 		v := bulk.Verdict(strings.ReplaceAll(strings.TrimSpace(a), "-", "_"))
 		if v.Proposal() == "" {
-			return f, nil, usagef("--accept %q: found or not-found (the groups with a proposed decision)", a)
+			return f, nil, usagef("--accept %q: found, not-found, found-conflicted or not-found-conflicted "+
+				"(the groups with a proposed decision)", a)
 		}
 		if !slices.Contains(groups, v) {
 			groups = append(groups, v)
@@ -136,27 +142,35 @@ type bulkRun struct {
 
 // bulkReport is `resolve --by-lookup -o json`.
 type bulkReport struct {
-	BatchID     string            `json:"batch_id"`
-	Filter      string            `json:"filter"`
-	Listed      int               `json:"listed"`
-	LookupMS    int64             `json:"lookup_ms"`
-	Concurrency int               `json:"concurrency"`
-	NotAsked    []bulk.Item       `json:"not_asked"`
-	Groups      []bulkGroupReport `json:"groups"`
-	Error       string            `json:"error,omitempty"`
+	BatchID string `json:"batch_id"`
+	Filter  string `json:"filter"`
+	Listed  int    `json:"listed"`
+	// LookupSeconds is how long the lookups took.
+	LookupSeconds float64           `json:"lookup_seconds"`
+	Concurrency   int               `json:"concurrency"`
+	NotAsked      []bulk.Item       `json:"not_asked"`
+	Groups        []bulkGroupReport `json:"groups"`
+	Error         string            `json:"error,omitempty"`
 }
 
 type bulkGroupReport struct {
 	Verdict  bulk.Verdict       `json:"verdict"`
 	Proposal reconcile.Decision `json:"proposal,omitempty"`
 	Count    int                `json:"count"`
+	// Conflicted is how many of the records have conflicting attempts
+	// nobody reviewed, and ConflictCount their conflicting attempts in
+	// all.
+	Conflicted    int `json:"conflicted"`
+	ConflictCount int `json:"conflict_count"`
 	// Accepted tells whether the group was confirmed and decided; Counts
 	// are its records' outcomes then.
 	Accepted bool                     `json:"accepted"`
 	Counts   map[bulk.ItemOutcome]int `json:"counts,omitempty"`
-	DecideMS int64                    `json:"decide_ms,omitempty"`
-	Note     string                   `json:"note,omitempty"`
-	Records  []bulkRecordReport       `json:"records"`
+	// DecideSeconds is how long the group's decisions took (0: not
+	// accepted).
+	DecideSeconds float64            `json:"decide_seconds"`
+	Note          string             `json:"note,omitempty"`
+	Records       []bulkRecordReport `json:"records"`
 }
 
 type bulkRecordReport struct {
@@ -196,7 +210,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 	fmt.Fprintf(run.errOut, "looking up %s (%d at once)...\n", counted(len(rows), "record"), run.opts.Concurrency)
 	plan, lookupErr := r.Lookup(ctx, rows, throttled(run.errOut, "looked up", len(rows)))
 	report := bulkReport{BatchID: plan.BatchID, Filter: run.filter.String(), Listed: plan.Listed,
-		LookupMS: plan.Took.Milliseconds(), Concurrency: run.opts.Concurrency, NotAsked: plan.NotAsked}
+		LookupSeconds: plan.Took.Seconds(), Concurrency: run.opts.Concurrency, NotAsked: plan.NotAsked}
 	if report.NotAsked == nil {
 		report.NotAsked = []bulk.Item{}
 	}
@@ -216,10 +230,11 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 	var stopped error
 	for _, v := range run.groups {
 		g := plan.Group(v)
-		gr := &report.Groups[slices.IndexFunc(report.Groups, func(r bulkGroupReport) bool { return r.Verdict == v })]
-		if g.Count() == 0 || stopped != nil {
+		if g == nil || g.Count() == 0 || stopped != nil {
+			// A conflicted group is in the plan only when it holds records.
 			continue
 		}
+		gr := &report.Groups[slices.IndexFunc(report.Groups, func(r bulkGroupReport) bool { return r.Verdict == v })]
 		confirm := g.Count()
 		if !run.opts.Yes {
 			confirm, err = askCount(run, *g)
@@ -237,7 +252,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 		if errors.Is(err, bulk.ErrNotConfirmed) || errors.Is(err, bulk.ErrNoReason) || errors.Is(err, bulk.ErrNoProposal) {
 			return usagef("%v", err)
 		}
-		gr.Accepted, gr.Counts, gr.DecideMS = true, res.Counts, res.Took.Milliseconds()
+		gr.Accepted, gr.Counts, gr.DecideSeconds = true, res.Counts, res.Took.Seconds()
 		for i, item := range res.Items {
 			gr.Records[i] = bulkRecordReport{Item: item.Item, Outcome: item.Outcome, Message: item.Message, Audit: item.Audit,
 				State: item.State, NewVersion: item.NewVersion}
@@ -249,6 +264,13 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 			stopped = err
 		} else if res.Counts[bulk.Refused]+res.Counts[bulk.Failed] > 0 {
 			stopped = fmt.Errorf("%s: %d refused and %d failed (see above)", g.Verdict.Label(), res.Counts[bulk.Refused], res.Counts[bulk.Failed])
+		}
+	}
+	for _, g := range plan.Groups {
+		if g.Verdict.Conflicted() && !slices.Contains(run.groups, g.Verdict) {
+			say("%s with conflicting attempts nobody reviewed %s left stuck: review them (opsdesk conflicts list), "+
+				"or accept them knowingly with --accept %s", counted(g.Count(), g.Verdict.Lookup().Label()+" record"),
+				isAre(g.Count()), g.Verdict.Flag())
 		}
 	}
 	if left := plan.Group(bulk.NoAnswer).Count() + plan.Group(bulk.Error).Count(); left > 0 {
@@ -274,6 +296,7 @@ func finishBulk(run bulkRun, report bulkReport, err error) error {
 
 func groupReport(g bulk.Group) bulkGroupReport {
 	gr := bulkGroupReport{Verdict: g.Verdict, Proposal: g.Proposal, Count: g.Count(), Records: make([]bulkRecordReport, len(g.Items))}
+	gr.Conflicted, gr.ConflictCount = g.Conflicted()
 	for i, item := range g.Items {
 		gr.Records[i] = bulkRecordReport{Item: item}
 	}
@@ -285,6 +308,11 @@ const samples = 3
 
 func writeGroup(w io.Writer, g bulk.Group) {
 	fmt.Fprintf(w, "  %-9s %6d  → %s\n", g.Verdict.Label(), g.Count(), g.Verdict.ProposalText())
+	if g.Verdict.Conflicted() {
+		_, conflicts := g.Conflicted()
+		fmt.Fprintf(w, "      ≠ each has conflicting attempts nobody reviewed (%s in all); accepted only by --accept %s\n",
+			counted(conflicts, "conflicting attempt"), g.Verdict.Flag())
+	}
 	for _, item := range g.Samples(samples) {
 		fmt.Fprintf(w, "      e.g. %s\n", itemLine(item))
 	}
@@ -333,8 +361,12 @@ func askCount(run bulkRun, g bulk.Group) (int, error) {
 	if !run.prompt {
 		return 0, usagef("nothing decided: confirm on a terminal, or pass --yes")
 	}
-	fmt.Fprintf(run.errOut, "decide the %s as %s? type %d to confirm, anything else skips: ",
-		strings.Replace(counted(g.Count(), "record"), " ", " "+g.Verdict.Label()+" ", 1), g.Proposal, g.Count())
+	what := strings.Replace(counted(g.Count(), "record"), " ", " "+g.Verdict.Lookup().Label()+" ", 1)
+	if g.Verdict.Conflicted() {
+		_, conflicts := g.Conflicted()
+		what += fmt.Sprintf(" with %s nobody reviewed", counted(conflicts, "conflicting attempt"))
+	}
+	fmt.Fprintf(run.errOut, "decide the %s as %s? type %d to confirm, anything else skips: ", what, g.Proposal, g.Count())
 	line, err := run.in.ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, fmt.Errorf("read the confirmation: %w", err)

@@ -128,7 +128,7 @@ func TestResolveByLookupBadInput(t *testing.T) {
 		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--concurrency", "-3"}, "--concurrency -3"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--concurrency", "65"}, "give 1 to 64"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--concurrency", "99999999999"}, "concurrency"},
-		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--accept", "no-answer"}, "found or not-found"},
+		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--accept", "no-answer"}, "found, not-found, found-conflicted or not-found-conflicted"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "-o", "yaml"}, "table, json"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--as", "completed"}, "--as decides one record"},
 		{[]string{"--filter", f, "--by-lookup", "--reason", "x", "--yes", "--force"}, "--force decides one record"},
@@ -164,6 +164,8 @@ func TestResolveByLookupOnTheDemoProvider(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.NotEmpty(t, rep.BatchID)
 	require.Len(t, rep.Groups, 4)
+	require.Contains(t, out, `"lookup_seconds": `, "durations in seconds, as every -o json")
+	require.NotContains(t, out, "_ms\"")
 	acme := 0
 	for _, a := range s.truth {
 		if a.Tenant == "acme" {
@@ -362,4 +364,96 @@ SELECT string_agg(o::text, E'\n' ORDER BY id) || (SELECT count(*) FROM opsdesk.a
 		}
 	}
 	require.Equal(t, before, states(), "nothing decided or audited, in acme or globex")
+}
+
+// Records with conflicting attempts nobody reviewed are planned in groups
+// of their own (issue 22 §2): the default --accept leaves them stuck and
+// says how to accept them; naming the group accepts it, and the prompt
+// and the JSON give the conflicts.
+func TestResolveByLookupConflictedGroup(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at, conflict_count)
+SELECT 'acme', 'charge-card', k, '1', decode(repeat('01', 32), 'hex'), 'external_unknown', 'pending', 'w',
+    now() - interval '2 minutes', now() - interval '1 minute', n
+FROM (VALUES ('f-clean', 0), ('f-conflict', 2), ('n-conflict', 1)) v(k, n);
+INSERT INTO opsdesk.conflicts (tenant, tool, key, operation_id, tool_version, fingerprint, original_fingerprint, owner)
+SELECT o.tenant, o.tool, o.key, o.id, '2', decode(repeat('ff', 32), 'hex'), o.fingerprint, 'worker-9'
+FROM opsdesk.operations o, generate_series(1, o.conflict_count)`)
+	require.NoError(t, err)
+	w := lookupWriter(t, dbtest.NewPerson(t, d, "operator", "acme"), "")
+	f, err := readmodel.ParseFilter("state:stuck tool:charge-card")
+	require.NoError(t, err)
+	state := func(key string) string {
+		var s string
+		require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT opsdesk.view_state(o) FROM opsdesk.operations o WHERE key = $1`, key).Scan(&s))
+		return s
+	}
+
+	t.Run("DefaultLeavesThem", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		err := runBulkResolve(t.Context(), w, bulkRun{opts: bulkOptions{Concurrency: 1, Reason: "outage", Yes: true, Output: "table"},
+			filter: f, groups: []bulk.Verdict{bulk.Found, bulk.NotFound}, out: &out, errOut: &errOut})
+		require.NoError(t, err)
+		text := out.String()
+		require.Contains(t, text, "found, conflicted      1  → completed, with the provider's reference", text)
+		require.Contains(t, text, "≠ each has conflicting attempts nobody reviewed (2 conflicting attempts in all); accepted only by --accept found-conflicted")
+		require.Contains(t, text, "1 found record with conflicting attempts nobody reviewed is left stuck: review them (opsdesk conflicts list), "+
+			"or accept them knowingly with --accept found-conflicted")
+		require.Contains(t, text, "--accept not-found-conflicted")
+		require.Contains(t, text, "found → completed: 1 decided")
+		require.Equal(t, "completed", state("f-clean"))
+		require.Equal(t, "stuck", state("f-conflict"))
+		require.Equal(t, "stuck", state("n-conflict"))
+	})
+	t.Run("NamedAndTyped", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		in := bufio.NewReader(strings.NewReader("1\n"))
+		err := runBulkResolve(t.Context(), w, bulkRun{opts: bulkOptions{Concurrency: 1, Reason: "outage, conflicts seen", Output: "json"},
+			filter: f, groups: []bulk.Verdict{bulk.FoundConflicted}, in: in, prompt: true, out: &out, errOut: &errOut})
+		require.NoError(t, err)
+		require.Contains(t, errOut.String(), "decide the 1 found record with 2 conflicting attempts nobody reviewed as completed? type 1 to confirm")
+		var rep bulkReport
+		require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+		var verdicts []bulk.Verdict
+		for _, g := range rep.Groups {
+			verdicts = append(verdicts, g.Verdict)
+			if g.Verdict != bulk.FoundConflicted {
+				require.False(t, g.Accepted, g.Verdict)
+				continue
+			}
+			require.True(t, g.Accepted)
+			require.Equal(t, [3]int{1, 1, 2}, [3]int{g.Count, g.Conflicted, g.ConflictCount})
+			require.Equal(t, 1, g.Counts[bulk.Decided])
+			require.True(t, g.Records[0].Conflicted)
+			require.Equal(t, bulk.FoundConflicted, g.Records[0].Verdict)
+		}
+		require.Equal(t, []bulk.Verdict{bulk.Found, bulk.NotFound, bulk.FoundConflicted, bulk.NotFoundConflicted, bulk.NoAnswer, bulk.Error}, verdicts)
+		require.Equal(t, "completed", state("f-conflict"))
+		require.Equal(t, "stuck", state("n-conflict"))
+	})
+}
+
+// lookupWriter is person p's writer for resolve --by-lookup, charge-card's
+// lookup asking a provider that has every key starting with f (reference
+// CH-key) and none of the others.
+func lookupWriter(t *testing.T, p *dbtest.Person, displayName string) *writer {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		w.Header().Set("Content-Type", "application/json")
+		if !strings.HasPrefix(key, "f") {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"found": false}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"found": true, "ref": "CH-` + key + `"}`))
+	}))
+	t.Cleanup(srv.Close)
+	client := bulk.HTTPClient(1)
+	t.Cleanup(client.CloseIdleConnections)
+	dk := &desk.Desk{Pool: p.Pool, DisplayName: displayName, Client: client, Tools: map[string]reconcile.Tool{demo.ToolChargeCard: {
+		Lookup: &reconcile.LookupSpec{URL: srv.URL + "/lookup/{tenant}/{tool}/{key}", ResultRef: "/ref", Timeout: 5 * time.Second}}}}
+	return &writer{pool: p.Pool, view: storeview.New(p.Pool, storeview.Config{}), desk: dk}
 }

@@ -129,6 +129,40 @@ WHERE a.tenant = 'acme' AND a.seq = $1`, res["audit_seq"]).Scan(&role, &name, &s
 		code, _, errOut = run("ops", "reveal", stuck, "--field", "intent", "--reason", "which ticket", "--config", cfg)
 		require.Equal(t, ExitFailure, code)
 		require.Contains(t, errOut, "the record has no stored intent")
+
+		// -o json: the value, its sealing and the audit record in one object.
+		code, out, errOut = run("ops", "reveal", stuck, "--reason", "customer asks", "--config", cfg, "-o", "json")
+		require.Equal(t, ExitOK, code, errOut)
+		var doc struct {
+			ID        json.Number     `json:"id"`
+			Field     string          `json:"field"`
+			Value     json.RawMessage `json:"value"`
+			Encrypted bool            `json:"encrypted"`
+			KeyID     *string         `json:"key_id"`
+			Decrypted bool            `json:"decrypted"`
+			Audit     map[string]any  `json:"audit"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+		require.Equal(t, stuck, doc.ID.String())
+		require.Equal(t, "result", doc.Field)
+		require.JSONEq(t, "null", string(doc.Value))
+		require.False(t, doc.Encrypted)
+		require.Nil(t, doc.KeyID)
+		require.Equal(t, "succeeded", doc.Audit["outcome"])
+		var action string
+		require.NoError(t, d.Admin.QueryRow(t.Context(), `SELECT action FROM opsdesk.audit WHERE tenant = 'acme' AND seq = $1`,
+			doc.Audit["audit_seq"]).Scan(&action))
+		require.Equal(t, "reveal:result", action)
+		// A refusal is the decision's JSON, and fails.
+		code, out, errOut = run("ops", "reveal", stuck, "--field", "intent", "--reason", "which ticket", "--config", cfg, "-o", "json")
+		require.Equal(t, ExitFailure, code, errOut)
+		var refused map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &refused), out)
+		require.NotEqual(t, "succeeded", refused["outcome"])
+		require.NotContains(t, out, `"value"`)
+		code, _, errOut = run("ops", "reveal", stuck, "--reason", "x", "--config", cfg, "-o", "yaml")
+		require.Equal(t, ExitUsage, code)
+		require.Contains(t, errOut, "table or json")
 	})
 
 	t.Run("ReadOnlyContextWritesNothing", func(t *testing.T) {

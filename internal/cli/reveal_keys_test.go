@@ -72,6 +72,30 @@ func TestRevealDecryptsWithTheContextsKeys(t *testing.T) {
 	require.Contains(t, out, "secret@example.com")
 	require.Contains(t, errOut, `decrypted locally under key id "2026-12"`)
 
+	// -o json says how the value was sealed and that it was opened here.
+	code, out, errOut = run("ops", "reveal", sealed, "--reason", "customer asks", "--config", withKey, "-o", "json")
+	require.Equal(t, ExitOK, code, errOut)
+	var doc struct {
+		Value     json.RawMessage `json:"value"`
+		Encrypted bool            `json:"encrypted"`
+		KeyID     *string         `json:"key_id"`
+		Decrypted bool            `json:"decrypted"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.JSONEq(t, `"noted"`, string(doc.Value))
+	require.True(t, doc.Encrypted)
+	require.True(t, doc.Decrypted)
+	require.NotNil(t, doc.KeyID)
+	require.Equal(t, "2026-12", *doc.KeyID)
+	code, out, errOut = run("ops", "reveal", sealed, "--reason", "customer asks", "--config", personConfig(t, operator, ""), "-o", "json")
+	require.Equal(t, ExitOK, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.True(t, doc.Encrypted)
+	require.False(t, doc.Decrypted)
+	require.Contains(t, string(doc.Value), `"opsdesk":"encrypted"`, "the envelope as stored")
+	require.NotContains(t, out, "noted")
+	before += 2
+
 	for name, cfg := range map[string]string{
 		"no reveal_keys":             personConfig(t, operator, ""),
 		"another key id":             personConfig(t, operator, "    reveal_keys: "+keyFile(t, "2027-01", sealKey, 0o600)+"\n"),

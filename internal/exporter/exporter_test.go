@@ -185,6 +185,42 @@ ANALYZE opsdesk.operations;`)
 	})
 }
 
+// TestViewerOfSomeTenantsAddsThemUp: a role that sees some tenants
+// counts tenant by tenant and adds each tool's groups up. A viewer of
+// both of the fixture's tenants (scoped, yet seeing every record) gets
+// the figures a viewer of every tenant gets; with both tenants above the
+// cap, its tool's count is the sum of their lower bounds, and says so.
+func TestViewerOfSomeTenantsAddsThemUp(t *testing.T) {
+	t.Parallel()
+	d := fixtureDB(t)
+	both := newExporter(dbtest.NewPerson(t, d, "viewer", "acme", "globex").Pool, Config{Logf: t.Logf})
+	every := scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{}))
+	m := scrape(t, both)
+	for _, name := range []string{"opsdesk_operations", "opsdesk_operations_exact", "opsdesk_deferred_due",
+		"opsdesk_conflicts_unreviewed", "opsdesk_retention_expired"} {
+		require.Equal(t, every.series(name), m.series(name), name)
+	}
+	oldest := every.series("opsdesk_oldest_stuck_seconds")
+	require.Len(t, m.series("opsdesk_oldest_stuck_seconds"), len(oldest))
+	for labels, age := range oldest {
+		require.InDelta(t, age, m.value(t, "opsdesk_oldest_stuck_seconds", labels), 5, labels)
+	}
+
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, created_at, completed_at, expires_at)
+SELECT tenant, 'charge-card', 'cap-' || tenant || '-' || i, '1', sha256((tenant || i)::bytea), 'local', 'completed', 'rejected', 'w',
+    now() - interval '1d', now() - interval '1d', now() - interval '1d', now() - interval '1d', now() + interval '6d'
+FROM (VALUES ('globex', 5000), ('acme', 1005)) AS f (tenant, n), generate_series(1, f.n) i;
+ANALYZE opsdesk.operations;`)
+	require.NoError(t, err)
+	m = scrape(t, both)
+	require.Equal(t, 2000.0, m.value(t, "opsdesk_operations", "state=rejected,tool=charge-card"),
+		"each tenant's 1,000 counted, a lower bound of their 6,006")
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=rejected,tool=charge-card"))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=rejected,tool=create-ticket"))
+}
+
 // bulkPending is a store of acme's 2,100 pending records of the tool bulk
 // and globex's one, their leases ending at acme's (SQL over now() and i,
 // the record's number) and globex's; and a viewer of every tenant.

@@ -1,6 +1,7 @@
 package readmodel
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +115,25 @@ func TestAuditCursor(t *testing.T) {
 	for _, bad := range []string{"", "a1.", "a1.!!", "x" + c.String(), "a1." + "MTIz"} {
 		_, err := ParseAuditCursor(bad)
 		require.ErrorContains(t, err, "is not one that audit list printed", bad)
+	}
+}
+
+// A batches cursor reads back what it wrote, and anything else is refused
+// with words that say where cursors come from.
+func TestBatchCursor(t *testing.T) {
+	t.Parallel()
+	c := BatchCursor{LastAt: time.Date(2026, 12, 2, 13, 0, 0, 123456000, time.UTC), ID: "0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b"}
+	got, err := ParseBatchCursor(c.String())
+	require.NoError(t, err)
+	require.Equal(t, c, got)
+	for _, bad := range []string{"", "b1.", "a1." + c.String()[3:], "b1.!!!", c.String() + "x",
+		"b1." + base64.RawURLEncoding.EncodeToString([]byte("12.not-a-uuid")),
+		"b1." + base64.RawURLEncoding.EncodeToString([]byte("x.0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b")),
+		"b1." + base64.RawURLEncoding.EncodeToString([]byte("12.0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b'; DROP")),
+		"b1." + strings.Repeat("A", 1<<20), "b1.\x00\x1b[2J"} {
+		_, err := ParseBatchCursor(bad)
+		require.Error(t, err, "%q", bad)
+		require.Contains(t, err.Error(), "not one that audit batches printed")
+		require.Less(t, len(err.Error()), 200)
 	}
 }

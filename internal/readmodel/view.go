@@ -161,7 +161,27 @@ type Overview struct {
 	OldestStuck *Row `json:"oldest_stuck,omitempty"`
 	// NextDue is the deferred record whose reminder comes first.
 	NextDue *Row `json:"next_due,omitempty"`
+	// StuckByTool are the stuck records by tool, the tool with the
+	// longest expired lease first, read among the CountCap records stuck
+	// longest: when more are stuck (StuckByToolCut), the counts are lower
+	// bounds and a tool whose records are all younger is left out.
+	StuckByTool    []ToolStuck `json:"stuck_by_tool"`
+	StuckByToolCut bool        `json:"stuck_by_tool_cut"`
+	// RecentDecisions are the last decisions of the past day (RecentCap
+	// at most), the newest first: who decided what, and when.
+	RecentDecisions []AuditRow `json:"recent_decisions"`
 }
+
+// ToolStuck is one tool's stuck records on the overview.
+type ToolStuck struct {
+	Tool  string `json:"tool"`
+	Stuck int64  `json:"stuck"`
+	// Oldest is when the lease of its longest stuck record expired.
+	Oldest time.Time `json:"oldest"`
+}
+
+// RecentCap is how many recent decisions the overview shows.
+const RecentCap = 5
 
 // CountCap is the count up to which the overview counts exactly. Above it
 // an exact count would grow with the table; an estimate does not.

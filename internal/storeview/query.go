@@ -642,6 +642,9 @@ func (s *Store) overviewIn(ctx context.Context, q querier) (readmodel.Overview, 
 			o.OldestStuck = &page.Rows[0]
 		}
 	}
+	if err := s.pulseIn(ctx, q, &o); err != nil {
+		return o, err
+	}
 	if o.Deferred > 0 {
 		rows, err := q.Query(ctx, nextDueSQL, s.opts.StuckAfter.Microseconds())
 		if err != nil {

@@ -177,6 +177,14 @@ func signalsCountsSQL(byTenant bool, how completedHow) string {
 		walked = "(SELECT sum(l.n) FROM live l WHERE l.tool = g.tool AND l.tenant = g.tenant)"
 	}
 	liveWhere := LiveSQL("", "$2 * interval '1 microsecond'")
+	// A tool's unreviewed conflicts: a range of conflicts_unreviewed_idx
+	// (tenant, tool, key) for each tenant, where the tool alone was a scan
+	// of the table for each tool (2.0 against 0.7 ms a tool at 10M
+	// records and 4,891 conflicts).
+	conflictsOf := group
+	if !byTenant {
+		conflictsOf += " AND tenant = ANY(" + tenants + ")"
+	}
 	live := "CASE WHEN NOT EXISTS (SELECT FROM live l WHERE l.tool = g.tool AND l.cut) OR coalesce(" + walked + ", 0) > $1 - 1\n" +
 		"        THEN coalesce(" + walked + ", 0)::bigint\n" +
 		"        ELSE " + fmt.Sprintf(capped, liveWhere+" AND "+group) + " END"
@@ -209,7 +217,7 @@ SELECT ` + strings.Join([]string{
 		live,
 		"rej.n",
 		fmt.Sprintf(capped, releasedWhere+" AND "+group),
-		"(SELECT count(*) FROM " + conflictedFrom + " AND " + group + " LIMIT $1) s)",
+		"(SELECT count(*) FROM " + conflictedFrom + " AND " + conflictsOf + " LIMIT $1) s)",
 		completedCount(tenants, "g.tool", "$1", "o."+expiredWhere),
 		completed,
 	}, ",\n    ") + `
@@ -233,7 +241,14 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 		return fmt.Errorf("list the store's tools: %w", err)
 	}
 	sig.Scoped = !every
-	if !opts.ByTenant {
+	// A role that sees some tenants counts tenant by tenant, each group a
+	// range of a (tool, tenant) index, and adds the groups up by tool
+	// (foldTenants): a tool's records over its visible tenants were a walk
+	// of every tenant's entries that skipped the others', so a one-tenant
+	// viewer's read grew with the whole store (53 ms at 10M records
+	// against 16 by tenant, issue 20 §3).
+	byTenant := opts.ByTenant || sig.Scoped
+	if !byTenant {
 		slices.Sort(tools)
 		tools = slices.Compact(tools)
 		tenants = make([]string, len(tools))
@@ -270,7 +285,7 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 		lims[i] = limits[name]
 	}
 	tenantOf := "''::text"
-	if opts.ByTenant {
+	if byTenant {
 		tenantOf = "o.tenant"
 	}
 	group := make(map[[2]string]int, len(sig.Tools))
@@ -301,10 +316,10 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 			return err
 		})
 	args := []any{readmodel.CountCap + 1, stuckAfter, tenants, tools, names, lims}
-	if !opts.ByTenant {
+	if !byTenant {
 		args = append(args, visible)
 	}
-	batch.Queue(signalsCountsSQL(opts.ByTenant, how), args...).Query(func(rows pgx.Rows) error {
+	batch.Queue(signalsCountsSQL(byTenant, how), args...).Query(func(rows pgx.Rows) error {
 		i := 0
 		var pending, rejected, released, conflicted, expired int64
 		var completed *int64
@@ -342,12 +357,15 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 			cutGroups = append(cutGroups, i)
 		}
 	}
-	if err := s.oldestOfCut(ctx, sig, cutGroups, opts.ByTenant); err != nil {
+	if err := s.oldestOfCut(ctx, sig, cutGroups, byTenant); err != nil {
 		return err
+	}
+	if byTenant && !opts.ByTenant {
+		sig.Tools = foldTenants(sig.Tools) // nothing is estimated for a scoped role
 	}
 	sig.Read |= SignalCounts
 
-	est := &estimates{scoped: sig.Scoped, byTenant: opts.ByTenant, batch: &pgx.Batch{}}
+	est := &estimates{scoped: sig.Scoped, byTenant: byTenant, batch: &pgx.Batch{}}
 	for i := range sig.Tools {
 		t := &sig.Tools[i]
 		for _, c := range []struct {
@@ -373,6 +391,36 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 	}
 	sig.Read |= SignalEstimates
 	return nil
+}
+
+// foldTenants adds a role's groups up by tool: a tool's count is the sum
+// of its tenants', exact when each of theirs was (each is exact up to
+// CountCap) and a lower bound (AtLeast) when one of them was; its oldest
+// stuck record is the oldest of theirs. The tools come out in name order, as Signals gives them.
+func foldTenants(groups []ToolSignals) []ToolSignals {
+	var tools []ToolSignals
+	at := map[string]int{}
+	for _, g := range groups {
+		i, ok := at[g.Tool]
+		if !ok {
+			i = len(tools)
+			at[g.Tool] = i
+			tools = append(tools, ToolSignals{Tool: g.Tool})
+		}
+		t := &tools[i]
+		for _, c := range []struct{ sum, add *readmodel.Count }{
+			{&t.Pending, &g.Pending}, {&t.Stuck, &g.Stuck}, {&t.Deferred, &g.Deferred}, {&t.DeferredDue, &g.DeferredDue},
+			{&t.Completed, &g.Completed}, {&t.Rejected, &g.Rejected}, {&t.Released, &g.Released},
+			{&t.Conflicted, &g.Conflicted}, {&t.Expired, &g.Expired},
+		} {
+			*c.sum = readmodel.Count{N: c.sum.N + c.add.N, AtLeast: c.sum.AtLeast || c.add.AtLeast, Estimated: c.sum.Estimated || c.add.Estimated}
+		}
+		if !g.OldestStuck.IsZero() && (t.OldestStuck.IsZero() || g.OldestStuck.Before(t.OldestStuck)) {
+			t.OldestStuck = g.OldestStuck
+		}
+	}
+	slices.SortFunc(tools, func(a, b ToolSignals) int { return strings.Compare(a.Tool, b.Tool) })
+	return tools
 }
 
 // oldestOfCut finds the oldest stuck record of the groups whose tool had

@@ -307,6 +307,9 @@ func (r *Runner) Pass(ctx context.Context) (Report, error) {
 				rep.skip(rec, SkipProviderDown, fmt.Sprintf("%s's lookups failed or gave no answer for %d of %d records this pass "+
 					"(more than %.0f%%): nothing of it is decided until they answer", item.Tool, failed[item.Tool], asked[item.Tool],
 					100*r.cfg.MaxErrorRate))
+			case g.Verdict.Conflicted():
+				// Listed clean, conflicted by the lookup's end: for people.
+				rep.skip(rec, SkipConflicted, skipMessage(SkipConflicted, item.Tool))
 			case g.Verdict == bulk.NoAnswer:
 				rep.skip(rec, SkipNoAnswer, item.Note)
 			case g.Verdict == bulk.Error:

@@ -12,7 +12,10 @@
 //     number at once, with progress; the records are grouped by verdict
 //     (found, not found, no answer, error), and each definite group gets
 //     the decision its evidence supports (found: completed with the
-//     provider's reference; not found: not executed).
+//     provider's reference; not found: not executed). A definite record
+//     with conflicting attempts nobody reviewed goes into a group of its
+//     own (found, conflicted; not found, conflicted), accepted apart from
+//     the clean ones, so that nobody decides it without seeing that.
 //  3. Accept, group by group: one reason for the group and the number of
 //     its records typed as confirmation. Each record is then decided by
 //     itself, through the people's function decide, under its own check of
@@ -71,15 +74,59 @@ const (
 	// characters, a member named twice), an identity that makes no exact
 	// lookup URL, a tool without a lookup.
 	Error Verdict = "error"
+
+	// FoundConflicted and NotFoundConflicted name the groups of the
+	// records whose lookup was definite but which have conflicting
+	// attempts nobody reviewed (their key was reused with another
+	// intent): the evidence proposes the same decision as for the clean
+	// records, but a person accepts them on their own, knowingly, never
+	// together with the clean ones. Only a plan's groups (and their
+	// items) carry them; a lookup's progress counts the lookup's verdict.
+	FoundConflicted    Verdict = "found_conflicted"
+	NotFoundConflicted Verdict = "not_found_conflicted"
 )
 
-// Verdicts lists the verdicts in the order a run shows its groups.
+// Verdicts lists what a lookup tells, in the order a run shows their
+// groups and counts its progress. A plan shows the conflicted groups
+// after the clean definite ones, and only when they hold records.
 var Verdicts = []Verdict{Found, NotFound, NoAnswer, Error}
+
+// groupOrder is the order of a plan's groups.
+var groupOrder = []Verdict{Found, NotFound, FoundConflicted, NotFoundConflicted, NoAnswer, Error}
+
+// Conflicted tells whether v names a group of records with unreviewed
+// conflicting attempts.
+func (v Verdict) Conflicted() bool { return v == FoundConflicted || v == NotFoundConflicted }
+
+// Lookup is what the lookup told of v's records: Found for
+// FoundConflicted, NotFound for NotFoundConflicted, v itself otherwise.
+func (v Verdict) Lookup() Verdict {
+	switch v {
+	case FoundConflicted:
+		return Found
+	case NotFoundConflicted:
+		return NotFound
+	}
+	return v
+}
+
+// withConflicts is the group of a record of lookup verdict v that has
+// unreviewed conflicting attempts: the records without a proposal stay
+// in their group, decided one by one anyway.
+func (v Verdict) withConflicts() Verdict {
+	switch v {
+	case Found:
+		return FoundConflicted
+	case NotFound:
+		return NotFoundConflicted
+	}
+	return v
+}
 
 // Proposal is the decision a group's evidence supports; "" for the
 // groups without definite evidence, which are decided one by one.
 func (v Verdict) Proposal() reconcile.Decision {
-	switch v {
+	switch v.Lookup() {
 	case Found:
 		return reconcile.Completed
 	case NotFound:
@@ -98,7 +145,15 @@ func (v Verdict) ProposalText() string {
 }
 
 // Label is the verdict in words.
-func (v Verdict) Label() string { return strings.ReplaceAll(string(v), "_", " ") }
+func (v Verdict) Label() string {
+	if v.Conflicted() {
+		return v.Lookup().Label() + ", conflicted"
+	}
+	return strings.ReplaceAll(string(v), "_", " ")
+}
+
+// Flag is the verdict as a command line names it: found-conflicted.
+func (v Verdict) Flag() string { return strings.ReplaceAll(string(v), "_", "-") }
 
 // Decider is what a run needs of one person's desk. *desk.Decider
 // satisfies it.
@@ -285,8 +340,15 @@ type Item struct {
 	Key    string `json:"key"`
 	// Version is the version the record was listed at: the one its
 	// decision expects.
-	Version int64   `json:"version"`
+	Version int64 `json:"version"`
+	// Verdict names the record's group: what its lookup told, and for a
+	// definite answer whether Conflicted.
 	Verdict Verdict `json:"verdict"`
+	// Conflicted: when listed, the record had conflicting attempts nobody
+	// reviewed; ConflictCount is how many conflicting attempts it has
+	// (reviewed or not).
+	Conflicted    bool `json:"conflicted"`
+	ConflictCount int  `json:"conflict_count"`
 	// Ref is the provider's reference of a found record.
 	Ref string `json:"ref,omitempty"`
 	// Note says what the lookup answered, or why the record has no
@@ -307,6 +369,19 @@ type Group struct {
 // Count is how many records the group holds: the number a person types
 // to accept it.
 func (g Group) Count() int { return len(g.Items) }
+
+// Conflicted is how many of the group's records have unreviewed
+// conflicting attempts, and Conflicts how many conflicting attempts they
+// have in all.
+func (g Group) Conflicted() (records, conflicts int) {
+	for _, it := range g.Items {
+		if it.Conflicted {
+			records++
+			conflicts += it.ConflictCount
+		}
+	}
+	return records, conflicts
+}
 
 // Samples returns up to n of the group's records, spread over it (the
 // first and the last among them), for a person to look at.
@@ -329,7 +404,9 @@ type Plan struct {
 	// BatchID names the run in the audit trail: every decision of the run
 	// carries it.
 	BatchID string
-	// Groups holds one group per verdict, in the order of Verdicts.
+	// Groups holds a group for each of Verdicts, and after the clean
+	// definite groups one for each conflicted verdict that holds records
+	// (Place puts records in them).
 	Groups []Group
 	// NotAsked are the records whose lookup did not run or was cut short
 	// because the run was cancelled: they are in no group.
@@ -348,6 +425,25 @@ func (p *Plan) Group(v Verdict) *Group {
 		}
 	}
 	return nil
+}
+
+// Place puts item in its group: the one of its verdict, or, when it is
+// Conflicted and its verdict definite, the conflicted group of that
+// verdict (made when first needed, in its place among the groups), whose
+// name item.Verdict then carries.
+func (p *Plan) Place(item Item) {
+	if item.Conflicted {
+		item.Verdict = item.Verdict.withConflicts()
+	}
+	g := p.Group(item.Verdict)
+	if g == nil {
+		p.Groups = append(p.Groups, Group{Verdict: item.Verdict, Proposal: item.Verdict.Proposal()})
+		slices.SortStableFunc(p.Groups, func(a, b Group) int {
+			return cmp.Compare(slices.Index(groupOrder, a.Verdict), slices.Index(groupOrder, b.Verdict))
+		})
+		g = p.Group(item.Verdict)
+	}
+	g.Items = append(g.Items, item)
 }
 
 // Phase is a step of a run, as progress reports it.
@@ -401,8 +497,7 @@ func (r *Reconciler) Lookup(ctx context.Context, rows []readmodel.Row, progress 
 			plan.NotAsked = append(plan.NotAsked, itemOf(rows[i]))
 			continue
 		}
-		g := plan.Group(item.Verdict)
-		g.Items = append(g.Items, item)
+		plan.Place(item)
 	}
 	plan.Took = time.Since(start)
 	if err := ctx.Err(); err != nil {
@@ -456,7 +551,8 @@ func runBounded(ctx context.Context, n, limit int, work func(ctx context.Context
 }
 
 func itemOf(row readmodel.Row) Item {
-	return Item{ID: row.ID, Tenant: row.Tenant, Tool: row.Tool, Key: row.Key, Version: row.Version}
+	return Item{ID: row.ID, Tenant: row.Tenant, Tool: row.Tool, Key: row.Key, Version: row.Version,
+		Conflicted: row.Conflicted, ConflictCount: row.ConflictCount}
 }
 
 // ask runs one record's lookup; ok is false when ctx ended before it
@@ -727,8 +823,9 @@ func (r *Reconciler) Accept(ctx context.Context, plan *Plan, v Verdict, p Accept
 }
 
 // Changed says how item's record changed since it was listed, by current
-// (its records read again, by id: Current); "" when it is as listed, at
-// the same version and still stuck. A changed record is never decided.
+// (its records read again, by id: Current); "" when it is as listed: at
+// the same version, still stuck, and with no conflicting attempt it did
+// not have. A changed record is never decided.
 func Changed(item Item, current map[int64]readmodel.Row) string {
 	now, ok := current[item.ID]
 	switch {
@@ -738,6 +835,10 @@ func Changed(item Item, current map[int64]readmodel.Row) string {
 		return fmt.Sprintf("changed since the lookup: now version %d (%s), listed at version %d", now.Version, now.State, item.Version)
 	case now.State != readmodel.StateStuck:
 		return fmt.Sprintf("no longer stuck: %s", now.State)
+	case now.Conflicted && !item.Conflicted:
+		// A conflict leaves the version as it was: the plan showed the
+		// record clean, and the person accepted it as such.
+		return "a conflicting attempt was recorded since the lookup: review it, or run again to accept the record knowingly"
 	}
 	return ""
 }

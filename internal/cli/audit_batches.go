@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opsdesk/opsdesk/internal/audited"
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/internal/storeview"
+	"github.com/opsdesk/opsdesk/internal/termtext"
+	"github.com/opsdesk/opsdesk/ui"
+)
+
+type auditBatchesOptions struct {
+	Limit  int
+	After  string
+	Output string
+}
+
+func newAuditBatchesCmd(g *globalFlags) *cobra.Command {
+	var opts auditBatchesOptions
+	cmd := &cobra.Command{
+		Use:   "batches",
+		Short: "List past bulk reconciliations newest first, from their decisions' audit records",
+		Long: "List the bulk runs (resolve --by-lookup, R in the console) whose decisions the connected role may\n" +
+			"see, newest first: when (first and last record), by whom, the tenants and tools decided, and each\n" +
+			"group's counts by lookup verdict and decision (decided; skipped: refused as changed since the\n" +
+			"lookup; failed: any other refusal). Row-level security decides which records: a one-tenant role\n" +
+			"sees its tenant's part of a run. The filter a run was planned from is not in the audit trail:\n" +
+			"each decision records its batch id, lookup verdict, decision and outcome. A record the run\n" +
+			"skipped before trying leaves no audit record. audit list batch:ID lists a run's records.\n" +
+			"When more runs match, the next page's cursor goes to standard error (table) or into the JSON's\n" +
+			"\"next\"; pass it to --after.",
+		Example: "  opsdesk audit batches\n" +
+			"  opsdesk audit batches --limit 10 -o json\n" +
+			"  opsdesk audit list batch:0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkAuditBatches(opts); err != nil {
+				return err
+			}
+			return withView(cmd, g, func(ctx context.Context, v *storeview.Store) error {
+				return runAuditBatches(ctx, v, opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			})
+		},
+	}
+	addPageFlags(cmd, &opts.Limit, &opts.After, &opts.Output, "runs")
+	return cmd
+}
+
+// auditBatchesJSON is `audit batches -o json`.
+type auditBatchesJSON struct {
+	Batches []readmodel.Batch `json:"batches"`
+	DBTime  time.Time         `json:"db_time"`
+	// Next continues the list (--after); empty on the last page.
+	Next string `json:"next"`
+}
+
+// checkAuditBatches refuses bad flags before the database is asked.
+func checkAuditBatches(opts auditBatchesOptions) error {
+	if err := checkOutput(opts.Output); err != nil {
+		return err
+	}
+	if opts.Limit < 1 || opts.Limit > 1000 {
+		return usagef("--limit %d: give a number from 1 to 1000", opts.Limit)
+	}
+	if opts.After != "" {
+		if _, err := readmodel.ParseBatchCursor(opts.After); err != nil {
+			return usagef("--after: %w", err)
+		}
+	}
+	return nil
+}
+
+func runAuditBatches(ctx context.Context, v *storeview.Store, opts auditBatchesOptions, w, notes io.Writer) error {
+	if err := checkAuditBatches(opts); err != nil {
+		return err
+	}
+	q := readmodel.BatchQuery{Limit: opts.Limit}
+	if opts.After != "" {
+		c, _ := readmodel.ParseBatchCursor(opts.After) // checked above
+		q.After = &c
+	}
+	page, err := v.AuditBatches(ctx, q)
+	if err != nil {
+		return err
+	}
+	next := ""
+	if page.Next != nil {
+		next = page.Next.String()
+	}
+	if opts.Output == "json" {
+		batches := page.Batches
+		if batches == nil {
+			batches = []readmodel.Batch{}
+		}
+		return writeJSON(w, auditBatchesJSON{Batches: batches, DBTime: page.DBTime, Next: next})
+	}
+	const more = "audit batches -o json prints it whole."
+	list := func(values []string, name func(string) string) string {
+		out := make([]string, len(values))
+		for i, s := range values {
+			out[i] = name(s)
+		}
+		return shown(strings.Join(out, ", "), fieldBytes, more)
+	}
+	same := func(s string) string { return s }
+	for i, b := range page.Batches {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "batch %s  %s → %s UTC (%s), %s\n", termtext.Clean(b.ID), b.FirstAt.UTC().Format("2006-01-02 15:04:05"),
+			b.LastAt.UTC().Format("15:04:05"), ui.ShortDuration(b.Span), counted(b.Records, "audit record"))
+		by := list(b.Roles, same)
+		if len(b.DisplayNames) > 0 {
+			by += " (" + list(b.DisplayNames, same) + ")"
+		}
+		fmt.Fprintf(w, "  by       %s\n", by)
+		fmt.Fprintf(w, "  records  %s of %s in %s\n", counted(b.Operations, "record"), list(b.Tools, same), list(b.Tenants, audited.TenantName))
+		fmt.Fprintf(w, "  filter   %s\n", readmodel.BatchFilterNotRecorded)
+		for _, g := range b.Groups {
+			fmt.Fprintf(w, "  %-26s %s\n", shown(g.Label(), cellBytes, more), g.Counts())
+		}
+		fmt.Fprintf(w, "  records: opsdesk audit list batch:%s\n", termtext.Clean(b.ID))
+	}
+	if len(page.Batches) == 0 {
+		fmt.Fprintln(w, "(no bulk runs: no decision you may see carries a batch id)")
+	}
+	if next != "" {
+		fmt.Fprintf(notes, "opsdesk: more runs match; next page: --after %s\n", next)
+	}
+	return nil
+}

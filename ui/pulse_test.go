@@ -1,0 +1,61 @@
+package ui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opsdesk/opsdesk/internal/readmodel"
+)
+
+func TestSparkline(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "▁▂▃▅█", sparkline([]int64{0, 1, 2, 4, 8}))
+	require.Equal(t, "▁▁▁", sparkline([]int64{0, 0, 0}), "nothing stuck: the lowest bar")
+	require.Equal(t, "▂▂█", sparkline([]int64{1, 1, 1000}), "one stuck is never drawn as none")
+	require.Empty(t, sparkline(nil))
+}
+
+// TestPulseViews: the overview's pulse after an outage, read by six
+// refreshes: more stuck tools than an 80x24 terminal shows, read among
+// the 1,000 stuck longest, and the stuck count at each refresh.
+func TestPulseViews(t *testing.T) {
+	t.Parallel()
+	goldens(t, "overview-pulse", func(t *testing.T, w, h int) string {
+		hs := newHarness(t, newFakeSource(), w, h)
+		ov := *hs.m.overview().ov
+		ov.StuckByTool = nil
+		for i, tool := range []string{"charge-card", "create-ticket", "send-email", "deploy-service", "refund-card",
+			"create-note", "sync-crm", "page-oncall"} {
+			ov.StuckByTool = append(ov.StuckByTool, readmodel.ToolStuck{Tool: tool, Stuck: int64(900 / (i + 1)),
+				Oldest: dbNow.Add(-time.Duration(40-4*i) * time.Minute)})
+		}
+		ov.StuckByToolCut = true
+		for i, stuck := range []int64{0, 3, 7, 12, 9, 1001} {
+			s := hs.m.overview()
+			o := ov
+			o.DBTime = dbNow.Add(time.Duration(i+1) * 2 * time.Second)
+			o.Stuck, o.StuckEstimated = stuck, stuck > readmodel.CountCap
+			hs.send(overviewMsg{seq: s.seq, ov: o})
+		}
+		return hs.view()
+	})
+}
+
+// A short terminal keeps the counts and the notes, and gives the pulse
+// what room is left, or none.
+func TestPulseOnAShortTerminal(t *testing.T) {
+	t.Parallel()
+	for _, sz := range []struct{ w, h int }{{60, 20}, {80, 20}, {80, 22}} {
+		hs := newHarness(t, newFakeSource(), sz.w, sz.h)
+		v := hs.view()
+		checkFrame(t, v, sz.w, sz.h)
+		require.Contains(t, v, "Needs attention", "%dx%d", sz.w, sz.h)
+		require.Contains(t, v, "counts as of db time", "%dx%d: the notes stay", sz.w, sz.h)
+		if strings.Contains(v, "Recent decisions") {
+			require.Contains(t, v, "Stuck by tool", "%dx%d", sz.w, sz.h)
+		}
+	}
+}
