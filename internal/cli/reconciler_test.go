@@ -9,10 +9,12 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -322,4 +324,29 @@ func TestDoctorOnAutoReconcile(t *testing.T) {
 	require.Equal(t, ExitOK, code, errOut)
 	_, out, _ = run("doctor", "--config", s.config(t, s.rec))
 	require.Contains(t, out, "does not let: charge-card on not_found (an admin runs opsdesk reconciler allow")
+}
+
+// As a process, SIGTERM stops the reconciler cleanly between passes: exit
+// 0, saying so.
+func TestReconcilerStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	s := newReconcilerStore(t, 3)
+	bin := buildOpsdesk(t)
+	cmd := exec.Command(bin, "reconciler", "--interval", "1s", "--config", s.config(t, s.rec))
+	var out, errOut syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Start())
+	waitFor(t, time.Minute, "the first pass", func() bool { return strings.Contains(out.String(), "reconciler: ") })
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		require.NoError(t, err, errOut.String())
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the reconciler did not stop within 30s of SIGTERM")
+	}
+	require.Contains(t, errOut.String(), "reconciler: stopped")
+	require.Equal(t, len(s.truth), s.machineAudits(t))
 }
