@@ -255,6 +255,9 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		if opts.Outage > 0 {
 			say("  outage    %d charges stuck (keys outage-*): OPSDESK_CONFIG=%s opsdesk resolve --filter 'state:stuck tool:charge-card' --by-lookup --reason '…'",
 				opts.Outage, catalog)
+			if opts.Reconciler {
+				say("            (the reconciler decides those whose lookup is definite within seconds: --reconciler=false to do it by hand)")
+			}
 		}
 		if console {
 			say("  console   as %s, an admin of every tenant: r on a stuck record reconciles it; "+
