@@ -89,7 +89,17 @@ type Tool struct {
 	Runbook string `mapstructure:"runbook"`
 	// Lookup asks the provider for an operation's outcome by key.
 	Lookup *Lookup `mapstructure:"lookup"`
+	// AutoReconcile names the lookup answers on which opsdesk reconciler
+	// decides the tool's stuck records by itself: found (completed, with
+	// the provider's reference), not_found (not executed), or both.
+	// Default none. Only a tool with a lookup may have it, and the store's
+	// allowlist (opsdesk reconciler allow, by an admin) must say the same:
+	// the database refuses a reconciler what the allowlist does not let.
+	AutoReconcile []string `mapstructure:"auto_reconcile"`
 }
+
+// AutoReconcileVerdicts are the lookup answers auto_reconcile may name.
+var AutoReconcileVerdicts = []string{"found", "not_found"}
 
 // Lookup is an HTTP outcome lookup (used by reconciliation): a GET whose
 // status says whether the provider has the effect.
@@ -481,6 +491,19 @@ func (t Tool) validate() error {
 	case "", "reexecute", "reject":
 	default:
 		return fmt.Errorf("after_expiry %q is not one of reexecute, reject", t.AfterExpiry)
+	}
+	for i, v := range t.AutoReconcile {
+		if !slices.Contains(AutoReconcileVerdicts, v) {
+			return fmt.Errorf("auto_reconcile names %q: a reconciler decides on found, not_found or both "+
+				"(write auto_reconcile: [found, not_found], or [found]; a lookup's other answers are for people)", v)
+		}
+		if slices.Contains(t.AutoReconcile[:i], v) {
+			return fmt.Errorf("auto_reconcile names %q twice", v)
+		}
+	}
+	if len(t.AutoReconcile) > 0 && t.Lookup == nil {
+		return errors.New("auto_reconcile needs a lookup: a reconciler decides only what the provider's answer settles; " +
+			"add a lookup (url, result_ref) to the tool, or remove auto_reconcile")
 	}
 	if t.Lookup != nil {
 		return t.Lookup.validate()

@@ -171,6 +171,10 @@ func TestErrorsNameTheFileAndKey(t *testing.T) {
 		"LookupUnknownName":       {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/{id}/{key}'}\n", want: []string{"tools.t", "unknown placeholder {id}"}},
 		"LookupRedirectStatus":    {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/{key}', not_found_status: 302}\n", want: []string{"not_found_status", "redirect"}},
 		"LookupSameStatuses":      {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    lookup: {url: 'https://p/{key}', found_status: 404}\n", want: []string{"both 404"}},
+		"AutoReconcileNoLookup":   {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    effect: local\n    auto_reconcile: [found]\n", want: []string{"tools.t", "auto_reconcile needs a lookup"}},
+		"AutoReconcileUnknown":    {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    lookup: {url: 'https://p/{key}'}\n    auto_reconcile: [found, no_answer]\n", want: []string{"tools.t", `"no_answer"`, "found, not_found"}},
+		"AutoReconcileHyphen":     {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    lookup: {url: 'https://p/{key}'}\n    auto_reconcile: [not-found]\n", want: []string{"tools.t", `"not-found"`}},
+		"AutoReconcileTwice":      {content: "contexts: {a: {dsn: x}}\ntools:\n  t:\n    lookup: {url: 'https://p/{key}'}\n    auto_reconcile: [found, found]\n", want: []string{"tools.t", "twice"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

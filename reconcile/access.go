@@ -11,8 +11,10 @@ const EveryTenant = "*"
 // group role and the tenants opsdesk.access maps it to.
 type Access struct {
 	Role string
-	// Level is viewer, operator or admin, the highest group role the role
-	// is a member of; "" for none.
+	// Level is viewer, reconciler, operator or admin, the highest group
+	// role the role is a member of; "" for none. A reconciler reads as a
+	// viewer and decides only what the reconciler's allowlist lets a
+	// lookup settle.
 	Level string
 	// Tenants are the tenants it sees, sorted; EveryTenant among them is
 	// every tenant.

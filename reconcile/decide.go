@@ -114,6 +114,8 @@ var (
 	ErrNoConflicts       = audited.ErrNoConflicts
 	ErrNoValue           = audited.ErrNoValue
 	ErrBusy              = audited.ErrBusy
+	ErrPaused            = audited.ErrPaused
+	ErrForPeople         = audited.ErrForPeople
 )
 
 // Field is a stored value of a record that people see only by revealing

@@ -57,13 +57,19 @@ var (
 	ErrNoConflicts       = errors.New("no unreviewed conflicts")
 	ErrNoValue           = errors.New("no stored value")
 	ErrBusy              = errors.New("the record is held by another transaction")
+	// ErrPaused: the reconciler is paused (opsdesk reconciler pause); its
+	// login decides nothing until an admin resumes it.
+	ErrPaused = errors.New("the reconciler is paused")
+	// ErrForPeople: the record is one a reconciler leaves to people (held,
+	// unreviewed conflicting attempts, deferred by a person).
+	ErrForPeople = errors.New("left to people")
 )
 
 var codes = map[string]error{
 	"not_found": ErrNotFound, "not_permitted": ErrNotPermitted, "invalid": ErrInvalid,
 	"changed": ErrChanged, "not_pending": ErrNotPending, "lease_live": ErrLeaseLive,
 	"contradicts_lookup": ErrContradictsLookup, "no_conflicts": ErrNoConflicts, "no_value": ErrNoValue,
-	"busy": ErrBusy,
+	"busy": ErrBusy, "paused": ErrPaused, "for_people": ErrForPeople,
 }
 
 // RefusedError is an attempt the database refused and audited.

@@ -25,15 +25,18 @@ func newAccessCmd(g *globalFlags) *cobra.Command {
 	addGlobalFlags(cmd.PersistentFlags(), g)
 	var opts grantOptions
 	grant := &cobra.Command{
-		Use:   "grant ROLE --as viewer|operator|admin (--tenant T | --all-tenants) --reason TEXT",
-		Short: "Make a login role a viewer, operator or admin of a tenant, or of every tenant",
-		Long: "Make a login role (create it first: CREATE ROLE alice LOGIN ...) a viewer, operator or\n" +
-			"admin, replacing the level it had, and let it see --tenant as well as the tenants it saw\n" +
+		Use:   "grant ROLE --as viewer|operator|admin|reconciler (--tenant T | --all-tenants) --reason TEXT",
+		Short: "Make a login role a viewer, operator, admin or reconciler of a tenant, or of every tenant",
+		Long: "Make a login role (create it first: CREATE ROLE alice LOGIN ...) a viewer, operator,\n" +
+			"admin or reconciler (a machine's login for opsdesk reconciler: it reads as a viewer and\n" +
+			"decides only what the reconciler's allowlist lets a lookup settle), replacing the level it\n" +
+			"had, and let it see --tenant as well as the tenants it saw\n" +
 			"(repeat the command for more tenants). Every tenant takes an explicit --all-tenants; a\n" +
 			"grant never narrows what a role sees: revoke it, then grant what it should see. The\n" +
 			"command says what is in force afterwards. Audited.",
 		Example: "  opsdesk access grant alice --as operator --tenant acme --reason 'joins the acme on-call rota'\n" +
-			"  opsdesk access grant bob --as admin --all-tenants --reason 'runs the opsdesk rota'",
+			"  opsdesk access grant bob --as admin --all-tenants --reason 'runs the opsdesk rota'\n" +
+			"  opsdesk access grant recon --as reconciler --all-tenants --reason 'auto-reconciles charge-card'",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := opts.check(); err != nil {
@@ -44,7 +47,7 @@ func newAccessCmd(g *globalFlags) *cobra.Command {
 			})
 		},
 	}
-	grant.Flags().StringVar(&opts.Level, "as", "", "viewer|operator|admin (required)")
+	grant.Flags().StringVar(&opts.Level, "as", "", "viewer|operator|admin|reconciler (required)")
 	grant.Flags().StringVar(&opts.Tenant, "tenant", "", "the tenant it may see (this or --all-tenants is required)")
 	grant.Flags().BoolVar(&opts.AllTenants, "all-tenants", false, "let it see every tenant")
 	grant.Flags().StringVar(&opts.Reason, "reason", "", "why: kept in the audit trail (required)")
@@ -80,8 +83,8 @@ type grantOptions struct {
 // never widens to every tenant by default. Nothing is granted or audited.
 func (o grantOptions) check() error {
 	switch {
-	case o.Level != "viewer" && o.Level != "operator" && o.Level != "admin":
-		return usagef("--as %q: one of viewer, operator, admin", o.Level)
+	case o.Level != "viewer" && o.Level != "operator" && o.Level != "admin" && o.Level != "reconciler":
+		return usagef("--as %q: one of viewer, operator, admin, reconciler", o.Level)
 	case o.AllTenants && o.Tenant != "":
 		return usagef("--tenant %s and --all-tenants: give one, the tenant or every tenant", o.Tenant)
 	case o.Tenant == reconcile.EveryTenant:

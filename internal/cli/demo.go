@@ -46,6 +46,9 @@ type demoOptions struct {
 	// Seed is used when SeedSet; otherwise the run draws one and prints it.
 	Seed    uint64
 	SeedSet bool
+	// Reconciler runs the demo's own reconciler for charge-card (default:
+	// on, but not with --headless, whose scripts run their own).
+	Reconciler bool
 	// summaryEvery is how often the live summary prints.
 	summaryEvery time.Duration
 }
@@ -77,6 +80,9 @@ func newDemoCmd() *cobra.Command {
 		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.SeedSet = cmd.Flags().Changed("seed")
+			if !cmd.Flags().Changed("reconciler") {
+				opts.Reconciler = !opts.Headless
+			}
 			return runDemo(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -88,6 +94,8 @@ func newDemoCmd() *cobra.Command {
 	f.IntVar(&opts.Workers, "workers", demo.DefaultWorkers, "workers in the fleet, each with its own lease owner")
 	f.IntVar(&opts.Outage, "outage", 0, "leave this many charge-card records stuck at start, as a provider outage would "+
 		"(R on :stuck tool:charge-card in the console, or opsdesk resolve --filter 'state:stuck tool:charge-card' --by-lookup)")
+	f.BoolVar(&opts.Reconciler, "reconciler", true, "run a reconciler (opsdesk reconciler) deciding charge-card's definite lookups "+
+		"as its own login (default: on, off with --headless)")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the fleet's random choices, to replay a run (default: a random seed, printed)")
 	// --hold kept the scripted demo's database up until interrupted: the
 	// demo now always runs until interrupted.
@@ -176,6 +184,9 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	if err := writeDemoCatalog(catalog, operatorDSN, provider.URL()); err != nil {
 		return err
 	}
+	if err := allowDemoReconciler(ctx, operatorDSN); err != nil {
+		return err
+	}
 	fleet, err := demo.StartFleet(ctx, demo.FleetConfig{
 		Pool: pool, ProviderURL: provider.URL(), Workers: opts.Workers, Rate: opts.Rate, Seed: seed,
 	})
@@ -199,6 +210,17 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	}
 
 	console := !opts.Headless && !opts.NoConsole && isTerminal(stdout)
+	if opts.Reconciler {
+		logTo := stderr
+		if console {
+			logTo = io.Discard // the console shows its decisions in the timeline and the audit
+		}
+		stopReconciler, err := startDemoReconciler(ctx, cluster, operatorDSN, catalog, logTo)
+		if err != nil {
+			return err
+		}
+		defer stopReconciler()
+	}
 	// The exporter's problems would scribble over the console.
 	exporterLogs := stderr
 	if console {
@@ -226,9 +248,16 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		say("  agent     an MCP client and server (ops/opsmcp) on the in-memory transport: lost answers retried " +
 			"with the same key, reworded retries refused as conflicts (keys agent-*)")
 		say("  exporter  %s  (Prometheus metrics of the store: curl it)", metricsURL)
+		if opts.Reconciler {
+			say("  reconciler as %s, every %v: decides charge-card's stuck records whose lookup is definite "+
+				"(auto_reconcile in the catalog; opsdesk reconciler status)", demoReconciler, demoReconcilerInterval)
+		}
 		if opts.Outage > 0 {
 			say("  outage    %d charges stuck (keys outage-*): OPSDESK_CONFIG=%s opsdesk resolve --filter 'state:stuck tool:charge-card' --by-lookup --reason '…'",
 				opts.Outage, catalog)
+			if opts.Reconciler {
+				say("            (the reconciler decides those whose lookup is definite within seconds: --reconciler=false to do it by hand)")
+			}
 		}
 		if console {
 			say("  console   as %s, an admin of every tenant: r on a stuck record reconciles it; "+
@@ -413,6 +442,24 @@ const demoOperator = "opsdesk_demo_operator"
 // login role with a new random password, granted opsdesk_admin and access
 // to every tenant, as the superuser conn is. It returns the password.
 func createDemoOperator(ctx context.Context, conn *pgx.Conn) (string, error) {
+	password, err := demoLogin(ctx, conn, demoOperator)
+	if err != nil {
+		return "", err
+	}
+	_, err = conn.Exec(ctx, `
+GRANT opsdesk_admin TO `+demoOperator+`;
+INSERT INTO opsdesk.access (role, tenant, granted_by) VALUES ('`+demoOperator+`', '*', 'opsdesk demo')
+ON CONFLICT (role, tenant) DO NOTHING;`)
+	if err != nil {
+		return "", fmt.Errorf("create the console's role %s: %w", demoOperator, err)
+	}
+	return password, nil
+}
+
+// demoLogin creates (or, in a kept cluster, reuses) the login role role,
+// one of the demo's constant names, with a new random password, as the
+// superuser conn is, and returns the password.
+func demoLogin(ctx context.Context, conn *pgx.Conn, role string) (string, error) {
 	var b [16]byte
 	if _, err := crand.Read(b[:]); err != nil {
 		return "", err
@@ -421,18 +468,15 @@ func createDemoOperator(ctx context.Context, conn *pgx.Conn) (string, error) {
 	_, err := conn.Exec(ctx, `
 DO $$
 BEGIN
-    IF EXISTS (SELECT FROM pg_roles WHERE rolname = '`+demoOperator+`') THEN
-        ALTER ROLE `+demoOperator+` LOGIN PASSWORD '`+password+`';
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = '`+role+`') THEN
+        ALTER ROLE `+role+` LOGIN PASSWORD '`+password+`';
     ELSE
-        CREATE ROLE `+demoOperator+` LOGIN PASSWORD '`+password+`';
+        CREATE ROLE `+role+` LOGIN PASSWORD '`+password+`';
     END IF;
 END
-$$;
-GRANT opsdesk_admin TO `+demoOperator+`;
-INSERT INTO opsdesk.access (role, tenant, granted_by) VALUES ('`+demoOperator+`', '*', 'opsdesk demo')
-ON CONFLICT (role, tenant) DO NOTHING;`)
+$$`)
 	if err != nil {
-		return "", fmt.Errorf("create the console's role %s: %w", demoOperator, err)
+		return "", fmt.Errorf("create the login role %s: %w", role, err)
 	}
 	return password, nil
 }

@@ -198,6 +198,31 @@ WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local' LIMIT 
 		require.Error(t, err, "the exporter stopped with the demo")
 	})
 
+	// The demo's reconciler decides the outage's stuck charges as its own
+	// login, each audited as a machine's decision.
+	t.Run("ReconcilerDecidesTheOutage", func(t *testing.T) {
+		t.Parallel()
+		d := startDemo(t, demoOptions{Rate: 5, Workers: 2, Seed: 5, SeedSet: true, Outage: 6, Reconciler: true, summaryEvery: time.Hour})
+		dsn := d.waitFor(t, "the database line", regexp.MustCompile(`(?m)^  database  (\S+)$`))[1]
+		d.waitFor(t, "the reconciler line", regexp.MustCompile(`(?m)^  reconciler as opsdesk_demo_reconciler, every 5s`))
+		conn, err := pgx.Connect(t.Context(), dsn)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		waitFor(t, time.Minute, "the reconciler decides the stuck charges", func() bool {
+			var decided, stuck int
+			require.NoError(t, conn.QueryRow(t.Context(), `SELECT
+    (SELECT count(*) FROM opsdesk.audit WHERE role = 'opsdesk_demo_reconciler' AND action LIKE 'decide:%'
+        AND outcome = 'succeeded' AND details->>'reconciler' = 'true'),
+    (SELECT count(*) FROM opsdesk.operations WHERE key LIKE 'outage-%' AND state = 'pending')`).Scan(&decided, &stuck))
+			return decided >= 6 && stuck == 0
+		})
+		var others int
+		require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM opsdesk.audit a JOIN opsdesk.operations o ON o.id = a.operation_id
+WHERE a.role = 'opsdesk_demo_reconciler' AND o.tool <> 'charge-card'`).Scan(&others))
+		require.Zero(t, others, "the reconciler decides charge-card only")
+		require.NoError(t, d.stop(), d.errOut.String())
+	})
+
 	t.Run("KeepLeavesTheDataDirectory", func(t *testing.T) {
 		t.Parallel()
 		d := startDemo(t, demoOptions{Keep: true, Rate: 20, Workers: 2, Seed: 3, SeedSet: true,

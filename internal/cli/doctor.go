@@ -165,6 +165,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, out *doctorOut) error {
 		doctorTimes(ctx, view, out)
 		doctorPurges(ctx, view, out)
 		doctorPolicies(ctx, view, cfg, out)
+		doctorReconciler(ctx, pool, cfg, out)
 	}
 	if !out.report.OK {
 		return errDoctor
@@ -174,18 +175,18 @@ func runDoctor(ctx context.Context, cfg *config.Config, out *doctorOut) error {
 
 func doctorRole(ctx context.Context, pool *pgxpool.Pool, check func(bool, string, string)) {
 	var role string
-	var super, service, viewer, operator, admin, read bool
+	var super, service, viewer, operator, admin, machine, read bool
 	member := func(group string) string {
 		return "(to_regrole('" + group + "') IS NOT NULL AND pg_has_role(session_user, '" + group + "', 'MEMBER'))"
 	}
 	err := pool.QueryRow(ctx, `
 SELECT session_user, r.rolsuper, `+member("opsdesk_service")+`, `+member("opsdesk_viewer")+`,
-    `+member("opsdesk_operator")+`, `+member("opsdesk_admin")+`,
+    `+member("opsdesk_operator")+`, `+member("opsdesk_admin")+`, `+member("opsdesk_reconciler")+`,
     CASE WHEN to_regnamespace('opsdesk') IS NOT NULL AND has_schema_privilege(session_user, 'opsdesk', 'USAGE')
          THEN to_regclass('opsdesk.operations') IS NOT NULL
               AND has_table_privilege(session_user, 'opsdesk.operations', 'SELECT')
          ELSE false END
-FROM pg_roles r WHERE r.rolname = session_user`).Scan(&role, &super, &service, &viewer, &operator, &admin, &read)
+FROM pg_roles r WHERE r.rolname = session_user`).Scan(&role, &super, &service, &viewer, &operator, &admin, &machine, &read)
 	if err != nil {
 		check(false, "role", "cannot read the connected role: "+err.Error())
 		return
@@ -198,6 +199,8 @@ FROM pg_roles r WHERE r.rolname = session_user`).Scan(&role, &super, &service, &
 		may = append(may, "admin: decide, acknowledge, reveal, grant access")
 	case operator:
 		may = append(may, "operator: decide, acknowledge, reveal")
+	case machine:
+		may = append(may, "reconciler: read, and decide what the reconciler's allowlist lets a lookup settle")
 	case viewer:
 		may = append(may, "viewer: read states and the audit trail")
 	case read:
@@ -217,6 +220,8 @@ FROM pg_roles r WHERE r.rolname = session_user`).Scan(&role, &super, &service, &
 			level = "admin"
 		case operator:
 			level = "operator"
+		case machine:
+			level = "reconciler"
 		}
 		may = append(may, doctorTenants(ctx, pool, role, level))
 	}

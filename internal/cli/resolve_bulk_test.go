@@ -58,6 +58,23 @@ func (s *outageStore) config(t *testing.T, p *dbtest.Person) string {
 	return path
 }
 
+// requireDecidedAsTheLedger requires every stuck charge decided as the
+// provider's ledger says (completed with its reference, or released), each
+// by one audit record.
+func (s *outageStore) requireDecidedAsTheLedger(t *testing.T) {
+	t.Helper()
+	states := s.states(t)
+	for _, a := range s.truth {
+		st := states[a.Tenant+"/"+a.Key]
+		ref, acted := s.provider.Effect(demo.ProviderIdentity(a.Identity))
+		if acted {
+			require.Equal(t, [3]string{"completed", ref, "1"}, st, a.Key)
+		} else {
+			require.Equal(t, [3]string{"released", "", "1"}, st, a.Key)
+		}
+	}
+}
+
 // states reads every record's state and reference, and how many audit
 // records name it (inspection as the superuser).
 func (s *outageStore) states(t *testing.T) map[string][3]string {
@@ -181,16 +198,7 @@ func TestResolveByLookupOnTheDemoProvider(t *testing.T) {
 	require.Regexp(t, `not found → not-executed: \d+ decided in`, out)
 	require.Contains(t, out, "their audit records carry details.batch = ")
 
-	states := s.states(t)
-	for _, a := range s.truth {
-		st := states[a.Tenant+"/"+a.Key]
-		ref, acted := s.provider.Effect(demo.ProviderIdentity(a.Identity))
-		if acted {
-			require.Equal(t, [3]string{"completed", ref, "1"}, st, a.Key)
-		} else {
-			require.Equal(t, [3]string{"released", "", "1"}, st, a.Key)
-		}
-	}
+	s.requireDecidedAsTheLedger(t)
 	var batches int
 	require.NoError(t, s.d.Admin.QueryRow(t.Context(), `SELECT count(DISTINCT details->>'batch') FROM opsdesk.audit`).Scan(&batches))
 	require.Equal(t, 2, batches, "one batch id per run")

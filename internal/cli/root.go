@@ -76,7 +76,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	var goTo string
 	root.Flags().StringVar(&goTo, "goto", "", "open the console on a : command, such as 'stuck tool:charge-card' (what alerts point at)")
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return runConsole(cmd, &g, goTo) }
-	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newOpsCmd(&g), newDoctorCmd(&g),
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newOpsCmd(&g), newDoctorCmd(&g), newReconcilerCmd(&g),
 		newResolveCmd(&g), newConflictsCmd(&g), newAccessCmd(&g), newAuditCmd(&g), newRetentionCmd(&g),
 		newExporterCmd(&g))
 	suggestSubcommands(root)

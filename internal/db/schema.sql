@@ -464,6 +464,11 @@ DECLARE
     pass       integer;
     ref        text := opsdesk.clean_input(p_result_ref);
     lookup_ref text := opsdesk.clean_input(p_lookup_ref);
+    -- A reconciler's login decides what the allowlist lets a lookup settle,
+    -- and nothing else (migration 00027).
+    machine    boolean := pg_has_role(session_user, 'opsdesk_reconciler', 'MEMBER');
+    allowed    text[];
+    halt       opsdesk.reconciler_pause;
 BEGIN
     a.action := 'decide:' || left(coalesce(p_decision, ''), 40);
     a.reason := opsdesk.clean_input(p_reason);
@@ -480,6 +485,10 @@ BEGIN
         'result_sha256', encode(sha256(convert_to(p_result::text, 'UTF8')), 'hex'),
         -- The bulk run the decision belongs to, refused or not.
         'batch', p_batch));
+    IF machine THEN
+        -- Marks a machine's decision (and refusal) for the console and the trail.
+        a.details := a.details || jsonb_build_object('reconciler', true);
+    END IF;
 
     IF p_id IS NULL OR p_id < 1 THEN
         RETURN opsdesk.refuse(a, 'invalid', 'an operation id is a whole number from 1 up, not ' || coalesce(p_id::text, 'NULL'));
@@ -495,9 +504,54 @@ BEGIN
             END IF;
             IF code IS NOT NULL THEN
                 NULL;
-            ELSIF NOT pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
+            ELSIF NOT machine AND NOT pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') THEN
                 code := 'not_permitted';
                 msg := quote_ident(session_user) || ' may not decide: it is not granted opsdesk_operator';
+            ELSIF machine AND (a.forced OR a.override) THEN
+                code := 'not_permitted';
+                msg := quote_ident(session_user) || ' is a reconciler: it may not force or override (a live lease or a '
+                    || 'contradicting lookup is for people)';
+            ELSIF machine AND p_decision IS DISTINCT FROM 'completed' AND p_decision IS DISTINCT FROM 'not-executed' THEN
+                code := 'not_permitted';
+                msg := quote_ident(session_user) || ' is a reconciler: it decides completed (found) or not-executed (not found), not '
+                    || opsdesk.quoted(p_decision, 40);
+            ELSIF machine AND p_lookup IS DISTINCT FROM (CASE p_decision WHEN 'completed' THEN 'found' ELSE 'not_found' END) THEN
+                code := 'not_permitted';
+                msg := quote_ident(session_user) || ' is a reconciler: it decides only what a lookup answered (completed on found, '
+                    || 'not-executed on not_found), not ' || p_decision || ' on ' || coalesce(opsdesk.quoted(p_lookup, 40), 'no lookup');
+            ELSIF machine AND (opsdesk.clean_input(p_evidence_digest) IS NULL OR p_evidence_digest ~ '[[:cntrl:]]'
+                               OR (p_lookup = 'found' AND lookup_ref IS NULL)) THEN
+                code := 'not_permitted';
+                msg := quote_ident(session_user) || ' is a reconciler: it must give the lookup''s evidence digest, and on found '
+                    || 'the reference the lookup found';
+            ELSIF machine AND p_result IS NOT NULL THEN
+                code := 'not_permitted';
+                msg := quote_ident(session_user) || ' is a reconciler: it may not store a result for retries to replay';
+            ELSIF machine AND p_retention < coalesce((SELECT p.retention_us * interval '1 microsecond'
+                                                       FROM opsdesk.tool_policies p WHERE p.tool = o.tool), interval '7 days') THEN
+                -- A short retention would let a purge, then a retry that
+                -- executes again, undo what the evidence settled.
+                code := 'not_permitted';
+                msg := quote_ident(session_user) || ' is a reconciler: it may not keep a record shorter than its tool''s retention ('
+                    || coalesce((SELECT (p.retention_us * interval '1 microsecond')::text FROM opsdesk.tool_policies p
+                                 WHERE p.tool = o.tool), '7 days, the default') || '), not ' || p_retention::text;
+            END IF;
+            IF code IS NULL AND machine THEN
+                SELECT verdicts INTO allowed FROM opsdesk.auto_reconcile WHERE tool = o.tool;
+                SELECT * INTO halt FROM opsdesk.reconciler_pause;
+                IF NOT coalesce(p_lookup = ANY (allowed), false) THEN
+                    code := 'not_permitted';
+                    msg := 'the reconciler''s allowlist does not let ' || opsdesk.quoted(o.tool, 100) || ' be decided on '
+                        || p_lookup || ' (it allows ' || coalesce(array_to_string(allowed, ', '), 'nothing') || '): an admin runs '
+                        || 'opsdesk reconciler allow';
+                ELSIF halt.paused THEN
+                    code := 'paused';
+                    msg := 'the reconciler is paused (by ' || quote_ident(halt.set_by) || ' at ' || halt.set_at || ': '
+                        || opsdesk.quoted(halt.reason, 200) || '): an admin resumes it with opsdesk reconciler resume';
+                END IF;
+            END IF;
+            IF code IS NOT NULL THEN
+                NULL;
             ELSIF octet_length(a.display_name) > 200 OR octet_length(p_evidence_digest) > 200
                OR octet_length(ref) > 500 OR octet_length(lookup_ref) > 500 OR octet_length(p_result::text) > 65536 THEN
                 code := 'invalid';
@@ -551,6 +605,21 @@ BEGIN
                 code := 'contradicts_lookup';
                 msg := 'the lookup found reference ' || opsdesk.quoted(lookup_ref, 100) || ', which contradicts completed with reference '
                     || opsdesk.quoted(ref, 100) || ': deciding needs override';
+            ELSIF machine AND o.held THEN
+                code := 'for_people';
+                msg := 'the record is under legal hold: left to people';
+            ELSIF machine AND EXISTS (SELECT FROM opsdesk.conflicts c
+                                      WHERE c.tenant = o.tenant AND c.tool = o.tool AND c.key = o.key AND c.reviewed_at IS NULL) THEN
+                code := 'for_people';
+                msg := 'the record has conflicting attempts nobody reviewed: left to people';
+            ELSIF machine AND (EXISTS (SELECT FROM opsdesk.audit x
+                                       WHERE x.tenant = o.tenant AND x.operation_id = o.id AND x.action = 'decide:defer'
+                                         AND x.outcome = 'succeeded' AND x.version_after = o.version)
+                            OR EXISTS (SELECT FROM opsdesk.audit_queue x
+                                       WHERE x.tenant = o.tenant AND x.operation_id = o.id AND x.action = 'decide:defer'
+                                         AND x.outcome = 'succeeded' AND x.version_after = o.version)) THEN
+                code := 'for_people';
+                msg := 'a person deferred the record at this version: left to people';
             END IF;
             IF code IS NOT NULL AND pass = 2 THEN
                 -- Let the row go before refusing.
@@ -639,14 +708,14 @@ BEGIN
        OR EXISTS (SELECT FROM pg_auth_members m WHERE m.roleid = target.oid) THEN
         RETURN opsdesk.refuse(a, 'invalid', quote_ident(p_role) || ' is not one person''s role: a superuser, a service (opsdesk_service), '
             || 'opsdesk_owner or a group with members cannot be given people''s access');
-    ELSIF p_level IS NOT NULL AND p_level NOT IN ('viewer', 'operator', 'admin') THEN
-        RETURN opsdesk.refuse(a, 'invalid', 'unknown level ' || opsdesk.quoted(p_level, 20) || ' (viewer, operator, admin)');
+    ELSIF p_level IS NOT NULL AND p_level NOT IN ('viewer', 'operator', 'admin', 'reconciler') THEN
+        RETURN opsdesk.refuse(a, 'invalid', 'unknown level ' || opsdesk.quoted(p_level, 20) || ' (viewer, operator, admin, reconciler)');
     ELSIF p_level IS NOT NULL AND opsdesk.clean_input(p_tenant) IS NULL THEN
         RETURN opsdesk.refuse(a, 'invalid', 'a tenant is required (''*'' for every tenant)');
     ELSIF p_level IS NOT NULL AND (octet_length(p_tenant) > 128 OR p_tenant ~ '[[:cntrl:]]') THEN
         RETURN opsdesk.refuse(a, 'invalid', 'a tenant is up to 128 bytes, without control characters, not ' || opsdesk.quoted(p_tenant, 40));
     END IF;
-    FOREACH lvl IN ARRAY ARRAY['viewer', 'operator', 'admin'] LOOP
+    FOREACH lvl IN ARRAY ARRAY['viewer', 'operator', 'admin', 'reconciler'] LOOP
         IF lvl IS DISTINCT FROM p_level AND pg_has_role(target.oid, ('opsdesk_' || lvl)::name, 'MEMBER') THEN
             EXECUTE format('REVOKE %I FROM %I', 'opsdesk_' || lvl, p_role);
         END IF;
@@ -1473,7 +1542,7 @@ BEGIN
         p_message := 'no operation ' || coalesce(a.operation_id::text, 'NULL') || ' (or not visible to ' || quote_ident(session_user) || ')';
     END IF;
     p_message := opsdesk.cut(p_message, 1000);
-    a.outcome := CASE WHEN p_code IN ('not_permitted', 'not_pending', 'lease_live', 'contradicts_lookup')
+    a.outcome := CASE WHEN p_code IN ('not_permitted', 'not_pending', 'lease_live', 'contradicts_lookup', 'paused', 'for_people')
                       THEN 'denied' ELSE 'failed' END;
     -- No rights to the record: not on its tenant's chain.
     IF p_code IN ('not_found', 'not_permitted') AND a.tenant <> '' THEN
@@ -1737,6 +1806,59 @@ SELECT EXISTS (SELECT FROM opsdesk.access WHERE role = session_user AND tenant =
     OR EXISTS (SELECT FROM pg_roles WHERE rolname = session_user AND rolsuper)
 $$;
 
+-- Name: set_auto_reconcile(text, text[], text, text); Type: FUNCTION; Schema: opsdesk; Owner: -
+
+CREATE FUNCTION opsdesk.set_auto_reconcile(p_tool text, p_verdicts text[], p_reason text, p_display_name text DEFAULT NULL::text) RETURNS opsdesk.decision_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '2s'
+    AS $$
+DECLARE
+    a       opsdesk.audit;
+    v       text[];
+    problem text := opsdesk.tool_name_problem(p_tool);
+    before  text[];
+BEGIN
+    a.tenant := '';
+    a.action := 'reconciler:allow';
+    a.reason := opsdesk.clean_input(p_reason);
+    a.display_name := opsdesk.clean_input(p_display_name);
+    a.details := jsonb_strip_nulls(jsonb_build_object('tool', left(p_tool, 128),
+        'verdicts', (SELECT to_jsonb(array_agg(left(x, 40))) FROM unnest(p_verdicts[1:10]) x)));
+    IF NOT opsdesk.may_purge() THEN
+        RETURN opsdesk.refuse(a, 'not_permitted', quote_ident(session_user)
+            || ' may not set what the reconciler decides: it needs opsdesk_admin and every tenant');
+    ELSIF a.reason IS NULL THEN
+        RETURN opsdesk.refuse(a, 'invalid', 'a reason is required');
+    ELSIF octet_length(a.reason) > 2000 OR octet_length(a.display_name) > 200 THEN
+        RETURN opsdesk.refuse(a, 'invalid', 'the reason is limited to 2000 bytes, the display name to 200');
+    ELSIF problem IS NOT NULL THEN
+        RETURN opsdesk.refuse(a, 'invalid', problem);
+    ELSIF cardinality(p_verdicts) > 2 OR array_position(p_verdicts, NULL) IS NOT NULL
+       OR NOT coalesce(p_verdicts, '{}') <@ ARRAY['found', 'not_found'] THEN
+        RETURN opsdesk.refuse(a, 'invalid', 'the verdicts a reconciler may act on are found and not_found, not '
+            || opsdesk.cut(coalesce(array_to_string(p_verdicts[1:10], ', ', 'NULL'), 'NULL'), 200));
+    END IF;
+    v := ARRAY(SELECT DISTINCT x FROM unnest(p_verdicts) x ORDER BY x);
+    SELECT verdicts INTO before FROM opsdesk.auto_reconcile WHERE tool = p_tool FOR UPDATE;
+    IF cardinality(v) = 0 THEN
+        DELETE FROM opsdesk.auto_reconcile WHERE tool = p_tool;
+    ELSE
+        INSERT INTO opsdesk.auto_reconcile (tool, verdicts, reason, set_by, set_at)
+        VALUES (p_tool, v, a.reason, session_user, now())
+        ON CONFLICT (tool) DO UPDATE SET verdicts = EXCLUDED.verdicts, reason = EXCLUDED.reason,
+            set_by = EXCLUDED.set_by, set_at = EXCLUDED.set_at;
+    END IF;
+    a.tool := p_tool;
+    a.details := a.details || jsonb_build_object('verdicts', to_jsonb(v), 'before', to_jsonb(coalesce(before, '{}')));
+    a.outcome := 'succeeded';
+    a := opsdesk.audit_append(a);
+    RETURN ('succeeded', NULL, NULL, a.tenant, a.entry, NULL, NULL)::opsdesk.decision_result;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN opsdesk.refuse(a, 'busy', SQLERRM);
+END
+$$;
+
 -- Name: set_hold(bigint[], boolean, text, text); Type: FUNCTION; Schema: opsdesk; Owner: -
 
 CREATE FUNCTION opsdesk.set_hold(p_ids bigint[], p_hold boolean, p_reason text, p_display_name text DEFAULT NULL::text, OUT outcome text, OUT code text, OUT message text, OUT audit_tenant text, OUT audit_entry bigint, OUT changed integer, OUT unchanged integer, OUT missing bigint[]) RETURNS record
@@ -1832,6 +1954,43 @@ BEGIN
         changed := changed + 1;
     END LOOP;
     outcome := 'succeeded';
+END
+$$;
+
+-- Name: set_reconciler_pause(boolean, text, text); Type: FUNCTION; Schema: opsdesk; Owner: -
+
+CREATE FUNCTION opsdesk.set_reconciler_pause(p_paused boolean, p_reason text, p_display_name text DEFAULT NULL::text) RETURNS opsdesk.decision_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '2s'
+    AS $$
+DECLARE
+    a opsdesk.audit;
+    was boolean;
+BEGIN
+    a.tenant := '';
+    a.action := 'reconciler:' || CASE WHEN p_paused THEN 'pause' WHEN NOT p_paused THEN 'resume' ELSE 'pause?' END;
+    a.reason := opsdesk.clean_input(p_reason);
+    a.display_name := opsdesk.clean_input(p_display_name);
+    IF NOT pg_has_role(session_user, 'opsdesk_admin', 'MEMBER') OR (NOT coalesce(p_paused, true) AND NOT opsdesk.sees_every_tenant()) THEN
+        RETURN opsdesk.refuse(a, 'not_permitted', quote_ident(session_user) || ' may not '
+            || CASE WHEN p_paused THEN 'pause' ELSE 'resume' END || ' the reconciler: pausing needs opsdesk_admin, '
+            || 'resuming opsdesk_admin and every tenant');
+    ELSIF p_paused IS NULL THEN
+        RETURN opsdesk.refuse(a, 'invalid', 'paused or not: NULL is neither');
+    ELSIF a.reason IS NULL THEN
+        RETURN opsdesk.refuse(a, 'invalid', 'a reason is required');
+    ELSIF octet_length(a.reason) > 2000 OR octet_length(a.display_name) > 200 THEN
+        RETURN opsdesk.refuse(a, 'invalid', 'the reason is limited to 2000 bytes, the display name to 200');
+    END IF;
+    SELECT paused INTO was FROM opsdesk.reconciler_pause FOR UPDATE;
+    UPDATE opsdesk.reconciler_pause SET paused = p_paused, reason = a.reason, set_by = session_user, set_at = now();
+    a.details := jsonb_build_object('was_paused', was);
+    a.outcome := 'succeeded';
+    a := opsdesk.audit_append(a);
+    RETURN ('succeeded', NULL, NULL, a.tenant, a.entry, NULL, NULL)::opsdesk.decision_result;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN opsdesk.refuse(a, 'busy', SQLERRM);
 END
 $$;
 
@@ -2036,6 +2195,18 @@ CREATE TABLE opsdesk.audit_heads (
 
 ALTER TABLE ONLY opsdesk.audit_heads FORCE ROW LEVEL SECURITY;
 
+-- Name: auto_reconcile; Type: TABLE; Schema: opsdesk; Owner: -
+
+CREATE TABLE opsdesk.auto_reconcile (
+    tool text NOT NULL,
+    verdicts text[] NOT NULL,
+    reason text NOT NULL,
+    set_by text NOT NULL,
+    set_at timestamp with time zone NOT NULL,
+    CONSTRAINT auto_reconcile_tool CHECK ((((octet_length(tool) >= 1) AND (octet_length(tool) <= 128)) AND (tool !~ '[[:cntrl:]]'::text))),
+    CONSTRAINT auto_reconcile_verdicts CHECK ((((cardinality(verdicts) >= 1) AND (cardinality(verdicts) <= 2)) AND (verdicts <@ ARRAY['found'::text, 'not_found'::text]) AND (array_position(verdicts, NULL::text) IS NULL)))
+);
+
 -- Name: conflicts; Type: TABLE; Schema: opsdesk; Owner: -
 
 CREATE TABLE opsdesk.conflicts (
@@ -2115,6 +2286,17 @@ ALTER TABLE opsdesk.purge_runs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY 
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+-- Name: reconciler_pause; Type: TABLE; Schema: opsdesk; Owner: -
+
+CREATE TABLE opsdesk.reconciler_pause (
+    one boolean DEFAULT true NOT NULL,
+    paused boolean NOT NULL,
+    reason text,
+    set_by text NOT NULL,
+    set_at timestamp with time zone NOT NULL,
+    CONSTRAINT reconciler_pause_one CHECK (one)
 );
 
 -- Name: record_conflicts; Type: TABLE; Schema: opsdesk; Owner: -
@@ -2260,6 +2442,11 @@ ALTER TABLE ONLY opsdesk.audit
 ALTER TABLE ONLY opsdesk.audit_queue
     ADD CONSTRAINT audit_queue_pkey PRIMARY KEY (tenant, entry);
 
+-- Name: auto_reconcile auto_reconcile_pkey; Type: CONSTRAINT; Schema: opsdesk; Owner: -
+
+ALTER TABLE ONLY opsdesk.auto_reconcile
+    ADD CONSTRAINT auto_reconcile_pkey PRIMARY KEY (tool);
+
 -- Name: conflicts conflicts_pkey; Type: CONSTRAINT; Schema: opsdesk; Owner: -
 
 ALTER TABLE ONLY opsdesk.conflicts
@@ -2279,6 +2466,11 @@ ALTER TABLE ONLY opsdesk.purge_batches
 
 ALTER TABLE ONLY opsdesk.purge_runs
     ADD CONSTRAINT purge_runs_pkey PRIMARY KEY (id);
+
+-- Name: reconciler_pause reconciler_pause_pkey; Type: CONSTRAINT; Schema: opsdesk; Owner: -
+
+ALTER TABLE ONLY opsdesk.reconciler_pause
+    ADD CONSTRAINT reconciler_pause_pkey PRIMARY KEY (one);
 
 -- Name: record_conflicts record_conflicts_pkey; Type: CONSTRAINT; Schema: opsdesk; Owner: -
 
@@ -2986,10 +3178,20 @@ GRANT ALL ON FUNCTION opsdesk.reveal_request(p_id bigint, p_field text, p_reason
 REVOKE ALL ON FUNCTION opsdesk.sees_every_tenant() FROM PUBLIC;
 GRANT ALL ON FUNCTION opsdesk.sees_every_tenant() TO opsdesk_viewer;
 
+-- Name: FUNCTION set_auto_reconcile(p_tool text, p_verdicts text[], p_reason text, p_display_name text); Type: ACL; Schema: opsdesk; Owner: -
+
+REVOKE ALL ON FUNCTION opsdesk.set_auto_reconcile(p_tool text, p_verdicts text[], p_reason text, p_display_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION opsdesk.set_auto_reconcile(p_tool text, p_verdicts text[], p_reason text, p_display_name text) TO opsdesk_viewer;
+
 -- Name: FUNCTION set_hold(p_ids bigint[], p_hold boolean, p_reason text, p_display_name text, OUT outcome text, OUT code text, OUT message text, OUT audit_tenant text, OUT audit_entry bigint, OUT changed integer, OUT unchanged integer, OUT missing bigint[]); Type: ACL; Schema: opsdesk; Owner: -
 
 REVOKE ALL ON FUNCTION opsdesk.set_hold(p_ids bigint[], p_hold boolean, p_reason text, p_display_name text, OUT outcome text, OUT code text, OUT message text, OUT audit_tenant text, OUT audit_entry bigint, OUT changed integer, OUT unchanged integer, OUT missing bigint[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION opsdesk.set_hold(p_ids bigint[], p_hold boolean, p_reason text, p_display_name text, OUT outcome text, OUT code text, OUT message text, OUT audit_tenant text, OUT audit_entry bigint, OUT changed integer, OUT unchanged integer, OUT missing bigint[]) TO opsdesk_viewer;
+
+-- Name: FUNCTION set_reconciler_pause(p_paused boolean, p_reason text, p_display_name text); Type: ACL; Schema: opsdesk; Owner: -
+
+REVOKE ALL ON FUNCTION opsdesk.set_reconciler_pause(p_paused boolean, p_reason text, p_display_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION opsdesk.set_reconciler_pause(p_paused boolean, p_reason text, p_display_name text) TO opsdesk_viewer;
 
 -- Name: FUNCTION subject(p_id bigint, p_lock boolean); Type: ACL; Schema: opsdesk; Owner: -
 
@@ -3039,6 +3241,11 @@ GRANT USAGE ON SEQUENCE opsdesk.audit_entries TO opsdesk_owner;
 
 GRANT SELECT ON TABLE opsdesk.audit_heads TO opsdesk_viewer;
 GRANT SELECT,INSERT,UPDATE ON TABLE opsdesk.audit_heads TO opsdesk_owner;
+
+-- Name: TABLE auto_reconcile; Type: ACL; Schema: opsdesk; Owner: -
+
+GRANT SELECT ON TABLE opsdesk.auto_reconcile TO opsdesk_viewer;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE opsdesk.auto_reconcile TO opsdesk_owner;
 
 -- Name: TABLE conflicts; Type: ACL; Schema: opsdesk; Owner: -
 
@@ -3109,6 +3316,11 @@ GRANT INSERT(intent) ON TABLE opsdesk.conflicts TO opsdesk_service;
 
 GRANT SELECT ON TABLE opsdesk.purge_batches TO opsdesk_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE opsdesk.purge_batches TO opsdesk_owner;
+
+-- Name: TABLE reconciler_pause; Type: ACL; Schema: opsdesk; Owner: -
+
+GRANT SELECT ON TABLE opsdesk.reconciler_pause TO opsdesk_viewer;
+GRANT SELECT,UPDATE ON TABLE opsdesk.reconciler_pause TO opsdesk_owner;
 
 -- Name: TABLE record_conflicts; Type: ACL; Schema: opsdesk; Owner: -
 

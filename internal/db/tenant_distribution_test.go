@@ -39,6 +39,8 @@ var notTenantScoped = map[string]string{
 	"schema_migrations": "coordinator-local: goose's record of the migrations",
 	"secrets":           "reference table: the store's own keys (for example the reveal-name key), read by functions on every node",
 	"tool_policies":     "reference table: one row per tool, the same for every tenant, read by the console and doctor beside any tenant's rows",
+	"auto_reconcile":    "reference table: one row per tool a reconciler may decide, the same for every tenant, read by decide on every node",
+	"reconciler_pause":  "reference table: one row, the reconciler's kill switch, read by decide on every node",
 }
 
 // referenceTables are tenant-scoped tables that become reference tables
@@ -584,6 +586,10 @@ VALUES ('acme', 'create-ticket', 'gone', 1000001, sha256('a'::bytea), now() - in
 				`SELECT outcome, message, audit_tenant, audit_entry, NULL::bigint FROM opsdesk.set_hold(ARRAY[$1::bigint, $2], true, 'legal hold')`, acmeKept2, globexKept2)},
 		{name: "grant_access", fn: "grant_access", run: succeeded(admin.Pool,
 			`SELECT outcome, message, tenant, entry, NULL::bigint FROM opsdesk.grant_access($1, 'viewer', 'acme', 'joined the team')`, newcomer.Role)},
+		{name: "set_auto_reconcile", fn: "set_auto_reconcile", run: succeeded(admin.Pool,
+			`SELECT outcome, message, tenant, entry, NULL::bigint FROM opsdesk.set_auto_reconcile('charge-card', ARRAY['found'], 'owners agreed')`)},
+		{name: "set_reconciler_pause", fn: "set_reconciler_pause", run: succeeded(admin.Pool,
+			`SELECT outcome, message, tenant, entry, NULL::bigint FROM opsdesk.set_reconciler_pause(true, 'provider incident')`)},
 		{name: "record_tool_policy", fn: "record_tool_policy",
 			noTenantRows: "a service's declaration of a tool, the same for every tenant: it writes tool_policies (a reference table) and no audit",
 			run: func(ctx context.Context) error {

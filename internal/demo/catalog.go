@@ -21,6 +21,11 @@ type CatalogParams struct {
 	Lease time.Duration
 }
 
+// AutoReconciled is the tool whose definite lookups the demo's reconciler
+// decides (opsdesk reconciler): its catalog entry names auto_reconcile,
+// and the demo lets it in the store's allowlist.
+const AutoReconciled = ToolChargeCard
+
 // lookupTimeout bounds a console's outcome lookup at the provider.
 const lookupTimeout = 2 * time.Second
 
@@ -67,6 +72,9 @@ func Catalog(p CatalogParams) []byte {
 			fmt.Fprintf(&b, "      url: %s\n", quote(p.ProviderURL+LookupPath))
 			fmt.Fprintf(&b, "      timeout: %s\n", config.FormatDuration(lookupTimeout))
 			b.WriteString("      result_ref: /ref\n") // lookupAnswer.Ref
+		}
+		if t.name == AutoReconciled {
+			b.WriteString("    auto_reconcile: [found, not_found]\n")
 		}
 	}
 	return []byte(b.String())

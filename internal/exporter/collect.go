@@ -19,7 +19,7 @@ type descs struct {
 
 	operations, exact, oldestStuck, conflicts, deferredDue, expired   *prometheus.Desc
 	purges, chainHead, unsealed, oldestUnsealed, verifyOK, verifyTime *prometheus.Desc
-	privileged                                                        *prometheus.Desc
+	privileged, reconcilerPaused                                      *prometheus.Desc
 	up, duration, partial, errors                                     *prometheus.Desc
 }
 
@@ -68,6 +68,9 @@ func newDescs(tenantLabels bool) descs {
 				"schema or tables), opsdesk_owner (a member, directly or through other roles), createrole (PostgreSQL "+
 				"before 16), write_all_data (pg_write_all_data). A superuser counts as a superuser only. opsdesk doctor "+
 				"names them.", []string{"class"}, nil),
+		reconcilerPaused: prometheus.NewDesc("opsdesk_reconciler_store_paused",
+			"1 when an admin paused every reconciler (opsdesk reconciler pause): the database refuses their decisions, "+
+				"and stuck records of auto-reconciled tools wait for people.", nil, nil),
 		up: prometheus.NewDesc("opsdesk_store_up",
 			"1 when the store answered this scrape, 0 when it did not.", nil, nil),
 		duration: prometheus.NewDesc("opsdesk_scrape_duration_seconds",
@@ -82,7 +85,7 @@ func newDescs(tenantLabels bool) descs {
 
 func (d descs) describe(ch chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{d.operations, d.exact, d.oldestStuck, d.conflicts, d.deferredDue, d.expired,
-		d.purges, d.chainHead, d.unsealed, d.oldestUnsealed, d.verifyOK, d.verifyTime, d.privileged, d.up, d.duration, d.partial, d.errors} {
+		d.purges, d.chainHead, d.unsealed, d.oldestUnsealed, d.verifyOK, d.verifyTime, d.privileged, d.reconcilerPaused, d.up, d.duration, d.partial, d.errors} {
 		ch <- desc
 	}
 }
@@ -115,7 +118,7 @@ func (e *Exporter) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 		e.errors.Add(1)
 		e.cfg.Logf("scrape: %v", err)
 	}
-	reads := []func(context.Context) part{e.readPing, e.readSignals, e.readHeads, e.readPurges, e.readPrivileged}
+	reads := []func(context.Context) part{e.readPing, e.readSignals, e.readHeads, e.readPurges, e.readPrivileged, e.readReconciler}
 	done := make(chan part, len(reads))
 	for _, read := range reads {
 		go func() { done <- read(readCtx) }()
@@ -199,6 +202,15 @@ func (e *Exporter) readPurges(ctx context.Context) part {
 	return part{name: "purges", err: err, emit: func(ch chan<- prometheus.Metric) {
 		if seen {
 			e.send(ch, e.descs.purges, prometheus.GaugeValue, float64(n))
+		}
+	}}
+}
+
+func (e *Exporter) readReconciler(ctx context.Context) part {
+	paused, err := e.view.ReconcilerPaused(ctx)
+	return part{name: "reconciler", err: err, emit: func(ch chan<- prometheus.Metric) {
+		if err == nil {
+			e.send(ch, e.descs.reconcilerPaused, prometheus.GaugeValue, bit(paused))
 		}
 	}}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/internal/dbtest"
+	"github.com/opsdesk/opsdesk/reconcile/desk"
 )
 
 // ages of the fixtures' oldest stuck records, by tool (and tenant).
@@ -603,4 +604,19 @@ VALUES ('acme', 'create-ticket', 'gone', '1', sha256('gone'), 'local', 'complete
 	require.Equal(t, 3.0, m.value(t, "opsdesk_operations", "state=completed,tool=create-ticket"))
 	require.Equal(t, 1.0, m.value(t, "opsdesk_retention_expired", "tool=create-ticket"))
 	require.Equal(t, time.Duration(1<<63-1).Seconds(), m.value(t, "opsdesk_oldest_stuck_seconds", "tool=charge-card"))
+}
+
+// The exporter says when an admin paused the reconcilers.
+func TestReconcilerPause(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	viewer := dbtest.NewPerson(t, d, "viewer", "*")
+	admin := dbtest.NewPerson(t, d, "admin", "acme")
+	e := newExporter(viewer.Pool, Config{Budget: 5 * time.Second, Logf: t.Logf})
+	require.Equal(t, 0.0, scrape(t, e).value(t, "opsdesk_reconciler_store_paused", ""))
+	_, err := desk.SetReconcilerPause(t.Context(), admin.Pool, true, "provider incident", "")
+	require.NoError(t, err)
+	m := scrape(t, e)
+	require.Equal(t, 1.0, m.value(t, "opsdesk_reconciler_store_paused", ""))
+	require.Equal(t, 0.0, m.value(t, "opsdesk_scrape_partial", ""))
 }

@@ -99,7 +99,7 @@ type rule struct {
 
 // pgxFree are the packages the console depends on, and the leaves the
 // store's readers fill in: none of them may depend on the driver.
-var pgxFree = []string{"ui", "=reconcile", "reconcile/bulk", "ops/opsmodel", "internal/readmodel", "internal/auditreport",
+var pgxFree = []string{"ui", "=reconcile", "reconcile/bulk", "reconcile/auto", "ops/opsmodel", "internal/readmodel", "internal/auditreport",
 	"internal/purgereport", "internal/audited", "internal/termtext", "internal/lookupurl"}
 
 var rules = []rule{

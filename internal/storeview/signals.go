@@ -627,6 +627,16 @@ func (s *Store) UnfinishedPurgeCount(ctx context.Context) (n int64, seen bool, e
 	return *count, true, nil
 }
 
+// ReconcilerPaused tells whether an admin paused every reconciler
+// (opsdesk reconciler pause, migration 00027).
+func (s *Store) ReconcilerPaused(ctx context.Context) (bool, error) {
+	var paused bool
+	if err := s.pool.QueryRow(ctx, `SELECT paused FROM opsdesk.reconciler_pause`).Scan(&paused); err != nil {
+		return false, fmt.Errorf("read the reconciler's pause: %w", err)
+	}
+	return paused, nil
+}
+
 // Ping checks that the store answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {

@@ -763,7 +763,7 @@ func (r *Reconciler) Accept(ctx context.Context, plan *Plan, v Verdict, p Accept
 	for i, item := range g.Items {
 		res.Items[i] = ItemResult{Item: item, Outcome: NotAttempted}
 	}
-	current, err := r.current(ctx, g.Items)
+	current, err := r.Current(ctx, g.Items)
 	if err != nil {
 		// Nothing was attempted, and the counts say so as the items do:
 		// a screen that reads the counts offers the group again.
@@ -822,8 +822,30 @@ func (r *Reconciler) Accept(ctx context.Context, plan *Plan, v Verdict, p Accept
 	return res, nil
 }
 
-// current reads the items' records again, as the person sees them now.
-func (r *Reconciler) current(ctx context.Context, items []Item) (map[int64]readmodel.Row, error) {
+// Changed says how item's record changed since it was listed, by current
+// (its records read again, by id: Current); "" when it is as listed: at
+// the same version, still stuck, and with no conflicting attempt it did
+// not have. A changed record is never decided.
+func Changed(item Item, current map[int64]readmodel.Row) string {
+	now, ok := current[item.ID]
+	switch {
+	case !ok:
+		return "no longer visible: purged, or the role's access changed"
+	case now.Version != item.Version:
+		return fmt.Sprintf("changed since the lookup: now version %d (%s), listed at version %d", now.Version, now.State, item.Version)
+	case now.State != readmodel.StateStuck:
+		return fmt.Sprintf("no longer stuck: %s", now.State)
+	case now.Conflicted && !item.Conflicted:
+		// A conflict leaves the version as it was: the plan showed the
+		// record clean, and the person accepted it as such.
+		return "a conflicting attempt was recorded since the lookup: review it, or run again to accept the record knowingly"
+	}
+	return ""
+}
+
+// Current reads the items' records again, as the connected role sees them
+// now, by id.
+func (r *Reconciler) Current(ctx context.Context, items []Item) (map[int64]readmodel.Row, error) {
 	out := make(map[int64]readmodel.Row, len(items))
 	for chunk := range slices.Chunk(items, pageSize) {
 		ids := make([]int64, len(chunk))
@@ -857,23 +879,8 @@ func (r *Reconciler) decideOne(dispatch context.Context, item Item, d reconcile.
 		out.Outcome = NotAttempted
 		return out
 	}
-	now, ok := current[item.ID]
-	switch {
-	case !ok:
-		out.Outcome, out.Message = Skipped, "no longer visible: purged, or your access changed"
-		return out
-	case now.Version != item.Version:
-		out.Outcome = Skipped
-		out.Message = fmt.Sprintf("changed since the lookup: now version %d (%s), listed at version %d", now.Version, now.State, item.Version)
-		return out
-	case now.State != readmodel.StateStuck:
-		out.Outcome, out.Message = Skipped, fmt.Sprintf("no longer stuck: %s", now.State)
-		return out
-	case now.Conflicted && !item.Conflicted:
-		// A conflict leaves the version as it was: the plan showed the
-		// record clean, and the person accepted it as such.
-		out.Outcome = Skipped
-		out.Message = "a conflicting attempt was recorded since the lookup: review it, or run again to accept the record knowingly"
+	if why := Changed(item, current); why != "" {
+		out.Outcome, out.Message = Skipped, why
 		return out
 	}
 	p := reconcile.DecideParams{

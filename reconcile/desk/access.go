@@ -20,6 +20,7 @@ func RoleAccess(ctx context.Context, pool *pgxpool.Pool, role string) (reconcile
 	err := pool.QueryRow(ctx, `
 SELECT coalesce((SELECT CASE WHEN pg_has_role(r.oid, 'opsdesk_admin', 'MEMBER') THEN 'admin'
                              WHEN pg_has_role(r.oid, 'opsdesk_operator', 'MEMBER') THEN 'operator'
+                             WHEN pg_has_role(r.oid, 'opsdesk_reconciler', 'MEMBER') THEN 'reconciler'
                              WHEN pg_has_role(r.oid, 'opsdesk_viewer', 'MEMBER') THEN 'viewer' END
                  FROM pg_catalog.pg_roles r WHERE r.rolname = $1), ''),
        pg_catalog.has_table_privilege('opsdesk.access', 'SELECT')`, role).Scan(&a.Level, &readable)
