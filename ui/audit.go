@@ -434,11 +434,19 @@ var auditColumns = []auditColumn{
 		return auditRef{r.Tenant, r.Seq}.String()
 	}},
 	auditColRole: {title: "ROLE", drop: 1, max: 32, cell: func(r readmodel.AuditRow) string {
-		if r.DisplayName != "" {
+		switch {
+		case r.Machine:
+			return termtext.Clean(r.Role) + " (auto)"
+		case r.DisplayName != "":
 			return termtext.Clean(r.Role) + " (" + termtext.Clean(r.DisplayName) + ")"
 		}
 		return termtext.Clean(r.Role)
-	}, short: func(r readmodel.AuditRow) string { return termtext.Clean(r.Role) }},
+	}, short: func(r readmodel.AuditRow) string {
+		if r.Machine {
+			return termtext.Clean(r.Role) + " (auto)"
+		}
+		return termtext.Clean(r.Role)
+	}},
 	auditColAction:  {title: "ACTION", max: 22, cell: func(r readmodel.AuditRow) string { return termtext.Clean(r.Action) }},
 	auditColOutcome: {title: "OUTCOME", cell: func(r readmodel.AuditRow) string { return OutcomeText(r.Outcome) }},
 	auditColTool:    {title: "TOOL", drop: 2, max: 18, cell: func(r readmodel.AuditRow) string { return orDash(termtext.Clean(r.Tool)) }},
@@ -755,6 +763,9 @@ func (s *auditScreen) pane(w int) []string {
 	head := auditRef{r.Tenant, r.Seq}.String() + " · " + termtext.Clean(r.Action) + " " + OutcomeText(r.Outcome) +
 		" · " + stamp(r.At, r.DBTime) + " (" + since(r.At, r.DBTime) + ")"
 	who := "by role " + termtext.Clean(r.Role)
+	if r.Machine {
+		who = "by opsdesk reconciler, role " + termtext.Clean(r.Role) + " (auto_reconcile)"
+	}
 	if r.DisplayName != "" {
 		who += " (claims to be " + strconv.Quote(termtext.Clean(r.DisplayName)) + ")"
 	}

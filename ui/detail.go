@@ -532,7 +532,11 @@ func decisionText(d *readmodel.Detail, dec readmodel.Decision) string {
 	default:
 		what = termtext.Clean(dec.Action)
 	}
-	what += " by role " + termtext.Clean(dec.Role)
+	if dec.Machine {
+		what += " by opsdesk reconciler, role " + termtext.Clean(dec.Role) + " (auto_reconcile)"
+	} else {
+		what += " by role " + termtext.Clean(dec.Role)
+	}
 	if dec.DisplayName != "" {
 		what += " (claims to be " + strconv.Quote(termtext.Clean(dec.DisplayName)) + ")"
 	}

@@ -122,7 +122,10 @@ func sparkline(vals []int64) string {
 // decisionCells are a recent decision's when, who and what.
 func decisionCells(d readmodel.AuditRow) [3]string {
 	who := termtext.Clean(d.Role)
-	if d.DisplayName != "" {
+	switch {
+	case d.Machine:
+		who += " (auto)"
+	case d.DisplayName != "":
 		who += " (" + termtext.Clean(d.DisplayName) + ")"
 	}
 	return [3]string{since(d.At, d.DBTime), truncate(who, 24), decisionWord(d.Action)}

@@ -59,3 +59,19 @@ func TestPulseOnAShortTerminal(t *testing.T) {
 		}
 	}
 }
+
+// A machine's decision says so in the timeline, the audit list's role
+// column and the pulse; a person's keeps the name it claimed.
+func TestMachineDecisionsAreMarked(t *testing.T) {
+	t.Parallel()
+	d := &readmodel.Detail{}
+	require.Contains(t, decisionText(d, readmodel.Decision{Action: "decide:completed", Role: "rec-1", Machine: true}),
+		"by opsdesk reconciler, role rec-1 (auto_reconcile)")
+	require.Contains(t, decisionText(d, readmodel.Decision{Action: "decide:completed", Role: "alice"}), "by role alice")
+	row := readmodel.AuditRow{Role: "rec-1", Action: "decide:not-executed", Machine: true}
+	require.Equal(t, "rec-1 (auto)", auditColumns[auditColRole].cell(row))
+	require.Equal(t, "rec-1 (auto)", auditColumns[auditColRole].short(row))
+	require.Equal(t, "rec-1 (auto)", decisionCells(row)[1])
+	row = readmodel.AuditRow{Role: "alice", DisplayName: "Alice Ng", Action: "decide:completed"}
+	require.Equal(t, "alice (Alice Ng)", decisionCells(row)[1])
+}

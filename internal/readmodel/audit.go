@@ -265,6 +265,8 @@ type AuditRow struct {
 	HasEvidence bool `json:"has_evidence"`
 	Forced      bool `json:"forced"`
 	Override    bool `json:"override"`
+	// Machine: opsdesk reconciler decided it (details.reconciler).
+	Machine bool `json:"machine"`
 	// HashBroken: the record's hash is not the one its contents give: it
 	// was changed after it was written (or is of a hash version this
 	// opsdesk does not know). opsdesk audit verify names the chain's

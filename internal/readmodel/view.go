@@ -111,6 +111,9 @@ type Decision struct {
 	// HashBroken: the decision's audit record does not match its hash:
 	// it was changed after it was written.
 	HashBroken bool `json:"hash_broken"`
+	// Machine: opsdesk reconciler decided it, by a tool's auto_reconcile
+	// policy (decide marks a reconciler login's records so).
+	Machine bool `json:"machine"`
 }
 
 // Conflict is a refused attempt that reused the record's key with another

@@ -228,6 +228,15 @@ func auditRowOf(r audit.Record, now time.Time) readmodel.AuditRow {
 	if r.OperationID != nil {
 		row.OperationID = *r.OperationID
 	}
+	if r.Details != nil && strings.HasPrefix(r.Action, "decide:") {
+		var details struct {
+			Reconciler bool `json:"reconciler"`
+		}
+		// A record whose details do not parse is shown unmarked; its
+		// detail view says what it holds.
+		_ = json.Unmarshal([]byte(*r.Details), &details)
+		row.Machine = details.Reconciler
+	}
 	return row
 }
 

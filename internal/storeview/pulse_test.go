@@ -109,3 +109,53 @@ func requireStuckByTool(t *testing.T, s *Store, o readmodel.Overview) {
 		require.WithinDuration(t, want[tool].Oldest, got.Oldest, time.Microsecond, tool)
 	}
 }
+
+// A reconciler's decision is marked as a machine's wherever decisions are
+// read: the record's timeline, the audit list and the pulse; a person's
+// is not.
+func TestMachineDecisionsAreMarked(t *testing.T) {
+	t.Parallel()
+	d := fixtureDB(t)
+	ctx := t.Context()
+	admin := dbtest.NewPerson(t, d, "admin", "*")
+	rec := dbtest.NewPerson(t, d, "reconciler", "*")
+	operator := dbtest.NewPerson(t, d, "operator", "*")
+	_, err := desk.SetAutoReconcile(ctx, admin.Pool, "charge-card", []string{"found", "not_found"}, "the payments team agreed", "")
+	require.NoError(t, err)
+	s := New(dbtest.NewPerson(t, d, "viewer", "*").Pool, Config{})
+	get := func(tenant, tool, key string) readmodel.Detail {
+		r, err := s.GetByIdentity(ctx, tenant, tool, key)
+		require.NoError(t, err)
+		return r
+	}
+	ord2, deploy7 := get("acme", "charge-card", "ord-2"), get("initech", "deploy-service", "deploy-7")
+	_, err = desk.Decide(ctx, rec.Pool, reconcile.DecideParams{OperationID: ord2.ID, Decision: reconcile.NotExecuted,
+		ExpectVersion: ord2.Version, Reason: "auto_reconcile charge-card: lookup not found",
+		Evidence: reconcile.Evidence{Lookup: reconcile.LookupNotFound, Digest: "sha256:def", Summary: "not found"}})
+	require.NoError(t, err)
+	_, err = desk.Decide(ctx, operator.Pool, reconcile.DecideParams{OperationID: deploy7.ID, Decision: reconcile.NotExecuted,
+		ExpectVersion: deploy7.Version, Reason: "never deployed"})
+	require.NoError(t, err)
+
+	machine, person := get("acme", "charge-card", "ord-2"), get("initech", "deploy-service", "deploy-7")
+	require.Len(t, machine.Decisions, 1)
+	require.True(t, machine.Decisions[0].Machine)
+	require.Equal(t, rec.Role, machine.Decisions[0].Role)
+	require.Len(t, person.Decisions, 1)
+	require.False(t, person.Decisions[0].Machine)
+
+	page, err := s.AuditList(ctx, readmodel.AuditQuery{Filter: readmodel.AuditFilter{Actions: []string{"decide:*"}}})
+	require.NoError(t, err)
+	marked := map[int64]bool{}
+	for _, r := range page.Rows {
+		marked[r.OperationID] = r.Machine
+	}
+	require.Equal(t, map[int64]bool{ord2.ID: true, deploy7.ID: false}, marked)
+
+	o, err := s.Overview(ctx)
+	require.NoError(t, err)
+	require.Len(t, o.RecentDecisions, 2)
+	for _, r := range o.RecentDecisions {
+		require.Equal(t, r.OperationID == ord2.ID, r.Machine, r.OperationID)
+	}
+}

@@ -597,11 +597,12 @@ func decisionOf(r audit.Record) (readmodel.Decision, error) {
 	var details struct {
 		ResultRef   string     `json:"result_ref"`
 		SnoozeUntil *time.Time `json:"snooze_until"`
+		Reconciler  bool       `json:"reconciler"`
 	}
 	if err := json.Unmarshal([]byte(*r.Details), &details); err != nil {
 		return d, fmt.Errorf("read the details of audit record %d: %w", r.Seq, err)
 	}
-	d.ResultRef, d.SnoozeUntil = details.ResultRef, deref(details.SnoozeUntil)
+	d.ResultRef, d.SnoozeUntil, d.Machine = details.ResultRef, deref(details.SnoozeUntil), details.Reconciler
 	return d, nil
 }
 
