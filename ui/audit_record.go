@@ -210,6 +210,9 @@ func (s *auditRecordScreen) buildLines() []string {
 		}
 	}
 	who := "role " + termtext.Clean(d.Role) + " (authenticated by the database)"
+	if d.Machine {
+		who = "opsdesk reconciler, by a tool's auto_reconcile · " + who
+	}
 	if d.DisplayName != "" {
 		who += " · claims to be " + strconv.Quote(termtext.Clean(d.DisplayName)) + " (claimed, not proven)"
 	}

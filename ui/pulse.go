@@ -121,14 +121,15 @@ func sparkline(vals []int64) string {
 
 // decisionCells are a recent decision's when, who and what.
 func decisionCells(d readmodel.AuditRow) [3]string {
-	who := termtext.Clean(d.Role)
+	// The role is cut, never what is said of it.
+	who := truncate(termtext.Clean(d.Role), 24)
 	switch {
 	case d.Machine:
 		who += " (auto)"
 	case d.DisplayName != "":
-		who += " (" + termtext.Clean(d.DisplayName) + ")"
+		who = truncate(who+" ("+termtext.Clean(d.DisplayName), 31) + ")"
 	}
-	return [3]string{since(d.At, d.DBTime), truncate(who, 24), decisionWord(d.Action)}
+	return [3]string{since(d.At, d.DBTime), who, decisionWord(d.Action)}
 }
 
 // decisionWord names a decision's action with its glyph, as the
