@@ -217,7 +217,7 @@ func (s *bulkFlow) summary() string {
 		batch = " (batch " + b + ")"
 	}
 	switch {
-	case s.running() && s.step == stepDeciding:
+	case s.running() && s.sm.step == stepDeciding:
 		return fmt.Sprintf("stopping: %s of %s done, the decisions under way finish%s", count(int64(s.progress.Done)),
 			count(int64(max(s.progress.Total, s.group().Count()))), batch)
 	case s.running():
@@ -255,7 +255,7 @@ func (s *bulkFlow) report(wait time.Duration) string {
 				s.plan = m.plan
 			}
 		case nil:
-			if s.step == stepDeciding {
+			if s.sm.step == stepDeciding {
 				late = append(late, fmt.Sprintf("  %s group: %d of %d had answered when the console quit (%s); the others "+
 					"had not answered within %s: each record's history says whether it took effect", s.verdict.Label(), p.Done,
 					p.Total, countsText(p.Counts, outcomeKeys()[:4]), wait))
