@@ -212,9 +212,12 @@ func flowFullHelp(m *stepMachine, k KeyMap) [][]key.Binding {
 		{mk.ScrollDown, mk.ScrollUp}}
 }
 
+// refresh does nothing: the flow works on the record as the operator
+// saw it, and the status bar keeps that read's database time.
+func (o *onSteps) refresh() tea.Cmd { return nil }
+
 func (o *onSteps) id() screenID                { return o.sm.id() }
 func (o *onSteps) Init() tea.Cmd               { return nil }
-func (o *onSteps) refresh() tea.Cmd            { return nil }
 func (o *onSteps) current(seq int) bool        { return o.sm.current(seq) }
 func (o *onSteps) asOf() time.Time             { return o.sm.asOf() }
 func (o *onSteps) follow() (navMsg, bool)      { return o.sm.follow() }

@@ -31,9 +31,6 @@ type interrupter interface {
 	report(wait time.Duration) string
 }
 
-// machine is the flow's own: a flow that embeds its machine has it.
-func (m *stepMachine) machine() *stepMachine { return m }
-
 // stopperOf is what ctrl+c stops on screen s; nil when s is no flow.
 func stopperOf(s screen) interrupter {
 	if i, ok := s.(interrupter); ok {

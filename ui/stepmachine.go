@@ -367,13 +367,8 @@ func (m *stepMachine) inputKeys(k *stepKeyMap, accept string) {
 }
 
 func (m *stepMachine) id() screenID         { return m.sid }
-func (m *stepMachine) Init() tea.Cmd        { return nil }
 func (m *stepMachine) current(seq int) bool { return seq == m.seq }
 func (m *stepMachine) asOf() time.Time      { return m.rec.DBTime }
-
-// refresh does nothing: the flow works on the record as the operator
-// saw it, and the status bar keeps that read's database time.
-func (m *stepMachine) refresh() tea.Cmd { return nil }
 
 // open starts the machine for a role that may decide: on the record a
 // detail shows, at its first step, reporting evStarted; or on a record of
