@@ -192,8 +192,9 @@ func offFlowKeys(k *KeyMap) {
 }
 
 // flowShortHelp is the short help of a flow on a record, from its
-// machine's keys and its own (k).
-func flowShortHelp(m *stepMachine, k KeyMap) []key.Binding {
+// machine's keys and its own (k); more are the keys of the flow's own
+// steps, after y and n.
+func flowShortHelp(m *stepMachine, k KeyMap, more ...key.Binding) []key.Binding {
 	mk := m.KeyMap
 	scroll := combined("pgdn/pgup", "scroll", mk.ScrollDown, mk.ScrollUp)
 	if m.capturing() {
@@ -202,14 +203,14 @@ func flowShortHelp(m *stepMachine, k KeyMap) []key.Binding {
 	if m.step == stepResult {
 		return []key.Binding{mk.Next, combined("↑/↓", "scroll", k.Up, k.Down), combined("pgdn/pgup", "page", k.NextPage, k.PrevPage), scroll}
 	}
-	return []key.Binding{combined("↑/↓", "choose", k.Up, k.Down), mk.Next, mk.Yes, mk.No, k.Override, k.AskAgain, k.EditRef, scroll}
+	out := append([]key.Binding{combined("↑/↓", "choose", k.Up, k.Down), mk.Next, mk.Yes, mk.No}, more...)
+	return append(out, scroll)
 }
 
 // flowFullHelp is the full help of a flow on a record.
 func flowFullHelp(m *stepMachine, k KeyMap) [][]key.Binding {
 	mk := m.KeyMap
-	return [][]key.Binding{{mk.Next, mk.Accept, mk.Cancel, k.Up, k.Down, k.Choose}, {mk.Yes, mk.No, k.Override, k.AskAgain, k.EditRef},
-		{mk.ScrollDown, mk.ScrollUp}}
+	return [][]key.Binding{{mk.Next, mk.Accept, mk.Cancel, k.Up, k.Down}, {mk.Yes, mk.No}, {mk.ScrollDown, mk.ScrollUp}}
 }
 
 // refresh does nothing: the flow works on the record as the operator

@@ -332,6 +332,22 @@ func (s *reconcileFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func (s *reconcileFlow) SetSize(w, h int) { flowResize(s, w, h) }
 
+// ShortHelp is a flow's, with the decision's own keys after y and n.
+func (s *reconcileFlow) ShortHelp() []key.Binding {
+	k := s.keys
+	return flowShortHelp(&s.sm, k, k.Override, k.AskAgain, k.EditRef)
+}
+
+// FullHelp is a flow's, with choosing by number beside ↑/↓ and the
+// decision's own keys beside y and n.
+func (s *reconcileFlow) FullHelp() [][]key.Binding {
+	k := s.keys
+	h := flowFullHelp(&s.sm, k)
+	h[0] = append(h[0], k.Choose)
+	h[1] = append(h[1], k.Override, k.AskAgain, k.EditRef)
+	return h
+}
+
 func (s *reconcileFlow) back() (bool, tea.Cmd) { return flowBack(s) }
 
 func (s *reconcileFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
