@@ -102,13 +102,12 @@ func dbFailure(err error) error {
 // spinFrames animate what is waiting on the database or the provider.
 var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
-// flow is what one flow supplies to the step machine it runs on; the
-// machine does the rest. A flow is its own screen over a stepMachine,
-// which calls nothing of it: after every change (act) the flow takes the
-// machine's events (takeEvents) and acts on them, words its own keys
-// (after wordKeys) and hands the machine its page (setPage), with what
-// only some flows have as data: what an input pins under a step, the
-// prompt of a typed confirmation, a wait of its own. A key the step
+// flow is one of the console's flows: its own screen over a stepMachine
+// it holds, which calls nothing of it. After every change (act) the flow
+// takes the machine's events (takeEvents) and acts on them, words its own
+// keys (after wordKeys) and hands the machine its page (setPage), with
+// what only some flows have as data: what an input pins under a step,
+// the prompt of a typed confirmation, a wait of its own. A key the step
 // offers (offers) goes to the flow before the machine's Update.
 type flow interface {
 	screen
@@ -125,8 +124,9 @@ type flow interface {
 	// hands the machine its page: the end of every Update, SetSize, esc
 	// and opening.
 	act() tea.Cmd
-	// machine is the flow's step machine, which the flow's screen
-	// methods and ctrl+c's interrupter read.
+	// machine is the flow's step machine, which esc, the size and the
+	// opening (flowBack, flowResize, flowOpen) and ctrl+c's interrupter
+	// work on.
 	machine() *stepMachine
 }
 

@@ -60,13 +60,14 @@ type stepMachine struct {
 	// needsPending: the flow decides on a pending record, so one read
 	// from a list that is no longer pending opens nothing.
 	needsPending bool
-	nav          flowNav // how the flow was opened on its record
 
 	// page is what the flow shows at the step, as it last handed it over;
 	// events, what Update reported since the flow last took them.
 	page   stepPage
 	events []stepEvent
-	// back names where the flow returns to ("the record", "the list").
+	// nav is how the flow was opened on its record (open), and backTo
+	// names where it returns to ("the record", "the list").
+	nav    flowNav
 	backTo string
 
 	rec      readmodel.Detail
