@@ -251,7 +251,7 @@ func TestDecideTypedConfirmation(t *testing.T) {
 	h := newDecideHarness(t, src, dec, Config{}, 80, 24)
 	h.keys(openDeploy + "r2o<enter>rolled back by hand<enter>")
 	require.Equal(t, stepConfirm, h.m.reconcile().sm.step, "not on the typed confirmation:\n%s", h.view())
-	require.True(t, h.m.reconcile().typedConfirm(), "not on the typed confirmation:\n%s", h.view())
+	require.True(t, h.m.reconcile().sm.typedConfirm(), "not on the typed confirmation:\n%s", h.view())
 	// y is a character typed here, not a yes.
 	for _, wrong := range []string{"y", "ry-7", "4820", "482070", "48207 ", "048207", "48213"} {
 		h.keys(wrong + "<enter>")
@@ -272,11 +272,11 @@ func TestDecideTypedConfirmation(t *testing.T) {
 	// Without a lookup, the same release is typed too.
 	delete(dec.lookups, "charge-card")
 	h.keys("<enter>" + openCharge + "r2<enter>the provider has no such charge<enter>")
-	require.True(t, h.m.reconcile().typedConfirm(), "a release without evidence is not typed:\n%s", h.view())
+	require.True(t, h.m.reconcile().sm.typedConfirm(), "a release without evidence is not typed:\n%s", h.view())
 	h.keys("<esc><esc><esc>")
 	// A local record is released with a plain yes/no.
 	h.keys(openTicket + "r2<enter>no ticket in the queue<enter>")
-	require.False(t, h.m.reconcile().typedConfirm(), "a local record asks for typing:\n%s", h.view())
+	require.False(t, h.m.reconcile().sm.typedConfirm(), "a local record asks for typing:\n%s", h.view())
 	require.Contains(t, h.view(), "Apply? y yes")
 }
 
@@ -292,7 +292,7 @@ func TestDecideBackedRelease(t *testing.T) {
 	h.keys(openDeploy + "r")
 	require.Equal(t, reconcile.NotExecuted, h.m.reconcile().decision(), "the evidence does not point at not executed")
 	h.keys("<enter>the provider has no such deployment<enter>")
-	require.False(t, h.m.reconcile().typedConfirm())
+	require.False(t, h.m.reconcile().sm.typedConfirm())
 	require.Contains(t, h.view(), "Apply? y yes · N no")
 	h.keys("<enter>")
 	require.Zero(t, dec.called("decide"), "enter applied")

@@ -257,10 +257,8 @@ func (s *reconcileFlow) submitSnooze() tea.Cmd {
 	return s.sm.forward(stepReason)
 }
 
-// typedConfirm: releasing an unknown external effect is confirmed by
-// typing the record's id (releasesUnbacked).
-func (s *reconcileFlow) typedConfirm() bool { return s.releasesUnbacked() }
-
+// typedPrompt asks for the record's id: releasing an unknown external
+// effect is confirmed by typing it (releasesUnbacked).
 func (s *reconcileFlow) typedPrompt() string {
 	return "This releases an external effect whose outcome is unknown, and the lookup does not say the provider has " +
 		"none: if it did act, the next retry acts twice. To confirm, type this record's operation id (in the title):"
@@ -303,7 +301,7 @@ func (s *reconcileFlow) act() tea.Cmd {
 	s.wordKeys()
 	s.keysAt(s.sm.step)
 	p := stepPage{title: s.title(), text: s.page(s.sm.pageStep()), pin: s.pinAt(s.sm.step), waiting: s.asking}
-	if s.typedConfirm() {
+	if s.releasesUnbacked() {
 		p.typed = s.typedPrompt()
 	}
 	s.sm.setPage(p)
