@@ -69,7 +69,7 @@ type askMsg struct {
 // next, a reason, a confirmation, the result and its audit record.
 type reconcileFlow struct {
 	onSteps
-	// now is this machine's clock, for when the provider was asked.
+	// now is the local clock, for when the provider was asked.
 	now     func() time.Time
 	runbook string
 

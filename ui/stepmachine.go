@@ -42,7 +42,8 @@ type stepMachine struct {
 	sid    screenID
 	dec    Decider
 
-	// Set by the flow when it is built.
+	// Set by the flow when it is built; the conflict reveal sets its
+	// crumbs as it starts, since they depend on the record.
 	crumbs []crumb
 	first  step
 	own    []stepInput // the flow's own inputs, by step
