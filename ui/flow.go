@@ -176,16 +176,12 @@ func newOnSteps(d deps, sid screenID, dec Decider) onSteps {
 	return onSteps{sm: newSteps(d, sid, dec), keys: d.keys}
 }
 
-// wordKeys words the machine's keys for its step, and disables the
-// flow's own: the flow enables those of its step after.
+// wordKeys words the machine's keys for its step, and disables the keys
+// a flow has of its own beside the machine's: the flow enables those of
+// its step after.
 func (o *onSteps) wordKeys() {
 	o.sm.wordKeys()
-	offFlowKeys(&o.keys)
-}
-
-// offFlowKeys disables the keys a flow on a record has of its own beside
-// its machine's.
-func offFlowKeys(k *KeyMap) {
+	k := &o.keys
 	for _, b := range []*key.Binding{&k.Up, &k.Down, &k.Top, &k.Bottom, &k.NextPage, &k.PrevPage, &k.Override, &k.AskAgain, &k.Choose, &k.EditRef} {
 		b.SetEnabled(false)
 	}
