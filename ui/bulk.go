@@ -97,8 +97,7 @@ type (
 // what was decided, skipped, refused or failed. It runs on the step
 // machine of the flows on one record.
 type bulkFlow struct {
-	stepMachine
-	keys   KeyMap // the flow's own, beside the machine's
+	onSteps
 	bulk   BulkReconciler
 	filter readmodel.Filter
 
@@ -175,13 +174,13 @@ func (t *runTail) get() (tea.Msg, bulk.Progress) {
 }
 
 func newBulk(d deps, b BulkReconciler) *bulkFlow {
-	s := &bulkFlow{stepMachine: newSteps(d, screenBulk, nil), keys: d.keys, bulk: b}
-	s.first = stepLookups
-	s.backTo = "the list"
-	s.crumbs = []crumb{{"lookups", []step{stepRefused, stepLookups}}, {"plan", []step{stepPlan}}, {"reason", []step{stepReason}},
+	s := &bulkFlow{onSteps: newOnSteps(d, screenBulk, nil), bulk: b}
+	s.sm.first = stepLookups
+	s.sm.backTo = "the list"
+	s.sm.crumbs = []crumb{{"lookups", []step{stepRefused, stepLookups}}, {"plan", []step{stepPlan}}, {"reason", []step{stepReason}},
 		{"confirm", []step{stepConfirm, stepDeciding}}, {"done", []step{stepResult}}}
-	s.reason = textInput(d.st, "why, for each record's audit record", 2000)
-	s.reasonPrompt = "Reason (required; it goes into each record's audit record with your role):"
+	s.sm.reason = textInput(d.st, "why, for each record's audit record", 2000)
+	s.sm.reasonPrompt = "Reason (required; it goes into each record's audit record with your role):"
 	s.act()
 	return s
 }
@@ -207,7 +206,7 @@ func (s *bulkFlow) page(st step) []string {
 }
 
 func (s *bulkFlow) keysAt(st step) {
-	k, mk := &s.keys, &s.KeyMap
+	k, mk := &s.keys, &s.sm.KeyMap
 	// ctrl+c stops a run as esc does; once stopped, or where nothing
 	// runs, it quits (after showing what was done, in a flow).
 	if s.running() && !s.interrupted {
@@ -245,30 +244,30 @@ func (s *bulkFlow) keyAt(st step, msg tea.KeyMsg) (tea.Cmd, bool) {
 	case stepPlan:
 		return s.planKey(msg)
 	case stepReason:
-		if err := bulk.CheckReason(s.reason.Value()); err != nil {
-			s.inputErr = termtext.Clean(err.Error())
+		if err := bulk.CheckReason(s.sm.reason.Value()); err != nil {
+			s.sm.inputErr = termtext.Clean(err.Error())
 			return nil, true
 		}
-		return s.forward(stepConfirm), true
+		return s.sm.forward(stepConfirm), true
 	case stepConfirm:
 		n := s.group().Count()
 		// The exact digits: " 12", "+12", "012" and "12\x00" are not
 		// what was asked, and confirm nothing.
-		if s.typed.Value() != strconv.Itoa(n) {
-			s.inputErr = fmt.Sprintf("that is not %d, the number of records in the group: nothing was decided", n)
-			s.typed.SetValue("")
+		if s.sm.typed.Value() != strconv.Itoa(n) {
+			s.sm.inputErr = fmt.Sprintf("that is not %d, the number of records in the group: nothing was decided", n)
+			s.sm.typed.SetValue("")
 			return nil, true
 		}
 		return s.decide(n), true
 	case stepDeciding:
 		return s.runningKey(msg, nil)
 	case stepResult:
-		if !key.Matches(msg, s.KeyMap.Next) {
+		if !key.Matches(msg, s.sm.KeyMap.Next) {
 			return nil, false
 		}
-		s.trail = nil
+		s.sm.trail = nil
 		s.sel = s.firstAcceptable()
-		return s.enter(stepPlan), true
+		return s.sm.enter(stepPlan), true
 	}
 	return nil, false
 }
@@ -280,12 +279,12 @@ func (s *bulkFlow) planKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 	case msg.Type == tea.KeyEnter:
 		// Refused where the group cannot be accepted: say why.
 		if err := s.acceptable(); err != nil {
-			s.inputErr = err.Error()
+			s.sm.inputErr = err.Error()
 			return nil, true
 		}
 		s.verdict = s.selected().Verdict
-		s.reason.SetValue("")
-		return s.forward(stepReason), true
+		s.sm.reason.SetValue("")
+		return s.sm.forward(stepReason), true
 	case key.Matches(msg, s.keys.Up):
 		s.sel = (s.sel + n - 1) % n
 	case key.Matches(msg, s.keys.Down):
@@ -294,12 +293,12 @@ func (s *bulkFlow) planKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 		return s.lookUp(), true
 	case key.Matches(msg, s.keys.OpenGroup):
 		if g := s.selected(); g.Count() > 0 {
-			s.goTo(bulkGroupNav{group: g, batch: s.plan.BatchID, fit: s.keyFit(), listedAt: s.listedAt})
+			s.sm.goTo(bulkGroupNav{group: g, batch: s.plan.BatchID, fit: s.keyFit(), listedAt: s.listedAt})
 		}
 	default:
 		return nil, false
 	}
-	s.inputErr = ""
+	s.sm.inputErr = ""
 	return nil, true
 }
 
@@ -318,22 +317,21 @@ func (s *bulkFlow) waiting() bool { return s.running() && s.progress.Total == 0 
 
 // leave stops the run.
 func (s *bulkFlow) leave() {
-	s.stepMachine.leave()
+	s.sm.leave()
 	s.abandon()
 }
 
 // act stops the run when the machine starts over, and hands the page
 // over; the flow's own keys are worded first, since its pages name them.
 func (s *bulkFlow) act() tea.Cmd {
-	for _, ev := range s.takeEvents() {
+	for _, ev := range s.sm.takeEvents() {
 		if ev.kind == evLeft {
 			s.abandon()
 		}
 	}
 	s.wordKeys()
-	offFlowKeys(&s.keys)
-	s.keysAt(s.step)
-	s.setPage(stepPage{title: s.title(), text: s.page(s.pageStep()), typed: s.typedPrompt(), waiting: s.waiting()})
+	s.keysAt(s.sm.step)
+	s.sm.setPage(stepPage{title: s.title(), text: s.page(s.sm.pageStep()), typed: s.typedPrompt(), waiting: s.waiting()})
 	return nil
 }
 
@@ -348,12 +346,12 @@ func (s *bulkFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	if !ok || s.bulk == nil || !at.perms.decide || at.active().id() != screenList {
 		return nil, nil, false
 	}
-	s.reset(readmodel.Detail{})
+	s.sm.reset(readmodel.Detail{})
 	s.act() // the run before is left
 	s.filter, s.refusal, s.accepted, s.tried = bn.filter, nil, map[bulk.Verdict]bulk.GroupResult{}, map[bulk.Verdict]bulk.GroupResult{}
 	if err := s.bulk.CheckFilter(bn.filter); err != nil {
 		s.refusal = err
-		s.enter(stepRefused)
+		s.sm.enter(stepRefused)
 		s.act()
 		return at.pushed(s), nil, true
 	}
@@ -367,12 +365,12 @@ func (s *bulkFlow) asOf() time.Time {
 	if !s.listedAt.IsZero() {
 		return s.listedAt
 	}
-	return s.stepMachine.asOf()
+	return s.sm.asOf()
 }
 
 // capturing: a run under way answers esc itself (it stops) and q does
 // nothing, as do the inputs.
-func (s *bulkFlow) capturing() bool { return s.running() || s.stepMachine.capturing() }
+func (s *bulkFlow) capturing() bool { return s.running() || s.sm.capturing() }
 
 // running tells whether a run (lookups or decisions) is under way.
 func (s *bulkFlow) running() bool { return s.end != nil }
@@ -383,16 +381,16 @@ func (s *bulkFlow) stopped() bool { return s.plan != nil && s.lookupErr != nil }
 
 // backLabels: esc leaves for the list where nothing runs.
 func (s *bulkFlow) backLabels() (esc, q string) {
-	switch s.step {
+	switch s.sm.step {
 	case stepRefused, stepLookups, stepPlan, stepResult:
 		return "back to the list", "back to the list"
 	}
-	return s.stepMachine.backLabels()
+	return s.sm.backLabels()
 }
 
 // ShortHelp implements help.KeyMap.
 func (s *bulkFlow) ShortHelp() []key.Binding {
-	k, mk := s.keys, s.KeyMap
+	k, mk := s.keys, s.sm.KeyMap
 	out := []key.Binding{combined("↑/↓", "choose a group", k.Up, k.Down), mk.Next, k.OpenGroup, mk.Accept, k.AskAgain, mk.Cancel,
 		combined("pgdn/pgup", "scroll", mk.ScrollDown, mk.ScrollUp)}
 	if s.capturing() {
@@ -403,7 +401,7 @@ func (s *bulkFlow) ShortHelp() []key.Binding {
 
 // FullHelp implements help.KeyMap.
 func (s *bulkFlow) FullHelp() [][]key.Binding {
-	k, mk := s.keys, s.KeyMap
+	k, mk := s.keys, s.sm.KeyMap
 	return [][]key.Binding{{k.Up, k.Down, mk.Next, k.OpenGroup, mk.Accept, k.AskAgain, mk.Cancel}, {mk.ScrollDown, mk.ScrollUp}}
 }
 
@@ -411,7 +409,7 @@ func (s *bulkFlow) FullHelp() [][]key.Binding {
 // work) and r where again is given and nothing runs.
 func (s *bulkFlow) runningKey(msg tea.KeyMsg, again func() tea.Cmd) (tea.Cmd, bool) {
 	switch {
-	case s.running() && key.Matches(msg, s.KeyMap.Cancel):
+	case s.running() && key.Matches(msg, s.sm.KeyMap.Cancel):
 		s.halt()
 		return nil, true
 	case again != nil && !s.running() && key.Matches(msg, s.keys.AskAgain):
@@ -454,7 +452,7 @@ func (s *bulkFlow) finish() {
 func (s *bulkFlow) launch(work func(ctx context.Context, progress func(bulk.Progress)) tea.Msg) tea.Cmd {
 	s.abandon()
 	s.runID++
-	life, end := context.WithCancel(s.f.ctx)
+	life, end := context.WithCancel(s.sm.f.ctx)
 	ctx, stop := context.WithCancel(life)
 	ch := make(chan tea.Msg, 1)
 	s.ch, s.stop, s.end = ch, stop, end
@@ -497,14 +495,14 @@ func (s *bulkFlow) launch(work func(ctx context.Context, progress func(bulk.Prog
 		case <-life.Done():
 		}
 	}()
-	return tea.Batch(wait(ch), s.spinner())
+	return tea.Batch(wait(ch), s.sm.spinner())
 }
 
 // lookUp lists the filter's records and looks each up.
 func (s *bulkFlow) lookUp() tea.Cmd {
 	s.plan, s.lookupErr, s.sel = nil, nil, 0
 	s.listedAt = time.Time{}
-	s.trail = nil
+	s.sm.trail = nil
 	b, f := s.bulk, s.filter
 	cmd := s.launch(func(ctx context.Context, progress func(bulk.Progress)) tea.Msg {
 		rows, err := b.List(ctx, f)
@@ -520,19 +518,19 @@ func (s *bulkFlow) lookUp() tea.Cmd {
 		plan, err := b.Lookup(ctx, rows, progress)
 		return bulkPlanMsg{plan: plan, err: err, listedAt: at}
 	})
-	s.enter(stepLookups)
+	s.sm.enter(stepLookups)
 	return cmd
 }
 
 // decide accepts the chosen group, n records, with the reason given.
 func (s *bulkFlow) decide(n int) tea.Cmd {
 	s.res, s.acceptErr = bulk.GroupResult{}, nil
-	b, plan, v, reason := s.bulk, s.plan, s.verdict, s.reason.Value()
+	b, plan, v, reason := s.bulk, s.plan, s.verdict, s.sm.reason.Value()
 	cmd := s.launch(func(ctx context.Context, progress func(bulk.Progress)) tea.Msg {
 		res, err := b.Accept(ctx, plan, v, bulk.AcceptParams{Reason: reason, Confirm: n}, progress)
 		return bulkAcceptMsg{res: res, err: err}
 	})
-	s.forward(stepDeciding)
+	s.sm.forward(stepDeciding)
 	return cmd
 }
 
@@ -558,8 +556,8 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 			return nil, true // the records could not be listed: said on the step
 		}
 		s.sel = s.firstAcceptable()
-		s.trail = nil
-		return s.enter(stepPlan), true
+		s.sm.trail = nil
+		return s.sm.enter(stepPlan), true
 	case bulkAcceptMsg:
 		if msg.run != s.runID || !s.running() {
 			return nil, true
@@ -576,10 +574,10 @@ func (s *bulkFlow) onBulkMsg(msg tea.Msg) (tea.Cmd, bool) {
 		case res.Items != nil:
 			s.tried[s.verdict] = res
 		}
-		s.reason.SetValue("")
-		s.typed.SetValue("")
-		s.trail = nil
-		return s.enter(stepResult), true
+		s.sm.reason.SetValue("")
+		s.sm.typed.SetValue("")
+		s.sm.trail = nil
+		return s.sm.enter(stepResult), true
 	}
 	return nil, false
 }
@@ -608,22 +606,22 @@ func carried(prev, res bulk.GroupResult) bulk.GroupResult {
 // anything else (a sign, a space, a NUL, another script's digits) is
 // dropped whole and said, so that what confirms is what was asked.
 func (s *bulkFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
-	if k, ok := msg.(tea.KeyMsg); ok && s.step == stepConfirm && k.Type == tea.KeyRunes && !digits(k.Runes) {
-		s.inputErr = fmt.Sprintf("type the digits of %d only: nothing else is taken", s.group().Count())
+	if k, ok := msg.(tea.KeyMsg); ok && s.sm.step == stepConfirm && k.Type == tea.KeyRunes && !digits(k.Runes) {
+		s.sm.inputErr = fmt.Sprintf("type the digits of %d only: nothing else is taken", s.group().Count())
 		return s, nil
 	}
 	if cmd, ok := s.onBulkMsg(msg); ok {
 		s.act()
 		return s, cmd
 	}
-	if k, ok := msg.(tea.KeyMsg); ok && s.offers(k) {
-		if cmd, ok := s.keyAt(s.step, k); ok {
+	if k, ok := msg.(tea.KeyMsg); ok && s.sm.offers(k) {
+		if cmd, ok := s.keyAt(s.sm.step, k); ok {
 			s.act()
 			return s, cmd
 		}
 	}
 	var cmd tea.Cmd
-	s.stepMachine, cmd = s.stepMachine.Update(msg)
+	s.sm, cmd = s.sm.Update(msg)
 	s.act()
 	return s, cmd
 }
@@ -695,7 +693,7 @@ func (s *bulkFlow) firstAcceptable() int {
 
 func (s *bulkFlow) title() string {
 	head := "Bulk reconciliation"
-	return " " + s.st.Title.Render(head) + "  " + truncate(termtext.Clean(s.filter.String()), max(1, s.w-width(head)-4))
+	return " " + s.sm.st.Title.Render(head) + "  " + truncate(termtext.Clean(s.filter.String()), max(1, s.sm.w-width(head)-4))
 }
 
 // verdictGlyph pairs each verdict with a glyph, so that it is never told
@@ -726,11 +724,11 @@ func countsText(counts map[string]int, keys []string) string {
 }
 
 func (s *bulkFlow) refusedView() []string {
-	out := s.heading("R cannot reconcile this list by lookup")
+	out := s.sm.heading("R cannot reconcile this list by lookup")
 	out = append(out, "")
-	s.para(&out, "✗ "+termtext.Clean(s.refusal.Error()), s.st.Error.Render)
+	s.sm.para(&out, "✗ "+termtext.Clean(s.refusal.Error()), s.sm.st.Error.Render)
 	out = append(out, "")
-	s.para(&out, "Nothing was looked up or decided. esc goes back to the list; / edits its filter.", s.st.Muted.Render)
+	s.sm.para(&out, "Nothing was looked up or decided. esc goes back to the list; / edits its filter.", s.sm.st.Muted.Render)
 	return out
 }
 
@@ -739,26 +737,26 @@ func (s *bulkFlow) lookupsView() []string {
 	p := s.progress
 	switch {
 	case s.running() && p.Total == 0:
-		out = append(out, " "+spinFrames[s.frame]+" listing the stuck records of "+truncate(termtext.Clean(s.filter.String()), max(1, s.w-40))+"…")
+		out = append(out, " "+spinFrames[s.sm.frame]+" listing the stuck records of "+truncate(termtext.Clean(s.filter.String()), max(1, s.sm.w-40))+"…")
 	case s.running():
-		out = append(out, s.heading(fmt.Sprintf("Asking the provider about %s stuck record%s", count(int64(p.Total)), plural(p.Total)))...)
-		out = append(out, "", " "+progressBar(int64(p.Done), int64(p.Total), s.w-2), "")
-		s.para(&out, fmt.Sprintf("%s of %s answered · %s", count(int64(p.Done)), count(int64(p.Total)),
+		out = append(out, s.sm.heading(fmt.Sprintf("Asking the provider about %s stuck record%s", count(int64(p.Total)), plural(p.Total)))...)
+		out = append(out, "", " "+progressBar(int64(p.Done), int64(p.Total), s.sm.w-2), "")
+		s.sm.para(&out, fmt.Sprintf("%s of %s answered · %s", count(int64(p.Done)), count(int64(p.Total)),
 			countsText(p.Counts, verdictKeys())), nil)
 		out = append(out, "")
 		if s.stopping {
-			s.para(&out, "stopping: the lookups under way are cut short; what was answered is kept", s.st.Stuck.Render)
+			s.sm.para(&out, "stopping: the lookups under way are cut short; what was answered is kept", s.sm.st.Stuck.Render)
 		} else {
-			s.para(&out, "Nothing is decided while the provider is asked. esc stops: what was answered is kept.", s.st.Muted.Render)
+			s.sm.para(&out, "Nothing is decided while the provider is asked. esc stops: what was answered is kept.", s.sm.st.Muted.Render)
 		}
 	case errors.Is(s.lookupErr, context.Canceled):
-		s.para(&out, "Stopped before the records were listed: nothing was looked up or decided.", s.st.Stuck.Render)
+		s.sm.para(&out, "Stopped before the records were listed: nothing was looked up or decided.", s.sm.st.Stuck.Render)
 		out = append(out, "")
-		s.para(&out, "r starts again; esc goes back to the list.", s.st.Muted.Render)
+		s.sm.para(&out, "r starts again; esc goes back to the list.", s.sm.st.Muted.Render)
 	case s.lookupErr != nil:
-		s.para(&out, "✗ could not list the records: "+termtext.Clean(s.lookupErr.Error()), s.st.Error.Render)
+		s.sm.para(&out, "✗ could not list the records: "+termtext.Clean(s.lookupErr.Error()), s.sm.st.Error.Render)
 		out = append(out, "")
-		s.para(&out, "Nothing was looked up or decided. r tries again; esc goes back to the list.", s.st.Muted.Render)
+		s.sm.para(&out, "Nothing was looked up or decided. r tries again; esc goes back to the list.", s.sm.st.Muted.Render)
 	}
 	return out
 }
@@ -769,7 +767,7 @@ func (s *bulkFlow) sampled(items []bulk.ItemResult, note func(bulk.ItemResult) s
 	var out []string
 	for i, it := range items {
 		if i == bulkListed {
-			out = append(out, s.st.Muted.Render(truncate(fmt.Sprintf("        … and %s more, %s", count(int64(len(items)-i)), more), s.w)))
+			out = append(out, s.sm.st.Muted.Render(truncate(fmt.Sprintf("        … and %s more, %s", count(int64(len(items)-i)), more), s.sm.w)))
 			break
 		}
 		out = append(out, s.itemLine(it.Item, note(it)))
@@ -813,18 +811,18 @@ func (s *bulkFlow) planView() []string {
 	asked := p.Listed - len(p.NotAsked)
 	switch {
 	case p.Listed == 0:
-		out = append(out, s.heading("No stuck record you may see matches "+termtext.Clean(s.filter.String()))...)
+		out = append(out, s.sm.heading("No stuck record you may see matches "+termtext.Clean(s.filter.String()))...)
 		out = append(out, "")
-		s.para(&out, "Nothing to look up or decide. esc goes back to the list.", s.st.Muted.Render)
+		s.sm.para(&out, "Nothing to look up or decide. esc goes back to the list.", s.sm.st.Muted.Render)
 		return out
 	case s.stopped():
-		out = append(out, s.heading(fmt.Sprintf("Stopped: %s of %s records asked, %s not asked", count(int64(asked)),
+		out = append(out, s.sm.heading(fmt.Sprintf("Stopped: %s of %s records asked, %s not asked", count(int64(asked)),
 			count(int64(p.Listed)), count(int64(len(p.NotAsked)))))...)
-		s.para(&out, "Nothing was decided. What was answered is shown; r looks every record up again.", s.st.Stuck.Render)
+		s.sm.para(&out, "Nothing was decided. What was answered is shown; r looks every record up again.", s.sm.st.Stuck.Render)
 	default:
-		out = append(out, s.heading(fmt.Sprintf("%s stuck record%s looked up in %s", count(int64(p.Listed)), plural(p.Listed), tookText(p.Took)))...)
+		out = append(out, s.sm.heading(fmt.Sprintf("%s stuck record%s looked up in %s", count(int64(p.Listed)), plural(p.Listed), tookText(p.Took)))...)
 	}
-	s.field(&out, "batch", termtext.Clean(p.BatchID)+" (each decision's audit record carries it)")
+	s.sm.field(&out, "batch", termtext.Clean(p.BatchID)+" (each decision's audit record carries it)")
 	out = append(out, "")
 	// The labels' column is as wide as the widest label: a conflicted
 	// group's is longer than the lookup verdicts'.
@@ -843,15 +841,15 @@ func (s *bulkFlow) planView() []string {
 			head = fmt.Sprintf("%s%s %s %6s  ✓ accepted: %s", mark, verdictGlyph(g.Verdict), label, count(int64(g.Count())),
 				outcomesText(r))
 		}
-		line := truncate(" "+head, s.w)
+		line := truncate(" "+head, s.sm.w)
 		if i == s.sel {
-			line = s.st.Selected.Render(line)
+			line = s.sm.st.Selected.Render(line)
 		}
 		out = append(out, line)
 		if g.Verdict.Conflicted() {
 			_, conflicts := g.Conflicted()
-			out = append(out, s.st.Conflict.Render(truncate(fmt.Sprintf("      %s unreviewed conflicting attempts (%s in all): accept knowingly",
-				glyphConflicted, count(int64(conflicts))), s.w)))
+			out = append(out, s.sm.st.Conflict.Render(truncate(fmt.Sprintf("      %s unreviewed conflicting attempts (%s in all): accept knowingly",
+				glyphConflicted, count(int64(conflicts))), s.sm.w)))
 		}
 		for _, item := range g.Samples(bulkSamples) {
 			out = append(out, s.itemLine(item, sampleNote(item)))
@@ -861,17 +859,17 @@ func (s *bulkFlow) planView() []string {
 			if i == s.sel {
 				more += " · o shows them all"
 			}
-			out = append(out, s.st.Muted.Render(truncate(more, s.w)))
+			out = append(out, s.sm.st.Muted.Render(truncate(more, s.sm.w)))
 		}
 	}
 	out = append(out, "")
 	if s.stopped() {
-		s.para(&out, "A stopped run's groups are not accepted: r looks every record up again, esc goes back to the list.",
-			s.st.Muted.Render)
+		s.sm.para(&out, "A stopped run's groups are not accepted: r looks every record up again, esc goes back to the list.",
+			s.sm.st.Muted.Render)
 		return out
 	}
-	s.para(&out, "enter accepts the selected group with one reason and its count typed; each record is then decided "+
-		"by itself at the version looked up, and one that changed since is skipped.", s.st.Muted.Render)
+	s.sm.para(&out, "enter accepts the selected group with one reason and its count typed; each record is then decided "+
+		"by itself at the version looked up, and one that changed since is skipped.", s.sm.st.Muted.Render)
 	return out
 }
 
@@ -929,7 +927,7 @@ func (s *bulkFlow) keyFit() keyFit {
 
 // itemLine is one record: id, tenant, key and a note, cut to the width.
 func (s *bulkFlow) itemLine(item bulk.Item, note string) string {
-	return bulkItemLine(s.keyFit(), s.w, item, note)
+	return bulkItemLine(s.keyFit(), s.sm.w, item, note)
 }
 
 // bulkItemLine is one record of a plan at width w, its key cut by fit.
@@ -966,20 +964,20 @@ func consequence(g bulk.Group) string {
 // once given, and samples of its records last.
 func (s *bulkFlow) groupLines(g bulk.Group, reason bool) []string {
 	var out []string
-	s.field(&out, "group", fmt.Sprintf("%s %s: %s record%s (lookups of batch %s)", verdictGlyph(g.Verdict), g.Verdict.Label(),
+	s.sm.field(&out, "group", fmt.Sprintf("%s %s: %s record%s (lookups of batch %s)", verdictGlyph(g.Verdict), g.Verdict.Label(),
 		count(int64(g.Count())), plural(g.Count()), termtext.Clean(s.plan.BatchID)))
-	s.field(&out, "decision", consequence(g))
+	s.sm.field(&out, "decision", consequence(g))
 	if g.Verdict.Conflicted() {
-		s.field(&out, "conflicts", conflictedText(g)+
+		s.sm.field(&out, "conflicts", conflictedText(g)+
 			": the key was reused with another intent; accepting decides the records anyway, and their attempts stay unreviewed "+
 			"(:conflicts reviews them)")
 	}
 	if reason {
-		s.field(&out, "reason", termtext.Clean(strings.TrimSpace(s.reason.Value())))
+		s.sm.field(&out, "reason", termtext.Clean(strings.TrimSpace(s.sm.reason.Value())))
 	}
-	s.field(&out, "each", "decided alone at the version looked up, with its own audit record; "+
+	s.sm.field(&out, "each", "decided alone at the version looked up, with its own audit record; "+
 		"one that changed since is skipped and listed; nothing else is touched")
-	out = append(out, " "+s.st.Muted.Render("e.g."))
+	out = append(out, " "+s.sm.st.Muted.Render("e.g."))
 	for _, item := range g.Samples(bulkSamples) {
 		out = append(out, s.itemLine(item, sampleNote(item)))
 	}
@@ -988,7 +986,7 @@ func (s *bulkFlow) groupLines(g bulk.Group, reason bool) []string {
 
 func (s *bulkFlow) reasonView() []string {
 	g := s.group()
-	out := s.heading(fmt.Sprintf("Accept the %s group: %s %s → %s", g.Verdict.Label(), count(int64(g.Count())), groupNoun(g),
+	out := s.sm.heading(fmt.Sprintf("Accept the %s group: %s %s → %s", g.Verdict.Label(), count(int64(g.Count())), groupNoun(g),
 		decisionInfo[g.Proposal].name))
 	out = append(out, "")
 	out = append(out, s.groupLines(g, false)...)
@@ -997,7 +995,7 @@ func (s *bulkFlow) reasonView() []string {
 
 func (s *bulkFlow) confirmView() []string {
 	g := s.group()
-	out := s.heading(fmt.Sprintf("Confirm: decide %s %s as %s", count(int64(g.Count())), groupNoun(g), decisionInfo[g.Proposal].name))
+	out := s.sm.heading(fmt.Sprintf("Confirm: decide %s %s as %s", count(int64(g.Count())), groupNoun(g), decisionInfo[g.Proposal].name))
 	out = append(out, "")
 	return append(out, s.groupLines(g, true)...)
 }
@@ -1006,20 +1004,20 @@ func (s *bulkFlow) decidingView() []string {
 	g := s.group()
 	p := s.progress
 	total := max(p.Total, g.Count())
-	out := s.heading(fmt.Sprintf("Deciding %s record%s as %s", count(int64(total)), plural(total), decisionInfo[g.Proposal].name))
-	out = append(out, "", " "+progressBar(int64(p.Done), int64(total), s.w-2), "")
-	s.para(&out, fmt.Sprintf("%s of %s done · %s", count(int64(p.Done)), count(int64(total)),
+	out := s.sm.heading(fmt.Sprintf("Deciding %s record%s as %s", count(int64(total)), plural(total), decisionInfo[g.Proposal].name))
+	out = append(out, "", " "+progressBar(int64(p.Done), int64(total), s.sm.w-2), "")
+	s.sm.para(&out, fmt.Sprintf("%s of %s done · %s", count(int64(p.Done)), count(int64(total)),
 		countsText(p.Counts, outcomeKeys()[:4])), nil)
 	out = append(out, "")
 	switch {
 	case s.stopping && s.interrupted:
-		s.para(&out, "stopping at ctrl+c: no decision starts; those under way finish, so that each is known, and "+
+		s.sm.para(&out, "stopping at ctrl+c: no decision starts; those under way finish, so that each is known, and "+
 			"then what was decided shows here. ctrl+c again quits at once; the terminal is then told what was decided.",
-			s.st.Stuck.Render)
+			s.sm.st.Stuck.Render)
 	case s.stopping:
-		s.para(&out, "stopping: no decision starts; those under way finish, so that each is known", s.st.Stuck.Render)
+		s.sm.para(&out, "stopping: no decision starts; those under way finish, so that each is known", s.sm.st.Stuck.Render)
 	default:
-		s.para(&out, "esc stops starting decisions; those under way finish.", s.st.Muted.Render)
+		s.sm.para(&out, "esc stops starting decisions; those under way finish.", s.sm.st.Muted.Render)
 	}
 	return out
 }
@@ -1030,32 +1028,32 @@ func (s *bulkFlow) resultLines() []string {
 	head := fmt.Sprintf("%s → %s: %s", r.Verdict.Label(), decisionInfo[r.Decision].name, outcomesText(r))
 	switch {
 	case s.acceptErr != nil && r.Items == nil:
-		s.para(&out, "✗ nothing was decided: "+termtext.Clean(s.acceptErr.Error()), s.st.Error.Render)
+		s.sm.para(&out, "✗ nothing was decided: "+termtext.Clean(s.acceptErr.Error()), s.sm.st.Error.Render)
 		out = append(out, "")
-		s.para(&out, "enter goes back to the plan; esc to the list.", s.st.Muted.Render)
+		s.sm.para(&out, "enter goes back to the plan; esc to the list.", s.sm.st.Muted.Render)
 		return out
 	case s.acceptErr != nil && r.Counts[bulk.NotAttempted] == len(r.Items):
-		s.para(&out, "✗ "+head+": stopped before the first decision, nothing was decided", s.st.Error.Render)
-		s.para(&out, termtext.Clean(s.acceptErr.Error()), s.st.Error.Render)
+		s.sm.para(&out, "✗ "+head+": stopped before the first decision, nothing was decided", s.sm.st.Error.Render)
+		s.sm.para(&out, termtext.Clean(s.acceptErr.Error()), s.sm.st.Error.Render)
 	case errors.Is(s.acceptErr, context.Canceled) && s.interrupted:
-		s.para(&out, "✗ "+head, s.st.Error.Render)
-		s.para(&out, "stopped at ctrl+c: the decisions under way finished, no other started. ctrl+c again or q quits "+
-			"(the terminal is told what was decided); enter goes back to the plan.", s.st.Error.Render)
+		s.sm.para(&out, "✗ "+head, s.sm.st.Error.Render)
+		s.sm.para(&out, "stopped at ctrl+c: the decisions under way finished, no other started. ctrl+c again or q quits "+
+			"(the terminal is told what was decided); enter goes back to the plan.", s.sm.st.Error.Render)
 	case errors.Is(s.acceptErr, context.Canceled):
-		s.para(&out, "✗ "+head, s.st.Error.Render)
-		s.para(&out, "stopped at esc: the decisions under way finished, no other started", s.st.Error.Render)
+		s.sm.para(&out, "✗ "+head, s.sm.st.Error.Render)
+		s.sm.para(&out, "stopped at esc: the decisions under way finished, no other started", s.sm.st.Error.Render)
 	case s.acceptErr != nil:
-		s.para(&out, "✗ "+head, s.st.Error.Render)
-		s.para(&out, termtext.Clean(s.acceptErr.Error()), s.st.Error.Render)
+		s.sm.para(&out, "✗ "+head, s.sm.st.Error.Render)
+		s.sm.para(&out, termtext.Clean(s.acceptErr.Error()), s.sm.st.Error.Render)
 	case r.Counts[bulk.Decided] == len(r.Items):
-		s.para(&out, "✓ "+head, s.st.Completed.Render)
+		s.sm.para(&out, "✓ "+head, s.sm.st.Completed.Render)
 	default:
-		s.para(&out, "⚠ "+head, s.st.Stuck.Render)
+		s.sm.para(&out, "⚠ "+head, s.sm.st.Stuck.Render)
 	}
 	out = append(out, "")
-	s.field(&out, "batch", termtext.Clean(r.BatchID)+", in each decision's audit record")
+	s.sm.field(&out, "batch", termtext.Clean(r.BatchID)+", in each decision's audit record")
 	if r.Took > 0 {
-		s.field(&out, "took", tookText(r.Took))
+		s.sm.field(&out, "took", tookText(r.Took))
 	}
 	sections := []struct {
 		o    bulk.ItemOutcome
@@ -1070,7 +1068,7 @@ func (s *bulkFlow) resultLines() []string {
 		if len(items) == 0 {
 			continue
 		}
-		out = append(out, "", " "+s.st.Title.Render(fmt.Sprintf("%s (%s)", sec.name, count(int64(len(items))))))
+		out = append(out, "", " "+s.sm.st.Title.Render(fmt.Sprintf("%s (%s)", sec.name, count(int64(len(items))))))
 		for _, it := range items {
 			// The reason is what the operator acts on: whole, wrapped.
 			note := it.Message
@@ -1081,24 +1079,24 @@ func (s *bulkFlow) resultLines() []string {
 			if note == "" {
 				continue
 			}
-			for _, l := range wrap(termtext.Clean(note), max(1, s.w-10)) {
+			for _, l := range wrap(termtext.Clean(note), max(1, s.sm.w-10)) {
 				out = append(out, "          "+l)
 			}
 		}
 	}
 	if left := r.Only(bulk.NotAttempted); len(left) > 0 {
-		out = append(out, "", " "+s.st.Title.Render(fmt.Sprintf("Not attempted: the group stopped before their turn (%s)",
+		out = append(out, "", " "+s.sm.st.Title.Render(fmt.Sprintf("Not attempted: the group stopped before their turn (%s)",
 			count(int64(len(left))))))
 		out = append(out, s.sampled(left, func(it bulk.ItemResult) string { return "" },
 			"still stuck; accept the group again to decide them")...)
 	}
 	if decided := r.Only(bulk.Decided); len(decided) > 0 {
-		out = append(out, "", " "+s.st.Title.Render(fmt.Sprintf("Decided (%s)", count(int64(len(decided))))))
+		out = append(out, "", " "+s.sm.st.Title.Render(fmt.Sprintf("Decided (%s)", count(int64(len(decided))))))
 		out = append(out, s.sampled(decided, func(it bulk.ItemResult) string {
 			return stateText(readmodel.State(it.State)) + " · audit " + it.Audit
 		}, "each with its own audit record")...)
 	}
 	out = append(out, "")
-	s.para(&out, "enter goes back to the plan to accept another group; esc goes back to the list, refreshed.", s.st.Muted.Render)
+	s.sm.para(&out, "enter goes back to the plan to accept another group; esc goes back to the list, refreshed.", s.sm.st.Muted.Render)
 	return out
 }

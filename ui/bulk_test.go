@@ -176,9 +176,9 @@ func TestBulkFlow(t *testing.T) {
 	// The groups without a proposal cannot be accepted.
 	h.keys("jj<enter>")
 	require.Contains(t, flat(h.view()), "the no answer records have no definite evidence: decide them one by one")
-	require.Equal(t, stepPlan, h.m.bulk().step)
+	require.Equal(t, stepPlan, h.m.bulk().sm.step)
 	h.keys("kk<enter>")
-	require.Equal(t, stepReason, h.m.bulk().step)
+	require.Equal(t, stepReason, h.m.bulk().sm.step)
 
 	// Reasons that are white space only are refused, whatever the space.
 	for _, blank := range []string{"", "\t\t", "\u3000\u3000", " \u00a0 "} {
@@ -186,37 +186,37 @@ func TestBulkFlow(t *testing.T) {
 			h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(blank), Paste: true})
 		}
 		h.keys("<enter>")
-		require.Equal(t, stepReason, h.m.bulk().step, "reason %q taken", blank)
+		require.Equal(t, stepReason, h.m.bulk().sm.step, "reason %q taken", blank)
 		require.Contains(t, flat(h.view()), "a reason is required", "reason %q", blank)
-		h.m.bulk().reason.SetValue("")
+		h.m.bulk().sm.reason.SetValue("")
 	}
 	h.keys("outage<enter>")
-	require.Equal(t, stepConfirm, h.m.bulk().step)
+	require.Equal(t, stepConfirm, h.m.bulk().sm.step)
 	touch(h.src, outageFirst+3)
 	// Counts that are not the group's exact digits confirm nothing.
 	for _, wrong := range []string{"", "-3", " 9", "9 ", "+9", "9\x00", "\x009", "9\n", "٩", "９"} {
 		if wrong != "" {
 			h.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(wrong), Paste: true})
 		}
-		require.Equal(t, "", h.m.bulk().typed.Value(), "count %q taken", wrong)
+		require.Equal(t, "", h.m.bulk().sm.typed.Value(), "count %q taken", wrong)
 		h.keys("<enter>")
-		require.Equal(t, stepConfirm, h.m.bulk().step, "count %q confirmed", wrong)
+		require.Equal(t, stepConfirm, h.m.bulk().sm.step, "count %q confirmed", wrong)
 		require.Contains(t, flat(h.view()), "that is not 9, the number of records in the group: nothing was decided", "count %q", wrong)
 		require.Empty(t, b.accepted, "count %q decided", wrong)
 	}
 	// Digits, but not the count: 8, 14, 09.
 	for _, wrong := range []string{"8", "14", "09", "99999999999999999999"} {
 		h.keys(wrong + "<enter>")
-		require.Equal(t, stepConfirm, h.m.bulk().step, "count %q confirmed", wrong)
+		require.Equal(t, stepConfirm, h.m.bulk().sm.step, "count %q confirmed", wrong)
 		require.Contains(t, flat(h.view()), "that is not 9, the number of records in the group: nothing was decided", "count %q", wrong)
 		require.Empty(t, b.accepted, "count %q decided", wrong)
 	}
 	// esc goes back a step, and the reason is kept.
 	h.keys("<esc>")
-	require.Equal(t, stepReason, h.m.bulk().step)
-	require.Equal(t, "outage", h.m.bulk().reason.Value())
+	require.Equal(t, stepReason, h.m.bulk().sm.step)
+	require.Equal(t, "outage", h.m.bulk().sm.reason.Value())
 	h.keys("<enter>9<enter>")
-	require.Equal(t, stepResult, h.m.bulk().step)
+	require.Equal(t, stepResult, h.m.bulk().sm.step)
 	require.Len(t, b.accepted, 1)
 	require.Equal(t, bulk.AcceptParams{Reason: "outage", Confirm: 9}, b.accepted[0])
 	v = flat(h.view())
@@ -234,7 +234,7 @@ func TestBulkFlow(t *testing.T) {
 	// Back on the plan the found group is accepted; the next one is
 	// selected.
 	h.keys("<enter>")
-	require.Equal(t, stepPlan, h.m.bulk().step)
+	require.Equal(t, stepPlan, h.m.bulk().sm.step)
 	v = flat(h.view())
 	require.Contains(t, v, "✓ found 9 ✓ accepted: 8 decided, 1 skipped")
 	require.Contains(t, v, "▸ ○ not found")
@@ -276,7 +276,7 @@ func TestBulkStatusBarTime(t *testing.T) {
 	}
 	h.src.mu.Unlock()
 	h.keys("R")
-	require.Equal(t, stepPlan, h.m.bulk().step, "no plan:\n%s", h.view())
+	require.Equal(t, stepPlan, h.m.bulk().sm.step, "no plan:\n%s", h.view())
 	require.Contains(t, h.view(), "as of 03:13:46 UTC · ⟳ paused in this flow", "the status bar does not show the listing's time:\n%s", h.view())
 }
 
@@ -298,7 +298,7 @@ func TestBulkEscape(t *testing.T) {
 	require.Contains(t, v, "Nothing was decided.")
 	h.keys("<enter>")
 	require.Contains(t, flat(h.view()), "the lookups were stopped: nothing is decided from a partial run")
-	require.Equal(t, stepPlan, h.m.bulk().step)
+	require.Equal(t, stepPlan, h.m.bulk().sm.step)
 	// r looks every record up again.
 	b.mu.Lock()
 	b.gate = nil
@@ -308,11 +308,11 @@ func TestBulkEscape(t *testing.T) {
 
 	// esc at the reason goes back to the plan; at the plan to the list.
 	h.keys("<enter>")
-	require.Equal(t, stepReason, h.m.bulk().step)
+	require.Equal(t, stepReason, h.m.bulk().sm.step)
 	h.keys("q") // typed into the reason
-	require.Equal(t, stepReason, h.m.bulk().step)
+	require.Equal(t, stepReason, h.m.bulk().sm.step)
 	h.keys("<esc>")
-	require.Equal(t, stepPlan, h.m.bulk().step)
+	require.Equal(t, stepPlan, h.m.bulk().sm.step)
 
 	// esc while deciding: no more decisions start, those done are kept.
 	b.mu.Lock()
@@ -322,7 +322,7 @@ func TestBulkEscape(t *testing.T) {
 	h.keys("<enter>outage<enter>9")
 	h.pump(h.press(keyEnter), 4)
 	h.keys("q")
-	require.Equal(t, stepDeciding, h.m.bulk().step, "q left the decisions")
+	require.Equal(t, stepDeciding, h.m.bulk().sm.step, "q left the decisions")
 	h.keys("<esc>")
 	h.finish()
 	v = flat(h.view())
@@ -452,14 +452,14 @@ func TestBulkGroupNotReadAgain(t *testing.T) {
 	require.NoError(t, err)
 	h := newDecideHarness(t, src, newFakeDecider(src), Config{Bulk: engineAccepts{newFakeBulk(t, src), engine}}, 120, 40)
 	h.keys(bulkList + "R<enter>outage<enter>9<enter>")
-	require.Equal(t, stepResult, h.m.bulk().step)
+	require.Equal(t, stepResult, h.m.bulk().sm.step)
 	require.Contains(t, flat(h.view()), "stopped before the first decision, nothing was decided", "the result:\n%s", h.view())
 	h.keys("<enter>")
 	v := flat(h.view())
 	require.Contains(t, v, "▸ ✓ found 9 → completed", "the plan:\n%s", h.view())
 	require.NotContains(t, v, "accepted:")
 	h.keys("<enter>")
-	require.Equal(t, stepReason, h.m.bulk().step, "the group cannot be accepted again:\n%s", h.view())
+	require.Equal(t, stepReason, h.m.bulk().sm.step, "the group cannot be accepted again:\n%s", h.view())
 }
 
 // TestBulkGroupOpen: o on the plan shows every record of the selected

@@ -250,13 +250,13 @@ func TestDecideTypedConfirmation(t *testing.T) {
 	dec := newFakeDecider(src)
 	h := newDecideHarness(t, src, dec, Config{}, 80, 24)
 	h.keys(openDeploy + "r2o<enter>rolled back by hand<enter>")
-	require.Equal(t, stepConfirm, h.m.reconcile().step, "not on the typed confirmation:\n%s", h.view())
-	require.True(t, h.m.reconcile().typedConfirm(), "not on the typed confirmation:\n%s", h.view())
+	require.Equal(t, stepConfirm, h.m.reconcile().sm.step, "not on the typed confirmation:\n%s", h.view())
+	require.True(t, h.m.reconcile().sm.typedConfirm(), "not on the typed confirmation:\n%s", h.view())
 	// y is a character typed here, not a yes.
 	for _, wrong := range []string{"y", "ry-7", "4820", "482070", "48207 ", "048207", "48213"} {
 		h.keys(wrong + "<enter>")
 		require.Contains(t, flat(h.view()), "that is not this record's operation id: nothing was done", "%q was not refused", wrong)
-		require.Equal(t, stepConfirm, h.m.reconcile().step, "%q", wrong)
+		require.Equal(t, stepConfirm, h.m.reconcile().sm.step, "%q", wrong)
 		require.Zero(t, dec.called("decide"), "%q decided", wrong)
 	}
 	h.keys("48207<enter>")
@@ -272,11 +272,11 @@ func TestDecideTypedConfirmation(t *testing.T) {
 	// Without a lookup, the same release is typed too.
 	delete(dec.lookups, "charge-card")
 	h.keys("<enter>" + openCharge + "r2<enter>the provider has no such charge<enter>")
-	require.True(t, h.m.reconcile().typedConfirm(), "a release without evidence is not typed:\n%s", h.view())
+	require.True(t, h.m.reconcile().sm.typedConfirm(), "a release without evidence is not typed:\n%s", h.view())
 	h.keys("<esc><esc><esc>")
 	// A local record is released with a plain yes/no.
 	h.keys(openTicket + "r2<enter>no ticket in the queue<enter>")
-	require.False(t, h.m.reconcile().typedConfirm(), "a local record asks for typing:\n%s", h.view())
+	require.False(t, h.m.reconcile().sm.typedConfirm(), "a local record asks for typing:\n%s", h.view())
 	require.Contains(t, h.view(), "Apply? y yes")
 }
 
@@ -292,7 +292,7 @@ func TestDecideBackedRelease(t *testing.T) {
 	h.keys(openDeploy + "r")
 	require.Equal(t, reconcile.NotExecuted, h.m.reconcile().decision(), "the evidence does not point at not executed")
 	h.keys("<enter>the provider has no such deployment<enter>")
-	require.False(t, h.m.reconcile().typedConfirm())
+	require.False(t, h.m.reconcile().sm.typedConfirm())
 	require.Contains(t, h.view(), "Apply? y yes · N no")
 	h.keys("<enter>")
 	require.Zero(t, dec.called("decide"), "enter applied")
@@ -312,11 +312,11 @@ func TestDecideConfirmDefaultsToNo(t *testing.T) {
 	h := newDecideHarness(t, src, dec, Config{}, 80, 24)
 	h.keys(openTicket + "r3<enter>duplicate ticket<enter>")
 	for _, no := range []string{"<enter>", "n", "<esc>"} {
-		require.Equal(t, stepConfirm, h.m.reconcile().step, "not on the confirmation:\n%s", h.view())
+		require.Equal(t, stepConfirm, h.m.reconcile().sm.step, "not on the confirmation:\n%s", h.view())
 		h.keys(no)
-		require.Equal(t, stepReason, h.m.reconcile().step, "%s on the confirmation: step %s, %d decisions", no, h.m.reconcile().step, dec.called("decide"))
-		require.EqualValues(t, 0, dec.called("decide"), "%s on the confirmation: step %s, %d decisions", no, h.m.reconcile().step, dec.called("decide"))
-		require.Equal(t, "duplicate ticket", h.m.reconcile().reason.Value(), "the reason was lost: %q", h.m.reconcile().reason.Value())
+		require.Equal(t, stepReason, h.m.reconcile().sm.step, "%s on the confirmation: step %s, %d decisions", no, h.m.reconcile().sm.step, dec.called("decide"))
+		require.EqualValues(t, 0, dec.called("decide"), "%s on the confirmation: step %s, %d decisions", no, h.m.reconcile().sm.step, dec.called("decide"))
+		require.Equal(t, "duplicate ticket", h.m.reconcile().sm.reason.Value(), "the reason was lost: %q", h.m.reconcile().sm.reason.Value())
 		h.keys("<enter>")
 	}
 	h.keys("y")
@@ -406,25 +406,25 @@ func TestDecideSteps(t *testing.T) {
 	h := newDecideHarness(t, src, dec, Config{}, 80, 24)
 	h.keys(openDeploy + "re<enter>because")
 	for i, st := range []step{stepReason, stepReference, stepDecide} {
-		require.Equal(t, st, h.m.reconcile().step, "after %d esc", i)
+		require.Equal(t, st, h.m.reconcile().sm.step, "after %d esc", i)
 		h.keys("<esc>")
 	}
 	require.Equal(t, h.m.detail(), h.m.active(), "esc at the first step did not return to the detail")
 	h.keys("r4<enter><enter>")
-	require.Equal(t, stepReason, h.m.reconcile().step)
-	require.Equal(t, "", h.m.reconcile().reason.Value(), "a new flow kept the old reason")
+	require.Equal(t, stepReason, h.m.reconcile().sm.step)
+	require.Equal(t, "", h.m.reconcile().sm.reason.Value(), "a new flow kept the old reason")
 	h.keys("<esc><esc>q")
 	require.Equal(t, h.m.detail(), h.m.active(), "q did not cancel the flow")
 	require.Zero(t, dec.called("decide"), "q did not cancel the flow")
 	h.keys("r4<enter><enter>typing q")
 	require.False(t, h.quit, "q typed into the reason quit")
-	require.Equal(t, "typing q", h.m.reconcile().reason.Value(), "q typed into the reason was lost")
+	require.Equal(t, "typing q", h.m.reconcile().sm.reason.Value(), "q typed into the reason was lost")
 	// In a flow the first ctrl+c says what was done (nothing), keeping the
 	// reason; the second quits.
 	h.send(tea.KeyMsg{Type: tea.KeyCtrlC})
 	require.False(t, h.quit, "the first ctrl+c in a flow quit")
 	require.Contains(t, h.view(), "nothing was decided on operation")
-	require.Equal(t, "typing q", h.m.reconcile().reason.Value(), "ctrl+c lost the reason")
+	require.Equal(t, "typing q", h.m.reconcile().sm.reason.Value(), "ctrl+c lost the reason")
 	h.send(tea.KeyMsg{Type: tea.KeyCtrlC})
 	require.True(t, h.quit, "ctrl+c twice did not quit while typing")
 	require.Zero(t, dec.called("decide"))

@@ -102,13 +102,12 @@ func dbFailure(err error) error {
 // spinFrames animate what is waiting on the database or the provider.
 var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
-// flow is what one flow supplies to the step machine it runs on; the
-// machine does the rest. A flow is its own screen over a stepMachine,
-// which calls nothing of it: after every change (act) the flow takes the
-// machine's events (takeEvents) and acts on them, words its own keys
-// (after wordKeys) and hands the machine its page (setPage), with what
-// only some flows have as data: what an input pins under a step, the
-// prompt of a typed confirmation, a wait of its own. A key the step
+// flow is one of the console's flows: its own screen over a stepMachine
+// it holds, which calls nothing of it. After every change (act) the flow
+// takes the machine's events (takeEvents) and acts on them, words its own
+// keys (after wordKeys) and hands the machine its page (setPage), with
+// what only some flows have as data: what an input pins under a step,
+// the prompt of a typed confirmation, a wait of its own. A key the step
 // offers (offers) goes to the flow before the machine's Update.
 type flow interface {
 	screen
@@ -125,8 +124,9 @@ type flow interface {
 	// hands the machine its page: the end of every Update, SetSize, esc
 	// and opening.
 	act() tea.Cmd
-	// machine is the flow's step machine, which the flow's screen
-	// methods and ctrl+c's interrupter read.
+	// machine is the flow's step machine, which esc, the size and the
+	// opening (flowBack, flowResize, flowOpen) and ctrl+c's interrupter
+	// work on.
 	machine() *stepMachine
 }
 
@@ -176,24 +176,21 @@ func newOnSteps(d deps, sid screenID, dec Decider) onSteps {
 	return onSteps{sm: newSteps(d, sid, dec), keys: d.keys}
 }
 
-// wordKeys words the machine's keys for its step, and disables the
-// flow's own: the flow enables those of its step after.
+// wordKeys words the machine's keys for its step, and disables the keys
+// a flow has of its own beside the machine's: the flow enables those of
+// its step after.
 func (o *onSteps) wordKeys() {
 	o.sm.wordKeys()
-	offFlowKeys(&o.keys)
-}
-
-// offFlowKeys disables the keys a flow on a record has of its own beside
-// its machine's.
-func offFlowKeys(k *KeyMap) {
+	k := &o.keys
 	for _, b := range []*key.Binding{&k.Up, &k.Down, &k.Top, &k.Bottom, &k.NextPage, &k.PrevPage, &k.Override, &k.AskAgain, &k.Choose, &k.EditRef} {
 		b.SetEnabled(false)
 	}
 }
 
 // flowShortHelp is the short help of a flow on a record, from its
-// machine's keys and its own (k).
-func flowShortHelp(m *stepMachine, k KeyMap) []key.Binding {
+// machine's keys and its own (k); more are the keys of the flow's own
+// steps, after y and n.
+func flowShortHelp(m *stepMachine, k KeyMap, more ...key.Binding) []key.Binding {
 	mk := m.KeyMap
 	scroll := combined("pgdn/pgup", "scroll", mk.ScrollDown, mk.ScrollUp)
 	if m.capturing() {
@@ -202,19 +199,22 @@ func flowShortHelp(m *stepMachine, k KeyMap) []key.Binding {
 	if m.step == stepResult {
 		return []key.Binding{mk.Next, combined("↑/↓", "scroll", k.Up, k.Down), combined("pgdn/pgup", "page", k.NextPage, k.PrevPage), scroll}
 	}
-	return []key.Binding{combined("↑/↓", "choose", k.Up, k.Down), mk.Next, mk.Yes, mk.No, k.Override, k.AskAgain, k.EditRef, scroll}
+	out := append([]key.Binding{combined("↑/↓", "choose", k.Up, k.Down), mk.Next, mk.Yes, mk.No}, more...)
+	return append(out, scroll)
 }
 
 // flowFullHelp is the full help of a flow on a record.
 func flowFullHelp(m *stepMachine, k KeyMap) [][]key.Binding {
 	mk := m.KeyMap
-	return [][]key.Binding{{mk.Next, mk.Accept, mk.Cancel, k.Up, k.Down, k.Choose}, {mk.Yes, mk.No, k.Override, k.AskAgain, k.EditRef},
-		{mk.ScrollDown, mk.ScrollUp}}
+	return [][]key.Binding{{mk.Next, mk.Accept, mk.Cancel, k.Up, k.Down}, {mk.Yes, mk.No}, {mk.ScrollDown, mk.ScrollUp}}
 }
+
+// refresh does nothing: the flow works on the record as the operator
+// saw it, and the status bar keeps that read's database time.
+func (o *onSteps) refresh() tea.Cmd { return nil }
 
 func (o *onSteps) id() screenID                { return o.sm.id() }
 func (o *onSteps) Init() tea.Cmd               { return nil }
-func (o *onSteps) refresh() tea.Cmd            { return nil }
 func (o *onSteps) current(seq int) bool        { return o.sm.current(seq) }
 func (o *onSteps) asOf() time.Time             { return o.sm.asOf() }
 func (o *onSteps) follow() (navMsg, bool)      { return o.sm.follow() }

@@ -31,9 +31,6 @@ type interrupter interface {
 	report(wait time.Duration) string
 }
 
-// machine is the flow's own: a flow that embeds its machine has it.
-func (m *stepMachine) machine() *stepMachine { return m }
-
 // stopperOf is what ctrl+c stops on screen s; nil when s is no flow.
 func stopperOf(s screen) interrupter {
 	if i, ok := s.(interrupter); ok {
@@ -217,7 +214,7 @@ func (s *bulkFlow) summary() string {
 		batch = " (batch " + b + ")"
 	}
 	switch {
-	case s.running() && s.step == stepDeciding:
+	case s.running() && s.sm.step == stepDeciding:
 		return fmt.Sprintf("stopping: %s of %s done, the decisions under way finish%s", count(int64(s.progress.Done)),
 			count(int64(max(s.progress.Total, s.group().Count()))), batch)
 	case s.running():
@@ -255,7 +252,7 @@ func (s *bulkFlow) report(wait time.Duration) string {
 				s.plan = m.plan
 			}
 		case nil:
-			if s.step == stepDeciding {
+			if s.sm.step == stepDeciding {
 				late = append(late, fmt.Sprintf("  %s group: %d of %d had answered when the console quit (%s); the others "+
 					"had not answered within %s: each record's history says whether it took effect", s.verdict.Label(), p.Done,
 					p.Total, countsText(p.Counts, outcomeKeys()[:4]), wait))

@@ -82,7 +82,7 @@ func TestBulkItemKeys(t *testing.T) {
 	}
 	s := &bulkFlow{plan: &bulk.Plan{Groups: []bulk.Group{{Verdict: bulk.Found, Items: items}}}}
 	for _, w := range []int{60, 80, 120} {
-		s.w = w
+		s.sm.w = w
 		seen := map[string]bool{}
 		for _, it := range items {
 			line := s.itemLine(it, "ref ch_1")

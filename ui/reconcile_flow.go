@@ -68,9 +68,8 @@ type askMsg struct {
 // risk, the provider's lookup and the runbook, the decision, what happens
 // next, a reason, a confirmation, the result and its audit record.
 type reconcileFlow struct {
-	stepMachine
-	keys KeyMap // the flow's own, beside the machine's
-	// now is this machine's clock, for when the provider was asked.
+	onSteps
+	// now is the local clock, for when the provider was asked.
 	now     func() time.Time
 	runbook string
 
@@ -89,18 +88,18 @@ type reconcileFlow struct {
 }
 
 func newReconcile(d deps, dec Decider) *reconcileFlow {
-	s := &reconcileFlow{stepMachine: newSteps(d, screenReconcile, dec), keys: d.keys, now: time.Now}
-	s.addInput(stepReference, textInput(d.st, "reference", 200))
-	s.addInput(stepSnooze, textInput(d.st, "such as 30m, 2h, 1d", 20))
-	s.first = stepDecide
-	s.needsPending = true
-	s.crumbs = []crumb{{"decide", []step{stepLoading, stepDecide, stepReference, stepSnooze}},
+	s := &reconcileFlow{onSteps: newOnSteps(d, screenReconcile, dec), now: time.Now}
+	s.sm.addInput(stepReference, textInput(d.st, "reference", 200))
+	s.sm.addInput(stepSnooze, textInput(d.st, "such as 30m, 2h, 1d", 20))
+	s.sm.first = stepDecide
+	s.sm.needsPending = true
+	s.sm.crumbs = []crumb{{"decide", []step{stepLoading, stepDecide, stepReference, stepSnooze}},
 		{"reason", []step{stepReason}}, {"confirm", []step{stepConfirm, stepApplying}}, {"done", []step{stepResult}}}
 	s.act()
 	return s
 }
 
-func (s *reconcileFlow) title() string { return s.recordTitle("Reconcile operation ") }
+func (s *reconcileFlow) title() string { return s.sm.recordTitle("Reconcile operation ") }
 
 func (s *reconcileFlow) page(st step) []string {
 	var out []string
@@ -108,19 +107,19 @@ func (s *reconcileFlow) page(st step) []string {
 	case stepDecide:
 		return s.decideView()
 	case stepReference:
-		out = append(out, " "+s.st.Title.Render("Decision: completed"), "")
+		out = append(out, " "+s.sm.st.Title.Render("Decision: completed"), "")
 		from := ""
 		if s.answer != nil && s.answer.ResultRef != "" {
 			from = " (the lookup's; edit it if the provider shows another)"
 		}
-		s.para(&out, "The provider's result reference, which retries will replay"+from+":", nil)
+		s.sm.para(&out, "The provider's result reference, which retries will replay"+from+":", nil)
 	case stepSnooze:
-		out = append(out, " "+s.st.Title.Render("Decision: defer"), "")
-		s.para(&out, "Remind again in (on the database clock; such as 30m, 2h, 1d):", nil)
+		out = append(out, " "+s.sm.st.Title.Render("Decision: defer"), "")
+		s.sm.para(&out, "Remind again in (on the database clock; such as 30m, 2h, 1d):", nil)
 	case stepReason:
-		out = []string{" " + s.st.Title.Render("Reason for deciding "+decisionInfo[s.decision()].name), ""}
+		out = []string{" " + s.sm.st.Title.Render("Reason for deciding "+decisionInfo[s.decision()].name), ""}
 		change, _ := s.next()
-		s.field(&out, "the record", change)
+		s.sm.field(&out, "the record", change)
 		out = append(out, "")
 	case stepConfirm:
 		return s.confirmLines()
@@ -131,8 +130,8 @@ func (s *reconcileFlow) page(st step) []string {
 }
 
 // ref and snooze are the inputs of the reference and the snooze.
-func (s *reconcileFlow) ref() *textinput.Model    { return s.inputAt(stepReference) }
-func (s *reconcileFlow) snooze() *textinput.Model { return s.inputAt(stepSnooze) }
+func (s *reconcileFlow) ref() *textinput.Model    { return s.sm.inputAt(stepReference) }
+func (s *reconcileFlow) snooze() *textinput.Model { return s.sm.inputAt(stepSnooze) }
 
 func (s *reconcileFlow) pinAt(st step) []string {
 	switch st {
@@ -141,7 +140,7 @@ func (s *reconcileFlow) pinAt(st step) []string {
 	case stepSnooze:
 		out := []string{" " + s.snooze().View()}
 		if d, err := parseSnooze(s.snooze().Value()); err == nil {
-			out = append(out, "", " "+s.st.Muted.Render("until "+stamp(s.rec.DBTime.Add(d), s.rec.DBTime)+" UTC ("+Relative(d)+")"))
+			out = append(out, "", " "+s.sm.st.Muted.Render("until "+stamp(s.sm.rec.DBTime.Add(d), s.sm.rec.DBTime)+" UTC ("+Relative(d)+")"))
 		}
 		return out
 	}
@@ -157,9 +156,9 @@ func (s *reconcileFlow) keysAt(st step) {
 		k.Up.SetEnabled(true)
 		k.Down.SetEnabled(true)
 		k.Choose.SetEnabled(true)
-		s.KeyMap.Next.SetEnabled(!s.asking)
-		s.KeyMap.Next.SetHelp("enter", "next: "+decisionInfo[s.decision()].name)
-		k.AskAgain.SetEnabled(!s.asking && !s.noLookup && s.dec != nil)
+		s.sm.KeyMap.Next.SetEnabled(!s.asking)
+		s.sm.KeyMap.Next.SetHelp("enter", "next: "+decisionInfo[s.decision()].name)
+		k.AskAgain.SetEnabled(!s.asking && !s.noLookup && s.sm.dec != nil)
 		k.EditRef.SetEnabled(s.kind().NeedsRef)
 		k.Override.SetEnabled(s.contradicts())
 		if s.override {
@@ -168,7 +167,7 @@ func (s *reconcileFlow) keysAt(st step) {
 			k.Override.SetHelp("o", "override the lookup")
 		}
 	case stepReference, stepSnooze:
-		s.inputKeys(&s.KeyMap, "next")
+		s.sm.inputKeys(&s.sm.KeyMap, "next")
 	}
 }
 
@@ -204,11 +203,11 @@ func (s *reconcileFlow) decideKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 	case key.Matches(msg, s.keys.Override):
 		s.override = !s.override
 	case key.Matches(msg, s.keys.EditRef):
-		return s.forward(stepReference), true
+		return s.sm.forward(stepReference), true
 	default:
 		return nil, false
 	}
-	s.inputErr = ""
+	s.sm.inputErr = ""
 	return nil, true
 }
 
@@ -216,59 +215,57 @@ func (s *reconcileFlow) decideKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 func (s *reconcileFlow) submitDecision() tea.Cmd {
 	switch {
 	case s.asking:
-		s.inputErr = "waiting for the provider's answer"
+		s.sm.inputErr = "waiting for the provider's answer"
 		return nil
 	case s.contradicts() && !s.override:
-		s.inputErr = "the decision contradicts the lookup: set the override (o) or decide otherwise"
+		s.sm.inputErr = "the decision contradicts the lookup: set the override (o) or decide otherwise"
 		return nil
 	}
 	switch k := s.kind(); {
 	case k.NeedsRef:
 		if s.typedRef() == "" {
-			return s.forward(stepReference)
+			return s.sm.forward(stepReference)
 		}
 	case k.NeedsUntil:
-		return s.forward(stepSnooze)
+		return s.sm.forward(stepSnooze)
 	}
-	return s.forward(stepReason)
+	return s.sm.forward(stepReason)
 }
 
 // submitRef goes on from the reference, once it is one to record.
 func (s *reconcileFlow) submitRef() tea.Cmd {
 	switch {
 	case s.typedRef() == "":
-		s.inputErr = "confirming completed needs the provider's result reference: retries will replay it"
+		s.sm.inputErr = "confirming completed needs the provider's result reference: retries will replay it"
 		return nil
 	case s.contradicts() && !s.override:
-		s.inputErr = "the lookup found reference " + termtext.Clean(s.answer.Evidence.Ref) + ", not " + termtext.Clean(s.typedRef()) +
+		s.sm.inputErr = "the lookup found reference " + termtext.Clean(s.answer.Evidence.Ref) + ", not " + termtext.Clean(s.typedRef()) +
 			": go back (esc) and set the override (o) to record another"
 		return nil
 	}
-	return s.forward(stepReason)
+	return s.sm.forward(stepReason)
 }
 
 // submitSnooze goes on from the snooze, once it is a duration.
 func (s *reconcileFlow) submitSnooze() tea.Cmd {
 	d, err := parseSnooze(s.snooze().Value())
 	if err != nil {
-		s.inputErr = err.Error()
+		s.sm.inputErr = err.Error()
 		return nil
 	}
 	s.snoozeD = d
-	return s.forward(stepReason)
+	return s.sm.forward(stepReason)
 }
 
-// typedConfirm: releasing an unknown external effect is confirmed by
-// typing the record's id (releasesUnbacked).
-func (s *reconcileFlow) typedConfirm() bool { return s.releasesUnbacked() }
-
+// typedPrompt asks for the record's id: releasing an unknown external
+// effect is confirmed by typing it (releasesUnbacked).
 func (s *reconcileFlow) typedPrompt() string {
 	return "This releases an external effect whose outcome is unknown, and the lookup does not say the provider has " +
 		"none: if it did act, the next retry acts twice. To confirm, type this record's operation id (in the title):"
 }
 
 func (s *reconcileFlow) write() func(ctx context.Context) (applied, error) {
-	dec, tool, p := s.dec, s.rec.Tool, s.params()
+	dec, tool, p := s.sm.dec, s.sm.rec.Tool, s.params()
 	return func(ctx context.Context) (applied, error) {
 		r, err := dec.Decide(ctx, tool, p)
 		return applied{res: r}, err
@@ -276,14 +273,14 @@ func (s *reconcileFlow) write() func(ctx context.Context) (applied, error) {
 }
 
 func (s *reconcileFlow) done() []string {
-	now := stateText(readmodel.State(s.res.State))
+	now := stateText(readmodel.State(s.sm.res.State))
 	if s.decision() == reconcile.Defer {
 		// The database's state is stuck; the queue's is deferred.
-		now = stateText(readmodel.StateDeferred) + " until " + stamp(s.snoozeUntil(), s.rec.DBTime) + " UTC"
+		now = stateText(readmodel.StateDeferred) + " until " + stamp(s.snoozeUntil(), s.sm.rec.DBTime) + " UTC"
 	}
-	out := s.doneLines(s.doneWhat(), now)
+	out := s.sm.doneLines(s.doneWhat(), now)
 	_, retries := s.next()
-	s.field(&out, "retries", retries)
+	s.sm.field(&out, "retries", retries)
 	return out
 }
 
@@ -293,22 +290,21 @@ func (s *reconcileFlow) done() []string {
 // release without evidence, and the wait for the provider.
 func (s *reconcileFlow) act() tea.Cmd {
 	var cmd tea.Cmd
-	for _, ev := range s.takeEvents() {
+	for _, ev := range s.sm.takeEvents() {
 		switch ev.kind {
 		case evStarted:
 			cmd = tea.Batch(cmd, s.begin())
 		case evSubmit:
-			cmd = tea.Batch(cmd, s.apply(s.write()))
+			cmd = tea.Batch(cmd, s.sm.apply(s.write()))
 		}
 	}
 	s.wordKeys()
-	offFlowKeys(&s.keys)
-	s.keysAt(s.step)
-	p := stepPage{title: s.title(), text: s.page(s.pageStep()), pin: s.pinAt(s.step), waiting: s.asking}
-	if s.typedConfirm() {
+	s.keysAt(s.sm.step)
+	p := stepPage{title: s.title(), text: s.page(s.sm.pageStep()), pin: s.pinAt(s.sm.step), waiting: s.asking}
+	if s.releasesUnbacked() {
 		p.typed = s.typedPrompt()
 	}
-	s.setPage(p)
+	s.sm.setPage(p)
 	return cmd
 }
 
@@ -320,23 +316,37 @@ func (s *reconcileFlow) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		s.onAsk(msg)
 		return s, s.act()
 	case tea.KeyMsg:
-		if !s.offers(msg) {
+		if !s.sm.offers(msg) {
 			break
 		}
-		if cmd, ok := s.keyAt(s.step, msg); ok {
+		if cmd, ok := s.keyAt(s.sm.step, msg); ok {
 			return s, tea.Batch(cmd, s.act())
 		}
 	}
 	var cmd tea.Cmd
-	s.stepMachine, cmd = s.stepMachine.Update(msg)
+	s.sm, cmd = s.sm.Update(msg)
 	return s, tea.Batch(cmd, s.act())
 }
 
 func (s *reconcileFlow) SetSize(w, h int) { flowResize(s, w, h) }
 
-func (s *reconcileFlow) ShortHelp() []key.Binding  { return flowShortHelp(&s.stepMachine, s.keys) }
-func (s *reconcileFlow) FullHelp() [][]key.Binding { return flowFullHelp(&s.stepMachine, s.keys) }
-func (s *reconcileFlow) back() (bool, tea.Cmd)     { return flowBack(s) }
+// ShortHelp is a flow's, with the decision's own keys after y and n.
+func (s *reconcileFlow) ShortHelp() []key.Binding {
+	k := s.keys
+	return flowShortHelp(&s.sm, k, k.Override, k.AskAgain, k.EditRef)
+}
+
+// FullHelp is a flow's, with choosing by number beside ↑/↓ and the
+// decision's own keys beside y and n.
+func (s *reconcileFlow) FullHelp() [][]key.Binding {
+	k := s.keys
+	h := flowFullHelp(&s.sm, k)
+	h[0] = append(h[0], k.Choose)
+	h[1] = append(h[1], k.Override, k.AskAgain, k.EditRef)
+	return h
+}
+
+func (s *reconcileFlow) back() (bool, tea.Cmd) { return flowBack(s) }
 
 func (s *reconcileFlow) open(n navMsg, at opening) ([]screen, tea.Cmd, bool) {
 	return flowOpen(s, n, at)
@@ -349,22 +359,22 @@ func (s *reconcileFlow) begin() tea.Cmd {
 	s.choice, s.override, s.snoozeD = len(reconcile.Decisions)-1, false, defaultSnooze
 	s.snooze().SetValue(ShortDuration(defaultSnooze))
 	s.runbook = ""
-	if s.dec != nil {
-		s.runbook = s.dec.Runbook(s.rec.Tool)
+	if s.sm.dec != nil {
+		s.runbook = s.sm.dec.Runbook(s.sm.rec.Tool)
 	}
 	return s.ask()
 }
 
 // ask runs the tool's lookup in a command.
 func (s *reconcileFlow) ask() tea.Cmd {
-	if s.dec == nil {
+	if s.sm.dec == nil {
 		return nil
 	}
-	s.seq++
-	s.askSeq, s.asking = s.seq, true
+	s.sm.seq++
+	s.askSeq, s.asking = s.sm.seq, true
 	s.answer, s.askErr, s.noLookup = nil, nil, false
-	seq, dec, rec := s.seq, s.dec, s.rec
-	f := s.f
+	seq, dec, rec := s.sm.seq, s.sm.dec, s.sm.rec
+	f := s.sm.f
 	f.timeout = max(f.timeout, askTimeout)
 	type asked struct {
 		a  reconcile.Answer
@@ -375,7 +385,7 @@ func (s *reconcileFlow) ask() tea.Cmd {
 		return asked{a, ok}, nil
 	}, func(a asked, err error) tea.Msg {
 		return askMsg{seq: seq, answer: a.a, ok: a.ok, err: err}
-	}), s.spinner())
+	}), s.sm.spinner())
 }
 
 func (s *reconcileFlow) onAsk(msg askMsg) {
@@ -392,7 +402,7 @@ func (s *reconcileFlow) onAsk(msg askMsg) {
 	default:
 		a := msg.answer
 		s.answer = &a
-		if s.step == stepDecide || s.step == stepLoading {
+		if s.sm.step == stepDecide || s.sm.step == stepLoading {
 			// The decision the evidence points at, to start from, with
 			// the reference the provider gave.
 			switch a.Evidence.Lookup {
@@ -413,7 +423,7 @@ func (s *reconcileFlow) onAsk(msg askMsg) {
 func (s *reconcileFlow) decision() reconcile.Decision { return reconcile.Decisions[s.choice] }
 
 // live tells whether the record's lease had not expired when it was read.
-func (s *reconcileFlow) live() bool { return s.rec.LeaseLive() }
+func (s *reconcileFlow) live() bool { return s.sm.rec.LeaseLive() }
 
 // verdict is the lookup's definite answer, if any.
 func (s *reconcileFlow) verdict() reconcile.Lookup {
@@ -444,7 +454,7 @@ func (s *reconcileFlow) evidence() reconcile.Evidence {
 	case s.answer != nil:
 		return s.answer.Evidence
 	case s.noLookup:
-		return reconcile.NoLookupEvidence(s.rec.Tool)
+		return reconcile.NoLookupEvidence(s.sm.rec.Tool)
 	}
 	return reconcile.Evidence{}
 }
@@ -454,7 +464,7 @@ func (s *reconcileFlow) evidence() reconcile.Evidence {
 // provider's lookup says it has no such effect (and the decision does
 // not override it).
 func (s *reconcileFlow) releasesUnbacked() bool {
-	return s.kind().Risk == reconcile.RiskRepeat && effectUnknown(s.rec.Effect) &&
+	return s.kind().Risk == reconcile.RiskRepeat && effectUnknown(s.sm.rec.Effect) &&
 		(s.verdict() != reconcile.LookupNotFound || s.contradicts())
 }
 
@@ -495,8 +505,8 @@ func parseSnooze(v string) (time.Duration, error) {
 func (s *reconcileFlow) params() reconcile.DecideParams {
 	d := s.decision()
 	p := reconcile.DecideParams{
-		OperationID: s.rec.ID, Decision: d, ExpectVersion: s.rec.Version,
-		Reason:   s.typedReason(),
+		OperationID: s.sm.rec.ID, Decision: d, ExpectVersion: s.sm.rec.Version,
+		Reason:   s.sm.typedReason(),
 		Force:    s.live() && s.kind().Changes(),
 		Override: s.override && s.contradicts(),
 	}
@@ -512,7 +522,7 @@ func (s *reconcileFlow) params() reconcile.DecideParams {
 
 // snoozeUntil is when a deferred record wants attention again, on the
 // database clock of the read.
-func (s *reconcileFlow) snoozeUntil() time.Time { return s.rec.DBTime.Add(s.snoozeD) }
+func (s *reconcileFlow) snoozeUntil() time.Time { return s.sm.rec.DBTime.Add(s.snoozeD) }
 
 // refSource says where the reference came from, when the lookup gave it.
 func (s *reconcileFlow) refSource() string {
@@ -543,11 +553,11 @@ func effectWords(e string) (kind, risk string) {
 // retries, then the risk, the rest of the record and the runbook. It
 // scrolls (pgdn/pgup) at any size.
 func (s *reconcileFlow) decideView() []string {
-	r := s.rec
+	r := s.sm.rec
 	now := r.DBTime
 	var out []string
 	title := func(t, note string) {
-		out = append(out, " "+s.st.Title.Render(t)+s.st.Muted.Render(note))
+		out = append(out, " "+s.sm.st.Title.Render(t)+s.sm.st.Muted.Render(note))
 	}
 	lease := "-"
 	switch {
@@ -556,10 +566,10 @@ func (s *reconcileFlow) decideView() []string {
 	case !r.LeaseExpiresAt.IsZero():
 		lease = "lease expired " + ShortDuration(now.Sub(r.LeaseExpiresAt)) + " ago"
 	}
-	s.field(&out, "record", stateText(r.State)+" · "+lease+" · "+orDash(termtext.Clean(r.Owner))+", attempt "+strconv.Itoa(r.Attempt)+
+	s.sm.field(&out, "record", stateText(r.State)+" · "+lease+" · "+orDash(termtext.Clean(r.Owner))+", attempt "+strconv.Itoa(r.Attempt)+
 		" · version "+strconv.FormatInt(r.Version, 10))
 	if l := deferralLine(r.Row); l != "" {
-		s.field(&out, "deferral", l)
+		s.sm.field(&out, "deferral", l)
 	}
 	out = append(out, s.lookupLines()...)
 	out = append(out, "")
@@ -567,35 +577,35 @@ func (s *reconcileFlow) decideView() []string {
 	out = append(out, s.consequenceLines()...)
 	out = append(out, "")
 	kind, risk := effectWords(r.Effect)
-	s.field(&out, "effect", kind)
-	s.field(&out, "risk", risk)
+	s.sm.field(&out, "effect", kind)
+	s.sm.field(&out, "risk", risk)
 	if s.live() {
-		s.para(&out, "⚠ The lease is live: deciding needs force, and the decision is recorded as forced. If "+
-			orDash(termtext.Clean(r.Owner))+" is still working, its late completion will be refused.", s.st.Stuck.Render)
+		s.sm.para(&out, "⚠ The lease is live: deciding needs force, and the decision is recorded as forced. If "+
+			orDash(termtext.Clean(r.Owner))+" is still working, its late completion will be refused.", s.sm.st.Stuck.Render)
 	}
-	s.field(&out, "tool", termtext.Clean(r.Tool)+" · version "+termtext.Clean(r.ToolVersion)+" · created "+stamp(r.CreatedAt, now)+" ("+since(r.CreatedAt, now)+")")
+	s.sm.field(&out, "tool", termtext.Clean(r.Tool)+" · version "+termtext.Clean(r.ToolVersion)+" · created "+stamp(r.CreatedAt, now)+" ("+since(r.CreatedAt, now)+")")
 	conflicts := "none"
 	if n := len(r.Conflicts); n > 0 {
 		conflicts = fmt.Sprintf("%d conflicting attempt%s (the key reused with another intent), %d unreviewed",
 			n, plural(n), unreviewed(r.Conflicts))
 	}
-	s.field(&out, "conflicts", conflicts)
+	s.sm.field(&out, "conflicts", conflicts)
 	if n := len(r.Decisions); n > 0 {
 		last := r.Decisions[n-1]
-		s.field(&out, "decided", decisionText(&r, last)+" ("+since(last.At, now)+")")
+		s.sm.field(&out, "decided", decisionText(&r, last)+" ("+since(last.At, now)+")")
 	}
-	s.field(&out, "intent", "hidden · "+orDash(termtext.Clean(r.FingerprintTag))+" · i on the record reveals it")
+	s.sm.field(&out, "intent", "hidden · "+orDash(termtext.Clean(r.FingerprintTag))+" · i on the record reveals it")
 	if s.answer != nil && s.answer.Evidence.Digest != "" {
 		// The audit trail keeps it whole; its start identifies it.
-		s.field(&out, "digest", truncate(termtext.Clean(s.answer.Evidence.Digest), len("sha256:")+16)+" (of the lookup's answer, kept in the audit)")
+		s.sm.field(&out, "digest", truncate(termtext.Clean(s.answer.Evidence.Digest), len("sha256:")+16)+" (of the lookup's answer, kept in the audit)")
 	}
 	out = append(out, "")
 	title("Runbook", " ("+termtext.Clean(r.Tool)+")")
 	if strings.TrimSpace(s.runbook) == "" {
-		return append(out, " "+s.st.Muted.Render("no runbook for this tool in the catalog"))
+		return append(out, " "+s.sm.st.Muted.Render("no runbook for this tool in the catalog"))
 	}
 	for _, l := range strings.Split(strings.TrimRight(s.runbook, "\n"), "\n") {
-		for _, wl := range wrap(termtext.Clean(l), max(1, s.w-4)) {
+		for _, wl := range wrap(termtext.Clean(l), max(1, s.sm.w-4)) {
 			out = append(out, "   "+wl)
 		}
 	}
@@ -608,18 +618,18 @@ func (s *reconcileFlow) lookupLines() []string {
 	var out []string
 	switch {
 	case s.asking:
-		s.field(&out, "evidence", spinFrames[s.frame]+" asking the provider…")
+		s.sm.field(&out, "evidence", spinFrames[s.sm.frame]+" asking the provider…")
 	case s.askErr != nil:
-		s.field(&out, "evidence", s.st.Error.Render("✗ the lookup failed: "+termtext.Clean(s.askErr.Error())))
+		s.sm.field(&out, "evidence", s.sm.st.Error.Render("✗ the lookup failed: "+termtext.Clean(s.askErr.Error())))
 	case s.noLookup:
 		// The same words as the audit record's evidence, and the command's.
-		s.field(&out, "evidence", s.st.Stuck.Render("⚠ "+termtext.Clean(s.evidence().Summary)+"."))
+		s.sm.field(&out, "evidence", s.sm.st.Stuck.Render("⚠ "+termtext.Clean(s.evidence().Summary)+"."))
 		advice := "Check by hand, as the runbook says; the audit trail records that no evidence was gathered."
-		if effectUnknown(s.rec.Effect) {
+		if effectUnknown(s.sm.rec.Effect) {
 			advice = "The effect is external and its outcome unknown: check the provider by hand, as the runbook says, " +
 				"before deciding; the audit trail records that no evidence was gathered."
 		}
-		s.field(&out, "", s.st.Muted.Render(advice))
+		s.sm.field(&out, "", s.sm.st.Muted.Render(advice))
 	case s.answer != nil:
 		a := s.answer
 		verdict := "no definite answer"
@@ -636,10 +646,10 @@ func (s *reconcileFlow) lookupLines() []string {
 		if s.keys.AskAgain.Enabled() {
 			verdict += " · r asks again"
 		}
-		s.field(&out, "evidence", verdict)
-		s.field(&out, "", termtext.Clean(a.Evidence.Summary))
+		s.sm.field(&out, "evidence", verdict)
+		s.sm.field(&out, "", termtext.Clean(a.Evidence.Summary))
 		if a.Err != nil && !strings.Contains(a.Evidence.Summary, a.Err.Error()) {
-			s.field(&out, "why", termtext.Clean(a.Err.Error()))
+			s.sm.field(&out, "why", termtext.Clean(a.Err.Error()))
 		}
 	}
 	return out
@@ -649,14 +659,14 @@ func (s *reconcileFlow) lookupLines() []string {
 // to start with.
 func (s *reconcileFlow) decisionLines() []string {
 	var out []string
-	head := " " + s.st.Title.Render("Decision")
+	head := " " + s.sm.st.Title.Render("Decision")
 	switch s.verdict() {
 	case reconcile.LookupFound:
-		head += s.st.Muted.Render("  (the lookup says found)")
+		head += s.sm.st.Muted.Render("  (the lookup says found)")
 	case reconcile.LookupNotFound:
-		head += s.st.Muted.Render("  (the lookup says not found)")
+		head += s.sm.st.Muted.Render("  (the lookup says not found)")
 	default:
-		head += s.st.Muted.Render("  (no definite answer from the lookup)")
+		head += s.sm.st.Muted.Render("  (no definite answer from the lookup)")
 	}
 	out = append(out, head)
 	width := 0
@@ -670,9 +680,9 @@ func (s *reconcileFlow) decisionLines() []string {
 			mark = "> "
 		}
 		line := mark + strconv.Itoa(i+1) + " " + pad(info.name, width+1) + " " + info.gist
-		line = truncate(line, max(1, s.w-2))
+		line = truncate(line, max(1, s.sm.w-2))
 		if i == s.choice {
-			line = s.st.Selected.Render(line)
+			line = s.sm.st.Selected.Render(line)
 		}
 		out = append(out, " "+line)
 	}
@@ -682,7 +692,7 @@ func (s *reconcileFlow) decisionLines() []string {
 // next says, in plain words, what the decision does to the record and to
 // the retries that come after it.
 func (s *reconcileFlow) next() (change, retries string) {
-	from := stateText(s.rec.State)
+	from := stateText(s.sm.rec.State)
 	k := s.kind()
 	switch s.decision() {
 	case reconcile.Completed:
@@ -691,7 +701,7 @@ func (s *reconcileFlow) next() (change, retries string) {
 			"Retries of this key will replay result reference " + ref + ": the effect does not run again."
 	case reconcile.NotExecuted:
 		again := "the effect runs again"
-		switch normalEffect(s.rec.Effect) {
+		switch normalEffect(s.sm.rec.Effect) {
 		case opsmodel.EffectUnknownOutcome:
 			again = "the provider is called again, so if it did act the first time it acts twice"
 		case opsmodel.EffectIdempotentProvider:
@@ -704,13 +714,13 @@ func (s *reconcileFlow) next() (change, retries string) {
 		meanwhile := "Meanwhile retries are refused: they wait for a person's decision."
 		switch {
 		case s.live():
-			meanwhile = "Meanwhile " + orDash(termtext.Clean(s.rec.Owner)) + " keeps its live lease and may still complete it."
-		case normalEffect(s.rec.Effect) == opsmodel.EffectIdempotentProvider:
+			meanwhile = "Meanwhile " + orDash(termtext.Clean(s.sm.rec.Owner)) + " keeps its live lease and may still complete it."
+		case normalEffect(s.sm.rec.Effect) == opsmodel.EffectIdempotentProvider:
 			meanwhile = "Meanwhile the next retry with the same key may take it over: the provider deduplicates by key."
 		}
-		return "stays " + from + ", " + stateText(readmodel.StateDeferred) + " until " + stamp(until, s.rec.DBTime) +
+		return "stays " + from + ", " + stateText(readmodel.StateDeferred) + " until " + stamp(until, s.sm.rec.DBTime) +
 				" UTC (" + Relative(s.snoozeD) + "): out of the queue until then",
-			"Nothing changes; a reminder until " + stamp(until, s.rec.DBTime) + " UTC (" + Relative(s.snoozeD) + "). " + meanwhile
+			"Nothing changes; a reminder until " + stamp(until, s.sm.rec.DBTime) + " UTC (" + Relative(s.snoozeD) + "). " + meanwhile
 	}
 	if !k.Changes() {
 		return "nothing changes: the record stays " + from, k.Words.Retries
@@ -727,14 +737,14 @@ func (s *reconcileFlow) consequenceLines() []string {
 	if s.decision() == reconcile.Completed && s.refSource() != "" {
 		change += s.refSource()
 	}
-	s.field(&out, "what happens", change)
-	s.field(&out, "retries", retries)
+	s.sm.field(&out, "what happens", change)
+	s.sm.field(&out, "retries", retries)
 	if s.live() {
 		note := "live: the decision is forced, and recorded as forced"
 		if s.decision() == reconcile.Defer {
 			note = "live: deferring needs no force"
 		}
-		s.field(&out, "lease", note)
+		s.sm.field(&out, "lease", note)
 	}
 	if s.contradicts() {
 		out = append(out, "")
@@ -748,13 +758,13 @@ func (s *reconcileFlow) consequenceLines() []string {
 		case s.answer.ResultRef != "":
 			what = "says found (reference " + termtext.Clean(s.answer.ResultRef) + "), which contradicts \"" + info.name + "\""
 		}
-		s.para(&out, "⚠ The provider's lookup "+what+". Deciding against it needs an explicit override, recorded in the audit trail.",
-			s.st.Stuck.Render)
+		s.sm.para(&out, "⚠ The provider's lookup "+what+". Deciding against it needs an explicit override, recorded in the audit trail.",
+			s.sm.st.Stuck.Render)
 		box := "[ ]"
 		if s.override {
 			box = "[x]"
 		}
-		out = append(out, " "+s.st.Bold.Render(box)+" override the lookup's answer   "+s.st.Muted.Render("o toggles"))
+		out = append(out, " "+s.sm.st.Bold.Render(box)+" override the lookup's answer   "+s.sm.st.Muted.Render("o toggles"))
 	}
 	return out
 }
@@ -764,15 +774,15 @@ func (s *reconcileFlow) consequenceLines() []string {
 func (s *reconcileFlow) confirmLines() []string {
 	var out []string
 	info := decisionInfo[s.decision()]
-	out = append(s.heading("Confirm: "+info.name+" on "+s.subject()), "")
+	out = append(s.sm.heading("Confirm: "+info.name+" on "+s.sm.subject()), "")
 	change, _ := s.next()
-	s.field(&out, "the record", change)
-	s.field(&out, "reason", termtext.Clean(s.typedReason()))
+	s.sm.field(&out, "the record", change)
+	s.sm.field(&out, "reason", termtext.Clean(s.sm.typedReason()))
 	evidence := termtext.Clean(s.evidence().Summary)
 	if evidence == "" {
 		evidence = "none"
 	}
-	s.field(&out, "evidence", evidence)
+	s.sm.field(&out, "evidence", evidence)
 	p := s.params()
 	var flags []string
 	if p.Force {
@@ -784,7 +794,7 @@ func (s *reconcileFlow) confirmLines() []string {
 	if len(flags) == 0 {
 		flags = []string{"nothing more (not forced, no override)"}
 	}
-	s.field(&out, "recorded", strings.Join(flags, " · "))
+	s.sm.field(&out, "recorded", strings.Join(flags, " · "))
 	return out
 }
 

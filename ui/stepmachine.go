@@ -42,7 +42,8 @@ type stepMachine struct {
 	sid    screenID
 	dec    Decider
 
-	// Set by the flow when it is built.
+	// Set by the flow when it is built; the conflict reveal sets its
+	// crumbs as it starts, since they depend on the record.
 	crumbs []crumb
 	first  step
 	own    []stepInput // the flow's own inputs, by step
@@ -60,13 +61,14 @@ type stepMachine struct {
 	// needsPending: the flow decides on a pending record, so one read
 	// from a list that is no longer pending opens nothing.
 	needsPending bool
-	nav          flowNav // how the flow was opened on its record
 
 	// page is what the flow shows at the step, as it last handed it over;
 	// events, what Update reported since the flow last took them.
 	page   stepPage
 	events []stepEvent
-	// back names where the flow returns to ("the record", "the list").
+	// nav is how the flow was opened on its record (open), and backTo
+	// names where it returns to ("the record", "the list").
+	nav    flowNav
 	backTo string
 
 	rec      readmodel.Detail
@@ -367,13 +369,8 @@ func (m *stepMachine) inputKeys(k *stepKeyMap, accept string) {
 }
 
 func (m *stepMachine) id() screenID         { return m.sid }
-func (m *stepMachine) Init() tea.Cmd        { return nil }
 func (m *stepMachine) current(seq int) bool { return seq == m.seq }
 func (m *stepMachine) asOf() time.Time      { return m.rec.DBTime }
-
-// refresh does nothing: the flow works on the record as the operator
-// saw it, and the status bar keeps that read's database time.
-func (m *stepMachine) refresh() tea.Cmd { return nil }
 
 // open starts the machine for a role that may decide: on the record a
 // detail shows, at its first step, reporting evStarted; or on a record of
