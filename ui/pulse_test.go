@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"github.com/muesli/termenv"
 	"strings"
 	"testing"
 	"time"
@@ -74,4 +75,26 @@ func TestMachineDecisionsAreMarked(t *testing.T) {
 	require.Equal(t, "rec-1 (auto)", decisionCells(row)[1])
 	row = readmodel.AuditRow{Role: "alice", DisplayName: "Alice Ng", Action: "decide:completed"}
 	require.Equal(t, "alice (Alice Ng)", decisionCells(row)[1])
+}
+
+// :about shows what the console was told of its store (the demo's
+// catalog, provider, exporter and psql), and says so when it was told
+// nothing.
+func TestAboutViews(t *testing.T) {
+	t.Parallel()
+	notes := []string{"the demo is running:", "  database  postgres://postgres@/opsdesk?host=/tmp/opsdesk-pg-1",
+		"  provider  http://127.0.0.1:39573  (outcome lookups: /lookup)", "  catalog   /tmp/opsdesk-pg-1/opsdesk.yaml",
+		"  exporter  http://127.0.0.1:46873/metrics", "  reconciler as opsdesk_demo_reconciler, every 5s: decides charge-card's stuck records whose lookup is definite",
+		"explore with:  psql 'postgres://postgres@/opsdesk?host=%2Ftmp%2Fopsdesk-pg-3642649874&port=5432&sslmode=disable'"}
+	goldens(t, "about", func(t *testing.T, w, h int) string {
+		src := newFakeSource()
+		hs := startHarness(&harness{t: t, src: src}, src, Config{Context: "demo", NoColor: true, About: notes}, w, h, termenv.Ascii)
+		hs.keys(":about<enter>")
+		return hs.view()
+	})
+	goldens(t, "about-none", func(t *testing.T, w, h int) string {
+		hs := newHarness(t, newFakeSource(), w, h)
+		hs.keys(":about<enter>")
+		return hs.view()
+	})
 }

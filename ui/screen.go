@@ -59,6 +59,7 @@ var screenKinds = []screenKind{
 	reviewKind,
 	verifyKind,
 	overviewKind,
+	aboutKind,
 	reconcileKind,
 	ackKind,
 	revealKind,

@@ -91,6 +91,9 @@ type Config struct {
 	// operator quit in the middle of: a bulk run's decisions and batch, a
 	// decision that had not answered (nil: standard error).
 	Report io.Writer
+	// About are lines the help shows under "About this store": where
+	// the demo's catalog, provider, exporter and psql are, say.
+	About []string
 }
 
 // writable tells whether the console may offer writes at all (the role's

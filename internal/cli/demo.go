@@ -233,13 +233,27 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 	defer stopExporter()
 	fleetLine := fmt.Sprintf("%d workers, %g jobs/s, seed %d, tenants %s",
 		opts.Workers, opts.Rate, seed, strings.Join(demo.DefaultTenants, ", "))
+	var about []string // what the start said, for :about and the end
 	if opts.Headless {
-		if _, err := fmt.Fprintf(stdout, "OPSDESK_DSN=%s\nPROVIDER_URL=%s\n", dsn, provider.URL()); err != nil {
+		// OPSDESK_DSN stays the superuser's, for the scripts that create
+		// roles with it; it is named once more as what it is, and the
+		// operator's (whose decisions the database holds to people's
+		// rules) beside it.
+		if _, err := fmt.Fprintf(stdout, "OPSDESK_DSN=%s\nPROVIDER_URL=%s\nOPSDESK_SUPERUSER_DSN=%s\nOPSDESK_OPERATOR_DSN=%s\n",
+			dsn, provider.URL(), dsn, operatorDSN); err != nil {
 			return err
 		}
 		say("opsdesk demo: fleet running (%s); tool catalog %s; metrics %s; stop with SIGINT or SIGTERM",
 			fleetLine, catalog, metricsURL)
+		say("opsdesk demo: OPSDESK_DSN is the superuser's (as OPSDESK_SUPERUSER_DSN), to create roles; decide as the operator, "+
+			"OPSDESK_OPERATOR_DSN (%s), or with OPSDESK_CONFIG=%s", demoOperator, catalog)
 	} else {
+		// What the start says is kept: the console shows it on :about,
+		// and it is said again when the console closes, which covered it.
+		say := func(format string, args ...any) {
+			say(format, args...)
+			about = append(about, fmt.Sprintf(format, args...))
+		}
 		say("the demo is running:")
 		say("  database  %s", dsn)
 		say("  provider  %s  (outcome lookups: %s)", provider.URL(), demo.LookupPath)
@@ -278,9 +292,14 @@ func runDemo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (e
 		}
 		defer pool.Close()
 		opts.Report = stderr // what a run left half-done, after the console
+		opts.About = about
 		err = ui.Run(ctx, view, opts)
 		if err != nil {
 			return err
+		}
+		say("the demo ran with:")
+		for _, l := range about[1 : len(about)-1] { // not "is running" nor "press ctrl-c"
+			say("%s", l)
 		}
 		if ferr := misbehaved(); ferr != nil {
 			return fmt.Errorf("the demo fleet failed: %w", ferr)

@@ -63,10 +63,10 @@ func TestDemo(t *testing.T) {
 		require.NoError(t, cmd.Start())
 		exited := make(chan error, 1)
 		var rest bytes.Buffer
-		lines := make(chan string, 2)
+		lines := make(chan string, 4)
 		go func() {
 			r := bufio.NewReader(stdout)
-			for range 2 {
+			for range 4 {
 				line, err := r.ReadString('\n')
 				if err != nil {
 					break
@@ -74,7 +74,7 @@ func TestDemo(t *testing.T) {
 				lines <- strings.TrimSuffix(line, "\n")
 			}
 			close(lines)
-			_, _ = io.Copy(&rest, r) // anything after the two lines
+			_, _ = io.Copy(&rest, r) // anything after the lines
 			exited <- cmd.Wait()
 		}()
 		stopped := false
@@ -92,6 +92,15 @@ func TestDemo(t *testing.T) {
 		providerURL, ok := strings.CutPrefix(second, "PROVIDER_URL=")
 		require.True(t, ok, "second line: %q", second)
 		require.Regexp(t, `^http://127\.0\.0\.1:\d+$`, providerURL)
+		// The superuser's DSN named as such, and the operator's beside it.
+		super, ok := strings.CutPrefix(readLine(t, lines), "OPSDESK_SUPERUSER_DSN=")
+		require.True(t, ok)
+		require.Equal(t, dsn, super)
+		operatorDSN, ok := strings.CutPrefix(readLine(t, lines), "OPSDESK_OPERATOR_DSN=")
+		require.True(t, ok)
+		opCfg, err := pgx.ParseConfig(operatorDSN)
+		require.NoError(t, err)
+		require.Equal(t, demoOperator, opCfg.User)
 		u, err := url.Parse(dsn)
 		require.NoError(t, err)
 		clusterDir := u.Query().Get("host")
@@ -177,7 +186,7 @@ WHERE state = 'completed' AND outcome = 'succeeded' AND effect <> 'local' LIMIT 
 		}
 		stopped = true
 		require.NoError(t, err, "exit status 0; standard error:\n%s", stderr.String())
-		require.Empty(t, rest.String(), "standard output holds the two lines only")
+		require.Empty(t, rest.String(), "standard output holds the DSN and URL lines only")
 		require.NoDirExists(t, clusterDir, "the cluster is removed")
 		require.NotContains(t, stderr.String(), "misbehaved")
 	})

@@ -155,7 +155,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, out *doctorOut) error {
 		check(true, "schema", fmt.Sprintf("version %d (this opsdesk needs %d)", version, db.LatestVersion()))
 	}
 
-	doctorRole(ctx, pool, check)
+	doctorRole(ctx, pool, out)
 	doctorClock(ctx, pool, check)
 	doctorPrivileged(ctx, newView(pool, cfg.Context), out)
 	if err == nil {
@@ -173,7 +173,8 @@ func runDoctor(ctx context.Context, cfg *config.Config, out *doctorOut) error {
 	return nil
 }
 
-func doctorRole(ctx context.Context, pool *pgxpool.Pool, check func(bool, string, string)) {
+func doctorRole(ctx context.Context, pool *pgxpool.Pool, out *doctorOut) {
+	check := out.check
 	var role string
 	var super, service, viewer, operator, admin, machine, read bool
 	member := func(group string) string {
@@ -224,6 +225,15 @@ FROM pg_roles r WHERE r.rolname = session_user`).Scan(&role, &super, &service, &
 			level = "reconciler"
 		}
 		may = append(may, doctorTenants(ctx, pool, role, level))
+	}
+	if super {
+		// Everything works as a superuser, and that is the warning: its
+		// decisions are audited under it, it bypasses row-level security
+		// and the state machine's people's rules.
+		out.add("warning", "role", role+": "+strings.Join(may, "; ")+
+			"; people's decisions made as a superuser bypass what the database enforces for people: connect as an operator or admin "+
+			"(opsdesk access grant NAME --as operator)")
+		return
 	}
 	check(true, "role", role+": "+strings.Join(may, "; "))
 }

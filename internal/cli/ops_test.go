@@ -176,9 +176,10 @@ func TestDoctor(t *testing.T) {
 	cfg, _ := storeConfig(t)
 	code, out, errOut := run("doctor", "--config", cfg)
 	require.Equal(t, ExitOK, code, out+errOut)
-	for _, want := range []string{"context test", "✓ reachable", "✓ schema", "✓ role", "superuser", "✓ clock", "✓ rows", "1 stuck"} {
+	for _, want := range []string{"context test", "✓ reachable", "✓ schema", "⚠ role", "superuser", "✓ clock", "✓ rows", "1 stuck"} {
 		require.Contains(t, out, want)
 	}
+	require.Contains(t, out, "connect as an operator or admin", "a superuser's context is a warning, not a green check")
 
 	// People see their level and tenants; a role without access is told
 	// how to get it.

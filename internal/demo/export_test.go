@@ -38,3 +38,6 @@ func (f *Fleet) Request(id ops.Identity) (ops.Request, bool) {
 	}
 	return ops.Request{}, false
 }
+
+// StoreStalled is storeStalled.
+var StoreStalled = storeStalled

@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/opsdesk/opsdesk/ops"
@@ -333,9 +335,36 @@ type answer struct {
 // run plays one job and reports a call that did not end as its scenario
 // says it must. Errors caused by the fleet stopping are not reported.
 func (w *worker) run(ctx context.Context, j job) {
-	if err := w.play(ctx, j); err != nil && ctx.Err() == nil {
+	err := w.play(ctx, j)
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case storeStalled(err):
+		// The store did not answer (an operator stopped it, or a session
+		// held its locks): the library said so, as it must. Counted, not
+		// reported as the fleet failing.
+		w.f.count("store did not answer")
+	default:
 		w.f.unexpected(fmt.Errorf("job %d (%s) %s: %w", j.seq, j.scenario, j.req.Identity, err))
 	}
+}
+
+// storeStalled tells an error that says the store did not answer: nothing
+// written (ErrUnavailable), or a write whose answer was lost
+// (ErrOutcomeUnknown) for want of one: a connection error or a timeout,
+// never a refusal or a wrong answer.
+func storeStalled(err error) bool {
+	if !errors.Is(err, ops.ErrUnavailable) && !errors.Is(err, ops.ErrOutcomeUnknown) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// The database answered: a lock or statement timeout is a stall,
+		// anything else is an answer to look at.
+		return pgErr.Code == pgerrcode.LockNotAvailable || pgErr.Code == pgerrcode.QueryCanceled ||
+			pgerrcode.IsConnectionException(pgErr.Code) || pgErr.Code == pgerrcode.AdminShutdown ||
+			pgErr.Code == pgerrcode.CannotConnectNow
+	}
+	return true // no answer at all: a connection error, a deadline
 }
 
 func (w *worker) play(ctx context.Context, j job) error {

@@ -3,6 +3,8 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opsdesk/opsdesk/config"
@@ -259,4 +262,24 @@ func (b *fleetBundle) strings(t *testing.T, sql string) []string {
 	require.NoError(t, err)
 	sort.Strings(out)
 	return out
+}
+
+// A call the store did not answer is the library doing its job, not the
+// fleet failing; a refusal or any other answer still is.
+func TestStoreStalled(t *testing.T) {
+	t.Parallel()
+	pg := func(code string) error { return &pgconn.PgError{Code: code} }
+	for err, want := range map[error]bool{
+		&ops.UnavailableError{Err: context.DeadlineExceeded}:                     true,
+		&ops.UnavailableError{Err: errors.New("dial unix: connection refused")}:  true,
+		&ops.OutcomeUnknownError{Step: ops.StepCommit, Err: io.ErrUnexpectedEOF}: true,
+		&ops.OutcomeUnknownError{Err: pg("55P03")}:                               true, // lock_timeout
+		&ops.UnavailableError{Err: pg("57014")}:                                  true, // statement_timeout
+		&ops.UnavailableError{Err: pg("23505")}:                                  false,
+		&ops.OutcomeUnknownError{Err: pg("42501")}:                               false,
+		errors.New("wrong answer"):                                               false,
+		ops.ErrIntentConflict:                                                    false,
+	} {
+		require.Equal(t, want, demo.StoreStalled(err), "%v", err)
+	}
 }
