@@ -696,7 +696,7 @@ func (s *auditScreen) line(mark string, lay auditLayout, cell func(c int) string
 func (s *auditScreen) bodyLines(lay auditLayout, rowsH int) []string {
 	if !s.loaded {
 		if s.err != nil {
-			return []string{"  " + s.st.Error.Render(truncate("✗ could not read the audit trail: "+termtext.Clean(s.err.Error()), s.w-2))}
+			return []string{"  " + s.st.Error.Render(truncate("✗ could not read the audit trail: "+plainError(s.err), s.w-2))}
 		}
 		return []string{s.st.Muted.Render("  loading…")}
 	}
@@ -749,7 +749,7 @@ func (s *auditScreen) bodyLines(lay auditLayout, rowsH int) []string {
 		out = append(out, l)
 	}
 	if s.err != nil && len(out) < rowsH {
-		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+termtext.Clean(s.err.Error()), s.w-2)))
+		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+plainError(s.err), s.w-2)))
 	}
 	return out
 }

@@ -206,7 +206,7 @@ func (s *batchesScreen) View() string {
 func (s *batchesScreen) body(w int) []string {
 	if !s.loaded {
 		if s.err != nil {
-			return []string{"  " + s.st.Error.Render(truncate("✗ could not read the bulk runs: "+termtext.Clean(s.err.Error()), w-2))}
+			return []string{"  " + s.st.Error.Render(truncate("✗ could not read the bulk runs: "+plainError(s.err), w-2))}
 		}
 		return []string{s.st.Muted.Render("  loading…")}
 	}

@@ -300,7 +300,7 @@ func (s *detailScreen) buildLines() []string {
 			}
 		case s.err != nil:
 			add(title("Operation"), "")
-			for _, l := range wrap("✗ could not read the record: "+termtext.Clean(s.err.Error()), w-2) {
+			for _, l := range wrap("✗ could not read the record: "+plainError(s.err), w-2) {
 				add(" " + s.st.Error.Render(l))
 			}
 		default:

@@ -37,6 +37,9 @@ type KeyMap struct {
 	Slower key.Binding
 	// Retry reconnects now when the database could not be reached at start.
 	Retry key.Binding
+	// ErrorDetail shows the last error whole, where the screens show it
+	// in one plain line.
+	ErrorDetail key.Binding
 	// Accept and Cancel apply inside the filter bar and the command line.
 	Accept key.Binding
 	Cancel key.Binding
@@ -102,6 +105,7 @@ func DefaultKeyMap() KeyMap {
 		Faster:      key.NewBinding(key.WithKeys("+", "="), key.WithHelp("+", "faster")),
 		Slower:      key.NewBinding(key.WithKeys("_"), key.WithHelp("_", "slower")),
 		Retry:       key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "retry now"), key.WithDisabled()),
+		ErrorDetail: key.NewBinding(key.WithKeys("E"), key.WithHelp("E", "error details"), key.WithDisabled()),
 		Accept:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply")),
 		Cancel:      key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
 

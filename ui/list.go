@@ -679,7 +679,7 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 	if !s.loaded {
 		switch {
 		case s.err != nil && !errors.Is(s.err, readmodel.ErrNotFound):
-			return []string{"  " + s.st.Error.Render(truncate("✗ could not list operations: "+termtext.Clean(s.err.Error()), s.w-2))}
+			return []string{"  " + s.st.Error.Render(truncate("✗ could not list operations: "+plainError(s.err), s.w-2))}
 		default:
 			return []string{s.st.Muted.Render("  loading…")}
 		}
@@ -719,7 +719,7 @@ func (s *listScreen) bodyLines(rowsH int) []string {
 		out = append(out, line)
 	}
 	if s.err != nil && len(out) < rowsH {
-		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+termtext.Clean(s.err.Error()), s.w-2)))
+		out = append(out, "  "+s.st.Error.Render(truncate("✗ showing the last good page: "+plainError(s.err), s.w-2)))
 	}
 	return out
 }

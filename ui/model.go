@@ -80,6 +80,8 @@ type Model struct {
 
 	refresh  refresher
 	showHelp bool
+	// showErr shows the last error whole (E) in place of the screen.
+	showErr bool
 	cmd      cmdline
 	help     help.Model
 
@@ -260,6 +262,12 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		return nil
 	}
+	if m.showErr {
+		if key.Matches(msg, m.keys.ErrorDetail, m.keys.Back, m.keys.Quit) {
+			m.showErr = false
+		}
+		return nil
+	}
 	s := m.active()
 	if s.capturing() {
 		return m.forward(s, msg)
@@ -278,6 +286,9 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 		return m.goBack()
 	case key.Matches(msg, m.keys.Help):
 		m.showHelp = true
+		return nil
+	case key.Matches(msg, m.keys.ErrorDetail) && m.lastErr != nil:
+		m.showErr = true
 		return nil
 	case key.Matches(msg, m.keys.Toggle):
 		return m.toggle()
@@ -343,7 +354,7 @@ func (m *Model) open(n navMsg, jump bool) tea.Cmd {
 	if !m.connected {
 		return nil
 	}
-	m.showHelp = false
+	m.showHelp, m.showErr = false, false
 	if _, ok := n.(navBack); ok {
 		return m.goBack()
 	}
@@ -701,10 +712,14 @@ func (m *Model) syncKeys() {
 	side, _ := s.(sideways)
 	m.keys.Left.SetEnabled(side != nil && side.movesSideways())
 	m.keys.Right.SetEnabled(side != nil && side.movesSideways())
-	if m.showHelp {
+	switch {
+	case m.showHelp:
 		m.keys.Back.SetEnabled(true)
 		m.keys.Back.SetHelp("esc", "close help")
-	} else {
+	case m.showErr:
+		m.keys.Back.SetEnabled(true)
+		m.keys.Back.SetHelp("esc", "close the details")
+	default:
 		m.keys.Back.SetEnabled(!top || !m.hist.empty())
 		m.keys.Back.SetHelp("esc", "back")
 	}
@@ -741,6 +756,7 @@ func (m *Model) syncKeys() {
 	_, inFlow := s.(flow)
 	m.keys.Toggle.SetEnabled(m.connected && !inFlow)
 	m.keys.Retry.SetEnabled(!m.connected && m.connect.err != nil)
+	m.keys.ErrorDetail.SetEnabled(m.lastErr != nil || m.showErr)
 }
 
 // View renders the status bar, the active screen, the message line and
@@ -757,9 +773,12 @@ func (m *Model) View() string {
 	b.WriteString(m.statusBar())
 	b.WriteByte('\n')
 	var body string
-	if m.showHelp {
+	switch {
+	case m.showHelp:
 		body = m.helpView()
-	} else {
+	case m.showErr:
+		body = m.errorView()
+	default:
 		body = m.active().View()
 	}
 	bh := m.bodyHeight()
@@ -892,11 +911,11 @@ func (m *Model) messageLine() string {
 			text += "retrying every " + interval(m.refresh.every)
 		}
 		if m.lastErr != nil {
-			text += " · " + termtext.Clean(m.lastErr.Error())
+			text += " · " + plainError(m.lastErr) + " (E: details)"
 		}
-		return m.st.Banner.Render(pad(" "+text, m.w))
+		return m.st.Banner.Render(pad(" "+truncate(text, m.w-1), m.w))
 	case m.lastErr != nil && m.connected:
-		return " " + m.st.Error.Render(truncate("✗ last error: "+termtext.Clean(m.lastErr.Error()), m.w-2))
+		return " " + m.st.Error.Render(truncate("✗ last error: "+plainError(m.lastErr)+" (E: details)", m.w-2))
 	case m.note != "":
 		return " " + m.st.Muted.Render(truncate(m.note, m.w-2))
 	}
@@ -922,7 +941,24 @@ func (m *Model) footerKeys() []key.Binding {
 		back = combined("esc/q", back.Help().Desc, m.keys.Back, m.keys.Quit)
 		quit.SetEnabled(false)
 	}
-	return append(keys, m.keys.Retry, back, quit, m.keys.Command, m.keys.Pause)
+	return append(keys, m.keys.Retry, back, quit, m.keys.Command, m.keys.Pause, m.keys.ErrorDetail)
+}
+
+// errorView is the last error whole (E): the line the screens show, and
+// every word of the error under it.
+func (m *Model) errorView() string {
+	lines := []string{" " + m.st.Title.Render("Error details"), ""}
+	if m.lastErr == nil {
+		lines = append(lines, " "+m.st.Muted.Render("The database answers again: nothing to show."))
+		return strings.Join(lines, "\n")
+	}
+	lines = append(lines, " "+m.st.Error.Render(truncate("✗ "+plainError(m.lastErr), m.w-2)), "")
+	for _, l := range strings.Split(errorDetail(m.lastErr), "\n") {
+		for _, w := range wrap(l, max(1, m.w-2)) {
+			lines = append(lines, " "+w)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // helpView is the full help: the active screen's keys and the global ones,
@@ -931,7 +967,7 @@ func (m *Model) helpView() string {
 	s := m.active()
 	groups := append([][]key.Binding{}, s.FullHelp()...)
 	groups = append(groups,
-		[]key.Binding{m.keys.Back, m.keys.Toggle, m.keys.Command, m.keys.Help, m.keys.Quit, m.keys.ForceQuit, m.keys.Retry},
+		[]key.Binding{m.keys.Back, m.keys.Toggle, m.keys.Command, m.keys.Help, m.keys.Quit, m.keys.ForceQuit, m.keys.Retry, m.keys.ErrorDetail},
 		[]key.Binding{m.keys.Pause, m.keys.Faster, m.keys.Slower},
 	)
 	hm := m.help

@@ -214,7 +214,7 @@ func (s *overviewScreen) View() string {
 	if s.ov == nil {
 		switch {
 		case s.err != nil && !errors.Is(s.err, readmodel.ErrNotFound):
-			return " " + s.st.Error.Render("✗ could not read the overview: "+termtext.Clean(s.err.Error()))
+			return " " + s.st.Error.Render("✗ could not read the overview: "+plainError(s.err))
 		default:
 			return " loading the overview…"
 		}
@@ -313,7 +313,7 @@ func (s *overviewScreen) View() string {
 		tail = append(tail, s.st.Muted.Render(" "+l))
 	}
 	if s.err != nil {
-		tail = append(tail, " "+s.st.Error.Render(truncate("✗ showing the last good counts: "+termtext.Clean(s.err.Error()), w-1)))
+		tail = append(tail, " "+s.st.Error.Render(truncate("✗ showing the last good counts: "+plainError(s.err), w-1)))
 	}
 	lines = append(lines, s.pulseLines(cw, s.h-len(lines)-len(tail))...)
 	return strings.Join(append(lines, tail...), "\n")

@@ -351,11 +351,11 @@ func (s *purgeScreen) View() string {
 		switch {
 		case s.err != nil && !s.started.IsZero():
 			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ the purge stopped", w-3)))
-			add(fmt.Sprintf("%s records were purged before it stopped: %s", count(s.progress.Purged), termtext.Clean(s.err.Error())))
+			add(fmt.Sprintf("%s records were purged before it stopped: %s", count(s.progress.Purged), plainError(s.err)))
 			add("Purge the tool again to resume the run: its start record is in the audit trail, its result record is " +
 				"written when it finishes.")
 		case s.err != nil:
-			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ could not count what a purge would take: "+termtext.Clean(s.err.Error()), w-3)))
+			lines = append(lines, "   "+s.st.Error.Render(truncate("✗ could not count what a purge would take: "+plainError(s.err), w-3)))
 			add("Nothing was purged.")
 		case s.started.IsZero():
 			add("Nothing to purge: no completed record of " + termtext.Clean(t.Tool) + " has an ended retention that a purge may take.")

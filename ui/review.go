@@ -218,7 +218,7 @@ var reviewColumns = []reviewColumn{
 func (s *reviewScreen) View() string {
 	if s.r == nil {
 		if s.err != nil && !errors.Is(s.err, readmodel.ErrNotFound) {
-			return " " + s.st.Error.Render("✗ could not read the retention review: "+termtext.Clean(s.err.Error()))
+			return " " + s.st.Error.Render("✗ could not read the retention review: "+plainError(s.err))
 		}
 		return " loading the retention review…"
 	}
@@ -260,7 +260,7 @@ func (s *reviewScreen) View() string {
 	lines = append(lines, "")
 	lines = append(lines, foot...)
 	if s.err != nil {
-		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good figures: "+termtext.Clean(s.err.Error()), w-1)))
+		lines = append(lines, " "+s.st.Error.Render(truncate("✗ showing the last good figures: "+plainError(s.err), w-1)))
 	}
 	return strings.Join(lines, "\n")
 }

@@ -940,7 +940,7 @@ func (m *stepMachine) resultView() []string {
 			what = "reveal"
 		}
 		out = append(out, " "+m.st.Error.Render("✗ The database did not answer the "+what), "")
-		m.para(&out, termtext.Clean(m.err.Error()), m.st.Error.Render)
+		m.para(&out, plainError(m.err), m.st.Error.Render)
 		out = append(out, "")
 		if m.reveals {
 			m.para(&out, "Nothing was shown, and no record changed. Its audit record may have committed "+
@@ -1032,7 +1032,7 @@ func (m *stepMachine) changedLines() []string {
 	case m.refetching:
 		return []string{" " + spinFrames[m.frame] + " reading the record again…"}
 	case m.refetchErr != nil:
-		return []string{" " + m.st.Error.Render(truncate("✗ could not read it again: "+termtext.Clean(m.refetchErr.Error()), m.w-2))}
+		return []string{" " + m.st.Error.Render(truncate("✗ could not read it again: "+plainError(m.refetchErr), m.w-2))}
 	case m.nowRec == nil:
 		return nil
 	}
