@@ -82,8 +82,8 @@ type Model struct {
 	showHelp bool
 	// showErr shows the last error whole (E) in place of the screen.
 	showErr bool
-	cmd      cmdline
-	help     help.Model
+	cmd     cmdline
+	help    help.Model
 
 	// connect is shown until the database first answers; screens are
 	// the others (screenKinds), by id.
