@@ -334,9 +334,9 @@ func BenchmarkReconcilerOutage(b *testing.B) {
 }
 
 // flakyProvider is the demo's provider behind a proxy that fails a share
-// of the lookups, drawn by a seeded generator: a 503 (no answer), a
-// dropped connection (no answer), or a found answer without a reference
-// (an error), in turn; the others reach the provider.
+// of the lookups, drawn by a seeded generator: a 503 (no answer), an
+// answer cut off mid-body (no answer), or a found answer without a
+// reference (an error), in turn; the others reach the provider.
 func flakyProvider(b *testing.B, p *demo.Provider, share float64) string {
 	b.Helper()
 	target, err := url.Parse(p.URL())
@@ -359,8 +359,12 @@ func flakyProvider(b *testing.B, p *demo.Provider, share float64) string {
 		case kind == 0:
 			http.Error(w, "upstream overloaded", http.StatusServiceUnavailable)
 		case kind == 1:
-			conn, _, err := http.NewResponseController(w).Hijack()
+			// An answer cut off mid-body: the connection closed without
+			// an answer would be a GET the client's transport asks again.
+			conn, buf, err := http.NewResponseController(w).Hijack()
 			if err == nil {
+				_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n{\"fou")
+				_ = buf.Flush()
 				_ = conn.Close()
 			}
 		default:
