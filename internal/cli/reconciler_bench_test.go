@@ -149,15 +149,15 @@ func (p *reconcilerProcess) reports() []auto.Report {
 func (p *reconcilerProcess) stop(b *testing.B) []auto.Report {
 	b.Helper()
 	require.NoError(b, p.cmd.Process.Signal(syscall.SIGTERM))
-	exited := make(chan error, 1)
-	go func() { exited <- p.cmd.Wait() }()
+	// Its standard output ends when it exits; Wait closes the pipe, so
+	// only once everything on it is read.
 	select {
-	case err := <-exited:
-		require.NoError(b, err, p.errOut.String())
+	case err := <-p.ended:
+		require.NoError(b, err)
 	case <-time.After(2 * time.Minute):
 		b.Fatal("the reconciler did not stop within 2 min of SIGTERM")
 	}
-	require.NoError(b, <-p.ended)
+	require.NoError(b, p.cmd.Wait(), p.errOut.String())
 	return p.reports()
 }
 
