@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: build demo test preflight bench bench-console bench-audit bench-purge bench-bulk bench-exporter fuzz vet
+.PHONY: build demo test preflight bench bench-console bench-audit bench-purge bench-bulk bench-reconciler bench-exporter fuzz vet
 
 build:
 	$(GO) build -o bin/opsdesk ./cmd/opsdesk
@@ -68,6 +68,15 @@ bench-purge:
 # OPSDESK_BENCH_BULK_CONCURRENCY (default 8); see docs/benchmarks.md.
 bench-bulk:
 	$(GO) test ./reconcile/bulk -run '^$$' -bench BulkReconcile -benchtime 1x -timeout 30m -v
+
+# Issue 23 §1: opsdesk reconciler, as a process and a login granted --as
+# reconciler, over an outage of 1,000 charges (OPSDESK_BENCH_RECONCILER_RECORDS)
+# against the demo's provider, then against that provider failing half its
+# lookups; OPSDESK_BENCH_RECONCILER_INTERVAL, _RATE, _CONCURRENCY and
+# _MAX_ERROR_RATE are its flags (the command's defaults unless set); see
+# docs/benchmarks.md.
+bench-reconciler:
+	$(GO) test ./internal/cli -run '^$$' -bench 'Reconciler(Outage|HalfDownProvider)' -benchtime 1x -timeout 60m -v
 
 # Explores canonicalization beyond the seed corpus.
 fuzz:

@@ -364,7 +364,7 @@ RETURNING id`).Scan(&id))
 }
 
 // buildOpsdesk builds the opsdesk binary into the test's directory.
-func buildOpsdesk(t *testing.T) string {
+func buildOpsdesk(t testing.TB) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go") // go test puts its own go first on PATH
 	require.NoError(t, err)

@@ -206,9 +206,12 @@ const decided = "decided"
 
 // Pass runs one pass. Its error is a failure to read the store or the
 // settings; what happened to each record is in the report either way.
-func (r *Runner) Pass(ctx context.Context) (Report, error) {
+func (r *Runner) Pass(ctx context.Context) (rep Report, err error) {
 	start := time.Now()
-	rep := Report{DryRun: r.cfg.DryRun, Decided: map[bulk.Verdict]int{}, Skipped: map[string]int{},
+	// rep is the named result, so that the deferred Took reaches the
+	// caller: a local copy's returned before the defer ran, and every
+	// report said 0 ms.
+	rep = Report{DryRun: r.cfg.DryRun, Decided: map[bulk.Verdict]int{}, Skipped: map[string]int{},
 		ProviderErrors: map[string]int{}, ProviderDown: []string{}, Records: []Record{}, Deciding: map[string]bool{}}
 	for tool := range r.cfg.Tools {
 		rep.Deciding[tool] = false

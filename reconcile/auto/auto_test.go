@@ -307,6 +307,8 @@ func TestConcurrencyAndRateAreBounded(t *testing.T) {
 	require.Equal(t, 12, rep.Decided[bulk.NotFound])
 	require.LessOrEqual(t, f.maxInFlight.Load(), int32(2))
 	require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "11 gaps of 10ms at 100 a second")
+	require.GreaterOrEqual(t, rep.Took, 100*time.Millisecond, "the report says how long the pass took")
+	require.Equal(t, rep.Took.Milliseconds(), rep.TookMS)
 }
 
 // Cancelling stops dispatching; what was dispatched finishes.
