@@ -38,8 +38,8 @@ import (
 // provider, whose ledger is the ground truth every record is checked
 // against afterwards.
 //
-// OPSDESK_BENCH_RECONCILER_RECORDS (default 1,000), _INTERVAL (30s),
-// _RATE (20), _CONCURRENCY (4) and _MAX_ERROR_RATE (0.2) are the
+// OPSDESK_BENCH_RECONCILER_RECORDS (default 1,000), _INTERVAL (5s),
+// _RATE (100), _CONCURRENCY (8) and _MAX_ERROR_RATE (0.2) are the
 // command's --interval, --rate, --concurrency and --max-error-rate (the
 // defaults are the command's own).
 
@@ -71,7 +71,7 @@ func newReconcilerBench(b *testing.B) *reconcilerBench {
 	require.NoError(b, err)
 	s.maxErrRate, err = strconv.ParseFloat(benchEnv(b, "MAX_ERROR_RATE", strconv.FormatFloat(auto.DefaultMaxErrorRate, 'g', -1, 64)), 64)
 	require.NoError(b, err)
-	s.args = []string{"--interval", benchEnv(b, "INTERVAL", "30s"),
+	s.args = []string{"--interval", benchEnv(b, "INTERVAL", defaultReconcilerInterval.String()),
 		"--rate", benchEnv(b, "RATE", strconv.FormatFloat(auto.DefaultRate, 'g', -1, 64)),
 		"--concurrency", benchEnv(b, "CONCURRENCY", strconv.Itoa(auto.DefaultConcurrency)),
 		"--max-error-rate", strconv.FormatFloat(s.maxErrRate, 'g', -1, 64)}

@@ -76,12 +76,15 @@ var SkipReasons = []string{SkipHeld, SkipConflicted, SkipDeferred, SkipForPeople
 	SkipLookupError, SkipProviderDown, SkipChanged, SkipRefused, SkipFailed, SkipNotAttempted, SkipNotAsked, SkipPaused,
 	SkipTooMany, SkipDryRun}
 
-// Defaults.
+// Defaults. A pass of 1,000 stuck records takes ten seconds at the
+// default rate, so that with the command's default interval (5s) every
+// definite one of an outage that size is decided within 30 seconds of
+// becoming stuck (issue 23's target; docs/benchmarks.md measures it).
 const (
 	DefaultMaxErrorRate = 0.2
 	DefaultMaxRecords   = 1000
-	DefaultConcurrency  = 4
-	DefaultRate         = 20.0
+	DefaultConcurrency  = 8
+	DefaultRate         = 100.0
 )
 
 // Config configures a Runner.
