@@ -276,12 +276,17 @@ func TestReconcilerRunsUntilStopped(t *testing.T) {
 	require.Eventually(t, func() bool { return s.machineAudits(t) == len(s.truth) }, 10*time.Second, 50*time.Millisecond)
 
 	addr := "http://" + strings.TrimSuffix(strings.Fields(strings.SplitN(errOut.String(), "metrics on http://", 2)[1])[0], "/metrics")
-	resp, err := http.Get(addr + "/metrics")
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	require.NoError(t, err)
-	require.Contains(t, string(body), `opsdesk_reconciler_decided_total{tool="charge-card",verdict=`)
+	// The decisions are in the store before their pass ends and reports
+	// them: the metrics follow at the pass's end.
+	var body []byte
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(addr + "/metrics")
+		require.NoError(t, err)
+		body, err = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.NoError(t, err)
+		return strings.Contains(string(body), `opsdesk_reconciler_decided_total{tool="charge-card",verdict=`)
+	}, 10*time.Second, 50*time.Millisecond, "the pass that decided reported")
 	require.Contains(t, string(body), "opsdesk_reconciler_cycle_duration_seconds_count")
 	require.Contains(t, string(body), "opsdesk_reconciler_paused 0")
 	require.Contains(t, string(body), `opsdesk_reconciler_deciding{tool="charge-card"} 1`)
