@@ -33,7 +33,11 @@ func (s *overviewScreen) pulseLines(cw, room int) []string {
 
 	title := "Stuck by tool"
 	if ov.StuckByToolCut {
-		title += ", among the " + count(readmodel.CountCap) + " stuck longest"
+		var read int64
+		for _, t := range ov.StuckByTool {
+			read += t.Stuck
+		}
+		title += ", among the " + count(read) + " stuck longest"
 	}
 	lines := []string{s.boxRule("├", title, "┤")}
 	tools := ov.StuckByTool

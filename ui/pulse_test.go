@@ -28,9 +28,11 @@ func TestPulseViews(t *testing.T) {
 		hs := newHarness(t, newFakeSource(), w, h)
 		ov := *hs.m.overview().ov
 		ov.StuckByTool = nil
+		// The store reads the 1,001 stuck longest when more are stuck.
+		stuck := []int64{400, 200, 150, 100, 60, 50, 31, 10}
 		for i, tool := range []string{"charge-card", "create-ticket", "send-email", "deploy-service", "refund-card",
 			"create-note", "sync-crm", "page-oncall"} {
-			ov.StuckByTool = append(ov.StuckByTool, readmodel.ToolStuck{Tool: tool, Stuck: int64(900 / (i + 1)),
+			ov.StuckByTool = append(ov.StuckByTool, readmodel.ToolStuck{Tool: tool, Stuck: stuck[i],
 				Oldest: dbNow.Add(-time.Duration(40-4*i) * time.Minute)})
 		}
 		ov.StuckByToolCut = true

@@ -460,8 +460,8 @@ func newRevealCmd(g *globalFlags) *cobra.Command {
 			if f != reconcile.FieldIntent && f != reconcile.FieldResult {
 				return usagef("--field %q: intent or result", field)
 			}
-			if output != "table" && output != "json" {
-				return usagef("--output %q: table or json", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			if err := checkReason(reason, "revealing a stored value is audited"); err != nil {
 				return err

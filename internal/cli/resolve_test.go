@@ -162,7 +162,7 @@ WHERE a.tenant = 'acme' AND a.seq = $1`, res["audit_seq"]).Scan(&role, &name, &s
 		require.NotContains(t, out, `"value"`)
 		code, _, errOut = run("ops", "reveal", stuck, "--reason", "x", "--config", cfg, "-o", "yaml")
 		require.Equal(t, ExitUsage, code)
-		require.Contains(t, errOut, "table or json")
+		require.Contains(t, errOut, "one of table, json")
 	})
 
 	t.Run("ReadOnlyContextWritesNothing", func(t *testing.T) {

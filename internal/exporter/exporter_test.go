@@ -219,6 +219,19 @@ ANALYZE opsdesk.operations;`)
 		"each tenant's 1,000 counted, a lower bound of their 6,006")
 	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=rejected,tool=charge-card"))
 	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=rejected,tool=create-ticket"))
+
+	// Two tenants each under the cap add up past it, exactly.
+	_, err = d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, created_at, completed_at, expires_at)
+SELECT tenant, 'refund-card', 'sum-' || tenant || '-' || i, '1', sha256((tenant || 'r' || i)::bytea), 'local', 'completed', 'rejected', 'w',
+    now() - interval '1d', now() - interval '1d', now() - interval '1d', now() - interval '1d', now() + interval '6d'
+FROM (VALUES ('globex', 600), ('acme', 600)) AS f (tenant, n), generate_series(1, f.n) i;
+ANALYZE opsdesk.operations;`)
+	require.NoError(t, err)
+	m = scrape(t, both)
+	require.Equal(t, 1200.0, m.value(t, "opsdesk_operations", "state=rejected,tool=refund-card"), "600 and 600, each counted")
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=rejected,tool=refund-card"))
 }
 
 // bulkPending is a store of acme's 2,100 pending records of the tool bulk

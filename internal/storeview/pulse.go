@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +13,7 @@ import (
 	"github.com/opsdesk/opsdesk/internal/audit"
 	"github.com/opsdesk/opsdesk/internal/pgtime"
 	"github.com/opsdesk/opsdesk/internal/readmodel"
+	"github.com/opsdesk/opsdesk/reconcile"
 )
 
 // The overview's pulse: where the stuck records are, and what people
@@ -28,12 +30,20 @@ FROM (SELECT o.tool, o.lease_expires_at FROM opsdesk.operations o` + DeferralJoi
 GROUP BY s.tool ORDER BY min(s.lease_expires_at), s.tool`
 
 // recentDecisionsSQL reads the past day's last decisions that were
-// made, newest first: a backward walk of audit_browse_idx that keeps the
-// decisions. The day bounds it, so that a trail of other actions (reveals,
-// say) is never read whole for want of decisions.
-var recentDecisionsSQL = "SELECT " + audit.RecordColumns + ", now() FROM opsdesk.audit a" +
-	" WHERE a.at > now() - interval '1 day' AND a.action LIKE 'decide:%' AND a.outcome = 'succeeded'" +
-	" ORDER BY a.at DESC, a.tenant DESC, a.seq DESC LIMIT " + strconv.Itoa(readmodel.RecentCap)
+// made, newest first: for each kind of decision a backward walk of
+// audit_browse_idx's twin by action (audit_browse_action_idx), so that
+// neither the trail's other actions (reveals, say) nor, for a role that
+// sees one tenant, the others' audit rows are read beyond the day's
+// decisions of that kind.
+var recentDecisionsSQL = func() string {
+	order := " ORDER BY at DESC, tenant DESC, seq DESC LIMIT " + strconv.Itoa(readmodel.RecentCap)
+	var kinds []string
+	for _, k := range reconcile.Kinds {
+		kinds = append(kinds, "(SELECT "+audit.RecordColumns+", now() FROM opsdesk.audit"+
+			" WHERE action = 'decide:"+string(k.Decision)+"' AND outcome = 'succeeded' AND at > now() - interval '1 day'"+order+")")
+	}
+	return strings.Join(kinds, "\nUNION ALL\n") + order
+}()
 
 // stuckByTool counts the stuck records into o, by tool: Stuck is how
 // many it read (CountCap+1 at most: countCapped estimates beyond).

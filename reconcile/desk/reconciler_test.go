@@ -324,3 +324,23 @@ func TestGrantReconcilerLevel(t *testing.T) {
 	_, err = desk.GrantAccess(m.ctx, m.admin.Pool, login.Role, "robot", "*", "typo", "")
 	require.ErrorIs(t, err, reconcile.ErrInvalid)
 }
+
+// A superuser is no reconciler, though PostgreSQL's pg_has_role says it
+// is a member of every role: its decision by hand (a stored result, no
+// lookup) is made as before, and is not marked a machine's. Neither
+// the allowlist nor the pause binds it.
+func TestSuperuserIsNoReconciler(t *testing.T) {
+	t.Parallel()
+	m := setupMachine(t)
+	_, err := desk.SetReconcilerPause(m.ctx, m.admin.Pool, true, "nothing automatic today", "")
+	require.NoError(t, err)
+	id, v := m.stuck(t, "acme", "ord-1")
+	res, err := desk.Decide(m.ctx, m.db.Admin, reconcile.DecideParams{OperationID: id, Decision: reconcile.Completed,
+		ExpectVersion: v, ResultRef: "CH-9", Reason: "seen in the provider's dashboard"})
+	require.NoError(t, err)
+	require.Equal(t, reconcile.Succeeded, res.Outcome)
+	var marked *string
+	require.NoError(t, m.db.Admin.QueryRow(m.ctx, `SELECT details->>'reconciler' FROM opsdesk.audit WHERE tenant = $1 AND seq = $2`,
+		res.Tenant, res.Seq).Scan(&marked))
+	require.Nil(t, marked, "a superuser's decision is no machine's")
+}

@@ -260,8 +260,10 @@ DECLARE
     ref        text := opsdesk.clean_input(p_result_ref);
     lookup_ref text := opsdesk.clean_input(p_lookup_ref);
     -- A reconciler's login decides what the allowlist lets a lookup settle,
-    -- and nothing else (migration 00027).
-    machine    boolean := pg_has_role(session_user, 'opsdesk_reconciler', 'MEMBER');
+    -- and nothing else (migration 00027). pg_has_role is true of every
+    -- role for a superuser, who is no reconciler.
+    machine    boolean := pg_has_role(session_user, 'opsdesk_reconciler', 'MEMBER')
+        AND NOT coalesce((SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = session_user), false);
     allowed    text[];
     halt       opsdesk.reconciler_pause;
 BEGIN
