@@ -59,7 +59,7 @@ func newReconcilerCmd(g *globalFlags) *cobra.Command {
 		Short: "Decide stuck records their lookup settles, as a machine's login (audited); pause, resume, allow",
 		Long:  reconcilerHelp,
 		Example: "  opsdesk reconciler --once\n" +
-			"  opsdesk reconciler --interval 30s --metrics-addr 127.0.0.1:9466\n" +
+			"  opsdesk reconciler --metrics-addr 127.0.0.1:9466\n" +
 			"  opsdesk reconciler --once --dry-run -o json\n" +
 			"  opsdesk reconciler allow charge-card --verdicts found,not_found --reason 'payments agreed, INC-12'\n" +
 			"  opsdesk reconciler pause --reason 'provider answers look wrong'",
