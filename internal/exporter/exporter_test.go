@@ -339,11 +339,34 @@ ANALYZE opsdesk.operations;`)
 	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Config{Logf: t.Logf}))
 	require.Equal(t, 1000.0, m.value(t, "opsdesk_operations", "state=completed,tool=bulk"), "acme's 1,100, counted up to the cap")
 	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=completed,tool=bulk"))
+	// refused's 1,100 rejected are counted on from the index.
 	for tool, want := range map[string]float64{"few": 30, "refused": 5} {
 		require.Equal(t, want, m.value(t, "opsdesk_operations", "state=completed,tool="+tool), tool)
 		require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=completed,tool="+tool), tool)
 	}
 	require.Equal(t, 20.0, m.value(t, "opsdesk_operations", "state=rejected,tool=few"))
+}
+
+// TestSucceededBeyondTheRejectedCounted: a one-tenant viewer's tool with
+// more rejected records than it counts on from the index (ten times the
+// cap) has its succeeded ones counted from the heap, exactly.
+func TestSucceededBeyondTheRejectedCounted(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, outcome, owner,
+    leased_at, lease_expires_at, created_at, completed_at, expires_at)
+SELECT tenant, tool, outcome || '-' || i, '1', sha256((tenant || tool || outcome || i)::bytea), 'local', 'completed', outcome, 'w',
+    now() - interval '1d', now() - interval '1d', now() - interval '1d', now() - interval '1d', now() + interval '6d'
+FROM (VALUES ('globex', 'bulk', 'succeeded', 100000), ('acme', 'all-but-7', 'succeeded', 7), ('acme', 'all-but-7', 'rejected', 10100))
+    AS f (tenant, tool, outcome, n), generate_series(1, f.n) i;
+ANALYZE opsdesk.operations;`)
+	require.NoError(t, err)
+	m := scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Config{Logf: t.Logf}))
+	require.Equal(t, 7.0, m.value(t, "opsdesk_operations", "state=completed,tool=all-but-7"))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=completed,tool=all-but-7"))
+	require.Equal(t, 1000.0, m.value(t, "opsdesk_operations", "state=rejected,tool=all-but-7"), "the cap, a lower bound")
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=rejected,tool=all-but-7"))
 }
 
 // TestHostileNames: tool and tenant names are stored text; whatever they
