@@ -1974,10 +1974,13 @@ BEGIN
     a.action := 'reconciler:' || CASE WHEN p_paused THEN 'pause' WHEN NOT p_paused THEN 'resume' ELSE 'pause?' END;
     a.reason := opsdesk.clean_input(p_reason);
     a.display_name := opsdesk.clean_input(p_display_name);
-    IF NOT pg_has_role(session_user, 'opsdesk_admin', 'MEMBER') OR (NOT coalesce(p_paused, true) AND NOT opsdesk.sees_every_tenant()) THEN
+    -- Every tenant's reconcilers stop or go: an admin of every tenant
+    -- decides it, as for the allowlist. (A one-tenant admin could pause
+    -- every tenant's, and by holding the pause row's lock in an open
+    -- transaction keep every other admin from pausing or resuming.)
+    IF NOT pg_has_role(session_user, 'opsdesk_admin', 'MEMBER') OR NOT opsdesk.sees_every_tenant() THEN
         RETURN opsdesk.refuse(a, 'not_permitted', quote_ident(session_user) || ' may not '
-            || CASE WHEN p_paused THEN 'pause' ELSE 'resume' END || ' the reconciler: pausing needs opsdesk_admin, '
-            || 'resuming opsdesk_admin and every tenant');
+            || CASE WHEN p_paused THEN 'pause' ELSE 'resume' END || ' the reconciler: it needs opsdesk_admin and every tenant');
     ELSIF p_paused IS NULL THEN
         RETURN opsdesk.refuse(a, 'invalid', 'paused or not: NULL is neither');
     ELSIF a.reason IS NULL THEN

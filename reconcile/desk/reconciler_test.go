@@ -225,13 +225,17 @@ func TestOnlyAdminsSetTheReconciler(t *testing.T) {
 			require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 		})
 	}
-	// One tenant's admin may pull the kill switch, not release it, and
-	// not widen what machines decide for every tenant.
+	// One tenant's admin neither stops nor starts every tenant's
+	// reconcilers (holding the pause row's lock open, it could otherwise
+	// keep every other admin from either), nor widens what they decide.
 	_, err := desk.SetAutoReconcile(m.ctx, tenantAdmin.Pool, "send-mail", []string{"found"}, "let me", "")
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 	_, err = desk.SetReconcilerPause(m.ctx, tenantAdmin.Pool, true, "acme sees wrong releases", "")
-	require.NoError(t, err)
+	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 	_, err = desk.SetReconcilerPause(m.ctx, tenantAdmin.Pool, false, "fine again", "")
+	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
+	// An admin of no tenant neither.
+	_, err = desk.SetReconcilerPause(m.ctx, dbtest.NewPerson(t, m.db, "admin").Pool, true, "no tenant", "")
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 
 	for _, p := range []*dbtest.Person{viewer, m.operator, m.rec, tenantAdmin} {
@@ -265,7 +269,7 @@ func TestOnlyAdminsSetTheReconciler(t *testing.T) {
 	s, err := desk.ReadReconcilerState(m.ctx, m.admin.Pool)
 	require.NoError(t, err)
 	require.Equal(t, map[string][]string{toolCharge: {"found", "not_found"}}, s.Allow)
-	require.True(t, s.Paused, "still paused by the tenant's admin")
+	require.False(t, s.Paused, "nobody here could pause it")
 }
 
 // A one-tenant reconciler sees and decides its tenant only.
