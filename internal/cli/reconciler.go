@@ -290,7 +290,7 @@ func writePass(w io.Writer, rep auto.Report, details bool) {
 func newReconcilerPauseCmd(g *globalFlags, pause bool) *cobra.Command {
 	verb, what := "resume", "Let every reconciler decide again (an admin of every tenant; audited)"
 	if pause {
-		verb, what = "pause", "Stop every reconciler's decisions within one cycle (an admin; audited)"
+		verb, what = "pause", "Stop every reconciler's decisions within one cycle (an admin of every tenant; audited)"
 	}
 	var reason, output string
 	cmd := &cobra.Command{
