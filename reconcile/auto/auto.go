@@ -229,29 +229,44 @@ func (r *Runner) Pass(ctx context.Context) (rep Report, err error) {
 		rep.Stopped = "paused"
 		return rep, nil
 	}
-	tools := slices.Sorted(maps.Keys(r.cfg.Tools))
-	if len(tools) == 0 {
-		return rep, nil
-	}
-	rows, more, err := r.list(ctx, tools)
-	if err != nil {
-		return rep, err
-	}
-	if more {
-		rep.Skipped[SkipTooMany]++ // at least one: the next pass takes them
-	}
-	rep.Listed = len(rows)
-
 	// What the store lets, per tool: the catalog's verdicts it allows.
+	// Only those tools are listed: the stuck records of a tool the store
+	// does not let (yet) would fill every pass's --max-records, oldest
+	// first, and starve the others.
 	allowed := map[string][]bulk.Verdict{}
-	for _, tool := range tools {
+	var tools, barred []string
+	for _, tool := range slices.Sorted(maps.Keys(r.cfg.Tools)) {
 		for _, v := range r.cfg.Tools[tool] {
 			if slices.Contains(s.Allow[tool], v) {
 				allowed[tool] = append(allowed[tool], v)
 			}
 		}
 		rep.Deciding[tool] = len(allowed[tool]) > 0
+		if rep.Deciding[tool] {
+			tools = append(tools, tool)
+		} else {
+			barred = append(barred, tool)
+		}
 	}
+	var rows []readmodel.Row
+	if len(tools) > 0 {
+		var more bool
+		if rows, more, err = r.list(ctx, tools); err != nil {
+			return rep, err
+		}
+		if more {
+			rep.Skipped[SkipTooMany]++ // at least one: the next pass takes them
+		}
+	}
+	if len(barred) > 0 {
+		// Listed apart, only to say why they wait (not allowed).
+		b, _, err := r.list(ctx, barred)
+		if err != nil {
+			return rep, err
+		}
+		rows = append(rows, b...)
+	}
+	rep.Listed = len(rows)
 	var ask []readmodel.Row
 	for _, row := range rows {
 		reason := ""

@@ -38,7 +38,7 @@ type fake struct {
 	inFlight, maxInFlight atomic.Int32
 }
 
-func (f *fake) HasLookup(t string) bool { return t == tool }
+func (f *fake) HasLookup(t string) bool { return t == tool || t == "refund-card" }
 
 func (f *fake) Ask(_ context.Context, _, _, key string) (reconcile.Answer, bool) {
 	f.mu.Lock()
@@ -77,6 +77,9 @@ func (f *fake) List(_ context.Context, q readmodel.Query) (readmodel.Page, error
 	defer f.mu.Unlock()
 	var out []readmodel.Row
 	for _, r := range f.rows {
+		if len(q.Filter.Tools) > 0 && !slices.Contains(q.Filter.Tools, r.Tool) {
+			continue
+		}
 		if len(q.Filter.IDs) > 0 {
 			if !slices.Contains(q.Filter.IDs, r.ID) {
 				continue
@@ -345,4 +348,25 @@ func TestBadConfig(t *testing.T) {
 		_, err := auto.New(cfg)
 		require.ErrorIs(t, err, auto.ErrConfig, name)
 	}
+}
+
+// A tool the store does not let, with more stuck records than a pass
+// takes and older ones, does not starve the tools it lets: those are
+// listed on their own.
+func TestABarredToolDoesNotStarveTheOthers(t *testing.T) {
+	t.Parallel()
+	f := store(2, func(int) (reconcile.Answer, bool) { return notFound(), true })
+	var barred []readmodel.Row
+	for i := range 5 {
+		barred = append(barred, readmodel.Row{ID: int64(100 + i), Tenant: "acme", Tool: "refund-card", Key: fmt.Sprintf("r%d", i),
+			State: readmodel.StateStuck, Version: 1})
+	}
+	f.rows = append(barred, f.rows...) // stuck longer: listed first
+	rep, err := runner(t, f, opts{mutate: func(c *auto.Config) {
+		c.MaxRecords = 3
+		c.Tools["refund-card"] = []bulk.Verdict{bulk.Found}
+	}}).Pass(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, map[bulk.Verdict]int{bulk.NotFound: 2}, rep.Decided, "the allowed tool's records, though younger")
+	require.Equal(t, 3, rep.Skipped[auto.SkipNotAllowed], "the barred tool's, as far as a pass lists")
 }
