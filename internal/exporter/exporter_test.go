@@ -647,7 +647,7 @@ func TestReconcilerPause(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	viewer := dbtest.NewPerson(t, d, "viewer", "*")
-	admin := dbtest.NewPerson(t, d, "admin", "acme")
+	admin := dbtest.NewPerson(t, d, "admin", "*")
 	e := newExporter(viewer.Pool, Config{Budget: 5 * time.Second, Logf: t.Logf})
 	require.Equal(t, 0.0, scrape(t, e).value(t, "opsdesk_reconciler_store_paused", ""))
 	_, err := desk.SetReconcilerPause(t.Context(), admin.Pool, true, "provider incident", "")
