@@ -529,14 +529,17 @@ BEGIN
             ELSIF machine AND p_result IS NOT NULL THEN
                 code := 'not_permitted';
                 msg := quote_ident(session_user) || ' is a reconciler: it may not store a result for retries to replay';
-            ELSIF machine AND p_retention < coalesce((SELECT p.retention_us * interval '1 microsecond'
-                                                       FROM opsdesk.tool_policies p WHERE p.tool = o.tool), interval '7 days') THEN
-                -- A short retention would let a purge, then a retry that
-                -- executes again, undo what the evidence settled.
-                code := 'not_permitted';
-                msg := quote_ident(session_user) || ' is a reconciler: it may not keep a record shorter than its tool''s retention ('
-                    || coalesce((SELECT (p.retention_us * interval '1 microsecond')::text FROM opsdesk.tool_policies p
-                                 WHERE p.tool = o.tool), '7 days, the default') || '), not ' || p_retention::text;
+            END IF;
+            IF code IS NULL AND machine AND p_retention IS NOT NULL THEN
+                -- A reconciler keeps the record at least its tool's recorded
+                -- retention (7 days when none is): a shorter one would let a
+                -- purge, then a retry that executes again, undo what the
+                -- evidence settled. Raised, not refused, so that a
+                -- reconciler's catalog behind the service's does not stop
+                -- every decision of the tool.
+                p_retention := greatest(p_retention, coalesce((SELECT p.retention_us * interval '1 microsecond'
+                                                               FROM opsdesk.tool_policies p WHERE p.tool = o.tool), interval '7 days'));
+                a.details := a.details || jsonb_build_object('retention', p_retention::text);
             END IF;
             IF code IS NULL AND machine THEN
                 SELECT verdicts INTO allowed FROM opsdesk.auto_reconcile WHERE tool = o.tool;

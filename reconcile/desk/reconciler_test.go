@@ -90,7 +90,6 @@ func TestReconcilerRefusals(t *testing.T) {
 		{"FoundWithoutReference", func() reconcile.DecideParams { p := found(id, v); p.Evidence.Ref = ""; return p }(), reconcile.ErrNotPermitted},
 		{"OtherReference", func() reconcile.DecideParams { p := found(id, v); p.ResultRef = "CH-OTHER"; return p }(), reconcile.ErrContradictsLookup},
 		{"StoredResult", func() reconcile.DecideParams { p := found(id, v); p.Result = []byte(`{"charge_id":"CH-1"}`); return p }(), reconcile.ErrNotPermitted},
-		{"ShortRetention", func() reconcile.DecideParams { p := notFound(id, v); p.Retention = time.Hour; return p }(), reconcile.ErrNotPermitted},
 		{"BlankReason", func() reconcile.DecideParams { p := found(id, v); p.Reason = " \u3000\t"; return p }(), reconcile.ErrInvalid},
 		{"OldVersion", found(id, v+1), reconcile.ErrChanged},
 	}
@@ -347,4 +346,23 @@ func TestSuperuserIsNoReconciler(t *testing.T) {
 	require.NoError(t, m.db.Admin.QueryRow(m.ctx, `SELECT details->>'reconciler' FROM opsdesk.audit WHERE tenant = $1 AND seq = $2`,
 		res.Tenant, res.Seq).Scan(&marked))
 	require.Nil(t, marked, "a superuser's decision is no machine's")
+}
+
+// A reconciler's short retention is raised to the tool's recorded one (7
+// days when none is), not refused: a catalog behind the service's would
+// otherwise stop every decision of the tool.
+func TestReconcilerRetentionIsRaisedToTheTools(t *testing.T) {
+	t.Parallel()
+	m := setupMachine(t)
+	id, v := m.stuck(t, "acme", "ord-1")
+	p := found(id, v)
+	p.Retention = time.Hour
+	res, err := desk.Decide(m.ctx, m.rec.Pool, p)
+	require.NoError(t, err)
+	var kept, recorded bool
+	require.NoError(t, m.db.Admin.QueryRow(m.ctx, `
+SELECT o.expires_at > now() + interval '6 days 23 hours', (a.details->>'retention')::interval = interval '7 days'
+FROM opsdesk.operations o, opsdesk.audit a WHERE o.id = $1 AND a.tenant = $2 AND a.seq = $3`, id, res.Tenant, res.Seq).Scan(&kept, &recorded))
+	require.True(t, kept, "kept 7 days, not an hour")
+	require.True(t, recorded, "the audit says the retention applied")
 }
