@@ -549,6 +549,11 @@ BEGIN
                     msg := 'the reconciler''s allowlist does not let ' || opsdesk.quoted(o.tool, 100) || ' be decided on '
                         || p_lookup || ' (it allows ' || coalesce(array_to_string(allowed, ', '), 'nothing') || '): an admin runs '
                         || 'opsdesk reconciler allow';
+                ELSIF halt.paused IS NULL THEN
+                    -- No pause row (only the tables' owner could delete it):
+                    -- a machine decides nothing it cannot tell it may.
+                    code := 'paused';
+                    msg := 'the reconciler''s pause state is missing from opsdesk.reconciler_pause: nothing is decided until it is back';
                 ELSIF halt.paused THEN
                     code := 'paused';
                     msg := 'the reconciler is paused (by ' || quote_ident(halt.set_by) || ' at ' || halt.set_at || ': '

@@ -366,3 +366,17 @@ FROM opsdesk.operations o, opsdesk.audit a WHERE o.id = $1 AND a.tenant = $2 AND
 	require.True(t, kept, "kept 7 days, not an hour")
 	require.True(t, recorded, "the audit says the retention applied")
 }
+
+// Without its pause row (which only the tables' owner can delete), a
+// reconciler decides nothing: it cannot tell it may.
+func TestNoPauseRowIsPaused(t *testing.T) {
+	t.Parallel()
+	m := setupMachine(t)
+	id, v := m.stuck(t, "acme", "ord-1")
+	_, err := m.db.Admin.Exec(m.ctx, `DELETE FROM opsdesk.reconciler_pause`)
+	require.NoError(t, err)
+	_, err = desk.Decide(m.ctx, m.rec.Pool, found(id, v))
+	require.ErrorIs(t, err, reconcile.ErrPaused)
+	state, _ := m.state(t, id)
+	require.Equal(t, "stuck", state)
+}
