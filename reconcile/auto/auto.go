@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -126,14 +127,14 @@ func New(cfg Config) (*Runner, error) {
 	switch {
 	case cfg.Bulk == nil || cfg.Desk == nil || cfg.Lister == nil || cfg.Settings == nil:
 		return nil, fmt.Errorf("%w: bulk, desk, lister and settings are required", ErrConfig)
-	case cfg.MaxErrorRate < 0 || cfg.MaxErrorRate > 1:
+	case !(cfg.MaxErrorRate >= 0 && cfg.MaxErrorRate <= 1): // NaN too: it would turn the check off
 		return nil, fmt.Errorf("%w: the error rate is a share from 0 to 1, not %v", ErrConfig, cfg.MaxErrorRate)
 	case cfg.MaxRecords < 0 || cfg.MaxRecords > bulk.DefaultMaxRecords:
 		return nil, fmt.Errorf("%w: at most %d records a pass, not %d", ErrConfig, bulk.DefaultMaxRecords, cfg.MaxRecords)
 	case cfg.Concurrency < 0 || cfg.Concurrency > bulk.MaxConcurrency:
 		return nil, fmt.Errorf("%w: concurrency %d: give 1 to %d", ErrConfig, cfg.Concurrency, bulk.MaxConcurrency)
-	case cfg.Rate < 0:
-		return nil, fmt.Errorf("%w: a negative rate", ErrConfig)
+	case !(cfg.Rate >= 0) || math.IsInf(cfg.Rate, 1): // NaN or +Inf would lift the bound (0 is the default)
+		return nil, fmt.Errorf("%w: a rate is a number of decisions a second from 0 (the default) up, not %v", ErrConfig, cfg.Rate)
 	}
 	for tool, vs := range cfg.Tools {
 		if !cfg.Desk.HasLookup(tool) {

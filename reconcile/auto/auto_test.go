@@ -3,6 +3,7 @@ package auto_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -344,6 +345,9 @@ func TestBadConfig(t *testing.T) {
 		"NoSettings":   {Bulk: b, Desk: f, Lister: f},
 		"Concurrency":  {Bulk: b, Desk: f, Lister: f, Settings: settings, Concurrency: 65},
 		"NegativeRate": {Bulk: b, Desk: f, Lister: f, Settings: settings, Rate: -1},
+		"NaNRate":      {Bulk: b, Desk: f, Lister: f, Settings: settings, Rate: math.NaN()},
+		"InfiniteRate": {Bulk: b, Desk: f, Lister: f, Settings: settings, Rate: math.Inf(1)},
+		"NaNErrorRate": {Bulk: b, Desk: f, Lister: f, Settings: settings, MaxErrorRate: math.NaN()},
 	} {
 		_, err := auto.New(cfg)
 		require.ErrorIs(t, err, auto.ErrConfig, name)
