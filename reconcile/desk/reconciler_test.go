@@ -5,6 +5,7 @@ package desk_test
 // attack; the superuser only sets up fixtures and inspects.
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -379,4 +380,29 @@ func TestNoPauseRowIsPaused(t *testing.T) {
 	require.ErrorIs(t, err, reconcile.ErrPaused)
 	state, _ := m.state(t, id)
 	require.Equal(t, "stuck", state)
+}
+
+// A reconciler's refusal whose details are too long to keep whole (its
+// references, say) keeps the mark and the batch that say whose and which
+// run it is.
+func TestAReconcilersLongRefusalKeepsItsMark(t *testing.T) {
+	t.Parallel()
+	m := setupMachine(t)
+	id, v := m.stuck(t, "acme", "ord-1")
+	p := found(id, v)
+	long := strings.Repeat("😀", 600)
+	p.ResultRef, p.Evidence.Ref = long, long+"x" // contradicts: refused
+	p.Batch = "6f1c2a4e-8d3b-4c5a-9e7f-0a1b2c3d4e5f"
+	_, err := desk.Decide(m.ctx, m.rec.Pool, p)
+	require.Error(t, err)
+	var marked, batch, cut *string
+	require.NoError(t, m.db.Admin.QueryRow(m.ctx, `
+SELECT details->>'reconciler', details->>'batch', details->>'cut' FROM (
+    SELECT details, at FROM opsdesk.audit WHERE role = $1 UNION ALL SELECT details, at FROM opsdesk.audit_queue WHERE role = $1) r
+ORDER BY at DESC LIMIT 1`, m.rec.Role).Scan(&marked, &batch, &cut))
+	require.NotNil(t, cut, "the details were cut")
+	require.NotNil(t, marked)
+	require.Equal(t, "true", *marked)
+	require.NotNil(t, batch)
+	require.Equal(t, p.Batch, *batch)
 }

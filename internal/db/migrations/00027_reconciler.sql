@@ -530,3 +530,18 @@ BEGIN
 END
 $function$;
 -- +goose StatementEnd
+
+-- cut_details as before, keeping the keys that say whose and which run a
+-- record is (reconciler, batch, tenant) when it cuts the rest: a
+-- reconciler's refusal of long references otherwise lost its mark and
+-- its batch to {"cut": …}.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION opsdesk.cut_details(d jsonb, p_bytes integer) RETURNS jsonb
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT CASE WHEN octet_length(d::text) <= p_bytes THEN d
+                  ELSE jsonb_build_object('cut', left((d - 'reconciler' - 'batch' - 'tenant')::text, (p_bytes - 400) / 4))
+                       || jsonb_strip_nulls(jsonb_build_object(
+                              'reconciler', CASE WHEN jsonb_typeof(d->'reconciler') = 'boolean' THEN d->'reconciler' END,
+                              'batch', CASE WHEN octet_length(d->>'batch') <= 64 THEN d->'batch' END,
+                              'tenant', CASE WHEN octet_length(d->>'tenant') <= 128 THEN d->'tenant' END)) END $$;
+-- +goose StatementEnd
