@@ -433,20 +433,8 @@ var auditColumns = []auditColumn{
 		}
 		return auditRef{r.Tenant, r.Seq}.String()
 	}},
-	auditColRole: {title: "ROLE", drop: 1, max: 32, cell: func(r readmodel.AuditRow) string {
-		switch {
-		case r.Machine:
-			return termtext.Clean(r.Role) + " (auto)"
-		case r.DisplayName != "":
-			return termtext.Clean(r.Role) + " (" + termtext.Clean(r.DisplayName) + ")"
-		}
-		return termtext.Clean(r.Role)
-	}, short: func(r readmodel.AuditRow) string {
-		if r.Machine {
-			return termtext.Clean(r.Role) + " (auto)"
-		}
-		return termtext.Clean(r.Role)
-	}},
+	auditColRole: {title: "ROLE", drop: 1, max: 32, cell: func(r readmodel.AuditRow) string { return whoText(r, 32, true) },
+		short: func(r readmodel.AuditRow) string { return whoText(r, 32, false) }},
 	auditColAction:  {title: "ACTION", max: 22, cell: func(r readmodel.AuditRow) string { return termtext.Clean(r.Action) }},
 	auditColOutcome: {title: "OUTCOME", cell: func(r readmodel.AuditRow) string { return OutcomeText(r.Outcome) }},
 	auditColTool:    {title: "TOOL", drop: 2, max: 18, cell: func(r readmodel.AuditRow) string { return orDash(termtext.Clean(r.Tool)) }},

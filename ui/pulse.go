@@ -125,15 +125,21 @@ func sparkline(vals []int64) string {
 
 // decisionCells are a recent decision's when, who and what.
 func decisionCells(d readmodel.AuditRow) [3]string {
-	// The role is cut, never what is said of it.
-	who := truncate(termtext.Clean(d.Role), 24)
+	return [3]string{since(d.At, d.DBTime), whoText(d, 24, true), decisionWord(d.Action)}
+}
+
+// whoText is who made an audit record, in a column: the role (cut to
+// roleW), then "(auto)" for a machine's, never cut, or with name the name
+// the person claimed.
+func whoText(r readmodel.AuditRow, roleW int, name bool) string {
+	who := truncate(termtext.Clean(r.Role), roleW)
 	switch {
-	case d.Machine:
-		who += " (auto)"
-	case d.DisplayName != "":
-		who = truncate(who+" ("+termtext.Clean(d.DisplayName), 31) + ")"
+	case r.Machine:
+		return who + " (auto)"
+	case name && r.DisplayName != "":
+		return truncate(who+" ("+termtext.Clean(r.DisplayName), roleW+7) + ")"
 	}
-	return [3]string{since(d.At, d.DBTime), who, decisionWord(d.Action)}
+	return who
 }
 
 // decisionWord names a decision's action with its glyph, as the

@@ -95,11 +95,7 @@ func runAuditBatches(ctx context.Context, v *storeview.Store, opts auditBatchesO
 		next = page.Next.String()
 	}
 	if opts.Output == "json" {
-		batches := page.Batches
-		if batches == nil {
-			batches = []readmodel.Batch{}
-		}
-		return writeJSON(w, auditBatchesJSON{Batches: batches, DBTime: page.DBTime, Next: next})
+		return writeJSON(w, auditBatchesJSON{Batches: page.Batches, DBTime: page.DBTime, Next: next}) // nil is [] (writeJSON)
 	}
 	const more = "audit batches -o json prints it whole."
 	list := func(values []string, name func(string) string) string {

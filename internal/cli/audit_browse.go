@@ -108,11 +108,7 @@ func runAuditList(ctx context.Context, v *storeview.Store, opts auditListOptions
 		next = page.Next.String()
 	}
 	if opts.Output == "json" {
-		rows := page.Rows
-		if rows == nil {
-			rows = []readmodel.AuditRow{}
-		}
-		return writeJSON(w, auditListJSON{Records: rows, DBTime: page.DBTime, Next: next})
+		return writeJSON(w, auditListJSON{Records: page.Rows, DBTime: page.DBTime, Next: next}) // nil is [] (writeJSON)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT (UTC)\tTENANT\tSEQ\tROLE\tACTION\tOUTCOME\tTOOL\tKEY\tOP\tCHANGE\tFLAGS")
