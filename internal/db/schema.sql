@@ -2602,6 +2602,10 @@ CREATE INDEX operations_id_idx ON opsdesk.operations USING btree (id);
 
 CREATE INDEX operations_pending_lease_idx ON opsdesk.operations USING btree (lease_expires_at) INCLUDE (tenant, tool) WHERE (state = 'pending'::text);
 
+-- Name: operations_pending_tenant_idx; Type: INDEX; Schema: opsdesk; Owner: -
+
+CREATE INDEX operations_pending_tenant_idx ON opsdesk.operations USING btree (tenant, lease_expires_at) INCLUDE (tool) WHERE (state = 'pending'::text);
+
 -- Name: operations_rejected_idx; Type: INDEX; Schema: opsdesk; Owner: -
 
 CREATE INDEX operations_rejected_idx ON opsdesk.operations USING btree (id) INCLUDE (tenant) WHERE ((state = 'completed'::text) AND (outcome = 'rejected'::text));
