@@ -2604,7 +2604,7 @@ CREATE INDEX operations_pending_lease_idx ON opsdesk.operations USING btree (lea
 
 -- Name: operations_pending_tenant_idx; Type: INDEX; Schema: opsdesk; Owner: -
 
-CREATE INDEX operations_pending_tenant_idx ON opsdesk.operations USING btree (tenant, lease_expires_at) INCLUDE (tool) WHERE (state = 'pending'::text);
+CREATE INDEX operations_pending_tenant_idx ON opsdesk.operations USING btree (tenant, tool, lease_expires_at) WHERE (state = 'pending'::text);
 
 -- Name: operations_rejected_idx; Type: INDEX; Schema: opsdesk; Owner: -
 

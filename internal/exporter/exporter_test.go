@@ -277,6 +277,25 @@ func TestStuckAboveTheCap(t *testing.T) {
 	require.Equal(t, 1.0, m.value(t, "opsdesk_operations", "state=stuck,tool=bulk"))
 	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=stuck,tool=bulk"))
 	requireAge(t, tenMin/2, m.value(t, "opsdesk_oldest_stuck_seconds", "tool=bulk"), "globex's")
+
+	// A viewer of acme walks acme's records of each tool alone: bulk's
+	// 2,100 are a lower bound (no estimate for a scoped role), and another
+	// tool's three stuck records, younger than all of them, are counted
+	// exactly.
+	_, err := d.Admin.Exec(t.Context(), `
+INSERT INTO opsdesk.operations (tenant, tool, key, tool_version, fingerprint, effect, state, owner, leased_at, lease_expires_at)
+SELECT 'acme', 'small', 'small' || i, '1', sha256(('small' || i)::bytea), 'local', 'pending', 'w',
+    now() - interval '1h', now() - interval '20m' - i * interval '1s'
+FROM generate_series(1, 3) i`)
+	require.NoError(t, err)
+	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Config{Logf: t.Logf}))
+	require.Equal(t, 1001.0, m.value(t, "opsdesk_operations", "state=stuck,tool=bulk"), "the records read")
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=stuck,tool=bulk"))
+	requireAge(t, 2*60*60+2100, m.value(t, "opsdesk_oldest_stuck_seconds", "tool=bulk"), "acme's")
+	require.Equal(t, 3.0, m.value(t, "opsdesk_operations", "state=stuck,tool=small"))
+	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=stuck,tool=small"))
+	requireAge(t, 20*60+3, m.value(t, "opsdesk_oldest_stuck_seconds", "tool=small"), "acme's small3")
+	require.Len(t, m.series("opsdesk_oldest_stuck_seconds"), 2, "acme's two tools")
 }
 
 // TestLiveAboveTheCap: the live records are read one walk a tool, up to
@@ -300,6 +319,11 @@ func TestLiveAboveTheCap(t *testing.T) {
 	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "globex").Pool, Config{Logf: t.Logf}))
 	require.Equal(t, 1.0, m.value(t, "opsdesk_operations", "state=pending,tool=bulk"))
 	require.Equal(t, 1.0, m.value(t, "opsdesk_operations_exact", "state=pending,tool=bulk"))
+
+	// A viewer of acme counts acme's 2,100 up to the cap, a lower bound.
+	m = scrape(t, newExporter(dbtest.NewPerson(t, d, "viewer", "acme").Pool, Config{Logf: t.Logf}))
+	require.Equal(t, 1000.0, m.value(t, "opsdesk_operations", "state=pending,tool=bulk"))
+	require.Equal(t, 0.0, m.value(t, "opsdesk_operations_exact", "state=pending,tool=bulk"))
 }
 
 // TestCompletedOnALargeTable: past 100,000 records the completed count

@@ -104,22 +104,61 @@ func (s *Store) Signals(ctx context.Context, opts SignalsOpts) (Signals, error) 
 // stuck-after interval in microseconds, $2 the tools, $3 how many of each
 // tool's stuck records to read, the longest stuck first (a range of
 // operations_pending_lease_idx), each checked for a deferral; %[1]s
-// groups them (o.tenant, or an empty string), %[2]s is the stuck condition. A
-// group's oldest is exact unless its tool was cut short (cut).
+// groups them (o.tenant, or an empty string), %[2]s is the stuck
+// condition. A group's oldest is exact unless its walk was cut short
+// (cut).
 const signalsStuckSQL = `
 SELECT g.tool, s.tenant, s.stuck, s.deferred, s.due, s.oldest, s.sampled >= g.lim AS cut
 FROM unnest($2::text[], $3::bigint[]) AS g (tool, lim)
 CROSS JOIN LATERAL (
-    SELECT %[1]s AS tenant,
-        count(*) FILTER (WHERE d.until IS NULL OR d.until <= now()) AS stuck,
-        count(*) FILTER (WHERE d.until > now()) AS deferred,
-        count(*) FILTER (WHERE d.until <= now()) AS due,
-        min(o.lease_expires_at) FILTER (WHERE d.until IS NULL OR d.until <= now()) AS oldest,
-        sum(count(*)) OVER () AS sampled
+    SELECT %[1]s AS tenant,` + stuckCounts + `
     FROM (SELECT o.tenant, o.id, o.version, o.lease_expires_at FROM opsdesk.operations o
           WHERE %[2]s AND o.tool = g.tool ORDER BY o.lease_expires_at LIMIT g.lim) o,
         LATERAL (SELECT ` + DeferralUntilSQL + ` AS until) d
     GROUP BY 1) s`
+
+// signalsStuckByGroupSQL is signalsStuckSQL a group at a time ($2 the
+// groups' tools, $4 their tenants), a range of
+// operations_pending_tenant_idx each; %[2]s is the stuck condition.
+const signalsStuckByGroupSQL = `
+SELECT g.tool, g.tenant, s.stuck, s.deferred, s.due, s.oldest, s.sampled >= g.lim AS cut
+FROM unnest($2::text[], $3::bigint[], $4::text[]) AS g (tool, lim, tenant)
+CROSS JOIN LATERAL (
+    SELECT` + stuckCounts + `
+    FROM (SELECT o.tenant, o.id, o.version, o.lease_expires_at FROM opsdesk.operations o
+          WHERE %[2]s AND o.tenant = g.tenant AND o.tool = g.tool ORDER BY o.lease_expires_at LIMIT g.lim) o,
+        LATERAL (SELECT ` + DeferralUntilSQL + ` AS until) d) s`
+
+// stuckCounts are a walk's figures of its stuck records o, each with its
+// deferral d.
+const stuckCounts = `
+        count(*) FILTER (WHERE d.until IS NULL OR d.until <= now()) AS stuck,
+        count(*) FILTER (WHERE d.until > now()) AS deferred,
+        count(*) FILTER (WHERE d.until <= now()) AS due,
+        min(o.lease_expires_at) FILTER (WHERE d.until IS NULL OR d.until <= now()) AS oldest,
+        sum(count(*)) OVER () AS sampled`
+
+// walkedBy is how Signals walks the pending records: for a role that
+// sees every tenant, a tool at a time in operations_pending_lease_idx's
+// lease order; for a role that sees some tenants, a group (tenant and
+// tool) at a time, a range of operations_pending_tenant_idx each. A
+// one-tenant viewer's walk of a tool read every tenant's records of it
+// and kept its own (at 10M records 8,889 of 8,979 live ones read for
+// nothing, once a tool: its scrape grew 2.5x from 1M, issue 20 §3).
+type walkedBy bool
+
+const (
+	walkByTool  walkedBy = false
+	walkByGroup walkedBy = true
+)
+
+// of is the walk that reads the group of tenant and tool.
+func (w walkedBy) of(tenant, tool string) [2]string {
+	if w == walkByGroup {
+		return [2]string{tenant, tool}
+	}
+	return [2]string{"", tool}
+}
 
 // signalsOldestSQL reads the oldest stuck record, not deferred, of each
 // group ($2, $3: tenants and tools in step; %[1]s the stuck condition
@@ -163,17 +202,18 @@ const (
 // overview's capped counts, the review's expired count and the succeeded
 // count as how says. $1 is the row count each stops at, $2 the stuck-after
 // interval in microseconds, $3 and $4 the groups' tenants and tools in
-// step, $5 and $6 the tools and how many live records of each to read (as
-// signalsStuckSQL's); by tool, $7 holds the tenants the role sees.
+// step, and walking by tool $5 and $6 the tools and how many live records
+// of each to read (as signalsStuckSQL's); by tool, $7 holds the tenants
+// the role sees.
 //
-// The live records are read as the stuck ones are, one walk a tool over
-// the live end of operations_pending_lease_idx, counted by tenant: a count
-// a group walked that range once for each group, every live record of
-// every tool each time, a hundred walks at 20 tenants and 5 tools and
-// each as long as the live records are many. A group whose tool's walk
-// stopped short (it read the limit) and that it saw fewer than the cap of
-// is counted alone, as before.
-func signalsCountsSQL(byTenant bool, how completedHow) string {
+// Walking by tool, the live records are read as the stuck ones are, one
+// walk a tool over the live end of operations_pending_lease_idx, counted
+// by tenant: a count a group walked that range once for each group,
+// every live record of every tool each time, a hundred walks at 20
+// tenants and 5 tools and each as long as the live records are many. A
+// group whose tool's walk stopped short (it read the limit) and that it
+// saw fewer than the cap of is counted alone, as before.
+func signalsCountsSQL(byTenant bool, walk walkedBy, how completedHow) string {
 	group := groupWhere("", byTenant)
 	tenants := "$7::text[]"
 	walked := "(SELECT sum(l.n) FROM live l WHERE l.tool = g.tool)"
@@ -190,9 +230,24 @@ func signalsCountsSQL(byTenant bool, how completedHow) string {
 	if !byTenant {
 		conflictsOf += " AND tenant = ANY(" + tenants + ")"
 	}
-	live := "CASE WHEN NOT EXISTS (SELECT FROM live l WHERE l.tool = g.tool AND l.cut) OR coalesce(" + walked + ", 0) > $1 - 1\n" +
-		"        THEN coalesce(" + walked + ", 0)::bigint\n" +
-		"        ELSE " + fmt.Sprintf(capped, liveWhere+" AND "+group) + " END"
+	// By group, a group's live records are a range of
+	// operations_pending_tenant_idx: counted alone, up to the cap.
+	live := fmt.Sprintf(capped, liveWhere+" AND "+group)
+	with := ""
+	if walk == walkByTool {
+		live = "CASE WHEN NOT EXISTS (SELECT FROM live l WHERE l.tool = g.tool AND l.cut) OR coalesce(" + walked + ", 0) > $1 - 1\n" +
+			"        THEN coalesce(" + walked + ", 0)::bigint\n" +
+			"        ELSE " + live + " END"
+		with = `WITH live AS (
+    SELECT w.tool, s.tenant, s.n, s.sampled >= w.lim AS cut
+    FROM unnest($5::text[], $6::bigint[]) AS w (tool, lim)
+    CROSS JOIN LATERAL (
+        SELECT o.tenant, count(*) AS n, sum(count(*)) OVER () AS sampled
+        FROM (SELECT o.tenant FROM opsdesk.operations o
+              WHERE ` + LiveSQL("o.", "$2 * interval '1 microsecond'") + ` AND o.tool = w.tool LIMIT w.lim) o
+        GROUP BY 1) s)
+`
+	}
 	completed := "NULL::bigint"
 	switch how {
 	case completedExact:
@@ -221,15 +276,7 @@ func signalsCountsSQL(byTenant bool, how completedHow) string {
 		rejected = "CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT FROM opsdesk.operations WHERE " + rejectedWhere +
 			" AND " + group + " LIMIT " + rejectedFar + ") s) rejf\nCROSS JOIN LATERAL (SELECT least(rejf.n, $1) AS n) rej"
 	}
-	return `WITH live AS (
-    SELECT w.tool, s.tenant, s.n, s.sampled >= w.lim AS cut
-    FROM unnest($5::text[], $6::bigint[]) AS w (tool, lim)
-    CROSS JOIN LATERAL (
-        SELECT o.tenant, count(*) AS n, sum(count(*)) OVER () AS sampled
-        FROM (SELECT o.tenant FROM opsdesk.operations o
-              WHERE ` + LiveSQL("o.", "$2 * interval '1 microsecond'") + ` AND o.tool = w.tool LIMIT w.lim) o
-        GROUP BY 1) s)
-SELECT ` + strings.Join([]string{
+	return with + `SELECT ` + strings.Join([]string{
 		live,
 		"rej.n",
 		fmt.Sprintf(capped, releasedWhere+" AND "+group),
@@ -286,19 +333,21 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 		how = completedCapped
 	}
 
-	// A tool's groups, and how many of its stuck records to read: CountCap+1
-	// a group.
-	var names []string
-	limits := map[string]int64{}
+	// The walks, and how many pending records each reads: CountCap+1 a
+	// group. walkTenants are the walks' tenants, by group.
+	walk := walkedBy(sig.Scoped)
+	var names, walkTenants []string
+	var lims []int64
+	at := map[[2]string]int{}
 	for _, t := range sig.Tools {
-		if limits[t.Tool] == 0 {
-			names = append(names, t.Tool)
+		w := walk.of(t.Tenant, t.Tool)
+		i, ok := at[w]
+		if !ok {
+			i = len(names)
+			at[w] = i
+			names, walkTenants, lims = append(names, t.Tool), append(walkTenants, t.Tenant), append(lims, 0)
 		}
-		limits[t.Tool] += readmodel.CountCap + 1
-	}
-	lims := make([]int64, len(names))
-	for i, name := range names {
-		lims[i] = limits[name]
+		lims[i] += readmodel.CountCap + 1
 	}
 	tenantOf := "''::text"
 	if byTenant {
@@ -308,16 +357,20 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 	for i, t := range sig.Tools {
 		group[[2]string{t.Tenant, t.Tool}] = i
 	}
-	cut := map[string]bool{} // the tools read in part
+	cut := map[[2]string]bool{} // the walks read in part
+	stuckSQL, stuckArgs := signalsStuckSQL, []any{stuckAfter, names, lims}
+	if walk == walkByGroup {
+		stuckSQL, stuckArgs = signalsStuckByGroupSQL, append(stuckArgs, walkTenants)
+	}
 	batch := &pgx.Batch{}
-	batch.Queue(fmt.Sprintf(signalsStuckSQL, tenantOf, StuckSQL("", "$1 * interval '1 microsecond'")), stuckAfter, names, lims).
+	batch.Queue(fmt.Sprintf(stuckSQL, tenantOf, StuckSQL("", "$1 * interval '1 microsecond'")), stuckArgs...).
 		Query(func(rows pgx.Rows) error {
 			var tool, tenant string
 			var stuck, deferred, due int64
 			var oldest *time.Time
 			var cutShort bool
 			_, err := pgx.ForEachRow(rows, []any{&tool, &tenant, &stuck, &deferred, &due, &oldest, &cutShort}, func() error {
-				cut[tool] = cut[tool] || cutShort
+				cut[walk.of(tenant, tool)] = cut[walk.of(tenant, tool)] || cutShort
 				i, ok := group[[2]string{tenant, tool}]
 				if !ok {
 					return nil // a tenant's first records, after the walk
@@ -331,11 +384,14 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 			})
 			return err
 		})
-	args := []any{readmodel.CountCap + 1, stuckAfter, tenants, tools, names, lims}
+	args := []any{readmodel.CountCap + 1, stuckAfter, tenants, tools}
+	if walk == walkByTool {
+		args = append(args, names, lims)
+	}
 	if !byTenant {
 		args = append(args, visible)
 	}
-	batch.Queue(signalsCountsSQL(byTenant, how), args...).Query(func(rows pgx.Rows) error {
+	batch.Queue(signalsCountsSQL(byTenant, walk, how), args...).Query(func(rows pgx.Rows) error {
 		i := 0
 		var pending, rejected, released, conflicted, expired int64
 		var completed *int64
@@ -368,7 +424,7 @@ func (s *Store) signals(ctx context.Context, opts SignalsOpts, sig *Signals) err
 	}
 	var cutGroups []int
 	for i := range sig.Tools {
-		if t := &sig.Tools[i]; cut[t.Tool] {
+		if t := &sig.Tools[i]; cut[walk.of(t.Tenant, t.Tool)] {
 			t.Stuck.AtLeast, t.Deferred.AtLeast, t.DeferredDue.AtLeast = true, true, true
 			cutGroups = append(cutGroups, i)
 		}

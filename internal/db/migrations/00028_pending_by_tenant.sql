@@ -6,12 +6,12 @@
 -- tenants' entries, so its reads grew with the whole store rather than
 -- with its tenants: at 10M records a one-tenant viewer's scrape read
 -- 8,889 of 8,979 live entries for nothing, once a tool (2.5× the 1M
--- figure), and its first stuck page 2.5×. This index holds the same
--- records led by tenant, for the reads that name their tenants. It takes
--- an entry for each reservation (a pending insert), not for a completed
--- insert (DoTx's create).
+-- figure). This index holds the same records by tenant and tool, for the
+-- reads that name their groups (internal/storeview Signals for a role
+-- that sees some tenants). It takes an entry for each reservation (a
+-- pending insert), none for a completed insert (DoTx's create).
 
 -- +goose Up
-CREATE INDEX operations_pending_tenant_idx ON opsdesk.operations (tenant, lease_expires_at) INCLUDE (tool)
+CREATE INDEX operations_pending_tenant_idx ON opsdesk.operations (tenant, tool, lease_expires_at)
     WHERE state = 'pending';
 
