@@ -830,22 +830,24 @@ func (m *Model) tooSmallView() string {
 
 // statusBar: context, server and database, role, database time, refresh.
 func (m *Model) statusBar() string {
-	left := " " + m.st.Brand.Render("opsdesk") + "  "
+	head := " " + m.st.Brand.Render("opsdesk") + "  "
 	if m.opts.Context != "" {
-		left += termtext.Clean(m.opts.Context) + " · "
+		head += termtext.Clean(m.opts.Context) + " · "
 	}
-	role := ""
+	role, server, who := "", "", ""
 	if m.connected {
-		left += termtext.Clean(m.info.Server) + "/" + termtext.Clean(m.info.Database) + " · you: " + termtext.Clean(m.info.Role)
+		server = termtext.Clean(m.info.Server) + "/" + termtext.Clean(m.info.Database)
+		who = " · you: " + termtext.Clean(m.info.Role)
 		if m.capsKnown {
 			role = " (" + roleLabel(m.caps) + ")"
 		}
 	} else {
-		left += "not connected"
+		who = "not connected"
 	}
 	if m.opts.ReadOnly {
-		left += " · " + m.st.ReadOnly.Render("read-only")
+		who += " · " + m.st.ReadOnly.Render("read-only")
 	}
+	left := head + server + who
 	// A flow shows the time of its own read, which may be older than the
 	// last poll's: it is named for what it is ("as of", the flow's
 	// record), so the database's clock never seems to go backwards.
@@ -870,6 +872,12 @@ func (m *Model) statusBar() string {
 		// Narrower still: the time alone, so that who you are stays on
 		// the line (in a flow at 80 columns it did not).
 		r = clock(asOf) + " · " + m.refreshLabel(false) + " "
+	}
+	if m.connected && width(left)+width(r)+1 > m.w {
+		// A long server name (the demo's socket path) gives way, cut in
+		// its middle, before who you are: "you: y…" told nothing.
+		room := m.w - width(head) - width(who) - width(r) - 1
+		left = head + truncateMiddle(server, max(8, room)) + who
 	}
 	if width(left)+width(role)+width(r)+1 <= m.w {
 		left += role // what the role may do, when it fits
