@@ -51,6 +51,17 @@ func TestBulkInterruptViews(t *testing.T) {
 			h.keys("<ctrl+c>")
 			h.finish()
 		}},
+		// ctrl+c once every record's decision had started.
+		{"bulk-interrupted-late", func(t *testing.T, h *harness, b *fakeBulk) {
+			b.mu.Lock()
+			b.decideGate, b.decidePause = make(chan struct{}), 9
+			b.mu.Unlock()
+			t.Cleanup(func() { close(b.decideGate) })
+			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>9")
+			h.pump(h.press(keyEnter), 9)
+			h.keys("<ctrl+c>")
+			h.finish()
+		}},
 	}
 	for _, c := range cases {
 		goldens(t, c.name, func(t *testing.T, w, hh int) string {
