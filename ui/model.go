@@ -969,13 +969,29 @@ func (m *Model) errorView() string {
 	return strings.Join(lines, "\n")
 }
 
+// screenBack is esc as the screen behind the help words it ("back", or
+// the screen's own word): the help lists what esc does there, not that it
+// closes the help (the footer says that), so that back and - show side by
+// side.
+func (m *Model) screenBack() key.Binding {
+	b := key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back"))
+	b.SetEnabled(len(m.stack) > 1 || !m.hist.empty())
+	if l, ok := m.active().(labeller); ok {
+		if esc, _ := l.backLabels(); esc != "" {
+			b.SetEnabled(true)
+			b.SetHelp("esc", esc)
+		}
+	}
+	return b
+}
+
 // helpView is the full help: the active screen's keys and the global ones,
 // the commands, the filter language and the glyphs.
 func (m *Model) helpView() string {
 	s := m.active()
 	groups := append([][]key.Binding{}, s.FullHelp()...)
 	groups = append(groups,
-		[]key.Binding{m.keys.Back, m.keys.Toggle, m.keys.Command, m.keys.Help, m.keys.Quit, m.keys.ForceQuit, m.keys.Retry, m.keys.ErrorDetail},
+		[]key.Binding{m.screenBack(), m.keys.Toggle, m.keys.Command, m.keys.Help, m.keys.Quit, m.keys.ForceQuit, m.keys.Retry, m.keys.ErrorDetail},
 		[]key.Binding{m.keys.Pause, m.keys.Faster, m.keys.Slower},
 	)
 	hm := m.help
