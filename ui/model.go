@@ -541,10 +541,12 @@ func (m *Model) reachable() tea.Cmd {
 }
 
 // inFlow tells whether the active screen is a flow, which does not poll,
-// or a bulk plan's group, the bulk flow's records as of its listing.
+// or a bulk plan's group, the bulk flow's records as of its listing, or a
+// purge, which reads nothing between its count and its run (its status
+// bar said "⟳ 1s" over a clock that had stopped).
 func (m *Model) inFlow() bool {
 	switch m.active().(type) {
-	case flow, *bulkGroupScreen:
+	case flow, *bulkGroupScreen, *purgeScreen:
 		return true
 	}
 	return false

@@ -91,3 +91,19 @@ func TestStatusBarLongServer(t *testing.T) {
 		}
 	}
 }
+
+// TestPurgeStatusBar: a purge reads nothing between its count and its
+// run, so the status bar says refresh is paused there rather than "⟳ 2s"
+// over a clock that does not move (walking §4: 17:02:59 for minutes).
+func TestPurgeStatusBar(t *testing.T) {
+	t.Parallel()
+	h := newPurgeHarness(t, &fakePurger{count: 2500}, true, 120, 40)
+	h.keys(":retention<enter>j")
+	require.NotContains(t, statusLine(h), "paused", "%s", h.view())
+	for _, keys := range []string{"p", "end of quarter<enter>", "y"} {
+		h.keys(keys)
+		require.Contains(t, statusLine(h), "⟳ paused in this flow", "after %q:\n%s", keys, h.view())
+	}
+	h.keys("<esc>")
+	require.NotContains(t, statusLine(h), "paused", "back on the review:\n%s", h.view())
+}
