@@ -67,6 +67,21 @@ func TestAmbiguousFindsOut(t *testing.T) {
 	require.Contains(t, v, "no record of this decision", "%s", h.view())
 	require.NotContains(t, v, "may or may not", "%s", h.view())
 	require.Equal(t, 2, src.called("get"), "the record was not read again at once")
+	require.Contains(t, v, "go back to the record (enter)", "%s", h.view())
+
+	// Decided from a list row, enter goes back to the list, and the
+	// result says so.
+	src = newFakeSource()
+	dec = newFakeDecider(src)
+	dec.lost = errStalled
+	h = newDecideHarness(t, src, dec, Config{}, 120, 40)
+	h.keys(":ops id:48207<enter>r<enter>deployment DEP-4711 is live<enter>y")
+	v = flat(h.view())
+	require.Contains(t, v, "Not applied: the record is as you saw it", "%s", h.view())
+	require.Contains(t, v, "go back to the list (enter)", "%s", h.view())
+	require.NotContains(t, v, "back to the record", "%s", h.view())
+	h.keys("<enter>")
+	require.Equal(t, screenList, h.m.active().id())
 
 	src = newFakeSource()
 	dec = newFakeDecider(src)
@@ -90,6 +105,7 @@ func TestAmbiguousFindsOut(t *testing.T) {
 	h.keys("y")
 	v = flat(h.view())
 	require.Contains(t, v, "Could not read the record again", "%s", h.view())
+	require.NotContains(t, v, "dial tcp", "the driver's words on the screen (E has them):\n%s", h.view())
 	require.Contains(t, v, "may or may not have been applied", "%s", h.view())
 	require.Contains(t, v, "database unreachable", "the message line does not say the database is away:\n%s", h.view())
 	h.send(h.lastTick())

@@ -370,9 +370,10 @@ func operationText(r readmodel.AuditRow) string {
 	return orDash(strings.Join(parts, " "))
 }
 
-// fitOperation cuts the key in the middle (keys differ at both ends) and
-// keeps the operation's number whole.
-func fitOperation(r readmodel.AuditRow, w int) string {
+// fitOperation cuts the key as f says (what tells the page's keys apart
+// stays: "…0532:charge", not "order-00…:charge") and keeps the
+// operation's number whole.
+func fitOperation(r readmodel.AuditRow, w int, f keyFit) string {
 	if r.OperationID == 0 || r.Key == "" {
 		return truncateMiddle(operationText(r), w)
 	}
@@ -380,7 +381,7 @@ func fitOperation(r readmodel.AuditRow, w int) string {
 	if w < len(id)+6 {
 		return truncate(id, w)
 	}
-	return truncateMiddle(termtext.Clean(r.Key), w-len(id)-1) + " " + id
+	return f.fit(termtext.Clean(r.Key), w-len(id)-1) + " " + id
 }
 
 // auditTime is a record's time for the table: the clock on the database's
@@ -453,6 +454,8 @@ const auditDropForComfort = 2
 type auditLayout struct {
 	widths []int // 0: not shown
 	short  bool
+	// keys cuts the page's keys so that what tells them apart stays.
+	keys keyFit
 }
 
 func layoutAudit(rows []readmodel.AuditRow, w int) auditLayout {
@@ -505,17 +508,21 @@ func layoutAudit(rows []readmodel.AuditRow, w int) auditLayout {
 			}
 		}
 	}
-	// drop gives up the uniform columns, then columns by rank: up to
-	// auditDropForComfort until the table fits with the key and the
-	// reason comfortable, the rest until it fits at all.
+	// drop gives up the uniform columns, one at a time by rank until the
+	// table fits with the key and the reason comfortable (a bulk run's
+	// page, one role, one tool and one reason, keeps the tool and the
+	// reason where there is room for them), then columns by rank: up to
+	// auditDropForComfort for that comfort, the rest until it fits at all.
 	drop := func(ws []int) []bool {
 		shown := allShown(n)
 		if need(ws, shown, true) <= w {
 			return shown
 		}
-		for c := range shown {
-			if uniform[c] {
-				shown[c] = false
+		for rank := 1; rank <= n && need(ws, shown, true) > w; rank++ {
+			for c, col := range auditColumns {
+				if uniform[c] && col.drop == rank {
+					shown[c] = false
+				}
 			}
 		}
 		for rank := 1; rank <= n; rank++ {
@@ -568,7 +575,13 @@ func layoutAudit(rows []readmodel.AuditRow, w int) auditLayout {
 		// Even the minimums do not fit: the chain gives way last.
 		out[auditColChain] = max(6, out[auditColChain]+left)
 	}
-	return auditLayout{widths: out, short: short}
+	var keys []string
+	for _, r := range rows {
+		if r.Key != "" {
+			keys = append(keys, termtext.Clean(r.Key))
+		}
+	}
+	return auditLayout{widths: out, short: short, keys: newKeyFit(keys)}
 }
 
 func (s *auditScreen) View() string {
@@ -717,7 +730,7 @@ func (s *auditScreen) bodyLines(lay auditLayout, rowsH int) []string {
 			}
 			cw := lay.widths[c]
 			if c == auditColOp {
-				v = pad(fitOperation(r, cw), cw)
+				v = pad(fitOperation(r, cw, lay.keys), cw)
 			} else {
 				v = pad(v, cw)
 			}

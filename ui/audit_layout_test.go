@@ -58,3 +58,30 @@ func TestAuditLayoutRanks(t *testing.T) {
 	require.True(t, wide[auditColRole], "roles that differ stay")
 	require.True(t, shown(200)[auditColRole], "every column when there is room")
 }
+
+// TestAuditLayoutBulkRun: a bulk run's page (one role, one tool, one
+// reason, keys that differ in their digits) gives up only the uniform
+// columns it must: at 120 columns the role goes and the tool and the
+// reason stay; at 80 the keys keep the digits that tell them apart.
+func TestAuditLayoutBulkRun(t *testing.T) {
+	t.Parallel()
+	var rows []readmodel.AuditRow
+	for i := range 12 {
+		rows = append(rows, readmodel.AuditRow{Tenant: "initech", Seq: int64(40 + i), Role: "opsdesk_demo_operator",
+			Action: "decide:not-executed", Outcome: "succeeded", Tool: "charge-card",
+			Key: fmt.Sprintf("order-%05d:charge", 500+i*37), OperationID: int64(1000 + i*41), Reason: "provider outage 03:10"})
+	}
+	lay := layoutAudit(rows, 120)
+	require.Zero(t, lay.widths[auditColRole], "the one role goes first")
+	require.NotZero(t, lay.widths[auditColTool], "the tool has room at 120")
+	require.NotZero(t, lay.widths[auditColReason], "the reason has room at 120")
+
+	lay = layoutAudit(rows, 80)
+	require.NotZero(t, lay.widths[auditColOp])
+	for _, r := range rows {
+		cell := fitOperation(r, lay.widths[auditColOp], lay.keys)
+		require.LessOrEqual(t, width(cell), lay.widths[auditColOp])
+		digits := fmt.Sprintf("%03d:", (500+int(r.Seq-40)*37)%1000)
+		require.Contains(t, cell, digits, "the key's distinguishing digits at 80: %q", cell)
+	}
+}

@@ -199,6 +199,14 @@ func TestAuditViews(t *testing.T) {
 		{"audit-record-denied", func(h *harness) { h.keys(":audit outcome:denied tenant:acme<enter><enter>") }},
 		{"audit-history", func(h *harness) { h.keys("<enter><enter>h") }}, // the stuck tile, its first row
 		{"audit-help", func(h *harness) { h.keys(":audit<enter>?") }},
+		// A bulk run's page: one role, one tool, one reason; keys that
+		// differ in their digits.
+		{"audit-bulk-run", func(h *harness) {
+			h.src.mu.Lock()
+			h.src.trail = bulkRunTrail()
+			h.src.mu.Unlock()
+			h.keys(":audit<enter>")
+		}},
 	}
 	for _, c := range cases {
 		goldens(t, c.name, func(t *testing.T, w, h int) string {
@@ -356,4 +364,20 @@ func TestAuditNeverPanics(t *testing.T) {
 			}
 		}
 	}
+}
+
+// bulkRunTrail is one bulk run's decisions, as :audit shows them after it.
+func bulkRunTrail() []readmodel.AuditDetail {
+	var out []readmodel.AuditDetail
+	for i := range 24 {
+		before, after := int64(1), int64(2)
+		out = append(out, readmodel.AuditDetail{AuditRow: readmodel.AuditRow{
+			Tenant: "initech", Seq: int64(40 + i), At: dbNow.Add(-time.Minute + time.Duration(i)*time.Millisecond),
+			Role: "opsdesk_demo_operator", Action: "decide:not-executed", Outcome: "succeeded", Tool: "charge-card",
+			Key: fmt.Sprintf("order-%05d:charge", 500+i*37), OperationID: int64(1000 + i*41),
+			StateBefore: "stuck", StateAfter: "released", VersionBefore: &before, VersionAfter: &after,
+			Reason: "provider outage 03:10", HasEvidence: true, DBTime: dbNow,
+		}})
+	}
+	return out
 }

@@ -1035,6 +1035,20 @@ func (s *bulkFlow) resultLines() []string {
 	case s.acceptErr != nil && r.Counts[bulk.NotAttempted] == len(r.Items):
 		s.sm.para(&out, "✗ "+head+": stopped before the first decision, nothing was decided", s.sm.st.Error.Render)
 		s.sm.para(&out, termtext.Clean(s.acceptErr.Error()), s.sm.st.Error.Render)
+	case errors.Is(s.acceptErr, context.Canceled) && r.Counts[bulk.NotAttempted] == 0 && r.Items != nil:
+		// The stop came once every decision had started: nothing was
+		// left undone, and the headline does not say it failed.
+		glyph, style := "⚠ ", s.sm.st.Stuck.Render
+		if r.Counts[bulk.Decided] == len(r.Items) {
+			glyph, style = "✓ ", s.sm.st.Completed.Render
+		}
+		s.sm.para(&out, glyph+head, style)
+		key, then := "esc", ""
+		if s.interrupted {
+			key, then = "ctrl+c", " ctrl+c again or q quits (the terminal is told what was decided); enter goes back to the plan."
+		}
+		s.sm.para(&out, key+" came after every record's decision had started: each had its turn, none was left out."+then,
+			s.sm.st.Muted.Render)
 	case errors.Is(s.acceptErr, context.Canceled) && s.interrupted:
 		s.sm.para(&out, "✗ "+head, s.sm.st.Error.Render)
 		s.sm.para(&out, "stopped at ctrl+c: the decisions under way finished, no other started. ctrl+c again or q quits "+

@@ -175,6 +175,15 @@ func (b *fakeBulk) Accept(ctx context.Context, plan *bulk.Plan, v bulk.Verdict, 
 			progress(bulk.Progress{Phase: bulk.PhaseDecide, Done: i + 1, Total: len(g.Items), Counts: maps.Clone(counts)})
 		}
 	}
+	if err == nil && gate != nil && pause >= len(g.Items) {
+		// Held once every decision had its turn: a stop now is the
+		// engine's stop that came while the last ones were in flight.
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			err = fmt.Errorf("decisions stopped after %d of %d: %w", len(g.Items), len(g.Items), ctx.Err())
+		}
+	}
 	res.Took = 900 * time.Millisecond
 	return res, err
 }

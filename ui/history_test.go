@@ -92,6 +92,8 @@ func TestHistoryToggle(t *testing.T) {
 	h.keys("?")
 	v := h.view()
 	require.Contains(t, v, "last view")
+	require.Regexp(t, `esc +back`, v, "the help lists esc as what it does on the screen, beside -:\n%s", v)
+	require.Contains(t, v, "esc close help", "the footer says esc closes the help")
 	require.Contains(t, v, "_     slower")
 }
 

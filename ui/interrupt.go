@@ -27,8 +27,9 @@ type interrupter interface {
 	summary() string
 	// report is what the terminal shows once the console quit: what was
 	// decided, the batch and what was still under way; "" when there is
-	// nothing to say. It waits at most wait for the work under way.
-	report(wait time.Duration) string
+	// nothing to say. It waits at most wait for the work under way; its
+	// lists are laid out for w columns.
+	report(wait time.Duration, w int) string
 }
 
 // stopperOf is what ctrl+c stops on screen s; nil when s is no flow.
@@ -88,7 +89,7 @@ func (s *flowStop) summary() string {
 
 // report: a decision that had not answered when the console quit may
 // or may not have been applied.
-func (s *flowStop) report(time.Duration) string {
+func (s *flowStop) report(time.Duration, int) string {
 	m := s.m
 	id := strconv.FormatInt(m.rec.ID, 10)
 	if m.ambiguous() && m.verdict() == "" {
@@ -134,12 +135,22 @@ func (m *Model) exitReport(wait time.Duration) string {
 	for _, s := range m.stack {
 		if st := stopperOf(s); st != nil && !seen[s] {
 			seen[s] = true
-			if r := st.report(wait); r != "" {
+			if r := st.report(wait, reportWidth(m.w)); r != "" {
 				out = append(out, r)
 			}
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// reportWidth is the width the exit report is laid out for: the
+// terminal's, so that its id lists do not break mid-line at 80 columns,
+// within bounds that keep a list readable.
+func reportWidth(w int) int {
+	if w <= 0 {
+		return 96
+	}
+	return min(max(w, 40), 120)
 }
 
 // idList is ids as one line each of at most width characters.
@@ -228,7 +239,7 @@ func (s *bulkFlow) summary() string {
 // report says, once the console quit, what the run decided, what it did
 // not, and its batch. A run under way is stopped and its end waited for,
 // at most wait.
-func (s *bulkFlow) report(wait time.Duration) string {
+func (s *bulkFlow) report(wait time.Duration, w int) string {
 	if s.plan == nil && !s.running() {
 		return "" // refused, or nothing listed: nothing started
 	}
@@ -265,7 +276,7 @@ func (s *bulkFlow) report(wait time.Duration) string {
 	if b := s.batch(); b != "" {
 		head += ", batch " + b + " (in each decision's audit record)"
 	}
-	out := []string{head}
+	out := wrap(head, w)
 	for _, v := range bulk.Verdicts {
 		r, ok := results[v]
 		if !ok {
@@ -285,7 +296,7 @@ func (s *bulkFlow) report(wait time.Duration) string {
 				name += " (still stuck)"
 			}
 			out = append(out, "    "+name+":")
-			for _, l := range idList(ids, 90) {
+			for _, l := range idList(ids, w-6) {
 				out = append(out, "      "+l)
 			}
 		}

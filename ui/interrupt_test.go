@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,17 @@ func TestBulkInterruptViews(t *testing.T) {
 			h.keys("<ctrl+c>")
 			h.finish()
 		}},
+		// ctrl+c once every record's decision had started.
+		{"bulk-interrupted-late", func(t *testing.T, h *harness, b *fakeBulk) {
+			b.mu.Lock()
+			b.decideGate, b.decidePause = make(chan struct{}), 9
+			b.mu.Unlock()
+			t.Cleanup(func() { close(b.decideGate) })
+			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>9")
+			h.pump(h.press(keyEnter), 9)
+			h.keys("<ctrl+c>")
+			h.finish()
+		}},
 	}
 	for _, c := range cases {
 		goldens(t, c.name, func(t *testing.T, w, hh int) string {
@@ -58,6 +70,37 @@ func TestBulkInterruptViews(t *testing.T) {
 			require.False(t, h.quit, "the first ctrl+c quit")
 			return h.view()
 		})
+	}
+}
+
+// TestBulkInterruptLate: a ctrl+c that lands once every record's decision
+// had started leaves nothing out: the summary says so and does not head
+// the group with a failure.
+func TestBulkInterruptLate(t *testing.T) {
+	t.Parallel()
+	h, b := newBulkHarness(t, true, 80, 24)
+	b.mu.Lock()
+	b.decideGate, b.decidePause = make(chan struct{}), 9
+	b.mu.Unlock()
+	t.Cleanup(func() { close(b.decideGate) })
+	h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>9")
+	h.pump(h.press(keyEnter), 9)
+	h.keys("<ctrl+c>")
+	h.finish()
+	v := flat(h.view())
+	require.Contains(t, v, "✓ found → completed: 9 decided", "%s", h.view())
+	require.Contains(t, v, "ctrl+c came after every record's decision had started", "%s", h.view())
+	require.NotContains(t, v, "✗", "%s", h.view())
+	require.Contains(t, v, "ctrl+c again or q quits")
+	require.Equal(t, 9, decidedOutage(h.src))
+	h.keys("q")
+	require.True(t, h.quit, "q on the summary did not quit")
+
+	// The terminal's report is laid out for its 80 columns.
+	r := h.m.exitReport(time.Second)
+	require.Contains(t, r, "found → completed: 9 decided")
+	for _, l := range strings.Split(r, "\n") {
+		require.LessOrEqual(t, width(l), 80, "a report line wider than the terminal:\n%s", r)
 	}
 }
 

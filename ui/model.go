@@ -541,10 +541,12 @@ func (m *Model) reachable() tea.Cmd {
 }
 
 // inFlow tells whether the active screen is a flow, which does not poll,
-// or a bulk plan's group, the bulk flow's records as of its listing.
+// or a bulk plan's group, the bulk flow's records as of its listing, or a
+// purge, which reads nothing between its count and its run (its status
+// bar said "⟳ 1s" over a clock that had stopped).
 func (m *Model) inFlow() bool {
 	switch m.active().(type) {
-	case flow, *bulkGroupScreen:
+	case flow, *bulkGroupScreen, *purgeScreen:
 		return true
 	}
 	return false
@@ -830,22 +832,24 @@ func (m *Model) tooSmallView() string {
 
 // statusBar: context, server and database, role, database time, refresh.
 func (m *Model) statusBar() string {
-	left := " " + m.st.Brand.Render("opsdesk") + "  "
+	head := " " + m.st.Brand.Render("opsdesk") + "  "
 	if m.opts.Context != "" {
-		left += termtext.Clean(m.opts.Context) + " · "
+		head += termtext.Clean(m.opts.Context) + " · "
 	}
-	role := ""
+	role, server, who := "", "", ""
 	if m.connected {
-		left += termtext.Clean(m.info.Server) + "/" + termtext.Clean(m.info.Database) + " · you: " + termtext.Clean(m.info.Role)
+		server = termtext.Clean(m.info.Server) + "/" + termtext.Clean(m.info.Database)
+		who = " · you: " + termtext.Clean(m.info.Role)
 		if m.capsKnown {
 			role = " (" + roleLabel(m.caps) + ")"
 		}
 	} else {
-		left += "not connected"
+		who = "not connected"
 	}
 	if m.opts.ReadOnly {
-		left += " · " + m.st.ReadOnly.Render("read-only")
+		who += " · " + m.st.ReadOnly.Render("read-only")
 	}
+	left := head + server + who
 	// A flow shows the time of its own read, which may be older than the
 	// last poll's: it is named for what it is ("as of", the flow's
 	// record), so the database's clock never seems to go backwards.
@@ -870,6 +874,12 @@ func (m *Model) statusBar() string {
 		// Narrower still: the time alone, so that who you are stays on
 		// the line (in a flow at 80 columns it did not).
 		r = clock(asOf) + " · " + m.refreshLabel(false) + " "
+	}
+	if m.connected && width(left)+width(r)+1 > m.w {
+		// A long server name (the demo's socket path) gives way, cut in
+		// its middle, before who you are: "you: y…" told nothing.
+		room := m.w - width(head) - width(who) - width(r) - 1
+		left = head + truncateMiddle(server, max(8, room)) + who
 	}
 	if width(left)+width(role)+width(r)+1 <= m.w {
 		left += role // what the role may do, when it fits
@@ -961,13 +971,29 @@ func (m *Model) errorView() string {
 	return strings.Join(lines, "\n")
 }
 
+// screenBack is esc as the screen behind the help words it ("back", or
+// the screen's own word): the help lists what esc does there, not that it
+// closes the help (the footer says that), so that back and - show side by
+// side.
+func (m *Model) screenBack() key.Binding {
+	b := key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back"))
+	b.SetEnabled(len(m.stack) > 1 || !m.hist.empty())
+	if l, ok := m.active().(labeller); ok {
+		if esc, _ := l.backLabels(); esc != "" {
+			b.SetEnabled(true)
+			b.SetHelp("esc", esc)
+		}
+	}
+	return b
+}
+
 // helpView is the full help: the active screen's keys and the global ones,
 // the commands, the filter language and the glyphs.
 func (m *Model) helpView() string {
 	s := m.active()
 	groups := append([][]key.Binding{}, s.FullHelp()...)
 	groups = append(groups,
-		[]key.Binding{m.keys.Back, m.keys.Toggle, m.keys.Command, m.keys.Help, m.keys.Quit, m.keys.ForceQuit, m.keys.Retry, m.keys.ErrorDetail},
+		[]key.Binding{m.screenBack(), m.keys.Toggle, m.keys.Command, m.keys.Help, m.keys.Quit, m.keys.ForceQuit, m.keys.Retry, m.keys.ErrorDetail},
 		[]key.Binding{m.keys.Pause, m.keys.Faster, m.keys.Slower},
 	)
 	hm := m.help

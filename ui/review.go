@@ -251,7 +251,13 @@ func (s *reviewScreen) View() string {
 	if shown := min(rows, len(r.Tools)-s.top); shown < len(r.Tools) {
 		// Not every tool fits: say which are shown, as the lists do, so
 		// that a short terminal does not hide the others without a word.
-		title += fmt.Sprintf(" · showing %d–%d, ↑/↓ for the others", s.top+1, s.top+shown)
+		mark := fmt.Sprintf(" · showing %d–%d, ↑/↓ for the others", s.top+1, s.top+shown)
+		if width(title+mark) > w {
+			// Narrow (60 columns): the short mark, whole, rather than
+			// the long one cut before its arrows.
+			mark = fmt.Sprintf(" · %d–%d of %d ↑/↓", s.top+1, s.top+shown, len(r.Tools))
+		}
+		title += mark
 		lines[0] = s.st.Title.Render(truncate(title, w))
 	}
 	lines = append(lines, s.table(w, rows)...)

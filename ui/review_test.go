@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,9 +271,24 @@ func TestReviewSaysWhichToolsItShows(t *testing.T) {
 	h := newPurgeHarness(t, &fakePurger{count: 2500}, true, 60, 20)
 	h.keys(":retention<enter>")
 	view := h.view()
-	require.Contains(t, view, "showing 1–")
-	require.NotContains(t, newPurgeHarness(t, &fakePurger{count: 2500}, true, 200, 60).keys(":retention<enter>").view(), "showing",
+	require.Regexp(t, `· (showing )?1–\d`, view)
+	require.NotContains(t, newPurgeHarness(t, &fakePurger{count: 2500}, true, 200, 60).keys(":retention<enter>").view(), "↑/↓ for the others",
 		"every tool fits")
 	h.keys("jjj")
-	require.NotContains(t, h.view(), "showing 1–", "the window moved with the selection")
+	require.NotRegexp(t, `· (showing )?1–\d`, h.view(), "the window moved with the selection")
+}
+
+// TestReviewScrollMark60: at 60x20 not every tool fits, and the title's
+// mark says which are shown and how to see the others, whole (the long
+// mark was cut to "showing 1–4, ↑/…").
+func TestReviewScrollMark60(t *testing.T) {
+	t.Parallel()
+	h := newPurgeHarness(t, &fakePurger{count: 2500}, true, 60, 20)
+	h.keys(":retention<enter>")
+	title := strings.Split(h.view(), "\n")[1]
+	require.Regexp(t, `· 1–\d of \d ↑/↓\s*$`, title, "%s", h.view())
+	require.LessOrEqual(t, width(title), 60)
+	h = newPurgeHarness(t, &fakePurger{count: 2500}, true, 100, 20)
+	h.keys(":retention<enter>")
+	require.Contains(t, h.view(), "↑/↓ for the others", "%s", h.view())
 }

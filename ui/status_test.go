@@ -72,3 +72,38 @@ func TestFlowBannerClears(t *testing.T) {
 	h.send(refetchMsg{seq: -1, err: nil})
 	require.NotContains(t, h.view(), "database unreachable", "a successful read left the banner:\n%s", h.view())
 }
+
+// TestStatusBarLongServer: the demo's server is a socket path; at 80
+// columns it gives way, cut in its middle, before who you are (the demo's
+// console read "socket /tmp/opsdesk-pg-3778019986/opsdesk · y…").
+func TestStatusBarLongServer(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource()
+	for _, w := range []int{80, 120} {
+		h := newDecideHarness(t, src, newFakeDecider(src), Config{}, w, 24)
+		h.m.info.Server, h.m.info.Database, h.m.info.Role = "socket /tmp/opsdesk-pg-3778019986", "opsdesk", "opsdesk_demo_operator"
+		for _, keys := range []string{"", ":ops id:48207<enter><enter>r"} {
+			h.keys(keys)
+			line := statusLine(h)
+			require.Contains(t, line, "you: opsdesk_demo_operator", "at %d:\n%s", w, h.view())
+			require.Contains(t, line, "03:12:09", "at %d:\n%s", w, h.view())
+			require.LessOrEqual(t, width(line), w)
+		}
+	}
+}
+
+// TestPurgeStatusBar: a purge reads nothing between its count and its
+// run, so the status bar says refresh is paused there rather than "⟳ 2s"
+// over a clock that does not move (walking §4: 17:02:59 for minutes).
+func TestPurgeStatusBar(t *testing.T) {
+	t.Parallel()
+	h := newPurgeHarness(t, &fakePurger{count: 2500}, true, 120, 40)
+	h.keys(":retention<enter>j")
+	require.NotContains(t, statusLine(h), "paused", "%s", h.view())
+	for _, keys := range []string{"p", "end of quarter<enter>", "y"} {
+		h.keys(keys)
+		require.Contains(t, statusLine(h), "⟳ paused in this flow", "after %q:\n%s", keys, h.view())
+	}
+	h.keys("<esc>")
+	require.NotContains(t, statusLine(h), "paused", "back on the review:\n%s", h.view())
+}

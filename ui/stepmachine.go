@@ -952,6 +952,14 @@ func (m *stepMachine) resultView() []string {
 	return out
 }
 
+// backToText is where enter on the result goes, as its key says.
+func (m *stepMachine) backToText() string {
+	if m.backTo == "" {
+		return "the record"
+	}
+	return m.backTo
+}
+
 // checkLines tell whether the decision the database did not answer was
 // applied, from the record read again: applied when a decision with the
 // reason it carried, new since the operator looked, is on the record (its
@@ -964,7 +972,7 @@ func (m *stepMachine) checkLines() []string {
 		case m.checking:
 			out = append(out, " "+spinFrames[m.frame]+" reading the record again to find out whether it was applied…")
 		case m.checkErr != nil:
-			m.para(&out, "✗ Could not read the record again: "+termtext.Clean(m.checkErr.Error()), m.st.Error.Render)
+			m.para(&out, "✗ Could not read the record again: "+plainError(m.checkErr), m.st.Error.Render)
 			out = append(out, "")
 			m.para(&out, "It may or may not have been applied: the record is read again the moment the database answers.", nil)
 		}
@@ -982,12 +990,12 @@ func (m *stepMachine) checkLines() []string {
 		m.field(&out, "the record", stateText(now.State)+" · version "+strconv.FormatInt(now.Version, 10)+", "+read)
 		m.field(&out, "audit", "no record of this decision")
 		out = append(out, "")
-		m.para(&out, "Nothing changed: go back to the record (enter) and decide again.", m.st.Muted.Render)
+		m.para(&out, "Nothing changed: go back to "+m.backToText()+" (enter) and decide again.", m.st.Muted.Render)
 	} else {
 		out = append(out, " "+m.st.Error.Render("✗ Not applied: the record changed since you looked, without this decision"), "")
 		out = append(out, m.diffLines(was, now)...)
 		out = append(out, "")
-		m.para(&out, "Go back to the record (enter) and decide again on what it is now.", m.st.Muted.Render)
+		m.para(&out, "Go back to "+m.backToText()+" (enter) and decide again on what it is now.", m.st.Muted.Render)
 	}
 	if m.checking {
 		out = append(out, "", " "+spinFrames[m.frame]+" reading it again…")
@@ -1038,7 +1046,7 @@ func (m *stepMachine) changedLines() []string {
 	}
 	out = m.diffLines(m.rec, *m.nowRec)
 	out = append(out, "")
-	m.para(&out, "Go back to the record (enter) and decide again on what it is now.", m.st.Muted.Render)
+	m.para(&out, "Go back to "+m.backToText()+" (enter) and decide again on what it is now.", m.st.Muted.Render)
 	return out
 }
 
