@@ -29,8 +29,9 @@ import (
 // The run is handed the desk and the store behind its interfaces, so
 // that bulk does not depend on pgx.
 var (
-	_ bulk.Decider = (*desk.Desk)(nil)
-	_ bulk.Lister  = (*storeview.Store)(nil)
+	_ bulk.Decider      = (*desk.Desk)(nil)
+	_ bulk.BatchStarter = (*desk.Desk)(nil)
+	_ bulk.Lister       = (*storeview.Store)(nil)
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
