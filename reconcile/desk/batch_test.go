@@ -70,7 +70,7 @@ func TestDecisionsCarryTheirBatch(t *testing.T) {
 
 // Who may start a run, and whose run a decision may join: a run's id is
 // the database's, its starter the session's login, and decide refuses
-// (audited, on the '' chain, with the id as claimed_batch, never as
+// (audited, on the ” chain, with the id as claimed_batch, never as
 // batch) a run another login started, an id no run has and a run from
 // before runs were recorded. Each role connects as itself.
 func TestBatchesAreTheirStartersOwn(t *testing.T) {
