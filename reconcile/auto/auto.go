@@ -363,7 +363,7 @@ func (r *Runner) Pass(ctx context.Context) (rep Report, err error) {
 	}
 	if err := r.cfg.Bulk.Start(ctx, plan, PassFilter(todo)); err != nil {
 		for _, rec := range todo {
-			rep.skip(rec, SkipNotAttempted, err.Error())
+			rep.skip(rec, SkipNotAttempted, "the pass's run did not start")
 		}
 		rep.Stopped = err.Error()
 		return rep, nil

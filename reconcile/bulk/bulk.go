@@ -554,7 +554,7 @@ func (r *Reconciler) Start(ctx context.Context, plan *Plan, filter string) error
 	}
 	id, err := starter.StartBatch(ctx, filter)
 	if err != nil {
-		return fmt.Errorf("start the run: %w", err)
+		return err
 	}
 	plan.BatchID, plan.Filter = id, filter
 	return nil
