@@ -392,9 +392,9 @@ func TestAReconcilersLongRefusalKeepsItsMark(t *testing.T) {
 	p := found(id, v)
 	long := strings.Repeat("😀", 600)
 	p.ResultRef, p.Evidence.Ref = long, long+"x" // contradicts: refused
-	batch, err := desk.StartBatch(m.ctx, m.rec.Pool, "auto_reconcile pass: stuck records of charge-card", "")
+	run, err := desk.StartBatch(m.ctx, m.rec.Pool, "auto_reconcile pass: stuck records of charge-card", "")
 	require.NoError(t, err)
-	p.Batch = batch
+	p.Batch = run
 	_, err = desk.Decide(m.ctx, m.rec.Pool, p)
 	require.Error(t, err)
 	var marked, batch, cut *string
