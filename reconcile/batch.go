@@ -1,22 +1,36 @@
 package reconcile
 
 import (
-	"crypto/rand"
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
-// NewBatchID returns a random (version 4) UUID naming a bulk run: the
-// decisions of one run carry it in their audit records (DecideParams.Batch).
-func NewBatchID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+// MaxBatchFilterBytes is the longest filter a run may record
+// (opsdesk.start_batch, migration 00029).
+const MaxBatchFilterBytes = 1000
+
+// CheckBatchFilter refuses, before the database is asked, a run's filter
+// that start_batch would refuse or could not be sent: empty or blank,
+// longer than MaxBatchFilterBytes, not UTF-8, or holding a control
+// character (NUL among them, which PostgreSQL's text cannot hold).
+func CheckBatchFilter(filter string) error {
+	switch {
+	case strings.TrimSpace(filter) == "":
+		return fmt.Errorf("%w: a run needs the filter it was planned from, and it is empty", ErrInvalid)
+	case len(filter) > MaxBatchFilterBytes:
+		return fmt.Errorf("%w: a run's filter is limited to %d bytes, not %d", ErrInvalid, MaxBatchFilterBytes, len(filter))
+	case !utf8.ValidString(filter):
+		return fmt.Errorf("%w: a run's filter is not UTF-8", ErrInvalid)
+	case strings.ContainsFunc(filter, unicode.IsControl):
+		return fmt.Errorf("%w: a run's filter may not hold control characters (%q)", ErrInvalid, filter[:min(len(filter), 80)])
+	}
+	return nil
 }
 
 // IsUUID tells whether s is a UUID in its canonical text form, the form
-// NewBatchID writes and the database reads back.
+// the database writes a batch id in and reads it back.
 func IsUUID(s string) bool {
 	if len(s) != 36 {
 		return false

@@ -72,10 +72,11 @@ type DecideParams struct {
 	// DisplayName is a name the person claims (configuration); the audit
 	// keeps it apart from the authenticated role.
 	DisplayName string
-	// Batch is the id of the bulk run the decision belongs to (a UUID, as
-	// NewBatchID makes), kept in the audit record's details; "" for a
-	// decision of its own. It is a label, not a right: every check is the
-	// same.
+	// Batch is the id of the bulk run the decision belongs to, kept in the
+	// audit record's details; "" for a decision of its own. It is one
+	// opsdesk.start_batch returned to the deciding login (StartBatch):
+	// decide refuses another login's run, or an id no run has. Every other
+	// check is the same.
 	Batch string
 	// SealLater leaves the audit entry queued for the caller to seal (a
 	// bulk run seals its group's entries at once, at its end, with

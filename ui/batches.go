@@ -33,9 +33,10 @@ var batchesKind = screenKind{
 		parse: noArgs("batches", batchesNav{})}},
 }
 
-// batchesScreen lists past bulk runs (R, resolve --by-lookup) newest
-// first, as their decisions' audit records tell them and as far as the
-// role may see them: when, by whom, what, and each group's counts. A pane
+// batchesScreen lists past bulk runs (R, resolve --by-lookup) and
+// reconciler passes newest first, as their start (opsdesk.batches) and
+// their decisions' audit records tell them and as far as the role may see
+// them: when, by whom, what, the filter, and each group's counts. A pane
 // tells the selected run whole; enter opens the audit trail on its
 // records (batch:ID).
 type batchesScreen struct {
@@ -186,7 +187,7 @@ func (s *batchesScreen) receive(msg batchesMsg) {
 func (s *batchesScreen) View() string {
 	w := max(1, s.w)
 	room := max(1, s.h-1)
-	lines := []string{spread(" "+s.st.Title.Render("Bulk runs")+"  newest first, from their decisions' audit records",
+	lines := []string{spread(" "+s.st.Title.Render("Bulk runs")+"  newest first, with their decisions' audit records",
 		"page "+strconv.Itoa(len(s.pages))+" ", w)}
 	lines = append(lines, s.body(w)...)
 	bottom := s.pane(w)
@@ -212,7 +213,7 @@ func (s *batchesScreen) body(w int) []string {
 	}
 	n := s.visibleRows()
 	if n == 0 {
-		msg := "  no bulk runs: no decision you may see carries a batch id (R on a stuck list starts one)"
+		msg := "  no bulk runs you may see (R on a stuck list starts one)"
 		if len(s.pages) > 1 {
 			msg = "  no more runs on this page · p goes back"
 		}
@@ -232,7 +233,11 @@ func (s *batchesScreen) body(w int) []string {
 		if i == s.sel {
 			mark = "▸ "
 		}
-		head := fmt.Sprintf("%s%s  %s  %s  %s", mark, pad(batchWhen(b, s.page.DBTime), 12), pad(ShortDuration(b.Span), 6),
+		span := "-"
+		if b.FirstAt != nil {
+			span = ShortDuration(b.Span)
+		}
+		head := fmt.Sprintf("%s%s  %s  %s  %s", mark, pad(batchWhen(b, s.page.DBTime), 12), pad(span, 6),
 			pad(truncate(batchBy(b), byW), byW), batchWhat(b))
 		line := truncate(" "+head, w)
 		if i == s.sel {
@@ -260,22 +265,36 @@ func (s *batchesScreen) pane(w int) []string {
 	field := func(label, value string) string {
 		return truncate(" "+s.st.Muted.Render(pad(label, 8))+" "+value, w)
 	}
+	when := "started " + auditTime(b.StartedAt, s.page.DBTime) + " UTC · "
+	if b.FirstAt == nil || b.LastAt == nil {
+		when += "no decision you may see"
+	} else {
+		when += "decided " + auditTime(*b.FirstAt, s.page.DBTime) + " → " + auditTime(*b.LastAt, s.page.DBTime)
+	}
 	return []string{
 		"",
-		field("batch", termtext.Clean(b.ID)+" · "+auditTime(b.FirstAt, s.page.DBTime)+" → "+auditTime(b.LastAt, s.page.DBTime)+" UTC"),
-		field("filter", "not recorded (its audit records keep batch, lookup, decision, outcome)"),
+		field("batch", termtext.Clean(b.ID)+" · "+when),
+		field("filter", termtext.Clean(b.FilterText())),
 		field("enter", "the audit trail filtered to batch:"+termtext.Clean(b.ID)),
 	}
 }
 
-// batchWhen is when a run ended, on the database's day as a clock time.
-func batchWhen(b readmodel.Batch, now time.Time) string { return auditTime(b.LastAt, now) }
+// batchWhen is when a run started, on the database's day as a clock time.
+func batchWhen(b readmodel.Batch, now time.Time) string { return auditTime(b.StartedAt, now) }
 
-// batchBy is who decided: the roles, each person's claimed name after.
+// batchBy is who decided: the roles, each person's claimed name after;
+// for a run with no decision the role sees, who started it.
 func batchBy(b readmodel.Batch) string {
-	by := cleanJoin(b.Roles)
-	if len(b.DisplayNames) > 0 {
-		by += " (" + cleanJoin(b.DisplayNames) + ")"
+	roles, names := b.Roles, b.DisplayNames
+	if len(roles) == 0 {
+		roles, names = []string{b.StartedBy}, nil
+		if b.StartedByName != nil {
+			names = []string{*b.StartedByName}
+		}
+	}
+	by := cleanJoin(roles)
+	if len(names) > 0 {
+		by += " (" + cleanJoin(names) + ")"
 	}
 	return by
 }
@@ -283,6 +302,9 @@ func batchBy(b readmodel.Batch) string {
 // batchWhat is what was decided: how many records of which tools, in
 // which tenants.
 func batchWhat(b readmodel.Batch) string {
+	if b.Records == 0 {
+		return "no decision you may see"
+	}
 	tenants := make([]string, len(b.Tenants))
 	for i, t := range b.Tenants {
 		tenants[i] = chainName(t)
@@ -296,7 +318,7 @@ func batchWhat(b readmodel.Batch) string {
 // most n lines (the last takes what is left, cut).
 func packGroups(b readmodel.Batch, w, n int) []string {
 	if len(b.Groups) == 0 {
-		return []string{"-"}
+		return []string{"filter: " + termtext.Clean(b.FilterText())}
 	}
 	var out []string
 	line := ""

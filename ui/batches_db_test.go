@@ -27,8 +27,9 @@ SELECT t, 'charge-card', k, '1', decode(repeat('01', 32), 'hex'), 'external_unkn
     now() - interval '2 minutes', now() - interval '1 minute'
 FROM (VALUES ('acme', 'f1'), ('acme', 'n1'), ('globex', 'g1')) v(t, k)`)
 	require.NoError(t, err)
-	const batch = "0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b"
 	operator := dbtest.NewPerson(t, d, "operator", "*")
+	batch, err := desk.StartBatch(ctx, operator.Pool, "state:stuck tool:charge-card", "Olga")
+	require.NoError(t, err)
 	for _, c := range []struct {
 		key string
 		d   reconcile.Decision
@@ -55,6 +56,7 @@ FROM (VALUES ('acme', 'f1'), ('acme', 'n1'), ('globex', 'g1')) v(t, k)`)
 	require.NotContains(t, v, "globex", "the runs:\n%s", h.view())
 	require.Contains(t, v, "found → completed 1 decided · not found → not-executed 1 decided", "the runs:\n%s", h.view())
 	require.Contains(t, v, "batch "+batch, "the runs:\n%s", h.view())
+	require.Contains(t, v, "filter state:stuck tool:charge-card", "the runs:\n%s", h.view())
 
 	h.keys("<enter>")
 	require.Equal(t, screenAudit, h.m.active().id())

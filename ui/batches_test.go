@@ -46,8 +46,12 @@ func addBatches(src *fakeSource, n int) {
 	defer src.mu.Unlock()
 	for i := range n {
 		last := dbNow.Add(-time.Duration(20+i*90) * time.Minute)
-		b := readmodel.Batch{ID: fmt.Sprintf("%08x-3f2d-4c5e-9a8b-1c2d3e4f5a6b", 0x0b7e6c1a+i), FirstAt: last.Add(-42 * time.Second),
-			LastAt: last, Span: 42 * time.Second, Roles: []string{"alice"}, DisplayNames: []string{"Alice Night"},
+		first := last.Add(-42 * time.Second)
+		filter := "state:stuck tool:charge-card age>1h"
+		name := "Alice Night"
+		b := readmodel.Batch{ID: fmt.Sprintf("%08x-3f2d-4c5e-9a8b-1c2d3e4f5a6b", 0x0b7e6c1a+i),
+			StartedAt: first.Add(-50 * time.Second), StartedBy: "alice", StartedByName: &name, Filter: &filter, FirstAt: &first,
+			LastAt: &last, Span: 42 * time.Second, Roles: []string{"alice"}, DisplayNames: []string{"Alice Night"},
 			Tenants: []string{"acme"}, Tools: []string{"charge-card"}, Records: 6, Operations: 6,
 			Groups: []readmodel.BatchGroup{{Lookup: "found", Decision: "completed", Decided: 4}}}
 		if i == 0 {
@@ -56,7 +60,16 @@ func addBatches(src *fakeSource, n int) {
 				{Lookup: "not_found", Decision: "not-executed", Decided: 3, Failed: 1}}
 		}
 		if i%3 == 2 {
-			b.Roles, b.DisplayNames = []string{"bob"}, []string{}
+			b.Roles, b.DisplayNames, b.StartedBy, b.StartedByName = []string{"bob"}, []string{}, "bob", nil
+		}
+		if i == 1 {
+			// From before runs were recorded: no filter.
+			b.Filter = nil
+		}
+		if i == 2 {
+			// Started, and nothing decided (or nothing the role sees).
+			b.FirstAt, b.LastAt, b.Span, b.Roles, b.DisplayNames = nil, nil, 0, []string{}, []string{}
+			b.Tenants, b.Tools, b.Records, b.Operations, b.Groups = []string{}, []string{}, 0, 0, []readmodel.BatchGroup{}
 		}
 		src.batches = append(src.batches, b)
 	}

@@ -26,14 +26,16 @@ func newAuditBatchesCmd(g *globalFlags) *cobra.Command {
 	var opts auditBatchesOptions
 	cmd := &cobra.Command{
 		Use:   "batches",
-		Short: "List past bulk reconciliations newest first, from their decisions' audit records",
-		Long: "List the bulk runs (resolve --by-lookup, R in the console) whose decisions the connected role may\n" +
-			"see, newest first: when (first and last record), by whom, the tenants and tools decided, and each\n" +
-			"group's counts by lookup verdict and decision (decided; skipped: refused as changed since the\n" +
-			"lookup; failed: any other refusal). Row-level security decides which records: a one-tenant role\n" +
-			"sees its tenant's part of a run. The filter a run was planned from is not in the audit trail:\n" +
-			"each decision records its batch id, lookup verdict, decision and outcome. A record the run\n" +
-			"skipped before trying leaves no audit record. audit list batch:ID lists a run's records.\n" +
+		Short: "List past bulk reconciliations and reconciler passes newest first, with their decisions' counts",
+		Long: "List the bulk runs (resolve --by-lookup, R in the console) and reconciler passes the connected role\n" +
+			"may see, newest first: when it started and by whom, the filter it was planned from, when its\n" +
+			"decisions were made, the tenants and tools decided, and each group's counts by lookup verdict and\n" +
+			"decision (decided; skipped: refused as changed since the lookup; failed: any other refusal).\n" +
+			"Row-level security decides: a role sees the runs it started, every run when it sees every tenant,\n" +
+			"and otherwise the runs with a decision it may see, and of those only their records it may see (a\n" +
+			"one-tenant role sees its tenant's part of a run). A run from before migration 00029 has no\n" +
+			"filter (\"not recorded\"). A record the run skipped before trying leaves no audit record.\n" +
+			"audit list batch:ID lists a run's records.\n" +
 			"When more runs match, the next page's cursor goes to standard error (table) or into the JSON's\n" +
 			"\"next\"; pass it to --after.",
 		Example: "  opsdesk audit batches\n" +
@@ -110,22 +112,32 @@ func runAuditBatches(ctx context.Context, v *storeview.Store, opts auditBatchesO
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "batch %s  %s → %s UTC (%s), %s\n", termtext.Clean(b.ID), b.FirstAt.UTC().Format("2006-01-02 15:04:05"),
-			b.LastAt.UTC().Format("15:04:05"), ui.ShortDuration(b.Span), counted(b.Records, "audit record"))
-		by := list(b.Roles, same)
-		if len(b.DisplayNames) > 0 {
-			by += " (" + list(b.DisplayNames, same) + ")"
+		started := b.StartedBy
+		if b.StartedByName != nil {
+			started += " (" + *b.StartedByName + ")"
 		}
-		fmt.Fprintf(w, "  by       %s\n", by)
-		fmt.Fprintf(w, "  records  %s of %s in %s\n", counted(b.Operations, "record"), list(b.Tools, same), list(b.Tenants, audited.TenantName))
-		fmt.Fprintf(w, "  filter   %s\n", readmodel.BatchFilterNotRecorded)
+		fmt.Fprintf(w, "batch %s  started %s UTC by %s\n", termtext.Clean(b.ID), b.StartedAt.UTC().Format("2006-01-02 15:04:05"),
+			shown(started, fieldBytes, more))
+		fmt.Fprintf(w, "  filter   %s\n", shown(b.FilterText(), fieldBytes, more))
+		if b.FirstAt == nil || b.LastAt == nil {
+			fmt.Fprintf(w, "  decided  nothing you may see\n")
+		} else {
+			fmt.Fprintf(w, "  decided  %s → %s UTC (%s), %s\n", b.FirstAt.UTC().Format("2006-01-02 15:04:05"),
+				b.LastAt.UTC().Format("15:04:05"), ui.ShortDuration(b.Span), counted(b.Records, "audit record"))
+			by := list(b.Roles, same)
+			if len(b.DisplayNames) > 0 {
+				by += " (" + list(b.DisplayNames, same) + ")"
+			}
+			fmt.Fprintf(w, "  by       %s\n", by)
+			fmt.Fprintf(w, "  records  %s of %s in %s\n", counted(b.Operations, "record"), list(b.Tools, same), list(b.Tenants, audited.TenantName))
+		}
 		for _, g := range b.Groups {
 			fmt.Fprintf(w, "  %-26s %s\n", shown(g.Label(), cellBytes, more), g.Counts())
 		}
 		fmt.Fprintf(w, "  records: opsdesk audit list batch:%s\n", termtext.Clean(b.ID))
 	}
 	if len(page.Batches) == 0 {
-		fmt.Fprintln(w, "(no bulk runs: no decision you may see carries a batch id)")
+		fmt.Fprintln(w, "(no bulk runs you may see)")
 	}
 	if next != "" {
 		fmt.Fprintf(notes, "opsdesk: more runs match; next page: --after %s\n", next)

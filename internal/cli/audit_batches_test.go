@@ -26,7 +26,7 @@ type batchesPage struct {
 	Next string `json:"next"`
 }
 
-var nextBatches = regexp.MustCompile(`^opsdesk: more runs match; next page: --after (b1\.\S+)\n$`)
+var nextBatches = regexp.MustCompile(`^opsdesk: more runs match; next page: --after (b2\.\S+)\n$`)
 
 // Two bulk runs by resolve --by-lookup (acme and globex, then acme
 // alone), listed by audit batches newest first, in text and JSON by the
@@ -65,6 +65,7 @@ FROM (VALUES ('acme', 'f1'), ('acme', 'f2'), ('acme', 'n1'), ('globex', 'f3'), (
 			{[]string{"--after", "bogus"}, "not one that audit batches printed"},
 			{[]string{"--after", "a1.MTc2"}, "not one that audit batches printed"},
 			{[]string{"--after", "b1.\x1b[2J\x00"}, "not one that audit batches printed"},
+			{[]string{"--after", "b1.MTc2NDY4NjU3NDAwMDAwMC4wYjdlNmMxYS0zZjJkLTRjNWUtOWE4Yi0xYzJkM2U0ZjVhNmI"}, "not one that audit batches printed"},
 			{[]string{"--after", "b1." + strings.Repeat("A", 1<<16)}, "not one that audit batches printed"},
 			{[]string{"--limit", "0"}, "--limit 0"},
 			{[]string{"--limit", "1001"}, "1 to 1000"},
@@ -85,7 +86,9 @@ FROM (VALUES ('acme', 'f1'), ('acme', 'f2'), ('acme', 'n1'), ('globex', 'f3'), (
 		require.Less(t, strings.Index(out, "batch "+second), strings.Index(out, "batch "+first), "newest first:\n%s", out)
 		require.Contains(t, out, "(Night Shift)")
 		require.Contains(t, out, "4 records of charge-card in acme, globex")
-		require.Contains(t, out, "filter   not recorded: the audit trail keeps each decision's batch id, lookup verdict, decision and outcome")
+		require.Contains(t, out, "filter   state:stuck tool:charge-card key:f1,n1,f3,n2\n")
+		require.Contains(t, out, "filter   state:stuck tool:charge-card key:f2\n")
+		require.Regexp(t, `batch `+second+`  started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by \S+ \(Night Shift\)\n`, out)
 		require.Regexp(t, `found → completed\s+2 decided\n\s+not found → not-executed\s+2 decided\n\s+records: opsdesk audit list batch:`+first, out)
 		require.Contains(t, out, "opsdesk audit list batch:"+second)
 		require.Empty(t, errOut)
@@ -102,8 +105,11 @@ FROM (VALUES ('acme', 'f1'), ('acme', 'f2'), ('acme', 'n1'), ('globex', 'f3'), (
 		require.Len(t, batches, 2)
 		b := batches[0].(map[string]any)
 		require.Equal(t, second, b["id"])
-		require.Contains(t, b, "filter")
-		require.Nil(t, b["filter"], "not recorded: null")
+		require.Equal(t, "state:stuck tool:charge-card key:f2", b["filter"])
+		require.Equal(t, "Night Shift", b["started_by_name"])
+		require.NotEmpty(t, b["started_by"])
+		require.NotEmpty(t, b["started_at"])
+		require.NotNil(t, b["first_at"])
 		require.IsType(t, float64(0), b["span_seconds"])
 		require.Equal(t, []any{}, b["display_names"].([]any)[:0])
 		require.Equal(t, []any{map[string]any{"lookup": "found", "decision": "completed", "decided": float64(1), "skipped": float64(0),
@@ -140,6 +146,49 @@ FROM (VALUES ('acme', 'f1'), ('acme', 'f2'), ('acme', 'n1'), ('globex', 'f3'), (
 
 		code, out, errOut = run("audit", "batches", "--config", personConfig(t, dbtest.NewPerson(t, d, "viewer", "initech"), ""))
 		require.Equal(t, 0, code, errOut)
-		require.Contains(t, out, "(no bulk runs: no decision you may see carries a batch id)")
+		require.Contains(t, out, "(no bulk runs you may see)")
+	})
+
+	t.Run("RunFromBeforeRunsWereRecorded", func(t *testing.T) {
+		// As the migration's backfill leaves a run from before it.
+		_, err := d.Admin.Exec(t.Context(), `UPDATE opsdesk.batches SET filter = NULL WHERE id = $1`, first)
+		require.NoError(t, err)
+		code, out, errOut := run("audit", "batches", "-o", "json", "--config", cfg)
+		require.Equal(t, 0, code, errOut)
+		var raw struct {
+			Batches []map[string]any `json:"batches"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &raw))
+		require.Len(t, raw.Batches, 2)
+		require.Contains(t, raw.Batches[1], "filter")
+		require.Nil(t, raw.Batches[1]["filter"], "not recorded: null")
+		code, out, errOut = run("audit", "batches", "--config", cfg)
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, "filter   "+readmodel.BatchFilterNotRecorded+"\n")
+	})
+
+	t.Run("EmptyRun", func(t *testing.T) {
+		// A run that decided nothing: its times are null, its lists [].
+		starter := dbtest.NewPerson(t, d, "operator", "acme")
+		var id string
+		require.NoError(t, starter.Pool.QueryRow(t.Context(), `SELECT opsdesk.start_batch('state:stuck tool:charge-card tenant:acme')::text`).Scan(&id))
+		code, out, errOut := run("audit", "batches", "-o", "json", "--limit", "1", "--config", personConfig(t, starter, ""))
+		require.Equal(t, 0, code, errOut)
+		var raw struct {
+			Batches []map[string]any `json:"batches"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &raw))
+		require.Len(t, raw.Batches, 1)
+		b := raw.Batches[0]
+		require.Equal(t, id, b["id"])
+		require.Nil(t, b["first_at"])
+		require.Nil(t, b["last_at"])
+		require.Nil(t, b["started_by_name"])
+		for _, k := range []string{"roles", "display_names", "tenants", "tools", "groups"} {
+			require.Equal(t, []any{}, b[k], k)
+		}
+		code, out, errOut = run("audit", "batches", "--limit", "1", "--config", personConfig(t, starter, ""))
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, "  decided  nothing you may see\n")
 	})
 }

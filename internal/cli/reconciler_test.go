@@ -182,13 +182,13 @@ func TestReconcilerNeedsTheStoreAndTheLevel(t *testing.T) {
 	require.Equal(t, before, s.states(t))
 
 	// Allowed again, a viewer running the command is refused by the
-	// database at its first decision, and the pass stops.
+	// database when the pass starts its run, and the pass stops.
 	code, _, errOut = run("reconciler", "allow", "charge-card", "--verdicts", "found", "--verdicts", "not_found", "--reason", "back", "--config", s.adminCfg)
 	require.Equal(t, ExitOK, code, errOut)
 	viewer := dbtest.NewPerson(t, s.d, "viewer", "*")
 	code, out, errOut = run("reconciler", "--once", "--concurrency", "1", "--config", s.config(t, viewer))
 	require.Equal(t, ExitOK, code, errOut)
-	require.Contains(t, out, "may not decide: it is not granted opsdesk_operator")
+	require.Contains(t, out, "may not start a run: deciding needs opsdesk_operator or opsdesk_reconciler")
 	for k, st := range s.states(t) {
 		was := before[k]
 		require.Equal(t, was[:2], st[:2], "%s is unchanged (its refusal is audited)", k)

@@ -209,6 +209,12 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 	}
 	fmt.Fprintf(run.errOut, "looking up %s (%d at once)...\n", counted(len(rows), "record"), run.opts.Concurrency)
 	plan, lookupErr := r.Lookup(ctx, rows, throttled(run.errOut, "looked up", len(rows)))
+	if plan.BatchID == "" && lookupErr != nil {
+		// The run could not start (opsdesk.start_batch): nothing was asked.
+		say("the run did not start: nothing was looked up or decided")
+		return finishBulk(run, bulkReport{Filter: run.filter.String(), Listed: plan.Listed, Concurrency: run.opts.Concurrency,
+			NotAsked: plan.NotAsked, Groups: []bulkGroupReport{}}, lookupErr)
+	}
 	report := bulkReport{BatchID: plan.BatchID, Filter: run.filter.String(), Listed: plan.Listed,
 		LookupSeconds: plan.Took.Seconds(), Concurrency: run.opts.Concurrency, NotAsked: plan.NotAsked}
 	if report.NotAsked == nil {

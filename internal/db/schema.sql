@@ -475,6 +475,7 @@ DECLARE
         AND NOT coalesce((SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = session_user), false);
     allowed    text[];
     halt       opsdesk.reconciler_pause;
+    run        opsdesk.batches;
 BEGIN
     a.action := 'decide:' || left(coalesce(p_decision, ''), 40);
     a.reason := opsdesk.clean_input(p_reason);
@@ -498,6 +499,24 @@ BEGIN
 
     IF p_id IS NULL OR p_id < 1 THEN
         RETURN opsdesk.refuse(a, 'invalid', 'an operation id is a whole number from 1 up, not ' || coalesce(p_id::text, 'NULL'));
+    END IF;
+    -- A run's decisions are its starter's (migration 00029): a batch is
+    -- one start_batch made for this login. A refused one is kept as
+    -- claimed_batch, so that the refusal counts in nobody's run.
+    IF p_batch IS NOT NULL THEN
+        SELECT * INTO run FROM opsdesk.batches b WHERE b.id = p_batch;
+        IF run.id IS NULL OR run.filter IS NULL OR run.role IS DISTINCT FROM session_user THEN
+            a.details := (a.details - 'batch') || jsonb_build_object('claimed_batch', p_batch);
+        END IF;
+        IF run.id IS NULL THEN
+            RETURN opsdesk.refuse(a, 'invalid', 'no run has batch id ' || p_batch || ': a run''s id comes from opsdesk.start_batch');
+        ELSIF run.filter IS NULL THEN
+            RETURN opsdesk.refuse(a, 'invalid', 'batch ' || p_batch || ' is a run recorded before runs were started (migration 00029): '
+                || 'nothing more is decided under it; start a new run');
+        ELSIF run.role IS DISTINCT FROM session_user THEN
+            RETURN opsdesk.refuse(a, 'not_permitted', 'batch ' || p_batch || ' is another login''s run: '
+                || quote_ident(session_user) || ' decides under the runs it started (opsdesk.start_batch)');
+        END IF;
     END IF;
     FOR pass IN 1..2 LOOP
         BEGIN
@@ -2011,6 +2030,45 @@ EXCEPTION WHEN lock_not_available THEN
 END
 $$;
 
+-- Name: start_batch(text, text); Type: FUNCTION; Schema: opsdesk; Owner: -
+
+CREATE FUNCTION opsdesk.start_batch(p_filter text, p_display_name text DEFAULT NULL::text) RETURNS uuid
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    f    text;
+    name text;
+    id   uuid;
+BEGIN
+    -- As decide lets them (a service is neither: grant_access refuses it
+    -- people's levels).
+    IF NOT pg_has_role(session_user, 'opsdesk_operator', 'MEMBER') AND NOT pg_has_role(session_user, 'opsdesk_reconciler', 'MEMBER') THEN
+        RAISE EXCEPTION '% may not start a run: deciding needs opsdesk_operator or opsdesk_reconciler', quote_ident(session_user)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- Lengths first: the cleaning below is not to run over 32 MiB.
+    IF octet_length(p_filter) > 1000 THEN
+        RAISE EXCEPTION 'a run''s filter is limited to 1000 bytes, not %', octet_length(p_filter)
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF octet_length(p_display_name) > 200 THEN
+        RAISE EXCEPTION 'the display name is limited to 200 bytes, not %', octet_length(p_display_name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    f := opsdesk.clean_input(p_filter);
+    name := opsdesk.clean_input(p_display_name);
+    IF f IS NULL THEN
+        RAISE EXCEPTION 'a run needs the filter it was planned from: % is empty', CASE WHEN p_filter IS NULL THEN 'NULL' ELSE 'the filter' END
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF f ~ '[[:cntrl:]]' OR name ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'a run''s filter and display name may not hold control characters'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO opsdesk.batches (role, display_name, filter) VALUES (session_user, name, f) RETURNING batches.id INTO id;
+    RETURN id;
+END
+$$;
+
 -- Name: subject(bigint, boolean); Type: FUNCTION; Schema: opsdesk; Owner: -
 
 CREATE FUNCTION opsdesk.subject(p_id bigint, p_lock boolean) RETURNS opsdesk.operations
@@ -2223,6 +2281,20 @@ CREATE TABLE opsdesk.auto_reconcile (
     CONSTRAINT auto_reconcile_tool CHECK ((((octet_length(tool) >= 1) AND (octet_length(tool) <= 128)) AND (tool !~ '[[:cntrl:]]'::text))),
     CONSTRAINT auto_reconcile_verdicts CHECK ((((cardinality(verdicts) >= 1) AND (cardinality(verdicts) <= 2)) AND (verdicts <@ ARRAY['found'::text, 'not_found'::text]) AND (array_position(verdicts, NULL::text) IS NULL)))
 );
+
+-- Name: batches; Type: TABLE; Schema: opsdesk; Owner: -
+
+CREATE TABLE opsdesk.batches (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    role text DEFAULT SESSION_USER NOT NULL,
+    display_name text,
+    filter text,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT batches_display_name CHECK ((octet_length(display_name) <= 200)),
+    CONSTRAINT batches_filter CHECK ((((octet_length(filter) >= 1) AND (octet_length(filter) <= 1000)) AND (filter !~ '[[:cntrl:]]'::text)))
+);
+
+ALTER TABLE ONLY opsdesk.batches FORCE ROW LEVEL SECURITY;
 
 -- Name: conflicts; Type: TABLE; Schema: opsdesk; Owner: -
 
@@ -2464,6 +2536,11 @@ ALTER TABLE ONLY opsdesk.audit_queue
 ALTER TABLE ONLY opsdesk.auto_reconcile
     ADD CONSTRAINT auto_reconcile_pkey PRIMARY KEY (tool);
 
+-- Name: batches batches_pkey; Type: CONSTRAINT; Schema: opsdesk; Owner: -
+
+ALTER TABLE ONLY opsdesk.batches
+    ADD CONSTRAINT batches_pkey PRIMARY KEY (id);
+
 -- Name: conflicts conflicts_pkey; Type: CONSTRAINT; Schema: opsdesk; Owner: -
 
 ALTER TABLE ONLY opsdesk.conflicts
@@ -2534,6 +2611,10 @@ ALTER TABLE ONLY opsdesk.tombstones
 ALTER TABLE ONLY opsdesk.tool_policies
     ADD CONSTRAINT tool_policies_pkey PRIMARY KEY (tool);
 
+-- Name: audit_batch_idx; Type: INDEX; Schema: opsdesk; Owner: -
+
+CREATE INDEX audit_batch_idx ON opsdesk.audit USING btree (((details ->> 'batch'::text)), tenant) INCLUDE (at) WHERE ((details ->> 'batch'::text) IS NOT NULL);
+
 -- Name: audit_browse_action_idx; Type: INDEX; Schema: opsdesk; Owner: -
 
 CREATE INDEX audit_browse_action_idx ON opsdesk.audit USING btree (action, at, tenant, seq);
@@ -2573,6 +2654,10 @@ CREATE UNIQUE INDEX audit_entry_idx ON opsdesk.audit USING btree (tenant, entry)
 -- Name: audit_operation_idx; Type: INDEX; Schema: opsdesk; Owner: -
 
 CREATE INDEX audit_operation_idx ON opsdesk.audit USING btree (tenant, operation_id, seq) WHERE (operation_id IS NOT NULL);
+
+-- Name: batches_started_idx; Type: INDEX; Schema: opsdesk; Owner: -
+
+CREATE INDEX batches_started_idx ON opsdesk.batches USING btree (started_at, id);
 
 -- Name: conflicts_id_idx; Type: INDEX; Schema: opsdesk; Owner: -
 
@@ -2759,6 +2844,10 @@ ALTER TABLE opsdesk.audit_heads ENABLE ROW LEVEL SECURITY;
 
 ALTER TABLE opsdesk.audit_queue ENABLE ROW LEVEL SECURITY;
 
+-- Name: batches; Type: ROW SECURITY; Schema: opsdesk; Owner: -
+
+ALTER TABLE opsdesk.batches ENABLE ROW LEVEL SECURITY;
+
 -- Name: audit_heads chains; Type: POLICY; Schema: opsdesk; Owner: -
 
 CREATE POLICY chains ON opsdesk.audit_heads TO opsdesk_owner USING (true) WITH CHECK (true);
@@ -2766,6 +2855,10 @@ CREATE POLICY chains ON opsdesk.audit_heads TO opsdesk_owner USING (true) WITH C
 -- Name: conflicts; Type: ROW SECURITY; Schema: opsdesk; Owner: -
 
 ALTER TABLE opsdesk.conflicts ENABLE ROW LEVEL SECURITY;
+
+-- Name: batches functions; Type: POLICY; Schema: opsdesk; Owner: -
+
+CREATE POLICY functions ON opsdesk.batches TO opsdesk_owner USING (true) WITH CHECK (true);
 
 -- Name: audit migrator; Type: POLICY; Schema: opsdesk; Owner: -
 
@@ -2778,6 +2871,10 @@ CREATE POLICY migrator ON opsdesk.audit_heads TO postgres USING (true) WITH CHEC
 -- Name: audit_queue migrator; Type: POLICY; Schema: opsdesk; Owner: -
 
 CREATE POLICY migrator ON opsdesk.audit_queue TO postgres USING (true) WITH CHECK (true);
+
+-- Name: batches migrator; Type: POLICY; Schema: opsdesk; Owner: -
+
+CREATE POLICY migrator ON opsdesk.batches TO postgres USING (true) WITH CHECK (true);
 
 -- Name: conflicts migrator; Type: POLICY; Schema: opsdesk; Owner: -
 
@@ -2822,6 +2919,12 @@ CREATE POLICY people ON opsdesk.audit_heads TO opsdesk_viewer USING ((( SELECT o
 -- Name: audit_queue people; Type: POLICY; Schema: opsdesk; Owner: -
 
 CREATE POLICY people ON opsdesk.audit_queue FOR SELECT TO opsdesk_viewer USING ((( SELECT opsdesk.sees_every_tenant() AS sees_every_tenant) OR (tenant = ANY (( SELECT opsdesk.visible_tenants() AS visible_tenants)::text[]))));
+
+-- Name: batches people; Type: POLICY; Schema: opsdesk; Owner: -
+
+CREATE POLICY people ON opsdesk.batches FOR SELECT TO opsdesk_viewer USING (((role = SESSION_USER) OR ( SELECT opsdesk.sees_every_tenant() AS sees_every_tenant) OR (EXISTS ( SELECT
+   FROM opsdesk.audit a
+  WHERE ((a.details ->> 'batch'::text) = (batches.id)::text)))));
 
 -- Name: conflicts people; Type: POLICY; Schema: opsdesk; Owner: -
 
@@ -3214,6 +3317,11 @@ GRANT ALL ON FUNCTION opsdesk.set_hold(p_ids bigint[], p_hold boolean, p_reason 
 REVOKE ALL ON FUNCTION opsdesk.set_reconciler_pause(p_paused boolean, p_reason text, p_display_name text) FROM PUBLIC;
 GRANT ALL ON FUNCTION opsdesk.set_reconciler_pause(p_paused boolean, p_reason text, p_display_name text) TO opsdesk_viewer;
 
+-- Name: FUNCTION start_batch(p_filter text, p_display_name text); Type: ACL; Schema: opsdesk; Owner: -
+
+REVOKE ALL ON FUNCTION opsdesk.start_batch(p_filter text, p_display_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION opsdesk.start_batch(p_filter text, p_display_name text) TO opsdesk_viewer;
+
 -- Name: FUNCTION subject(p_id bigint, p_lock boolean); Type: ACL; Schema: opsdesk; Owner: -
 
 REVOKE ALL ON FUNCTION opsdesk.subject(p_id bigint, p_lock boolean) FROM PUBLIC;
@@ -3267,6 +3375,11 @@ GRANT SELECT,INSERT,UPDATE ON TABLE opsdesk.audit_heads TO opsdesk_owner;
 
 GRANT SELECT ON TABLE opsdesk.auto_reconcile TO opsdesk_viewer;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE opsdesk.auto_reconcile TO opsdesk_owner;
+
+-- Name: TABLE batches; Type: ACL; Schema: opsdesk; Owner: -
+
+GRANT SELECT ON TABLE opsdesk.batches TO opsdesk_viewer;
+GRANT SELECT,INSERT ON TABLE opsdesk.batches TO opsdesk_owner;
 
 -- Name: TABLE conflicts; Type: ACL; Schema: opsdesk; Owner: -
 

@@ -41,6 +41,8 @@ var notTenantScoped = map[string]string{
 	"tool_policies":     "reference table: one row per tool, the same for every tenant, read by the console and doctor beside any tenant's rows",
 	"auto_reconcile":    "reference table: one row per tool a reconciler may decide, the same for every tenant, read by decide on every node",
 	"reconciler_pause":  "reference table: one row, the reconciler's kill switch, read by decide on every node",
+	"batches": "reference table: one row per bulk run or reconciler pass, which may decide records of every tenant its " +
+		"login sees; written once by start_batch (a run's start, rare), read by decide on every node to check a decision's batch",
 }
 
 // referenceTables are tenant-scoped tables that become reference tables
@@ -594,6 +596,12 @@ VALUES ('acme', 'create-ticket', 'gone', 1000001, sha256('a'::bytea), now() - in
 			noTenantRows: "a service's declaration of a tool, the same for every tenant: it writes tool_policies (a reference table) and no audit",
 			run: func(ctx context.Context) error {
 				_, err := d.Service.Exec(ctx, `SELECT opsdesk.record_tool_policy('create-ticket', 'local', 30000000, 86400000000, 86400000000, 'reexecute')`)
+				return err
+			}},
+		{name: "start_batch", fn: "start_batch",
+			noTenantRows: "a run's start: it writes batches (a reference table) and no audit; the run's decisions are audited",
+			run: func(ctx context.Context) error {
+				_, err := admin.Pool.Exec(ctx, `SELECT opsdesk.start_batch('state:stuck tool:charge-card')`)
 				return err
 			}},
 		{name: "purge_start", fn: "purge_start", run: succeeded(admin.Pool,

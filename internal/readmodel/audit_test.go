@@ -122,7 +122,7 @@ func TestAuditCursor(t *testing.T) {
 // with words that say where cursors come from.
 func TestBatchCursor(t *testing.T) {
 	t.Parallel()
-	c := BatchCursor{LastAt: time.Date(2026, 12, 2, 13, 0, 0, 123456000, time.UTC), ID: "0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b"}
+	c := BatchCursor{StartedAt: time.Date(2026, 12, 2, 13, 0, 0, 123456000, time.UTC), ID: "0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b"}
 	got, err := ParseBatchCursor(c.String())
 	require.NoError(t, err)
 	require.Equal(t, c, got)

@@ -8,17 +8,28 @@ import (
 	"time"
 )
 
-// Batch is one bulk run as its decisions' audit records have it, as far
-// as the role may see them: row-level security leaves out the records of
-// tenants it may not see, so a one-tenant viewer sees its tenant's part of
-// a run.
+// Batch is one bulk run or reconciler pass: its start as opsdesk.batches
+// records it (migration 00029), and its decisions as their audit records
+// have them, as far as the role may see them. Row-level security decides:
+// a role sees a run it started, every run when it sees every tenant, and
+// otherwise a run with at least one audit record it may see, and then
+// only those records: a one-tenant viewer sees its tenant's part of a run.
 type Batch struct {
-	// ID is the run's batch id, in every decision's details.batch.
+	// ID is the run's batch id, chosen by the database, in every
+	// decision's details.batch.
 	ID string `json:"id"`
-	// FirstAt and LastAt are the first and the last audit record's times,
-	// Span the time between them.
-	FirstAt time.Time     `json:"first_at"`
-	LastAt  time.Time     `json:"last_at"`
+	// StartedAt is when the run started; StartedBy the database role that
+	// started it (the only one that may decide under it), StartedByName
+	// what it called itself (unproven; nil when it gave no name). A run
+	// from before migration 00029 has its first record's.
+	StartedAt     time.Time `json:"started_at"`
+	StartedBy     string    `json:"started_by"`
+	StartedByName *string   `json:"started_by_name"`
+	// FirstAt and LastAt are the first and the last audit record's times
+	// (nil when the role sees none: a run that decided nothing, or
+	// nothing it may see), Span the time between them.
+	FirstAt *time.Time    `json:"first_at"`
+	LastAt  *time.Time    `json:"last_at"`
 	Span    time.Duration `json:"span_seconds"`
 	// Roles are the database roles that decided, DisplayNames what they
 	// called themselves (unproven).
@@ -32,17 +43,25 @@ type Batch struct {
 	// records (operations) they are about.
 	Records    int `json:"records"`
 	Operations int `json:"operations"`
-	// Filter is the filter the run was planned from: nil, since the audit
-	// records do not hold it (BatchFilterNotRecorded says what they do).
+	// Filter is the filter the run was planned from (a reconciler pass's:
+	// its tools); nil for a run from before migration 00029, which did not
+	// record it (BatchFilterNotRecorded says so).
 	Filter *string `json:"filter"`
 	// Groups are the run's decisions by the lookup's verdict and the
 	// decision, in that order.
 	Groups []BatchGroup `json:"groups"`
 }
 
-// BatchFilterNotRecorded says what the audit trail keeps of a run in
-// place of its filter.
-const BatchFilterNotRecorded = "not recorded: the audit trail keeps each decision's batch id, lookup verdict, decision and outcome"
+// BatchFilterNotRecorded says why a run has no filter.
+const BatchFilterNotRecorded = "not recorded: the run is from before runs were recorded (migration 00029)"
+
+// FilterText is the run's filter, or BatchFilterNotRecorded.
+func (b Batch) FilterText() string {
+	if b.Filter == nil {
+		return BatchFilterNotRecorded
+	}
+	return *b.Filter
+}
 
 // BatchGroup is a run's decisions of one lookup verdict and one decision:
 // the group a person accepted, as the audit trail tells it.
@@ -63,7 +82,7 @@ type BatchGroup struct {
 }
 
 // BatchQuery asks for one page of past bulk runs, newest first (by their
-// last record).
+// start).
 type BatchQuery struct {
 	// Limit defaults to 50 and is capped at 1000.
 	Limit int
@@ -80,21 +99,22 @@ type BatchPage struct {
 }
 
 // BatchCursor continues the list of runs after one: the order is
-// (LastAt, ID), both descending.
+// (StartedAt, ID), both descending.
 type BatchCursor struct {
-	LastAt time.Time
-	ID     string
+	StartedAt time.Time
+	ID        string
 }
 
 // Cursor is the cursor that continues after b.
-func (b Batch) Cursor() BatchCursor { return BatchCursor{LastAt: b.LastAt, ID: b.ID} }
+func (b Batch) Cursor() BatchCursor { return BatchCursor{StartedAt: b.StartedAt, ID: b.ID} }
 
-// batchCursorPrefix versions the cursor's text.
-const batchCursorPrefix = "b1."
+// batchCursorPrefix versions the cursor's text: b1 ordered by the last
+// record, before migration 00029, and is refused.
+const batchCursorPrefix = "b2."
 
 // String is the cursor as an opaque token for a command line.
 func (c BatchCursor) String() string {
-	raw := strconv.FormatInt(c.LastAt.UnixMicro(), 10) + "." + c.ID
+	raw := strconv.FormatInt(c.StartedAt.UnixMicro(), 10) + "." + c.ID
 	return batchCursorPrefix + base64.RawURLEncoding.EncodeToString([]byte(raw))
 }
 
@@ -125,7 +145,7 @@ func ParseBatchCursor(s string) (BatchCursor, error) {
 	if !ok {
 		return BatchCursor{}, bad
 	}
-	return BatchCursor{LastAt: time.UnixMicro(at).UTC(), ID: id}, nil
+	return BatchCursor{StartedAt: time.UnixMicro(at).UTC(), ID: id}, nil
 }
 
 // BatchFilter is the audit filter that lists a run's records.

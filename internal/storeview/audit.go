@@ -192,10 +192,9 @@ func (b *builder) applyAudit(f readmodel.AuditFilter) {
 	}
 	b.keyPatterns(f.Keys)
 	b.patterns("a.action", f.Actions)
-	// A bulk run's id is only in its decisions' details. No index holds it
-	// (an expression index on details->>'batch' would need a migration), so
-	// the page walks audit_browse_idx newest first and stops when it is
-	// full; a batch id that matches nothing reads the whole chain. Only
+	// A bulk run's id is in its decisions' details. audit_batch_idx
+	// (migration 00029) holds it; the planner may use it here, or walk
+	// audit_browse_idx newest first and stop when the page is full. Only
 	// decisions carry one, which the action bound keeps the planner told.
 	b.oneOf("(a.details->>'batch')", f.Batches)
 	if len(f.Batches) > 0 && len(f.Actions) == 0 {

@@ -12,22 +12,22 @@ import (
 	"github.com/opsdesk/opsdesk/internal/readmodel"
 )
 
-// Past bulk runs, from their decisions' audit records: a run's id is only
-// in each decision's details.batch (migration 00020), so a run is the
-// decide:* records that carry one, grouped. Row-level security decides
-// which records, and so which runs and which part of each, the role sees.
-//
-// No index holds details->>'batch': a page aggregates every visible
-// decision that carries one, then keeps the newest runs. A partial
-// expression index on (details->>'batch', at) WHERE action LIKE 'decide:%'
-// would serve this list and the audit filter batch: alike.
+// Past bulk runs and reconciler passes: each is a row of opsdesk.batches
+// (start_batch, migration 00029: who, when, the filter), and its
+// decisions are the audit records whose details.batch is its id, read
+// through audit_batch_idx. Row-level security decides which runs (the
+// table's policy) and which of their records (the audit's) the role sees.
+// A page costs its runs' records, not every decision ever made.
 
-// batchesSQL pages the runs, newest last record first; $1/$2 are the
-// cursor (NULL for the first page), $3 the limit.
+// batchesSQL pages the runs, newest start first; $1/$2 are the cursor
+// (NULL for the first page), $3 the limit.
 const batchesSQL = `
-SELECT b.id, b.first_at, b.last_at, b.roles, b.names, b.tenants, b.tools, b.records, b.operations, now() AS db_now
-FROM (
-    SELECT (a.details->>'batch') COLLATE "C" AS id, min(a.at) AS first_at, max(a.at) AS last_at,
+SELECT b.id::text AS id, b.started_at, b.role AS started_by, b.display_name AS started_by_name, b.filter,
+    s.first_at, s.last_at, coalesce(s.roles, '{}') AS roles, s.names, coalesce(s.tenants, '{}') AS tenants, s.tools,
+    s.records, s.operations, now() AS db_now
+FROM opsdesk.batches b
+CROSS JOIN LATERAL (
+    SELECT min(a.at) AS first_at, max(a.at) AS last_at,
         array_agg(DISTINCT a.role) AS roles,
         coalesce(array_agg(DISTINCT a.display_name) FILTER (WHERE a.display_name IS NOT NULL), '{}') AS names,
         -- A refusal without rights to the record is on no tenant's chain;
@@ -36,10 +36,9 @@ FROM (
         coalesce(array_agg(DISTINCT a.tool) FILTER (WHERE a.tool IS NOT NULL), '{}') AS tools,
         count(*) AS records, count(DISTINCT a.operation_id) AS operations
     FROM opsdesk.audit a
-    WHERE a.action LIKE 'decide:%' AND a.details->>'batch' IS NOT NULL
-    GROUP BY 1) b
-WHERE $1::timestamptz IS NULL OR (b.last_at, b.id) < ($1::timestamptz, $2::text COLLATE "C")
-ORDER BY b.last_at DESC, b.id DESC
+    WHERE (a.details->>'batch') = b.id::text AND a.action LIKE 'decide:%') s
+WHERE $1::timestamptz IS NULL OR (b.started_at, b.id) < ($1::timestamptz, $2::uuid)
+ORDER BY b.started_at DESC, b.id DESC
 LIMIT $3`
 
 // batchGroupsSQL counts the decisions of the runs $1 by lookup verdict
@@ -52,20 +51,24 @@ SELECT a.details->>'batch' AS id, coalesce(a.details->>'lookup', '') AS lookup, 
     count(*) FILTER (WHERE a.outcome <> 'succeeded' AND NOT skip) AS failed
 FROM opsdesk.audit a,
     LATERAL (SELECT coalesce(a.details->>'refusal' IN ('changed', 'not_pending', 'lease_live'), false) AS skip) s
-WHERE a.action LIKE 'decide:%' AND a.details->>'batch' = ANY($1::text[])
+WHERE (a.details->>'batch') = ANY($1::text[]) AND a.action LIKE 'decide:%'
 GROUP BY 1, 2, 3`
 
 type batchScan struct {
-	ID         string    `db:"id"`
-	FirstAt    time.Time `db:"first_at"`
-	LastAt     time.Time `db:"last_at"`
-	Roles      []string  `db:"roles"`
-	Names      []string  `db:"names"`
-	Tenants    []string  `db:"tenants"`
-	Tools      []string  `db:"tools"`
-	Records    int64     `db:"records"`
-	Operations int64     `db:"operations"`
-	DBNow      time.Time `db:"db_now"`
+	ID            string     `db:"id"`
+	StartedAt     time.Time  `db:"started_at"`
+	StartedBy     string     `db:"started_by"`
+	StartedByName *string    `db:"started_by_name"`
+	Filter        *string    `db:"filter"`
+	FirstAt       *time.Time `db:"first_at"`
+	LastAt        *time.Time `db:"last_at"`
+	Roles         []string   `db:"roles"`
+	Names         []string   `db:"names"`
+	Tenants       []string   `db:"tenants"`
+	Tools         []string   `db:"tools"`
+	Records       int64      `db:"records"`
+	Operations    int64      `db:"operations"`
+	DBNow         time.Time  `db:"db_now"`
 }
 
 type batchGroupScan struct {
@@ -88,7 +91,7 @@ func (s *Store) AuditBatches(ctx context.Context, q readmodel.BatchQuery) (page 
 	var at *time.Time
 	var after *string
 	if c := q.After; c != nil {
-		at, after = &c.LastAt, &c.ID
+		at, after = &c.StartedAt, &c.ID
 	}
 	err = s.snapshot(ctx, func(tx querier) error {
 		rows, err := tx.Query(ctx, batchesSQL, at, after, limit+1)
@@ -101,7 +104,7 @@ func (s *Store) AuditBatches(ctx context.Context, q readmodel.BatchQuery) (page 
 		}
 		if len(scanned) > limit {
 			scanned = scanned[:limit]
-			next := readmodel.BatchCursor{LastAt: scanned[limit-1].LastAt, ID: scanned[limit-1].ID}
+			next := readmodel.BatchCursor{StartedAt: scanned[limit-1].StartedAt, ID: scanned[limit-1].ID}
 			page.Next = &next
 		}
 		page.Batches = make([]readmodel.Batch, 0, len(scanned))
@@ -111,8 +114,13 @@ func (s *Store) AuditBatches(ctx context.Context, q readmodel.BatchQuery) (page 
 			for _, l := range [][]string{b.Roles, b.Names, b.Tenants, b.Tools} {
 				slices.Sort(l)
 			}
+			var span time.Duration
+			if b.FirstAt != nil && b.LastAt != nil {
+				span = b.LastAt.Sub(*b.FirstAt)
+			}
 			page.Batches = append(page.Batches, readmodel.Batch{
-				ID: b.ID, FirstAt: b.FirstAt, LastAt: b.LastAt, Span: b.LastAt.Sub(b.FirstAt),
+				ID: b.ID, StartedAt: b.StartedAt, StartedBy: b.StartedBy, StartedByName: b.StartedByName, Filter: b.Filter,
+				FirstAt: b.FirstAt, LastAt: b.LastAt, Span: span,
 				Roles: b.Roles, DisplayNames: b.Names, Tenants: b.Tenants, Tools: b.Tools,
 				Records: int(b.Records), Operations: int(b.Operations), Groups: []readmodel.BatchGroup{},
 			})

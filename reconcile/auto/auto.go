@@ -291,8 +291,9 @@ func (r *Runner) Pass(ctx context.Context) (rep Report, err error) {
 	if len(ask) == 0 {
 		return rep, nil
 	}
-	plan, lookupErr := r.cfg.Bulk.Lookup(ctx, ask, nil)
-	rep.BatchID = plan.BatchID
+	// The run starts (its batch) only when the pass has something to
+	// decide: a pass that decides nothing leaves no run behind.
+	plan, lookupErr := r.cfg.Bulk.LookupOnly(ctx, ask, nil)
 	for _, item := range plan.NotAsked {
 		rep.skip(Record{Item: item}, SkipNotAsked, "the pass stopped before its lookup")
 	}
@@ -357,8 +358,36 @@ func (r *Runner) Pass(ctx context.Context) (rep Report, err error) {
 		}
 		return rep, nil
 	}
+	if len(todo) == 0 {
+		return rep, nil
+	}
+	if err := r.cfg.Bulk.Start(ctx, plan, PassFilter(todo)); err != nil {
+		for _, rec := range todo {
+			rep.skip(rec, SkipNotAttempted, "the pass's run did not start")
+		}
+		rep.Stopped = err.Error()
+		return rep, nil
+	}
+	rep.BatchID = plan.BatchID
 	r.decide(ctx, &rep, plan.BatchID, todo)
 	return rep, nil
+}
+
+// PassFilter is what a pass's run records as its filter: the reconciler's
+// own selection, stuck records of the allowlisted tools it decides.
+func PassFilter(todo []Record) string {
+	var tools []string
+	for _, rec := range todo {
+		if !slices.Contains(tools, rec.Tool) {
+			tools = append(tools, rec.Tool)
+		}
+	}
+	slices.Sort(tools)
+	f := "auto_reconcile pass: stuck records of " + strings.Join(tools, ", ")
+	if len(f) > reconcile.MaxBatchFilterBytes {
+		f = strings.ToValidUTF8(f[:reconcile.MaxBatchFilterBytes-len("…")], "") + "…"
+	}
+	return f
 }
 
 func (rep *Report) skip(rec Record, reason, message string) {

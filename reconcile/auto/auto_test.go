@@ -35,6 +35,8 @@ type fake struct {
 	refuse  map[int64]error
 	decided []reconcile.DecideParams
 	asked   int
+	// filters are the runs started, by their filters.
+	filters []string
 	// inFlight and maxInFlight count concurrent decisions.
 	inFlight, maxInFlight atomic.Int32
 }
@@ -72,6 +74,15 @@ func (f *fake) Decide(_ context.Context, _ string, p reconcile.DecideParams) (re
 }
 
 func (f *fake) SealResults(context.Context, []*reconcile.Result) error { return nil }
+
+// StartBatch starts a run as the database would: a fresh id each time,
+// the filter kept.
+func (f *fake) StartBatch(_ context.Context, filter string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.filters = append(f.filters, filter)
+	return fmt.Sprintf("00000000-0000-4000-8000-%012d", len(f.filters)), nil
+}
 
 func (f *fake) List(_ context.Context, q readmodel.Query) (readmodel.Page, error) {
 	f.mu.Lock()
@@ -373,4 +384,26 @@ func TestABarredToolDoesNotStarveTheOthers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[bulk.Verdict]int{bulk.NotFound: 2}, rep.Decided, "the allowed tool's records, though younger")
 	require.Equal(t, 3, rep.Skipped[auto.SkipNotAllowed], "the barred tool's, as far as a pass lists")
+}
+
+// A pass starts its run only when it has something to decide, with its
+// tools as the run's filter; every decision carries the run's id.
+func TestAPassStartsItsRunOnlyToDecide(t *testing.T) {
+	t.Parallel()
+	idle := store(3, func(int) (reconcile.Answer, bool) { return reconcile.Answer{}, false })
+	rep, err := runner(t, idle, opts{}).Pass(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, rep.Decided[bulk.NotFound]+rep.Decided[bulk.Found])
+	require.Empty(t, idle.filters, "a pass that decides nothing starts no run")
+	require.Empty(t, rep.BatchID)
+
+	busy := store(3, func(int) (reconcile.Answer, bool) { return notFound(), true })
+	rep, err = runner(t, busy, opts{}).Pass(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 3, rep.Decided[bulk.NotFound])
+	require.Equal(t, []string{"auto_reconcile pass: stuck records of " + tool}, busy.filters)
+	require.NotEmpty(t, rep.BatchID)
+	for _, p := range busy.decided {
+		require.Equal(t, rep.BatchID, p.Batch)
+	}
 }

@@ -48,6 +48,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -170,6 +171,15 @@ type Decider interface {
 	SealResults(ctx context.Context, results []*reconcile.Result) error
 }
 
+// BatchStarter starts runs: Lookup and Start need a Decider that is one
+// too (*desk.Desk is). It is apart from Decider so that a desk that only
+// looks up (a screen's test) need not pretend to start runs.
+type BatchStarter interface {
+	// StartBatch records a run about to decide, planned from filter, and
+	// returns its batch id (opsdesk.start_batch): decide takes no other.
+	StartBatch(ctx context.Context, filter string) (string, error)
+}
+
 // Lister lists records as the person sees them. *storeview.Store
 // satisfies it.
 type Lister interface {
@@ -242,6 +252,17 @@ type Config struct {
 // Reconciler runs bulk reconciliations for one person.
 type Reconciler struct {
 	cfg Config
+
+	// listed is what List last returned, so that Lookup records the
+	// filter of the rows it is given (the run's filter, in its batch).
+	mu     sync.Mutex
+	listed listing
+}
+
+// listing is a filter and the ids of the records List returned for it.
+type listing struct {
+	filter string
+	ids    []int64
 }
 
 // New checks cfg and returns a Reconciler.
@@ -309,7 +330,38 @@ func (r *Reconciler) List(ctx context.Context, f readmodel.Filter) ([]readmodel.
 		return nil, err
 	}
 	slices.SortFunc(rows, func(a, b readmodel.Row) int { return cmp.Compare(a.ID, b.ID) })
+	r.mu.Lock()
+	r.listed = listing{filter: f.String(), ids: ids(rows)}
+	r.mu.Unlock()
 	return rows, nil
+}
+
+func ids(rows []readmodel.Row) []int64 {
+	out := make([]int64, len(rows))
+	for i, row := range rows {
+		out[i] = row.ID
+	}
+	return out
+}
+
+// FilterOf is the filter a run of rows was planned from: the one List
+// returned exactly these rows for, or else a description of the rows
+// (their count and tools), which is what the caller gave.
+func (r *Reconciler) FilterOf(rows []readmodel.Row) string {
+	r.mu.Lock()
+	l := r.listed
+	r.mu.Unlock()
+	if l.filter != "" && slices.Equal(l.ids, ids(rows)) {
+		return l.filter
+	}
+	var tools []string
+	for _, row := range rows {
+		if !slices.Contains(tools, row.Tool) {
+			tools = append(tools, row.Tool)
+		}
+	}
+	slices.Sort(tools)
+	return fmt.Sprintf("%d records given by id (not a listed filter), of tools %s", len(rows), strings.Join(tools, ", "))
 }
 
 // list pages through f's records, at most limit of them.
@@ -402,8 +454,10 @@ func (g Group) Samples(n int) []Item {
 // Plan is a run's lookups, grouped: what a person accepts group by group.
 type Plan struct {
 	// BatchID names the run in the audit trail: every decision of the run
-	// carries it.
+	// carries it. The database chose it (Start).
 	BatchID string
+	// Filter is what the run was planned from, as its batch records it.
+	Filter string
 	// Groups holds a group for each of Verdicts, and after the clean
 	// definite groups one for each conflicted verdict that holds records
 	// (Place puts records in them).
@@ -463,15 +517,56 @@ type Progress struct {
 	Counts      map[string]int
 }
 
-// Lookup asks the provider about every row, Config.Concurrency at once,
-// and groups the answers. progress (may be nil) is called after each
+// Lookup starts a run (Start: its batch, with the filter List returned
+// rows for, FilterOf), then asks the provider about every row,
+// Config.Concurrency at once, and groups the answers. A run that cannot
+// start (a role that may not decide, a store that does not answer) asks
+// nothing: every record is NotAsked, and the error says why. progress (may be nil) is called after each
 // answer, from the calling goroutine, one call at a time. When ctx is
 // cancelled the lookups in flight are cut short and no more start: the
 // plan holds what was answered, the rest are NotAsked, and the error is
 // ctx's.
 func (r *Reconciler) Lookup(ctx context.Context, rows []readmodel.Row, progress func(Progress)) (*Plan, error) {
+	started := &Plan{}
+	if err := r.Start(ctx, started, r.FilterOf(rows)); err != nil {
+		plan := &Plan{Listed: len(rows)}
+		for _, v := range Verdicts {
+			plan.Groups = append(plan.Groups, Group{Verdict: v, Proposal: v.Proposal()})
+		}
+		for _, row := range rows {
+			plan.NotAsked = append(plan.NotAsked, itemOf(row))
+		}
+		return plan, err
+	}
+	plan, err := r.LookupOnly(ctx, rows, progress)
+	plan.BatchID, plan.Filter = started.BatchID, started.Filter
+	return plan, err
+}
+
+// Start records plan's run as about to decide, planned from filter
+// (opsdesk.start_batch), and gives plan the run's batch id and filter.
+// The database picks the id and keeps who started the run: decide
+// refuses the run's id to any other login.
+func (r *Reconciler) Start(ctx context.Context, plan *Plan, filter string) error {
+	starter, ok := r.cfg.Desk.(BatchStarter)
+	if !ok {
+		return fmt.Errorf("%w: the desk (%T) cannot start a run", ErrConfig, r.cfg.Desk)
+	}
+	id, err := starter.StartBatch(ctx, filter)
+	if err != nil {
+		return err
+	}
+	plan.BatchID, plan.Filter = id, filter
+	return nil
+}
+
+// LookupOnly is Lookup without starting a run: the plan has no batch id
+// until Start gives it one (a reconciler pass starts its run only when it
+// has something to decide, so that a pass that decides nothing leaves
+// nothing behind).
+func (r *Reconciler) LookupOnly(ctx context.Context, rows []readmodel.Row, progress func(Progress)) (*Plan, error) {
 	start := time.Now()
-	plan := &Plan{BatchID: reconcile.NewBatchID(), Listed: len(rows)}
+	plan := &Plan{Listed: len(rows)}
 	items := make([]Item, len(rows))
 	asked := make([]bool, len(rows))
 	counts := map[string]int{}
@@ -747,6 +842,8 @@ func (r *Reconciler) Accept(ctx context.Context, plan *Plan, v Verdict, p Accept
 	}
 	res := GroupResult{BatchID: plan.BatchID, Verdict: v, Decision: g.Proposal, Counts: map[ItemOutcome]int{}}
 	switch {
+	case plan.BatchID == "":
+		return res, fmt.Errorf("%w: the plan's run was never started (Lookup starts it; after LookupOnly, Start)", ErrConfig)
 	case g.Proposal == "":
 		return res, fmt.Errorf("%w: %s records have no definite evidence; decide them one by one", ErrNoProposal, v.Label())
 	case len(g.Items) == 0:

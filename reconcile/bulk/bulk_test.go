@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
@@ -29,8 +30,9 @@ import (
 // The run is handed the desk and the store behind its interfaces, so
 // that bulk does not depend on pgx.
 var (
-	_ bulk.Decider = (*desk.Desk)(nil)
-	_ bulk.Lister  = (*storeview.Store)(nil)
+	_ bulk.Decider      = (*desk.Desk)(nil)
+	_ bulk.BatchStarter = (*desk.Desk)(nil)
+	_ bulk.Lister       = (*storeview.Store)(nil)
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -349,40 +351,62 @@ func TestBulkRefusesBadInput(t *testing.T) {
 	}
 }
 
-// A viewer may look, not decide: its first decision is refused and
-// audited as any viewer's is, and the group stops there.
+// A viewer may look, not decide: its run cannot start (opsdesk.start_batch
+// refuses it), so nothing is looked up, decided or audited, and the error
+// says why. decide's own refusal of a viewer, under a batch or not, is
+// desk's TestDecisionsCarryTheirBatch.
 func TestBulkViewerIsRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.fakeProvider(t, time.Second, found)
+	var asked atomic.Int32
+	b.fakeProvider(t, time.Second, func(w http.ResponseWriter, r *http.Request, key string) {
+		asked.Add(1)
+		found(w, r, key)
+	})
 	b.stuckFixtures(t, "acme", "f", 20)
 	viewer := dbtest.NewPerson(t, b.db, "viewer", "*")
 	r := b.reconciler(t, viewer, bulk.Config{Concurrency: 1})
-	p := plan(t, b.ctx, r, "state:stuck tool:charge-card")
-	require.Equal(t, 20, p.Group(bulk.Found).Count())
-
-	res, err := r.Accept(b.ctx, p, bulk.Found, bulk.AcceptParams{Reason: "outage", Confirm: 20}, nil)
-	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
-	require.Equal(t, 1, res.Counts[bulk.Refused])
-	require.Equal(t, 19, res.Counts[bulk.NotAttempted])
-	require.Zero(t, res.Counts[bulk.Decided])
-
-	var tenant, action, outcome, refusal, batch string
-	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `
-SELECT tenant, action, outcome, details->>'refusal', details->>'batch' FROM opsdesk.audit WHERE role = $1`, viewer.Role).
-		Scan(&tenant, &action, &outcome, &refusal, &batch))
-	require.Equal(t, "", tenant, "a refusal without rights goes to the '' chain")
-	require.Equal(t, "decide:completed", action)
-	require.Equal(t, "denied", outcome)
-	require.Equal(t, "not_permitted", refusal)
-	require.Equal(t, p.BatchID, batch)
-	rows, _ := b.db.Admin.Query(b.ctx, `SELECT tenant, seq, role, action, outcome, details::text FROM opsdesk.audit`)
-	all, err := pgx.CollectRows(rows, pgx.RowToMap)
+	rows, err := r.List(b.ctx, filter(t, "state:stuck tool:charge-card"))
 	require.NoError(t, err)
-	require.Len(t, all, 1, "%v", all)
-	for _, rec := range b.records(t, p.BatchID) {
-		require.Equal(t, "stuck", rec.State)
-	}
+	require.Len(t, rows, 20, "a viewer lists")
+	p, err := r.Lookup(b.ctx, rows, nil)
+	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
+	require.ErrorContains(t, err, "may not start a run")
+	require.Empty(t, p.BatchID)
+	require.Len(t, p.NotAsked, 20)
+	require.Zero(t, asked.Load(), "no lookup ran")
+	_, err = r.Accept(b.ctx, p, bulk.Found, bulk.AcceptParams{Reason: "outage", Confirm: 0}, nil)
+	require.ErrorIs(t, err, bulk.ErrConfig, "a plan whose run never started decides nothing")
+	require.Zero(t, b.auditCount(t))
+	var n int
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT count(*) FROM opsdesk.batches`).Scan(&n))
+	require.Zero(t, n)
+}
+
+// A run records the filter it was listed with, for the login that
+// started it; rows that List did not return for that filter are recorded
+// as what they are.
+func TestBulkRunRecordsItsFilter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fakeProvider(t, time.Second, found)
+	b.stuckFixtures(t, "acme", "f", 3)
+	operator := dbtest.NewPerson(t, b.db, "operator", "*")
+	r := b.reconciler(t, operator, bulk.Config{Concurrency: 1})
+	p := plan(t, b.ctx, r, "state:stuck tool:charge-card tenant:acme")
+	var role, got string
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT role, filter FROM opsdesk.batches WHERE id = $1`, p.BatchID).Scan(&role, &got))
+	require.Equal(t, operator.Role, role)
+	require.Equal(t, p.Filter, got)
+	require.Contains(t, got, "tool:charge-card")
+	require.Contains(t, got, "tenant:acme")
+
+	rows, err := r.List(b.ctx, filter(t, "state:stuck tool:charge-card"))
+	require.NoError(t, err)
+	q, err := r.Lookup(b.ctx, rows[:2], nil)
+	require.NoError(t, err)
+	require.NotEqual(t, p.BatchID, q.BatchID, "each run its own")
+	require.Equal(t, "2 records given by id (not a listed filter), of tools charge-card", q.Filter)
 }
 
 // otherTenant is every column of tenant's records and the number of audit
@@ -476,7 +500,7 @@ func TestBulkOneTenantRoles(t *testing.T) {
 			// skipped.
 			var globex int64
 			require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT id FROM opsdesk.operations WHERE tenant = 'globex' LIMIT 1`).Scan(&globex))
-			forged := &bulk.Plan{BatchID: reconcile.NewBatchID(), Groups: []bulk.Group{{Verdict: bulk.NotFound, Proposal: reconcile.NotExecuted,
+			forged := &bulk.Plan{BatchID: p.BatchID, Groups: []bulk.Group{{Verdict: bulk.NotFound, Proposal: reconcile.NotExecuted,
 				Items: []bulk.Item{{ID: globex, Tenant: "globex", Tool: charge, Key: "f1", Version: 1, Verdict: bulk.NotFound}}}}}
 			res, err := r.Accept(b.ctx, forged, bulk.NotFound, bulk.AcceptParams{Reason: "outage", Confirm: 1}, nil)
 			require.NoError(t, err)
@@ -777,7 +801,7 @@ func TestBulkLockedRecords(t *testing.T) {
 }
 
 // errDesk is a desk whose decisions fail (a store that went away).
-type errDesk struct{ bulk.Decider }
+type errDesk struct{ *desk.Desk }
 
 func (errDesk) Decide(context.Context, string, reconcile.DecideParams) (reconcile.Result, error) {
 	return reconcile.Result{}, errors.New("connection reset by peer")

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -56,6 +58,39 @@ SELECT (r).* FROM opsdesk.decide(
 		nullable(p.ResultRef), result, nullable(p.Evidence.Digest), nullable(p.Evidence.Summary),
 		nullable(string(p.Evidence.Lookup)), p.Force, p.Override,
 		retention.Microseconds(), snooze, nullable(p.DisplayName), nullable(p.Evidence.Ref), nullable(p.Batch))
+}
+
+// StartBatch records a run about to decide, planned from filter, for the
+// connected login (opsdesk.start_batch), and returns its batch id: the
+// one the run's decisions pass (DecideParams.Batch). A login that may not
+// decide gets ErrNotPermitted, a bad filter ErrInvalid.
+func StartBatch(ctx context.Context, pool *pgxpool.Pool, filter, displayName string) (string, error) {
+	if err := reconcile.CheckBatchFilter(filter); err != nil {
+		return "", err
+	}
+	var id string
+	err := pool.QueryRow(ctx, `SELECT opsdesk.start_batch($1, $2)::text`, filter, nullable(displayName)).Scan(&id)
+	switch auditcall.SQLState(err) {
+	case "":
+	case pgerrcode.InvalidParameterValue, pgerrcode.CharacterNotInRepertoire, pgerrcode.UntranslatableCharacter:
+		return "", fmt.Errorf("start a run: %w: %s", reconcile.ErrInvalid, pgMessage(err))
+	default:
+		// A role without opsdesk_viewer cannot call the function; one that
+		// may not decide is refused by it: both are ErrNotPermitted.
+		return "", fmt.Errorf("start a run: %w", auditcall.MapError(err, grant))
+	}
+	if err != nil {
+		return "", fmt.Errorf("start a run: %w", err)
+	}
+	return id, nil
+}
+
+// pgMessage is the server's message of err.
+func pgMessage(err error) string {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return pgErr.Message
+	}
+	return err.Error()
 }
 
 // AckConflicts marks record id's unreviewed conflicting attempts among

@@ -68,6 +68,12 @@ func (d *Desk) Decide(ctx context.Context, tool string, p reconcile.DecideParams
 	return Decide(ctx, d.Pool, p)
 }
 
+// StartBatch records a run about to decide, planned from filter, and
+// returns its batch id (see StartBatch).
+func (d *Desk) StartBatch(ctx context.Context, filter string) (string, error) {
+	return StartBatch(ctx, d.Pool, filter, d.DisplayName)
+}
+
 // SealResults seals the trail and gives results their sequence numbers
 // (see SealResults).
 func (d *Desk) SealResults(ctx context.Context, results []*reconcile.Result) error {

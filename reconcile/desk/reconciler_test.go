@@ -392,8 +392,10 @@ func TestAReconcilersLongRefusalKeepsItsMark(t *testing.T) {
 	p := found(id, v)
 	long := strings.Repeat("😀", 600)
 	p.ResultRef, p.Evidence.Ref = long, long+"x" // contradicts: refused
-	p.Batch = "6f1c2a4e-8d3b-4c5a-9e7f-0a1b2c3d4e5f"
-	_, err := desk.Decide(m.ctx, m.rec.Pool, p)
+	run, err := desk.StartBatch(m.ctx, m.rec.Pool, "auto_reconcile pass: stuck records of charge-card", "")
+	require.NoError(t, err)
+	p.Batch = run
+	_, err = desk.Decide(m.ctx, m.rec.Pool, p)
 	require.Error(t, err)
 	var marked, batch, cut *string
 	require.NoError(t, m.db.Admin.QueryRow(m.ctx, `
