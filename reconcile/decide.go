@@ -67,8 +67,12 @@ type DecideParams struct {
 	// a person expires after it. Zero means ops.DefaultRetention, the
 	// library's default.
 	Retention time.Duration
-	// SnoozeUntil is when a deferred record wants attention again.
+	// SnoozeUntil is when a deferred record wants attention again. When it
+	// is zero, SnoozeFor is the snooze from the decision's own time (the
+	// database clock as decide runs): a person who read the record minutes
+	// before confirming gets the snooze they asked for, not a shorter one.
 	SnoozeUntil time.Time
+	SnoozeFor   time.Duration
 	// DisplayName is a name the person claims (configuration); the audit
 	// keeps it apart from the authenticated role.
 	DisplayName string

@@ -196,7 +196,11 @@ func (f *fakeDecider) Decide(_ context.Context, _ string, p reconcile.DecidePara
 		r.State = readmodel.StateReleased
 	case reconcile.Defer:
 		// As the store reads it: out of the queue until the reminder.
-		r.DeferredUntil, r.DeferredBy = p.SnoozeUntil, "alice"
+		until := p.SnoozeUntil
+		if until.IsZero() {
+			until = dbNow.Add(p.SnoozeFor) // the decision's time, as desk.Decide asks
+		}
+		r.DeferredUntil, r.DeferredBy = until, "alice"
 		if r.State == readmodel.StateStuck {
 			r.State = readmodel.StateDeferred
 		}
@@ -208,7 +212,7 @@ func (f *fakeDecider) Decide(_ context.Context, _ string, p reconcile.DecidePara
 	res, err := f.answer(r, "", "")
 	f.src.decisions[r.ID] = append(f.src.decisions[r.ID], readmodel.Decision{
 		AuditSeq: res.Seq, At: dbNow, Role: "alice", DisplayName: "Alice Example", Action: "decide:" + string(p.Decision),
-		Reason: p.Reason, Forced: p.Force, Override: p.Override, ResultRef: p.ResultRef, SnoozeUntil: p.SnoozeUntil,
+		Reason: p.Reason, Forced: p.Force, Override: p.Override, ResultRef: p.ResultRef, SnoozeUntil: r.DeferredUntil,
 	})
 	if f.lostApplied != nil {
 		return reconcile.Result{}, f.lostApplied

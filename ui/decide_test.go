@@ -459,7 +459,7 @@ func TestDecideEachKind(t *testing.T) {
 			readmodel.StateRejected, "✗ marked failed by role alice"},
 		{"defer", openTicket, "4<enter><backspace><backspace>90m<enter>waiting for the queue owner<enter>y",
 			reconcile.DecideParams{OperationID: 48213, Decision: reconcile.Defer, ExpectVersion: 2, Reason: "waiting for the queue owner",
-				SnoozeUntil: dbNow.Add(90 * time.Minute)}, readmodel.StateDeferred, "deferred until 04:42:09 by role alice"},
+				SnoozeFor: 90 * time.Minute}, readmodel.StateDeferred, "deferred until 04:42:09 by role alice"},
 		// The lookup says not found: releasing agrees with it.
 		{"forced-live-lease", openCharge, "<enter>the provider has no such charge<enter>y",
 			reconcile.DecideParams{OperationID: 48231, Decision: reconcile.NotExecuted, ExpectVersion: 2, Force: true,

@@ -140,7 +140,7 @@ func (s *reconcileFlow) pinAt(st step) []string {
 	case stepSnooze:
 		out := []string{" " + s.snooze().View()}
 		if d, err := parseSnooze(s.snooze().Value()); err == nil {
-			out = append(out, "", " "+s.sm.st.Muted.Render("until "+stamp(s.sm.rec.DBTime.Add(d), s.sm.rec.DBTime)+" UTC ("+Relative(d)+")"))
+			out = append(out, "", " "+s.sm.st.Muted.Render(ShortDuration(d)+" from the decision, about "+stamp(s.sm.rec.DBTime.Add(d), s.sm.rec.DBTime)+" UTC"))
 		}
 		return out
 	}
@@ -276,7 +276,7 @@ func (s *reconcileFlow) done() []string {
 	now := stateText(readmodel.State(s.sm.res.State))
 	if s.decision() == reconcile.Defer {
 		// The database's state is stuck; the queue's is deferred.
-		now = stateText(readmodel.StateDeferred) + " until " + stamp(s.snoozeUntil(), s.sm.rec.DBTime) + " UTC"
+		now = stateText(readmodel.StateDeferred) + " for " + ShortDuration(s.snoozeD) + " from the decision (about " + stamp(s.snoozeUntil(), s.sm.rec.DBTime) + " UTC)"
 	}
 	out := s.sm.doneLines(s.doneWhat(), now)
 	_, retries := s.next()
@@ -515,13 +515,16 @@ func (s *reconcileFlow) params() reconcile.DecideParams {
 		p.ResultRef = s.typedRef()
 	}
 	if s.kind().NeedsUntil {
-		p.SnoozeUntil = s.snoozeUntil()
+		// From the decision's own time: the record was read when the flow
+		// began, perhaps minutes ago.
+		p.SnoozeFor = s.snoozeD
 	}
 	return p
 }
 
-// snoozeUntil is when a deferred record wants attention again, on the
-// database clock of the read.
+// snoozeUntil is about when a deferred record wants attention again: the
+// snooze from the database clock of the read. The decision snoozes from
+// its own time (SnoozeFor), at least this late.
 func (s *reconcileFlow) snoozeUntil() time.Time { return s.sm.rec.DBTime.Add(s.snoozeD) }
 
 // refSource says where the reference came from, when the lookup gave it.
@@ -718,9 +721,9 @@ func (s *reconcileFlow) next() (change, retries string) {
 		case normalEffect(s.sm.rec.Effect) == opsmodel.EffectIdempotentProvider:
 			meanwhile = "Meanwhile the next retry with the same key may take it over: the provider deduplicates by key."
 		}
-		return "stays " + from + ", " + stateText(readmodel.StateDeferred) + " until " + stamp(until, s.sm.rec.DBTime) +
-				" UTC (" + Relative(s.snoozeD) + "): out of the queue until then",
-			"Nothing changes; a reminder until " + stamp(until, s.sm.rec.DBTime) + " UTC (" + Relative(s.snoozeD) + "). " + meanwhile
+		return "stays " + from + ", " + stateText(readmodel.StateDeferred) + " for " + ShortDuration(s.snoozeD) +
+				" from the decision (about " + stamp(until, s.sm.rec.DBTime) + " UTC): out of the queue until then",
+			"Nothing changes; a reminder " + ShortDuration(s.snoozeD) + " after the decision. " + meanwhile
 	}
 	if !k.Changes() {
 		return "nothing changes: the record stays " + from, k.Words.Retries

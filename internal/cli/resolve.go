@@ -296,7 +296,7 @@ func runResolve(ctx context.Context, w *writer, id int64, opts resolveOptions, o
 	}
 	checkContradiction(p, errOut)
 	if opts.Snooze > 0 {
-		p.SnoozeUntil = d.DBTime.Add(opts.Snooze) // the database clock
+		p.SnoozeFor = opts.Snooze // from the decision's time, after any lookup
 	}
 	res, err := w.desk.Decide(ctx, d.Tool, p)
 	if k, _ := reconcile.KindOf(p.Decision); err == nil && k.NeedsUntil && res.State == string(readmodel.StateStuck) {

@@ -33,6 +33,11 @@ func Decide(ctx context.Context, pool *pgxpool.Pool, p reconcile.DecideParams) (
 	if !p.SnoozeUntil.IsZero() {
 		snooze = pgtype.Timestamptz{Time: p.SnoozeUntil, Valid: true}
 	}
+	var snoozeFor *int64 // NULL: no snooze but SnoozeUntil's
+	if snooze.Time.IsZero() && p.SnoozeFor != 0 {
+		us := p.SnoozeFor.Microseconds()
+		snoozeFor = &us
+	}
 	if p.Batch != "" && !reconcile.IsUUID(p.Batch) {
 		return reconcile.Result{}, fmt.Errorf("%w: batch id %q is not a UUID", reconcile.ErrInvalid, p.Batch)
 	}
@@ -52,12 +57,12 @@ SELECT (r).* FROM opsdesk.decide(
     p_id => $1, p_decision => $2, p_expect_version => $3, p_reason => $4,
     p_result_ref => $5, p_result => $6, p_evidence_digest => $7, p_evidence_summary => $8,
     p_lookup => $9, p_force => $10, p_override => $11,
-    p_retention => $12 * interval '1 microsecond', p_snooze_until => $13, p_display_name => $14,
+    p_retention => $12 * interval '1 microsecond', p_snooze_until => coalesce($13, now() + $17 * interval '1 microsecond'), p_display_name => $14,
     p_lookup_ref => $15, p_batch => $16::uuid) r`,
 		p.OperationID, string(p.Decision), p.ExpectVersion, p.Reason,
 		nullable(p.ResultRef), result, nullable(p.Evidence.Digest), nullable(p.Evidence.Summary),
 		nullable(string(p.Evidence.Lookup)), p.Force, p.Override,
-		retention.Microseconds(), snooze, nullable(p.DisplayName), nullable(p.Evidence.Ref), nullable(p.Batch))
+		retention.Microseconds(), snooze, nullable(p.DisplayName), nullable(p.Evidence.Ref), nullable(p.Batch), snoozeFor)
 }
 
 // StartBatch records a run about to decide, planned from filter, for the

@@ -928,3 +928,27 @@ func TestCapabilities(t *testing.T) {
 		require.Equal(t, c.want, got, "%s of %s", c.level, c.tenant)
 	}
 }
+
+// A snooze asked as a length (SnoozeFor) runs from the decision's own
+// time on the database clock, not from when the record was read: a
+// person who read it ten minutes before confirming gets the whole snooze.
+// A negative length is refused, as a past time is.
+func TestSnoozeForRunsFromTheDecision(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, v := b.stuck(t, "acme", "ord-snooze")
+	_, err := desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+		OperationID: id, Decision: reconcile.Defer, ExpectVersion: v, Reason: "provider answers later", SnoozeFor: 2 * time.Hour})
+	require.NoError(t, err)
+	var gap time.Duration
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `
+SELECT (details->>'snooze_until')::timestamptz - (at + interval '2 hours') FROM opsdesk.audit
+WHERE operation_id = $1 AND action = 'decide:defer' AND outcome = 'succeeded'`, id).Scan(&gap))
+	require.Less(t, gap.Abs(), time.Second, "the snooze ends two hours after the decision, off by %v", gap)
+
+	id2, v2 := b.stuck(t, "acme", "ord-snooze-negative")
+	_, err = desk.Decide(b.ctx, b.operator.Pool, reconcile.DecideParams{
+		OperationID: id2, Decision: reconcile.Defer, ExpectVersion: v2, Reason: "a past reminder", SnoozeFor: -time.Hour})
+	var refused *reconcile.RefusedError
+	require.ErrorAs(t, err, &refused)
+}
