@@ -97,6 +97,35 @@ func TestHistoryToggle(t *testing.T) {
 	require.Contains(t, v, "_     slower")
 }
 
+// TestToggleAfterBack: - after esc returns to the screen esc left, as
+// k9s's - returns to the last view, and - again goes back; a jump in
+// between forgets it.
+func TestToggleAfterBack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, newFakeSource(), 120, 40)
+	h.keys(":stuck<enter><down>:audit<enter><esc>")
+	require.Same(t, screen(h.m.list()), h.m.active())
+	h.keys("-")
+	require.Same(t, screen(h.m.audit()), h.m.active(), "- after esc did not return to the audit")
+	h.keys("-")
+	require.Same(t, screen(h.m.list()), h.m.active())
+	require.Equal(t, "state:stuck", h.m.list().filterText)
+	require.Equal(t, 1, h.m.list().sel)
+
+	// A record drilled into and left with esc: - opens it again.
+	h.keys("<enter>")
+	id := h.m.detail().recID
+	h.keys("<esc>")
+	require.Same(t, screen(h.m.list()), h.m.active())
+	h.keys("-")
+	require.Same(t, screen(h.m.detail()), h.m.active(), "- after esc did not return to the record")
+	require.Equal(t, id, h.m.detail().recID)
+
+	// esc, then a jump: - swaps with the place the jump left.
+	h.keys("<esc>:conflicts<enter>-")
+	require.Same(t, screen(h.m.list()), h.m.active(), "- after a jump swaps with where it jumped from")
+}
+
 // TestClearFilterKey: x clears the list's whole filter and stays on the
 // list; esc goes back, never clears. x is offered only with a filter.
 func TestClearFilterKey(t *testing.T) {

@@ -92,6 +92,9 @@ type Model struct {
 	stack   []screen
 	// hist is where the operator jumped away from, for esc and -.
 	hist history
+	// left is the place esc last left, while nothing else moved since: -
+	// returns to it, as k9s's - returns to the last view.
+	left *place
 	// armed is the flow a first ctrl+c stopped: a second ctrl+c, or q,
 	// quits; any other key carries on.
 	armed interrupter
@@ -362,6 +365,7 @@ func (m *Model) open(n navMsg, jump bool) tea.Cmd {
 	if !ok {
 		return nil
 	}
+	m.left = nil
 	was := placeOf(m.stack)
 	stack, cmd, ok := s.open(n, opening{home: m.screens[screenOverview], stack: m.stack, perms: m.perms()})
 	if !ok {
@@ -394,11 +398,18 @@ func (m *Model) setStack(stack ...screen) {
 func (m *Model) goBack() tea.Cmd {
 	_, inFlow := m.active().(flow)
 	if p, ok := m.hist.top(); ok && !inFlow && len(m.stack) <= p.landed {
+		here := placeOf(m.stack)
 		m.hist.pop()
-		return m.restore(p)
+		cmd := m.restore(p)
+		m.left = &here
+		return cmd
 	}
 	if len(m.stack) <= 1 {
 		return nil
+	}
+	if !inFlow {
+		here := placeOf(m.stack)
+		defer func() { m.left = &here }()
 	}
 	m.setStack(m.stack[:len(m.stack)-1]...)
 	return m.active().refresh()
@@ -407,6 +418,14 @@ func (m *Model) goBack() tea.Cmd {
 // toggle swaps where the operator is with the place before it (k9s's -):
 // pressed again, it swaps back.
 func (m *Model) toggle() tea.Cmd {
+	if l := m.left; l != nil {
+		// Back to the place esc left; - again returns here.
+		m.left = nil
+		here := placeOf(m.stack)
+		here.landed = len(l.stack)
+		m.hist.push(here)
+		return m.restore(*l)
+	}
 	p, ok := m.hist.pop()
 	if !ok {
 		m.note = "no previous screen yet: - switches between the last two screens"
