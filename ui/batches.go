@@ -234,7 +234,11 @@ func (s *batchesScreen) body(w int) []string {
 			mark = "▸ "
 		}
 		span := "-"
-		if b.FirstAt != nil {
+		switch {
+		case b.FirstAt == nil:
+		case b.Span < time.Second:
+			span = "<1s" // one decision, or all within a second
+		default:
 			span = ShortDuration(b.Span)
 		}
 		head := fmt.Sprintf("%s%s  %s  %s  %s", mark, pad(batchWhen(b, s.page.DBTime), 12), pad(span, 6),
@@ -268,8 +272,10 @@ func (s *batchesScreen) pane(w int) []string {
 	when := "started " + auditTime(b.StartedAt, s.page.DBTime) + " UTC · "
 	if b.FirstAt == nil || b.LastAt == nil {
 		when += "no decision you may see"
+	} else if first, last := auditTime(*b.FirstAt, s.page.DBTime), auditTime(*b.LastAt, s.page.DBTime); first == last {
+		when += "decided " + first
 	} else {
-		when += "decided " + auditTime(*b.FirstAt, s.page.DBTime) + " → " + auditTime(*b.LastAt, s.page.DBTime)
+		when += "decided " + first + " → " + last
 	}
 	return []string{
 		"",

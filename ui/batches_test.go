@@ -63,8 +63,8 @@ func addBatches(src *fakeSource, n int) {
 			b.Roles, b.DisplayNames, b.StartedBy, b.StartedByName = []string{"bob"}, []string{}, "bob", nil
 		}
 		if i == 1 {
-			// From before runs were recorded: no filter.
-			b.Filter = nil
+			// From before runs were recorded: no filter; one decision.
+			b.Filter, b.FirstAt, b.Span = nil, &last, 0
 		}
 		if i == 2 {
 			// Started, and nothing decided (or nothing the role sees).
