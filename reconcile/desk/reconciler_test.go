@@ -407,4 +407,21 @@ ORDER BY at DESC LIMIT 1`, m.rec.Role).Scan(&marked, &batch, &cut))
 	require.Equal(t, "true", *marked)
 	require.NotNil(t, batch)
 	require.Equal(t, p.Batch, *batch)
+
+	// Another login's run, claimed with the same long references: the
+	// refusal keeps the id it claimed, and no batch.
+	other, err := desk.StartBatch(m.ctx, dbtest.NewPerson(t, m.db, "operator", "acme").Pool, "state:stuck", "")
+	require.NoError(t, err)
+	p.Batch = other
+	_, err = desk.Decide(m.ctx, m.rec.Pool, p)
+	require.Error(t, err)
+	var claimed *string
+	require.NoError(t, m.db.Admin.QueryRow(m.ctx, `
+SELECT details->>'batch', details->>'claimed_batch', details->>'cut' FROM (
+    SELECT details, at FROM opsdesk.audit WHERE role = $1 UNION ALL SELECT details, at FROM opsdesk.audit_queue WHERE role = $1) r
+ORDER BY at DESC LIMIT 1`, m.rec.Role).Scan(&batch, &claimed, &cut))
+	require.NotNil(t, cut, "the details were cut")
+	require.Nil(t, batch, "a refused claim counts in no run")
+	require.NotNil(t, claimed)
+	require.Equal(t, other, *claimed)
 }

@@ -364,3 +364,17 @@ END
 $function$;
 
 -- +goose StatementEnd
+
+-- cut_details as 00027's, keeping claimed_batch too: a refusal of
+-- another login's run whose details were cut lost the id it claimed.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION opsdesk.cut_details(d jsonb, p_bytes integer) RETURNS jsonb
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT CASE WHEN octet_length(d::text) <= p_bytes THEN d
+                  ELSE jsonb_build_object('cut', left((d - 'reconciler' - 'batch' - 'claimed_batch' - 'tenant')::text, (p_bytes - 400) / 4))
+                       || jsonb_strip_nulls(jsonb_build_object(
+                              'reconciler', CASE WHEN jsonb_typeof(d->'reconciler') = 'boolean' THEN d->'reconciler' END,
+                              'batch', CASE WHEN octet_length(d->>'batch') <= 64 THEN d->'batch' END,
+                              'claimed_batch', CASE WHEN octet_length(d->>'claimed_batch') <= 64 THEN d->'claimed_batch' END,
+                              'tenant', CASE WHEN octet_length(d->>'tenant') <= 128 THEN d->'tenant' END)) END $$;
+-- +goose StatementEnd
