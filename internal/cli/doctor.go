@@ -153,6 +153,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, out *doctorOut) error {
 		check(false, "schema", err.Error())
 	default:
 		check(true, "schema", fmt.Sprintf("version %d (this opsdesk needs %d)", version, db.LatestVersion()))
+		doctorLeakproof(ctx, pool, out)
 	}
 
 	doctorRole(ctx, pool, out)
@@ -236,6 +237,22 @@ FROM pg_roles r WHERE r.rolname = session_user`).Scan(&role, &super, &service, &
 		return
 	}
 	check(true, "role", role+": "+strings.Join(may, "; "))
+}
+
+// doctorLeakproof warns when the batch lookups of migration 00029 are
+// not leakproof (a schema installed without a superuser): under
+// row-level security audit batches then read every batched record for
+// each run on a page.
+func doctorLeakproof(ctx context.Context, pool *pgxpool.Pool, out *doctorOut) {
+	var leakproof bool
+	err := pool.QueryRow(ctx, `SELECT bool_and(proleakproof) FROM pg_catalog.pg_proc
+WHERE oid IN ('opsdesk.batch_of(jsonb)'::regprocedure, 'opsdesk.uuid_text(uuid)'::regprocedure)`).Scan(&leakproof)
+	if err != nil || leakproof {
+		return // the schema check said what is wrong with the schema
+	}
+	out.add("warning", "schema", "opsdesk.batch_of and opsdesk.uuid_text are not LEAKPROOF (the schema was installed without a "+
+		"superuser): audit batches read every batched record for each run; a superuser runs "+
+		"ALTER FUNCTION opsdesk.batch_of(jsonb) LEAKPROOF; ALTER FUNCTION opsdesk.uuid_text(uuid) LEAKPROOF;")
 }
 
 // grantHint is the command an admin runs to give role a tenant.

@@ -114,3 +114,21 @@ VALUES ('acme', 'charge-card', 'lease-two-days', '1', decode(repeat('09', 32), '
 	}
 	require.NotContains(t, out, "not-yours", "another tenant's record")
 }
+
+// TestDoctorWarnsOfBatchLookupsNotLeakproof: a schema installed without a
+// superuser has 00029's batch lookups unmarked, and doctor says what to
+// run.
+func TestDoctorWarnsOfBatchLookupsNotLeakproof(t *testing.T) {
+	t.Parallel()
+	_, d := storeConfig(t)
+	viewer := personConfig(t, dbtest.NewPerson(t, d, "viewer", "acme"), "")
+	code, out, errOut := run("doctor", "--config", viewer)
+	require.Equal(t, ExitOK, code, out+errOut)
+	require.NotContains(t, out, "LEAKPROOF")
+
+	_, err := d.Admin.Exec(t.Context(), `ALTER FUNCTION opsdesk.batch_of(jsonb) NOT LEAKPROOF`)
+	require.NoError(t, err)
+	code, out, errOut = run("doctor", "--config", viewer)
+	require.Equal(t, ExitOK, code, "a warning, not a failure: "+out+errOut)
+	require.Contains(t, out, "ALTER FUNCTION opsdesk.batch_of(jsonb) LEAKPROOF")
+}

@@ -394,6 +394,13 @@ BEGIN
 END
 $$;
 
+-- Name: batch_of(jsonb); Type: FUNCTION; Schema: opsdesk; Owner: -
+
+CREATE FUNCTION opsdesk.batch_of(d jsonb) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$ BEGIN RETURN d->>'batch'; END $$;
+
 -- Name: clean_input(text); Type: FUNCTION; Schema: opsdesk; Owner: -
 
 CREATE FUNCTION opsdesk.clean_input(p text) RETURNS text
@@ -2189,6 +2196,13 @@ SELECT CASE WHEN opsdesk.sees_every_tenant()
     THEN (SELECT count(*) FROM opsdesk.purge_runs WHERE finished_at IS NULL) END
 $$;
 
+-- Name: uuid_text(uuid); Type: FUNCTION; Schema: opsdesk; Owner: -
+
+CREATE FUNCTION opsdesk.uuid_text(u uuid) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$ BEGIN RETURN u::text; END $$;
+
 -- Name: view_state(opsdesk.operations); Type: FUNCTION; Schema: opsdesk; Owner: -
 
 CREATE FUNCTION opsdesk.view_state(o opsdesk.operations) RETURNS text
@@ -2614,7 +2628,7 @@ ALTER TABLE ONLY opsdesk.tool_policies
 
 -- Name: audit_batch_idx; Type: INDEX; Schema: opsdesk; Owner: -
 
-CREATE INDEX audit_batch_idx ON opsdesk.audit USING btree (((details ->> 'batch'::text)), tenant) INCLUDE (at) WHERE ((details ->> 'batch'::text) IS NOT NULL);
+CREATE INDEX audit_batch_idx ON opsdesk.audit USING btree (opsdesk.batch_of(details), tenant) INCLUDE (at) WHERE (opsdesk.batch_of(details) IS NOT NULL);
 
 -- Name: audit_browse_action_idx; Type: INDEX; Schema: opsdesk; Owner: -
 
@@ -2925,7 +2939,7 @@ CREATE POLICY people ON opsdesk.audit_queue FOR SELECT TO opsdesk_viewer USING (
 
 CREATE POLICY people ON opsdesk.batches FOR SELECT TO opsdesk_viewer USING (((role = SESSION_USER) OR ( SELECT opsdesk.sees_every_tenant() AS sees_every_tenant) OR (EXISTS ( SELECT
    FROM opsdesk.audit a
-  WHERE ((a.details ->> 'batch'::text) = (batches.id)::text)))));
+  WHERE (opsdesk.batch_of(a.details) = opsdesk.uuid_text(batches.id))))));
 
 -- Name: conflicts people; Type: POLICY; Schema: opsdesk; Owner: -
 

@@ -196,7 +196,7 @@ func (b *builder) applyAudit(f readmodel.AuditFilter) {
 	// (migration 00029) holds it; the planner may use it here, or walk
 	// audit_browse_idx newest first and stop when the page is full. Only
 	// decisions carry one, which the action bound keeps the planner told.
-	b.oneOf("(a.details->>'batch')", f.Batches)
+	b.oneOf("opsdesk.batch_of(a.details)", f.Batches)
 	if len(f.Batches) > 0 && len(f.Actions) == 0 {
 		b.conds = append(b.conds, "a.action LIKE 'decide:%'")
 	}

@@ -36,7 +36,7 @@ CROSS JOIN LATERAL (
         coalesce(array_agg(DISTINCT a.tool) FILTER (WHERE a.tool IS NOT NULL), '{}') AS tools,
         count(*) AS records, count(DISTINCT a.operation_id) AS operations
     FROM opsdesk.audit a
-    WHERE (a.details->>'batch') = b.id::text AND a.action LIKE 'decide:%') s
+    WHERE opsdesk.batch_of(a.details) = opsdesk.uuid_text(b.id) AND a.action LIKE 'decide:%') s
 WHERE $1::timestamptz IS NULL OR (b.started_at, b.id) < ($1::timestamptz, $2::uuid)
 ORDER BY b.started_at DESC, b.id DESC
 LIMIT $3`
@@ -51,7 +51,7 @@ SELECT a.details->>'batch' AS id, coalesce(a.details->>'lookup', '') AS lookup, 
     count(*) FILTER (WHERE a.outcome <> 'succeeded' AND NOT skip) AS failed
 FROM opsdesk.audit a,
     LATERAL (SELECT coalesce(a.details->>'refusal' IN ('changed', 'not_pending', 'lease_live'), false) AS skip) s
-WHERE (a.details->>'batch') = ANY($1::text[]) AND a.action LIKE 'decide:%'
+WHERE opsdesk.batch_of(a.details) = ANY($1::text[]) AND a.action LIKE 'decide:%'
 GROUP BY 1, 2, 3`
 
 type batchScan struct {
