@@ -503,7 +503,14 @@ func TestBulkGroupOpen(t *testing.T) {
 
 	h.keys("<esc>")
 	require.Equal(t, screenBulk, h.m.active().id(), "esc goes back to the plan")
+	h.keys("-")
+	require.Equal(t, screenBulk, h.m.active().id(), "- does not leave the plan for the group esc left")
 	h.keys("<enter>outage<enter>21<enter>")
 	require.Contains(t, flat(h.view()), "found → completed: 21 decided", h.view())
 	require.Len(t, b.accepted, 1)
+	// Left, the run is over: - never brings back its plan or its group.
+	h.keys("<esc>")
+	require.NotEqual(t, screenBulk, h.m.active().id(), "esc leaves the run's summary")
+	h.keys("-")
+	require.NotContains(t, []screenID{screenBulk, screenBulkGroup}, h.m.active().id(), "- went back into a finished run:\n%s", h.view())
 }

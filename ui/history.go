@@ -114,3 +114,15 @@ func sameMark(a, b any) bool {
 func (p place) extends(stack []screen) bool {
 	return len(stack) >= len(p.stack) && slices.Equal(stack[:len(p.stack)], p.stack)
 }
+
+// unlessFlow is p, or nil when a flow is on its stack (under a screen
+// drilled into from it, a bulk plan's group say): - never goes back
+// into a decision.
+func (p place) unlessFlow() *place {
+	for _, s := range p.stack {
+		if _, ok := s.(flow); ok {
+			return nil
+		}
+	}
+	return &p
+}

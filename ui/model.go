@@ -397,11 +397,12 @@ func (m *Model) setStack(stack ...screen) {
 // history, to the overview. It never quits.
 func (m *Model) goBack() tea.Cmd {
 	_, inFlow := m.active().(flow)
+	m.left = nil
 	if p, ok := m.hist.top(); ok && !inFlow && len(m.stack) <= p.landed {
 		here := placeOf(m.stack)
 		m.hist.pop()
 		cmd := m.restore(p)
-		m.left = &here
+		m.left = here.unlessFlow()
 		return cmd
 	}
 	if len(m.stack) <= 1 {
@@ -409,7 +410,7 @@ func (m *Model) goBack() tea.Cmd {
 	}
 	if !inFlow {
 		here := placeOf(m.stack)
-		defer func() { m.left = &here }()
+		defer func() { m.left = here.unlessFlow() }()
 	}
 	m.setStack(m.stack[:len(m.stack)-1]...)
 	return m.active().refresh()
