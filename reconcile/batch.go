@@ -11,6 +11,27 @@ import (
 // (opsdesk.start_batch, migration 00029).
 const MaxBatchFilterBytes = 1000
 
+// CutBatchFilter is filter cut to MaxBatchFilterBytes (on a character,
+// ending in "…") when longer, and with its control characters as
+// spaces: what a run records of a long or odd filter, where refusing it
+// would refuse the run.
+func CutBatchFilter(filter string) string {
+	filter = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(filter, "?"))
+	if len(filter) <= MaxBatchFilterBytes {
+		return filter
+	}
+	cut := filter[:MaxBatchFilterBytes-len("…")]
+	for !utf8.ValidString(cut) {
+		cut = cut[:len(cut)-1]
+	}
+	return cut + "…"
+}
+
 // CheckBatchFilter refuses, before the database is asked, a run's filter
 // that start_batch would refuse or could not be sent: empty or blank,
 // longer than MaxBatchFilterBytes, not UTF-8, or holding a control

@@ -31,9 +31,10 @@ type BulkReconciler interface {
 	CheckFilter(f readmodel.Filter) error
 	// List returns the stuck records f matches, each at the version seen.
 	List(ctx context.Context, f readmodel.Filter) ([]readmodel.Row, error)
-	// Lookup asks the provider about every row, a bounded number at once,
+	// Lookup starts a run that records filter (what the rows were listed
+	// by), asks the provider about every row, a bounded number at once,
 	// and groups the answers; cancelled, it keeps what was answered.
-	Lookup(ctx context.Context, rows []readmodel.Row, progress func(bulk.Progress)) (*bulk.Plan, error)
+	Lookup(ctx context.Context, filter string, rows []readmodel.Row, progress func(bulk.Progress)) (*bulk.Plan, error)
 	// Accept decides each record of a group by itself; cancelled, it
 	// starts no more decisions and lets those under way finish.
 	Accept(ctx context.Context, plan *bulk.Plan, v bulk.Verdict, p bulk.AcceptParams, progress func(bulk.Progress)) (bulk.GroupResult, error)
@@ -515,7 +516,7 @@ func (s *bulkFlow) lookUp() tea.Cmd {
 				at = r.DBTime
 			}
 		}
-		plan, err := b.Lookup(ctx, rows, progress)
+		plan, err := b.Lookup(ctx, f.String(), rows, progress)
 		return bulkPlanMsg{plan: plan, err: err, listedAt: at}
 	})
 	s.sm.enter(stepLookups)

@@ -107,7 +107,7 @@ func verdictOf(row readmodel.Row) bulk.Item {
 	return item
 }
 
-func (b *fakeBulk) Lookup(ctx context.Context, rows []readmodel.Row, progress func(bulk.Progress)) (*bulk.Plan, error) {
+func (b *fakeBulk) Lookup(ctx context.Context, _ string, rows []readmodel.Row, progress func(bulk.Progress)) (*bulk.Plan, error) {
 	b.mu.Lock()
 	gate, pause := b.gate, b.pause
 	b.mu.Unlock()

@@ -208,7 +208,7 @@ func runBulkResolve(ctx context.Context, w *writer, run bulkRun) error {
 		return nil
 	}
 	fmt.Fprintf(run.errOut, "looking up %s (%d at once)...\n", counted(len(rows), "record"), run.opts.Concurrency)
-	plan, lookupErr := r.Lookup(ctx, rows, throttled(run.errOut, "looked up", len(rows)))
+	plan, lookupErr := r.Lookup(ctx, run.filter.String(), rows, throttled(run.errOut, "looked up", len(rows)))
 	if plan.BatchID == "" && lookupErr != nil {
 		// The run could not start (opsdesk.start_batch): nothing was asked.
 		say("the run did not start: nothing was looked up or decided")

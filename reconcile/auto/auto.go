@@ -383,11 +383,7 @@ func PassFilter(todo []Record) string {
 		}
 	}
 	slices.Sort(tools)
-	f := "auto_reconcile pass: stuck records of " + strings.Join(tools, ", ")
-	if len(f) > reconcile.MaxBatchFilterBytes {
-		f = strings.ToValidUTF8(f[:reconcile.MaxBatchFilterBytes-len("…")], "") + "…"
-	}
-	return f
+	return reconcile.CutBatchFilter("auto_reconcile pass: stuck records of " + strings.Join(tools, ", "))
 }
 
 func (rep *Report) skip(rec Record, reason, message string) {

@@ -82,7 +82,7 @@ func BenchmarkBulkReconcile(b *testing.B) {
 		rows, err := r.List(b.Context(), f)
 		require.NoError(b, err)
 		listed := time.Since(start)
-		plan, err := r.Lookup(b.Context(), rows, nil)
+		plan, err := r.Lookup(b.Context(), f.String(), rows, nil)
 		require.NoError(b, err)
 		looked := time.Since(start)
 		decided := 0

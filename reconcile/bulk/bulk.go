@@ -48,7 +48,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -252,17 +251,6 @@ type Config struct {
 // Reconciler runs bulk reconciliations for one person.
 type Reconciler struct {
 	cfg Config
-
-	// listed is what List last returned, so that Lookup records the
-	// filter of the rows it is given (the run's filter, in its batch).
-	mu     sync.Mutex
-	listed listing
-}
-
-// listing is a filter and the ids of the records List returned for it.
-type listing struct {
-	filter string
-	ids    []int64
 }
 
 // New checks cfg and returns a Reconciler.
@@ -330,38 +318,7 @@ func (r *Reconciler) List(ctx context.Context, f readmodel.Filter) ([]readmodel.
 		return nil, err
 	}
 	slices.SortFunc(rows, func(a, b readmodel.Row) int { return cmp.Compare(a.ID, b.ID) })
-	r.mu.Lock()
-	r.listed = listing{filter: f.String(), ids: ids(rows)}
-	r.mu.Unlock()
 	return rows, nil
-}
-
-func ids(rows []readmodel.Row) []int64 {
-	out := make([]int64, len(rows))
-	for i, row := range rows {
-		out[i] = row.ID
-	}
-	return out
-}
-
-// FilterOf is the filter a run of rows was planned from: the one List
-// returned exactly these rows for, or else a description of the rows
-// (their count and tools), which is what the caller gave.
-func (r *Reconciler) FilterOf(rows []readmodel.Row) string {
-	r.mu.Lock()
-	l := r.listed
-	r.mu.Unlock()
-	if l.filter != "" && slices.Equal(l.ids, ids(rows)) {
-		return l.filter
-	}
-	var tools []string
-	for _, row := range rows {
-		if !slices.Contains(tools, row.Tool) {
-			tools = append(tools, row.Tool)
-		}
-	}
-	slices.Sort(tools)
-	return fmt.Sprintf("%d records given by id (not a listed filter), of tools %s", len(rows), strings.Join(tools, ", "))
 }
 
 // list pages through f's records, at most limit of them.
@@ -517,8 +474,9 @@ type Progress struct {
 	Counts      map[string]int
 }
 
-// Lookup starts a run (Start: its batch, with the filter List returned
-// rows for, FilterOf), then asks the provider about every row,
+// Lookup starts a run (Start: its batch, recording filter, what the rows
+// were listed by: Filter.String of List's filter), then asks the provider
+// about every row,
 // Config.Concurrency at once, and groups the answers. A run that cannot
 // start (a role that may not decide, a store that does not answer) asks
 // nothing: every record is NotAsked, and the error says why. progress (may be nil) is called after each
@@ -526,9 +484,9 @@ type Progress struct {
 // cancelled the lookups in flight are cut short and no more start: the
 // plan holds what was answered, the rest are NotAsked, and the error is
 // ctx's.
-func (r *Reconciler) Lookup(ctx context.Context, rows []readmodel.Row, progress func(Progress)) (*Plan, error) {
+func (r *Reconciler) Lookup(ctx context.Context, filter string, rows []readmodel.Row, progress func(Progress)) (*Plan, error) {
 	started := &Plan{}
-	if err := r.Start(ctx, started, r.FilterOf(rows)); err != nil {
+	if err := r.Start(ctx, started, filter); err != nil {
 		plan := &Plan{Listed: len(rows)}
 		for _, v := range Verdicts {
 			plan.Groups = append(plan.Groups, Group{Verdict: v, Proposal: v.Proposal()})
@@ -544,7 +502,8 @@ func (r *Reconciler) Lookup(ctx context.Context, rows []readmodel.Row, progress 
 }
 
 // Start records plan's run as about to decide, planned from filter
-// (opsdesk.start_batch), and gives plan the run's batch id and filter.
+// (opsdesk.start_batch; cut to reconcile.MaxBatchFilterBytes), and gives
+// plan the run's batch id and filter.
 // The database picks the id and keeps who started the run: decide
 // refuses the run's id to any other login.
 func (r *Reconciler) Start(ctx context.Context, plan *Plan, filter string) error {
@@ -552,6 +511,7 @@ func (r *Reconciler) Start(ctx context.Context, plan *Plan, filter string) error
 	if !ok {
 		return fmt.Errorf("%w: the desk (%T) cannot start a run", ErrConfig, r.cfg.Desk)
 	}
+	filter = reconcile.CutBatchFilter(filter)
 	id, err := starter.StartBatch(ctx, filter)
 	if err != nil {
 		return err

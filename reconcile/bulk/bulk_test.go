@@ -122,7 +122,7 @@ func plan(t *testing.T, ctx context.Context, r *bulk.Reconciler, f string) *bulk
 	t.Helper()
 	rows, err := r.List(ctx, filter(t, f))
 	require.NoError(t, err)
-	p, err := r.Lookup(ctx, rows, nil)
+	p, err := r.Lookup(ctx, f, rows, nil)
 	require.NoError(t, err)
 	return p
 }
@@ -184,7 +184,7 @@ func TestBulkMatchesTheProvidersTruth(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rows, len(truth))
 	var looked []bulk.Progress
-	p, err := r.Lookup(b.ctx, rows, func(pr bulk.Progress) { looked = append(looked, pr) })
+	p, err := r.Lookup(b.ctx, "state:stuck tool:charge-card", rows, func(pr bulk.Progress) { looked = append(looked, pr) })
 	require.NoError(t, err)
 	require.Len(t, looked, len(truth), "one progress report per record")
 	require.Equal(t, len(truth), looked[len(looked)-1].Done)
@@ -369,7 +369,7 @@ func TestBulkViewerIsRefused(t *testing.T) {
 	rows, err := r.List(b.ctx, filter(t, "state:stuck tool:charge-card"))
 	require.NoError(t, err)
 	require.Len(t, rows, 20, "a viewer lists")
-	p, err := r.Lookup(b.ctx, rows, nil)
+	p, err := r.Lookup(b.ctx, "state:stuck tool:charge-card", rows, nil)
 	require.ErrorIs(t, err, reconcile.ErrNotPermitted)
 	require.ErrorContains(t, err, "may not start a run")
 	require.Empty(t, p.BatchID)
@@ -384,8 +384,8 @@ func TestBulkViewerIsRefused(t *testing.T) {
 }
 
 // A run records the filter it was listed with, for the login that
-// started it; rows that List did not return for that filter are recorded
-// as what they are.
+// started it; a filter longer than a run keeps is recorded cut, on a
+// character, rather than refusing the run.
 func TestBulkRunRecordsItsFilter(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -403,10 +403,14 @@ func TestBulkRunRecordsItsFilter(t *testing.T) {
 
 	rows, err := r.List(b.ctx, filter(t, "state:stuck tool:charge-card"))
 	require.NoError(t, err)
-	q, err := r.Lookup(b.ctx, rows[:2], nil)
+	long := "state:stuck tool:charge-card key:" + strings.Repeat("é", 600) + "\t"
+	q, err := r.Lookup(b.ctx, long, rows[:2], nil)
 	require.NoError(t, err)
 	require.NotEqual(t, p.BatchID, q.BatchID, "each run its own")
-	require.Equal(t, "2 records given by id (not a listed filter), of tools charge-card", q.Filter)
+	require.NoError(t, b.db.Admin.QueryRow(b.ctx, `SELECT filter FROM opsdesk.batches WHERE id = $1`, q.BatchID).Scan(&got))
+	require.Equal(t, q.Filter, got, "a long filter is recorded cut, not refused")
+	require.Equal(t, reconcile.MaxBatchFilterBytes, len(got))
+	require.True(t, strings.HasSuffix(got, "é…"), got[len(got)-10:])
 }
 
 // otherTenant is every column of tenant's records and the number of audit
@@ -686,7 +690,7 @@ func TestBulkHangingProvider(t *testing.T) {
 	ctx, cancel := context.WithTimeout(b.ctx, 300*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	p, err = r.Lookup(ctx, rows, nil)
+	p, err = r.Lookup(ctx, "state:stuck", rows, nil)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, time.Since(start), 2*time.Second)
 	require.Len(t, p.NotAsked, 16, "cut-short lookups are not evidence of no answer")
