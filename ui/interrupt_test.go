@@ -52,16 +52,7 @@ func TestBulkInterruptViews(t *testing.T) {
 			h.finish()
 		}},
 		// ctrl+c once every record's decision had started.
-		{"bulk-interrupted-late", func(t *testing.T, h *harness, b *fakeBulk) {
-			b.mu.Lock()
-			b.decideGate, b.decidePause = make(chan struct{}), 9
-			b.mu.Unlock()
-			t.Cleanup(func() { close(b.decideGate) })
-			h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>9")
-			h.pump(h.press(keyEnter), 9)
-			h.keys("<ctrl+c>")
-			h.finish()
-		}},
+		{"bulk-interrupted-late", func(t *testing.T, h *harness, b *fakeBulk) { bulkInterruptedLate(t, h, b) }},
 	}
 	for _, c := range cases {
 		goldens(t, c.name, func(t *testing.T, w, hh int) string {
@@ -79,14 +70,7 @@ func TestBulkInterruptViews(t *testing.T) {
 func TestBulkInterruptLate(t *testing.T) {
 	t.Parallel()
 	h, b := newBulkHarness(t, true, 80, 24)
-	b.mu.Lock()
-	b.decideGate, b.decidePause = make(chan struct{}), 9
-	b.mu.Unlock()
-	t.Cleanup(func() { close(b.decideGate) })
-	h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>9")
-	h.pump(h.press(keyEnter), 9)
-	h.keys("<ctrl+c>")
-	h.finish()
+	bulkInterruptedLate(t, h, b)
 	v := flat(h.view())
 	require.Contains(t, v, "✓ found → completed: 9 decided", "%s", h.view())
 	require.Contains(t, v, "ctrl+c came after every record's decision had started", "%s", h.view())
@@ -219,4 +203,18 @@ func TestInterruptReveal(t *testing.T) {
 	h.keys("q")
 	require.False(t, h.quit, "q at the reason quit")
 	require.NotContains(t, h.view(), "ctrl+c again")
+}
+
+// bulkInterruptedLate accepts the found group of 9 and presses ctrl+c
+// once every record's decision has started (each held until the test
+// ends), then lets the run finish.
+func bulkInterruptedLate(t *testing.T, h *harness, b *fakeBulk) {
+	b.mu.Lock()
+	b.decideGate, b.decidePause = make(chan struct{}), 9
+	b.mu.Unlock()
+	t.Cleanup(func() { close(b.decideGate) })
+	h.keys(bulkList + "R<enter>provider outage 03:00-03:20, lookups after recovery<enter>9")
+	h.pump(h.press(keyEnter), 9)
+	h.keys("<ctrl+c>")
+	h.finish()
 }
