@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	auditlog "github.com/opsdesk/opsdesk/internal/audit"
@@ -249,4 +250,56 @@ func TestAuditBatchesUseTheIndex(t *testing.T) {
 			require.Regexp(t, `Index Cond: \(+opsdesk\.batch_of\(`, s, "as a viewer of %s:\n%s", tenant, s)
 		}
 	}
+}
+
+// TestBatchLookupsCannotBeReplaced: the two functions the batches policy
+// and the audit_batch_idx index are keyed on (migration 00029) are the
+// migrator's. No login of any level, nor one without an opsdesk role,
+// can redefine them (a batch_of that answered every run's id would show
+// every run to anyone) or take their LEAKPROOF mark; opsdesk's logins may
+// call them, and they answer only what their argument holds.
+func TestBatchLookupsCannotBeReplaced(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := t.Context()
+	for _, who := range []struct {
+		name string
+		p    *dbtest.Person
+	}{
+		{"service", dbtest.NewService(t, d)}, {"viewer of one tenant", dbtest.NewPerson(t, d, "viewer", "acme")},
+		{"operator", dbtest.NewPerson(t, d, "operator", "*")}, {"admin", dbtest.NewPerson(t, d, "admin", "*")},
+		{"reconciler", dbtest.NewPerson(t, d, "reconciler", "*")}, {"no opsdesk role", dbtest.NewPerson(t, d, "")},
+	} {
+		for _, sql := range []string{
+			`CREATE OR REPLACE FUNCTION opsdesk.batch_of(d jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT d->>'batch' $$`,
+			`CREATE OR REPLACE FUNCTION opsdesk.uuid_text(u uuid) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT u::text $$`,
+			`ALTER FUNCTION opsdesk.batch_of(jsonb) NOT LEAKPROOF`,
+			`ALTER FUNCTION opsdesk.uuid_text(uuid) RENAME TO uuid_text_old`,
+			`DROP FUNCTION opsdesk.batch_of(jsonb) CASCADE`,
+		} {
+			_, err := who.p.Pool.Exec(ctx, sql)
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr, "%s: %s", who.name, sql)
+			require.Equal(t, "42501", pgErr.Code, "%s: %s: %v", who.name, sql, err)
+		}
+		call := `SELECT opsdesk.batch_of('{"batch": "b", "tenant": "acme"}'),
+    opsdesk.batch_of('[1, 2]'), opsdesk.uuid_text('0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b')`
+		var batch, noBatch *string
+		var text string
+		err := who.p.Pool.QueryRow(ctx, call).Scan(&batch, &noBatch, &text)
+		if who.name == "no opsdesk role" {
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr, "a login without opsdesk's schema reaches nothing in it")
+			require.Equal(t, "42501", pgErr.Code, "%v", err)
+			continue
+		}
+		require.NoError(t, err, who.name)
+		require.Equal(t, "b", *batch, who.name)
+		require.Nil(t, noBatch, "an array has no batch, and no error: %s", who.name)
+		require.Equal(t, "0b7e6c1a-3f2d-4c5e-9a8b-1c2d3e4f5a6b", text, who.name)
+	}
+	var marked bool
+	require.NoError(t, d.Admin.QueryRow(ctx, `SELECT bool_and(proleakproof) FROM pg_proc
+WHERE oid IN ('opsdesk.batch_of(jsonb)'::regprocedure, 'opsdesk.uuid_text(uuid)'::regprocedure)`).Scan(&marked))
+	require.True(t, marked, "migrated by a superuser, both are marked")
 }
