@@ -45,9 +45,22 @@ func benchSetup(b *testing.B) (*pgxpool.Pool, *Store) {
 	return benchSetupWith(b, Config{})
 }
 
+// benchSetupDDL is benchSetup with ddl run as the superuser after the
+// business tables are made.
+func benchSetupDDL(b *testing.B, ddl string) *pgxpool.Pool {
+	b.Helper()
+	pool, _ := benchSetupExtra(b, Config{}, ddl)
+	return pool
+}
+
 // benchSetupWith is benchSetup with a store configured by cfg (its tools
 // and owner set here).
 func benchSetupWith(b *testing.B, cfg Config) (*pgxpool.Pool, *Store) {
+	b.Helper()
+	return benchSetupExtra(b, cfg, "")
+}
+
+func benchSetupExtra(b *testing.B, cfg Config, ddl string) (*pgxpool.Pool, *Store) {
 	b.Helper()
 	d := dbtest.New(b)
 	_, err := d.Admin.Exec(context.Background(), `
@@ -62,7 +75,7 @@ CREATE TABLE biz.idempotency_keys (
     created_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant, key));
 GRANT USAGE ON SCHEMA biz TO opsdesk_service;
-GRANT SELECT, INSERT ON biz.tickets, biz.idempotency_keys TO opsdesk_service;`)
+GRANT SELECT, INSERT ON biz.tickets, biz.idempotency_keys TO opsdesk_service;`+ddl)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,0 +1,155 @@
+package ops
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BenchmarkCreateFloor measures what a redesign of the create path could
+// reach (issue 20 §1): DoTx's statements (the peek, BEGIN, the business
+// insert, the record's insert sent with COMMIT) against a record table
+// narrower than opsdesk.operations, with the guarantees added back one at
+// a time, beside NaiveCreate and RawCreate in the same process. No library
+// code runs in the narrow variants, so each is an upper bound for a design
+// that keeps completed local records in such a table:
+//
+//   - narrow: (tenant, tool, key) primary key, the columns a replay reads,
+//     no other index, no row-level security, no trigger;
+//   - narrow+rls: row-level security forced, the service policy as on
+//     operations;
+//   - narrow+rls+trigger: and a BEFORE INSERT trigger that checks the rules
+//     a completed insert must keep (the state machine's insert path);
+//   - narrow-all: and the console's indexes of completed records (by id,
+//     by expiry, by tenant, tool and expiry).
+//
+// Run it alone, in one process, and quote the ratios of each to Naive:
+//
+//	go test ./ops -run '^$' -bench 'CreateFloor' -benchtime 3s -count 3
+func BenchmarkCreateFloor(b *testing.B) {
+	b.Run("Naive", BenchmarkNaiveCreate)
+	b.Run("Raw", BenchmarkRawCreate)
+	for _, v := range []struct {
+		name string
+		ddl  string
+	}{
+		{"Narrow", ""},
+		{"NarrowRLS", `
+ALTER TABLE biz.completed ENABLE ROW LEVEL SECURITY;
+ALTER TABLE biz.completed FORCE ROW LEVEL SECURITY;
+CREATE POLICY service ON biz.completed TO opsdesk_service USING (true) WITH CHECK (true);`},
+		{"NarrowRLSTrigger", `
+ALTER TABLE biz.completed ENABLE ROW LEVEL SECURITY;
+ALTER TABLE biz.completed FORCE ROW LEVEL SECURITY;
+CREATE POLICY service ON biz.completed TO opsdesk_service USING (true) WITH CHECK (true);
+CREATE FUNCTION biz.completed_rules() RETURNS trigger LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp' AS $$
+BEGIN
+    IF octet_length(NEW.key) NOT BETWEEN 1 AND 255 OR octet_length(NEW.fingerprint) <> 32
+       OR NEW.outcome NOT IN ('succeeded', 'rejected')
+       OR NEW.created_at NOT BETWEEN clock_timestamp() - interval '10 seconds' AND clock_timestamp()
+       OR NEW.expires_at NOT BETWEEN NEW.created_at AND NEW.created_at + interval '100 years'
+       OR NEW.owner_role IS DISTINCT FROM session_user THEN
+        RAISE EXCEPTION 'completed record breaks a rule' USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER completed_rules BEFORE INSERT ON biz.completed FOR EACH ROW EXECUTE FUNCTION biz.completed_rules();
+ALTER TABLE biz.completed ENABLE ALWAYS TRIGGER completed_rules;`},
+		{"NarrowAll", `
+ALTER TABLE biz.completed ENABLE ROW LEVEL SECURITY;
+ALTER TABLE biz.completed FORCE ROW LEVEL SECURITY;
+CREATE POLICY service ON biz.completed TO opsdesk_service USING (true) WITH CHECK (true);
+CREATE FUNCTION biz.completed_rules() RETURNS trigger LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp' AS $$
+BEGIN
+    IF octet_length(NEW.key) NOT BETWEEN 1 AND 255 OR octet_length(NEW.fingerprint) <> 32
+       OR NEW.outcome NOT IN ('succeeded', 'rejected')
+       OR NEW.created_at NOT BETWEEN clock_timestamp() - interval '10 seconds' AND clock_timestamp()
+       OR NEW.expires_at NOT BETWEEN NEW.created_at AND NEW.created_at + interval '100 years'
+       OR NEW.owner_role IS DISTINCT FROM session_user THEN
+        RAISE EXCEPTION 'completed record breaks a rule' USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER completed_rules BEFORE INSERT ON biz.completed FOR EACH ROW EXECUTE FUNCTION biz.completed_rules();
+ALTER TABLE biz.completed ENABLE ALWAYS TRIGGER completed_rules;
+CREATE INDEX ON biz.completed (id);
+CREATE INDEX ON biz.completed (expires_at) INCLUDE (tenant);
+CREATE INDEX ON biz.completed (tenant, tool, expires_at);
+-- Statistics, as a store in use has them: on an empty table the planner
+-- may read a replay's key through the tool-expiry index.
+INSERT INTO biz.completed (tenant, tool, key, tool_version, fingerprint, outcome, created_at, expires_at)
+SELECT 'tenant-' || i % 20, 'tool-' || i % 4, 'seed-' || i, '1', sha256(i::text::bytea), 'succeeded', clock_timestamp(), clock_timestamp()
+FROM generate_series(1, 20000) i;
+ANALYZE biz.completed;`},
+	} {
+		b.Run(v.name, func(b *testing.B) { benchNarrowCreate(b, v.ddl) })
+	}
+}
+
+// benchNarrowCreate runs DoTx's create statements against biz.completed,
+// set up with ddl.
+func benchNarrowCreate(b *testing.B, ddl string) {
+	pool := benchSetupDDL(b, `
+CREATE TABLE biz.completed (
+    tenant       text        NOT NULL,
+    tool         text        NOT NULL,
+    key          text        NOT NULL,
+    id           bigint      GENERATED ALWAYS AS IDENTITY,
+    tool_version text        NOT NULL,
+    fingerprint  bytea       NOT NULL,
+    intent       json,
+    outcome      text        NOT NULL,
+    result       json,
+    result_ref   text,
+    owner_role   text        NOT NULL DEFAULT session_user,
+    created_at   timestamptz NOT NULL,
+    expires_at   timestamptz NOT NULL,
+    PRIMARY KEY (tenant, tool, key));
+GRANT SELECT, INSERT ON biz.completed TO opsdesk_service;`+ddl)
+	fp := sha256.Sum256([]byte("fixed"))
+	intent := []byte(`{"intent":{"labels":["hardware","urgent"],"priority":2,"title":"Printer on fire"},"tool":"create-ticket","version":"1"}`)
+	retention := DefaultRetention.Microseconds()
+	runClients(b, pool, func(ctx context.Context, i int64) error {
+		key := fmt.Sprintf("run-%d:create-ticket", i)
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		var id int64
+		var version, fpr, res, ref []byte
+		err = conn.QueryRow(ctx, `SELECT id, tool_version, fingerprint, result, result_ref, now() FROM biz.completed
+WHERE tenant = $1 AND tool = $2 AND key = $3`, "acme", "create-ticket", key).Scan(&id, &version, &fpr, &res, &ref, nil)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("read %s: %w", key, err)
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		r, err := insertTicket(ctx, tx)
+		if err != nil {
+			tx.Rollback(ctx) //nolint:errcheck
+			return err
+		}
+		tref := fmt.Sprintf("T-%d", r.TicketID)
+		var batch pgx.Batch
+		batch.Queue(`INSERT INTO biz.completed (tenant, tool, key, tool_version, fingerprint, intent, outcome, result, result_ref, created_at, expires_at)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, clock.t, clock.t + $10 * interval '1 microsecond'
+FROM (SELECT clock_timestamp() AS t) clock RETURNING id`, "acme", "create-ticket", key, "1", fp[:], intent,
+			OutcomeSucceeded, []byte(fmt.Sprintf(`{"ticket_id":%d}`, r.TicketID)), &tref, retention).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
+		batch.Queue("COMMIT")
+		if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
+			tx.Rollback(ctx) //nolint:errcheck
+			return err
+		}
+		return nil
+	})
+}
