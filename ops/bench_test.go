@@ -176,36 +176,14 @@ func BenchmarkRawCreate(b *testing.B) {
 	intent := []byte(`{"intent":{"labels":["hardware","urgent"],"priority":2,"title":"Printer on fire"},"tool":"create-ticket","version":"1"}`)
 	retention := DefaultRetention.Microseconds()
 	runClients(b, pool, func(ctx context.Context, i int64) error {
-		key := fmt.Sprintf("run-%d:create-ticket", i)
-		conn, err := pool.Acquire(ctx)
-		if err != nil {
-			return err
-		}
-		defer conn.Release()
-		if _, _, found, err := peek(ctx, conn, Identity{Tenant: "acme", Tool: "create-ticket", Key: key}); err != nil || found {
-			return fmt.Errorf("read %s: found %v: %w", key, found, err)
-		}
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		r, err := insertTicket(ctx, tx)
-		if err != nil {
-			tx.Rollback(ctx) //nolint:errcheck
-			return err
-		}
-		ref := fmt.Sprintf("T-%d", r.TicketID)
-		var id int64
-		var batch pgx.Batch
-		batch.Queue(insertCompletedStmt, "acme", "create-ticket", key, "1", fp[:], "bench", intent,
-			OutcomeSucceeded, []byte(fmt.Sprintf(`{"ticket_id":%d}`, r.TicketID)), &ref, retention).
-			QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
-		batch.Queue("COMMIT")
-		if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
-			tx.Rollback(ctx) //nolint:errcheck
-			return err
-		}
-		return nil
+		return createByHand(ctx, pool, fmt.Sprintf("run-%d:create-ticket", i), func(ctx context.Context, conn *pgxpool.Conn, key string) (bool, error) {
+			_, _, found, err := peek(ctx, conn, Identity{Tenant: "acme", Tool: "create-ticket", Key: key})
+			return found, err
+		}, func(batch *pgx.Batch, key string, ticket int64, ref *string, id *int64) {
+			batch.Queue(insertCompletedStmt, "acme", "create-ticket", key, "1", fp[:], "bench", intent,
+				OutcomeSucceeded, []byte(fmt.Sprintf(`{"ticket_id":%d}`, ticket)), ref, retention).
+				QueryRow(func(row pgx.Row) error { return row.Scan(id) })
+		})
 	})
 }
 
