@@ -19,18 +19,20 @@ import (
 // code runs in the narrow variants, so each is an upper bound for a design
 // that keeps completed local records in such a table:
 //
-//   - narrow: (tenant, tool, key) primary key, the columns a replay reads,
+//   - Narrow: (tenant, tool, key) primary key, the columns a replay reads,
 //     no other index, no row-level security, no trigger;
-//   - narrow+rls: row-level security forced, the service policy as on
+//   - NarrowRLS: row-level security forced, the service policy as on
 //     operations;
-//   - narrow+rls+trigger: and a BEFORE INSERT trigger that checks the rules
+//   - NarrowRLSTrigger: and a BEFORE INSERT trigger that checks the rules
 //     a completed insert must keep (the state machine's insert path);
-//   - narrow-all: and the console's indexes of completed records (by id,
+//   - NarrowAll: and the console's indexes of completed records (by id,
 //     by expiry, by tenant, tool and expiry).
 //
-// Run it alone, in one process, and quote the ratios of each to Naive:
+// Run it alone, every variant once per round, and quote each one's ratio
+// to Naive in the same round (docs/benchmarks.md, issue 20, seventh
+// session):
 //
-//	go test ./ops -run '^$' -bench 'CreateFloor' -benchtime 3s -count 3
+//	for r in 1 2 3; do go test ./ops -run '^$' -bench CreateFloor -benchtime 3s -count 1; done
 func BenchmarkCreateFloor(b *testing.B) {
 	b.Run("Naive", BenchmarkNaiveCreate)
 	b.Run("Raw", BenchmarkRawCreate)
@@ -82,7 +84,7 @@ ANALYZE biz.completed;`
 // benchNarrowCreate runs DoTx's create statements against biz.completed,
 // set up with ddl.
 func benchNarrowCreate(b *testing.B, ddl string) {
-	pool := benchSetupDDL(b, `
+	pool, _ := benchSetupExtra(b, Config{}, `
 CREATE TABLE biz.completed (
     tenant       text        NOT NULL,
     tool         text        NOT NULL,

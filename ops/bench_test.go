@@ -45,14 +45,6 @@ func benchSetup(b *testing.B) (*pgxpool.Pool, *Store) {
 	return benchSetupWith(b, Config{})
 }
 
-// benchSetupDDL is benchSetup with ddl run as the superuser after the
-// business tables are made.
-func benchSetupDDL(b *testing.B, ddl string) *pgxpool.Pool {
-	b.Helper()
-	pool, _ := benchSetupExtra(b, Config{}, ddl)
-	return pool
-}
-
 // benchSetupWith is benchSetup with a store configured by cfg (its tools
 // and owner set here).
 func benchSetupWith(b *testing.B, cfg Config) (*pgxpool.Pool, *Store) {
@@ -60,6 +52,8 @@ func benchSetupWith(b *testing.B, cfg Config) (*pgxpool.Pool, *Store) {
 	return benchSetupExtra(b, cfg, "")
 }
 
+// benchSetupExtra is benchSetupWith with ddl run as the superuser after
+// the business tables are made.
 func benchSetupExtra(b *testing.B, cfg Config, ddl string) (*pgxpool.Pool, *Store) {
 	b.Helper()
 	d := dbtest.New(b)
